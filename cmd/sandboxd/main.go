@@ -1,0 +1,67 @@
+// Command sandboxd runs the sandbox service: `server` (a control-plane
+// node), `dev` (everything on one machine with embedded defaults) and
+// `admin` (operator commands against a running server).
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+const usage = `sandboxd: self-hostable disposable WordPress sandboxes
+
+Usage:
+  sandboxd dev     [flags]   run everything on this machine (embedded defaults)
+  sandboxd server  [flags]   run a control-plane server (Raft member)
+  sandboxd admin   COMMAND   operator commands against a running server
+  sandboxd version
+
+Run "sandboxd COMMAND -h" for a command's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	case "dev":
+		err = runDev(args)
+	case "server":
+		err = runServer(args)
+	case "admin":
+		err = runAdmin(args, os.Stdout)
+	case "version":
+		fmt.Println(version)
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "sandboxd: unknown command %q\n\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		os.Exit(1)
+	}
+}
+
+const version = "0.1.0"
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+}

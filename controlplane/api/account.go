@@ -1,0 +1,206 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/plans"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/ids"
+	"github.com/sandboxd/sandboxd/internal/secret"
+)
+
+type userResponse struct {
+	User User `json:"user"`
+}
+
+type usageResponse struct {
+	Usage Usage `json:"usage"`
+}
+
+type tokensResponse struct {
+	Tokens []APIToken `json:"tokens"`
+}
+
+// CreateTokenRequest is the body of POST /api/account/tokens.
+type CreateTokenRequest struct {
+	Name          string `json:"name"`
+	ExpiresInDays *int   `json:"expiresInDays,omitempty" doc:"1..3650; omit for a token that does not expire."`
+}
+
+// CreateTokenResponse carries the secret, shown this one time only.
+type CreateTokenResponse struct {
+	Token  APIToken `json:"token"`
+	Secret string   `json:"secret"`
+}
+
+type deletedResponse struct {
+	Deleted bool `json:"deleted"`
+}
+
+type invitationsResponse struct {
+	Invitations []InvitationView `json:"invitations"`
+}
+
+type memberResponse struct {
+	Member MemberView `json:"member"`
+}
+
+func (a *API) registerAccount(r *rest.Router) {
+	acct := guard{scope: scopeAccount}
+	a.bearer(r, acct, rest.Route{Method: "GET", Path: "/api/account/me", Tag: "account",
+		Summary: "The calling account's identity.", Response: userResponse{},
+		Handler: func(w http.ResponseWriter, req *http.Request) error {
+			return rest.JSON(w, http.StatusOK, userResponse{User: userView(CallerFrom(req.Context()).Account)})
+		}})
+	a.bearer(r, acct, rest.Route{Method: "GET", Path: "/api/account/usage", Tag: "account",
+		Summary: "Counts of what the account holds next to its plan's limits.", Response: usageResponse{},
+		Handler: a.usage})
+	a.bearer(r, acct, rest.Route{Method: "GET", Path: "/api/account/tokens", Tag: "account",
+		Summary: "List personal API tokens (never their secrets).", Response: tokensResponse{},
+		Handler: a.listTokens})
+	a.bearer(r, acct, rest.Route{Method: "POST", Path: "/api/account/tokens", Tag: "account",
+		Summary: "Create a personal API token; the secret is returned once.", Status: http.StatusCreated,
+		Request: CreateTokenRequest{}, Response: CreateTokenResponse{},
+		Errors:  []string{apierr.CodeInvalidRequest, apierr.CodePlanLimitReached, apierr.CodePayloadTooLarge},
+		Handler: a.createToken})
+	a.bearer(r, acct, rest.Route{Method: "DELETE", Path: "/api/account/tokens/{id}", Tag: "account",
+		Summary: "Revoke a personal API token; effective on every node once committed.",
+		Params:  map[string]string{"id": "token"}, Response: deletedResponse{},
+		Errors: []string{apierr.CodeTokenNotFound}, Handler: a.revokeToken})
+	a.bearer(r, acct, rest.Route{Method: "GET", Path: "/api/account/invitations", Tag: "account",
+		Summary: "Invitations addressed to the account's email.", Response: invitationsResponse{},
+		Handler: a.myInvitations})
+	a.bearer(r, acct, rest.Route{Method: "POST", Path: "/api/account/invitations/{id}/accept", Tag: "account",
+		Summary: "Accept an invitation and join its workspace.",
+		Params:  map[string]string{"id": "invitation"}, Response: memberResponse{},
+		Errors:  []string{apierr.CodeInvitationNotFound, apierr.CodeConflict},
+		Handler: a.acceptInvitation})
+}
+
+func (a *API) usage(w http.ResponseWriter, req *http.Request) error {
+	c := CallerFrom(req.Context())
+	owned, err := a.store.OwnedWorkspaces(c.Account.ID)
+	if err != nil {
+		return err
+	}
+	toks, err := a.store.TokensOf(c.Account.ID)
+	if err != nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusOK, usageResponse{Usage: Usage{
+		Plan:   c.Account.Plan,
+		Limits: a.cfg.Plans.For(c.Account.Plan),
+		Counts: map[string]int{plans.Workspaces: owned, plans.APITokens: len(toks)},
+	}})
+}
+
+func (a *API) listTokens(w http.ResponseWriter, req *http.Request) error {
+	c := CallerFrom(req.Context())
+	toks, err := a.store.TokensOf(c.Account.ID)
+	if err != nil {
+		return err
+	}
+	out := make([]APIToken, 0, len(toks))
+	for _, t := range toks {
+		out = append(out, tokenView(t, c.Token.ID))
+	}
+	return rest.JSON(w, http.StatusOK, tokensResponse{Tokens: out})
+}
+
+func validName(field, name string, max int) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return "", apierr.Invalid(field, "%s is required", field)
+	}
+	if len(name) > max {
+		return "", apierr.Invalid(field, "%s must be at most %d characters", field, max)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return "", apierr.Invalid(field, "%s must not contain control characters", field)
+		}
+	}
+	return name, nil
+}
+
+// NewToken makes a token row and its secret; only the row enters Raft.
+func NewToken(userID, name string, now time.Time, expiresInDays *int) (state.Token, string) {
+	plain := secret.New(secret.TokenPrefix)
+	t := state.Token{ID: ids.New(ids.Token), UserID: userID, Name: name, Hash: secret.Hash(plain),
+		Prefix: secret.Display(plain), CreatedAt: now}
+	if expiresInDays != nil {
+		exp := now.Add(time.Duration(*expiresInDays) * 24 * time.Hour)
+		t.ExpiresAt = &exp
+	}
+	return t, plain
+}
+
+func (a *API) createToken(w http.ResponseWriter, req *http.Request) error {
+	c := CallerFrom(req.Context())
+	var body CreateTokenRequest
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	name, err := validName("name", body.Name, 100)
+	if err != nil {
+		return err
+	}
+	if d := body.ExpiresInDays; d != nil && (*d < 1 || *d > 3650) {
+		return apierr.Invalid("expiresInDays", "expiresInDays must be between 1 and 3650")
+	}
+	toks, err := a.store.TokensOf(c.Account.ID)
+	if err != nil {
+		return err
+	}
+	if err := a.cfg.Plans.Check(c.Account.Plan, plans.APITokens, len(toks)); err != nil {
+		return err
+	}
+	t, plain := NewToken(c.Account.ID, name, a.now(), body.ExpiresInDays)
+	if _, err := a.apply(req.Context(), fsm.CreateToken{Token: t}, nil); err != nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusCreated, CreateTokenResponse{Token: tokenView(&t, c.Token.ID), Secret: plain})
+}
+
+func (a *API) revokeToken(w http.ResponseWriter, req *http.Request) error {
+	c := CallerFrom(req.Context())
+	cmd := fsm.RevokeToken{UserID: c.Account.ID, TokenID: req.PathValue("id")}
+	if _, err := a.apply(req.Context(), cmd, apierr.NotFound(apierr.CodeTokenNotFound, "token")); err != nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
+}
+
+func (a *API) myInvitations(w http.ResponseWriter, req *http.Request) error {
+	c := CallerFrom(req.Context())
+	invs, err := a.store.InvitationsFor(c.Account.Email)
+	if err != nil {
+		return err
+	}
+	now := a.now()
+	out := make([]InvitationView, 0, len(invs))
+	for _, inv := range invs {
+		out = append(out, a.invitationView(inv, now))
+	}
+	return rest.JSON(w, http.StatusOK, invitationsResponse{Invitations: out})
+}
+
+func (a *API) acceptInvitation(w http.ResponseWriter, req *http.Request) error {
+	c := CallerFrom(req.Context())
+	cmd := fsm.AcceptInvitation{InvitationID: req.PathValue("id"), UserID: c.Account.ID, At: a.now()}
+	res, err := a.apply(req.Context(), cmd, apierr.NotFound(apierr.CodeInvitationNotFound, "invitation"))
+	if err != nil {
+		return err
+	}
+	m := res.(*state.Member)
+	view, err := a.memberView(m)
+	if err != nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusOK, memberResponse{Member: view})
+}

@@ -1,0 +1,236 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/cluster"
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/ids"
+)
+
+// CreateAccountRequest is the operator's body to create an account.
+type CreateAccountRequest struct {
+	Email string `json:"email"`
+	Plan  string `json:"plan" doc:"free or paid"`
+}
+
+// SetPlanRequest changes an account's plan.
+type SetPlanRequest struct {
+	Plan string `json:"plan" doc:"free or paid"`
+}
+
+// AdminTokenRequest asks for a token for the account with Email.
+type AdminTokenRequest struct {
+	Email string `json:"email"`
+	Name  string `json:"name,omitempty"`
+}
+
+type usersResponse struct {
+	Users []User `json:"users"`
+}
+
+type outboxResponse struct {
+	Mails []state.Mail `json:"mails"`
+}
+
+// JoinRequest is a server asking to join the Raft cluster.
+type JoinRequest struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raftAddr"`
+	APIAddr  string `json:"apiAddr"`
+}
+
+type joinResponse struct {
+	Joined bool `json:"joined"`
+}
+
+type clusterResponse struct {
+	Cluster any `json:"cluster"`
+}
+
+func validPlan(p string) error {
+	if p != state.PlanFree && p != state.PlanPaid {
+		return apierr.Invalid("plan", "plan must be free or paid")
+	}
+	return nil
+}
+
+func (a *API) registerAdmin(r *rest.Router) {
+	a.operator(r, rest.Route{Method: "POST", Path: "/api/admin/accounts", Status: http.StatusCreated,
+		Summary: "Create an account with its personal workspace.", Request: CreateAccountRequest{}, Response: userResponse{},
+		Errors: []string{apierr.CodeInvalidRequest, apierr.CodeConflict}, Handler: a.adminCreateAccount})
+	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/accounts", Summary: "List accounts.",
+		Response: usersResponse{}, Handler: a.adminListAccounts})
+	a.operator(r, rest.Route{Method: "PUT", Path: "/api/admin/accounts/{email}/plan", Summary: "Set an account's plan.",
+		Params: map[string]string{"email": "account email"}, Request: SetPlanRequest{}, Response: userResponse{},
+		Errors: []string{apierr.CodeInvalidRequest, apierr.CodeAccountNotFound}, Handler: a.adminSetPlan})
+	a.operator(r, rest.Route{Method: "POST", Path: "/api/admin/tokens", Status: http.StatusCreated,
+		Summary: "Create a personal API token for an account; the secret is returned once.",
+		Request: AdminTokenRequest{}, Response: CreateTokenResponse{},
+		Errors: []string{apierr.CodeInvalidRequest, apierr.CodeAccountNotFound}, Handler: a.adminCreateToken})
+	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/outbox", Summary: "Mail kept when no SMTP server is configured.",
+		Response: outboxResponse{}, Handler: a.adminOutbox})
+	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/cluster", Summary: "Raft servers, leader and state.",
+		Response: clusterResponse{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
+			var c any
+			if a.cfg.Cluster != nil {
+				c = a.cfg.Cluster()
+			}
+			return rest.JSON(w, http.StatusOK, clusterResponse{Cluster: c})
+		}})
+	a.operator(r, rest.Route{Method: "POST", Path: "/internal/cluster/join", Summary: "Add a server to the Raft cluster as a voter.",
+		Request: JoinRequest{}, Response: joinResponse{}, Errors: []string{apierr.CodeInvalidRequest, apierr.CodeServiceUnavailable},
+		Handler: a.join})
+}
+
+func (a *API) newAccount(email, plan string) fsm.CreateAccount {
+	return NewAccount(email, plan, a.now())
+}
+
+// NewAccount builds the command that makes an account with its personal
+// workspace; the operator route and dev start-up both use it.
+func NewAccount(email, plan string, now time.Time) fsm.CreateAccount {
+	uid := ids.New(ids.User)
+	return fsm.CreateAccount{
+		Account:   state.Account{ID: uid, Email: email, Plan: plan, CreatedAt: now, UpdatedAt: now},
+		Workspace: state.Workspace{ID: ids.New(ids.Workspace), Name: "Personal", OwnerID: uid, Personal: true, CreatedAt: now, UpdatedAt: now},
+	}
+}
+
+func (a *API) adminCreateAccount(w http.ResponseWriter, req *http.Request) error {
+	var body CreateAccountRequest
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	email, err := validEmail(body.Email)
+	if err != nil {
+		return err
+	}
+	if err := validPlan(body.Plan); err != nil {
+		return err
+	}
+	cmd := a.newAccount(email, body.Plan)
+	if _, err := a.apply(req.Context(), cmd, nil); err != nil {
+		return err
+	}
+	acct, err := a.store.Account(cmd.Account.ID)
+	if err != nil || acct == nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusCreated, userResponse{User: userView(acct)})
+}
+
+func (a *API) adminListAccounts(w http.ResponseWriter, req *http.Request) error {
+	accts, err := a.store.Accounts()
+	if err != nil {
+		return err
+	}
+	out := make([]User, 0, len(accts))
+	for _, ac := range accts {
+		out = append(out, userView(ac))
+	}
+	return rest.JSON(w, http.StatusOK, usersResponse{Users: out})
+}
+
+func (a *API) accountByEmail(email string) (*state.Account, error) {
+	acct, err := a.store.AccountByEmail(email)
+	if err != nil {
+		return nil, err
+	}
+	if acct == nil {
+		return nil, apierr.NotFound(apierr.CodeAccountNotFound, "account")
+	}
+	return acct, nil
+}
+
+func (a *API) adminSetPlan(w http.ResponseWriter, req *http.Request) error {
+	var body SetPlanRequest
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	if err := validPlan(body.Plan); err != nil {
+		return err
+	}
+	acct, err := a.accountByEmail(req.PathValue("email"))
+	if err != nil {
+		return err
+	}
+	cmd := fsm.SetPlan{UserID: acct.ID, Plan: body.Plan, At: a.now()}
+	if _, err := a.apply(req.Context(), cmd, apierr.NotFound(apierr.CodeAccountNotFound, "account")); err != nil {
+		return err
+	}
+	if acct, err = a.store.Account(acct.ID); err != nil || acct == nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusOK, userResponse{User: userView(acct)})
+}
+
+func (a *API) adminCreateToken(w http.ResponseWriter, req *http.Request) error {
+	var body AdminTokenRequest
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	email, err := validEmail(body.Email)
+	if err != nil {
+		return err
+	}
+	name := body.Name
+	if name == "" {
+		name = "created by operator"
+	}
+	if name, err = validName("name", name, 100); err != nil {
+		return err
+	}
+	acct, err := a.accountByEmail(email)
+	if err != nil {
+		return err
+	}
+	t, plain := NewToken(acct.ID, name, a.now(), nil)
+	if _, err := a.apply(req.Context(), fsm.CreateToken{Token: t}, apierr.NotFound(apierr.CodeAccountNotFound, "account")); err != nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusCreated, CreateTokenResponse{Token: tokenView(&t, ""), Secret: plain})
+}
+
+func (a *API) adminOutbox(w http.ResponseWriter, req *http.Request) error {
+	ms, err := a.store.Outbox()
+	if err != nil {
+		return err
+	}
+	out := make([]state.Mail, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, *m)
+	}
+	return rest.JSON(w, http.StatusOK, outboxResponse{Mails: out})
+}
+
+func (a *API) join(w http.ResponseWriter, req *http.Request) error {
+	var body JoinRequest
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	switch {
+	case body.ID == "":
+		return apierr.Invalid("id", "id is required")
+	case body.RaftAddr == "":
+		return apierr.Invalid("raftAddr", "raftAddr is required")
+	case body.APIAddr == "":
+		return apierr.Invalid("apiAddr", "apiAddr is required")
+	}
+	if a.cfg.Join == nil {
+		return apierr.Unavailable("this server cannot add members")
+	}
+	if err := a.cfg.Join(req.Context(), state.Server{ID: body.ID, RaftAddr: body.RaftAddr, APIAddr: body.APIAddr}); err != nil {
+		if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrLeadershipLost) {
+			return apierr.Unavailable("leadership changed; retry the join")
+		}
+		return fmt.Errorf("join %s: %w", body.ID, err)
+	}
+	return rest.JSON(w, http.StatusOK, joinResponse{Joined: true})
+}

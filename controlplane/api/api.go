@@ -1,0 +1,296 @@
+// Package api holds the REST handlers of the control plane: accounts,
+// tokens, workspaces, members, roles, invitations, jobs and the operator
+// routes. Every route declares its credential, workspace scope and
+// capability; one wrapper (guard) enforces them before a handler runs.
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/cluster"
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/plans"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/secret"
+)
+
+// Applier commits a command through Raft and returns the FSM's result.
+type Applier interface {
+	Apply(ctx context.Context, c fsm.Command) (any, error)
+}
+
+// Mailer delivers a message (SMTP, or the dev outbox).
+type Mailer interface {
+	Send(ctx context.Context, m state.Mail) error
+}
+
+// Config wires the handlers to the rest of the control plane.
+type Config struct {
+	Store *state.Store
+	Raft  Applier
+	Plans plans.Config
+	// Mailer delivers invitations.
+	Mailer Mailer
+	// ClusterToken authenticates operators and peer servers; compared
+	// against its hash only.
+	ClusterToken string
+	// PublicURL is the API base URL written into emails.
+	PublicURL string
+	// InvitationTTL is how long an invitation can be accepted; zero means 7 days.
+	InvitationTTL time.Duration
+	// Join adds a server to the Raft cluster (leader only).
+	Join func(ctx context.Context, sv state.Server) error
+	// Cluster describes the Raft cluster for operators.
+	Cluster func() any
+	Now     func() time.Time
+	Logger  *slog.Logger
+}
+
+// API serves the control plane's REST routes.
+type API struct {
+	cfg         Config
+	store       *state.Store
+	clusterHash string
+	log         *slog.Logger
+}
+
+// New returns the handlers; call Register to mount them.
+func New(cfg Config) *API {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.InvitationTTL == 0 {
+		cfg.InvitationTTL = 7 * 24 * time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &API{cfg: cfg, store: cfg.Store, clusterHash: secret.Hash(cfg.ClusterToken), log: cfg.Logger.With("component", "api")}
+}
+
+func (a *API) now() time.Time { return a.cfg.Now().UTC().Truncate(time.Millisecond) }
+
+// scope says which workspace a route works in.
+type scope int
+
+const (
+	// scopeAccount routes act on the caller's own account.
+	scopeAccount scope = iota
+	// scopeWorkspace routes act in the selected workspace.
+	scopeWorkspace
+	// scopePathWorkspace routes name the workspace in {id}; it must be the
+	// selected one.
+	scopePathWorkspace
+)
+
+// guard describes who may call a route.
+type guard struct {
+	scope scope
+	// capability the caller's role must hold in the workspace.
+	capability string
+	// ownerOnly routes are for the workspace owner alone.
+	ownerOnly bool
+}
+
+// Caller is the authenticated account making a request, with the
+// workspace it selected and what it may do there.
+type Caller struct {
+	Account   *state.Account
+	Token     *state.Token
+	Workspace *state.Workspace
+	Member    *state.Member
+	Caps      access.Set
+}
+
+type callerKey struct{}
+
+// CallerFrom returns the request's caller; nil on unauthenticated routes.
+func CallerFrom(ctx context.Context) *Caller {
+	c, _ := ctx.Value(callerKey{}).(*Caller)
+	return c
+}
+
+// WorkspaceHeader selects the workspace; LegacyWorkspaceHeader is its alias.
+const (
+	WorkspaceHeader       = "X-Service-Workspace"
+	LegacyWorkspaceHeader = "X-Service-Organization"
+)
+
+// bearer handles the route with token authentication and the guard's
+// workspace and capability checks; rt documents it.
+func (a *API) bearer(r *rest.Router, g guard, rt rest.Route) {
+	rt.Security = "bearer"
+	if g.capability != "" {
+		rt.Capability = g.capability
+	}
+	rt.Errors = append([]string{apierr.CodeAuthRequired}, rt.Errors...)
+	if g.scope != scopeAccount {
+		rt.Errors = append(rt.Errors, apierr.CodeWorkspaceNotFound)
+	}
+	if g.capability != "" {
+		rt.Errors = append(rt.Errors, apierr.CodeCapabilityRequired)
+	}
+	if g.ownerOnly {
+		rt.Errors = append(rt.Errors, apierr.CodeOwnerRequired)
+	}
+	next := rt.Handler
+	rt.Handler = func(w http.ResponseWriter, req *http.Request) error {
+		c, err := a.authenticate(req)
+		if err != nil {
+			return err
+		}
+		if g.scope != scopeAccount {
+			if err := a.selectWorkspace(req, c, g.scope == scopePathWorkspace); err != nil {
+				return err
+			}
+			if g.ownerOnly && c.Member.Role != state.RoleOwner {
+				return apierr.New(http.StatusForbidden, apierr.CodeOwnerRequired, "only the workspace owner can do this")
+			}
+			if g.capability != "" && !c.Caps.Has(g.capability) {
+				return apierr.CapabilityRequired(g.capability)
+			}
+		}
+		return next(w, req.WithContext(context.WithValue(req.Context(), callerKey{}, c)))
+	}
+	r.Handle(rt)
+}
+
+// operator handles a route authenticated with the cluster token.
+func (a *API) operator(r *rest.Router, rt rest.Route) {
+	rt.Security = "cluster"
+	rt.Tag = "operator"
+	rt.Errors = append([]string{apierr.CodeAuthRequired}, rt.Errors...)
+	next := rt.Handler
+	rt.Handler = func(w http.ResponseWriter, req *http.Request) error {
+		tok, ok := bearerToken(req)
+		if !ok || !secret.Equal(secret.Hash(tok), a.clusterHash) {
+			return apierr.AuthRequired()
+		}
+		return next(w, req)
+	}
+	r.Handle(rt)
+}
+
+func bearerToken(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// authenticate resolves the bearer token to an account. Tokens are looked
+// up by hash; an expired, revoked or unknown token is auth_required.
+func (a *API) authenticate(r *http.Request) (*Caller, error) {
+	tok, ok := bearerToken(r)
+	if !ok || !secret.LooksLikeToken(tok) {
+		return nil, apierr.AuthRequired()
+	}
+	t, err := a.store.TokenByHash(secret.Hash(tok))
+	if err != nil {
+		return nil, err
+	}
+	if t == nil || (t.ExpiresAt != nil && !a.now().Before(*t.ExpiresAt)) {
+		return nil, apierr.AuthRequired()
+	}
+	acct, err := a.store.Account(t.UserID)
+	if err != nil {
+		return nil, err
+	}
+	if acct == nil {
+		return nil, apierr.AuthRequired()
+	}
+	return &Caller{Account: acct, Token: t}, nil
+}
+
+// selectWorkspace resolves the workspace header (or the personal
+// workspace) to a membership. A workspace the caller does not belong to
+// is indistinguishable from one that does not exist.
+func (a *API) selectWorkspace(r *http.Request, c *Caller, mustMatchPath bool) error {
+	id := r.Header.Get(WorkspaceHeader)
+	if id == "" {
+		id = r.Header.Get(LegacyWorkspaceHeader)
+	}
+	if id == "" {
+		id = c.Account.PersonalWorkspaceID
+	}
+	notFound := apierr.NotFound(apierr.CodeWorkspaceNotFound, "workspace")
+	if mustMatchPath && r.PathValue("id") != id {
+		return notFound.With("selectedWorkspaceId", id)
+	}
+	m, err := a.store.Member(id, c.Account.ID)
+	if err != nil {
+		return err
+	}
+	if m == nil {
+		return notFound
+	}
+	ws, err := a.store.Workspace(id)
+	if err != nil {
+		return err
+	}
+	if ws == nil {
+		return notFound
+	}
+	var role *state.Role
+	if m.CustomRoleID != "" {
+		if role, err = a.store.Role(m.CustomRoleID); err != nil {
+			return err
+		}
+	}
+	c.Workspace, c.Member, c.Caps = ws, m, access.Of(m, role)
+	return nil
+}
+
+// apply commits a command and translates the outcome: store sentinels
+// become API errors (notFound names the 404 code for this route), and a
+// lost leadership becomes a 503 the client can retry.
+func (a *API) apply(ctx context.Context, c fsm.Command, notFound *apierr.Error) (any, error) {
+	res, err := a.cfg.Raft.Apply(ctx, c)
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.Is(err, cluster.ErrNotLeader):
+		return nil, apierr.Unavailable("leadership changed; retry the request")
+	case errors.Is(err, cluster.ErrLeadershipLost):
+		return nil, apierr.Unavailable("leadership changed while writing; the outcome is unknown, retry the request")
+	case errors.Is(err, state.ErrNotFound) && notFound != nil:
+		return nil, notFound
+	case errors.Is(err, state.ErrRoleInUse):
+		return nil, apierr.New(http.StatusConflict, apierr.CodeRoleInUse, "%s", message(err))
+	case errors.Is(err, state.ErrConflict):
+		return nil, apierr.Conflict("%s", message(err))
+	case errors.Is(err, state.ErrInvalid):
+		return nil, apierr.Invalid("", "%s", message(err))
+	}
+	return nil, err
+}
+
+// message is the part of a store error after its sentinel, which the
+// store writes to be shown to clients.
+func message(err error) string {
+	s := err.Error()
+	for _, sentinel := range []error{state.ErrConflict, state.ErrRoleInUse, state.ErrInvalid, state.ErrNotFound} {
+		s = strings.TrimPrefix(s, sentinel.Error()+": ")
+	}
+	return s
+}
+
+// Register mounts every route of this package.
+func (a *API) Register(r *rest.Router) {
+	a.registerAccount(r)
+	a.registerWorkspaces(r)
+	a.registerRoles(r)
+	a.registerJobs(r)
+	a.registerAdmin(r)
+}

@@ -1,0 +1,136 @@
+package api
+
+import (
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/plans"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+)
+
+// The JSON shapes the API answers with. They are separate from the stored
+// rows so that nothing stored (token hashes) leaks by accident.
+
+// User is an account as its owner sees it.
+type User struct {
+	ID                  string    `json:"id"`
+	Email               string    `json:"email"`
+	Plan                string    `json:"plan"`
+	PersonalWorkspaceID string    `json:"personalWorkspaceId"`
+	CreatedAt           time.Time `json:"createdAt"`
+}
+
+func userView(a *state.Account) User {
+	return User{ID: a.ID, Email: a.Email, Plan: a.Plan, PersonalWorkspaceID: a.PersonalWorkspaceID, CreatedAt: a.CreatedAt}
+}
+
+// APIToken is a personal token without its secret.
+type APIToken struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Prefix    string     `json:"prefix" doc:"First characters of the secret, to recognise it."`
+	CreatedAt time.Time  `json:"createdAt"`
+	ExpiresAt *time.Time `json:"expiresAt"`
+	Current   bool       `json:"current" doc:"True for the token that made this request."`
+}
+
+func tokenView(t *state.Token, current string) APIToken {
+	return APIToken{ID: t.ID, Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, Current: t.ID == current}
+}
+
+// WorkspaceView is a workspace with the caller's place in it.
+type WorkspaceView struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	OwnerUserID  string    `json:"ownerUserId"`
+	Personal     bool      `json:"personal"`
+	Role         string    `json:"role" doc:"owner or member"`
+	CustomRoleID *string   `json:"customRoleId"`
+	Capabilities []string  `json:"capabilities"`
+	CreatedAt    time.Time `json:"createdAt"`
+}
+
+// MemberView is one member of a workspace.
+type MemberView struct {
+	UserID       string    `json:"userId"`
+	Email        string    `json:"email"`
+	Role         string    `json:"role" doc:"owner or member"`
+	CustomRoleID *string   `json:"customRoleId"`
+	Capabilities []string  `json:"capabilities"`
+	JoinedAt     time.Time `json:"joinedAt"`
+}
+
+// RoleView is a custom role.
+type RoleView struct {
+	ID           string    `json:"id"`
+	WorkspaceID  string    `json:"workspaceId"`
+	Name         string    `json:"name"`
+	Capabilities []string  `json:"capabilities"`
+	CreatedAt    time.Time `json:"createdAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+}
+
+func roleView(r *state.Role) RoleView {
+	return RoleView{ID: r.ID, WorkspaceID: r.WorkspaceID, Name: r.Name, Capabilities: r.Capabilities, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+}
+
+// InvitationView is an invitation to a workspace.
+type InvitationView struct {
+	ID              string     `json:"id"`
+	WorkspaceID     string     `json:"workspaceId"`
+	WorkspaceName   string     `json:"workspaceName"`
+	Email           string     `json:"email"`
+	CustomRoleID    *string    `json:"customRoleId"`
+	InvitedByUserID string     `json:"invitedByUserId"`
+	Status          string     `json:"status" doc:"pending, accepted or expired"`
+	CreatedAt       time.Time  `json:"createdAt"`
+	ExpiresAt       time.Time  `json:"expiresAt"`
+	AcceptedAt      *time.Time `json:"acceptedAt"`
+}
+
+// JobView is the addendum's job record.
+type JobView struct {
+	ID         string          `json:"id"`
+	Type       string          `json:"type"`
+	Status     string          `json:"status" doc:"queued, running, succeeded or failed"`
+	SiteID     *string         `json:"siteId"`
+	Progress   int             `json:"progress"`
+	Error      *state.JobError `json:"error"`
+	Attempts   int             `json:"attempts"`
+	CreatedAt  time.Time       `json:"createdAt"`
+	StartedAt  *time.Time      `json:"startedAt"`
+	FinishedAt *time.Time      `json:"finishedAt"`
+}
+
+func jobView(j *state.Job) JobView {
+	return JobView{ID: j.ID, Type: j.Type, Status: j.Status, SiteID: optional(j.SiteID), Progress: j.Progress,
+		Error: j.Error, Attempts: j.Attempts, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt}
+}
+
+// Usage is an account's consumption against its plan.
+type Usage struct {
+	Plan   string         `json:"plan"`
+	Limits plans.Limits   `json:"limits" doc:"0 means unlimited."`
+	Counts map[string]int `json:"counts"`
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func capsOf(m *state.Member, role *state.Role) []string { return access.Of(m, role).List() }
+
+func (a *API) invitationView(inv *state.Invitation, now time.Time) InvitationView {
+	v := InvitationView{ID: inv.ID, WorkspaceID: inv.WorkspaceID, Email: inv.Email, CustomRoleID: optional(inv.CustomRoleID),
+		InvitedByUserID: inv.InvitedByUserID, Status: inv.Status, CreatedAt: inv.CreatedAt, ExpiresAt: inv.ExpiresAt, AcceptedAt: inv.AcceptedAt}
+	if v.Status == state.InvitationPending && !now.Before(inv.ExpiresAt) {
+		v.Status = "expired"
+	}
+	if ws, err := a.store.Workspace(inv.WorkspaceID); err == nil && ws != nil {
+		v.WorkspaceName = ws.Name
+	}
+	return v
+}

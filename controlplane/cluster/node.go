@@ -1,0 +1,409 @@
+// Package cluster runs the control plane's Raft node: storage, transport,
+// bootstrap and join, the one Apply path every write takes, leader-only
+// work that starts and stops with leadership, and consistent-read checks.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+)
+
+// ErrNotLeader is returned by Apply on a node that is not the leader; the
+// caller forwards the request. ErrLeadershipLost means the outcome is
+// unknown: retry with the same ids, commands are idempotent by id.
+var (
+	ErrNotLeader      = errors.New("not the raft leader")
+	ErrLeadershipLost = errors.New("leadership lost while applying; outcome unknown")
+)
+
+// Config says where a node keeps its data and how it reaches its peers.
+type Config struct {
+	// NodeID is this server's stable id in the Raft configuration.
+	NodeID string
+	// DataDir holds raft.db (log and stable store) and snapshots/.
+	DataDir string
+	// RaftAddr is the TCP address Raft listens on (host:port).
+	RaftAddr string
+	// AdvertiseRaftAddr is the address peers dial; defaults to RaftAddr.
+	AdvertiseRaftAddr string
+	// APIAddr is this node's advertised API base URL, used by followers to
+	// forward requests to the leader.
+	APIAddr string
+	// Bootstrap makes a brand-new node form a single-voter cluster. A node
+	// with existing state ignores it.
+	Bootstrap bool
+	// Logger receives raft's and the node's logs.
+	Logger *slog.Logger
+	// ApplyTimeout bounds one Apply; zero means 10s.
+	ApplyTimeout time.Duration
+	// FastTimeoutsForTests shortens election and heartbeat timeouts.
+	FastTimeoutsForTests bool
+	// SnapshotThreshold is the number of log entries between snapshots;
+	// zero keeps raft's default (8192).
+	SnapshotThreshold uint64
+	// NoSyncForTests skips fsync in the log store. Never in production.
+	NoSyncForTests bool
+	// InmemTransport replaces TCP with an in-process transport: for a
+	// single-node cluster (sandboxd dev) that needs no port of its own.
+	InmemTransport bool
+}
+
+// Node is one running Raft member with its state store.
+type Node struct {
+	cfg       Config
+	log       *slog.Logger
+	raft      *raft.Raft
+	store     *state.Store
+	logStore  *raftboltdb.BoltStore
+	transport raft.Transport
+	notify    chan bool
+
+	ready    atomic.Bool // leader and caught up (barrier passed)
+	mu       sync.Mutex
+	hooks    []LeaderHook
+	termCtx  context.Context    // lives as long as this node's current leader term
+	cancel   context.CancelFunc // ends termCtx
+	leaderWG sync.WaitGroup
+	done     chan struct{}
+	loopDone chan struct{}
+}
+
+// LeaderHook is leader-only work. It runs in its own goroutine when this
+// node becomes leader and has caught up, and must return once ctx is
+// cancelled (leadership lost or shutdown).
+type LeaderHook func(ctx context.Context)
+
+// New opens (or creates) a node's storage and starts Raft.
+func New(cfg Config, store *state.Store) (*Node, error) {
+	if cfg.InmemTransport && cfg.RaftAddr == "" {
+		cfg.RaftAddr = "inmem:" + cfg.NodeID
+	}
+	if cfg.NodeID == "" || cfg.DataDir == "" || cfg.RaftAddr == "" {
+		return nil, fmt.Errorf("cluster: NodeID, DataDir and RaftAddr are required")
+	}
+	if cfg.AdvertiseRaftAddr == "" {
+		cfg.AdvertiseRaftAddr = cfg.RaftAddr
+	}
+	if cfg.ApplyTimeout == 0 {
+		cfg.ApplyTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	log := cfg.Logger.With("component", "raft", "node_id", cfg.NodeID)
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("cluster: create data dir: %w", err)
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = newHCLogger(log)
+	if cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.FastTimeoutsForTests {
+		rc.HeartbeatTimeout = 300 * time.Millisecond
+		rc.ElectionTimeout = 300 * time.Millisecond
+		rc.LeaderLeaseTimeout = 150 * time.Millisecond
+		rc.CommitTimeout = 5 * time.Millisecond
+	}
+	notify := make(chan bool, 16)
+	rc.NotifyCh = notify
+
+	logStore, err := raftboltdb.New(raftboltdb.Options{
+		Path:   filepath.Join(cfg.DataDir, "raft.db"),
+		NoSync: cfg.NoSyncForTests,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: open raft.db: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, rc.Logger)
+	if err != nil {
+		logStore.Close()
+		return nil, fmt.Errorf("cluster: open snapshots: %w", err)
+	}
+	transport, err := newTransport(cfg, rc)
+	if err != nil {
+		logStore.Close()
+		return nil, err
+	}
+
+	n := &Node{cfg: cfg, log: log, store: store, logStore: logStore, transport: transport,
+		notify: notify, done: make(chan struct{}), loopDone: make(chan struct{})}
+	f := fsm.New(store, cfg.Logger)
+
+	if cfg.Bootstrap {
+		has, err := raft.HasExistingState(logStore, logStore, snaps)
+		if err != nil {
+			n.closeStorage()
+			return nil, fmt.Errorf("cluster: check existing state: %w", err)
+		}
+		if !has {
+			conf := raft.Configuration{Servers: []raft.Server{{
+				Suffrage: raft.Voter, ID: rc.LocalID, Address: transport.LocalAddr(),
+			}}}
+			if err := raft.BootstrapCluster(rc, logStore, logStore, snaps, transport, conf); err != nil {
+				n.closeStorage()
+				return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+			}
+		}
+	}
+	r, err := raft.NewRaft(rc, f, logStore, logStore, snaps, transport)
+	if err != nil {
+		n.closeStorage()
+		return nil, fmt.Errorf("cluster: start raft: %w", err)
+	}
+	n.raft = r
+	go n.leadershipLoop()
+	return n, nil
+}
+
+func newTransport(cfg Config, rc *raft.Config) (raft.Transport, error) {
+	if cfg.InmemTransport {
+		_, t := raft.NewInmemTransport(raft.ServerAddress(cfg.RaftAddr))
+		return t, nil
+	}
+	adv, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseRaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: advertise address: %w", err)
+	}
+	t, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 8, 10*time.Second, rc.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.RaftAddr, err)
+	}
+	return t, nil
+}
+
+func closeTransport(t raft.Transport) {
+	if c, ok := t.(io.Closer); ok {
+		c.Close()
+	}
+}
+
+func (n *Node) closeStorage() {
+	closeTransport(n.transport)
+	n.logStore.Close()
+}
+
+// OnLeader registers work that runs while this node leads. Register before
+// the node can become leader (right after New) to not miss a term.
+func (n *Node) OnLeader(h LeaderHook) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.hooks = append(n.hooks, h)
+	if n.cancel != nil && n.ready.Load() {
+		n.startHook(h)
+	}
+}
+
+// leadershipLoop follows raft's leadership notifications. It is owned by
+// the Node and ends when Shutdown closes n.done.
+func (n *Node) leadershipLoop() {
+	defer close(n.loopDone)
+	for {
+		select {
+		case <-n.done:
+			n.stopLeading()
+			return
+		case leader := <-n.notify:
+			if leader {
+				n.startLeading()
+			} else {
+				n.stopLeading()
+			}
+		}
+	}
+}
+
+func (n *Node) startLeading() {
+	n.stopLeading()
+	// A new leader's FSM may trail the commit index; the barrier makes
+	// every read on this leader current before it serves or dispatches.
+	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+		n.log.Warn("barrier after election failed", "err", err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := n.Apply(ctx, fsm.UpsertServer{Server: state.Server{
+		ID: n.cfg.NodeID, RaftAddr: n.cfg.AdvertiseRaftAddr, APIAddr: n.cfg.APIAddr,
+	}}); err != nil {
+		n.log.Warn("record own address failed", "err", err)
+	}
+	n.mu.Lock()
+	n.termCtx, n.cancel = ctx, cancel
+	n.ready.Store(true)
+	for _, h := range n.hooks {
+		n.startHook(h)
+	}
+	n.mu.Unlock()
+	n.log.Info("leading")
+}
+
+// startHook runs with n.mu held and a current term.
+func (n *Node) startHook(h LeaderHook) {
+	ctx := n.termCtx
+	n.leaderWG.Add(1)
+	go func() {
+		defer n.leaderWG.Done()
+		h(ctx)
+	}()
+}
+
+func (n *Node) stopLeading() {
+	n.mu.Lock()
+	n.ready.Store(false)
+	cancel := n.cancel
+	n.cancel = nil
+	n.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		n.leaderWG.Wait()
+		n.log.Info("stopped leading")
+	}
+}
+
+// Apply commits one command and returns the FSM's result. On a follower it
+// returns ErrNotLeader without touching the log.
+func (n *Node) Apply(ctx context.Context, c fsm.Command) (any, error) {
+	data, err := fsm.Encode(c)
+	if err != nil {
+		return nil, err
+	}
+	timeout := n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl)
+	}
+	start := time.Now()
+	f := n.raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader):
+			return nil, ErrNotLeader
+		case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return nil, ErrLeadershipLost
+		}
+		return nil, fmt.Errorf("raft apply: %w", err)
+	}
+	applyDuration.Observe(time.Since(start).Seconds())
+	if err, ok := f.Response().(error); ok {
+		return nil, err
+	}
+	return f.Response(), nil
+}
+
+// IsLeader reports whether this node leads and has caught up.
+func (n *Node) IsLeader() bool { return n.ready.Load() && n.raft.State() == raft.Leader }
+
+// LeaderAPI returns the leader's API base URL, or "" when there is no
+// known leader (an election is under way).
+func (n *Node) LeaderAPI() string {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return ""
+	}
+	sv, err := n.store.Server(string(id))
+	if err != nil || sv == nil {
+		return ""
+	}
+	return sv.APIAddr
+}
+
+// VerifyLeader confirms with a quorum that this node still leads, so a read
+// it serves is not from a deposed leader.
+func (n *Node) VerifyLeader() error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return fmt.Errorf("verify leader: %w", ErrNotLeader)
+	}
+	return nil
+}
+
+// Barrier waits until every entry committed so far is applied locally.
+func (n *Node) Barrier(timeout time.Duration) error {
+	if err := n.raft.Barrier(timeout).Error(); err != nil {
+		return fmt.Errorf("raft barrier: %w", err)
+	}
+	return nil
+}
+
+// AddVoter adds (or re-adds at a new address) a voting server and records
+// its API address. Only the leader can do it.
+func (n *Node) AddVoter(ctx context.Context, sv state.Server) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if err := n.raft.AddVoter(raft.ServerID(sv.ID), raft.ServerAddress(sv.RaftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		return fmt.Errorf("add voter %s: %w", sv.ID, err)
+	}
+	if _, err := n.Apply(ctx, fsm.UpsertServer{Server: sv}); err != nil {
+		return fmt.Errorf("record server %s: %w", sv.ID, err)
+	}
+	return nil
+}
+
+// RemoveServer takes a server out of the configuration.
+func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		return fmt.Errorf("remove server %s: %w", id, err)
+	}
+	_, err := n.Apply(ctx, fsm.RemoveServer{ID: id})
+	return err
+}
+
+// Snapshot asks raft to take a snapshot now.
+func (n *Node) Snapshot() error {
+	if err := n.raft.Snapshot().Error(); err != nil {
+		return fmt.Errorf("raft snapshot: %w", err)
+	}
+	return nil
+}
+
+// Stats exposes raft's counters for metrics and health.
+func (n *Node) Stats() map[string]string { return n.raft.Stats() }
+
+// State is raft's view of this node: Leader, Follower, Candidate or Shutdown.
+func (n *Node) State() raft.RaftState { return n.raft.State() }
+
+// ID is this node's server id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// AppliedIndex is the last log index applied to the local state.
+func (n *Node) AppliedIndex() uint64 { return n.raft.AppliedIndex() }
+
+// Store is the node's state store (read-only use outside the FSM).
+func (n *Node) Store() *state.Store { return n.store }
+
+// Shutdown stops leader work, raft and the storage. It is safe to call once.
+func (n *Node) Shutdown() error {
+	close(n.done)
+	<-n.loopDone
+	err := n.raft.Shutdown().Error()
+	closeTransport(n.transport)
+	if cerr := n.logStore.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("cluster shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,207 @@
+// Package fsm is the Raft state machine: an append-only enum of commands,
+// their encoding, and the deterministic Apply that writes them to the
+// state store. Handlers stamp ids and times into a command before it is
+// applied; Apply reads no clock, makes no ids and does no I/O.
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/state"
+)
+
+// Type identifies a command in the Raft log. Values are append-only:
+// never renumber or reuse one, because old logs and snapshots hold them.
+type Type uint8
+
+// Command types.
+const (
+	TypeCreateAccount    Type = 1
+	TypeSetPlan          Type = 2
+	TypeCreateToken      Type = 3
+	TypeRevokeToken      Type = 4
+	TypeCreateWorkspace  Type = 5
+	TypeCreateInvitation Type = 6
+	TypeAcceptInvitation Type = 7
+	TypeSetMemberRole    Type = 8
+	TypeRemoveMember     Type = 9
+	TypePutRole          Type = 10
+	TypeDeleteRole       Type = 11
+	TypeCreateJob        Type = 12
+	TypeUpdateJob        Type = 13
+	TypeUpsertServer     Type = 14
+	TypeRemoveServer     Type = 15
+	TypeAppendMail       Type = 16
+	// Add new types here, with the next number.
+)
+
+// Command is any payload that can travel through the log.
+type Command interface{ commandType() Type }
+
+// CreateAccount adds an account and its personal workspace.
+type CreateAccount struct {
+	Account   state.Account   `json:"account"`
+	Workspace state.Workspace `json:"workspace"`
+}
+
+// SetPlan changes an account's plan.
+type SetPlan struct {
+	UserID string    `json:"userId"`
+	Plan   string    `json:"plan"`
+	At     time.Time `json:"at"`
+}
+
+// CreateToken stores a token; it carries the hash, never the secret.
+type CreateToken struct {
+	Token state.Token `json:"token"`
+}
+
+// RevokeToken deletes a token of UserID.
+type RevokeToken struct {
+	UserID  string `json:"userId"`
+	TokenID string `json:"tokenId"`
+}
+
+// CreateWorkspace adds a workspace with its owner as first member.
+type CreateWorkspace struct {
+	Workspace state.Workspace `json:"workspace"`
+}
+
+// CreateInvitation invites an email to a workspace.
+type CreateInvitation struct {
+	Invitation state.Invitation `json:"invitation"`
+}
+
+// AcceptInvitation turns an invitation into a membership.
+type AcceptInvitation struct {
+	InvitationID string    `json:"invitationId"`
+	UserID       string    `json:"userId"`
+	At           time.Time `json:"at"`
+}
+
+// SetMemberRole assigns or clears (empty RoleID) a member's custom role.
+type SetMemberRole struct {
+	WorkspaceID string `json:"workspaceId"`
+	UserID      string `json:"userId"`
+	RoleID      string `json:"roleId"`
+}
+
+// RemoveMember takes a member out of a workspace.
+type RemoveMember struct {
+	WorkspaceID string `json:"workspaceId"`
+	UserID      string `json:"userId"`
+}
+
+// PutRole creates a custom role, or replaces one when Update is set.
+type PutRole struct {
+	Role   state.Role `json:"role"`
+	Update bool       `json:"update,omitempty"`
+}
+
+// DeleteRole removes an unused custom role.
+type DeleteRole struct {
+	WorkspaceID string    `json:"workspaceId"`
+	RoleID      string    `json:"roleId"`
+	At          time.Time `json:"at"`
+}
+
+// CreateJob queues a job; idempotent by job id.
+type CreateJob struct {
+	Job state.Job `json:"job"`
+}
+
+// UpdateJob records a job's progress or end.
+type UpdateJob struct {
+	Update state.JobUpdate `json:"update"`
+}
+
+// UpsertServer records a control-plane node's addresses.
+type UpsertServer struct {
+	Server state.Server `json:"server"`
+}
+
+// RemoveServer forgets a control-plane node.
+type RemoveServer struct {
+	ID string `json:"id"`
+}
+
+// AppendMail keeps a message in the outbox.
+type AppendMail struct {
+	Mail state.Mail `json:"mail"`
+}
+
+func (CreateAccount) commandType() Type    { return TypeCreateAccount }
+func (SetPlan) commandType() Type          { return TypeSetPlan }
+func (CreateToken) commandType() Type      { return TypeCreateToken }
+func (RevokeToken) commandType() Type      { return TypeRevokeToken }
+func (CreateWorkspace) commandType() Type  { return TypeCreateWorkspace }
+func (CreateInvitation) commandType() Type { return TypeCreateInvitation }
+func (AcceptInvitation) commandType() Type { return TypeAcceptInvitation }
+func (SetMemberRole) commandType() Type    { return TypeSetMemberRole }
+func (RemoveMember) commandType() Type     { return TypeRemoveMember }
+func (PutRole) commandType() Type          { return TypePutRole }
+func (DeleteRole) commandType() Type       { return TypeDeleteRole }
+func (CreateJob) commandType() Type        { return TypeCreateJob }
+func (UpdateJob) commandType() Type        { return TypeUpdateJob }
+func (UpsertServer) commandType() Type     { return TypeUpsertServer }
+func (RemoveServer) commandType() Type     { return TypeRemoveServer }
+func (AppendMail) commandType() Type       { return TypeAppendMail }
+
+// Encode turns a command into a log entry: one type byte, then JSON.
+func Encode(c Command) ([]byte, error) {
+	body, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode command %d: %w", c.commandType(), err)
+	}
+	return append([]byte{byte(c.commandType())}, body...), nil
+}
+
+// decode is Encode's inverse.
+func decode(data []byte) (Command, error) {
+	if len(data) == 0 {
+		return nil, fmt.Errorf("empty log entry")
+	}
+	var c Command
+	switch Type(data[0]) {
+	case TypeCreateAccount:
+		c = &CreateAccount{}
+	case TypeSetPlan:
+		c = &SetPlan{}
+	case TypeCreateToken:
+		c = &CreateToken{}
+	case TypeRevokeToken:
+		c = &RevokeToken{}
+	case TypeCreateWorkspace:
+		c = &CreateWorkspace{}
+	case TypeCreateInvitation:
+		c = &CreateInvitation{}
+	case TypeAcceptInvitation:
+		c = &AcceptInvitation{}
+	case TypeSetMemberRole:
+		c = &SetMemberRole{}
+	case TypeRemoveMember:
+		c = &RemoveMember{}
+	case TypePutRole:
+		c = &PutRole{}
+	case TypeDeleteRole:
+		c = &DeleteRole{}
+	case TypeCreateJob:
+		c = &CreateJob{}
+	case TypeUpdateJob:
+		c = &UpdateJob{}
+	case TypeUpsertServer:
+		c = &UpsertServer{}
+	case TypeRemoveServer:
+		c = &RemoveServer{}
+	case TypeAppendMail:
+		c = &AppendMail{}
+	default:
+		return nil, fmt.Errorf("unknown command type %d", data[0])
+	}
+	if err := json.Unmarshal(data[1:], c); err != nil {
+		return nil, fmt.Errorf("decode command %d: %w", data[0], err)
+	}
+	return c, nil
+}

@@ -1,0 +1,98 @@
+// Package plans holds what each account plan allows and the one check
+// every endpoint uses to refuse work beyond it.
+package plans
+
+import (
+	"fmt"
+
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+)
+
+// Resources a plan limits; they are the names in details.resource.
+const (
+	Sites               = "sites"
+	Templates           = "templates"
+	Workspaces          = "workspaces"
+	APITokens           = "apiTokens"
+	MembersPerWorkspace = "membersPerWorkspace"
+)
+
+// Limits are one plan's quotas. Zero means unlimited.
+type Limits struct {
+	// Sites is the number of live sites across the account's workspaces.
+	Sites int `json:"sites"`
+	// Templates is the number of templates.
+	Templates int `json:"templates"`
+	// Workspaces is how many workspaces the account may own, its
+	// personal one included.
+	Workspaces int `json:"workspaces"`
+	// APITokens is how many personal API tokens the account may hold.
+	APITokens int `json:"apiTokens"`
+	// MembersPerWorkspace counts members and pending invitations of a
+	// workspace owned by the account.
+	MembersPerWorkspace int `json:"membersPerWorkspace"`
+}
+
+func (l Limits) of(resource string) (int, error) {
+	switch resource {
+	case Sites:
+		return l.Sites, nil
+	case Templates:
+		return l.Templates, nil
+	case Workspaces:
+		return l.Workspaces, nil
+	case APITokens:
+		return l.APITokens, nil
+	case MembersPerWorkspace:
+		return l.MembersPerWorkspace, nil
+	}
+	return 0, fmt.Errorf("plans: unknown resource %q", resource)
+}
+
+// Config maps each plan to its limits.
+type Config struct {
+	Free Limits `json:"free"`
+	Paid Limits `json:"paid"`
+}
+
+// Default is the addendum's plans: free allows 3 live sites and 3
+// templates; the rest are this service's choices, documented in the README.
+func Default() Config {
+	return Config{
+		Free: Limits{Sites: 3, Templates: 3, Workspaces: 2, APITokens: 10, MembersPerWorkspace: 5},
+		Paid: Limits{Sites: 500, Templates: 200, Workspaces: 50, APITokens: 100, MembersPerWorkspace: 200},
+	}
+}
+
+// Validate reports a config that cannot be used.
+func (c Config) Validate() error {
+	for name, l := range map[string]Limits{"free": c.Free, "paid": c.Paid} {
+		if l.Sites < 0 || l.Templates < 0 || l.Workspaces < 0 || l.APITokens < 0 || l.MembersPerWorkspace < 0 {
+			return fmt.Errorf("plans: %s limits must not be negative", name)
+		}
+	}
+	return nil
+}
+
+// For returns a plan's limits.
+func (c Config) For(plan string) Limits {
+	if plan == state.PlanPaid {
+		return c.Paid
+	}
+	return c.Free
+}
+
+// Check returns nil when one more of resource fits under plan's limit
+// given `used` already held, and otherwise the 402 plan_limit_reached
+// error with details plan, limit and resource.
+func (c Config) Check(plan, resource string, used int) error {
+	limit, err := c.For(plan).of(resource)
+	if err != nil {
+		return err
+	}
+	if limit > 0 && used >= limit {
+		return apierr.PlanLimit(plan, resource, limit)
+	}
+	return nil
+}

@@ -1,0 +1,209 @@
+package rest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// OpenAPIInfo titles the generated document.
+type OpenAPIInfo struct {
+	Title       string
+	Version     string
+	Description string
+}
+
+var pathParam = regexp.MustCompile(`\{([A-Za-z0-9_]+)\.{0,3}\}`)
+
+// OpenAPI builds an OpenAPI 3.1 document from the registered routes, so
+// the document and the router cannot drift apart.
+func (rt *Router) OpenAPI(info OpenAPIInfo) map[string]any {
+	g := &schemaGen{defs: map[string]any{}}
+	paths := map[string]map[string]any{}
+	for _, r := range rt.Routes() {
+		op := map[string]any{
+			"operationId": operationID(r),
+			"summary":     r.Summary,
+		}
+		if r.Tag != "" {
+			op["tags"] = []string{r.Tag}
+		}
+		var params []any
+		for _, m := range pathParam.FindAllStringSubmatch(r.Path, -1) {
+			p := map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}}
+			if kind := r.Params[m[1]]; kind != "" {
+				p["description"] = "Id of a " + kind + "."
+			}
+			params = append(params, p)
+		}
+		for _, name := range sortedKeys(r.Query) {
+			params = append(params, map[string]any{"name": name, "in": "query", "description": r.Query[name], "schema": map[string]any{"type": "string"}})
+		}
+		if r.Security != "" {
+			params = append(params,
+				map[string]any{"name": "X-Service-Workspace", "in": "header", "required": false,
+					"description": "Selects the workspace; defaults to the caller's personal workspace.", "schema": map[string]any{"type": "string"}},
+				map[string]any{"name": "X-Service-Organization", "in": "header", "required": false, "deprecated": true,
+					"description": "Legacy alias of X-Service-Workspace.", "schema": map[string]any{"type": "string"}})
+			op["security"] = []any{map[string]any{r.Security: []string{}}}
+		} else {
+			op["security"] = []any{}
+		}
+		if len(params) > 0 {
+			op["parameters"] = params
+		}
+		if r.Capability != "" {
+			op["x-capability"] = r.Capability
+		}
+		if r.Request != nil {
+			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
+				"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(r.Request))},
+			}}
+		}
+		responses := map[string]any{}
+		ok := map[string]any{"description": http.StatusText(r.Status)}
+		if r.Response != nil {
+			ok["content"] = map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(r.Response))}}
+		}
+		responses[fmt.Sprint(r.Status)] = ok
+		if len(r.Errors) > 0 {
+			responses["default"] = map[string]any{
+				"description": "Error envelope; error.code is one of: " + strings.Join(r.Errors, ", ") + ".",
+				"content": map[string]any{"application/json": map[string]any{
+					"schema": map[string]any{"$ref": "#/components/schemas/ErrorEnvelope"}}},
+			}
+		}
+		op["responses"] = responses
+		if paths[r.Path] == nil {
+			paths[r.Path] = map[string]any{}
+		}
+		paths[r.Path][strings.ToLower(r.Method)] = op
+	}
+	g.defs["ErrorEnvelope"] = map[string]any{
+		"type": "object", "required": []string{"error"},
+		"properties": map[string]any{"error": map[string]any{
+			"type": "object", "required": []string{"code", "message"},
+			"properties": map[string]any{
+				"code":    map[string]any{"type": "string"},
+				"message": map[string]any{"type": "string"},
+				"details": map[string]any{"type": "object", "description": "{} when there is no extra context; omitted on internal_error."},
+			},
+		}},
+	}
+	return map[string]any{
+		"openapi": "3.1.0",
+		"info":    map[string]any{"title": info.Title, "version": info.Version, "description": info.Description},
+		"paths":   paths,
+		"components": map[string]any{
+			"schemas": g.defs,
+			"securitySchemes": map[string]any{
+				"bearer":  map[string]any{"type": "http", "scheme": "bearer", "description": "Personal API token."},
+				"cluster": map[string]any{"type": "http", "scheme": "bearer", "description": "Cluster token (operators and cluster members)."},
+			},
+		},
+	}
+}
+
+func operationID(r Route) string {
+	parts := []string{strings.ToLower(r.Method)}
+	for _, seg := range strings.Split(strings.Trim(r.Path, "/"), "/") {
+		if m := pathParam.FindStringSubmatch(seg); m != nil {
+			seg = "by_" + m[1]
+		}
+		parts = append(parts, strings.ReplaceAll(seg, "-", "_"))
+	}
+	return strings.Join(parts, "_")
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+type schemaGen struct{ defs map[string]any }
+
+var (
+	timeType = reflect.TypeOf(time.Time{})
+	rawType  = reflect.TypeOf(json.RawMessage{})
+)
+
+func (g *schemaGen) schema(t reflect.Type) map[string]any {
+	switch {
+	case t == timeType:
+		return map[string]any{"type": "string", "format": "date-time"}
+	case t == rawType:
+		return map[string]any{}
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		inner := g.schema(t.Elem())
+		return map[string]any{"anyOf": []any{inner, map[string]any{"type": "null"}}}
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint, reflect.Uint64, reflect.Uint32:
+		return map[string]any{"type": "integer"}
+	case reflect.Float32, reflect.Float64:
+		return map[string]any{"type": "number"}
+	case reflect.Slice, reflect.Array:
+		return map[string]any{"type": "array", "items": g.schema(t.Elem())}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": g.schema(t.Elem())}
+	case reflect.Interface:
+		return map[string]any{}
+	case reflect.Struct:
+		name := t.Name()
+		if name == "" {
+			return g.object(t)
+		}
+		ref := map[string]any{"$ref": "#/components/schemas/" + name}
+		if _, ok := g.defs[name]; !ok {
+			g.defs[name] = map[string]any{} // placeholder breaks recursion
+			g.defs[name] = g.object(t)
+		}
+		return ref
+	}
+	return map[string]any{}
+}
+
+func (g *schemaGen) object(t reflect.Type) map[string]any {
+	props := map[string]any{}
+	var required []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		s := g.schema(f.Type)
+		if doc := f.Tag.Get("doc"); doc != "" {
+			s = map[string]any{"allOf": []any{s}, "description": doc}
+		}
+		props[name] = s
+		if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") {
+			required = append(required, name)
+		}
+	}
+	out := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		out["required"] = required
+	}
+	return out
+}

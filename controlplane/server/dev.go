@@ -1,0 +1,95 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/api"
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/secret"
+)
+
+// DevOwnerEmail is the account `sandboxd dev` creates on first start.
+const DevOwnerEmail = "owner@localhost"
+
+// DevEnvFile is where `sandboxd dev` keeps SANDBOX_URL and SANDBOX_TOKEN.
+const DevEnvFile = "dev.env"
+
+// WaitLeader blocks until this node leads and has caught up.
+func (s *Server) WaitLeader(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for !s.node.IsLeader() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for leadership: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// EnsureDevOwner makes sure the dev owner account exists on the paid plan
+// with a working token, and returns that token. The token is kept in
+// <data-dir>/dev.env (mode 0600) so a restart prints the same one; the
+// store itself only ever holds its hash.
+func (s *Server) EnsureDevOwner(ctx context.Context) (string, error) {
+	envPath := filepath.Join(s.cfg.DataDir, DevEnvFile)
+	store := s.node.Store()
+	acct, err := store.AccountByEmail(DevOwnerEmail)
+	if err != nil {
+		return "", err
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	if acct == nil {
+		cmd := api.NewAccount(DevOwnerEmail, state.PlanPaid, now)
+		if _, err := s.node.Apply(ctx, cmd); err != nil {
+			return "", fmt.Errorf("create dev owner: %w", err)
+		}
+		acct = &cmd.Account
+	} else if acct.Plan != state.PlanPaid {
+		if _, err := s.node.Apply(ctx, fsm.SetPlan{UserID: acct.ID, Plan: state.PlanPaid, At: now}); err != nil {
+			return "", fmt.Errorf("set dev owner plan: %w", err)
+		}
+	}
+	if tok := readEnv(envPath)["SANDBOX_TOKEN"]; tok != "" {
+		if t, err := store.TokenByHash(secret.Hash(tok)); err == nil && t != nil && t.UserID == acct.ID {
+			return tok, s.writeDevEnv(envPath, tok)
+		}
+	}
+	t, plain := api.NewToken(acct.ID, "sandboxd dev", now, nil)
+	if _, err := s.node.Apply(ctx, fsm.CreateToken{Token: t}); err != nil {
+		return "", fmt.Errorf("create dev token: %w", err)
+	}
+	return plain, s.writeDevEnv(envPath, plain)
+}
+
+func (s *Server) writeDevEnv(path, token string) error {
+	content := fmt.Sprintf("SANDBOX_URL=%s\nSANDBOX_TOKEN=%s\n", s.url, token)
+	if b, err := os.ReadFile(path); err == nil && string(b) == content {
+		return nil
+	}
+	return writeFileAtomic(path, []byte(content), 0o600)
+}
+
+func readEnv(path string) map[string]string {
+	out := map[string]string{}
+	f, err := os.Open(path)
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,155 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/api"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+)
+
+// forwardedHeader marks a request a follower passed on, so it is never
+// passed on twice (a stale leader view could otherwise bounce it).
+const forwardedHeader = "X-Sandboxd-Forwarded-By"
+
+// leaderWait bounds how long a request waits for an election to finish.
+const leaderWait = 5 * time.Second
+
+// local reports whether a path is answered by whichever node receives it.
+func local(path string) bool {
+	return path == "/healthz" || path == "/metrics" || path == "/api/openapi.json" ||
+		!(strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/internal/"))
+}
+
+// forward sends API requests to the leader, so every write goes through
+// the one Apply path and every read sees committed state (revoked tokens
+// included). On the leader, a read first confirms leadership with a
+// quorum, so a deposed leader cannot serve stale data.
+func (s *Server) forward(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if local(r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		leaderURL, self, err := s.waitLeader(r.Context())
+		if err != nil {
+			apierr.Write(w, err)
+			return
+		}
+		if self {
+			if r.Method == http.MethodGet {
+				if err := s.node.VerifyLeader(); err != nil {
+					apierr.Write(w, apierr.Unavailable("leadership is changing; retry the request"))
+					return
+				}
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.Header.Get(forwardedHeader) != "" {
+			apierr.Write(w, apierr.Unavailable("leadership is changing; retry the request"))
+			return
+		}
+		target, err := url.Parse(leaderURL)
+		if err != nil {
+			apierr.Write(w, fmt.Errorf("leader url %q: %w", leaderURL, err))
+			return
+		}
+		proxy := &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(target)
+				pr.SetXForwarded()
+				pr.Out.Host = pr.In.Host
+				pr.Out.Header.Set(forwardedHeader, s.node.ID())
+			},
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				s.log.Warn("forward to leader failed", "component", "server", "leader", leaderURL, "err", err)
+				apierr.Write(w, apierr.Unavailable("the leader could not be reached; retry the request"))
+			},
+		}
+		proxy.ServeHTTP(w, r)
+	})
+}
+
+// waitLeader returns the leader's URL, or self=true when this node leads
+// and has caught up, waiting out an election for up to leaderWait.
+func (s *Server) waitLeader(ctx context.Context) (string, bool, error) {
+	deadline := time.Now().Add(leaderWait)
+	for {
+		if s.node.IsLeader() {
+			return s.url, true, nil
+		}
+		if u := s.node.LeaderAPI(); u != "" && u != s.url {
+			return u, false, nil
+		}
+		if time.Now().After(deadline) {
+			return "", false, apierr.Unavailable("no leader is elected yet; retry the request")
+		}
+		select {
+		case <-ctx.Done():
+			return "", false, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// joinLoop asks the configured servers to add this one until one agrees.
+// It is owned by the Server and ends on success or Close.
+func (s *Server) joinLoop(ctx context.Context) {
+	body, _ := json.Marshal(api.JoinRequest{ID: s.node.ID(), RaftAddr: s.raftAdvertise(), APIAddr: s.url})
+	backoff := 100 * time.Millisecond
+	for {
+		for _, peer := range s.cfg.Join {
+			if err := s.joinOnce(ctx, peer, body); err != nil {
+				s.log.Info("join attempt failed", "component", "server", "peer", peer, "err", err)
+				continue
+			}
+			s.log.Info("joined cluster", "component", "server", "peer", peer)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (s *Server) raftAdvertise() string {
+	if s.cfg.AdvertiseRaftAddr != "" {
+		return s.cfg.AdvertiseRaftAddr
+	}
+	return s.cfg.RaftAddr
+}
+
+func (s *Server) joinOnce(ctx context.Context, peer string, body []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(peer, "/")+"/internal/cluster/join", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+s.cfg.ClusterToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var env struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&env)
+		return fmt.Errorf("join refused: %d %s %s", resp.StatusCode, env.Error.Code, env.Error.Message)
+	}
+	return nil
+}

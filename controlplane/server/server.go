@@ -1,0 +1,299 @@
+// Package server assembles one control-plane server: the Raft node, the
+// REST API, the job dispatcher, request forwarding to the leader, health,
+// metrics and the OpenAPI document, served on one HTTP listener.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sandboxd/sandboxd/controlplane/api"
+	"github.com/sandboxd/sandboxd/controlplane/cluster"
+	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/mail"
+	"github.com/sandboxd/sandboxd/controlplane/plans"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/ids"
+	"github.com/sandboxd/sandboxd/internal/secret"
+)
+
+// Version is reported in the OpenAPI document and /healthz.
+var Version = "0.1.0"
+
+// Config is one server's configuration; the zero value plus DataDir is a
+// working single-node server (see DefaultConfig).
+type Config struct {
+	// DataDir holds raft state, the node id, the cluster token and the
+	// api-url file the admin CLI reads.
+	DataDir string
+	// NodeID defaults to the id stored in DataDir, made on first start.
+	NodeID string
+	// APIAddr is the listen address of the HTTP API.
+	APIAddr string
+	// AdvertiseAPI is the URL peers and emails use; defaults to
+	// http://APIAddr (with the real port when APIAddr ends in :0).
+	AdvertiseAPI string
+	// RaftAddr is the Raft listen address; empty means an in-process
+	// transport (single node only).
+	RaftAddr string
+	// AdvertiseRaftAddr is what peers dial; defaults to RaftAddr.
+	AdvertiseRaftAddr string
+	// Bootstrap forms a new single-voter cluster when DataDir is empty.
+	Bootstrap bool
+	// Join lists API URLs of existing servers to ask for membership.
+	Join []string
+	// ClusterToken authenticates operators and peers; empty means the one
+	// stored in DataDir (made on first start).
+	ClusterToken string
+	Plans        plans.Config
+	SMTP         mail.SMTPConfig
+	Logger       *slog.Logger
+	// JobWorkers bounds concurrent jobs on the leader.
+	JobWorkers int
+
+	// FastRaftForTests and NoSyncForTests tune Raft for in-process tests.
+	FastRaftForTests bool
+	NoSyncForTests   bool
+}
+
+// DefaultConfig is the embedded default: single node, data in ./.data.
+func DefaultConfig() Config {
+	return Config{DataDir: ".data", APIAddr: "127.0.0.1:8080", Bootstrap: true, Plans: plans.Default()}
+}
+
+// Validate reports an unusable configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.DataDir == "":
+		return errors.New("config: data dir is required")
+	case c.APIAddr == "":
+		return errors.New("config: API address is required")
+	case c.RaftAddr == "" && len(c.Join) > 0:
+		return errors.New("config: joining a cluster needs a Raft address (--raft-addr)")
+	case c.Bootstrap && len(c.Join) > 0:
+		return errors.New("config: bootstrap and join are exclusive")
+	}
+	return c.Plans.Validate()
+}
+
+// Server is one running control-plane server.
+type Server struct {
+	cfg        Config
+	log        *slog.Logger
+	node       *cluster.Node
+	router     *rest.Router
+	handler    http.Handler
+	api        *api.API
+	dispatcher *jobs.Dispatcher
+	registry   *prometheus.Registry
+	listener   net.Listener
+	http       *http.Server
+	url        string
+	stopJoin   context.CancelFunc
+}
+
+// New opens the node's storage, starts Raft and binds the API listener.
+// Serving starts with Start.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	var err error
+	if cfg.NodeID == "" {
+		if cfg.NodeID, err = persistent(filepath.Join(cfg.DataDir, "node-id"), func() string { return "server-" + ids.Random(5) }); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.ClusterToken == "" {
+		if cfg.ClusterToken, err = persistent(filepath.Join(cfg.DataDir, "cluster-token"), func() string { return secret.New("sbxc_") }); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.APIAddr, err)
+	}
+	url := cfg.AdvertiseAPI
+	if url == "" {
+		url = "http://" + ln.Addr().String()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("node_id", cfg.NodeID), listener: ln, url: strings.TrimRight(url, "/")}
+
+	store := state.NewStore()
+	node, err := cluster.New(cluster.Config{
+		NodeID: cfg.NodeID, DataDir: filepath.Join(cfg.DataDir, "raft"), RaftAddr: cfg.RaftAddr,
+		AdvertiseRaftAddr: cfg.AdvertiseRaftAddr, APIAddr: s.url, Bootstrap: cfg.Bootstrap,
+		Logger: cfg.Logger, FastTimeoutsForTests: cfg.FastRaftForTests, NoSyncForTests: cfg.NoSyncForTests,
+		InmemTransport: cfg.RaftAddr == "",
+	}, store)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s.node = node
+
+	var mailer api.Mailer = mail.NewOutbox(node)
+	if cfg.SMTP.Addr != "" {
+		mailer = mail.NewSMTP(cfg.SMTP)
+	}
+	s.dispatcher = jobs.NewDispatcher(jobs.Config{Store: store, Raft: node, Workers: cfg.JobWorkers, Logger: cfg.Logger})
+	node.OnLeader(s.dispatcher.Run)
+
+	s.registry = prometheus.NewRegistry()
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		cluster.NewCollector(node))
+	metrics := rest.NewMetrics(s.registry)
+
+	s.router = rest.NewRouter(cfg.Logger)
+	s.api = api.New(api.Config{
+		Store: store, Raft: node, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
+		PublicURL: s.url, Join: node.AddVoter, Cluster: s.clusterInfo, Logger: cfg.Logger,
+	})
+	s.api.Register(s.router)
+	s.registerInfra()
+	s.handler = rest.Observe(s.forward(s.router), cfg.Logger, metrics)
+	s.http = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	return s, nil
+}
+
+// persistent reads a value kept in a file, making and storing it once.
+func persistent(path string, make func() string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		if v := strings.TrimSpace(string(b)); v != "" {
+			return v, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	v := make()
+	if err := writeFileAtomic(path, []byte(v+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, perm); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// Start serves the API and, when configured, asks to join the cluster.
+// It returns at once; Close stops everything.
+func (s *Server) Start() error {
+	if err := writeFileAtomic(filepath.Join(s.cfg.DataDir, "api-url"), []byte(s.url+"\n"), 0o600); err != nil {
+		return err
+	}
+	go func() {
+		if err := s.http.Serve(s.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("api server stopped", "err", err)
+		}
+	}()
+	if len(s.cfg.Join) > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopJoin = cancel
+		go s.joinLoop(ctx)
+	}
+	s.log.Info("control plane serving", "component", "server", "api", s.url, "raft", s.cfg.RaftAddr)
+	return nil
+}
+
+// URL is the API base URL.
+func (s *Server) URL() string { return s.url }
+
+// Node is the Raft node (tests and benchmarks use it).
+func (s *Server) Node() *cluster.Node { return s.node }
+
+// Handler is the full HTTP stack.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Router is the API router (tests walk its routes).
+func (s *Server) Router() *rest.Router { return s.router }
+
+// Dispatcher runs jobs on the leader; later features register runners.
+func (s *Server) Dispatcher() *jobs.Dispatcher { return s.dispatcher }
+
+// ClusterToken is the operator and peer credential.
+func (s *Server) ClusterToken() string { return s.cfg.ClusterToken }
+
+// Close stops serving, leader work and Raft.
+func (s *Server) Close() error {
+	if s.stopJoin != nil {
+		s.stopJoin()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	herr := s.http.Shutdown(ctx)
+	nerr := s.node.Shutdown()
+	return errors.Join(herr, nerr)
+}
+
+// Kill stops the server abruptly, as a crash would: connections are cut
+// and Raft stops without handing over. For failover tests.
+func (s *Server) Kill() {
+	_ = s.http.Close()
+	_ = s.node.Shutdown()
+}
+
+func (s *Server) clusterInfo() any {
+	servers, _ := s.node.Store().Servers()
+	st := s.node.Stats()
+	return map[string]any{
+		"nodeId":        s.node.ID(),
+		"state":         s.node.State().String(),
+		"leaderApi":     s.node.LeaderAPI(),
+		"servers":       servers,
+		"term":          st["term"],
+		"appliedIndex":  s.node.AppliedIndex(),
+		"configuration": st["latest_configuration"],
+	}
+}
+
+func (s *Server) registerInfra() {
+	s.router.HandleRaw("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leader := s.node.LeaderAPI()
+		status, code := "ok", http.StatusOK
+		if leader == "" {
+			status, code = "no_leader", http.StatusServiceUnavailable
+		}
+		_ = rest.JSON(w, code, map[string]any{"status": status, "version": Version, "nodeId": s.node.ID(),
+			"raftState": s.node.State().String(), "leader": leader, "appliedIndex": s.node.AppliedIndex()})
+	}))
+	s.router.HandleRaw("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	s.router.HandleRaw("GET /api/openapi.json", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s.OpenAPI())
+	}))
+}
+
+// OpenAPI is the API's OpenAPI 3.1 document.
+func (s *Server) OpenAPI() map[string]any {
+	return s.router.OpenAPI(rest.OpenAPIInfo{Title: "sandboxd API", Version: Version,
+		Description: "Disposable WordPress sandboxes. Errors use the envelope {error: {code, message, details}}."})
+}

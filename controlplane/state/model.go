@@ -1,0 +1,138 @@
+package state
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Plans an account can be on.
+const (
+	PlanFree = "free"
+	PlanPaid = "paid"
+)
+
+// Workspace member roles. A member's effective capabilities come from its
+// custom role, or from the default member set when it has none.
+const (
+	RoleOwner  = "owner"
+	RoleMember = "member"
+)
+
+// Account is a person who can hold tokens and join workspaces.
+type Account struct {
+	ID                  string    `json:"id"`
+	Email               string    `json:"email"`
+	Plan                string    `json:"plan"`
+	PersonalWorkspaceID string    `json:"personalWorkspaceId"`
+	CreatedAt           time.Time `json:"createdAt"`
+	UpdatedAt           time.Time `json:"updatedAt"`
+}
+
+// Workspace scopes every customer resource.
+type Workspace struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	OwnerID   string    `json:"ownerUserId"`
+	Personal  bool      `json:"personal"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Member ties an account to a workspace.
+type Member struct {
+	WorkspaceID  string    `json:"workspaceId"`
+	UserID       string    `json:"userId"`
+	Role         string    `json:"role"`
+	CustomRoleID string    `json:"customRoleId,omitempty"`
+	JoinedAt     time.Time `json:"joinedAt"`
+}
+
+// Role is a workspace's custom role: a named set of capabilities.
+type Role struct {
+	ID           string    `json:"id"`
+	WorkspaceID  string    `json:"workspaceId"`
+	Name         string    `json:"name"`
+	Capabilities []string  `json:"capabilities"`
+	CreatedAt    time.Time `json:"createdAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+}
+
+// Token is a personal API token. Only the SHA-256 of its secret is kept.
+type Token struct {
+	ID        string     `json:"id"`
+	UserID    string     `json:"userId"`
+	Name      string     `json:"name"`
+	Hash      string     `json:"hash"`
+	Prefix    string     `json:"prefix"`
+	CreatedAt time.Time  `json:"createdAt"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Invitation statuses.
+const (
+	InvitationPending  = "pending"
+	InvitationAccepted = "accepted"
+)
+
+// Invitation asks an email address to join a workspace.
+type Invitation struct {
+	ID              string     `json:"id"`
+	WorkspaceID     string     `json:"workspaceId"`
+	Email           string     `json:"email"`
+	CustomRoleID    string     `json:"customRoleId,omitempty"`
+	InvitedByUserID string     `json:"invitedByUserId"`
+	Status          string     `json:"status"`
+	CreatedAt       time.Time  `json:"createdAt"`
+	ExpiresAt       time.Time  `json:"expiresAt"`
+	AcceptedAt      *time.Time `json:"acceptedAt,omitempty"`
+}
+
+// Job statuses.
+const (
+	JobQueued    = "queued"
+	JobRunning   = "running"
+	JobSucceeded = "succeeded"
+	JobFailed    = "failed"
+)
+
+// JobError says why a job failed.
+type JobError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Job is a slow operation the leader dispatches to a worker.
+type Job struct {
+	ID          string          `json:"id"`
+	Type        string          `json:"type"`
+	WorkspaceID string          `json:"workspaceId"`
+	SiteID      string          `json:"siteId,omitempty"`
+	Status      string          `json:"status"`
+	Progress    int             `json:"progress"`
+	Error       *JobError       `json:"error,omitempty"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	Attempts    int             `json:"attempts"`
+	CreatedAt   time.Time       `json:"createdAt"`
+	UpdatedAt   time.Time       `json:"updatedAt"`
+	StartedAt   *time.Time      `json:"startedAt,omitempty"`
+	FinishedAt  *time.Time      `json:"finishedAt,omitempty"`
+}
+
+// Terminal reports whether the job has finished.
+func (j *Job) Terminal() bool { return j.Status == JobSucceeded || j.Status == JobFailed }
+
+// Server is a control-plane node: where its Raft and its API listen.
+type Server struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raftAddr"`
+	APIAddr  string `json:"apiAddr"`
+}
+
+// Mail is a message kept in the outbox when no SMTP server is configured.
+type Mail struct {
+	ID        string    `json:"id"`
+	To        string    `json:"to"`
+	Subject   string    `json:"subject"`
+	Text      string    `json:"text"`
+	CreatedAt time.Time `json:"createdAt"`
+}

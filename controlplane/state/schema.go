@@ -1,0 +1,75 @@
+package state
+
+import memdb "github.com/hashicorp/go-memdb"
+
+// Table names.
+const (
+	tableAccounts    = "accounts"
+	tableWorkspaces  = "workspaces"
+	tableMembers     = "members"
+	tableRoles       = "roles"
+	tableTokens      = "tokens"
+	tableInvitations = "invitations"
+	tableJobs        = "jobs"
+	tableServers     = "servers"
+	tableOutbox      = "outbox"
+)
+
+func idIndex() *memdb.IndexSchema {
+	return &memdb.IndexSchema{Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}}
+}
+
+func fieldIndex(name, field string, unique bool) *memdb.IndexSchema {
+	return &memdb.IndexSchema{Name: name, Unique: unique, Indexer: &memdb.StringFieldIndex{Field: field}}
+}
+
+func schema() *memdb.DBSchema {
+	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
+		tableAccounts: {Name: tableAccounts, Indexes: map[string]*memdb.IndexSchema{
+			"id":    idIndex(),
+			"email": {Name: "email", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Email", Lowercase: true}},
+		}},
+		tableWorkspaces: {Name: tableWorkspaces, Indexes: map[string]*memdb.IndexSchema{
+			"id": idIndex(),
+		}},
+		tableMembers: {Name: tableMembers, Indexes: map[string]*memdb.IndexSchema{
+			"id": {Name: "id", Unique: true, Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+				&memdb.StringFieldIndex{Field: "WorkspaceID"}, &memdb.StringFieldIndex{Field: "UserID"},
+			}}},
+			"workspace": fieldIndex("workspace", "WorkspaceID", false),
+			"user":      fieldIndex("user", "UserID", false),
+			"role":      {Name: "role", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "CustomRoleID"}},
+		}},
+		tableRoles: {Name: tableRoles, Indexes: map[string]*memdb.IndexSchema{
+			"id":        idIndex(),
+			"workspace": fieldIndex("workspace", "WorkspaceID", false),
+		}},
+		tableTokens: {Name: tableTokens, Indexes: map[string]*memdb.IndexSchema{
+			"id":   idIndex(),
+			"hash": fieldIndex("hash", "Hash", true),
+			"user": fieldIndex("user", "UserID", false),
+		}},
+		tableInvitations: {Name: tableInvitations, Indexes: map[string]*memdb.IndexSchema{
+			"id":        idIndex(),
+			"workspace": fieldIndex("workspace", "WorkspaceID", false),
+			"email":     {Name: "email", Indexer: &memdb.StringFieldIndex{Field: "Email", Lowercase: true}},
+		}},
+		tableJobs: {Name: tableJobs, Indexes: map[string]*memdb.IndexSchema{
+			"id":     idIndex(),
+			"status": fieldIndex("status", "Status", false),
+		}},
+		tableServers: {Name: tableServers, Indexes: map[string]*memdb.IndexSchema{
+			"id": idIndex(),
+		}},
+		tableOutbox: {Name: tableOutbox, Indexes: map[string]*memdb.IndexSchema{
+			"id": idIndex(),
+		}},
+	}}
+}
+
+// tables lists every table in snapshot order: parents before children so
+// a restore can be checked row by row.
+var tables = []string{
+	tableAccounts, tableWorkspaces, tableRoles, tableMembers, tableTokens,
+	tableInvitations, tableJobs, tableServers, tableOutbox,
+}
