@@ -136,9 +136,10 @@ func (rt *Router) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // ServeHTTP implements http.Handler.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h, pattern := rt.mux.Handler(r)
-	if pattern != "" {
-		h.ServeHTTP(w, r)
+	// mux.Handler only finds the route; mux.ServeHTTP also fills in the
+	// path values, so matched requests go through it.
+	if _, pattern := rt.mux.Handler(r); pattern != "" {
+		rt.mux.ServeHTTP(w, r)
 		return
 	}
 	if allowed := rt.allowedMethods(r); len(allowed) > 0 {

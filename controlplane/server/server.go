@@ -64,6 +64,8 @@ type Config struct {
 	Logger       *slog.Logger
 	// JobWorkers bounds concurrent jobs on the leader.
 	JobWorkers int
+	// Now is the clock handlers stamp commands with; nil means time.Now.
+	Now func() time.Time
 
 	// FastRaftForTests and NoSyncForTests tune Raft for in-process tests.
 	FastRaftForTests bool
@@ -156,7 +158,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SMTP.Addr != "" {
 		mailer = mail.NewSMTP(cfg.SMTP)
 	}
-	s.dispatcher = jobs.NewDispatcher(jobs.Config{Store: store, Raft: node, Workers: cfg.JobWorkers, Logger: cfg.Logger})
+	s.dispatcher = jobs.NewDispatcher(jobs.Config{Store: store, Raft: node, Workers: cfg.JobWorkers, Logger: cfg.Logger, Now: cfg.Now})
 	node.OnLeader(s.dispatcher.Run)
 
 	s.registry = prometheus.NewRegistry()
@@ -167,7 +169,7 @@ func New(cfg Config) (*Server, error) {
 	s.router = rest.NewRouter(cfg.Logger)
 	s.api = api.New(api.Config{
 		Store: store, Raft: node, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
-		PublicURL: s.url, Join: node.AddVoter, Cluster: s.clusterInfo, Logger: cfg.Logger,
+		PublicURL: s.url, Join: node.AddVoter, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
 	})
 	s.api.Register(s.router)
 	s.registerInfra()
