@@ -58,6 +58,9 @@ type Config struct {
 	SnapshotThreshold uint64
 	// NoSyncForTests skips fsync in the log store. Never in production.
 	NoSyncForTests bool
+	// TrailingLogs is how many entries a snapshot leaves in the log; zero
+	// keeps raft's default (10240). Tests lower it to force snapshot installs.
+	TrailingLogs uint64
 	// InmemTransport replaces TCP with an in-process transport: for a
 	// single-node cluster (sandboxd dev) that needs no port of its own.
 	InmemTransport bool
@@ -81,6 +84,8 @@ type Node struct {
 	leaderWG sync.WaitGroup
 	done     chan struct{}
 	loopDone chan struct{}
+	shutdown sync.Once
+	shutErr  error
 }
 
 // LeaderHook is leader-only work. It runs in its own goroutine when this
@@ -115,6 +120,9 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 	rc.Logger = newHCLogger(log)
 	if cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
 	}
 	if cfg.FastTimeoutsForTests {
 		rc.HeartbeatTimeout = 300 * time.Millisecond
@@ -280,6 +288,11 @@ func (n *Node) stopLeading() {
 // Apply commits one command and returns the FSM's result. On a follower it
 // returns ErrNotLeader without touching the log.
 func (n *Node) Apply(ctx context.Context, c fsm.Command) (any, error) {
+	// A raft apply cannot be called back once submitted; a caller whose
+	// context has ended must not start one.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("raft apply: %w", err)
+	}
 	data, err := fsm.Encode(c)
 	if err != nil {
 		return nil, err
@@ -393,17 +406,20 @@ func (n *Node) AppliedIndex() uint64 { return n.raft.AppliedIndex() }
 // Store is the node's state store (read-only use outside the FSM).
 func (n *Node) Store() *state.Store { return n.store }
 
-// Shutdown stops leader work, raft and the storage. It is safe to call once.
+// Shutdown stops leader work, raft and the storage. Later calls return
+// the first call's result.
 func (n *Node) Shutdown() error {
-	close(n.done)
-	<-n.loopDone
-	err := n.raft.Shutdown().Error()
-	closeTransport(n.transport)
-	if cerr := n.logStore.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("cluster shutdown: %w", err)
-	}
-	return nil
+	n.shutdown.Do(func() {
+		close(n.done)
+		<-n.loopDone
+		err := n.raft.Shutdown().Error()
+		closeTransport(n.transport)
+		if cerr := n.logStore.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			n.shutErr = fmt.Errorf("cluster shutdown: %w", err)
+		}
+	})
+	return n.shutErr
 }

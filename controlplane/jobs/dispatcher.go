@@ -121,6 +121,11 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			return
 		}
 		for _, j := range pending {
+			// A watch can fire together with cancellation: never start
+			// work for a term that has ended.
+			if ctx.Err() != nil {
+				return
+			}
 			if !d.claim(j.ID) {
 				continue
 			}

@@ -70,6 +70,9 @@ type Config struct {
 	// FastRaftForTests and NoSyncForTests tune Raft for in-process tests.
 	FastRaftForTests bool
 	NoSyncForTests   bool
+	// RaftTrailingLogsForTests lowers how many entries survive a snapshot,
+	// so tests can force a snapshot install on a new member.
+	RaftTrailingLogsForTests uint64
 }
 
 // DefaultConfig is the embedded default: single node, data in ./.data.
@@ -146,7 +149,7 @@ func New(cfg Config) (*Server, error) {
 		NodeID: cfg.NodeID, DataDir: filepath.Join(cfg.DataDir, "raft"), RaftAddr: cfg.RaftAddr,
 		AdvertiseRaftAddr: cfg.AdvertiseRaftAddr, APIAddr: s.url, Bootstrap: cfg.Bootstrap,
 		Logger: cfg.Logger, FastTimeoutsForTests: cfg.FastRaftForTests, NoSyncForTests: cfg.NoSyncForTests,
-		InmemTransport: cfg.RaftAddr == "",
+		InmemTransport: cfg.RaftAddr == "", TrailingLogs: cfg.RaftTrailingLogsForTests,
 	}, store)
 	if err != nil {
 		ln.Close()

@@ -273,10 +273,20 @@ func (r *Response) List(path string) []map[string]any {
 	return out
 }
 
-// Do sends a request. A body that is a string or []byte is sent as is
-// with Content-Type application/json; anything else non-nil is encoded.
+// Do sends a request and fails the test when it cannot be sent. A body
+// that is a string or []byte is sent as is with Content-Type
+// application/json; anything else non-nil is encoded.
 func (c *Client) Do(method, path string, body any, header ...string) *Response {
 	c.t.Helper()
+	r, err := c.DoErr(method, path, body, header...)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// DoErr is Do that returns transport errors; safe in goroutines.
+func (c *Client) DoErr(method, path string, body any, header ...string) (*Response, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -287,13 +297,13 @@ func (c *Client) Do(method, path string, body any, header ...string) *Response {
 	default:
 		data, err := json.Marshal(b)
 		if err != nil {
-			c.t.Fatal(err)
+			return nil, err
 		}
 		rd = bytes.NewReader(data)
 	}
 	req, err := http.NewRequest(method, c.Base+path, rd)
 	if err != nil {
-		c.t.Fatal(err)
+		return nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -313,20 +323,20 @@ func (c *Client) Do(method, path string, body any, header ...string) *Response {
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, path, err)
+		return nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		c.t.Fatalf("%s %s: read: %v", method, path, err)
+		return nil, fmt.Errorf("read: %w", err)
 	}
 	r := &Response{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
 	if len(raw) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		if err := json.Unmarshal(raw, &r.Body); err != nil {
-			c.t.Fatalf("%s %s: decode %q: %v", method, path, raw, err)
+			return nil, fmt.Errorf("decode %q: %w", raw, err)
 		}
 	}
-	return r
+	return r, nil
 }
 
 // Must fails the test unless the response has the wanted status.

@@ -1,0 +1,52 @@
+package server_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+)
+
+var param = regexp.MustCompile(`\{[A-Za-z]+\}`)
+
+// TestOpenAPIMatchesRouter fails when a registered route is missing from
+// the served document, or the document lists a route the router does not
+// serve.
+func TestOpenAPIMatchesRouter(t *testing.T) {
+	s := st.Single(t, st.Options{})
+	doc := st.NewClient(t, s.URL(), "").Do("GET", "/api/openapi.json", nil).Must(t, 200)
+	if doc.Str("openapi") != "3.1.0" {
+		t.Fatalf("openapi version %q", doc.Str("openapi"))
+	}
+	paths, _ := doc.Get("paths").(map[string]any)
+	documented := map[string]bool{}
+	for path, ops := range paths {
+		for method, op := range ops.(map[string]any) {
+			m := strings.ToUpper(method)
+			documented[m+" "+path] = true
+			o := op.(map[string]any)
+			if o["summary"] == "" || o["responses"] == nil || o["operationId"] == "" {
+				t.Errorf("%s %s: summary, operationId and responses are required", m, path)
+			}
+			if !s.Router().Matches(m, param.ReplaceAllString(path, "x")) {
+				t.Errorf("documented %s %s is not served", m, path)
+			}
+		}
+	}
+	routes := s.Router().Routes()
+	for _, rt := range routes {
+		if !documented[rt.Pattern()] {
+			t.Errorf("route %s is missing from the document", rt.Pattern())
+		}
+	}
+	if len(documented) != len(routes) {
+		t.Errorf("document has %d operations, router %d", len(documented), len(routes))
+	}
+	schemas, _ := doc.Get("components.schemas").(map[string]any)
+	for _, name := range []string{"ErrorEnvelope", "CreateTokenRequest", "JobView", "WorkspaceView"} {
+		if schemas[name] == nil {
+			t.Errorf("schema %s missing", name)
+		}
+	}
+}
