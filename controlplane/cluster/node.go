@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -136,6 +137,9 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 	logStore, err := raftboltdb.New(raftboltdb.Options{
 		Path:   filepath.Join(cfg.DataDir, "raft.db"),
 		NoSync: cfg.NoSyncForTests,
+		// The freelist is rebuilt on open instead of written on every
+		// commit: most of a log append's write cost otherwise.
+		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open raft.db: %w", err)
@@ -171,7 +175,14 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 			}
 		}
 	}
-	r, err := raft.NewRaft(rc, f, logStore, logStore, snaps, transport)
+	// Recent entries are served from memory: replication and the FSM read
+	// back what was just written instead of going to bolt for it.
+	cached, err := raft.NewLogCache(1024, logStore)
+	if err != nil {
+		n.closeStorage()
+		return nil, fmt.Errorf("cluster: log cache: %w", err)
+	}
+	r, err := raft.NewRaft(rc, f, cached, logStore, snaps, transport)
 	if err != nil {
 		n.closeStorage()
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
@@ -396,6 +407,9 @@ func (n *Node) Stats() map[string]string { return n.raft.Stats() }
 
 // State is raft's view of this node: Leader, Follower, Candidate or Shutdown.
 func (n *Node) State() raft.RaftState { return n.raft.State() }
+
+// RaftAddr is the address peers dial to reach this node's Raft.
+func (n *Node) RaftAddr() string { return n.cfg.AdvertiseRaftAddr }
 
 // ID is this node's server id.
 func (n *Node) ID() string { return n.cfg.NodeID }

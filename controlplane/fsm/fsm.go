@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,11 +24,51 @@ func New(store *state.Store, log *slog.Logger) *FSM {
 	return &FSM{store: store, log: log.With("component", "fsm")}
 }
 
+var _ raft.BatchingFSM = (*FSM)(nil)
+
 // Apply runs one committed command. Its return value is what the leader's
 // raft.ApplyFuture.Response gives back: an error when the command was
-// rejected by the store's invariants (nothing was written), otherwise nil
-// or the row the command produced.
+// rejected (nothing was written), otherwise nil or the row it produced.
 func (f *FSM) Apply(l *raft.Log) any {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// errRejected aborts a batch transaction when one command is refused.
+var errRejected = errors.New("a command in the batch was rejected")
+
+// ApplyBatch applies committed commands in one store transaction, which
+// is what lets concurrent writers share the cost of a commit. If any
+// command is refused, the batch is undone and replayed one command per
+// transaction, so each refusal is isolated exactly as if applied alone;
+// every node takes the same path, so state stays identical.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	results := make([]any, len(logs))
+	err := f.store.Update(func(tx *state.Tx) error {
+		for i, l := range logs {
+			results[i] = f.applyLog(tx, l)
+			if _, failed := results[i].(error); failed {
+				return errRejected
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		return results
+	}
+	for i, l := range logs {
+		_ = f.store.Update(func(tx *state.Tx) error {
+			results[i] = f.applyLog(tx, l)
+			err, _ := results[i].(error)
+			return err
+		})
+	}
+	return results
+}
+
+func (f *FSM) applyLog(tx *state.Tx, l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil // configuration changes are raft's own business
+	}
 	c, err := decode(l.Data)
 	if err != nil {
 		// A command this binary does not know: never guess. Every node
@@ -35,11 +76,10 @@ func (f *FSM) Apply(l *raft.Log) any {
 		f.log.Error("skipping undecodable command", "index", l.Index, "err", err)
 		return fmt.Errorf("apply index %d: %w", l.Index, err)
 	}
-	return f.apply(c)
+	return apply(tx, c)
 }
 
-func (f *FSM) apply(c Command) any {
-	s := f.store
+func apply(s *state.Tx, c Command) any {
 	switch c := c.(type) {
 	case *CreateAccount:
 		return s.CreateAccount(c.Account, c.Workspace)

@@ -51,3 +51,43 @@ func TestApplyRejectsUnknownAndReportsStoreErrors(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestApplyBatchIsolatesRejections applies a batch whose middle command
+// is refused: the others are applied, the refused one changes nothing and
+// reports its own error.
+func TestApplyBatchIsolatesRejections(t *testing.T) {
+	store := state.NewStore()
+	f := New(store, discard())
+	enc := func(c Command) *raft.Log {
+		data, err := Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &raft.Log{Type: raft.LogCommand, Data: data}
+	}
+	acct := func(id, email, ws string) Command {
+		return CreateAccount{Account: state.Account{ID: id, Email: email}, Workspace: state.Workspace{ID: ws}}
+	}
+	logs := []*raft.Log{
+		enc(acct("usr_1", "a@x.io", "ws_1")),
+		enc(acct("usr_2", "a@x.io", "ws_2")), // same email: refused
+		{Type: raft.LogConfiguration},
+		enc(acct("usr_3", "c@x.io", "ws_3")),
+	}
+	res := f.ApplyBatch(logs)
+	if len(res) != 4 || res[0] != nil || res[2] != nil || res[3] != nil {
+		t.Fatalf("results %v", res)
+	}
+	if err, _ := res[1].(error); !errors.Is(err, state.ErrConflict) {
+		t.Fatalf("refused command reported %v", res[1])
+	}
+	for id, want := range map[string]bool{"usr_1": true, "usr_2": false, "usr_3": true} {
+		a, _ := store.Account(id)
+		if (a != nil) != want {
+			t.Errorf("account %s present=%v, want %v", id, a != nil, want)
+		}
+	}
+	if ws, _ := store.Workspace("ws_2"); ws != nil {
+		t.Error("refused command left its workspace behind")
+	}
+}

@@ -13,14 +13,26 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 func seed(t *testing.T) *Store {
 	t.Helper()
 	s := NewStore()
-	must(t, s.CreateAccount(Account{ID: "usr_a", Email: "A@x.io", Plan: PlanFree, CreatedAt: t0}, Workspace{ID: "ws_a", Name: "A", CreatedAt: t0}))
-	must(t, s.CreateAccount(Account{ID: "usr_b", Email: "b@x.io", Plan: PlanPaid, CreatedAt: t0}, Workspace{ID: "ws_b", Name: "B", CreatedAt: t0}))
-	must(t, s.PutRole(Role{ID: "role_1", WorkspaceID: "ws_a", Name: "Viewer", Capabilities: []string{}}, false))
-	must(t, s.CreateToken(Token{ID: "tok_1", UserID: "usr_a", Hash: "h1", CreatedAt: t0}))
-	must(t, s.CreateInvitation(Invitation{ID: "inv_1", WorkspaceID: "ws_a", Email: "b@x.io", CustomRoleID: "role_1", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}))
-	must(t, s.CreateJob(Job{ID: "job_1", Type: "t", WorkspaceID: "ws_a", CreatedAt: t0}))
-	must(t, s.UpsertServer(Server{ID: "s1", RaftAddr: "r", APIAddr: "a"}))
-	must(t, s.AppendMail(Mail{ID: "mail_1", To: "b@x.io", CreatedAt: t0}))
+	must(t, s.Update(func(tx *Tx) error {
+		return tx.CreateAccount(Account{ID: "usr_a", Email: "A@x.io", Plan: PlanFree, CreatedAt: t0}, Workspace{ID: "ws_a", Name: "A", CreatedAt: t0})
+	}))
+	must(t, s.Update(func(tx *Tx) error {
+		return tx.CreateAccount(Account{ID: "usr_b", Email: "b@x.io", Plan: PlanPaid, CreatedAt: t0}, Workspace{ID: "ws_b", Name: "B", CreatedAt: t0})
+	}))
+	must(t, s.Update(func(tx *Tx) error {
+		return tx.PutRole(Role{ID: "role_1", WorkspaceID: "ws_a", Name: "Viewer", Capabilities: []string{}}, false)
+	}))
+	must(t, s.Update(func(tx *Tx) error {
+		return tx.CreateToken(Token{ID: "tok_1", UserID: "usr_a", Hash: "h1", CreatedAt: t0})
+	}))
+	must(t, s.Update(func(tx *Tx) error {
+		return tx.CreateInvitation(Invitation{ID: "inv_1", WorkspaceID: "ws_a", Email: "b@x.io", CustomRoleID: "role_1", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+	}))
+	must(t, s.Update(func(tx *Tx) error {
+		return tx.CreateJob(Job{ID: "job_1", Type: "t", WorkspaceID: "ws_a", CreatedAt: t0})
+	}))
+	must(t, s.Update(func(tx *Tx) error { return tx.UpsertServer(Server{ID: "s1", RaftAddr: "r", APIAddr: "a"}) }))
+	must(t, s.Update(func(tx *Tx) error { return tx.AppendMail(Mail{ID: "mail_1", To: "b@x.io", CreatedAt: t0}) }))
 	return s
 }
 
@@ -38,31 +50,62 @@ func TestWritesKeepInvariants(t *testing.T) {
 		want error
 	}{
 		{"duplicate email any case", func(s *Store) error {
-			return s.CreateAccount(Account{ID: "usr_c", Email: "a@X.IO"}, Workspace{ID: "ws_c"})
+			return s.Update(func(tx *Tx) error {
+				return tx.CreateAccount(Account{ID: "usr_c", Email: "a@X.IO"}, Workspace{ID: "ws_c"})
+			})
 		}, ErrConflict},
-		{"token for unknown account", func(s *Store) error { return s.CreateToken(Token{ID: "tok_2", UserID: "usr_x", Hash: "h2"}) }, ErrNotFound},
-		{"revoke someone else's token", func(s *Store) error { return s.RevokeToken("usr_b", "tok_1") }, ErrNotFound},
+		{"token for unknown account", func(s *Store) error {
+			return s.Update(func(tx *Tx) error { return tx.CreateToken(Token{ID: "tok_2", UserID: "usr_x", Hash: "h2"}) })
+		}, ErrNotFound},
+		{"revoke someone else's token", func(s *Store) error { return s.Update(func(tx *Tx) error { return tx.RevokeToken("usr_b", "tok_1") }) }, ErrNotFound},
 		{"second pending invitation", func(s *Store) error {
-			return s.CreateInvitation(Invitation{ID: "inv_2", WorkspaceID: "ws_a", Email: "B@x.io", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+			return s.Update(func(tx *Tx) error {
+				return tx.CreateInvitation(Invitation{ID: "inv_2", WorkspaceID: "ws_a", Email: "B@x.io", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+			})
 		}, ErrConflict},
 		{"invite with another workspace's role", func(s *Store) error {
-			return s.CreateInvitation(Invitation{ID: "inv_3", WorkspaceID: "ws_b", Email: "c@x.io", CustomRoleID: "role_1", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+			return s.Update(func(tx *Tx) error {
+				return tx.CreateInvitation(Invitation{ID: "inv_3", WorkspaceID: "ws_b", Email: "c@x.io", CustomRoleID: "role_1", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+			})
 		}, ErrNotFound},
 		{"invite an existing member", func(s *Store) error {
-			return s.CreateInvitation(Invitation{ID: "inv_4", WorkspaceID: "ws_a", Email: "a@x.io", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+			return s.Update(func(tx *Tx) error {
+				return tx.CreateInvitation(Invitation{ID: "inv_4", WorkspaceID: "ws_a", Email: "a@x.io", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+			})
 		}, ErrConflict},
-		{"accept someone else's invitation", func(s *Store) error { _, err := s.AcceptInvitation("inv_1", "usr_a", t0); return err }, ErrNotFound},
-		{"accept expired invitation", func(s *Store) error { _, err := s.AcceptInvitation("inv_1", "usr_b", t0.Add(2*time.Hour)); return err }, ErrConflict},
-		{"delete role offered by an invitation", func(s *Store) error { return s.DeleteRole("ws_a", "role_1", t0) }, ErrRoleInUse},
-		{"delete role from wrong workspace", func(s *Store) error { return s.DeleteRole("ws_b", "role_1", t0) }, ErrNotFound},
+		{"accept someone else's invitation", func(s *Store) error {
+			_, err := upd(s, func(tx *Tx) (*Member, error) { return tx.AcceptInvitation("inv_1", "usr_a", t0) })
+			return err
+		}, ErrNotFound},
+		{"accept expired invitation", func(s *Store) error {
+			_, err := upd(s, func(tx *Tx) (*Member, error) { return tx.AcceptInvitation("inv_1", "usr_b", t0.Add(2*time.Hour)) })
+			return err
+		}, ErrConflict},
+		{"delete role offered by an invitation", func(s *Store) error {
+			return s.Update(func(tx *Tx) error { return tx.DeleteRole("ws_a", "role_1", t0) })
+		}, ErrRoleInUse},
+		{"delete role from wrong workspace", func(s *Store) error {
+			return s.Update(func(tx *Tx) error { return tx.DeleteRole("ws_b", "role_1", t0) })
+		}, ErrNotFound},
 		{"duplicate role name", func(s *Store) error {
-			return s.PutRole(Role{ID: "role_2", WorkspaceID: "ws_a", Name: "VIEWER"}, false)
+			return s.Update(func(tx *Tx) error { return tx.PutRole(Role{ID: "role_2", WorkspaceID: "ws_a", Name: "VIEWER"}, false) })
 		}, ErrConflict},
-		{"update a missing role", func(s *Store) error { return s.PutRole(Role{ID: "role_9", WorkspaceID: "ws_a", Name: "x"}, true) }, ErrNotFound},
-		{"remove the owner", func(s *Store) error { return s.RemoveMember("ws_a", "usr_a") }, ErrConflict},
-		{"change the owner's role", func(s *Store) error { _, err := s.SetMemberRole("ws_a", "usr_a", "role_1"); return err }, ErrConflict},
-		{"bad job status", func(s *Store) error { _, err := s.UpdateJob(JobUpdate{ID: "job_1", Status: "paused"}); return err }, ErrInvalid},
-		{"unknown job", func(s *Store) error { _, err := s.UpdateJob(JobUpdate{ID: "job_x", Status: JobRunning}); return err }, ErrNotFound},
+		{"update a missing role", func(s *Store) error {
+			return s.Update(func(tx *Tx) error { return tx.PutRole(Role{ID: "role_9", WorkspaceID: "ws_a", Name: "x"}, true) })
+		}, ErrNotFound},
+		{"remove the owner", func(s *Store) error { return s.Update(func(tx *Tx) error { return tx.RemoveMember("ws_a", "usr_a") }) }, ErrConflict},
+		{"change the owner's role", func(s *Store) error {
+			_, err := upd(s, func(tx *Tx) (*Member, error) { return tx.SetMemberRole("ws_a", "usr_a", "role_1") })
+			return err
+		}, ErrConflict},
+		{"bad job status", func(s *Store) error {
+			_, err := upd(s, func(tx *Tx) (*Job, error) { return tx.UpdateJob(JobUpdate{ID: "job_1", Status: "paused"}) })
+			return err
+		}, ErrInvalid},
+		{"unknown job", func(s *Store) error {
+			_, err := upd(s, func(tx *Tx) (*Job, error) { return tx.UpdateJob(JobUpdate{ID: "job_x", Status: JobRunning}) })
+			return err
+		}, ErrNotFound},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,38 +130,42 @@ func TestWritesKeepInvariants(t *testing.T) {
 
 func TestInvitationAndJobLifecycle(t *testing.T) {
 	s := seed(t)
-	m, err := s.AcceptInvitation("inv_1", "usr_b", t0.Add(time.Minute))
+	m, err := upd(s, func(tx *Tx) (*Member, error) { return tx.AcceptInvitation("inv_1", "usr_b", t0.Add(time.Minute)) })
 	must(t, err)
 	if m.CustomRoleID != "role_1" || m.Role != RoleMember {
 		t.Fatalf("member %+v", m)
 	}
-	if err := s.DeleteRole("ws_a", "role_1", t0); !errors.Is(err, ErrRoleInUse) {
+	if err := s.Update(func(tx *Tx) error { return tx.DeleteRole("ws_a", "role_1", t0) }); !errors.Is(err, ErrRoleInUse) {
 		t.Fatalf("role held by a member deleted: %v", err)
 	}
-	if _, err := s.SetMemberRole("ws_a", "usr_b", ""); err != nil {
+	if _, err := upd(s, func(tx *Tx) (*Member, error) { return tx.SetMemberRole("ws_a", "usr_b", "") }); err != nil {
 		t.Fatal(err)
 	}
-	must(t, s.DeleteRole("ws_a", "role_1", t0))
+	must(t, s.Update(func(tx *Tx) error { return tx.DeleteRole("ws_a", "role_1", t0) }))
 
 	// Creating a job twice is a no-op; transitions are one-way.
-	must(t, s.CreateJob(Job{ID: "job_1", Type: "other"}))
+	must(t, s.Update(func(tx *Tx) error { return tx.CreateJob(Job{ID: "job_1", Type: "other"}) }))
 	j, _ := s.Job("job_1")
 	if j.Type != "t" {
 		t.Fatal("re-created job overwrote the first")
 	}
-	j, err = s.UpdateJob(JobUpdate{ID: "job_1", Status: JobRunning, At: t0, Dispatch: true})
+	_, err = upd(s, func(tx *Tx) (*Job, error) {
+		return tx.UpdateJob(JobUpdate{ID: "job_1", Status: JobRunning, At: t0, Dispatch: true})
+	})
 	must(t, err)
-	j, err = s.UpdateJob(JobUpdate{ID: "job_1", Status: JobRunning, Progress: 30, At: t0})
+	j, err = upd(s, func(tx *Tx) (*Job, error) {
+		return tx.UpdateJob(JobUpdate{ID: "job_1", Status: JobRunning, Progress: 30, At: t0})
+	})
 	must(t, err)
 	if j.Attempts != 1 || j.Progress != 30 {
 		t.Fatalf("job %+v", j)
 	}
-	j, err = s.UpdateJob(JobUpdate{ID: "job_1", Status: JobSucceeded, At: t0})
+	j, err = upd(s, func(tx *Tx) (*Job, error) { return tx.UpdateJob(JobUpdate{ID: "job_1", Status: JobSucceeded, At: t0}) })
 	must(t, err)
 	if j.Progress != 100 || j.FinishedAt == nil {
 		t.Fatalf("job %+v", j)
 	}
-	if _, err := s.UpdateJob(JobUpdate{ID: "job_1", Status: JobRunning, At: t0}); !errors.Is(err, ErrConflict) {
+	if _, err := upd(s, func(tx *Tx) (*Job, error) { return tx.UpdateJob(JobUpdate{ID: "job_1", Status: JobRunning, At: t0}) }); !errors.Is(err, ErrConflict) {
 		t.Fatalf("finished job changed: %v", err)
 	}
 	jobs, _, err := s.UnfinishedJobs()
@@ -135,7 +182,9 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := NewStore()
-	must(t, r.CreateAccount(Account{ID: "usr_old", Email: "old@x.io"}, Workspace{ID: "ws_old"}))
+	must(t, r.Update(func(tx *Tx) error {
+		return tx.CreateAccount(Account{ID: "usr_old", Email: "old@x.io"}, Workspace{ID: "ws_old"})
+	}))
 	if err := r.Restore(bytes.NewReader(buf.Bytes())); err != nil {
 		t.Fatal(err)
 	}
@@ -170,4 +219,15 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// upd runs one value-returning write in its own transaction.
+func upd[T any](s *Store, fn func(*Tx) (T, error)) (T, error) {
+	var out T
+	err := s.Update(func(tx *Tx) error {
+		var err error
+		out, err = fn(tx)
+		return err
+	})
+	return out, err
 }

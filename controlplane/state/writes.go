@@ -8,12 +8,26 @@ import (
 	memdb "github.com/hashicorp/go-memdb"
 )
 
+// Tx is one write transaction: the FSM applies a whole batch of commands
+// through one Tx and commits once. Each write method checks everything it
+// can refuse before it writes anything, so a refused command leaves the
+// transaction as it found it.
+//
 // Rows in memdb are shared with readers: every write below copies a row
 // before changing it and never mutates what it looked up.
+type Tx struct{ tx *memdb.Txn }
+
+func (t *Tx) run(fn func(tx *memdb.Txn) error) error { return fn(t.tx) }
+
+// Update runs fn in one write transaction and commits it when fn returns
+// nil; otherwise nothing fn wrote is kept.
+func (s *Store) Update(fn func(*Tx) error) error {
+	return s.write(func(tx *memdb.Txn) error { return fn(&Tx{tx: tx}) })
+}
 
 // CreateAccount adds an account with its personal workspace, owned by it.
-func (s *Store) CreateAccount(a Account, ws Workspace) error {
-	return s.write(func(tx *memdb.Txn) error {
+func (t *Tx) CreateAccount(a Account, ws Workspace) error {
+	return t.run(func(tx *memdb.Txn) error {
 		a.Email = normEmail(a.Email)
 		if dup, err := first[Account](tx, tableAccounts, "email", a.Email); err != nil {
 			return err
@@ -25,6 +39,11 @@ func (s *Store) CreateAccount(a Account, ws Workspace) error {
 		} else if dup != nil {
 			return fmt.Errorf("%w: account id %s exists", ErrConflict, a.ID)
 		}
+		if dup, err := first[Workspace](tx, tableWorkspaces, "id", ws.ID); err != nil {
+			return err
+		} else if dup != nil {
+			return fmt.Errorf("%w: workspace id %s exists", ErrConflict, ws.ID)
+		}
 		a.PersonalWorkspaceID = ws.ID
 		ws.OwnerID, ws.Personal = a.ID, true
 		if err := insert(tx, tableAccounts, &a); err != nil {
@@ -35,8 +54,8 @@ func (s *Store) CreateAccount(a Account, ws Workspace) error {
 }
 
 // SetPlan changes an account's plan.
-func (s *Store) SetPlan(userID, plan string, at time.Time) error {
-	return s.write(func(tx *memdb.Txn) error {
+func (t *Tx) SetPlan(userID, plan string, at time.Time) error {
+	return t.run(func(tx *memdb.Txn) error {
 		a, err := first[Account](tx, tableAccounts, "id", userID)
 		if err != nil {
 			return err
@@ -51,39 +70,39 @@ func (s *Store) SetPlan(userID, plan string, at time.Time) error {
 }
 
 // CreateToken stores a token for an existing account.
-func (s *Store) CreateToken(t Token) error {
-	return s.write(func(tx *memdb.Txn) error {
-		if a, err := first[Account](tx, tableAccounts, "id", t.UserID); err != nil {
+func (t *Tx) CreateToken(tok Token) error {
+	return t.run(func(tx *memdb.Txn) error {
+		if a, err := first[Account](tx, tableAccounts, "id", tok.UserID); err != nil {
 			return err
 		} else if a == nil {
-			return fmt.Errorf("%w: account %s", ErrNotFound, t.UserID)
+			return fmt.Errorf("%w: account %s", ErrNotFound, tok.UserID)
 		}
-		if dup, err := first[Token](tx, tableTokens, "id", t.ID); err != nil {
+		if dup, err := first[Token](tx, tableTokens, "id", tok.ID); err != nil {
 			return err
 		} else if dup != nil {
-			return fmt.Errorf("%w: token id %s exists", ErrConflict, t.ID)
+			return fmt.Errorf("%w: token id %s exists", ErrConflict, tok.ID)
 		}
-		return insert(tx, tableTokens, &t)
+		return insert(tx, tableTokens, &tok)
 	})
 }
 
 // RevokeToken deletes one of userID's tokens.
-func (s *Store) RevokeToken(userID, tokenID string) error {
-	return s.write(func(tx *memdb.Txn) error {
-		t, err := first[Token](tx, tableTokens, "id", tokenID)
+func (t *Tx) RevokeToken(userID, tokenID string) error {
+	return t.run(func(tx *memdb.Txn) error {
+		tok, err := first[Token](tx, tableTokens, "id", tokenID)
 		if err != nil {
 			return err
 		}
-		if t == nil || t.UserID != userID {
+		if tok == nil || tok.UserID != userID {
 			return fmt.Errorf("%w: token %s", ErrNotFound, tokenID)
 		}
-		return remove(tx, tableTokens, t)
+		return remove(tx, tableTokens, tok)
 	})
 }
 
 // CreateWorkspace adds a workspace owned by ws.OwnerID.
-func (s *Store) CreateWorkspace(ws Workspace) error {
-	return s.write(func(tx *memdb.Txn) error {
+func (t *Tx) CreateWorkspace(ws Workspace) error {
+	return t.run(func(tx *memdb.Txn) error {
 		if a, err := first[Account](tx, tableAccounts, "id", ws.OwnerID); err != nil {
 			return err
 		} else if a == nil {
@@ -121,8 +140,8 @@ func roleIn(tx *memdb.Txn, workspaceID, roleID string) error {
 
 // CreateInvitation records an invitation to a workspace. It refuses an email
 // that is already a member or already has a pending invitation there.
-func (s *Store) CreateInvitation(inv Invitation) error {
-	return s.write(func(tx *memdb.Txn) error {
+func (t *Tx) CreateInvitation(inv Invitation) error {
+	return t.run(func(tx *memdb.Txn) error {
 		inv.Email = normEmail(inv.Email)
 		if w, err := first[Workspace](tx, tableWorkspaces, "id", inv.WorkspaceID); err != nil {
 			return err
@@ -158,9 +177,9 @@ func (s *Store) CreateInvitation(inv Invitation) error {
 // AcceptInvitation makes userID a member of the invitation's workspace. The
 // invitation must be pending, unexpired at `at`, and addressed to userID's
 // email; otherwise it is not found for that user.
-func (s *Store) AcceptInvitation(invID, userID string, at time.Time) (*Member, error) {
+func (t *Tx) AcceptInvitation(invID, userID string, at time.Time) (*Member, error) {
 	var out *Member
-	err := s.write(func(tx *memdb.Txn) error {
+	err := t.run(func(tx *memdb.Txn) error {
 		a, err := first[Account](tx, tableAccounts, "id", userID)
 		if err != nil {
 			return err
@@ -203,9 +222,9 @@ func (s *Store) AcceptInvitation(invID, userID string, at time.Time) (*Member, e
 }
 
 // SetMemberRole assigns a custom role to a member, or clears it with "".
-func (s *Store) SetMemberRole(workspaceID, userID, roleID string) (*Member, error) {
+func (t *Tx) SetMemberRole(workspaceID, userID, roleID string) (*Member, error) {
 	var out *Member
-	err := s.write(func(tx *memdb.Txn) error {
+	err := t.run(func(tx *memdb.Txn) error {
 		m, err := first[Member](tx, tableMembers, "id", workspaceID, userID)
 		if err != nil {
 			return err
@@ -228,8 +247,8 @@ func (s *Store) SetMemberRole(workspaceID, userID, roleID string) (*Member, erro
 }
 
 // RemoveMember takes an account out of a workspace. The owner stays.
-func (s *Store) RemoveMember(workspaceID, userID string) error {
-	return s.write(func(tx *memdb.Txn) error {
+func (t *Tx) RemoveMember(workspaceID, userID string) error {
+	return t.run(func(tx *memdb.Txn) error {
 		m, err := first[Member](tx, tableMembers, "id", workspaceID, userID)
 		if err != nil {
 			return err
@@ -260,8 +279,8 @@ func roleNameTaken(tx *memdb.Txn, r Role) error {
 // PutRole creates a custom role, or replaces an existing one when update is
 // set (a role deleted meanwhile is then not found, never re-created).
 // Names are unique per workspace regardless of case.
-func (s *Store) PutRole(r Role, update bool) error {
-	return s.write(func(tx *memdb.Txn) error {
+func (t *Tx) PutRole(r Role, update bool) error {
+	return t.run(func(tx *memdb.Txn) error {
 		if w, err := first[Workspace](tx, tableWorkspaces, "id", r.WorkspaceID); err != nil {
 			return err
 		} else if w == nil {
@@ -288,8 +307,8 @@ func (s *Store) PutRole(r Role, update bool) error {
 }
 
 // DeleteRole removes a custom role that no member or pending invitation holds.
-func (s *Store) DeleteRole(workspaceID, roleID string, at time.Time) error {
-	return s.write(func(tx *memdb.Txn) error {
+func (t *Tx) DeleteRole(workspaceID, roleID string, at time.Time) error {
+	return t.run(func(tx *memdb.Txn) error {
 		r, err := first[Role](tx, tableRoles, "id", roleID)
 		if err != nil {
 			return err
@@ -317,8 +336,8 @@ func (s *Store) DeleteRole(workspaceID, roleID string, at time.Time) error {
 
 // CreateJob queues a job. Creating a job whose id exists is a no-op, so a
 // retried command is harmless.
-func (s *Store) CreateJob(j Job) error {
-	return s.write(func(tx *memdb.Txn) error {
+func (t *Tx) CreateJob(j Job) error {
+	return t.run(func(tx *memdb.Txn) error {
 		if old, err := first[Job](tx, tableJobs, "id", j.ID); err != nil {
 			return err
 		} else if old != nil {
@@ -342,9 +361,9 @@ type JobUpdate struct {
 
 // UpdateJob moves a job forward: queued → running → succeeded|failed, or
 // queued → failed. A finished job never changes again.
-func (s *Store) UpdateJob(u JobUpdate) (*Job, error) {
+func (t *Tx) UpdateJob(u JobUpdate) (*Job, error) {
 	var out *Job
-	err := s.write(func(tx *memdb.Txn) error {
+	err := t.run(func(tx *memdb.Txn) error {
 		j, err := first[Job](tx, tableJobs, "id", u.ID)
 		if err != nil {
 			return err
@@ -384,13 +403,13 @@ func (s *Store) UpdateJob(u JobUpdate) (*Job, error) {
 }
 
 // UpsertServer records where a control-plane node listens.
-func (s *Store) UpsertServer(sv Server) error {
-	return s.write(func(tx *memdb.Txn) error { return insert(tx, tableServers, &sv) })
+func (t *Tx) UpsertServer(sv Server) error {
+	return t.run(func(tx *memdb.Txn) error { return insert(tx, tableServers, &sv) })
 }
 
 // RemoveServer forgets a control-plane node; an unknown one is fine.
-func (s *Store) RemoveServer(id string) error {
-	return s.write(func(tx *memdb.Txn) error {
+func (t *Tx) RemoveServer(id string) error {
+	return t.run(func(tx *memdb.Txn) error {
 		sv, err := first[Server](tx, tableServers, "id", id)
 		if err != nil || sv == nil {
 			return err
@@ -400,8 +419,8 @@ func (s *Store) RemoveServer(id string) error {
 }
 
 // AppendMail keeps one message in the outbox; a repeated id is a no-op.
-func (s *Store) AppendMail(m Mail) error {
-	return s.write(func(tx *memdb.Txn) error {
+func (t *Tx) AppendMail(m Mail) error {
+	return t.run(func(tx *memdb.Txn) error {
 		if old, err := first[Mail](tx, tableOutbox, "id", m.ID); err != nil || old != nil {
 			return err
 		}

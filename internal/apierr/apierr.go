@@ -115,8 +115,8 @@ type envelope struct {
 }
 
 type body struct {
-	Code    string         `json:"code"`
-	Message string         `json:"message"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
 	// Details is an interface so that an empty map is still written as
 	// {}; only the internal-error fallback leaves it nil (omitted).
 	Details any `json:"details,omitempty"`

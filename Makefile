@@ -1,0 +1,43 @@
+# sandboxd: two commands on a fresh machine — `make run` and `make test`.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/sandboxd
+STATICCHECK_VERSION := v0.8.2
+GOBIN := $(shell $(GO) env GOPATH)/bin
+# Extra flags for `make run`, e.g. RUN_ARGS="--api-addr 127.0.0.1:9090".
+RUN_ARGS ?=
+
+.PHONY: all build run test test-short bench lint deps clean
+
+all: build
+
+deps:
+	@./deploy/dev/install-deps.sh
+
+build: deps
+	$(GO) build -o $(BIN) ./cmd/sandboxd
+
+# Starts control plane (single-node Raft) with its embedded defaults:
+# data in ./.data, API on 127.0.0.1:8080. Prints SANDBOX_URL and SANDBOX_TOKEN.
+run: build
+	./$(BIN) dev $(RUN_ARGS)
+
+test: deps
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+test-short:
+	$(GO) test -count=1 ./...
+
+# Benchmarks report ratios against a baseline measured in the same run.
+bench: deps
+	$(GO) run ./bench/raftbench
+
+lint: deps
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(GOBIN)/staticcheck ./...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what building and testing sandboxd needs on a Debian machine of
+# the supported kind, and only what is missing. Safe to run repeatedly.
+set -euo pipefail
+
+need_apt=()
+have() { command -v "$1" >/dev/null 2>&1; }
+
+if ! have go && [ -x /usr/local/go/bin/go ]; then
+  echo "install-deps: Go is at /usr/local/go/bin; add it to PATH" >&2
+  exit 1
+fi
+if ! have go; then
+  echo "install-deps: Go (see go.mod for the version) is required and not installed" >&2
+  exit 1
+fi
+# The race detector needs cgo and a C compiler.
+have gcc || need_apt+=(gcc libc6-dev)
+have git || need_apt+=(git)
+have curl || need_apt+=(curl)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: missing ${need_apt[*]}; run as root or install them" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${need_apt[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi

@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+)
+
+// TestDevFirstStartRestartAndAdmin is the README walk-through: start
+// `sandboxd dev`, use the printed token, create an account and a token
+// with `sandboxd admin`, invite it, read the invitation from the outbox,
+// accept it, restart, and find everything (and the same token) again.
+func TestDevFirstStartRestartAndAdmin(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	addr := freeAddr(t)
+	dev := start(t, nil, "dev", "--data-dir", dir, "--api-addr", addr)
+	url := dev.waitLine(t, "SANDBOX_URL=")
+	token := dev.waitLine(t, "SANDBOX_TOKEN=")
+	if url != "http://"+addr || !strings.HasPrefix(token, "sbx_") {
+		t.Fatalf("printed %q %q", url, token)
+	}
+	env, err := os.ReadFile(filepath.Join(dir, "dev.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(env) != "SANDBOX_URL="+url+"\nSANDBOX_TOKEN="+token+"\n" {
+		t.Fatalf("dev.env: %q", env)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "dev.env")); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("dev.env mode %v", fi.Mode())
+	}
+
+	owner := st.NewClient(t, url, token)
+	me := owner.Do("GET", "/api/account/me", nil).Must(t, 200)
+	if me.Str("user.email") != "owner@localhost" || me.Str("user.plan") != "paid" {
+		t.Fatalf("me: %s", me.Raw)
+	}
+
+	out, err := run(t, nil, "admin", "create-account", "--data-dir", dir, "--email", "bob@example.com", "--plan", "free")
+	if err != nil || !strings.Contains(out, "bob@example.com") {
+		t.Fatalf("create-account: %v %s", err, out)
+	}
+	if _, err := run(t, nil, "admin", "create-account", "--data-dir", dir, "--email", "bob@example.com", "--plan", "free"); err == nil || !strings.Contains(err.Error(), "conflict") {
+		t.Fatalf("duplicate account: %v", err)
+	}
+	if _, err := run(t, nil, "admin", "create-account", "--data-dir", dir, "--email", "x@example.com", "--plan", "gold"); err == nil {
+		t.Fatal("plan gold accepted")
+	}
+	out, err = run(t, nil, "admin", "create-token", "--server", url, "--data-dir", dir, "--email", "bob@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := st.NewClient(t, url, lastLine(out))
+	bob.Do("GET", "/api/account/me", nil).Must(t, 200)
+
+	inv := owner.Do("POST", "/api/app/workspaces/"+me.Str("user.personalWorkspaceId")+"/members",
+		map[string]string{"email": "bob@example.com"}).Must(t, 201).Str("invitation.id")
+	out, err = run(t, nil, "admin", "outbox", "--data-dir", dir)
+	if err != nil || !strings.Contains(out, "To: bob@example.com") || !strings.Contains(out, inv) {
+		t.Fatalf("outbox: %v\n%s", err, out)
+	}
+	bob.Do("POST", "/api/account/invitations/"+inv+"/accept", nil).Must(t, 200)
+
+	if _, err := run(t, nil, "admin", "outbox", "--data-dir", dir, "--cluster-token", "sbxc_wrong"); err == nil || !strings.Contains(err.Error(), "auth_required") {
+		t.Fatalf("wrong cluster token: %v", err)
+	}
+
+	// Restart: same URL, same token, same data.
+	dev.stop(t)
+	dev2 := start(t, nil, "dev", "--data-dir", dir, "--api-addr", addr)
+	if dev2.waitLine(t, "SANDBOX_URL=") != url || dev2.waitLine(t, "SANDBOX_TOKEN=") != token {
+		t.Fatal("restart printed a different URL or token")
+	}
+	members := owner.Do("GET", "/api/app/workspaces/"+me.Str("user.personalWorkspaceId")+"/members", nil).Must(t, 200).List("members")
+	if len(members) != 2 {
+		t.Fatalf("members after restart: %v", members)
+	}
+	bob.Do("GET", "/api/account/me", nil).Must(t, 200)
+	if n := len(owner.Do("GET", "/api/account/tokens", nil).Must(t, 200).List("tokens")); n != 1 {
+		t.Fatalf("restart minted another token: %d", n)
+	}
+}
+
+// TestThreeServerProcesses runs `sandboxd server` three times, joined with
+// --join, and writes through a follower.
+func TestThreeServerProcesses(t *testing.T) {
+	token := "sbxc_e2e-cluster-token"
+	env := []string{"SANDBOXD_CLUSTER_TOKEN=" + token}
+	var urls, dirs []string
+	for i := 0; i < 3; i++ {
+		dir := filepath.Join(t.TempDir(), "s")
+		api := freeAddr(t)
+		args := []string{"server", "--data-dir", dir, "--api-addr", api, "--raft-addr", freeAddr(t), "--node-id", "s" + string(rune('1'+i))}
+		if i > 0 {
+			args = append(args, "--join", urls[0])
+		}
+		start(t, env, args...)
+		urls = append(urls, "http://"+api)
+		dirs = append(dirs, dir)
+	}
+	op := st.NewClient(t, urls[2], token)
+	st.WaitFor(t, 60*time.Second, "three voters", func() bool {
+		r, err := op.DoErr("GET", "/api/admin/cluster", nil)
+		if err != nil || r.Status != 200 {
+			return false
+		}
+		servers, _ := r.Get("cluster.servers").([]any)
+		return len(servers) == 3
+	})
+	out, err := run(t, env, "admin", "create-account", "--data-dir", dirs[1], "--email", "c@example.com", "--plan", "paid")
+	if err != nil {
+		t.Fatalf("create-account through a member: %v %s", err, out)
+	}
+	out, err = run(t, env, "admin", "create-token", "--server", urls[2], "--email", "c@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range urls {
+		st.NewClient(t, u, lastLine(out)).Do("GET", "/api/account/me", nil).Must(t, 200)
+	}
+}
