@@ -238,3 +238,23 @@ func TestSnapshotInstallOnNewMember(t *testing.T) {
 		t.Fatal("the new member caught up without installing a snapshot")
 	}
 }
+
+// TestNoLeaderAnswers503 asks a server that belongs to no cluster yet: API
+// requests get 503 service_unavailable with Retry-After, and health says
+// there is no leader.
+func TestNoLeaderAnswers503(t *testing.T) {
+	cfg := st.NodeConfig(t, t.TempDir(), st.FreeAddr(t), st.FreeAddr(t), "sbxc_t", false, nil, st.Options{})
+	cfg.LeaderWait = 200 * time.Millisecond
+	s := st.Start(t, cfg)
+	c := st.NewClient(t, s.URL(), "sbx_whatever")
+	r := c.Do("GET", "/api/account/me", nil).Must(t, 503)
+	if r.Code() != "service_unavailable" || r.Header.Get("Retry-After") == "" || r.Details() == nil {
+		t.Fatalf("%v %s", r.Header, r.Raw)
+	}
+	if h := c.Do("GET", "/healthz", nil).Must(t, 503); h.Str("status") != "no_leader" {
+		t.Fatal(h.Raw)
+	}
+	// The document and metrics are served locally all the same.
+	c.Do("GET", "/api/openapi.json", nil).Must(t, 200)
+	c.Do("GET", "/metrics", nil).Must(t, 200)
+}

@@ -19,9 +19,6 @@ import (
 // passed on twice (a stale leader view could otherwise bounce it).
 const forwardedHeader = "X-Sandboxd-Forwarded-By"
 
-// leaderWait bounds how long a request waits for an election to finish.
-const leaderWait = 5 * time.Second
-
 // local reports whether a path is answered by whichever node receives it.
 func local(path string) bool {
 	return path == "/healthz" || path == "/metrics" || path == "/api/openapi.json" ||
@@ -79,9 +76,13 @@ func (s *Server) forward(next http.Handler) http.Handler {
 }
 
 // waitLeader returns the leader's URL, or self=true when this node leads
-// and has caught up, waiting out an election for up to leaderWait.
+// and has caught up, waiting out an election for up to cfg.LeaderWait.
 func (s *Server) waitLeader(ctx context.Context) (string, bool, error) {
-	deadline := time.Now().Add(leaderWait)
+	wait := s.cfg.LeaderWait
+	if wait == 0 {
+		wait = 5 * time.Second
+	}
+	deadline := time.Now().Add(wait)
 	for {
 		if s.node.IsLeader() {
 			return s.url, true, nil

@@ -50,3 +50,21 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 		}
 	}
 }
+
+func TestMetricsExposeHTTPAndRaft(t *testing.T) {
+	s := st.Single(t, st.Options{})
+	c := st.NewClient(t, s.URL(), "")
+	c.Do("GET", "/api/account/me", nil).Must(t, 401)
+	m := string(c.Do("GET", "/metrics", nil).Must(t, 200).Raw)
+	for _, want := range []string{
+		`sandboxd_http_requests_total{code="401",route="GET /api/account/me"} 1`,
+		`sandboxd_http_request_duration_seconds_bucket{route="GET /api/account/me"`,
+		`sandboxd_raft_state{state="Leader"} 1`,
+		`sandboxd_raft_applied_index`,
+		`sandboxd_raft_apply_duration_seconds_count`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}

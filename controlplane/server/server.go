@@ -66,6 +66,9 @@ type Config struct {
 	JobWorkers int
 	// Now is the clock handlers stamp commands with; nil means time.Now.
 	Now func() time.Time
+	// LeaderWait is how long a request waits out an election before it is
+	// answered 503 service_unavailable; zero means 5s.
+	LeaderWait time.Duration
 
 	// FastRaftForTests and NoSyncForTests tune Raft for in-process tests.
 	FastRaftForTests bool
