@@ -42,6 +42,12 @@ func runAdmin(args []string, out io.Writer) error {
 		return errUsage
 	}
 	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "create-account", "create-token", "set-plan", "accounts", "outbox", "cluster":
+	default:
+		fmt.Fprint(os.Stderr, adminUsage)
+		return fmt.Errorf("admin: unknown command %q", cmd)
+	}
 	fs := flag.NewFlagSet("sandboxd admin "+cmd, flag.ContinueOnError)
 	dataDir := fs.String("data-dir", ".data", "data directory of the running server")
 	serverURL := fs.String("server", "", "API URL of a server (default: read from <data-dir>/api-url)")
@@ -127,9 +133,6 @@ func runAdmin(args []string, out io.Writer) error {
 		}
 		b, _ := json.MarshalIndent(res.Cluster, "", "  ")
 		fmt.Fprintln(out, string(b))
-	default:
-		fmt.Fprint(os.Stderr, adminUsage)
-		return fmt.Errorf("admin: unknown command %q", cmd)
 	}
 	return nil
 }

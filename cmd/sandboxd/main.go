@@ -4,6 +4,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -43,13 +45,21 @@ func main() {
 		fmt.Fprintf(os.Stderr, "sandboxd: unknown command %q\n\n%s", cmd, usage)
 		os.Exit(2)
 	}
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	default:
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)
 		os.Exit(1)
 	}
 }
 
 const version = "0.1.0"
+
+// errUsage reports bad usage whose help text was already printed.
+var errUsage = errors.New("usage")
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level

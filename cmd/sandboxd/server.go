@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -120,5 +119,3 @@ func waitSignal() {
 	<-ch
 	signal.Stop(ch)
 }
-
-var errUsage = errors.New("usage")

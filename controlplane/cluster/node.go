@@ -125,7 +125,9 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 	if cfg.TrailingLogs > 0 {
 		rc.TrailingLogs = cfg.TrailingLogs
 	}
-	if cfg.FastTimeoutsForTests {
+	// A single in-process node has no peers to wait for: short timeouts
+	// only shorten its first election.
+	if cfg.FastTimeoutsForTests || cfg.InmemTransport {
 		rc.HeartbeatTimeout = 300 * time.Millisecond
 		rc.ElectionTimeout = 300 * time.Millisecond
 		rc.LeaderLeaseTimeout = 150 * time.Millisecond
@@ -251,17 +253,32 @@ func (n *Node) leadershipLoop() {
 
 func (n *Node) startLeading() {
 	n.stopLeading()
+	ctx, cancel := context.WithCancel(context.Background())
 	// A new leader's FSM may trail the commit index; the barrier makes
 	// every read on this leader current before it serves or dispatches.
-	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
-		n.log.Warn("barrier after election failed", "err", err)
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := n.Apply(ctx, fsm.UpsertServer{Server: state.Server{
-		ID: n.cfg.NodeID, RaftAddr: n.cfg.AdvertiseRaftAddr, APIAddr: n.cfg.APIAddr,
-	}}); err != nil {
-		n.log.Warn("record own address failed", "err", err)
+	// Then it records its own addresses so followers can forward to it.
+	// Both are retried for as long as this node leads.
+	for attempt := 0; ; attempt++ {
+		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		if err == nil {
+			_, err = n.Apply(ctx, fsm.UpsertServer{Server: state.Server{
+				ID: n.cfg.NodeID, RaftAddr: n.cfg.AdvertiseRaftAddr, APIAddr: n.cfg.APIAddr,
+			}})
+		}
+		if err == nil {
+			break
+		}
+		n.log.Warn("establishing leadership failed", "attempt", attempt, "err", err)
+		select {
+		case <-n.done:
+			cancel()
+			return
+		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second)):
+		}
+		if n.raft.State() != raft.Leader {
+			cancel()
+			return
+		}
 	}
 	n.mu.Lock()
 	n.termCtx, n.cancel = ctx, cancel

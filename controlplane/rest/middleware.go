@@ -141,7 +141,7 @@ func Observe(next http.Handler, log *slog.Logger, m *Metrics) http.Handler {
 				"status", sw.status, "bytes", sw.bytes, "duration_ms", float64(d.Microseconds()) / 1000,
 				"remote", r.RemoteAddr}
 			var ae *apierr.Error
-			if info.err != nil && asAPIError(info.err, &ae) {
+			if info.err != nil && errors.As(info.err, &ae) {
 				attrs = append(attrs, "error_code", ae.Code)
 			}
 			log.Info("request", attrs...)
@@ -149,5 +149,3 @@ func Observe(next http.Handler, log *slog.Logger, m *Metrics) http.Handler {
 		next.ServeHTTP(sw, r)
 	})
 }
-
-func asAPIError(err error, target **apierr.Error) bool { return errors.As(err, target) }

@@ -5,6 +5,7 @@
 package rest
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -124,7 +125,7 @@ func (rt *Router) Matches(method, path string) bool {
 
 func (rt *Router) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apierr.Error
-	if !asAPIError(err, &ae) {
+	if !errors.As(err, &ae) {
 		rt.log.Error("request failed", "request_id", RequestID(r.Context()), "method", r.Method,
 			"route", routeOf(r), "err", err)
 	}

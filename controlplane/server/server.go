@@ -186,7 +186,7 @@ func New(cfg Config) (*Server, error) {
 }
 
 // persistent reads a value kept in a file, making and storing it once.
-func persistent(path string, make func() string) (string, error) {
+func persistent(path string, generate func() string) (string, error) {
 	if b, err := os.ReadFile(path); err == nil {
 		if v := strings.TrimSpace(string(b)); v != "" {
 			return v, nil
@@ -194,7 +194,7 @@ func persistent(path string, make func() string) (string, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("read %s: %w", path, err)
 	}
-	v := make()
+	v := generate()
 	if err := writeFileAtomic(path, []byte(v+"\n"), 0o600); err != nil {
 		return "", err
 	}

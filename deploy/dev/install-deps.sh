@@ -18,6 +18,8 @@ fi
 have gcc || need_apt+=(gcc libc6-dev)
 have git || need_apt+=(git)
 have curl || need_apt+=(curl)
+# The README walk-through reads ids out of responses with jq.
+have jq || need_apt+=(jq)
 # Tests deliver invitation email to a real SMTP server.
 /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null || need_apt+=(python3-aiosmtpd)
 
