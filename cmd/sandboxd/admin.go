@@ -24,6 +24,7 @@ Commands:
   accounts                                    list accounts
   outbox                                      show mail kept when no SMTP server is set
   cluster                                     show Raft servers and the leader
+  remove-server  --node-id ID                 take a (dead) server out of the Raft cluster
 
 Every command finds the server through --data-dir (default ./.data) or --server URL,
 and authenticates with the cluster token from --cluster-token, SANDBOXD_CLUSTER_TOKEN
@@ -43,7 +44,7 @@ func runAdmin(args []string, out io.Writer) error {
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
-	case "create-account", "create-token", "set-plan", "accounts", "outbox", "cluster":
+	case "create-account", "create-token", "set-plan", "accounts", "outbox", "cluster", "remove-server":
 	default:
 		fmt.Fprint(os.Stderr, adminUsage)
 		return fmt.Errorf("admin: unknown command %q", cmd)
@@ -55,6 +56,7 @@ func runAdmin(args []string, out io.Writer) error {
 	email := fs.String("email", "", "account email")
 	plan := fs.String("plan", "", "plan: free or paid")
 	name := fs.String("name", "", "token name")
+	nodeID := fs.String("node-id", "", "server id (remove-server)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -126,6 +128,15 @@ func runAdmin(args []string, out io.Writer) error {
 		for _, m := range res.Mails {
 			fmt.Fprintf(out, "---- %s\nDate: %s\nTo: %s\nSubject: %s\n\n%s\n", m.ID, m.CreatedAt.Format(time.RFC1123Z), m.To, m.Subject, m.Text)
 		}
+	case "remove-server":
+		if err := need("node-id"); err != nil {
+			return err
+		}
+		var res struct{ Deleted bool }
+		if err := c.do("DELETE", "/api/admin/cluster/servers/"+url.PathEscape(*nodeID), nil, &res); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "removed %s from the cluster\n", *nodeID)
 	case "cluster":
 		var res struct{ Cluster any }
 		if err := c.do("GET", "/api/admin/cluster", nil, &res); err != nil {

@@ -84,6 +84,9 @@ func (a *API) registerAdmin(r *rest.Router) {
 			}
 			return rest.JSON(w, http.StatusOK, clusterResponse{Cluster: c})
 		}})
+	a.operator(r, rest.Route{Method: "DELETE", Path: "/api/admin/cluster/servers/{id}",
+		Summary: "Remove a server (for example a dead one) from the Raft cluster.", Params: map[string]string{"id": "server"},
+		Response: deletedResponse{}, Errors: []string{apierr.CodeNotFound, apierr.CodeServiceUnavailable}, Handler: a.leave})
 	a.operator(r, rest.Route{Method: "POST", Path: "/internal/cluster/join", Summary: "Add a server to the Raft cluster as a voter.",
 		Request: JoinRequest{}, Response: joinResponse{}, Errors: []string{apierr.CodeInvalidRequest, apierr.CodeServiceUnavailable},
 		Handler: a.join})
@@ -233,4 +236,23 @@ func (a *API) join(w http.ResponseWriter, req *http.Request) error {
 		return fmt.Errorf("join %s: %w", body.ID, err)
 	}
 	return rest.JSON(w, http.StatusOK, joinResponse{Joined: true})
+}
+
+func (a *API) leave(w http.ResponseWriter, req *http.Request) error {
+	id := req.PathValue("id")
+	if sv, err := a.store.Server(id); err != nil {
+		return err
+	} else if sv == nil {
+		return apierr.NotFound(apierr.CodeNotFound, "server")
+	}
+	if a.cfg.Leave == nil {
+		return apierr.Unavailable("this server cannot remove members")
+	}
+	if err := a.cfg.Leave(req.Context(), id); err != nil {
+		if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrLeadershipLost) {
+			return apierr.Unavailable("leadership changed; retry")
+		}
+		return fmt.Errorf("remove server %s: %w", id, err)
+	}
+	return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
 }

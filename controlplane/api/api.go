@@ -48,6 +48,8 @@ type Config struct {
 	InvitationTTL time.Duration
 	// Join adds a server to the Raft cluster (leader only).
 	Join func(ctx context.Context, sv state.Server) error
+	// Leave removes a server from the Raft cluster (leader only).
+	Leave func(ctx context.Context, id string) error
 	// Cluster describes the Raft cluster for operators.
 	Cluster func() any
 	Now     func() time.Time

@@ -38,15 +38,6 @@ func DecodeJSON(r *http.Request, v any) error {
 	return nil
 }
 
-// DecodeOptionalJSON is DecodeJSON for bodies that may be left out: an
-// empty body leaves v unchanged.
-func DecodeOptionalJSON(r *http.Request, v any) error {
-	if r.ContentLength == 0 && r.Header.Get("Content-Type") == "" {
-		return nil
-	}
-	return DecodeJSON(r, v)
-}
-
 func tooLarge(err error) *apierr.Error {
 	var mb *http.MaxBytesError
 	if errors.As(err, &mb) {

@@ -134,6 +134,19 @@ func TestLeaderFailoverKeepsAcknowledgedWrites(t *testing.T) {
 		})
 	}
 	t.Logf("%d acknowledged writes, %d after the kill, all present on %d survivors", len(acked), afterKill.Load(), len(survivors))
+
+	// The operator takes the dead server out of the configuration.
+	op := st.NewClient(t, survivors[0].URL(), survivors[0].ClusterToken())
+	op.Do("DELETE", "/api/admin/cluster/servers/"+leader.Node().ID(), nil).Must(t, 200)
+	if r := op.Do("DELETE", "/api/admin/cluster/servers/server-unknown", nil).Must(t, 404); r.Code() != "not_found" {
+		t.Fatal(r.Raw)
+	}
+	for _, s := range survivors {
+		st.WaitFor(t, 10*time.Second, "the dead server to leave the configuration", func() bool {
+			servers, _ := s.Node().Store().Servers()
+			return len(servers) == 2 && s.Node().Stats()["num_peers"] == "1"
+		})
+	}
 }
 
 func tryDo(c *st.Client, body string) (*st.Response, error) {

@@ -175,7 +175,7 @@ func New(cfg Config) (*Server, error) {
 	s.router = rest.NewRouter(cfg.Logger)
 	s.api = api.New(api.Config{
 		Store: store, Raft: node, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
-		PublicURL: s.url, Join: node.AddVoter, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
+		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
 	})
 	s.api.Register(s.router)
 	s.registerInfra()

@@ -6,7 +6,6 @@ package ids
 import (
 	"crypto/rand"
 	"encoding/base32"
-	"strings"
 )
 
 // Prefixes fixed by the contract addendum.
@@ -44,9 +43,4 @@ func Random(n int) string {
 		panic("ids: crypto/rand failed: " + err.Error())
 	}
 	return enc.EncodeToString(b)
-}
-
-// HasPrefix reports whether id looks like one of ours with the given prefix.
-func HasPrefix(id, prefix string) bool {
-	return strings.HasPrefix(id, prefix+"_") && len(id) > len(prefix)+1
 }
