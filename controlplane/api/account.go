@@ -153,15 +153,12 @@ func (a *API) createToken(w http.ResponseWriter, req *http.Request) error {
 	if d := body.ExpiresInDays; d != nil && (*d < 1 || *d > 3650) {
 		return apierr.Invalid("expiresInDays", "expiresInDays must be between 1 and 3650")
 	}
-	toks, err := a.store.TokensOf(c.Account.ID)
+	quota, err := a.cfg.Plans.Quota(c.Account.Plan, plans.APITokens)
 	if err != nil {
 		return err
 	}
-	if err := a.cfg.Plans.Check(c.Account.Plan, plans.APITokens, len(toks)); err != nil {
-		return err
-	}
 	t, plain := NewToken(c.Account.ID, name, a.now(), body.ExpiresInDays)
-	if _, err := a.apply(req.Context(), fsm.CreateToken{Token: t}, nil); err != nil {
+	if _, err := a.apply(req.Context(), fsm.CreateToken{Token: t, Quota: quota}, nil); err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusCreated, CreateTokenResponse{Token: tokenView(&t, c.Token.ID), Secret: plain})

@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,4 +149,39 @@ func TestExpiredTokenIsRejected(t *testing.T) {
 	}
 	// A token without expiry still works.
 	alice.Do("GET", "/api/account/me", nil).Must(t, 200)
+}
+
+// TestPlanLimitHoldsUnderConcurrency races 20 token creations for the
+// last free slots: exactly the limit is granted, the rest get 402.
+func TestPlanLimitHoldsUnderConcurrency(t *testing.T) {
+	limits := plans.Default()
+	limits.Free.APITokens = 5
+	s := st.Single(t, st.Options{Plans: &limits})
+	alice := st.NewAccount(t, s, "alice@example.com", "free") // holds 1 token
+	var wg sync.WaitGroup
+	codes := make(chan int, 20)
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r, err := alice.DoErr("POST", "/api/account/tokens", map[string]any{"name": fmt.Sprint("t", i)})
+			if err != nil {
+				codes <- 0
+				return
+			}
+			codes <- r.Status
+		}(i)
+	}
+	wg.Wait()
+	close(codes)
+	count := map[int]int{}
+	for c := range codes {
+		count[c]++
+	}
+	if count[201] != 4 || count[402] != 16 {
+		t.Fatalf("statuses %v; want 4×201 and 16×402", count)
+	}
+	if n := len(alice.Do("GET", "/api/account/tokens", nil).Must(t, 200).List("tokens")); n != 5 {
+		t.Fatalf("%d tokens held", n)
+	}
 }

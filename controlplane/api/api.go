@@ -259,9 +259,12 @@ func (a *API) selectWorkspace(r *http.Request, c *Caller, mustMatchPath bool) er
 // lost leadership becomes a 503 the client can retry.
 func (a *API) apply(ctx context.Context, c fsm.Command, notFound *apierr.Error) (any, error) {
 	res, err := a.cfg.Raft.Apply(ctx, c)
+	var quota *state.QuotaError
 	switch {
 	case err == nil:
 		return res, nil
+	case errors.As(err, &quota):
+		return nil, plans.Error(quota.Quota)
 	case errors.Is(err, cluster.ErrNotLeader):
 		return nil, apierr.Unavailable("leadership changed; retry the request")
 	case errors.Is(err, cluster.ErrLeadershipLost):

@@ -167,16 +167,13 @@ func (a *API) createWorkspace(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	owned, err := a.store.OwnedWorkspaces(c.Account.ID)
+	quota, err := a.cfg.Plans.Quota(c.Account.Plan, plans.Workspaces)
 	if err != nil {
-		return err
-	}
-	if err := a.cfg.Plans.Check(c.Account.Plan, plans.Workspaces, owned); err != nil {
 		return err
 	}
 	now := a.now()
 	ws := state.Workspace{ID: ids.New(ids.Workspace), Name: name, OwnerID: c.Account.ID, CreatedAt: now, UpdatedAt: now}
-	if _, err := a.apply(req.Context(), fsm.CreateWorkspace{Workspace: ws}, nil); err != nil {
+	if _, err := a.apply(req.Context(), fsm.CreateWorkspace{Workspace: ws, Quota: quota}, nil); err != nil {
 		return err
 	}
 	m := &state.Member{WorkspaceID: ws.ID, UserID: c.Account.ID, Role: state.RoleOwner, JoinedAt: now}
@@ -266,27 +263,14 @@ func (a *API) invite(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ms, err := a.store.MembersOf(c.Workspace.ID)
+	quota, err := a.cfg.Plans.Quota(plan, plans.MembersPerWorkspace)
 	if err != nil {
-		return err
-	}
-	invs, err := a.store.InvitationsOf(c.Workspace.ID)
-	if err != nil {
-		return err
-	}
-	seats := len(ms)
-	for _, inv := range invs {
-		if inv.Status == state.InvitationPending && now.Before(inv.ExpiresAt) {
-			seats++
-		}
-	}
-	if err := a.cfg.Plans.Check(plan, plans.MembersPerWorkspace, seats); err != nil {
 		return err
 	}
 	inv := state.Invitation{ID: ids.New(ids.Invitation), WorkspaceID: c.Workspace.ID, Email: email,
 		CustomRoleID: body.CustomRoleID, InvitedByUserID: c.Account.ID, Status: state.InvitationPending,
 		CreatedAt: now, ExpiresAt: now.Add(a.cfg.InvitationTTL)}
-	if _, err := a.apply(req.Context(), fsm.CreateInvitation{Invitation: inv}, roleNotFound); err != nil {
+	if _, err := a.apply(req.Context(), fsm.CreateInvitation{Invitation: inv, Quota: quota}, roleNotFound); err != nil {
 		return err
 	}
 	a.sendInvitation(req, c, &inv)

@@ -56,6 +56,7 @@ type SetPlan struct {
 // CreateToken stores a token; it carries the hash, never the secret.
 type CreateToken struct {
 	Token state.Token `json:"token"`
+	Quota state.Quota `json:"quota"`
 }
 
 // RevokeToken deletes a token of UserID.
@@ -67,11 +68,13 @@ type RevokeToken struct {
 // CreateWorkspace adds a workspace with its owner as first member.
 type CreateWorkspace struct {
 	Workspace state.Workspace `json:"workspace"`
+	Quota     state.Quota     `json:"quota"`
 }
 
 // CreateInvitation invites an email to a workspace.
 type CreateInvitation struct {
 	Invitation state.Invitation `json:"invitation"`
+	Quota      state.Quota      `json:"quota"`
 }
 
 // AcceptInvitation turns an invitation into a membership.

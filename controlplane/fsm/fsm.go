@@ -86,13 +86,13 @@ func apply(s *state.Tx, c Command) any {
 	case *SetPlan:
 		return s.SetPlan(c.UserID, c.Plan, c.At)
 	case *CreateToken:
-		return s.CreateToken(c.Token)
+		return s.CreateToken(c.Token, c.Quota)
 	case *RevokeToken:
 		return s.RevokeToken(c.UserID, c.TokenID)
 	case *CreateWorkspace:
-		return s.CreateWorkspace(c.Workspace)
+		return s.CreateWorkspace(c.Workspace, c.Quota)
 	case *CreateInvitation:
-		return s.CreateInvitation(c.Invitation)
+		return s.CreateInvitation(c.Invitation, c.Quota)
 	case *AcceptInvitation:
 		return result(s.AcceptInvitation(c.InvitationID, c.UserID, c.At))
 	case *SetMemberRole:

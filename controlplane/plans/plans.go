@@ -83,16 +83,31 @@ func (c Config) For(plan string) Limits {
 	return c.Free
 }
 
-// Check returns nil when one more of resource fits under plan's limit
-// given `used` already held, and otherwise the 402 plan_limit_reached
-// error with details plan, limit and resource.
-func (c Config) Check(plan, resource string, used int) error {
+// Quota is the cap on resource for plan, to carry in a write command so
+// the limit is enforced atomically where the write is applied.
+func (c Config) Quota(plan, resource string) (state.Quota, error) {
 	limit, err := c.For(plan).of(resource)
+	if err != nil {
+		return state.Quota{}, err
+	}
+	return state.Quota{Plan: plan, Resource: resource, Limit: limit}, nil
+}
+
+// Error is the 402 plan_limit_reached for an exceeded quota, with details
+// plan, limit and resource: the one error every plan limit answers.
+func Error(q state.Quota) error {
+	return apierr.PlanLimit(q.Plan, q.Resource, q.Limit)
+}
+
+// Check returns nil when one more of resource fits under plan's limit
+// given `used` already held, and otherwise Error's 402.
+func (c Config) Check(plan, resource string, used int) error {
+	q, err := c.Quota(plan, resource)
 	if err != nil {
 		return err
 	}
-	if limit > 0 && used >= limit {
-		return apierr.PlanLimit(plan, resource, limit)
+	if q.Exceeded(used) {
+		return Error(q)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -135,4 +136,32 @@ type Mail struct {
 	Subject   string    `json:"subject"`
 	Text      string    `json:"text"`
 	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Quota caps how many of a resource may exist after a write. Handlers fill
+// it from the caller's plan and the write checks it inside the apply, so
+// a limit holds even when many requests race for the last slot.
+type Quota struct {
+	Plan     string `json:"plan,omitempty"`
+	Resource string `json:"resource,omitempty"`
+	// Limit of zero means unlimited.
+	Limit int `json:"limit,omitempty"`
+}
+
+// Exceeded reports whether one more would go over the quota when `used`
+// already exist.
+func (q Quota) Exceeded(used int) bool { return q.Limit > 0 && used >= q.Limit }
+
+// QuotaError is the error of a write refused by its quota.
+type QuotaError struct{ Quota Quota }
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("quota: the %s plan allows at most %d %s", e.Quota.Plan, e.Quota.Limit, e.Quota.Resource)
+}
+
+func (q Quota) check(used int) error {
+	if q.Exceeded(used) {
+		return &QuotaError{Quota: q}
+	}
+	return nil
 }

@@ -23,10 +23,10 @@ func seed(t *testing.T) *Store {
 		return tx.PutRole(Role{ID: "role_1", WorkspaceID: "ws_a", Name: "Viewer", Capabilities: []string{}}, false)
 	}))
 	must(t, s.Update(func(tx *Tx) error {
-		return tx.CreateToken(Token{ID: "tok_1", UserID: "usr_a", Hash: "h1", CreatedAt: t0})
+		return tx.CreateToken(Token{ID: "tok_1", UserID: "usr_a", Hash: "h1", CreatedAt: t0}, Quota{})
 	}))
 	must(t, s.Update(func(tx *Tx) error {
-		return tx.CreateInvitation(Invitation{ID: "inv_1", WorkspaceID: "ws_a", Email: "b@x.io", CustomRoleID: "role_1", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+		return tx.CreateInvitation(Invitation{ID: "inv_1", WorkspaceID: "ws_a", Email: "b@x.io", CustomRoleID: "role_1", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}, Quota{})
 	}))
 	must(t, s.Update(func(tx *Tx) error {
 		return tx.CreateJob(Job{ID: "job_1", Type: "t", WorkspaceID: "ws_a", CreatedAt: t0})
@@ -55,22 +55,22 @@ func TestWritesKeepInvariants(t *testing.T) {
 			})
 		}, ErrConflict},
 		{"token for unknown account", func(s *Store) error {
-			return s.Update(func(tx *Tx) error { return tx.CreateToken(Token{ID: "tok_2", UserID: "usr_x", Hash: "h2"}) })
+			return s.Update(func(tx *Tx) error { return tx.CreateToken(Token{ID: "tok_2", UserID: "usr_x", Hash: "h2"}, Quota{}) })
 		}, ErrNotFound},
 		{"revoke someone else's token", func(s *Store) error { return s.Update(func(tx *Tx) error { return tx.RevokeToken("usr_b", "tok_1") }) }, ErrNotFound},
 		{"second pending invitation", func(s *Store) error {
 			return s.Update(func(tx *Tx) error {
-				return tx.CreateInvitation(Invitation{ID: "inv_2", WorkspaceID: "ws_a", Email: "B@x.io", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+				return tx.CreateInvitation(Invitation{ID: "inv_2", WorkspaceID: "ws_a", Email: "B@x.io", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}, Quota{})
 			})
 		}, ErrConflict},
 		{"invite with another workspace's role", func(s *Store) error {
 			return s.Update(func(tx *Tx) error {
-				return tx.CreateInvitation(Invitation{ID: "inv_3", WorkspaceID: "ws_b", Email: "c@x.io", CustomRoleID: "role_1", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+				return tx.CreateInvitation(Invitation{ID: "inv_3", WorkspaceID: "ws_b", Email: "c@x.io", CustomRoleID: "role_1", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}, Quota{})
 			})
 		}, ErrNotFound},
 		{"invite an existing member", func(s *Store) error {
 			return s.Update(func(tx *Tx) error {
-				return tx.CreateInvitation(Invitation{ID: "inv_4", WorkspaceID: "ws_a", Email: "a@x.io", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+				return tx.CreateInvitation(Invitation{ID: "inv_4", WorkspaceID: "ws_a", Email: "a@x.io", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}, Quota{})
 			})
 		}, ErrConflict},
 		{"accept someone else's invitation", func(s *Store) error {
@@ -230,4 +230,32 @@ func upd[T any](s *Store, fn func(*Tx) (T, error)) (T, error) {
 		return err
 	})
 	return out, err
+}
+
+func TestQuotasHoldInsideTheApply(t *testing.T) {
+	s := seed(t)
+	q := Quota{Plan: PlanFree, Resource: "apiTokens", Limit: 2}
+	must(t, s.Update(func(tx *Tx) error { return tx.CreateToken(Token{ID: "tok_2", UserID: "usr_a", Hash: "h2"}, q) }))
+	err := s.Update(func(tx *Tx) error { return tx.CreateToken(Token{ID: "tok_3", UserID: "usr_a", Hash: "h3"}, q) })
+	var qe *QuotaError
+	if !errors.As(err, &qe) || qe.Quota != q {
+		t.Fatalf("third token: %v", err)
+	}
+	ws := Quota{Plan: PlanFree, Resource: "workspaces", Limit: 1}
+	if err := s.Update(func(tx *Tx) error { return tx.CreateWorkspace(Workspace{ID: "ws_x", OwnerID: "usr_a"}, ws) }); !errors.As(err, &qe) {
+		t.Fatalf("second workspace: %v", err)
+	}
+	// ws_a has its owner and one pending invitation: two seats.
+	seats := Quota{Plan: PlanFree, Resource: "membersPerWorkspace", Limit: 2}
+	err = s.Update(func(tx *Tx) error {
+		return tx.CreateInvitation(Invitation{ID: "inv_9", WorkspaceID: "ws_a", Email: "z@x.io", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}, seats)
+	})
+	if !errors.As(err, &qe) {
+		t.Fatalf("third seat: %v", err)
+	}
+	// An expired invitation frees its seat.
+	err = s.Update(func(tx *Tx) error {
+		return tx.CreateInvitation(Invitation{ID: "inv_9", WorkspaceID: "ws_a", Email: "z@x.io", CreatedAt: t0.Add(2 * time.Hour), ExpiresAt: t0.Add(3 * time.Hour)}, seats)
+	})
+	must(t, err)
 }

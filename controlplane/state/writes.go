@@ -69,13 +69,20 @@ func (t *Tx) SetPlan(userID, plan string, at time.Time) error {
 	})
 }
 
-// CreateToken stores a token for an existing account.
-func (t *Tx) CreateToken(tok Token) error {
+// CreateToken stores a token for an existing account within its quota.
+func (t *Tx) CreateToken(tok Token, q Quota) error {
 	return t.run(func(tx *memdb.Txn) error {
 		if a, err := first[Account](tx, tableAccounts, "id", tok.UserID); err != nil {
 			return err
 		} else if a == nil {
 			return fmt.Errorf("%w: account %s", ErrNotFound, tok.UserID)
+		}
+		held, err := all[Token](tx, tableTokens, "user", tok.UserID)
+		if err != nil {
+			return err
+		}
+		if err := q.check(len(held)); err != nil {
+			return err
 		}
 		if dup, err := first[Token](tx, tableTokens, "id", tok.ID); err != nil {
 			return err
@@ -100,13 +107,27 @@ func (t *Tx) RevokeToken(userID, tokenID string) error {
 	})
 }
 
-// CreateWorkspace adds a workspace owned by ws.OwnerID.
-func (t *Tx) CreateWorkspace(ws Workspace) error {
+// CreateWorkspace adds a workspace owned by ws.OwnerID, within the
+// quota of workspaces the owner may own.
+func (t *Tx) CreateWorkspace(ws Workspace, q Quota) error {
 	return t.run(func(tx *memdb.Txn) error {
 		if a, err := first[Account](tx, tableAccounts, "id", ws.OwnerID); err != nil {
 			return err
 		} else if a == nil {
 			return fmt.Errorf("%w: account %s", ErrNotFound, ws.OwnerID)
+		}
+		ms, err := all[Member](tx, tableMembers, "user", ws.OwnerID)
+		if err != nil {
+			return err
+		}
+		owned := 0
+		for _, m := range ms {
+			if m.Role == RoleOwner {
+				owned++
+			}
+		}
+		if err := q.check(owned); err != nil {
+			return err
 		}
 		return addWorkspace(tx, ws)
 	})
@@ -139,8 +160,9 @@ func roleIn(tx *memdb.Txn, workspaceID, roleID string) error {
 }
 
 // CreateInvitation records an invitation to a workspace. It refuses an email
-// that is already a member or already has a pending invitation there.
-func (t *Tx) CreateInvitation(inv Invitation) error {
+// that is already a member or already has a pending invitation there, and
+// one that would take members plus pending invitations over the quota.
+func (t *Tx) CreateInvitation(inv Invitation, q Quota) error {
 	return t.run(func(tx *memdb.Txn) error {
 		inv.Email = normEmail(inv.Email)
 		if w, err := first[Workspace](tx, tableWorkspaces, "id", inv.WorkspaceID); err != nil {
@@ -168,6 +190,23 @@ func (t *Tx) CreateInvitation(inv Invitation) error {
 			if p.WorkspaceID == inv.WorkspaceID && p.Status == InvitationPending && p.ExpiresAt.After(inv.CreatedAt) {
 				return fmt.Errorf("%w: %s already has a pending invitation", ErrConflict, inv.Email)
 			}
+		}
+		members, err := all[Member](tx, tableMembers, "workspace", inv.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		invs, err := all[Invitation](tx, tableInvitations, "workspace", inv.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		seats := len(members)
+		for _, p := range invs {
+			if p.Status == InvitationPending && p.ExpiresAt.After(inv.CreatedAt) {
+				seats++
+			}
+		}
+		if err := q.check(seats); err != nil {
+			return err
 		}
 		inv.Status = InvitationPending
 		return insert(tx, tableInvitations, &inv)
