@@ -90,6 +90,12 @@ func TestMembersInvitationsRoles(t *testing.T) {
 	if n := len(a.Do("GET", base+"/invitations", nil).Must(t, 200).List("invitations")); n != 1 {
 		t.Fatalf("invitations: %d", n)
 	}
+	// A mistyped invitation is withdrawn; its seat is free again.
+	typo := a.Do("POST", base+"/members", map[string]string{"email": "bbo@example.com"}).Must(t, 201).Str("invitation.id")
+	a.Do("DELETE", base+"/invitations/"+typo, nil).Must(t, 200)
+	if r := a.Do("DELETE", base+"/invitations/"+typo, nil).Must(t, 404); r.Code() != "invitation_not_found" {
+		t.Fatal(r.Code())
+	}
 
 	// Only the addressee can see and accept it.
 	if n := len(carol.Do("GET", "/api/account/invitations", nil).Must(t, 200).List("invitations")); n != 0 {
@@ -108,6 +114,9 @@ func TestMembersInvitationsRoles(t *testing.T) {
 	}
 	if r := bob.Do("POST", "/api/account/invitations/"+invID+"/accept", nil).Must(t, 409); r.Code() != "conflict" {
 		t.Fatal(r.Code())
+	}
+	if r := a.Do("DELETE", base+"/invitations/"+invID, nil).Must(t, 409); r.Code() != "conflict" {
+		t.Fatal("an accepted invitation was withdrawn")
 	}
 
 	// A plain member holds everything but manage.

@@ -86,6 +86,17 @@ func (a *API) registerWorkspaces(r *rest.Router) {
 		Path: "/api/app/workspaces/{id}/invitations", Tag: "workspaces",
 		Summary: "List the workspace's invitations.", Params: wsParam, Response: invitationsResponse{},
 		Handler: a.listInvitations})
+	a.bearer(r, guard{scope: scopePathWorkspace, capability: access.Manage}, rest.Route{Method: "DELETE",
+		Path: "/api/app/workspaces/{id}/invitations/{invitationId}", Tag: "workspaces",
+		Summary: "Withdraw a pending invitation.", Params: map[string]string{"id": "workspace", "invitationId": "invitation"},
+		Response: deletedResponse{}, Errors: []string{apierr.CodeInvitationNotFound, apierr.CodeConflict},
+		Handler: func(w http.ResponseWriter, req *http.Request) error {
+			cmd := fsm.RevokeInvitation{WorkspaceID: CallerFrom(req.Context()).Workspace.ID, InvitationID: req.PathValue("invitationId")}
+			if _, err := a.apply(req.Context(), cmd, apierr.NotFound(apierr.CodeInvitationNotFound, "invitation")); err != nil {
+				return err
+			}
+			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
+		}})
 	a.bearer(r, guard{scope: scopePathWorkspace, capability: access.Manage}, rest.Route{Method: "PATCH",
 		Path: "/api/app/workspaces/{id}/members/{userId}", Tag: "workspaces",
 		Summary: "Assign a custom role to a member, or clear it with null.", Params: memberParam,

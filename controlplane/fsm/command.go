@@ -34,6 +34,7 @@ const (
 	TypeUpsertServer     Type = 14
 	TypeRemoveServer     Type = 15
 	TypeAppendMail       Type = 16
+	TypeRevokeInvitation Type = 17
 	// Add new types here, with the next number.
 )
 
@@ -130,6 +131,12 @@ type RemoveServer struct {
 	ID string `json:"id"`
 }
 
+// RevokeInvitation withdraws a pending invitation of a workspace.
+type RevokeInvitation struct {
+	WorkspaceID  string `json:"workspaceId"`
+	InvitationID string `json:"invitationId"`
+}
+
 // AppendMail keeps a message in the outbox.
 type AppendMail struct {
 	Mail state.Mail `json:"mail"`
@@ -151,6 +158,7 @@ func (UpdateJob) commandType() Type        { return TypeUpdateJob }
 func (UpsertServer) commandType() Type     { return TypeUpsertServer }
 func (RemoveServer) commandType() Type     { return TypeRemoveServer }
 func (AppendMail) commandType() Type       { return TypeAppendMail }
+func (RevokeInvitation) commandType() Type { return TypeRevokeInvitation }
 
 // Encode turns a command into a log entry: one type byte, then JSON.
 func Encode(c Command) ([]byte, error) {
@@ -200,6 +208,8 @@ func decode(data []byte) (Command, error) {
 		c = &RemoveServer{}
 	case TypeAppendMail:
 		c = &AppendMail{}
+	case TypeRevokeInvitation:
+		c = &RevokeInvitation{}
 	default:
 		return nil, fmt.Errorf("unknown command type %d", data[0])
 	}

@@ -113,6 +113,8 @@ func apply(s *state.Tx, c Command) any {
 		return s.RemoveServer(c.ID)
 	case *AppendMail:
 		return s.AppendMail(c.Mail)
+	case *RevokeInvitation:
+		return s.RevokeInvitation(c.WorkspaceID, c.InvitationID)
 	}
 	return fmt.Errorf("no apply for command %T", c)
 }

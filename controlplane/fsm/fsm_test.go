@@ -13,7 +13,7 @@ func TestEncodeDecodeEveryCommand(t *testing.T) {
 	cmds := []Command{
 		CreateAccount{}, SetPlan{}, CreateToken{}, RevokeToken{}, CreateWorkspace{}, CreateInvitation{},
 		AcceptInvitation{}, SetMemberRole{}, RemoveMember{}, PutRole{}, DeleteRole{}, CreateJob{},
-		UpdateJob{}, UpsertServer{}, RemoveServer{}, AppendMail{},
+		UpdateJob{}, UpsertServer{}, RemoveServer{}, AppendMail{}, RevokeInvitation{},
 	}
 	seen := map[Type]bool{}
 	for _, c := range cmds {
@@ -33,8 +33,8 @@ func TestEncodeDecodeEveryCommand(t *testing.T) {
 		}
 		seen[c.commandType()] = true
 	}
-	if len(seen) != int(TypeAppendMail) {
-		t.Fatalf("%d commands tested, %d types exist: add the new one here", len(seen), TypeAppendMail)
+	if len(seen) != int(TypeRevokeInvitation) {
+		t.Fatalf("%d commands tested, %d types exist: add the new one here", len(seen), TypeRevokeInvitation)
 	}
 }
 

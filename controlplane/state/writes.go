@@ -213,6 +213,24 @@ func (t *Tx) CreateInvitation(inv Invitation, q Quota) error {
 	})
 }
 
+// RevokeInvitation deletes a pending invitation of workspaceID; an
+// accepted one is history and stays.
+func (t *Tx) RevokeInvitation(workspaceID, invID string) error {
+	return t.run(func(tx *memdb.Txn) error {
+		inv, err := first[Invitation](tx, tableInvitations, "id", invID)
+		if err != nil {
+			return err
+		}
+		if inv == nil || inv.WorkspaceID != workspaceID {
+			return fmt.Errorf("%w: invitation %s", ErrNotFound, invID)
+		}
+		if inv.Status != InvitationPending {
+			return fmt.Errorf("%w: invitation already %s", ErrConflict, inv.Status)
+		}
+		return remove(tx, tableInvitations, inv)
+	})
+}
+
 // AcceptInvitation makes userID a member of the invitation's workspace. The
 // invitation must be pending, unexpired at `at`, and addressed to userID's
 // email; otherwise it is not found for that user.
