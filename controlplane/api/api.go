@@ -143,6 +143,7 @@ func (a *API) bearer(r *rest.Router, g guard, rt rest.Route) {
 	if g.ownerOnly {
 		rt.Errors = append(rt.Errors, apierr.CodeOwnerRequired)
 	}
+	rt.Errors = append(rt.Errors, apierr.CodeServiceUnavailable)
 	next := rt.Handler
 	rt.Handler = func(w http.ResponseWriter, req *http.Request) error {
 		c, err := a.authenticate(req)
@@ -169,7 +170,7 @@ func (a *API) bearer(r *rest.Router, g guard, rt rest.Route) {
 func (a *API) operator(r *rest.Router, rt rest.Route) {
 	rt.Security = "cluster"
 	rt.Tag = "operator"
-	rt.Errors = append([]string{apierr.CodeAuthRequired}, rt.Errors...)
+	rt.Errors = append(append([]string{apierr.CodeAuthRequired}, rt.Errors...), apierr.CodeServiceUnavailable)
 	next := rt.Handler
 	rt.Handler = func(w http.ResponseWriter, req *http.Request) error {
 		tok, ok := bearerToken(req)

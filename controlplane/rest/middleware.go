@@ -40,6 +40,14 @@ func RequestID(ctx context.Context) string {
 	return ""
 }
 
+// SetRoute names what served a request that no route matched (a request
+// forwarded to the leader), for the access log and metrics.
+func SetRoute(ctx context.Context, name string) {
+	if i := infoFrom(ctx); i != nil {
+		i.route = name
+	}
+}
+
 func routeOf(r *http.Request) string {
 	if i := infoFrom(r.Context()); i != nil && i.route != "" {
 		return i.route

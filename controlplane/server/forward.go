@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/api"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
@@ -54,6 +55,7 @@ func (s *Server) forward(next http.Handler) http.Handler {
 			apierr.Write(w, apierr.Unavailable("leadership is changing; retry the request"))
 			return
 		}
+		rest.SetRoute(r.Context(), "forwarded to leader")
 		target, err := url.Parse(leaderURL)
 		if err != nil {
 			apierr.Write(w, fmt.Errorf("leader url %q: %w", leaderURL, err))
