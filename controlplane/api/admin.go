@@ -86,9 +86,9 @@ func (a *API) registerAdmin(r *rest.Router) {
 		}})
 	a.operator(r, rest.Route{Method: "DELETE", Path: "/api/admin/cluster/servers/{id}",
 		Summary: "Remove a server (for example a dead one) from the Raft cluster.", Params: map[string]string{"id": "server"},
-		Response: deletedResponse{}, Errors: []string{apierr.CodeNotFound, apierr.CodeServiceUnavailable}, Handler: a.leave})
+		Response: deletedResponse{}, Errors: []string{apierr.CodeNotFound}, Handler: a.leave})
 	a.operator(r, rest.Route{Method: "POST", Path: "/internal/cluster/join", Summary: "Add a server to the Raft cluster as a voter.",
-		Request: JoinRequest{}, Response: joinResponse{}, Errors: []string{apierr.CodeInvalidRequest, apierr.CodeServiceUnavailable},
+		Request: JoinRequest{}, Response: joinResponse{}, Errors: []string{apierr.CodeInvalidRequest},
 		Handler: a.join})
 }
 
