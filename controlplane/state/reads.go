@@ -65,7 +65,11 @@ func (s *Store) MembershipsOf(userID string) ([]*Member, error) {
 
 // OwnedWorkspaces counts the workspaces an account owns.
 func (s *Store) OwnedWorkspaces(userID string) (int, error) {
-	ms, err := s.MembershipsOf(userID)
+	return countOwned(s.read(), userID)
+}
+
+func countOwned(tx *memdb.Txn, userID string) (int, error) {
+	ms, err := all[Member](tx, tableMembers, "user", userID)
 	n := 0
 	for _, m := range ms {
 		if m.Role == RoleOwner {

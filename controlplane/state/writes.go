@@ -116,15 +116,9 @@ func (t *Tx) CreateWorkspace(ws Workspace, q Quota) error {
 		} else if a == nil {
 			return fmt.Errorf("%w: account %s", ErrNotFound, ws.OwnerID)
 		}
-		ms, err := all[Member](tx, tableMembers, "user", ws.OwnerID)
+		owned, err := countOwned(tx, ws.OwnerID)
 		if err != nil {
 			return err
-		}
-		owned := 0
-		for _, m := range ms {
-			if m.Role == RoleOwner {
-				owned++
-			}
 		}
 		if err := q.check(owned); err != nil {
 			return err
