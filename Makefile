@@ -32,6 +32,8 @@ test-short:
 # Benchmarks report ratios against a baseline measured in the same run.
 bench: deps
 	$(GO) run ./bench/raftbench
+	@echo "scheduler: one placement over 1,000 simulated nodes"
+	@$(GO) test -run '^$$' -bench . ./scheduler | awk -f bench/ratios.awk
 
 lint: deps
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
