@@ -7,7 +7,7 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 # Extra flags for `make run`, e.g. RUN_ARGS="--api-addr 127.0.0.1:9090".
 RUN_ARGS ?=
 
-.PHONY: all build run test test-short bench lint deps clean
+.PHONY: all build run test test-short bench lint deps clean proto
 
 all: build
 
@@ -40,6 +40,10 @@ lint: deps
 	$(GO) vet ./...
 	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(GOBIN)/staticcheck ./...
+
+# Regenerates protocol/ Go code with pinned protoc plugins (output is committed).
+proto:
+	./protocol/generate.sh
 
 clean:
 	rm -rf bin

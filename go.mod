@@ -3,12 +3,14 @@ module github.com/sandboxd/sandboxd
 go 1.26.8
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-memdb v1.3.5
 	github.com/hashicorp/raft v1.7.3
 	github.com/hashicorp/raft-boltdb/v2 v2.3.1
 	github.com/prometheus/client_golang v1.25.0
 	go.etcd.io/bbolt v1.3.5
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -29,5 +31,4 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )
