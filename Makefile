@@ -7,7 +7,7 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 # Extra flags for `make run`, e.g. RUN_ARGS="--api-addr 127.0.0.1:9090".
 RUN_ARGS ?=
 
-.PHONY: all build run test test-short bench lint deps clean proto
+.PHONY: all build run test test-short bench lint deps clean proto images
 
 all: build
 
@@ -16,6 +16,11 @@ deps:
 
 build: deps
 	$(GO) build -o $(BIN) ./cmd/sandboxd
+
+# Builds the runtime images (PHP 8.2, 7.4, 8.4 and MariaDB) from Debian
+# packages into the image cache; cached by recipe hash, so a rebuild is instant.
+images: deps
+	$(GO) run ./deploy/images
 
 # Starts control plane (single-node Raft) with its embedded defaults:
 # data in ./.data, API on 127.0.0.1:8080. Prints SANDBOX_URL and SANDBOX_TOKEN.

@@ -20,6 +20,10 @@ have git || need_apt+=(git)
 have curl || need_apt+=(curl)
 # The README walk-through reads ids out of responses with jq.
 have jq || need_apt+=(jq)
+# Sandboxes run under containerd + runc; images are built with mmdebstrap.
+have containerd || need_apt+=(containerd)
+have runc || need_apt+=(runc)
+have mmdebstrap || need_apt+=(mmdebstrap)
 # Tests deliver invitation email to a real SMTP server.
 /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null || need_apt+=(python3-aiosmtpd)
 

@@ -1,0 +1,147 @@
+// Package images is the agent's image catalogue: which image runs each PHP
+// version (and MariaDB), where its archive is, and getting it into
+// containerd. A PHP version with no image is an error naming the cure,
+// never a fallback to another version.
+package images
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// Entry is one image of deploy/images' catalog.json.
+type Entry struct {
+	Name       string `json:"name"`
+	Ref        string `json:"ref"`
+	PHPVersion string `json:"phpVersion,omitempty"`
+	Hash       string `json:"hash"`
+	File       string `json:"file"`
+}
+
+// ErrMissing is returned when an image is neither in containerd nor in
+// the image cache.
+var ErrMissing = errors.New("image missing")
+
+// DefaultDir is the image cache `make images` fills, as deploy/images
+// chooses it: SANDBOXD_IMAGES_DIR, else the user cache dir.
+func DefaultDir() string {
+	if d := os.Getenv("SANDBOXD_IMAGES_DIR"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "sandboxd", "images")
+	}
+	return filepath.Join(os.TempDir(), "sandboxd-images")
+}
+
+// Catalog maps PHP versions (and "mariadb") to images.
+type Catalog struct {
+	dir     string
+	entries map[string]Entry // by name: php-8.2, mariadb
+	// Overrides point a PHP version at an image reference an operator
+	// pulls from a registry instead of the local cache.
+	overrides map[string]string
+}
+
+// Load reads catalog.json from dir. A missing file gives an empty
+// catalogue: every lookup then names `make images`.
+func Load(dir string, overrides map[string]string) (*Catalog, error) {
+	c := &Catalog{dir: dir, entries: map[string]Entry{}, overrides: overrides}
+	b, err := os.ReadFile(filepath.Join(dir, "catalog.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read image catalogue: %w", err)
+	}
+	var file struct {
+		Images []Entry `json:"images"`
+	}
+	if err := json.Unmarshal(b, &file); err != nil {
+		return nil, fmt.Errorf("image catalogue %s: %w", dir, err)
+	}
+	for _, e := range file.Images {
+		c.entries[e.Name] = e
+	}
+	return c, nil
+}
+
+// PHPVersions lists the PHP versions with an image, sorted.
+func (c *Catalog) PHPVersions() []string {
+	seen := map[string]bool{}
+	for _, e := range c.entries {
+		if e.PHPVersion != "" {
+			seen[e.PHPVersion] = true
+		}
+	}
+	for v := range c.overrides {
+		seen[v] = true
+	}
+	out := make([]string, 0, len(seen))
+	for v := range seen {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Store is where images are run from (containerd).
+type Store interface {
+	HasImage(ctx context.Context, ref string) (bool, error)
+	ImportImage(ctx context.Context, ref, archive string) error
+}
+
+// PHP returns the image reference for a PHP version, importing it from
+// the cache into the store first if needed.
+func (c *Catalog) PHP(ctx context.Context, s Store, version string) (string, error) {
+	if ref, ok := c.overrides[version]; ok {
+		return ref, nil
+	}
+	return c.ensure(ctx, s, "php-"+version, "PHP "+version)
+}
+
+// MariaDB returns the MariaDB image reference, importing it if needed.
+func (c *Catalog) MariaDB(ctx context.Context, s Store) (string, error) {
+	return c.ensure(ctx, s, "mariadb", "MariaDB")
+}
+
+func (c *Catalog) ensure(ctx context.Context, s Store, name, what string) (string, error) {
+	e, ok := c.entries[name]
+	if !ok {
+		return "", fmt.Errorf("%w: no image for %s in %s; build it with `make images`", ErrMissing, what, c.dir)
+	}
+	// The recipe hash is part of the local name, so a rebuilt image is
+	// imported anew instead of the old one being reused.
+	ref := e.Ref + "-" + e.Hash
+	has, err := s.HasImage(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	if has {
+		return ref, nil
+	}
+	archive := filepath.Join(c.dir, e.File)
+	if _, err := os.Stat(archive); err != nil {
+		return "", fmt.Errorf("%w: the archive of %s (%s) is gone; rebuild with `make images`", ErrMissing, what, archive)
+	}
+	if err := s.ImportImage(ctx, ref, archive); err != nil {
+		return "", err
+	}
+	return ref, nil
+}
+
+// EnsureAll imports every catalogued image that the store lacks, so the
+// first site of each version does not wait for an import.
+func (c *Catalog) EnsureAll(ctx context.Context, s Store) error {
+	for name, e := range c.entries {
+		if _, err := c.ensure(ctx, s, name, e.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,394 @@
+// Package runtime runs sandbox containers on containerd: image import from
+// the image cache, container create/start with limits and a minimal
+// privilege set, stop, removal with its snapshot, exec, and status. All
+// calls are idempotent by container id, so a retried job converges.
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	containerd "github.com/containerd/containerd"
+	"github.com/containerd/containerd/cio"
+	"github.com/containerd/containerd/errdefs"
+	"github.com/containerd/containerd/namespaces"
+	"github.com/containerd/containerd/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Runtime is a containerd client bound to one namespace. Every agent
+// instance uses its own namespace, so two agents on one daemon (or two
+// dev instances) never see each other's containers or cgroups.
+type Runtime struct {
+	client *containerd.Client
+	ns     string
+}
+
+// Connect dials containerd at socket and works in namespace ns.
+func Connect(socket, ns string) (*Runtime, error) {
+	c, err := containerd.New(socket, containerd.WithDefaultNamespace(ns), containerd.WithTimeout(10*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("connect to containerd at %s: %w", socket, err)
+	}
+	return &Runtime{client: c, ns: ns}, nil
+}
+
+// Close releases the client; containers keep running.
+func (r *Runtime) Close() error { return r.client.Close() }
+
+func (r *Runtime) ctx(ctx context.Context) context.Context { return namespaces.WithNamespace(ctx, r.ns) }
+
+// HasImage reports whether ref is imported and unpacked.
+func (r *Runtime) HasImage(ctx context.Context, ref string) (bool, error) {
+	ctx = r.ctx(ctx)
+	img, err := r.client.GetImage(ctx, ref)
+	if errdefs.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up image %s: %w", ref, err)
+	}
+	return img.IsUnpacked(ctx, containerd.DefaultSnapshotter)
+}
+
+// ImportImage imports a single-image OCI archive under the name ref
+// (whatever name the archive carries) and unpacks it.
+func (r *Runtime) ImportImage(ctx context.Context, ref, archive string) error {
+	ctx = r.ctx(ctx)
+	f, err := os.Open(archive)
+	if err != nil {
+		return fmt.Errorf("open image archive: %w", err)
+	}
+	defer f.Close()
+	// WithIndexName names the archive's index ref, whatever names the
+	// archive's own annotations give.
+	imgs, err := r.client.Import(ctx, f, containerd.WithAllPlatforms(false), containerd.WithIndexName(ref))
+	if err != nil {
+		return fmt.Errorf("import %s: %w", archive, err)
+	}
+	for _, i := range imgs {
+		if i.Name != ref {
+			continue
+		}
+		img := containerd.NewImage(r.client, i)
+		if err := img.Unpack(ctx, containerd.DefaultSnapshotter); err != nil {
+			return fmt.Errorf("unpack %s: %w", ref, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("archive %s does not hold %s", archive, ref)
+}
+
+// Mount is a bind mount into the container.
+type Mount struct {
+	Source, Target string
+	ReadOnly       bool
+}
+
+// Spec describes one container.
+type Spec struct {
+	ID    string
+	Image string
+	Args  []string
+	Env   []string
+	// Cwd is the working directory; "/" when empty.
+	Cwd    string
+	Mounts []Mount
+	UID    uint32
+	GID    uint32
+	// Capabilities the process keeps; none when empty.
+	Capabilities []string
+	MemoryBytes  int64
+	CPUMilli     int64
+	Pids         int64
+	// LogPath receives stdout and stderr; a container nobody reads would
+	// stall once its pipe filled.
+	LogPath string
+}
+
+func (s Spec) opts() []oci.SpecOpts {
+	opts := []oci.SpecOpts{
+		oci.WithHostNamespace(specs.NetworkNamespace),
+		oci.WithHostHostsFile,
+		oci.WithHostResolvconf,
+		oci.WithNoNewPrivileges,
+		oci.WithUIDGID(s.UID, s.GID),
+		oci.WithCapabilities(s.Capabilities),
+		oci.WithProcessArgs(s.Args...),
+		oci.WithEnv(s.Env),
+		oci.WithProcessCwd(orDefault(s.Cwd, "/")),
+	}
+	if s.MemoryBytes > 0 {
+		opts = append(opts, oci.WithMemoryLimit(uint64(s.MemoryBytes)))
+	}
+	if s.CPUMilli > 0 {
+		period := uint64(100000)
+		opts = append(opts, oci.WithCPUCFS(s.CPUMilli*int64(period)/1000, period))
+	}
+	if s.Pids > 0 {
+		opts = append(opts, oci.WithPidsLimit(s.Pids))
+	}
+	var mounts []specs.Mount
+	for _, m := range s.Mounts {
+		o := []string{"rbind", "rw"}
+		if m.ReadOnly {
+			o = []string{"rbind", "ro"}
+		}
+		mounts = append(mounts, specs.Mount{Type: "bind", Source: m.Source, Destination: m.Target, Options: o})
+	}
+	return append(opts, oci.WithMounts(mounts))
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// Run makes sure the container exists and its task runs: it creates what
+// is missing and starts a task that is absent or exited. A running task is
+// left alone, so Run is how an agent re-attaches after a restart too.
+func (r *Runtime) Run(ctx context.Context, s Spec) error {
+	ctx = r.ctx(ctx)
+	c, err := r.client.LoadContainer(ctx, s.ID)
+	if errdefs.IsNotFound(err) {
+		img, ierr := r.client.GetImage(ctx, s.Image)
+		if ierr != nil {
+			return fmt.Errorf("image %s: %w", s.Image, ierr)
+		}
+		c, err = r.client.NewContainer(ctx, s.ID,
+			containerd.WithImage(img),
+			containerd.WithNewSnapshot(s.ID+"-snapshot", img),
+			containerd.WithNewSpec(append([]oci.SpecOpts{oci.WithImageConfig(img)}, s.opts()...)...),
+		)
+	}
+	if err != nil {
+		return fmt.Errorf("container %s: %w", s.ID, err)
+	}
+	task, err := c.Task(ctx, nil)
+	switch {
+	case err == nil:
+		st, serr := task.Status(ctx)
+		if serr != nil {
+			return fmt.Errorf("task %s status: %w", s.ID, serr)
+		}
+		if st.Status == containerd.Running || st.Status == containerd.Paused {
+			return nil
+		}
+		if _, derr := task.Delete(ctx, containerd.WithProcessKill); derr != nil && !errdefs.IsNotFound(derr) {
+			return fmt.Errorf("delete stopped task %s: %w", s.ID, derr)
+		}
+	case !errdefs.IsNotFound(err):
+		return fmt.Errorf("task %s: %w", s.ID, err)
+	}
+	creator := cio.NullIO
+	if s.LogPath != "" {
+		creator = cio.LogFile(s.LogPath)
+	}
+	task, err = c.NewTask(ctx, creator)
+	if err != nil {
+		return fmt.Errorf("create task %s: %w", s.ID, err)
+	}
+	if err := task.Start(ctx); err != nil {
+		_, _ = task.Delete(ctx, containerd.WithProcessKill)
+		return fmt.Errorf("start task %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+// Running reports whether the container's task runs; a missing container
+// is not running.
+func (r *Runtime) Running(ctx context.Context, id string) (bool, error) {
+	ctx = r.ctx(ctx)
+	c, err := r.client.LoadContainer(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	task, err := c.Task(ctx, nil)
+	if errdefs.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	st, err := task.Status(ctx)
+	if err != nil {
+		return false, err
+	}
+	return st.Status == containerd.Running, nil
+}
+
+// Stop ends the container's task (SIGTERM, then SIGKILL after grace) and
+// deletes it; the container and its snapshot stay for a later Run.
+func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
+	ctx = r.ctx(ctx)
+	c, err := r.client.LoadContainer(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	task, err := c.Task(ctx, nil)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	exited, err := task.Wait(ctx)
+	if err != nil {
+		return fmt.Errorf("wait task %s: %w", id, err)
+	}
+	if err := task.Kill(ctx, syscall.SIGTERM); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("signal %s: %w", id, err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
+		<-exited
+	}
+	if _, err := task.Delete(ctx); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("delete task %s: %w", id, err)
+	}
+	return nil
+}
+
+// Remove stops the container and deletes it with its snapshot. A missing
+// container is fine.
+func (r *Runtime) Remove(ctx context.Context, id string) error {
+	if err := r.Stop(ctx, id, 5*time.Second); err != nil {
+		return err
+	}
+	ctx = r.ctx(ctx)
+	c, err := r.client.LoadContainer(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("delete container %s: %w", id, err)
+	}
+	return nil
+}
+
+// Exists reports whether a container with this id exists.
+func (r *Runtime) Exists(ctx context.Context, id string) (bool, error) {
+	_, err := r.client.LoadContainer(r.ctx(ctx), id)
+	if errdefs.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// ExecResult is what a command inside a container produced.
+type ExecResult struct {
+	ExitCode int
+	Stdout   []byte
+	Stderr   []byte
+}
+
+// Exec runs argv in the running container as uid:gid and waits for it.
+func (r *Runtime) Exec(ctx context.Context, id string, argv []string, env []string, uid, gid uint32, stdin []byte) (*ExecResult, error) {
+	ctx = r.ctx(ctx)
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", id, err)
+	}
+	task, err := c.Task(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", id, err)
+	}
+	spec, err := c.Spec(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := *spec.Process
+	p.Args = argv
+	p.Env = append(append([]string{}, spec.Process.Env...), env...)
+	p.User = specs.User{UID: uid, GID: gid}
+	p.Terminal = false
+	var stdout, stderr bytes.Buffer
+	in := &eofReader{r: bytes.NewReader(stdin), eof: make(chan struct{})}
+	execID := fmt.Sprintf("exec-%d", time.Now().UnixNano())
+	proc, err := task.Exec(ctx, execID, &p, cio.NewCreator(cio.WithStreams(in, &stdout, &stderr)))
+	if err != nil {
+		return nil, fmt.Errorf("exec in %s: %w", id, err)
+	}
+	defer proc.Delete(context.WithoutCancel(ctx), containerd.WithProcessKill)
+	exited, err := proc.Wait(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := proc.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start exec in %s: %w", id, err)
+	}
+	// Once all of stdin is handed over, close the process's stdin so a
+	// command that reads to EOF can finish.
+	go func() {
+		select {
+		case <-in.eof:
+			_ = proc.CloseIO(context.WithoutCancel(ctx), containerd.WithStdinCloser)
+		case <-ctx.Done():
+		}
+	}()
+	select {
+	case st := <-exited:
+		code, _, err := st.Result()
+		if err != nil {
+			return nil, err
+		}
+		// Let the IO copy finish before reading the buffers.
+		if io := proc.IO(); io != nil {
+			io.Wait()
+		}
+		return &ExecResult{ExitCode: int(code), Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+	case <-ctx.Done():
+		_ = proc.Kill(context.WithoutCancel(ctx), syscall.SIGKILL)
+		return nil, fmt.Errorf("exec in %s: %w", id, ctx.Err())
+	}
+}
+
+// eofReader tells, by closing eof, that its reader has been drained.
+type eofReader struct {
+	r    *bytes.Reader
+	eof  chan struct{}
+	once bool
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && !e.once {
+		e.once = true
+		close(e.eof)
+	}
+	return n, err
+}
+
+// ErrNoImage is returned for a PHP version the node has no image for.
+var ErrNoImage = errors.New("no image")
+
+// Containers lists the ids of this namespace's containers.
+func (r *Runtime) Containers(ctx context.Context) ([]string, error) {
+	cs, err := r.client.Containers(r.ctx(ctx))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.ID())
+	}
+	return out, nil
+}
