@@ -41,7 +41,9 @@ func Connect(socket, ns string) (*Runtime, error) {
 // Close releases the client; containers keep running.
 func (r *Runtime) Close() error { return r.client.Close() }
 
-func (r *Runtime) ctx(ctx context.Context) context.Context { return namespaces.WithNamespace(ctx, r.ns) }
+func (r *Runtime) ctx(ctx context.Context) context.Context {
+	return namespaces.WithNamespace(ctx, r.ns)
+}
 
 // HasImage reports whether ref is imported and unpacked.
 func (r *Runtime) HasImage(ctx context.Context, ref string) (bool, error) {
