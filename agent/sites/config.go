@@ -1,0 +1,109 @@
+package sites
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"text/template"
+)
+
+// phpModule is how Debian names the Apache PHP module of a version.
+func phpModule(version string) (name, file string) {
+	if strings.HasPrefix(version, "7.") {
+		return "php7_module", "libphp" + version + ".so"
+	}
+	return "php_module", "libphp" + version + ".so"
+}
+
+var apacheConf = template.Must(template.New("apache").Parse(`# Written by the sandbox agent.
+ServerRoot "/etc/apache2"
+ServerName localhost
+Listen 127.0.0.1:{{.Port}}
+PidFile /srv/site/tmp/apache.pid
+Mutex file:/srv/site/tmp default
+LoadModule mpm_prefork_module /usr/lib/apache2/modules/mod_mpm_prefork.so
+LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
+LoadModule dir_module /usr/lib/apache2/modules/mod_dir.so
+LoadModule mime_module /usr/lib/apache2/modules/mod_mime.so
+LoadModule rewrite_module /usr/lib/apache2/modules/mod_rewrite.so
+LoadModule {{.Module}} /usr/lib/apache2/modules/{{.ModuleFile}}
+TypesConfig /etc/mime.types
+DocumentRoot /srv/site/wordpress
+DirectoryIndex index.php index.html
+<Directory />
+  AllowOverride None
+  Require all denied
+</Directory>
+<Directory /srv/site/wordpress>
+  Options FollowSymLinks
+  AllowOverride All
+  Require all granted
+</Directory>
+<FilesMatch "\.php$">
+  SetHandler application/x-httpd-php
+</FilesMatch>
+ErrorLog /srv/site/logs/apache-error.log
+LogLevel warn
+StartServers 1
+MinSpareServers 1
+MaxSpareServers 3
+MaxRequestWorkers {{.Workers}}
+MaxConnectionsPerChild 2000
+KeepAlive On
+Timeout 60
+`))
+
+var phpIni = `; Written by the sandbox agent.
+sendmail_path = /srv/site/conf/sendmail
+memory_limit = 256M
+upload_max_filesize = 64M
+post_max_size = 64M
+max_execution_time = 60
+display_errors = Off
+log_errors = On
+error_log = /srv/site/logs/php-error.log
+opcache.enable = 1
+opcache.memory_consumption = 64
+opcache.validate_timestamps = 1
+opcache.revalidate_freq = 2
+session.save_path = /srv/site/tmp
+upload_tmp_dir = /srv/site/tmp
+sys_temp_dir = /srv/site/tmp
+`
+
+var wpConfig = template.Must(template.New("wp-config").Parse(`<?php
+// Written by the sandbox agent.
+define('DB_NAME', '{{.DBName}}');
+define('DB_USER', '{{.DBUser}}');
+define('DB_PASSWORD', '{{.DBPassword}}');
+define('DB_HOST', '{{.DBHost}}');
+define('DB_CHARSET', 'utf8mb4');
+define('DB_COLLATE', '');
+{{range .Salts}}define('{{.Name}}', '{{.Value}}');
+{{end}}$table_prefix = 'wp_';
+define('WP_HOME', '{{.URL}}');
+define('WP_SITEURL', '{{.URL}}');
+if (($_SERVER['HTTP_X_FORWARDED_PROTO'] ?? '') === 'https') {
+    $_SERVER['HTTPS'] = 'on';
+}
+// Sandboxes have no internet: never call home, never update themselves.
+define('WP_HTTP_BLOCK_EXTERNAL', true);
+define('AUTOMATIC_UPDATER_DISABLED', true);
+define('WP_AUTO_UPDATE_CORE', false);
+define('FS_METHOD', 'direct');
+define('WP_DEBUG', false);
+if (!defined('ABSPATH')) {
+    define('ABSPATH', __DIR__ . '/wordpress/');
+}
+require_once ABSPATH . 'wp-settings.php';
+`))
+
+type salt struct{ Name, Value string }
+
+func render(t *template.Template, data any) ([]byte, error) {
+	var b bytes.Buffer
+	if err := t.Execute(&b, data); err != nil {
+		return nil, fmt.Errorf("render %s: %w", t.Name(), err)
+	}
+	return b.Bytes(), nil
+}

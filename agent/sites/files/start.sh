@@ -1,0 +1,21 @@
+#!/bin/sh
+# Starts one sandbox: puts WordPress core in place and installs it on the
+# first start, then runs Apache in the foreground. Written by the agent;
+# runs as www-data with no capabilities.
+set -eu
+cd /srv/site
+if [ ! -f state/core-copied ]; then
+  # Debian's tree holds absolute symlinks (/etc/wordpress, /usr/share/javascript):
+  # copy dereferenced so the site owns real files.
+  cp -aL /usr/share/wordpress/. wordpress/ 2>/dev/null || true
+  rm -f wordpress/wp-config.php wordpress/.htaccess
+  [ -f wordpress/wp-settings.php ] || { echo "sandbox: WordPress core missing from the image" >&2; exit 1; }
+  touch state/core-copied
+fi
+mkdir -p wordpress/wp-content/mu-plugins wordpress/wp-content/uploads
+cp conf/sandbox-mu-plugin.php wordpress/wp-content/mu-plugins/sandbox.php
+if [ ! -f state/installed ]; then
+  php -d display_errors=stderr conf/install.php
+  touch state/installed
+fi
+exec apache2 -f /srv/site/conf/apache.conf -DFOREGROUND

@@ -1,0 +1,271 @@
+// Package sites is a node's WordPress sandboxes: for each site its own
+// files, database and user, port and container, created, started,
+// stopped, reset and deleted idempotently by site id, and re-attached
+// after an agent restart.
+package sites
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent/images"
+	"github.com/sandboxd/sandboxd/agent/runtime"
+)
+
+var (
+	//go:embed files/start.sh
+	startScript []byte
+	//go:embed files/install.php
+	installScript []byte
+	//go:embed files/sandbox-mu-plugin.php
+	muPlugin []byte
+	//go:embed files/sendmail
+	sendmailScript []byte
+)
+
+// www is the uid and gid sites run as (Debian's www-data).
+const www = 33
+
+// Sentinel errors.
+var (
+	ErrNotFound = errors.New("site not found")
+	ErrInvalid  = errors.New("invalid site request")
+)
+
+// Runtime is what the manager needs from containerd.
+type Runtime interface {
+	images.Store
+	Run(ctx context.Context, s runtime.Spec) error
+	Running(ctx context.Context, id string) (bool, error)
+	Stop(ctx context.Context, id string, grace time.Duration) error
+	Remove(ctx context.Context, id string) error
+	Exec(ctx context.Context, id string, argv, env []string, uid, gid uint32, stdin []byte) (*runtime.ExecResult, error)
+}
+
+// Database is what the manager needs from the node's MariaDB.
+type Database interface {
+	Addr() string
+	CreateSiteDatabase(ctx context.Context, name, user, password string) error
+	DropSiteDatabase(ctx context.Context, name, user string) error
+}
+
+// Limits bound one site's container.
+type Limits struct {
+	MemoryMB int64 `json:"memoryMb"`
+	CPUMilli int64 `json:"cpuMilli"`
+	Pids     int64 `json:"pids"`
+}
+
+// DefaultLimits fit an idle WordPress (~40 MiB) with room for a busy one.
+var DefaultLimits = Limits{MemoryMB: 256, CPUMilli: 1000, Pids: 128}
+
+// CreateRequest asks for a site.
+type CreateRequest struct {
+	ID               string
+	Slug             string
+	Name             string
+	PHPVersion       string
+	WordPressVersion string
+	URL              string
+	AdminUser        string
+	AdminEmail       string
+	Limits           Limits
+}
+
+// Site is the agent's record of one site, kept outside the site's own
+// files so nothing running in the sandbox can change it.
+type Site struct {
+	ID               string    `json:"id"`
+	Slug             string    `json:"slug"`
+	Name             string    `json:"name"`
+	PHPVersion       string    `json:"phpVersion"`
+	WordPressVersion string    `json:"wordpressVersion"`
+	URL              string    `json:"url"`
+	AdminUser        string    `json:"adminUser"`
+	AdminEmail       string    `json:"adminEmail"`
+	Port             int       `json:"port"`
+	Image            string    `json:"image"`
+	DBName           string    `json:"dbName"`
+	DBUser           string    `json:"dbUser"`
+	DBPassword       string    `json:"dbPassword"`
+	Limits           Limits    `json:"limits"`
+	Stopped          bool      `json:"stopped"`
+	CreatedAt        time.Time `json:"createdAt"`
+}
+
+// Config wires a Manager.
+type Config struct {
+	// Dir holds records/ (one JSON per site) and fs/ (each site's files).
+	Dir     string
+	Runtime Runtime
+	Images  *images.Catalog
+	DB      Database
+	Logger  *slog.Logger
+	// ReadyTimeout bounds the wait for a site's first HTTP answer.
+	ReadyTimeout time.Duration
+}
+
+// Manager runs a node's sites.
+type Manager struct {
+	cfg   Config
+	log   *slog.Logger
+	mu    sync.Mutex
+	sites map[string]*Site
+	locks map[string]*sync.Mutex
+	http  *http.Client
+}
+
+// New loads the site records under cfg.Dir.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 60 * time.Second
+	}
+	for _, d := range []string{cfg.Dir, filepath.Join(cfg.Dir, "records"), filepath.Join(cfg.Dir, "fs")} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return nil, err
+		}
+	}
+	m := &Manager{cfg: cfg, log: cfg.Logger.With("component", "sites"), sites: map[string]*Site{}, locks: map[string]*sync.Mutex{},
+		http: &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	recs, _ := filepath.Glob(filepath.Join(cfg.Dir, "records", "*.json"))
+	for _, f := range recs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var s Site
+		if err := json.Unmarshal(b, &s); err != nil {
+			return nil, fmt.Errorf("site record %s: %w", f, err)
+		}
+		m.sites[s.ID] = &s
+	}
+	return m, nil
+}
+
+func (m *Manager) lock(id string) func() {
+	m.mu.Lock()
+	l, ok := m.locks[id]
+	if !ok {
+		l = &sync.Mutex{}
+		m.locks[id] = l
+	}
+	m.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func (m *Manager) get(id string) *Site {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.sites[id]; ok {
+		c := *s
+		return &c
+	}
+	return nil
+}
+
+// Get returns a copy of a site's record, or nil.
+func (m *Manager) Get(id string) *Site { return m.get(id) }
+
+// List returns every site, ordered by id.
+func (m *Manager) List() []Site {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Site, 0, len(m.sites))
+	for _, s := range m.sites {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (m *Manager) save(s *Site) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(m.cfg.Dir, "records", s.ID+".json")
+	if err := os.WriteFile(p+".tmp", b, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(p+".tmp", p); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	c := *s
+	m.sites[s.ID] = &c
+	m.mu.Unlock()
+	return nil
+}
+
+var (
+	idRE   = regexp.MustCompile(`^site_[a-z0-9]{4,40}$`)
+	slugRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	userRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,59}$`)
+	hostRE = regexp.MustCompile(`^[a-z0-9.-]+$`)
+)
+
+func validate(r *CreateRequest) error {
+	u, err := url.Parse(r.URL)
+	switch {
+	case !idRE.MatchString(r.ID):
+		return fmt.Errorf("%w: id %q", ErrInvalid, r.ID)
+	case !slugRE.MatchString(r.Slug):
+		return fmt.Errorf("%w: slug %q", ErrInvalid, r.Slug)
+	case r.PHPVersion == "":
+		return fmt.Errorf("%w: php version is required", ErrInvalid)
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || !hostRE.MatchString(u.Hostname()) || u.Path != "" || u.RawQuery != "" || u.User != nil:
+		return fmt.Errorf("%w: url %q must be http(s)://host[:port]", ErrInvalid, r.URL)
+	case !userRE.MatchString(r.AdminUser):
+		return fmt.Errorf("%w: admin user %q", ErrInvalid, r.AdminUser)
+	case strings.ContainsAny(r.AdminEmail, "'\"\\<> \n") || !strings.Contains(r.AdminEmail, "@"):
+		return fmt.Errorf("%w: admin email %q", ErrInvalid, r.AdminEmail)
+	}
+	return nil
+}
+
+func containerID(siteID string) string { return "wp-" + siteID }
+
+// dbName is the site's database and user name: the id without its prefix.
+func dbName(siteID string) string { return "wp_" + strings.TrimPrefix(siteID, "site_") }
+
+// FS returns the directory holding a site's files (mounted at /srv/site).
+func (m *Manager) FS(id string) string { return filepath.Join(m.cfg.Dir, "fs", id) }
+
+func (m *Manager) freePort() (int, error) {
+	used := map[int]bool{}
+	m.mu.Lock()
+	for _, s := range m.sites {
+		used[s.Port] = true
+	}
+	m.mu.Unlock()
+	for i := 0; i < 20; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !used[p] {
+			return p, nil
+		}
+	}
+	return 0, errors.New("no free port")
+}
