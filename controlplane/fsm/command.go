@@ -35,6 +35,12 @@ const (
 	TypeRemoveServer     Type = 15
 	TypeAppendMail       Type = 16
 	TypeRevokeInvitation Type = 17
+	TypeCreateSite       Type = 18
+	TypeUpdateSite       Type = 19
+	TypeRemoveSite       Type = 20
+	TypeUpsertNode       Type = 21
+	TypeSetNodeStatus    Type = 22
+	TypeSiteJob          Type = 23
 	// Add new types here, with the next number.
 )
 
@@ -137,6 +143,43 @@ type RevokeInvitation struct {
 	InvitationID string `json:"invitationId"`
 }
 
+// CreateSite adds a site together with the job that provisions it, so
+// neither exists without the other.
+type CreateSite struct {
+	Site  state.Site  `json:"site"`
+	Job   state.Job   `json:"job"`
+	Quota state.Quota `json:"quota"`
+}
+
+// UpdateSite records a site's progress (status, node, port, versions).
+type UpdateSite struct {
+	Update state.SiteUpdate `json:"update"`
+}
+
+// RemoveSite deletes a site's row once its node has cleaned up.
+type RemoveSite struct {
+	ID string `json:"id"`
+}
+
+// SiteJob moves a site to a new status and queues the job that carries
+// the change out, atomically (delete, reset).
+type SiteJob struct {
+	Update state.SiteUpdate `json:"update"`
+	Job    state.Job        `json:"job"`
+}
+
+// UpsertNode records a node agent's registration.
+type UpsertNode struct {
+	Node state.Node `json:"node"`
+}
+
+// SetNodeStatus marks a node ready or down.
+type SetNodeStatus struct {
+	ID     string    `json:"id"`
+	Status string    `json:"status"`
+	At     time.Time `json:"at"`
+}
+
 // AppendMail keeps a message in the outbox.
 type AppendMail struct {
 	Mail state.Mail `json:"mail"`
@@ -159,6 +202,12 @@ func (UpsertServer) commandType() Type     { return TypeUpsertServer }
 func (RemoveServer) commandType() Type     { return TypeRemoveServer }
 func (AppendMail) commandType() Type       { return TypeAppendMail }
 func (RevokeInvitation) commandType() Type { return TypeRevokeInvitation }
+func (CreateSite) commandType() Type       { return TypeCreateSite }
+func (UpdateSite) commandType() Type       { return TypeUpdateSite }
+func (RemoveSite) commandType() Type       { return TypeRemoveSite }
+func (UpsertNode) commandType() Type       { return TypeUpsertNode }
+func (SetNodeStatus) commandType() Type    { return TypeSetNodeStatus }
+func (SiteJob) commandType() Type          { return TypeSiteJob }
 
 // Encode turns a command into a log entry: one type byte, then JSON.
 func Encode(c Command) ([]byte, error) {
@@ -210,6 +259,18 @@ func decode(data []byte) (Command, error) {
 		c = &AppendMail{}
 	case TypeRevokeInvitation:
 		c = &RevokeInvitation{}
+	case TypeCreateSite:
+		c = &CreateSite{}
+	case TypeUpdateSite:
+		c = &UpdateSite{}
+	case TypeRemoveSite:
+		c = &RemoveSite{}
+	case TypeUpsertNode:
+		c = &UpsertNode{}
+	case TypeSetNodeStatus:
+		c = &SetNodeStatus{}
+	case TypeSiteJob:
+		c = &SiteJob{}
 	default:
 		return nil, fmt.Errorf("unknown command type %d", data[0])
 	}

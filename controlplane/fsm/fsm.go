@@ -115,6 +115,24 @@ func apply(s *state.Tx, c Command) any {
 		return s.AppendMail(c.Mail)
 	case *RevokeInvitation:
 		return s.RevokeInvitation(c.WorkspaceID, c.InvitationID)
+	case *CreateSite:
+		if err := s.CreateSite(c.Site, c.Quota); err != nil {
+			return err
+		}
+		return s.CreateJob(c.Job)
+	case *UpdateSite:
+		return result(s.UpdateSite(c.Update))
+	case *RemoveSite:
+		return s.DeleteSite(c.ID)
+	case *UpsertNode:
+		return s.UpsertNode(c.Node)
+	case *SetNodeStatus:
+		return s.SetNodeStatus(c.ID, c.Status, c.At)
+	case *SiteJob:
+		if _, err := s.UpdateSite(c.Update); err != nil {
+			return err
+		}
+		return s.CreateJob(c.Job)
 	}
 	return fmt.Errorf("no apply for command %T", c)
 }

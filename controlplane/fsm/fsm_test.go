@@ -14,6 +14,7 @@ func TestEncodeDecodeEveryCommand(t *testing.T) {
 		CreateAccount{}, SetPlan{}, CreateToken{}, RevokeToken{}, CreateWorkspace{}, CreateInvitation{},
 		AcceptInvitation{}, SetMemberRole{}, RemoveMember{}, PutRole{}, DeleteRole{}, CreateJob{},
 		UpdateJob{}, UpsertServer{}, RemoveServer{}, AppendMail{}, RevokeInvitation{},
+		CreateSite{}, UpdateSite{}, RemoveSite{}, UpsertNode{}, SetNodeStatus{}, SiteJob{},
 	}
 	seen := map[Type]bool{}
 	for _, c := range cmds {
@@ -33,8 +34,8 @@ func TestEncodeDecodeEveryCommand(t *testing.T) {
 		}
 		seen[c.commandType()] = true
 	}
-	if len(seen) != int(TypeRevokeInvitation) {
-		t.Fatalf("%d commands tested, %d types exist: add the new one here", len(seen), TypeRevokeInvitation)
+	if len(seen) != int(TypeSiteJob) {
+		t.Fatalf("%d commands tested, %d types exist: add the new one here", len(seen), TypeSiteJob)
 	}
 }
 

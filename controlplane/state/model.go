@@ -165,3 +165,54 @@ func (q Quota) check(used int) error {
 	}
 	return nil
 }
+
+// Site statuses.
+const (
+	SiteCreating = "creating"
+	SiteReady    = "ready"
+	SiteFailed   = "failed"
+	SiteDeleting = "deleting"
+)
+
+// Site is a WordPress sandbox.
+type Site struct {
+	ID               string     `json:"id"`
+	WorkspaceID      string     `json:"orgId"`
+	UserID           string     `json:"userId"` // the workspace owner, whose plan counts it
+	CreatedByUserID  string     `json:"createdByUserId"`
+	Name             string     `json:"name"`
+	Slug             string     `json:"slug"`
+	Status           string     `json:"status"`
+	URL              string     `json:"url"`
+	PHPVersion       string     `json:"phpVersion"`
+	WordPressVersion string     `json:"wordpressVersion"`
+	TemplateID       string     `json:"templateId"`
+	NodeID           string     `json:"nodeId"`
+	Port             int        `json:"port"`
+	ExpiresAt        *time.Time `json:"expiresAt"`
+	FailureReason    string     `json:"failureReason"`
+	CreatedAt        time.Time  `json:"createdAt"`
+	UpdatedAt        time.Time  `json:"updatedAt"`
+}
+
+// Node statuses.
+const (
+	NodeReady = "ready"
+	NodeDown  = "down"
+)
+
+// Node is a registered node agent.
+type Node struct {
+	ID           string            `json:"id"`
+	Address      string            `json:"address"`
+	BackendHost  string            `json:"backendHost"`
+	Status       string            `json:"status"`
+	PHPVersions  []string          `json:"phpVersions"`
+	Labels       map[string]string `json:"labels"`
+	MemoryMB     int64             `json:"memoryMb"`
+	CPUMilli     int64             `json:"cpuMilli"`
+	MaxSites     int               `json:"maxSites"`
+	Version      string            `json:"version"`
+	RegisteredAt time.Time         `json:"registeredAt"`
+	UpdatedAt    time.Time         `json:"updatedAt"`
+}

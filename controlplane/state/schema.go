@@ -13,6 +13,8 @@ const (
 	tableJobs        = "jobs"
 	tableServers     = "servers"
 	tableOutbox      = "outbox"
+	tableSites       = "sites"
+	tableNodes       = "nodes"
 )
 
 func idIndex() *memdb.IndexSchema {
@@ -64,6 +66,16 @@ func schema() *memdb.DBSchema {
 		tableOutbox: {Name: tableOutbox, Indexes: map[string]*memdb.IndexSchema{
 			"id": idIndex(),
 		}},
+		tableSites: {Name: tableSites, Indexes: map[string]*memdb.IndexSchema{
+			"id":        idIndex(),
+			"slug":      fieldIndex("slug", "Slug", true),
+			"workspace": fieldIndex("workspace", "WorkspaceID", false),
+			"user":      fieldIndex("user", "UserID", false),
+			"node":      {Name: "node", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "NodeID"}},
+		}},
+		tableNodes: {Name: tableNodes, Indexes: map[string]*memdb.IndexSchema{
+			"id": idIndex(),
+		}},
 	}}
 }
 
@@ -71,5 +83,5 @@ func schema() *memdb.DBSchema {
 // a restore can be checked row by row.
 var tables = []string{
 	tableAccounts, tableWorkspaces, tableRoles, tableMembers, tableTokens,
-	tableInvitations, tableJobs, tableServers, tableOutbox,
+	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites,
 }

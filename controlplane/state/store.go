@@ -178,6 +178,10 @@ func newRow(table string) (any, error) {
 		return new(Server), nil
 	case tableOutbox:
 		return new(Mail), nil
+	case tableSites:
+		return new(Site), nil
+	case tableNodes:
+		return new(Node), nil
 	}
 	return nil, fmt.Errorf("unknown table %q", table)
 }

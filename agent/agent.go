@@ -1,0 +1,259 @@
+// Package agent assembles a node agent: containerd (started if none
+// answers), the image catalogue, the node's MariaDB, the site manager,
+// the AgentService the control plane calls, and the registration and
+// heartbeat loop towards the control plane.
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxd/sandboxd/agent/daemon"
+	"github.com/sandboxd/sandboxd/agent/images"
+	"github.com/sandboxd/sandboxd/agent/mariadb"
+	"github.com/sandboxd/sandboxd/agent/runtime"
+	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
+)
+
+// Version is reported at registration.
+const Version = "0.1.0"
+
+// Config is one agent's configuration.
+type Config struct {
+	// NodeID names the node; default: kept in DataDir, made once.
+	NodeID string
+	// DataDir holds containerd state (when the agent starts its own),
+	// MariaDB data and the sites.
+	DataDir string
+	// ListenAddr is where AgentService listens (h2c).
+	ListenAddr string
+	// AdvertiseAddr is the URL the control plane dials; default
+	// http://<ListenAddr>.
+	AdvertiseAddr string
+	// BackendHost is where an edge reaches this node's site ports.
+	BackendHost string
+	// ControlPlane is the base URL of any control-plane server.
+	ControlPlane string
+	// ClusterToken authenticates both directions.
+	ClusterToken string
+	// ContainerdSocket is tried first; when nothing answers there, the
+	// agent starts its own containerd under DataDir.
+	ContainerdSocket string
+	// Namespace isolates this agent's containers in containerd; default
+	// derived from DataDir, so two agents never collide.
+	Namespace string
+	// ImagesDir is the image cache `make images` fills.
+	ImagesDir string
+	// ImageOverrides point PHP versions at registry images.
+	ImageOverrides map[string]string
+	// Capacity is what the node offers the scheduler.
+	MemoryMB int64
+	CPUMilli int64
+	MaxSites int
+	Labels   map[string]string
+	Logger   *slog.Logger
+}
+
+// Agent is a running node agent.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	daemon  *daemon.Daemon
+	rt      *runtime.Runtime
+	catalog *images.Catalog
+	db      *mariadb.Server
+	sites   *sites.Manager
+	http    *http.Server
+	ln      net.Listener
+	url     string
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// New starts everything but the control-plane loop: containerd, images,
+// MariaDB, the sites (re-attached) and the AgentService listener.
+func New(ctx context.Context, cfg Config) (*Agent, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DataDir == "" || cfg.ClusterToken == "" {
+		return nil, errors.New("agent: data dir and cluster token are required")
+	}
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DataDir = dir
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return nil, err
+	}
+	if cfg.NodeID == "" {
+		if cfg.NodeID, err = persistent(filepath.Join(dir, "node-id")); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Namespace == "" {
+		sum := sha256.Sum256([]byte(dir))
+		cfg.Namespace = "sandboxd-" + hex.EncodeToString(sum[:])[:10]
+	}
+	if cfg.ImagesDir == "" {
+		cfg.ImagesDir = images.DefaultDir()
+	}
+	if cfg.BackendHost == "" {
+		cfg.BackendHost = "127.0.0.1"
+	}
+	if cfg.ContainerdSocket == "" {
+		cfg.ContainerdSocket = daemon.SystemSocket
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "agent", "node_id", cfg.NodeID), done: make(chan struct{})}
+	ok := false
+	defer func() {
+		if !ok {
+			a.closeParts()
+		}
+	}()
+	socket, d, err := daemon.Ensure(ctx, cfg.ContainerdSocket, containerdDir(dir), cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	a.daemon = d
+	if a.rt, err = runtime.Connect(socket, cfg.Namespace); err != nil {
+		return nil, err
+	}
+	if a.catalog, err = images.Load(cfg.ImagesDir, cfg.ImageOverrides); err != nil {
+		return nil, err
+	}
+	mdb, err := a.catalog.MariaDB(ctx, a.rt)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.catalog.EnsureAll(ctx, a.rt); err != nil {
+		return nil, err
+	}
+	if a.db, err = mariadb.Start(ctx, a.rt, mdb, filepath.Join(dir, "mariadb")); err != nil {
+		return nil, err
+	}
+	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: a.rt, Images: a.catalog, DB: a.db, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	if err := a.sites.Reattach(ctx); err != nil {
+		a.log.Warn("some sites did not restart", "err", err)
+	}
+	if a.ln, err = net.Listen("tcp", orDefault(cfg.ListenAddr, "127.0.0.1:0")); err != nil {
+		return nil, fmt.Errorf("agent listen: %w", err)
+	}
+	a.url = cfg.AdvertiseAddr
+	if a.url == "" {
+		a.url = "http://" + a.ln.Addr().String()
+	}
+	mux := http.NewServeMux()
+	path, handler := agentv1connect.NewAgentServiceHandler(&service{sites: a.sites, log: a.log}, connect.WithInterceptors(rpcauth.New(cfg.ClusterToken)))
+	mux.Handle(path, handler)
+	a.http = &http.Server{Handler: mux, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = a.http.Serve(a.ln) }()
+	ok = true
+	return a, nil
+}
+
+// containerdDir keeps the containerd socket path short enough for a unix
+// socket even under a long data dir.
+func containerdDir(dataDir string) string {
+	d := filepath.Join(dataDir, "containerd")
+	if len(d) < 80 {
+		return d
+	}
+	sum := sha256.Sum256([]byte(dataDir))
+	return filepath.Join(os.TempDir(), "sandboxd-ctd-"+hex.EncodeToString(sum[:])[:12])
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func persistent(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+		return string(b), nil
+	}
+	b := make([]byte, 4)
+	if _, err := randRead(b); err != nil {
+		return "", err
+	}
+	host, _ := os.Hostname()
+	id := fmt.Sprintf("node-%s-%s", sanitize(host), hex.EncodeToString(b))
+	return id, os.WriteFile(path, []byte(id), 0o600)
+}
+
+// URL is the AgentService base URL.
+func (a *Agent) URL() string { return a.url }
+
+// Sites is the site manager (tests use it to look behind the API).
+func (a *Agent) Sites() *sites.Manager { return a.sites }
+
+// MariaDB is the node's database server.
+func (a *Agent) MariaDB() *mariadb.Server { return a.db }
+
+// PHPVersions lists the runtimes this node can run.
+func (a *Agent) PHPVersions() []string { return a.catalog.PHPVersions() }
+
+// Start registers with the control plane and heartbeats until Close. The
+// loop is owned by the Agent.
+func (a *Agent) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	go func() {
+		defer close(a.done)
+		a.loop(ctx)
+	}()
+}
+
+// Close stops the loop and the listener. Sites, MariaDB and a containerd
+// the agent started keep running, so a restarted agent re-attaches.
+func (a *Agent) Close() error {
+	if a.cancel != nil {
+		a.cancel()
+		<-a.done
+	}
+	a.closeParts()
+	return nil
+}
+
+func (a *Agent) closeParts() {
+	if a.http != nil {
+		_ = a.http.Close()
+	}
+	if a.db != nil {
+		_ = a.db.Close()
+	}
+	if a.rt != nil {
+		_ = a.rt.Close()
+	}
+}
+
+// StopAll removes every site container and MariaDB and stops a
+// containerd this agent started: for tests and `sandboxd dev --clean`.
+func (a *Agent) StopAll(ctx context.Context) error {
+	var errs []error
+	if ids, err := a.rt.Containers(ctx); err == nil {
+		for _, id := range ids {
+			errs = append(errs, a.rt.Remove(ctx, id))
+		}
+	}
+	errs = append(errs, a.daemon.Stop(), daemon.StopIn(containerdDir(a.cfg.DataDir)))
+	return errors.Join(errs...)
+}

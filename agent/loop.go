@@ -1,0 +1,95 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
+	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
+)
+
+var randRead = rand.Read
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() == 0 {
+		return "host"
+	}
+	return b.String()
+}
+
+// loop registers, then heartbeats; it re-registers when the control plane
+// has forgotten the node, and retries with backoff while it is away.
+func (a *Agent) loop(ctx context.Context) {
+	client := agentv1connect.NewRegistryServiceClient(rpcauth.Client(), a.cfg.ControlPlane,
+		connect.WithInterceptors(rpcauth.New(a.cfg.ClusterToken)))
+	interval := 2 * time.Second
+	registered := false
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		if !registered {
+			resp, err := client.Register(ctx, connect.NewRequest(a.registration()))
+			if err != nil {
+				a.log.Info("register with control plane failed; retrying", "err", err)
+				sleep(ctx, backoff)
+				backoff = min(backoff*2, 5*time.Second)
+				continue
+			}
+			registered, backoff = true, 200*time.Millisecond
+			if ms := resp.Msg.HeartbeatIntervalMs; ms > 0 {
+				interval = time.Duration(ms) * time.Millisecond
+			}
+			a.log.Info("registered with control plane", "control_plane", a.cfg.ControlPlane)
+		}
+		sleep(ctx, interval)
+		resp, err := client.Heartbeat(ctx, connect.NewRequest(a.heartbeat(ctx)))
+		if err != nil {
+			if ctx.Err() == nil {
+				a.log.Debug("heartbeat failed", "err", err)
+			}
+			continue
+		}
+		if resp.Msg.Unknown {
+			registered = false
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func (a *Agent) registration() *agentv1.RegisterRequest {
+	return &agentv1.RegisterRequest{NodeId: a.cfg.NodeID, Address: a.url, BackendHost: a.cfg.BackendHost,
+		PhpVersions: a.catalog.PHPVersions(), Labels: a.cfg.Labels, AgentVersion: Version,
+		Capacity: &agentv1.Resources{MemoryMb: a.cfg.MemoryMB, CpuMilli: a.cfg.CPUMilli, Sites: int32(a.cfg.MaxSites)}}
+}
+
+func (a *Agent) heartbeat(ctx context.Context) *agentv1.HeartbeatRequest {
+	hb := &agentv1.HeartbeatRequest{NodeId: a.cfg.NodeID, PhpVersions: a.catalog.PHPVersions()}
+	list := a.sites.List()
+	hb.Used = &agentv1.Resources{Sites: int32(len(list))}
+	for _, s := range list {
+		st := &agentv1.SiteStatus{SiteId: s.ID, Port: int32(s.Port), State: agentv1.SiteState_SITE_STATE_READY}
+		if s.Stopped {
+			st.State = agentv1.SiteState_SITE_STATE_STOPPED
+		} else if running, err := a.sites.Running(ctx, s.ID); err == nil && !running {
+			st.State = agentv1.SiteState_SITE_STATE_FAILED
+		}
+		hb.Sites = append(hb.Sites, st)
+	}
+	return hb
+}

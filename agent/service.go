@@ -1,0 +1,117 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxd/sandboxd/agent/images"
+	"github.com/sandboxd/sandboxd/agent/sites"
+	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
+	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
+)
+
+// service implements AgentService on the site manager.
+type service struct {
+	sites *sites.Manager
+	log   *slog.Logger
+}
+
+var _ agentv1connect.AgentServiceHandler = (*service)(nil)
+
+// rpcError maps site errors to Connect codes.
+func rpcError(err error) error {
+	switch {
+	case errors.Is(err, sites.ErrNotFound):
+		return connect.NewError(connect.CodeNotFound, err)
+	case errors.Is(err, sites.ErrInvalid):
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	case errors.Is(err, images.ErrMissing):
+		return connect.NewError(connect.CodeFailedPrecondition, err)
+	}
+	return connect.NewError(connect.CodeInternal, err)
+}
+
+func status(s *sites.Site, state agentv1.SiteState) *agentv1.SiteStatus {
+	return &agentv1.SiteStatus{SiteId: s.ID, State: state, Port: int32(s.Port)}
+}
+
+func (v *service) CreateSite(ctx context.Context, req *connect.Request[agentv1.CreateSiteRequest]) (*connect.Response[agentv1.CreateSiteResponse], error) {
+	m := req.Msg
+	start := time.Now()
+	r := sites.CreateRequest{ID: m.SiteId, Slug: m.Slug, Name: m.Name, PHPVersion: m.PhpVersion, WordPressVersion: m.WordpressVersion,
+		URL: m.Url, AdminUser: m.AdminUser, AdminEmail: m.AdminEmail}
+	if r.AdminUser == "" {
+		r.AdminUser = "admin"
+	}
+	if r.AdminEmail == "" {
+		r.AdminEmail = "admin@example.com"
+	}
+	if l := m.Limits; l != nil {
+		r.Limits = sites.Limits{MemoryMB: l.MemoryMb, CPUMilli: l.CpuMilli, Pids: m.PidsLimit}
+	}
+	s, err := v.sites.Create(ctx, r)
+	if err != nil {
+		v.log.Warn("create site failed", "site_id", m.SiteId, "job_id", m.JobId, "err", err)
+		return nil, rpcError(err)
+	}
+	v.log.Info("site created", "site_id", s.ID, "port", s.Port, "duration_ms", time.Since(start).Milliseconds())
+	return connect.NewResponse(&agentv1.CreateSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY), WordpressVersion: s.WordPressVersion}), nil
+}
+
+func (v *service) StartSite(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.SiteStatus], error) {
+	s, err := v.sites.Start(ctx, req.Msg.SiteId)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(status(s, agentv1.SiteState_SITE_STATE_READY)), nil
+}
+
+func (v *service) StopSite(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.SiteStatus], error) {
+	s, err := v.sites.Stop(ctx, req.Msg.SiteId)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(status(s, agentv1.SiteState_SITE_STATE_STOPPED)), nil
+}
+
+func (v *service) DeleteSite(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.DeleteSiteResponse], error) {
+	existed, err := v.sites.Delete(ctx, req.Msg.SiteId)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&agentv1.DeleteSiteResponse{Existed: existed}), nil
+}
+
+func (v *service) ResetSite(ctx context.Context, req *connect.Request[agentv1.CreateSiteRequest]) (*connect.Response[agentv1.CreateSiteResponse], error) {
+	s, err := v.sites.Reset(ctx, req.Msg.SiteId)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&agentv1.CreateSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY), WordpressVersion: s.WordPressVersion}), nil
+}
+
+func (v *service) Exec(ctx context.Context, req *connect.Request[agentv1.ExecRequest]) (*connect.Response[agentv1.ExecResponse], error) {
+	timeout := time.Duration(req.Msg.TimeoutMs) * time.Millisecond
+	if timeout <= 0 || timeout > 10*time.Minute {
+		timeout = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := v.sites.Exec(ctx, req.Msg.SiteId, req.Msg.Argv, req.Msg.Stdin)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&agentv1.ExecResponse{ExitCode: int32(res.ExitCode), Stdout: res.Stdout, Stderr: res.Stderr}), nil
+}
+
+func (v *service) CreateLoginToken(ctx context.Context, req *connect.Request[agentv1.CreateLoginTokenRequest]) (*connect.Response[agentv1.CreateLoginTokenResponse], error) {
+	m := req.Msg
+	if err := v.sites.AddLoginToken(m.SiteId, m.TokenHash, time.Unix(m.ExpiresUnix, 0), m.UserLogin, m.RedirectPath); err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&agentv1.CreateLoginTokenResponse{}), nil
+}

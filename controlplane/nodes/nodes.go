@@ -1,0 +1,243 @@
+// Package nodes is the control plane's view of its node agents: the
+// RegistryService agents register and heartbeat through, the leader-only
+// monitor that marks silent nodes down, and clients for calling agents.
+package nodes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
+	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
+	"github.com/sandboxd/sandboxd/scheduler"
+)
+
+// Applier commits a command through Raft.
+type Applier interface {
+	Apply(ctx context.Context, c fsm.Command) (any, error)
+}
+
+// Config wires the registry.
+type Config struct {
+	Store *state.Store
+	Raft  Applier
+	// Auth is the cluster-token interceptor for agent clients.
+	Auth *rpcauth.Interceptor
+	// HeartbeatInterval is what agents are told; zero means 2s.
+	HeartbeatInterval time.Duration
+	// DownAfter marks a node down after this long without a heartbeat;
+	// zero means 5 heartbeat intervals.
+	DownAfter time.Duration
+	Now       func() time.Time
+	Logger    *slog.Logger
+}
+
+// Registry serves agents and tracks their liveness on the leader.
+type Registry struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	lastSeen map[string]time.Time
+	load     map[string]*agentv1.HeartbeatRequest
+	clients  map[string]agentv1connect.AgentServiceClient
+	addrs    map[string]string
+}
+
+var _ agentv1connect.RegistryServiceHandler = (*Registry)(nil)
+
+// New returns a registry.
+func New(cfg Config) *Registry {
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = 2 * time.Second
+	}
+	if cfg.DownAfter == 0 {
+		cfg.DownAfter = 5 * cfg.HeartbeatInterval
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Registry{cfg: cfg, log: cfg.Logger.With("component", "nodes"), lastSeen: map[string]time.Time{},
+		load: map[string]*agentv1.HeartbeatRequest{}, clients: map[string]agentv1connect.AgentServiceClient{}, addrs: map[string]string{}}
+}
+
+func (r *Registry) now() time.Time { return r.cfg.Now().UTC().Truncate(time.Millisecond) }
+
+// Register records a node agent.
+func (r *Registry) Register(ctx context.Context, req *connect.Request[agentv1.RegisterRequest]) (*connect.Response[agentv1.RegisterResponse], error) {
+	m := req.Msg
+	if m.NodeId == "" || m.Address == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("node_id and address are required"))
+	}
+	now := r.now()
+	n := state.Node{ID: m.NodeId, Address: m.Address, BackendHost: m.BackendHost, PHPVersions: m.PhpVersions,
+		Labels: m.Labels, Version: m.AgentVersion, RegisteredAt: now, UpdatedAt: now}
+	if m.Capacity != nil {
+		n.MemoryMB, n.CPUMilli, n.MaxSites = m.Capacity.MemoryMb, m.Capacity.CpuMilli, int(m.Capacity.Sites)
+	}
+	if n.BackendHost == "" {
+		n.BackendHost = "127.0.0.1"
+	}
+	if _, err := r.cfg.Raft.Apply(ctx, fsm.UpsertNode{Node: n}); err != nil {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("record node: %w", err))
+	}
+	r.mu.Lock()
+	r.lastSeen[n.ID] = now
+	r.mu.Unlock()
+	sites, err := r.cfg.Store.SitesOnNode(n.ID)
+	if err != nil {
+		return nil, err
+	}
+	resp := &agentv1.RegisterResponse{HeartbeatIntervalMs: r.cfg.HeartbeatInterval.Milliseconds()}
+	for _, s := range sites {
+		resp.SiteIds = append(resp.SiteIds, s.ID)
+	}
+	r.log.Info("node registered", "node_id", n.ID, "address", n.Address, "php", n.PHPVersions)
+	return connect.NewResponse(resp), nil
+}
+
+// Heartbeat records liveness and load; a node that was down is ready again.
+func (r *Registry) Heartbeat(ctx context.Context, req *connect.Request[agentv1.HeartbeatRequest]) (*connect.Response[agentv1.HeartbeatResponse], error) {
+	id := req.Msg.NodeId
+	node, err := r.cfg.Store.Node(id)
+	if err != nil {
+		return nil, err
+	}
+	resp := &agentv1.HeartbeatResponse{HeartbeatIntervalMs: r.cfg.HeartbeatInterval.Milliseconds()}
+	if node == nil {
+		resp.Unknown = true
+		return connect.NewResponse(resp), nil
+	}
+	r.mu.Lock()
+	r.lastSeen[id] = r.now()
+	r.load[id] = req.Msg
+	r.mu.Unlock()
+	if node.Status != state.NodeReady {
+		if _, err := r.cfg.Raft.Apply(ctx, fsm.SetNodeStatus{ID: id, Status: state.NodeReady, At: r.now()}); err != nil {
+			return nil, connect.NewError(connect.CodeUnavailable, err)
+		}
+		r.log.Info("node is back", "node_id", id)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// ReportSiteStatus acknowledges a site's change; jobs record outcomes, so
+// this only refreshes liveness for now.
+func (r *Registry) ReportSiteStatus(ctx context.Context, req *connect.Request[agentv1.ReportSiteStatusRequest]) (*connect.Response[agentv1.ReportSiteStatusResponse], error) {
+	r.mu.Lock()
+	r.lastSeen[req.Msg.NodeId] = r.now()
+	r.mu.Unlock()
+	return connect.NewResponse(&agentv1.ReportSiteStatusResponse{}), nil
+}
+
+// Monitor marks nodes down when their heartbeats stop. It is a leader
+// hook: a new leader first gives every node a full DownAfter of grace, so
+// a failover does not mark the fleet down.
+func (r *Registry) Monitor(ctx context.Context) {
+	start := r.now()
+	t := time.NewTicker(r.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		nodes, err := r.cfg.Store.Nodes()
+		if err != nil {
+			continue
+		}
+		now := r.now()
+		for _, n := range nodes {
+			if n.Status != state.NodeReady {
+				continue
+			}
+			r.mu.Lock()
+			seen, ok := r.lastSeen[n.ID]
+			r.mu.Unlock()
+			if !ok || seen.Before(start) {
+				seen = start
+			}
+			if now.Sub(seen) > r.cfg.DownAfter {
+				if _, err := r.cfg.Raft.Apply(ctx, fsm.SetNodeStatus{ID: n.ID, Status: state.NodeDown, At: now}); err == nil {
+					r.log.Warn("node is down: no heartbeat", "node_id", n.ID, "last_seen", seen)
+				}
+			}
+		}
+	}
+}
+
+// Agent returns a client for a node's AgentService.
+func (r *Registry) Agent(nodeID string) (agentv1connect.AgentServiceClient, error) {
+	n, err := r.cfg.Store.Node(nodeID)
+	if err != nil {
+		return nil, err
+	}
+	if n == nil {
+		return nil, fmt.Errorf("node %s is not registered", nodeID)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.clients[nodeID]; ok && r.addrs[nodeID] == n.Address {
+		return c, nil
+	}
+	c := agentv1connect.NewAgentServiceClient(rpcauth.Client(), n.Address, connect.WithInterceptors(r.cfg.Auth))
+	r.clients[nodeID], r.addrs[nodeID] = c, n.Address
+	return c, nil
+}
+
+// Candidates is the scheduler's view of the ready nodes: capacity from
+// registration, use from the sites placed on each.
+func (r *Registry) Candidates() ([]scheduler.Node, error) {
+	nodes, err := r.cfg.Store.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]scheduler.Node, 0, len(nodes))
+	for _, n := range nodes {
+		sites, err := r.cfg.Store.SitesOnNode(n.ID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, scheduler.Node{ID: n.ID, Ready: n.Status == state.NodeReady, Images: n.PHPVersions, Labels: n.Labels,
+			Capacity: scheduler.Resources{MemoryMB: n.MemoryMB, CPUMilli: n.CPUMilli, Sites: n.MaxSites},
+			Used:     scheduler.Resources{MemoryMB: int64(len(sites)) * SiteMemoryMB, Sites: len(sites)}})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// SiteMemoryMB is what the scheduler reserves for one site.
+const SiteMemoryMB = 256
+
+// AvailablePHP lists the PHP versions some ready node can run.
+func (r *Registry) AvailablePHP() []string {
+	nodes, _ := r.cfg.Store.Nodes()
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if n.Status == state.NodeReady {
+			for _, v := range n.PHPVersions {
+				seen[v] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for v := range seen {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,189 @@
+// Package sitejobs carries out site jobs on the leader: it calls the agent
+// that holds the site and records the outcome through Raft. Every step is
+// idempotent by site id, so a job re-dispatched after a leader change
+// converges.
+package sitejobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
+	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
+)
+
+// Job types.
+const (
+	CreateSite = "create_site"
+	DeleteSite = "delete_site"
+	ResetSite  = "reset_site"
+)
+
+// CreatePayload is what a create_site job carries besides the site row.
+type CreatePayload struct {
+	AdminUser        string `json:"adminUser"`
+	AdminEmail       string `json:"adminEmail"`
+	WordPressVersion string `json:"wordpressVersion,omitempty"`
+}
+
+// Agents gives a client for the agent on a node.
+type Agents interface {
+	Agent(nodeID string) (agentv1connect.AgentServiceClient, error)
+}
+
+// Applier commits a command through Raft.
+type Applier interface {
+	Apply(ctx context.Context, c fsm.Command) (any, error)
+}
+
+// Runners carries out site jobs.
+type Runners struct {
+	Store  *state.Store
+	Raft   Applier
+	Agents Agents
+	Now    func() time.Time
+}
+
+// Register adds the site job runners to a dispatcher.
+func (r *Runners) Register(d *jobs.Dispatcher) {
+	d.Register(CreateSite, jobs.RunnerFunc(r.create))
+	d.Register(DeleteSite, jobs.RunnerFunc(r.delete))
+	d.Register(ResetSite, jobs.RunnerFunc(r.reset))
+}
+
+func (r *Runners) now() time.Time {
+	if r.Now != nil {
+		return r.Now().UTC().Truncate(time.Millisecond)
+	}
+	return time.Now().UTC().Truncate(time.Millisecond)
+}
+
+func (r *Runners) site(j *state.Job) (*state.Site, error) {
+	s, err := r.Store.Site(j.SiteID)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, &jobs.Failure{Code: "site_not_found", Message: "the site no longer exists"}
+	}
+	return s, nil
+}
+
+// failure turns an agent error into a job failure the user can read.
+func failure(what string, err error) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		code := "agent_error"
+		switch ce.Code() {
+		case connect.CodeUnavailable, connect.CodeDeadlineExceeded:
+			code = "node_unavailable"
+		case connect.CodeInvalidArgument, connect.CodeFailedPrecondition:
+			code = "invalid_request"
+		}
+		return &jobs.Failure{Code: code, Message: what + ": " + ce.Message()}
+	}
+	return &jobs.Failure{Code: "agent_error", Message: what + ": " + err.Error()}
+}
+
+func (r *Runners) fail(ctx context.Context, s *state.Site, onlyIf string, err error) error {
+	msg := err.Error()
+	var f *jobs.Failure
+	if errors.As(err, &f) {
+		msg = f.Message
+	}
+	_, _ = r.Raft.Apply(ctx, fsm.UpdateSite{Update: state.SiteUpdate{ID: s.ID, Status: state.SiteFailed,
+		FailureReason: &msg, At: r.now(), IfStatus: onlyIf}})
+	return err
+}
+
+func (r *Runners) create(ctx context.Context, j *state.Job, progress func(int)) error {
+	s, err := r.site(j)
+	if err != nil {
+		return err
+	}
+	var p CreatePayload
+	if len(j.Payload) > 0 {
+		if err := json.Unmarshal(j.Payload, &p); err != nil {
+			return fmt.Errorf("create_site payload: %w", err)
+		}
+	}
+	agent, err := r.Agents.Agent(s.NodeID)
+	if err != nil {
+		return r.fail(ctx, s, state.SiteCreating, &jobs.Failure{Code: "node_unavailable", Message: err.Error()})
+	}
+	progress(10)
+	resp, err := agent.CreateSite(ctx, connect.NewRequest(&agentv1.CreateSiteRequest{
+		SiteId: s.ID, JobId: j.ID, Slug: s.Slug, Name: s.Name, PhpVersion: s.PHPVersion, WordpressVersion: p.WordPressVersion,
+		Url: s.URL, AdminUser: p.AdminUser, AdminEmail: p.AdminEmail,
+	}))
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return r.fail(ctx, s, state.SiteCreating, failure("creating the site", err))
+	}
+	empty := ""
+	_, err = r.Raft.Apply(ctx, fsm.UpdateSite{Update: state.SiteUpdate{ID: s.ID, Status: state.SiteReady,
+		Port: int(resp.Msg.Status.GetPort()), WordPressVersion: resp.Msg.WordpressVersion, FailureReason: &empty,
+		At: r.now(), IfStatus: state.SiteCreating}})
+	if errors.Is(err, state.ErrConflict) {
+		return nil // deleted meanwhile: the delete job cleans up
+	}
+	return err
+}
+
+func (r *Runners) delete(ctx context.Context, j *state.Job, _ func(int)) error {
+	s, err := r.Store.Site(j.SiteID)
+	if err != nil || s == nil {
+		return err
+	}
+	if s.NodeID != "" {
+		agent, err := r.Agents.Agent(s.NodeID)
+		if err == nil {
+			_, err = agent.DeleteSite(ctx, connect.NewRequest(&agentv1.SiteRef{SiteId: s.ID, JobId: j.ID}))
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return failure("deleting the site", err)
+		}
+	}
+	_, err = r.Raft.Apply(ctx, fsm.RemoveSite{ID: s.ID})
+	return err
+}
+
+func (r *Runners) reset(ctx context.Context, j *state.Job, _ func(int)) error {
+	s, err := r.site(j)
+	if err != nil {
+		return err
+	}
+	agent, err := r.Agents.Agent(s.NodeID)
+	if err != nil {
+		return r.fail(ctx, s, state.SiteCreating, &jobs.Failure{Code: "node_unavailable", Message: err.Error()})
+	}
+	resp, err := agent.ResetSite(ctx, connect.NewRequest(&agentv1.CreateSiteRequest{SiteId: s.ID, JobId: j.ID, Slug: s.Slug,
+		Name: s.Name, PhpVersion: s.PHPVersion, Url: s.URL}))
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return r.fail(ctx, s, state.SiteCreating, failure("resetting the site", err))
+	}
+	empty := ""
+	_, err = r.Raft.Apply(ctx, fsm.UpdateSite{Update: state.SiteUpdate{ID: s.ID, Status: state.SiteReady,
+		Port: int(resp.Msg.Status.GetPort()), WordPressVersion: resp.Msg.WordpressVersion, FailureReason: &empty,
+		At: r.now(), IfStatus: state.SiteCreating}})
+	if errors.Is(err, state.ErrConflict) {
+		return nil
+	}
+	return err
+}

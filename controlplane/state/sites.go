@@ -1,0 +1,201 @@
+package state
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	memdb "github.com/hashicorp/go-memdb"
+)
+
+// Site returns the site with this id, or nil.
+func (s *Store) Site(id string) (*Site, error) { return first[Site](s.read(), tableSites, "id", id) }
+
+// SiteBySlug returns the site with this slug, or nil.
+func (s *Store) SiteBySlug(slug string) (*Site, error) {
+	return first[Site](s.read(), tableSites, "slug", slug)
+}
+
+// SitesOf lists a workspace's sites, newest first.
+func (s *Store) SitesOf(workspaceID string) ([]*Site, error) {
+	out, err := all[Site](s.read(), tableSites, "workspace", workspaceID)
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.After(out[j].CreatedAt) })
+	return out, err
+}
+
+// SitesOnNode lists the sites placed on a node.
+func (s *Store) SitesOnNode(nodeID string) ([]*Site, error) {
+	return all[Site](s.read(), tableSites, "node", nodeID)
+}
+
+// AllSites lists every site with a watch set that fires on any change to
+// the sites table, for the edge's route stream.
+func (s *Store) AllSites() ([]*Site, memdb.WatchSet, error) {
+	db, abandon := s.current()
+	tx := db.Txn(false)
+	ws := memdb.NewWatchSet()
+	ws.Add(abandon)
+	it, err := tx.Get(tableSites, "id")
+	if err != nil {
+		return nil, nil, err
+	}
+	ws.Add(it.WatchCh())
+	var out []*Site
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*Site))
+	}
+	// Nodes feed routes too (their backend host).
+	nit, err := tx.Get(tableNodes, "id")
+	if err != nil {
+		return nil, nil, err
+	}
+	ws.Add(nit.WatchCh())
+	return out, ws, nil
+}
+
+// LiveSites counts the sites an account's plan pays for.
+func (s *Store) LiveSites(userID string) (int, error) {
+	return countLive(s.read(), userID)
+}
+
+func countLive(tx *memdb.Txn, userID string) (int, error) {
+	ss, err := all[Site](tx, tableSites, "user", userID)
+	n := 0
+	for _, x := range ss {
+		if x.Status != SiteDeleting {
+			n++
+		}
+	}
+	return n, err
+}
+
+// Node returns a node, or nil.
+func (s *Store) Node(id string) (*Node, error) { return first[Node](s.read(), tableNodes, "id", id) }
+
+// Nodes lists every node by id.
+func (s *Store) Nodes() ([]*Node, error) { return all[Node](s.read(), tableNodes, "id") }
+
+// CreateSite adds a site in its workspace within the owner's quota; its
+// slug must be free.
+func (t *Tx) CreateSite(site Site, q Quota) error {
+	return t.run(func(tx *memdb.Txn) error {
+		if w, err := first[Workspace](tx, tableWorkspaces, "id", site.WorkspaceID); err != nil {
+			return err
+		} else if w == nil {
+			return fmt.Errorf("%w: workspace %s", ErrNotFound, site.WorkspaceID)
+		}
+		if dup, err := first[Site](tx, tableSites, "id", site.ID); err != nil {
+			return err
+		} else if dup != nil {
+			return fmt.Errorf("%w: site id %s exists", ErrConflict, site.ID)
+		}
+		if dup, err := first[Site](tx, tableSites, "slug", site.Slug); err != nil {
+			return err
+		} else if dup != nil {
+			return fmt.Errorf("%w: the slug %q is taken", ErrConflict, site.Slug)
+		}
+		live, err := countLive(tx, site.UserID)
+		if err != nil {
+			return err
+		}
+		if err := q.check(live); err != nil {
+			return err
+		}
+		return insert(tx, tableSites, &site)
+	})
+}
+
+// SiteUpdate changes a site's lifecycle fields; empty fields stay.
+type SiteUpdate struct {
+	ID               string    `json:"id"`
+	Status           string    `json:"status,omitempty"`
+	NodeID           string    `json:"nodeId,omitempty"`
+	Port             int       `json:"port,omitempty"`
+	WordPressVersion string    `json:"wordpressVersion,omitempty"`
+	PHPVersion       string    `json:"phpVersion,omitempty"`
+	FailureReason    *string   `json:"failureReason,omitempty"`
+	At               time.Time `json:"at"`
+	// IfStatus applies the update only while the site has this status, so
+	// a late report cannot resurrect a site being deleted.
+	IfStatus string `json:"ifStatus,omitempty"`
+}
+
+// UpdateSite applies a SiteUpdate. It returns the site as it is after.
+func (t *Tx) UpdateSite(u SiteUpdate) (*Site, error) {
+	var out *Site
+	err := t.run(func(tx *memdb.Txn) error {
+		old, err := first[Site](tx, tableSites, "id", u.ID)
+		if err != nil {
+			return err
+		}
+		if old == nil {
+			return fmt.Errorf("%w: site %s", ErrNotFound, u.ID)
+		}
+		if u.IfStatus != "" && old.Status != u.IfStatus {
+			return fmt.Errorf("%w: site is %s", ErrConflict, old.Status)
+		}
+		c := *old
+		if u.Status != "" {
+			c.Status = u.Status
+		}
+		if u.NodeID != "" {
+			c.NodeID = u.NodeID
+		}
+		if u.Port != 0 {
+			c.Port = u.Port
+		}
+		if u.WordPressVersion != "" {
+			c.WordPressVersion = u.WordPressVersion
+		}
+		if u.PHPVersion != "" {
+			c.PHPVersion = u.PHPVersion
+		}
+		if u.FailureReason != nil {
+			c.FailureReason = *u.FailureReason
+		}
+		c.UpdatedAt = u.At
+		out = &c
+		return insert(tx, tableSites, &c)
+	})
+	return out, err
+}
+
+// DeleteSite removes a site's row; a missing one is fine.
+func (t *Tx) DeleteSite(id string) error {
+	return t.run(func(tx *memdb.Txn) error {
+		s, err := first[Site](tx, tableSites, "id", id)
+		if err != nil || s == nil {
+			return err
+		}
+		return remove(tx, tableSites, s)
+	})
+}
+
+// UpsertNode records a node's registration. Its status becomes ready.
+func (t *Tx) UpsertNode(n Node) error {
+	return t.run(func(tx *memdb.Txn) error {
+		if old, err := first[Node](tx, tableNodes, "id", n.ID); err != nil {
+			return err
+		} else if old != nil {
+			n.RegisteredAt = old.RegisteredAt
+		}
+		n.Status = NodeReady
+		return insert(tx, tableNodes, &n)
+	})
+}
+
+// SetNodeStatus marks a node ready or down.
+func (t *Tx) SetNodeStatus(id, status string, at time.Time) error {
+	return t.run(func(tx *memdb.Txn) error {
+		n, err := first[Node](tx, tableNodes, "id", id)
+		if err != nil {
+			return err
+		}
+		if n == nil {
+			return fmt.Errorf("%w: node %s", ErrNotFound, id)
+		}
+		c := *n
+		c.Status, c.UpdatedAt = status, at
+		return insert(tx, tableNodes, &c)
+	})
+}
