@@ -20,6 +20,8 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/secret"
+	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
+	"github.com/sandboxd/sandboxd/scheduler"
 )
 
 // Applier commits a command through Raft and returns the FSM's result.
@@ -54,6 +56,19 @@ type Config struct {
 	Cluster func() any
 	Now     func() time.Time
 	Logger  *slog.Logger
+	// Nodes places sites and reaches their agents.
+	Nodes Nodes
+	// Strategy is the scheduler's placement strategy.
+	Strategy scheduler.Strategy
+	// SiteURL gives a site's public URL from its slug.
+	SiteURL func(slug string) string
+}
+
+// Nodes is what site handlers need from the node registry.
+type Nodes interface {
+	Candidates() ([]scheduler.Node, error)
+	AvailablePHP() []string
+	Agent(nodeID string) (agentv1connect.AgentServiceClient, error)
 }
 
 // API serves the control plane's REST routes.
@@ -298,5 +313,6 @@ func (a *API) Register(r *rest.Router) {
 	a.registerWorkspaces(r)
 	a.registerRoles(r)
 	a.registerJobs(r)
+	a.registerSites(r)
 	a.registerAdmin(r)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/controlplane/state"
 )
 
 // sampleBodies is a valid body for every route that takes one. The matrix
@@ -20,6 +21,7 @@ import (
 var sampleBodies = map[string]string{
 	"POST /api/account/tokens":                        `{"name":"matrix"}`,
 	"POST /api/app/workspaces":                        `{"name":"matrix"}`,
+	"POST /api/app/sites":                             `{"name":"matrix"}`,
 	"POST /api/app/workspaces/{id}/members":           `{"email":"matrix@example.com"}`,
 	"PATCH /api/app/workspaces/{id}/members/{userId}": `{"customRoleId":null}`,
 	"POST /api/app/workspaces/{id}/roles":             `{"name":"matrix","capabilities":[]}`,
@@ -63,7 +65,9 @@ func setUp(t *testing.T, s *server.Server, owner *st.Account, invitee string) fi
 	role := c.Do("POST", base+"/roles", map[string]any{"name": "r-" + owner.ID, "capabilities": []string{}}).Must(t, 201).Str("role.id")
 	inv := c.Do("POST", base+"/members", map[string]any{"email": invitee}).Must(t, 201).Str("invitation.id")
 	tokens := c.Do("GET", "/api/account/tokens", nil).Must(t, 200).List("tokens")
+	site := c.Do("POST", "/api/app/sites", map[string]any{"name": "fixture"}).Must(t, 202).Str("site.id")
 	return fixture{ids: map[string]string{
+		"site":       site,
 		"workspace":  owner.Personal,
 		"member":     owner.ID,
 		"role":       role,
@@ -71,6 +75,16 @@ func setUp(t *testing.T, s *server.Server, owner *st.Account, invitee string) fi
 		"job":        newJob(t, s, owner.Personal),
 		"invitation": inv,
 	}}
+}
+
+// fakeNode registers a node with a PHP 8.2 image that answers nothing:
+// sites can be placed (their jobs then fail), which is all the matrix needs.
+func fakeNode(t *testing.T, s *server.Server) {
+	t.Helper()
+	n := state.Node{ID: "node-fake", Address: "http://127.0.0.1:1", BackendHost: "127.0.0.1", PHPVersions: []string{"8.2"}}
+	if _, err := s.Node().Apply(context.Background(), fsm.UpsertNode{Node: n}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 var paramRE = regexp.MustCompile(`\{([A-Za-z]+)\}`)
@@ -97,6 +111,7 @@ func fill(t *testing.T, rt rest.Route, pick func(kind string) string) string {
 // own route list, so new routes are covered without editing this test.
 func TestCrossWorkspaceMatrix(t *testing.T) {
 	s := st.Single(t, st.Options{})
+	fakeNode(t, s)
 	alice := st.NewAccount(t, s, "alice@example.com", "paid")
 	mallory := st.NewAccount(t, s, "mallory@example.com", "paid")
 	powerless := st.NewAccount(t, s, "powerless@example.com", "paid")

@@ -14,16 +14,22 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 )
 
 // forwardedHeader marks a request a follower passed on, so it is never
 // passed on twice (a stale leader view could otherwise bounce it).
 const forwardedHeader = "X-Sandboxd-Forwarded-By"
 
-// local reports whether a path is answered by whichever node receives it.
+// local reports whether a path is answered by whichever node receives it:
+// health, metrics, the document and the edge's route stream (any node's
+// replica will do). The API and agent registration go to the leader.
 func local(path string) bool {
-	return path == "/healthz" || path == "/metrics" || path == "/api/openapi.json" ||
-		!(strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/internal/"))
+	if path == "/healthz" || path == "/metrics" || path == "/api/openapi.json" {
+		return true
+	}
+	return !(strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/internal/") ||
+		strings.HasPrefix(path, "/"+agentv1connect.RegistryServiceName+"/"))
 }
 
 // forward sends API requests to the leader, so every write goes through

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,15 +21,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"connectrpc.com/connect"
+
 	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/cluster"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/mail"
+	"github.com/sandboxd/sandboxd/controlplane/nodes"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/routes"
+	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/ids"
+	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/secret"
+	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
+	"github.com/sandboxd/sandboxd/protocol/edge/v1/edgev1connect"
+	"github.com/sandboxd/sandboxd/scheduler"
 )
 
 // Version is reported in the OpenAPI document and /healthz.
@@ -70,6 +80,17 @@ type Config struct {
 	// answered 503 service_unavailable; zero means 5s.
 	LeaderWait time.Duration
 
+	// SandboxDomain is the domain sites live under: <slug>.<domain>.
+	SandboxDomain string
+	// SiteScheme and SitePort form site URLs with the edge's address:
+	// http://<slug>.<domain>:<port> (the port is left out when default).
+	SiteScheme string
+	SitePort   int
+	// Strategy places sites: spread or binpack.
+	Strategy scheduler.Strategy
+	// HeartbeatInterval is what agents are told to use; zero means 2s.
+	HeartbeatInterval time.Duration
+
 	// FastRaftForTests and NoSyncForTests tune Raft for in-process tests.
 	FastRaftForTests bool
 	NoSyncForTests   bool
@@ -80,7 +101,8 @@ type Config struct {
 
 // DefaultConfig is the embedded default: single node, data in ./.data.
 func DefaultConfig() Config {
-	return Config{DataDir: ".data", APIAddr: "127.0.0.1:8080", Bootstrap: true, Plans: plans.Default()}
+	return Config{DataDir: ".data", APIAddr: "127.0.0.1:8080", Bootstrap: true, Plans: plans.Default(),
+		SandboxDomain: "localhost", SiteScheme: "http", SitePort: 8081}
 }
 
 // Validate reports an unusable configuration.
@@ -107,7 +129,8 @@ type Server struct {
 	handler    http.Handler
 	api        *api.API
 	dispatcher *jobs.Dispatcher
-	registry   *prometheus.Registry
+	metrics    *prometheus.Registry
+	registry   *nodes.Registry
 	listener   net.Listener
 	http       *http.Server
 	url        string
@@ -165,22 +188,39 @@ func New(cfg Config) (*Server, error) {
 		mailer = mail.NewSMTP(cfg.SMTP)
 	}
 	s.dispatcher = jobs.NewDispatcher(jobs.Config{Store: store, Raft: node, Workers: cfg.JobWorkers, Logger: cfg.Logger, Now: cfg.Now})
+	auth := rpcauth.New(cfg.ClusterToken)
+	s.registry = nodes.New(nodes.Config{Store: store, Raft: node, Auth: auth, HeartbeatInterval: cfg.HeartbeatInterval,
+		Now: cfg.Now, Logger: cfg.Logger})
+	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Now: cfg.Now}
+	runners.Register(s.dispatcher)
 	node.OnLeader(s.dispatcher.Run)
+	node.OnLeader(s.registry.Monitor)
+	node.OnLeader(func(ctx context.Context) {
+		runners.Expire(ctx, 15*time.Second, func() ([]*state.Site, error) {
+			sites, _, err := store.AllSites()
+			return sites, err
+		})
+	})
 
-	s.registry = prometheus.NewRegistry()
-	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	s.metrics = prometheus.NewRegistry()
+	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		cluster.NewCollector(node))
-	metrics := rest.NewMetrics(s.registry)
+	metrics := rest.NewMetrics(s.metrics)
 
 	s.router = rest.NewRouter(cfg.Logger)
 	s.api = api.New(api.Config{
 		Store: store, Raft: node, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
 		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
+		Nodes: s.registry, Strategy: cfg.Strategy, SiteURL: s.siteURL,
 	})
 	s.api.Register(s.router)
 	s.registerInfra()
+	regPath, regHandler := agentv1connect.NewRegistryServiceHandler(s.registry, connect.WithInterceptors(auth))
+	s.router.HandleRaw(regPath, regHandler)
+	routePath, routeHandler := edgev1connect.NewRouteServiceHandler(routes.New(store, cfg.Logger), connect.WithInterceptors(auth))
+	s.router.HandleRaw(routePath, routeHandler)
 	s.handler = rest.Observe(s.forward(s.router), cfg.Logger, metrics)
-	s.http = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	s.http = &http.Server{Handler: s.handler, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	return s, nil
 }
@@ -293,12 +333,28 @@ func (s *Server) registerInfra() {
 		_ = rest.JSON(w, code, map[string]any{"status": status, "version": Version, "nodeId": s.node.ID(),
 			"raftState": s.node.State().String(), "leader": leader, "appliedIndex": s.node.AppliedIndex()})
 	}))
-	s.router.HandleRaw("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	s.router.HandleRaw("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{}))
 	s.router.HandleRaw("GET /api/openapi.json", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(s.OpenAPI())
 	}))
 }
+
+// siteURL is a site's public URL on the edge.
+func (s *Server) siteURL(slug string) string {
+	host := slug + "." + s.cfg.SandboxDomain
+	scheme := s.cfg.SiteScheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	if p := s.cfg.SitePort; p != 0 && !(scheme == "http" && p == 80) && !(scheme == "https" && p == 443) {
+		host += ":" + strconv.Itoa(p)
+	}
+	return scheme + "://" + host
+}
+
+// Registry is the node registry (dev wiring and tests use it).
+func (s *Server) Registry() *nodes.Registry { return s.registry }
 
 // OpenAPI is the API's OpenAPI 3.1 document.
 func (s *Server) OpenAPI() map[string]any {

@@ -187,3 +187,32 @@ func (r *Runners) reset(ctx context.Context, j *state.Job, _ func(int)) error {
 	}
 	return err
 }
+
+// Expire deletes sites whose expiresAt has passed. It is a leader hook;
+// it checks every interval until ctx ends.
+func (r *Runners) Expire(ctx context.Context, interval time.Duration, allSites func() ([]*state.Site, error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sites, err := allSites()
+		if err != nil {
+			continue
+		}
+		now := r.now()
+		for _, s := range sites {
+			if s.ExpiresAt == nil || s.ExpiresAt.After(now) || s.Status == state.SiteDeleting {
+				continue
+			}
+			j, err := jobs.New(DeleteSite, s.WorkspaceID, s.ID, nil, now)
+			if err != nil {
+				continue
+			}
+			_, _ = r.Raft.Apply(ctx, fsm.SiteJob{Update: state.SiteUpdate{ID: s.ID, Status: state.SiteDeleting, At: now}, Job: j})
+		}
+	}
+}

@@ -1,0 +1,123 @@
+// Package routes serves the edge's route table: every site's host and
+// backend, sent whole when an edge connects and as changes afterwards,
+// from the control plane's replicated state.
+package routes
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	edgev1 "github.com/sandboxd/sandboxd/protocol/edge/v1"
+	"github.com/sandboxd/sandboxd/protocol/edge/v1/edgev1connect"
+	"google.golang.org/protobuf/proto"
+)
+
+// Service implements RouteService over the state store.
+type Service struct {
+	store *state.Store
+	log   *slog.Logger
+}
+
+var _ edgev1connect.RouteServiceHandler = (*Service)(nil)
+
+// New returns the route service.
+func New(store *state.Store, log *slog.Logger) *Service {
+	return &Service{store: store, log: log.With("component", "routes")}
+}
+
+// Table computes the routes of every site that has a host to serve.
+func Table(sites []*state.Site, nodes map[string]*state.Node) map[string]*edgev1.Route {
+	out := map[string]*edgev1.Route{}
+	for _, s := range sites {
+		u, err := url.Parse(s.URL)
+		if err != nil || u.Hostname() == "" {
+			continue
+		}
+		r := &edgev1.Route{Host: strings.ToLower(u.Hostname()), SiteId: s.ID}
+		switch s.Status {
+		case state.SiteReady:
+			n := nodes[s.NodeID]
+			if n == nil || s.Port == 0 {
+				continue
+			}
+			r.Status = edgev1.RouteStatus_ROUTE_STATUS_READY
+			r.Backend = net.JoinHostPort(n.BackendHost, strconv.Itoa(s.Port))
+		case state.SiteCreating:
+			r.Status = edgev1.RouteStatus_ROUTE_STATUS_CREATING
+		default:
+			continue // failed and deleting sites are not served
+		}
+		out[r.Host] = r
+	}
+	return out
+}
+
+func (s *Service) table() (map[string]*edgev1.Route, <-chan error, func(), error) {
+	sites, ws, err := s.store.AllSites()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	nodes, err := s.store.Nodes()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	byID := map[string]*state.Node{}
+	for _, n := range nodes {
+		byID[n.ID] = n
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan error, 1)
+	go func() { ch <- ws.WatchCtx(ctx) }()
+	return Table(sites, byID), ch, cancel, nil
+}
+
+// WatchRoutes streams the table: a snapshot first, then the difference
+// after every change to sites or nodes.
+func (s *Service) WatchRoutes(ctx context.Context, req *connect.Request[edgev1.WatchRoutesRequest], stream *connect.ServerStream[edgev1.RouteEvent]) error {
+	var sent map[string]*edgev1.Route
+	for {
+		cur, changed, stop, err := s.table()
+		if err != nil {
+			return connect.NewError(connect.CodeInternal, err)
+		}
+		ev := &edgev1.RouteEvent{}
+		if sent == nil {
+			ev.Snapshot = true
+			for _, r := range cur {
+				ev.Upserts = append(ev.Upserts, r)
+			}
+		} else {
+			for h, r := range cur {
+				if old, ok := sent[h]; !ok || !proto.Equal(old, r) {
+					ev.Upserts = append(ev.Upserts, r)
+				}
+			}
+			for h := range sent {
+				if _, ok := cur[h]; !ok {
+					ev.RemovedHosts = append(ev.RemovedHosts, h)
+				}
+			}
+		}
+		if ev.Snapshot || len(ev.Upserts) > 0 || len(ev.RemovedHosts) > 0 {
+			if err := stream.Send(ev); err != nil {
+				stop()
+				return err
+			}
+		}
+		sent = cur
+		select {
+		case <-ctx.Done():
+			stop()
+			return nil
+		case <-changed:
+			stop()
+		}
+	}
+}
