@@ -1,0 +1,248 @@
+// Package edge is the host-based reverse proxy in front of every sandbox.
+// It keeps its own copy of the route table, fed by the control plane's
+// route stream, so a request never waits on Raft: it looks the Host up in
+// memory and proxies to the node and port that serve it, preserving Host
+// and adding X-Forwarded-For/Proto.
+package edge
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	edgev1 "github.com/sandboxd/sandboxd/protocol/edge/v1"
+	"github.com/sandboxd/sandboxd/protocol/edge/v1/edgev1connect"
+)
+
+// Config configures an edge.
+type Config struct {
+	// ID names this edge in the control plane's logs.
+	ID string
+	// ControlPlane is the base URL of any control-plane server.
+	ControlPlane string
+	ClusterToken string
+	// Addr is the HTTP listen address.
+	Addr string
+	// TLSAddr, with TLSCertFile and TLSKeyFile, also serves HTTPS for the
+	// sandbox domain from a configured certificate. (Certificates for
+	// custom domains come from certmagic through GetCertificate.)
+	TLSAddr     string
+	TLSCertFile string
+	TLSKeyFile  string
+	Logger      *slog.Logger
+}
+
+type table map[string]*edgev1.Route
+
+// Edge is a running edge proxy.
+type Edge struct {
+	cfg       Config
+	log       *slog.Logger
+	routes    atomic.Pointer[table]
+	transport *http.Transport
+	servers   []*http.Server
+	addr      string
+	tlsAddr   string
+	ready     chan struct{}
+	readyOnce sync.Once
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+// New binds the listeners; Start serves and follows the route stream.
+func New(cfg Config) (*Edge, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ID == "" {
+		cfg.ID = "edge"
+	}
+	e := &Edge{cfg: cfg, log: cfg.Logger.With("component", "edge"), ready: make(chan struct{}), done: make(chan struct{})}
+	empty := table{}
+	e.routes.Store(&empty)
+	e.transport = &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   false,
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("edge listen %s: %w", cfg.Addr, err)
+	}
+	e.addr = ln.Addr().String()
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	e.servers = append(e.servers, srv)
+	go func() { _ = srv.Serve(ln) }()
+	if cfg.TLSAddr != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("edge certificate: %w", err)
+		}
+		tln, err := tls.Listen("tcp", cfg.TLSAddr, &tls.Config{MinVersion: tls.VersionTLS12,
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }})
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("edge TLS listen %s: %w", cfg.TLSAddr, err)
+		}
+		e.tlsAddr = tln.Addr().String()
+		tsrv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
+		e.servers = append(e.servers, tsrv)
+		go func() { _ = tsrv.Serve(tln) }()
+	}
+	return e, nil
+}
+
+// Addr is the HTTP listen address.
+func (e *Edge) Addr() string { return e.addr }
+
+// TLSAddr is the HTTPS listen address, or "".
+func (e *Edge) TLSAddr() string { return e.tlsAddr }
+
+// Ready is closed once the first route table arrived.
+func (e *Edge) Ready() <-chan struct{} { return e.ready }
+
+// Start follows the control plane's route stream until Close.
+func (e *Edge) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	go func() {
+		defer close(e.done)
+		e.watch(ctx)
+	}()
+}
+
+// Close stops serving and watching.
+func (e *Edge) Close() error {
+	if e.cancel != nil {
+		e.cancel()
+		<-e.done
+	}
+	for _, s := range e.servers {
+		_ = s.Close()
+	}
+	e.transport.CloseIdleConnections()
+	return nil
+}
+
+// watch keeps one stream open, reconnecting with backoff; the table being
+// served stays in place while the stream is down.
+func (e *Edge) watch(ctx context.Context) {
+	client := edgev1connect.NewRouteServiceClient(rpcauth.Client(), e.cfg.ControlPlane,
+		connect.WithInterceptors(rpcauth.New(e.cfg.ClusterToken)))
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		stream, err := client.WatchRoutes(ctx, connect.NewRequest(&edgev1.WatchRoutesRequest{EdgeId: e.cfg.ID}))
+		if err == nil {
+			for stream.Receive() {
+				e.apply(stream.Msg())
+				backoff = 100 * time.Millisecond
+			}
+			err = stream.Err()
+			stream.Close()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		e.log.Info("route stream interrupted; reconnecting", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (e *Edge) apply(ev *edgev1.RouteEvent) {
+	next := table{}
+	if !ev.Snapshot {
+		for h, r := range *e.routes.Load() {
+			next[h] = r
+		}
+	}
+	for _, r := range ev.Upserts {
+		next[r.Host] = r
+	}
+	for _, h := range ev.RemovedHosts {
+		delete(next, h)
+	}
+	e.routes.Store(&next)
+	e.readyOnce.Do(func() { close(e.ready) })
+}
+
+// Route returns the route for a host, or nil.
+func (e *Edge) Route(host string) *edgev1.Route { return (*e.routes.Load())[host] }
+
+func hostOnly(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	return strings.ToLower(strings.TrimSuffix(h, "."))
+}
+
+// ServeHTTP routes one request by its Host.
+func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	route := e.Route(hostOnly(r.Host))
+	switch {
+	case route == nil:
+		page(w, http.StatusNotFound, "No sandbox here", "There is no sandbox at "+hostOnly(r.Host)+". It may have been deleted or never existed.", false)
+	case route.Status == edgev1.RouteStatus_ROUTE_STATUS_CREATING:
+		w.Header().Set("Retry-After", "1")
+		page(w, http.StatusServiceUnavailable, "Your sandbox is being created", "WordPress is being set up for you. This page reloads by itself; it usually takes a second or two.", true)
+	case route.Status != edgev1.RouteStatus_ROUTE_STATUS_READY || route.Backend == "":
+		page(w, http.StatusServiceUnavailable, "Sandbox unavailable", "This sandbox is not running right now.", false)
+	default:
+		e.proxy(route).ServeHTTP(w, r)
+	}
+}
+
+func (e *Edge) proxy(route *edgev1.Route) *httputil.ReverseProxy {
+	target := &url.URL{Scheme: "http", Host: route.Backend}
+	return &httputil.ReverseProxy{
+		Transport: e.transport,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host // WordPress must see the site's own host
+			pr.SetXForwarded()
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			e.log.Warn("backend unreachable", "site_id", route.SiteId, "backend", route.Backend, "err", err)
+			page(w, http.StatusBadGateway, "Sandbox not answering", "The sandbox did not answer. Try again in a moment.", false)
+		},
+	}
+}
+
+var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+{{if .Refresh}}<meta http-equiv="refresh" content="1">{{end}}<title>{{.Title}}</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:15vh auto;padding:0 1rem;color:#1d2327}h1{font-size:1.5rem}</style>
+</head><body><h1>{{.Title}}</h1><p>{{.Text}}</p></body></html>
+`))
+
+func page(w http.ResponseWriter, status int, title, text string, refresh bool) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = pageTmpl.Execute(w, map[string]any{"Title": title, "Text": text, "Refresh": refresh})
+}
