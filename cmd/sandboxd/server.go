@@ -2,15 +2,22 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/images"
 	"github.com/sandboxd/sandboxd/controlplane/server"
+	"github.com/sandboxd/sandboxd/edge"
 )
 
 // commonFlags are the flags server and dev share.
@@ -88,14 +95,23 @@ func runDev(args []string) error {
 	fs := flag.NewFlagSet("sandboxd dev", flag.ContinueOnError)
 	var c commonFlags
 	c.register(fs, "text")
+	edgeAddr := fs.String("edge-addr", "127.0.0.1:8081", "listen address of the edge that serves the sites")
+	imagesDir := fs.String("images-dir", images.DefaultDir(), "image cache filled by `make images`")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	_, port, err := net.SplitHostPort(*edgeAddr)
+	if err != nil {
+		return fmt.Errorf("--edge-addr: %w", err)
+	}
+	if c.cfg.SitePort, err = strconv.Atoi(port); err != nil || c.cfg.SitePort == 0 {
+		return fmt.Errorf("--edge-addr needs a fixed port, got %q", *edgeAddr)
 	}
 	s, err := c.start()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := s.WaitLeader(ctx); err != nil {
 		s.Close()
@@ -106,11 +122,28 @@ func runDev(args []string) error {
 		s.Close()
 		return err
 	}
+	a, err := agent.New(ctx, agent.Config{DataDir: filepath.Join(c.cfg.DataDir, "agent"), ControlPlane: s.URL(),
+		ClusterToken: s.ClusterToken(), ImagesDir: *imagesDir, Logger: c.cfg.Logger})
+	if err != nil {
+		s.Close()
+		return fmt.Errorf("node agent: %w", err)
+	}
+	a.Start()
+	e, err := edge.New(edge.Config{ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Addr: *edgeAddr, Logger: c.cfg.Logger})
+	if err != nil {
+		a.Close()
+		s.Close()
+		return err
+	}
+	e.Start()
 	fmt.Printf("SANDBOX_URL=%s\nSANDBOX_TOKEN=%s\n", s.URL(), token)
-	fmt.Fprintf(os.Stderr, "\nsandboxd dev is running; data in %s (also written to %s/%s).\nTry:\n  curl -s %s/api/account/me -H \"Authorization: Bearer %s\"\n\n",
-		c.cfg.DataDir, c.cfg.DataDir, server.DevEnvFile, s.URL(), token)
+	fmt.Fprintf(os.Stderr, "\nsandboxd dev is running: API %s, sites on %s (PHP %s); data in %s (the two lines above are kept in %s/%s).\n"+
+		"Create a site:\n  curl -s -X POST %s/api/app/sites -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' -d '{\"name\":\"My site\"}'\n\n",
+		s.URL(), "http://"+*edgeAddr, strings.Join(a.PHPVersions(), ", "), c.cfg.DataDir, c.cfg.DataDir, server.DevEnvFile, s.URL(), token)
 	waitSignal()
-	return s.Close()
+	// Sites, MariaDB and containerd keep running: the next start
+	// re-attaches to them in milliseconds.
+	return errors.Join(e.Close(), a.Close(), s.Close())
 }
 
 func waitSignal() {
