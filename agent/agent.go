@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -81,6 +82,9 @@ type Agent struct {
 	url     string
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// registered is closed after the first successful registration.
+	registered     chan struct{}
+	registeredOnce sync.Once
 }
 
 // New starts everything but the control-plane loop: containerd, images,
@@ -106,8 +110,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 	}
 	if cfg.Namespace == "" {
-		sum := sha256.Sum256([]byte(dir))
-		cfg.Namespace = "sandboxd-" + hex.EncodeToString(sum[:])[:10]
+		cfg.Namespace = Namespace(dir)
 	}
 	if cfg.ImagesDir == "" {
 		cfg.ImagesDir = images.DefaultDir()
@@ -118,7 +121,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.ContainerdSocket == "" {
 		cfg.ContainerdSocket = daemon.SystemSocket
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "agent", "node_id", cfg.NodeID), done: make(chan struct{})}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "agent", "node_id", cfg.NodeID), done: make(chan struct{}),
+		registered: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -199,6 +203,9 @@ func persistent(path string) (string, error) {
 	return id, os.WriteFile(path, []byte(id), 0o600)
 }
 
+// Registered is closed once the control plane has accepted this node.
+func (a *Agent) Registered() <-chan struct{} { return a.registered }
+
 // URL is the AgentService base URL.
 func (a *Agent) URL() string { return a.url }
 
@@ -245,15 +252,42 @@ func (a *Agent) closeParts() {
 	}
 }
 
-// StopAll removes every site container and MariaDB and stops a
-// containerd this agent started: for tests and `sandboxd dev --clean`.
-func (a *Agent) StopAll(ctx context.Context) error {
+// Namespace is the containerd namespace an agent with this data dir uses
+// unless configured otherwise.
+func Namespace(dataDir string) string {
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		dir = dataDir
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return "sandboxd-" + hex.EncodeToString(sum[:])[:10]
+}
+
+// StopEverything removes the containers (sites and MariaDB) of the agent
+// with this data dir and stops a containerd it started there. Site files
+// and databases stay on disk; the next start brings the sites back.
+func StopEverything(ctx context.Context, dataDir string) error {
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return err
+	}
+	socket := filepath.Join(containerdDir(dir), "containerd.sock")
+	if !daemon.Answers(ctx, socket) {
+		socket = daemon.SystemSocket
+	}
 	var errs []error
-	if ids, err := a.rt.Containers(ctx); err == nil {
+	if daemon.Answers(ctx, socket) {
+		rt, err := runtime.Connect(socket, Namespace(dir))
+		if err != nil {
+			return err
+		}
+		defer rt.Close()
+		ids, err := rt.Containers(ctx)
+		errs = append(errs, err)
 		for _, id := range ids {
-			errs = append(errs, a.rt.Remove(ctx, id))
+			errs = append(errs, rt.Remove(ctx, id))
 		}
 	}
-	errs = append(errs, a.daemon.Stop(), daemon.StopIn(containerdDir(a.cfg.DataDir)))
+	errs = append(errs, daemon.StopIn(containerdDir(dir)))
 	return errors.Join(errs...)
 }

@@ -46,6 +46,7 @@ func (a *Agent) loop(ctx context.Context) {
 				continue
 			}
 			registered, backoff = true, 200*time.Millisecond
+			a.registeredOnce.Do(func() { close(a.registered) })
 			if ms := resp.Msg.HeartbeatIntervalMs; ms > 0 {
 				interval = time.Duration(ms) * time.Millisecond
 			}

@@ -97,8 +97,18 @@ func runDev(args []string) error {
 	c.register(fs, "text")
 	edgeAddr := fs.String("edge-addr", "127.0.0.1:8081", "listen address of the edge that serves the sites")
 	imagesDir := fs.String("images-dir", images.DefaultDir(), "image cache filled by `make images`")
+	stop := fs.Bool("stop", false, "stop the sites, MariaDB and containerd left running by an earlier `sandboxd dev` on this data dir, and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *stop {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := agent.StopEverything(ctx, filepath.Join(c.cfg.DataDir, "agent")); err != nil {
+			return err
+		}
+		fmt.Println("stopped; data kept in", c.cfg.DataDir)
+		return nil
 	}
 	_, port, err := net.SplitHostPort(*edgeAddr)
 	if err != nil {
@@ -136,6 +146,14 @@ func runDev(args []string) error {
 		return err
 	}
 	e.Start()
+	// Print the credentials only once a site can be created and served.
+	for _, ready := range []<-chan struct{}{a.Registered(), e.Ready()} {
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return errors.Join(fmt.Errorf("agent or edge did not come up: %w", ctx.Err()), e.Close(), a.Close(), s.Close())
+		}
+	}
 	fmt.Printf("SANDBOX_URL=%s\nSANDBOX_TOKEN=%s\n", s.URL(), token)
 	fmt.Fprintf(os.Stderr, "\nsandboxd dev is running: API %s, sites on %s (PHP %s); data in %s (the two lines above are kept in %s/%s).\n"+
 		"Create a site:\n  curl -s -X POST %s/api/app/sites -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' -d '{\"name\":\"My site\"}'\n\n",

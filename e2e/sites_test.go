@@ -1,0 +1,222 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/agenttest"
+	"github.com/sandboxd/sandboxd/agent/runtime"
+	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+)
+
+// devSystem is a running `sandboxd dev` with its API client.
+type devSystem struct {
+	dir, api, edge string
+	proc           *proc
+	owner          *st.Client
+}
+
+func startDev(t *testing.T, dir, api, edge string) *devSystem {
+	t.Helper()
+	p := start(t, nil, "dev", "--data-dir", dir, "--api-addr", api, "--edge-addr", edge, "--log-format", "json")
+	url := p.waitLine(t, "SANDBOX_URL=")
+	token := p.waitLine(t, "SANDBOX_TOKEN=")
+	return &devSystem{dir: dir, api: api, edge: edge, proc: p, owner: st.NewClient(t, url, token)}
+}
+
+func (d *devSystem) waitJob(t *testing.T, id string) map[string]any {
+	t.Helper()
+	var job map[string]any
+	st.WaitFor(t, 2*time.Minute, "job "+id, func() bool {
+		job = d.owner.Do("GET", "/api/app/jobs/"+id, nil).Must(t, 200).Get("job").(map[string]any)
+		return job["status"] == "succeeded" || job["status"] == "failed"
+	})
+	return job
+}
+
+// localhostClient resolves *.localhost to loopback, as browsers and curl
+// do (RFC 6761) and Go's resolver does not.
+var localhostClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+	DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err == nil && strings.HasSuffix(host, ".localhost") {
+			addr = net.JoinHostPort("127.0.0.1", port)
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	},
+}}
+
+func fetch(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := localhostClient.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestSiteEndToEnd is the first real sandbox: create through the API,
+// served by WordPress through the edge, signed in through a magic link in
+// a real browser, kept across a restart, and deleted without a trace.
+func TestSiteEndToEnd(t *testing.T) {
+	dir := filepath.Join(agenttest.ShortDir(t), "d")
+	api, edgeAddr := freeAddr(t), freeAddr(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := agent.StopEverything(ctx, filepath.Join(dir, "agent")); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	d := startDev(t, dir, api, edgeAddr)
+
+	// Bad input first: nothing is created.
+	for _, tc := range []struct {
+		body, code string
+	}{
+		{`{"phpVersion":"abc"}`, "invalid_request"},
+		{`{"phpVersion":"9.9"}`, "invalid_request"},
+		{`{"phpVersion":8.2}`, "invalid_request"},
+		{`{"phpVersion":"8.1"}`, "php_version_unavailable"},
+		{`{"name":"x","color":"red"}`, "invalid_request"},
+	} {
+		r := d.owner.Do("POST", "/api/app/sites", tc.body)
+		if r.Status != 400 || r.Code() != tc.code || r.Details()["field"] == nil {
+			t.Fatalf("%s: %d %s", tc.body, r.Status, r.Raw)
+		}
+	}
+	if n := len(d.owner.Do("GET", "/api/app/sites", nil).Must(t, 200).List("sites")); n != 0 {
+		t.Fatalf("bad requests left %d sites", n)
+	}
+
+	created := d.owner.Do("POST", "/api/app/sites", map[string]any{"name": "Launch Party"}).Must(t, 202)
+	id, url := created.Str("site.id"), created.Str("site.url")
+	if created.Str("site.status") != "creating" || !strings.HasSuffix(url, ".localhost:"+strings.Split(edgeAddr, ":")[1]) {
+		t.Fatalf("created: %s", created.Raw)
+	}
+	// Readiness is needed for a login link.
+	if r := d.owner.Do("POST", "/api/sites/"+id+"/magic-login", nil); r.Status == 400 {
+		if r.Code() != "invalid_request" || r.Details()["status"] != "creating" {
+			t.Fatalf("magic login while creating: %s", r.Raw)
+		}
+	}
+	if job := d.waitJob(t, created.Str("jobId")); job["status"] != "succeeded" {
+		t.Fatalf("create job: %v", job)
+	}
+	site := d.owner.Do("GET", "/api/app/sites/"+id, nil).Must(t, 200)
+	if site.Str("site.status") != "ready" || !strings.HasPrefix(site.Str("site.wordpressVersion"), "6.1") {
+		t.Fatalf("site: %s", site.Raw)
+	}
+	code, body := fetch(t, url+"/")
+	if code != 200 || !strings.Contains(body, "Launch Party") {
+		t.Fatalf("through the edge: %d %.300s", code, body)
+	}
+
+	t.Run("magic login in a browser", func(t *testing.T) {
+		link := d.owner.Do("POST", "/api/sites/"+id+"/magic-login", nil).Must(t, 200)
+		if link.Str("token") == "" || link.Str("expiresAt") == "" || !strings.HasPrefix(link.Str("url"), url) {
+			t.Fatalf("link: %s", link.Raw)
+		}
+		ctx, cancel := browser(t)
+		defer cancel()
+		loc, text := visit(t, ctx, link.Str("url"))
+		if !strings.Contains(loc, "/wp-admin/") || !strings.Contains(text, "Dashboard") {
+			t.Fatalf("landed at %s: %.300s", loc, text)
+		}
+		// The same link in another browser does not sign in.
+		ctx2, cancel2 := browser(t)
+		defer cancel2()
+		loc2, text2 := visit(t, ctx2, link.Str("url"))
+		if strings.Contains(loc2, "/wp-admin/") || !strings.Contains(text2, "already used") {
+			t.Fatalf("second use landed at %s: %.300s", loc2, text2)
+		}
+	})
+
+	t.Run("another workspace cannot reach the site", func(t *testing.T) {
+		if _, err := run(t, nil, "admin", "create-account", "--data-dir", dir, "--email", "eve@example.com", "--plan", "paid"); err != nil {
+			t.Fatal(err)
+		}
+		out, err := run(t, nil, "admin", "create-token", "--data-dir", dir, "--email", "eve@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		eve := st.NewClient(t, d.owner.Base, lastLine(out))
+		for _, r := range []*st.Response{
+			eve.Do("GET", "/api/app/sites/"+id, nil),
+			eve.Do("POST", "/api/sites/"+id+"/magic-login", nil),
+			eve.Do("DELETE", "/api/app/sites/"+id, nil),
+			eve.Do("POST", "/api/app/sites/"+id+"/reset", nil),
+		} {
+			if r.Status != 404 || r.Code() != "site_not_found" {
+				t.Fatalf("%d %s", r.Status, r.Raw)
+			}
+		}
+	})
+
+	// Restart: the sites keep being served. (Not a subtest: the restarted
+	// process must outlive it.)
+	d.proc.stop(t)
+	d = startDev(t, dir, api, edgeAddr)
+	st.WaitFor(t, 30*time.Second, "the site through the restarted edge", func() bool {
+		code, body := fetch(t, url+"/")
+		return code == 200 && strings.Contains(body, "Launch Party")
+	})
+
+	t.Run("delete leaves nothing", func(t *testing.T) {
+		del := d.owner.Do("DELETE", "/api/app/sites/"+id, nil).Must(t, 202)
+		if del.Str("site.status") != "deleting" {
+			t.Fatal(del.Raw)
+		}
+		if job := d.waitJob(t, del.Str("jobId")); job["status"] != "succeeded" {
+			t.Fatalf("delete job: %v", job)
+		}
+		if code, _ := fetch(t, url+"/"); code != 404 {
+			t.Fatalf("deleted site answers %d", code)
+		}
+		if r := d.owner.Do("DELETE", "/api/app/sites/"+id, nil); r.Status != 404 || r.Code() != "site_not_found" {
+			t.Fatalf("second delete: %d %s", r.Status, r.Raw)
+		}
+		agentDir := filepath.Join(dir, "agent")
+		if _, err := os.Stat(filepath.Join(agentDir, "sites", "fs", id)); !os.IsNotExist(err) {
+			t.Fatal("site files left behind")
+		}
+		dbName := "wp_" + strings.TrimPrefix(id, "site_")
+		pw, _ := os.ReadFile(filepath.Join(agentDir, "mariadb", "admin-password"))
+		port, _ := os.ReadFile(filepath.Join(agentDir, "mariadb", "port"))
+		c := mysql.NewConfig()
+		c.User, c.Passwd, c.Net, c.Addr = "sandboxd", strings.TrimSpace(string(pw)), "tcp", "127.0.0.1:"+strings.TrimSpace(string(port))
+		db, err := sql.Open("mysql", c.FormatDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var n int
+		if err := db.QueryRow("SELECT (SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?) + (SELECT COUNT(*) FROM mysql.user WHERE User = ?)", dbName, dbName).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Fatal("database or user left behind")
+		}
+		rt, err := runtime.Connect(filepath.Join(agentDir, "containerd", "containerd.sock"), agent.Namespace(agentDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rt.Close()
+		if ok, _ := rt.Exists(context.Background(), "wp-"+id); ok {
+			t.Fatal("container left behind")
+		}
+	})
+}
