@@ -22,12 +22,15 @@ build: deps
 images: deps
 	$(GO) run ./deploy/images
 
-# Starts control plane (single-node Raft) with its embedded defaults:
-# data in ./.data, API on 127.0.0.1:8080. Prints SANDBOX_URL and SANDBOX_TOKEN.
-run: build
+# Starts everything on this machine with its embedded defaults: control plane
+# (single-node Raft, data in ./.data, API on 127.0.0.1:8080), node agent
+# (containerd started if none runs, MariaDB) and edge (sites on
+# http://<slug>.localhost:8081). Prints SANDBOX_URL, SANDBOX_TOKEN and a curl
+# line that creates a site. Needs root (containerd).
+run: build images
 	./$(BIN) dev $(RUN_ARGS)
 
-test: deps
+test: deps images
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 

@@ -32,6 +32,9 @@ import (
 // Version is reported at registration.
 const Version = "0.1.0"
 
+// DefaultPHPVersion is imported before the agent registers.
+const DefaultPHPVersion = "8.2"
+
 // Config is one agent's configuration.
 type Config struct {
 	// NodeID names the node; default: kept in DataDir, made once.
@@ -144,9 +147,17 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := a.catalog.EnsureAll(ctx, a.rt); err != nil {
+	// The default runtime is imported now; the others in the background,
+	// so a first start is not held up by images nobody asked for yet (a
+	// site that needs one meanwhile waits for its import).
+	if _, err := a.catalog.PHP(ctx, a.rt, DefaultPHPVersion); err != nil && !errors.Is(err, images.ErrMissing) {
 		return nil, err
 	}
+	go func() {
+		if err := a.catalog.EnsureAll(context.Background(), a.rt); err != nil {
+			a.log.Warn("importing images", "err", err)
+		}
+	}()
 	if a.db, err = mariadb.Start(ctx, a.rt, mdb, filepath.Join(dir, "mariadb")); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 )
 
 // Entry is one image of deploy/images' catalog.json.
@@ -46,12 +47,15 @@ type Catalog struct {
 	// Overrides point a PHP version at an image reference an operator
 	// pulls from a registry instead of the local cache.
 	overrides map[string]string
+
+	mu      sync.Mutex
+	imports map[string]*sync.Mutex // one import at a time per image
 }
 
 // Load reads catalog.json from dir. A missing file gives an empty
 // catalogue: every lookup then names `make images`.
 func Load(dir string, overrides map[string]string) (*Catalog, error) {
-	c := &Catalog{dir: dir, entries: map[string]Entry{}, overrides: overrides}
+	c := &Catalog{dir: dir, entries: map[string]Entry{}, overrides: overrides, imports: map[string]*sync.Mutex{}}
 	b, err := os.ReadFile(filepath.Join(dir, "catalog.json"))
 	if errors.Is(err, os.ErrNotExist) {
 		return c, nil
@@ -118,6 +122,15 @@ func (c *Catalog) ensure(ctx context.Context, s Store, name, what string) (strin
 	// The recipe hash is part of the local name, so a rebuilt image is
 	// imported anew instead of the old one being reused.
 	ref := e.Ref + "-" + e.Hash
+	c.mu.Lock()
+	l, ok := c.imports[name]
+	if !ok {
+		l = &sync.Mutex{}
+		c.imports[name] = l
+	}
+	c.mu.Unlock()
+	l.Lock()
+	defer l.Unlock()
 	has, err := s.HasImage(ctx, ref)
 	if err != nil {
 		return "", err
@@ -138,10 +151,11 @@ func (c *Catalog) ensure(ctx context.Context, s Store, name, what string) (strin
 // EnsureAll imports every catalogued image that the store lacks, so the
 // first site of each version does not wait for an import.
 func (c *Catalog) EnsureAll(ctx context.Context, s Store) error {
+	var errs []error
 	for name, e := range c.entries {
 		if _, err := c.ensure(ctx, s, name, e.Name); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

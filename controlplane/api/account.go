@@ -92,10 +92,14 @@ func (a *API) usage(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
+	live, err := a.store.LiveSites(c.Account.ID)
+	if err != nil {
+		return err
+	}
 	return rest.JSON(w, http.StatusOK, usageResponse{Usage: Usage{
 		Plan:   c.Account.Plan,
 		Limits: a.cfg.Plans.For(c.Account.Plan),
-		Counts: map[string]int{plans.Workspaces: owned, plans.APITokens: len(toks)},
+		Counts: map[string]int{plans.Workspaces: owned, plans.APITokens: len(toks), plans.Sites: live},
 	}})
 }
 

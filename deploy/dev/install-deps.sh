@@ -24,6 +24,8 @@ have jq || need_apt+=(jq)
 have containerd || need_apt+=(containerd)
 have runc || need_apt+=(runc)
 have mmdebstrap || need_apt+=(mmdebstrap)
+# End-to-end tests open magic-login links in a real browser.
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 # Tests deliver invitation email to a real SMTP server.
 /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null || need_apt+=(python3-aiosmtpd)
 

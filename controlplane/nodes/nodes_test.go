@@ -1,0 +1,73 @@
+package nodes_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxd/sandboxd/controlplane/server"
+	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
+	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
+)
+
+// TestRegistrationHeartbeatsAndDownDetection drives the RegistryService
+// over real h2c Connect calls, the way an agent does.
+func TestRegistrationHeartbeatsAndDownDetection(t *testing.T) {
+	s := st.Single(t, st.Options{Configure: func(c *server.Config) { c.HeartbeatInterval = 50 * time.Millisecond }})
+	ctx := context.Background()
+	client := agentv1connect.NewRegistryServiceClient(rpcauth.Client(), s.URL(), connect.WithInterceptors(rpcauth.New(s.ClusterToken())))
+
+	bad := agentv1connect.NewRegistryServiceClient(rpcauth.Client(), s.URL(), connect.WithInterceptors(rpcauth.New("wrong")))
+	if _, err := bad.Register(ctx, connect.NewRequest(&agentv1.RegisterRequest{NodeId: "n1", Address: "http://x"})); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Fatalf("wrong token: %v", err)
+	}
+	if _, err := client.Register(ctx, connect.NewRequest(&agentv1.RegisterRequest{NodeId: "n1"})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("no address: %v", err)
+	}
+	hb, err := client.Heartbeat(ctx, connect.NewRequest(&agentv1.HeartbeatRequest{NodeId: "ghost"}))
+	if err != nil || !hb.Msg.Unknown {
+		t.Fatalf("unknown node: %v %v", hb, err)
+	}
+
+	resp, err := client.Register(ctx, connect.NewRequest(&agentv1.RegisterRequest{NodeId: "n1", Address: "http://127.0.0.1:1",
+		PhpVersions: []string{"8.2", "7.4"}, Capacity: &agentv1.Resources{MemoryMb: 4096, Sites: 20}}))
+	if err != nil || resp.Msg.HeartbeatIntervalMs != 50 {
+		t.Fatalf("register: %v %v", resp, err)
+	}
+	status := func() string {
+		n, _ := s.Node().Store().Node("n1")
+		if n == nil {
+			return ""
+		}
+		return n.Status
+	}
+	if status() != state.NodeReady {
+		t.Fatal(status())
+	}
+	// Heartbeats keep it ready for longer than the down timeout.
+	for i := 0; i < 12; i++ {
+		if _, err := client.Heartbeat(ctx, connect.NewRequest(&agentv1.HeartbeatRequest{NodeId: "n1"})); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if status() != state.NodeReady {
+		t.Fatal("marked down while heartbeating")
+	}
+	st.WaitFor(t, 10*time.Second, "the silent node to be marked down", func() bool { return status() == state.NodeDown })
+	cands, _ := s.Registry().Candidates()
+	if len(cands) != 1 || cands[0].Ready {
+		t.Fatalf("a down node is offered to the scheduler: %+v", cands)
+	}
+	if _, err := client.Heartbeat(ctx, connect.NewRequest(&agentv1.HeartbeatRequest{NodeId: "n1"})); err != nil {
+		t.Fatal(err)
+	}
+	if status() != state.NodeReady {
+		t.Fatal("a node that heartbeats again stays down")
+	}
+}
