@@ -38,8 +38,9 @@ test-short:
 	$(GO) test -count=1 ./...
 
 # Benchmarks report ratios against a baseline measured in the same run.
-bench: deps
+bench: deps images
 	$(GO) run ./bench/raftbench
+	$(GO) run ./bench/sitebench
 	@echo "scheduler: one placement over 1,000 simulated nodes"
 	@$(GO) test -run '^$$' -bench . ./scheduler | awk -f bench/ratios.awk
 

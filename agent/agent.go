@@ -88,6 +88,8 @@ type Agent struct {
 	// registered is closed after the first successful registration.
 	registered     chan struct{}
 	registeredOnce sync.Once
+	// imported is closed when the background image import has ended.
+	imported chan struct{}
 }
 
 // New starts everything but the control-plane loop: containerd, images,
@@ -125,7 +127,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		cfg.ContainerdSocket = daemon.SystemSocket
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "agent", "node_id", cfg.NodeID), done: make(chan struct{}),
-		registered: make(chan struct{})}
+		registered: make(chan struct{}), imported: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -154,6 +156,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	go func() {
+		defer close(a.imported)
 		if err := a.catalog.EnsureAll(context.Background(), a.rt); err != nil {
 			a.log.Warn("importing images", "err", err)
 		}
@@ -213,6 +216,10 @@ func persistent(path string) (string, error) {
 	id := fmt.Sprintf("node-%s-%s", sanitize(host), hex.EncodeToString(b))
 	return id, os.WriteFile(path, []byte(id), 0o600)
 }
+
+// ImagesImported is closed once every catalogued image is in containerd
+// (or failed to import, which is logged).
+func (a *Agent) ImagesImported() <-chan struct{} { return a.imported }
 
 // Registered is closed once the control plane has accepted this node.
 func (a *Agent) Registered() <-chan struct{} { return a.registered }

@@ -77,7 +77,9 @@ func New(cfg Config) (*Edge, error) {
 	e.transport = &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 64,
+		// A site serves with a handful of prefork workers, and an idle
+		// keep-alive connection holds one: keep no more idle than that.
+		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   false,
 	}

@@ -50,6 +50,7 @@ MaxSpareServers 3
 MaxRequestWorkers {{.Workers}}
 MaxConnectionsPerChild 2000
 KeepAlive On
+KeepAliveTimeout 2
 Timeout 60
 `))
 

@@ -56,9 +56,11 @@ func (m *Manager) Create(ctx context.Context, r CreateRequest) (*Site, error) {
 }
 
 func (m *Manager) provision(ctx context.Context, s *Site, wantWP string) error {
+	t0 := time.Now()
 	if err := m.writeFiles(s); err != nil {
 		return fmt.Errorf("site files: %w", err)
 	}
+	t1 := time.Now()
 	if err := m.cfg.DB.CreateSiteDatabase(ctx, s.DBName, s.DBUser, s.DBPassword); err != nil {
 		return err
 	}
@@ -66,12 +68,16 @@ func (m *Manager) provision(ctx context.Context, s *Site, wantWP string) error {
 	if err := m.save(s); err != nil {
 		return err
 	}
+	t2 := time.Now()
 	if err := m.cfg.Runtime.Run(ctx, m.spec(s)); err != nil {
 		return err
 	}
+	t3 := time.Now()
 	if err := m.waitReady(ctx, s); err != nil {
 		return err
 	}
+	m.log.Info("site provisioned", "site_id", s.ID, "files_ms", t1.Sub(t0).Milliseconds(), "database_ms", t2.Sub(t1).Milliseconds(),
+		"container_ms", t3.Sub(t2).Milliseconds(), "install_and_first_answer_ms", time.Since(t3).Milliseconds())
 	v, err := wordpressVersion(m.FS(s.ID))
 	if err != nil {
 		return err

@@ -1,0 +1,309 @@
+// Command sitebench measures the first real sandbox on this machine, in
+// one run, against baselines measured in the same run:
+//
+//   - create → first 200 through the edge (p50/p95 over -sites sites)
+//     next to the same provisioning steps called directly on the agent
+//     (database, files, container, install, first request), with no API,
+//     Raft, scheduler, job dispatch, RPC or edge in between;
+//   - requests/s of a WordPress page through the edge next to direct to
+//     the site's port;
+//   - idle memory per site, from the containers' cgroups.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/controlplane/server"
+	"github.com/sandboxd/sandboxd/edge"
+)
+
+func main() {
+	n := flag.Int("sites", 10, "sites per create measurement")
+	dur := flag.Duration("duration", 5*time.Second, "length of each throughput run")
+	conc := flag.Int("concurrency", 8, "concurrent clients in throughput runs")
+	flag.Parse()
+	if err := run(*n, *dur, *conc); err != nil {
+		fmt.Fprintln(os.Stderr, "sitebench:", err)
+		os.Exit(1)
+	}
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+type system struct {
+	srv   *server.Server
+	agent *agent.Agent
+	edge  *edge.Edge
+	token string
+	dir   string
+}
+
+func start(ctx context.Context) (*system, error) {
+	dir, err := os.MkdirTemp("/tmp", "sbx-bench-")
+	if err != nil {
+		return nil, err
+	}
+	edgeAddr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	_, port, _ := net.SplitHostPort(edgeAddr)
+	cfg := server.DefaultConfig()
+	cfg.DataDir, cfg.APIAddr = filepath.Join(dir, "cp"), "127.0.0.1:0"
+	cfg.SitePort, _ = strconv.Atoi(port)
+	log := slog.New(slog.DiscardHandler)
+	cfg.Logger = log
+	s, err := server.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Start(); err != nil {
+		return nil, err
+	}
+	if err := s.WaitLeader(ctx); err != nil {
+		return nil, err
+	}
+	token, err := s.EnsureDevOwner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a, err := agent.New(ctx, agent.Config{DataDir: filepath.Join(dir, "agent"), ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	a.Start()
+	<-a.Registered()
+	<-a.ImagesImported() // background imports would skew every figure
+	e, err := edge.New(edge.Config{ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Addr: edgeAddr, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	e.Start()
+	<-e.Ready()
+	return &system{srv: s, agent: a, edge: e, token: token, dir: dir}, nil
+}
+
+func (s *system) stop() {
+	s.edge.Close()
+	s.agent.Close()
+	s.srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_ = agent.StopEverything(ctx, filepath.Join(s.dir, "agent"))
+	_ = os.RemoveAll(s.dir)
+}
+
+var client = &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+// get sends a GET to addr with the Host header of the site.
+func get(addr, host string) (int, error) {
+	req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
+	req.Host = host
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func waitOK(addr, host string, deadline time.Duration) error {
+	end := time.Now().Add(deadline)
+	for time.Now().Before(end) {
+		if code, err := get(addr, host); err == nil && code == 200 {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("no 200 from %s for %s", host, addr)
+}
+
+func (s *system) api(method, path, body string) (map[string]any, error) {
+	req, _ := http.NewRequest(method, s.srv.URL()+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := jsonDecode(resp.Body, &out); err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		return nil, fmt.Errorf("%s %s: %d %v", method, path, resp.StatusCode, out)
+	}
+	return out, nil
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(p*float64(len(s)-1) + 0.5)
+	return s[i]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%6.0f ms", float64(d.Microseconds())/1000) }
+
+func run(n int, dur time.Duration, conc int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	sys, err := start(ctx)
+	if err != nil {
+		return err
+	}
+	defer sys.stop()
+	mgr := sys.agent.Sites()
+	edgeAddr := sys.edge.Addr()
+
+	// Warm-up: the first site pays one-off costs (page cache, opcache of
+	// the image files) that neither side should carry.
+	if _, err := mgr.Create(ctx, sites.CreateRequest{ID: "site_warmup0", Slug: "warmup", PHPVersion: "8.2", URL: "http://warmup.localhost",
+		AdminUser: "admin", AdminEmail: "a@example.com"}); err != nil {
+		return err
+	}
+	_, _ = mgr.Delete(ctx, "site_warmup0")
+
+	var base, full []time.Duration
+	var baseIDs []string
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("site_base%04d", i)
+		slug := fmt.Sprintf("base%d", i)
+		t0 := time.Now()
+		st, err := mgr.Create(ctx, sites.CreateRequest{ID: id, Slug: slug, PHPVersion: "8.2", URL: "http://" + slug + ".localhost",
+			AdminUser: "admin", AdminEmail: "a@example.com"})
+		if err != nil {
+			return err
+		}
+		if err := waitOK("127.0.0.1:"+strconv.Itoa(st.Port), slug+".localhost", time.Minute); err != nil {
+			return err
+		}
+		base = append(base, time.Since(t0))
+		baseIDs = append(baseIDs, id)
+	}
+	for _, id := range baseIDs {
+		if _, err := mgr.Delete(ctx, id); err != nil {
+			return err
+		}
+	}
+	var ids []string
+	var host, direct string
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		out, err := sys.api("POST", "/api/app/sites", `{"name":"Bench"}`)
+		if err != nil {
+			return err
+		}
+		site := out["site"].(map[string]any)
+		u := strings.TrimPrefix(site["url"].(string), "http://")
+		if err := waitOK(edgeAddr, u, time.Minute); err != nil {
+			return err
+		}
+		full = append(full, time.Since(t0))
+		ids = append(ids, site["id"].(string))
+		host = u
+	}
+	last := mgr.Get(ids[len(ids)-1])
+	direct = "127.0.0.1:" + strconv.Itoa(last.Port)
+
+	// Idle memory of the n sites, after they settle.
+	time.Sleep(5 * time.Second)
+	rss, usage, counted := idleMemory(agent.Namespace(filepath.Join(sys.dir, "agent")), ids)
+
+	// Idle keep-alive connections pin Apache prefork workers: close each
+	// run's connections before the next one, as separate clients would.
+	directRPS := throughput(direct, host, dur, conc)
+	client.CloseIdleConnections()
+	edgeRPS := throughput(edgeAddr, host, dur, conc)
+
+	fmt.Printf("sitebench: %d sites per measurement, PHP 8.2, WordPress %s\n", n, last.WordPressVersion)
+	fmt.Printf("  create → first 200, baseline (agent steps by hand): p50 %s  p95 %s\n", ms(pct(base, .5)), ms(pct(base, .95)))
+	fmt.Printf("  create → first 200, API → edge:                      p50 %s  p95 %s\n", ms(pct(full, .5)), ms(pct(full, .95)))
+	fmt.Printf("  ratio API/baseline:                                  p50 %6.2fx   p95 %6.2fx  (goal <= 1.5x)\n",
+		pct(full, .5).Seconds()/pct(base, .5).Seconds(), pct(full, .95).Seconds()/pct(base, .95).Seconds())
+	fmt.Printf("  WordPress home page, %d clients, %s: direct %7.1f req/s, through the edge %7.1f req/s, ratio %.2fx (goal >= 0.95x)\n",
+		conc, dur, directRPS, edgeRPS, edgeRPS/directRPS)
+	if counted > 0 {
+		fmt.Printf("  idle memory per site (%d sites, cgroup): rss %.1f MiB, usage incl. page cache %.1f MiB\n",
+			counted, rss/float64(counted)/(1<<20), usage/float64(counted)/(1<<20))
+	} else {
+		fmt.Println("  idle memory per site: cgroup memory files not found")
+	}
+	return nil
+}
+
+func throughput(addr, host string, dur time.Duration, conc int) float64 {
+	var n, bad atomic.Int64
+	end := time.Now().Add(dur)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < conc; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				code, err := get(addr, host)
+				if err == nil && code == 200 {
+					n.Add(1)
+				} else if bad.Add(1) == 1 {
+					fmt.Fprintf(os.Stderr, "sitebench: %s answered %d %v\n", addr, code, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(n.Load()) / time.Since(start).Seconds()
+}
+
+// idleMemory sums rss and usage of the sites' container cgroups (cgroup
+// v1 memory controller, /<namespace>/<container id>).
+func idleMemory(ns string, ids []string) (rss, usage float64, counted int) {
+	for _, id := range ids {
+		dir := filepath.Join("/sys/fs/cgroup/memory", ns, "wp-"+id)
+		stat, err := os.ReadFile(filepath.Join(dir, "memory.stat"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(stat), "\n") {
+			if v, ok := strings.CutPrefix(line, "total_rss "); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				rss += f
+			}
+		}
+		u, err := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes"))
+		if err == nil {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(string(u)), 64)
+			usage += f
+		}
+		counted++
+	}
+	return
+}
