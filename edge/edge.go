@@ -75,8 +75,8 @@ func New(cfg Config) (*Edge, error) {
 	empty := table{}
 	e.routes.Store(&empty)
 	e.transport = &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        1024,
+		DialContext:  (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns: 1024,
 		// A site serves with a handful of prefork workers, and an idle
 		// keep-alive connection holds one: keep no more idle than that.
 		MaxIdleConnsPerHost: 4,
