@@ -15,9 +15,10 @@ import (
 // with `sandboxd admin`, invite it, read the invitation from the outbox,
 // accept it, restart, and find everything (and the same token) again.
 func TestDevFirstStartRestartAndAdmin(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "data")
+	dir := devDataDir(t)
 	addr := freeAddr(t)
-	dev := start(t, nil, "dev", "--data-dir", dir, "--api-addr", addr)
+	edgeAddr := freeAddr(t)
+	dev := start(t, nil, "dev", "--data-dir", dir, "--api-addr", addr, "--edge-addr", edgeAddr)
 	url := dev.waitLine(t, "SANDBOX_URL=")
 	token := dev.waitLine(t, "SANDBOX_TOKEN=")
 	if url != "http://"+addr || !strings.HasPrefix(token, "sbx_") {
@@ -71,7 +72,7 @@ func TestDevFirstStartRestartAndAdmin(t *testing.T) {
 
 	// Restart: same URL, same token, same data.
 	dev.stop(t)
-	dev2 := start(t, nil, "dev", "--data-dir", dir, "--api-addr", addr)
+	dev2 := start(t, nil, "dev", "--data-dir", dir, "--api-addr", addr, "--edge-addr", edgeAddr)
 	if dev2.waitLine(t, "SANDBOX_URL=") != url || dev2.waitLine(t, "SANDBOX_TOKEN=") != token {
 		t.Fatal("restart printed a different URL or token")
 	}

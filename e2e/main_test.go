@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/agenttest"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 )
 
@@ -40,6 +42,23 @@ func TestMain(m *testing.M) {
 }
 
 func freeAddr(t *testing.T) string { return st.FreeAddr(t) }
+
+// devDataDir is a data dir for `sandboxd dev` whose sites, MariaDB and
+// containerd are stopped when the test ends (after the process, since
+// cleanups run last-registered first and this one is registered before
+// the process starts).
+func devDataDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(agenttest.ShortDir(t), "d")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := agent.StopEverything(ctx, filepath.Join(dir, "agent")); err != nil {
+			t.Errorf("stop the dev system's containers: %v", err)
+		}
+	})
+	return dir
+}
 
 // proc is a running sandboxd process whose output is collected.
 type proc struct {

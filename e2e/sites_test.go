@@ -15,7 +15,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sandboxd/sandboxd/agent"
-	"github.com/sandboxd/sandboxd/agent/agenttest"
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 )
@@ -72,15 +71,8 @@ func fetch(t *testing.T, url string) (int, string) {
 // served by WordPress through the edge, signed in through a magic link in
 // a real browser, kept across a restart, and deleted without a trace.
 func TestSiteEndToEnd(t *testing.T) {
-	dir := filepath.Join(agenttest.ShortDir(t), "d")
+	dir := devDataDir(t)
 	api, edgeAddr := freeAddr(t), freeAddr(t)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := agent.StopEverything(ctx, filepath.Join(dir, "agent")); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
 	d := startDev(t, dir, api, edgeAddr)
 
 	// Bad input first: nothing is created.

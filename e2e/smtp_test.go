@@ -27,8 +27,8 @@ func TestInvitationEmailThroughSMTP(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = smtpd.Process.Kill(); _ = smtpd.Wait() })
 
-	dir := filepath.Join(t.TempDir(), "data")
-	dev := start(t, nil, "dev", "--data-dir", dir, "--api-addr", freeAddr(t),
+	dir := devDataDir(t)
+	dev := start(t, nil, "dev", "--data-dir", dir, "--api-addr", freeAddr(t), "--edge-addr", freeAddr(t),
 		"--smtp-addr", smtpAddr, "--smtp-from", "sandboxd@example.test")
 	url := dev.waitLine(t, "SANDBOX_URL=")
 	owner := st.NewClient(t, url, dev.waitLine(t, "SANDBOX_TOKEN="))
