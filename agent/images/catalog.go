@@ -104,6 +104,13 @@ type Store interface {
 // the cache into the store first if needed.
 func (c *Catalog) PHP(ctx context.Context, s Store, version string) (string, error) {
 	if ref, ok := c.overrides[version]; ok {
+		has, err := s.HasImage(ctx, ref)
+		if err != nil {
+			return "", err
+		}
+		if !has {
+			return "", fmt.Errorf("%w: the image %s configured for PHP %s is not in containerd; pull or import it into the agent's namespace first", ErrMissing, ref, version)
+		}
 		return ref, nil
 	}
 	return c.ensure(ctx, s, "php-"+version, "PHP "+version)

@@ -18,6 +18,8 @@ const usage = `sandboxd: self-hostable disposable WordPress sandboxes
 Usage:
   sandboxd dev     [flags]   run everything on this machine (embedded defaults)
   sandboxd server  [flags]   run a control-plane server (Raft member)
+  sandboxd agent   [flags]   run a node agent (sites on containerd) for a control plane
+  sandboxd edge    [flags]   run an edge proxy that serves the sites
   sandboxd admin   COMMAND   operator commands against a running server
   sandboxd version
 
@@ -35,6 +37,10 @@ func main() {
 		err = runDev(args)
 	case "server":
 		err = runServer(args)
+	case "agent":
+		err = runAgent(args)
+	case "edge":
+		err = runEdge(args)
 	case "admin":
 		err = runAdmin(args, os.Stdout)
 	case "version":

@@ -62,8 +62,13 @@ func TestSitesAPIWithoutAgents(t *testing.T) {
 	if reason, _ := got["failureReason"].(string); !strings.Contains(reason, "creating the site") {
 		t.Fatalf("failure reason: %v", got)
 	}
-	job := alice.Do("GET", "/api/app/jobs/"+created.Str("jobId"), nil).Must(t, 200)
-	if job.Str("job.status") != "failed" || job.Str("job.error.code") != "node_unavailable" || job.Str("job.siteId") != id {
+	// The site records the failure before the job ends.
+	var job *st.Response
+	st.WaitFor(t, 20*time.Second, "the job to end", func() bool {
+		job = alice.Do("GET", "/api/app/jobs/"+created.Str("jobId"), nil).Must(t, 200)
+		return job.Str("job.status") == "failed"
+	})
+	if job.Str("job.error.code") != "node_unavailable" || job.Str("job.siteId") != id {
 		t.Fatalf("job: %s", job.Raw)
 	}
 	// Readiness is needed for reset and login links.

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/images"
+	"github.com/sandboxd/sandboxd/edge"
+)
+
+// runAgent runs a node agent against a control plane.
+func runAgent(args []string) error {
+	fs := flag.NewFlagSet("sandboxd agent", flag.ContinueOnError)
+	var cfg agent.Config
+	var logFormat, logLevel, labels, phpImages string
+	fs.StringVar(&cfg.ControlPlane, "control-plane", "http://127.0.0.1:8080", "API URL of any control-plane server")
+	fs.StringVar(&cfg.ClusterToken, "cluster-token", os.Getenv("SANDBOXD_CLUSTER_TOKEN"), "cluster token (or SANDBOXD_CLUSTER_TOKEN)")
+	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/sandboxd/agent", "directory for sites, MariaDB and (if started here) containerd")
+	fs.StringVar(&cfg.NodeID, "node-id", "", "node id (default: made once and kept in the data dir)")
+	fs.StringVar(&cfg.ListenAddr, "listen-addr", "127.0.0.1:8090", "listen address of the AgentService")
+	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", "", "AgentService URL the control plane dials (default http://<listen-addr>)")
+	fs.StringVar(&cfg.BackendHost, "backend-host", "127.0.0.1", "address edges use to reach this node's sites")
+	fs.StringVar(&cfg.ContainerdSocket, "containerd-socket", "/run/containerd/containerd.sock", "containerd to use; one is started under the data dir when none answers")
+	fs.StringVar(&cfg.ImagesDir, "images-dir", images.DefaultDir(), "image cache filled by `make images`")
+	fs.StringVar(&phpImages, "php-image", "", "comma-separated VERSION=REF pairs pointing PHP versions at images already in containerd")
+	fs.StringVar(&labels, "labels", "", "comma-separated key=value labels sites can be constrained to")
+	fs.Int64Var(&cfg.MemoryMB, "memory-mb", 0, "memory offered to sites (0: unlimited)")
+	fs.IntVar(&cfg.MaxSites, "max-sites", 0, "most sites this node takes (0: unlimited)")
+	fs.StringVar(&logFormat, "log-format", "json", "log format: text or json")
+	fs.StringVar(&logLevel, "log-level", "info", "log level")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	if cfg.Labels, err = pairs(labels); err != nil {
+		return fmt.Errorf("--labels: %w", err)
+	}
+	if cfg.ImageOverrides, err = pairs(phpImages); err != nil {
+		return fmt.Errorf("--php-image: %w", err)
+	}
+	if cfg.Logger, err = newLogger(os.Stderr, logFormat, logLevel); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	a, err := agent.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	a.Start()
+	fmt.Printf("sandboxd agent: AgentService %s, control plane %s\n", a.URL(), cfg.ControlPlane)
+	waitSignal()
+	return a.Close()
+}
+
+// runEdge runs an edge proxy against a control plane.
+func runEdge(args []string) error {
+	fs := flag.NewFlagSet("sandboxd edge", flag.ContinueOnError)
+	var cfg edge.Config
+	var logFormat, logLevel string
+	fs.StringVar(&cfg.ControlPlane, "control-plane", "http://127.0.0.1:8080", "API URL of any control-plane server")
+	fs.StringVar(&cfg.ClusterToken, "cluster-token", os.Getenv("SANDBOXD_CLUSTER_TOKEN"), "cluster token (or SANDBOXD_CLUSTER_TOKEN)")
+	fs.StringVar(&cfg.ID, "id", "", "edge id in the control plane's logs (default: hostname)")
+	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8081", "HTTP listen address")
+	fs.StringVar(&cfg.TLSAddr, "tls-addr", "", "HTTPS listen address (needs --tls-cert and --tls-key)")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "certificate (PEM) for the sandbox domain, e.g. a wildcard")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key (PEM) of --tls-cert")
+	fs.StringVar(&logFormat, "log-format", "json", "log format: text or json")
+	fs.StringVar(&logLevel, "log-level", "info", "log level")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if cfg.TLSAddr != "" && (cfg.TLSCertFile == "" || cfg.TLSKeyFile == "") {
+		return fmt.Errorf("--tls-addr needs --tls-cert and --tls-key")
+	}
+	if cfg.ID == "" {
+		cfg.ID, _ = os.Hostname()
+	}
+	var err error
+	if cfg.Logger, err = newLogger(os.Stderr, logFormat, logLevel); err != nil {
+		return err
+	}
+	e, err := edge.New(cfg)
+	if err != nil {
+		return err
+	}
+	e.Start()
+	fmt.Printf("sandboxd edge: http %s", e.Addr())
+	if e.TLSAddr() != "" {
+		fmt.Printf(", https %s", e.TLSAddr())
+	}
+	fmt.Println()
+	waitSignal()
+	return e.Close()
+}
+
+func pairs(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("%q is not key=value", p)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
