@@ -6,39 +6,25 @@ package images
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"github.com/sandboxd/sandboxd/internal/imagecache"
 )
 
-// Entry is one image of deploy/images' catalog.json.
-type Entry struct {
-	Name       string `json:"name"`
-	Ref        string `json:"ref"`
-	PHPVersion string `json:"phpVersion,omitempty"`
-	Hash       string `json:"hash"`
-	File       string `json:"file"`
-}
+// Entry is one image of the cache's catalog.json.
+type Entry = imagecache.Entry
 
 // ErrMissing is returned when an image is neither in containerd nor in
 // the image cache.
 var ErrMissing = errors.New("image missing")
 
-// DefaultDir is the image cache `make images` fills, as deploy/images
-// chooses it: SANDBOXD_IMAGES_DIR, else the user cache dir.
-func DefaultDir() string {
-	if d := os.Getenv("SANDBOXD_IMAGES_DIR"); d != "" {
-		return d
-	}
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "sandboxd", "images")
-	}
-	return filepath.Join(os.TempDir(), "sandboxd-images")
-}
+// DefaultDir is the image cache `make images` fills.
+func DefaultDir() string { return imagecache.DefaultDir() }
 
 // Catalog maps PHP versions (and "mariadb") to images.
 type Catalog struct {
@@ -56,18 +42,9 @@ type Catalog struct {
 // catalogue: every lookup then names `make images`.
 func Load(dir string, overrides map[string]string) (*Catalog, error) {
 	c := &Catalog{dir: dir, entries: map[string]Entry{}, overrides: overrides, imports: map[string]*sync.Mutex{}}
-	b, err := os.ReadFile(filepath.Join(dir, "catalog.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return c, nil
-	}
+	file, err := imagecache.Read(dir)
 	if err != nil {
-		return nil, fmt.Errorf("read image catalogue: %w", err)
-	}
-	var file struct {
-		Images []Entry `json:"images"`
-	}
-	if err := json.Unmarshal(b, &file); err != nil {
-		return nil, fmt.Errorf("image catalogue %s: %w", dir, err)
+		return nil, err
 	}
 	for _, e := range file.Images {
 		c.entries[e.Name] = e

@@ -130,12 +130,18 @@ func (r *Runners) create(ctx context.Context, j *state.Job, progress func(int)) 
 		}
 		return r.fail(ctx, s, state.SiteCreating, failure("creating the site", err))
 	}
+	return r.ready(ctx, s, resp.Msg)
+}
+
+// ready records that the agent has the site serving. A site deleted
+// meanwhile stays deleted: its delete job cleans up on the node.
+func (r *Runners) ready(ctx context.Context, s *state.Site, resp *agentv1.CreateSiteResponse) error {
 	empty := ""
-	_, err = r.Raft.Apply(ctx, fsm.UpdateSite{Update: state.SiteUpdate{ID: s.ID, Status: state.SiteReady,
-		Port: int(resp.Msg.Status.GetPort()), WordPressVersion: resp.Msg.WordpressVersion, FailureReason: &empty,
+	_, err := r.Raft.Apply(ctx, fsm.UpdateSite{Update: state.SiteUpdate{ID: s.ID, Status: state.SiteReady,
+		Port: int(resp.Status.GetPort()), WordPressVersion: resp.WordpressVersion, FailureReason: &empty,
 		At: r.now(), IfStatus: state.SiteCreating}})
 	if errors.Is(err, state.ErrConflict) {
-		return nil // deleted meanwhile: the delete job cleans up
+		return nil
 	}
 	return err
 }
@@ -178,14 +184,7 @@ func (r *Runners) reset(ctx context.Context, j *state.Job, _ func(int)) error {
 		}
 		return r.fail(ctx, s, state.SiteCreating, failure("resetting the site", err))
 	}
-	empty := ""
-	_, err = r.Raft.Apply(ctx, fsm.UpdateSite{Update: state.SiteUpdate{ID: s.ID, Status: state.SiteReady,
-		Port: int(resp.Msg.Status.GetPort()), WordPressVersion: resp.Msg.WordpressVersion, FailureReason: &empty,
-		At: r.now(), IfStatus: state.SiteCreating}})
-	if errors.Is(err, state.ErrConflict) {
-		return nil
-	}
-	return err
+	return r.ready(ctx, s, resp.Msg)
 }
 
 // Expire deletes sites whose expiresAt has passed. It is a leader hook;
