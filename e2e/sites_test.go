@@ -213,3 +213,37 @@ func TestSiteEndToEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestTwoDevInstancesSideBySide runs two `sandboxd dev` on one machine
+// with their own data dirs and ports: each serves its own site, and
+// stopping one leaves the other's site alone.
+func TestTwoDevInstancesSideBySide(t *testing.T) {
+	dirA, dirB := devDataDir(t), devDataDir(t)
+	a := startDev(t, dirA, freeAddr(t), freeAddr(t))
+	b := startDev(t, dirB, freeAddr(t), freeAddr(t))
+	create := func(d *devSystem, name string) string {
+		r := d.owner.Do("POST", "/api/app/sites", map[string]string{"name": name}).Must(t, 202)
+		if job := d.waitJob(t, r.Str("jobId")); job["status"] != "succeeded" {
+			t.Fatalf("%s: %v", name, job)
+		}
+		return r.Str("site.url")
+	}
+	urlA, urlB := create(a, "Alpha Instance"), create(b, "Beta Instance")
+	for url, want := range map[string]string{urlA: "Alpha Instance", urlB: "Beta Instance"} {
+		if code, body := fetch(t, url+"/"); code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("%s: %d", url, code)
+		}
+	}
+	// Each edge knows only its own sites.
+	hostB := strings.TrimPrefix(urlB, "http://")
+	if code, _ := fetch(t, "http://"+strings.Split(hostB, ":")[0]+":"+strings.Split(a.edge, ":")[1]+"/"); code != 404 {
+		t.Fatalf("instance A's edge serves B's site: %d", code)
+	}
+	b.proc.stop(t)
+	if _, err := run(t, nil, "dev", "--stop", "--data-dir", dirB); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := fetch(t, urlA+"/"); code != 200 || !strings.Contains(body, "Alpha Instance") {
+		t.Fatalf("stopping B took A's site down: %d", code)
+	}
+}
