@@ -75,18 +75,23 @@ func (c *Catalog) PHPVersions() []string {
 type Store interface {
 	HasImage(ctx context.Context, ref string) (bool, error)
 	ImportImage(ctx context.Context, ref, archive string) error
+	PullImage(ctx context.Context, ref string) error
 }
 
 // PHP returns the image reference for a PHP version, importing it from
 // the cache into the store first if needed.
 func (c *Catalog) PHP(ctx context.Context, s Store, version string) (string, error) {
 	if ref, ok := c.overrides[version]; ok {
+		l := c.importLock("override-" + version)
+		defer l.Unlock()
 		has, err := s.HasImage(ctx, ref)
 		if err != nil {
 			return "", err
 		}
 		if !has {
-			return "", fmt.Errorf("%w: the image %s configured for PHP %s is not in containerd; pull or import it into the agent's namespace first", ErrMissing, ref, version)
+			if err := s.PullImage(ctx, ref); err != nil {
+				return "", fmt.Errorf("%w: the image %s configured for PHP %s: %w", ErrMissing, ref, version, err)
+			}
 		}
 		return ref, nil
 	}
@@ -106,14 +111,7 @@ func (c *Catalog) ensure(ctx context.Context, s Store, name, what string) (strin
 	// The recipe hash is part of the local name, so a rebuilt image is
 	// imported anew instead of the old one being reused.
 	ref := e.Ref + "-" + e.Hash
-	c.mu.Lock()
-	l, ok := c.imports[name]
-	if !ok {
-		l = &sync.Mutex{}
-		c.imports[name] = l
-	}
-	c.mu.Unlock()
-	l.Lock()
+	l := c.importLock(name)
 	defer l.Unlock()
 	has, err := s.HasImage(ctx, ref)
 	if err != nil {
@@ -130,6 +128,20 @@ func (c *Catalog) ensure(ctx context.Context, s Store, name, what string) (strin
 		return "", err
 	}
 	return ref, nil
+}
+
+// importLock serialises imports and pulls of one image; it returns the
+// lock held.
+func (c *Catalog) importLock(name string) *sync.Mutex {
+	c.mu.Lock()
+	l, ok := c.imports[name]
+	if !ok {
+		l = &sync.Mutex{}
+		c.imports[name] = l
+	}
+	c.mu.Unlock()
+	l.Lock()
+	return l
 }
 
 // EnsureAll imports every catalogued image that the store lacks, so the

@@ -11,6 +11,15 @@ import (
 type fakeStore struct {
 	has      map[string]bool
 	imported []string
+	pullable map[string]bool
+}
+
+func (f *fakeStore) PullImage(_ context.Context, ref string) error {
+	if !f.pullable[ref] {
+		return errors.New("not found in registry")
+	}
+	f.has[ref] = true
+	return nil
 }
 
 func (f *fakeStore) HasImage(_ context.Context, ref string) (bool, error) { return f.has[ref], nil }
@@ -40,7 +49,7 @@ func TestCatalog(t *testing.T) {
 	if v := c.PHPVersions(); len(v) != 3 || v[0] != "7.4" || v[2] != "8.3" {
 		t.Fatalf("versions %v", v)
 	}
-	s := &fakeStore{has: map[string]bool{}}
+	s := &fakeStore{has: map[string]bool{}, pullable: map[string]bool{}}
 	ctx := context.Background()
 	ref, err := c.PHP(ctx, s, "8.2")
 	if err != nil || ref != "sandboxd.local/php:8.2-h1" || len(s.imported) != 1 {
@@ -54,8 +63,8 @@ func TestCatalog(t *testing.T) {
 			t.Fatalf("%s: %v", v, err)
 		}
 	}
-	s.has["registry.example/php:8.3"] = true
-	if ref, err := c.PHP(ctx, s, "8.3"); err != nil || ref != "registry.example/php:8.3" {
+	s.pullable["registry.example/php:8.3"] = true
+	if ref, err := c.PHP(ctx, s, "8.3"); err != nil || ref != "registry.example/php:8.3" || !s.has[ref] {
 		t.Fatalf("override: %q %v", ref, err)
 	}
 	empty, err := Load(t.TempDir(), nil)

@@ -27,7 +27,7 @@ func runAgent(args []string) error {
 	fs.StringVar(&cfg.BackendHost, "backend-host", "127.0.0.1", "address edges use to reach this node's sites")
 	fs.StringVar(&cfg.ContainerdSocket, "containerd-socket", "/run/containerd/containerd.sock", "containerd to use; one is started under the data dir when none answers")
 	fs.StringVar(&cfg.ImagesDir, "images-dir", images.DefaultDir(), "image cache filled by `make images`")
-	fs.StringVar(&phpImages, "php-image", "", "comma-separated VERSION=REF pairs pointing PHP versions at images already in containerd")
+	fs.StringVar(&phpImages, "php-image", "", "comma-separated VERSION=REF pairs pointing PHP versions at registry images (pulled when missing; localhost registries over plain HTTP)")
 	fs.StringVar(&labels, "labels", "", "comma-separated key=value labels sites can be constrained to")
 	fs.Int64Var(&cfg.MemoryMB, "memory-mb", 0, "memory offered to sites (0: unlimited)")
 	fs.IntVar(&cfg.MaxSites, "max-sites", 0, "most sites this node takes (0: unlimited)")

@@ -24,6 +24,8 @@ have jq || need_apt+=(jq)
 have containerd || need_apt+=(containerd)
 have runc || need_apt+=(runc)
 have mmdebstrap || need_apt+=(mmdebstrap)
+# A test points a PHP version at an image in a local registry.
+[ -x /usr/bin/docker-registry ] || need_apt+=(docker-registry)
 # End-to-end tests open magic-login links in a real browser.
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 # Tests deliver invitation email to a real SMTP server.
