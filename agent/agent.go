@@ -6,6 +6,7 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -209,7 +211,7 @@ func persistent(path string) (string, error) {
 		return string(b), nil
 	}
 	b := make([]byte, 4)
-	if _, err := randRead(b); err != nil {
+	if _, err := rand.Read(b); err != nil {
 		return "", err
 	}
 	host, _ := os.Hostname()
@@ -223,6 +225,19 @@ func (a *Agent) ImagesImported() <-chan struct{} { return a.imported }
 
 // Registered is closed once the control plane has accepted this node.
 func (a *Agent) Registered() <-chan struct{} { return a.registered }
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() == 0 {
+		return "host"
+	}
+	return b.String()
+}
 
 // URL is the AgentService base URL.
 func (a *Agent) URL() string { return a.url }

@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -12,21 +10,6 @@ import (
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 )
-
-var randRead = rand.Read
-
-func sanitize(s string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(s) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
-			b.WriteRune(r)
-		}
-	}
-	if b.Len() == 0 {
-		return "host"
-	}
-	return b.String()
-}
 
 // loop registers, then heartbeats; it re-registers when the control plane
 // has forgotten the node, and retries with backoff while it is away.
