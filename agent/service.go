@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -114,4 +115,48 @@ func (v *service) CreateLoginToken(ctx context.Context, req *connect.Request[age
 		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&agentv1.CreateLoginTokenResponse{}), nil
+}
+
+func debugMsg(d sites.Debug) *agentv1.DebugSettings {
+	return &agentv1.DebugSettings{WpDebug: d.WPDebug, WpDebugLog: d.WPDebugLog, WpDebugDisplay: d.WPDebugDisplay, ScriptDebug: d.ScriptDebug}
+}
+
+func (v *service) GetDebug(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.DebugSettings], error) {
+	d, err := v.sites.GetDebug(req.Msg.SiteId)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(debugMsg(d)), nil
+}
+
+func (v *service) SetDebug(ctx context.Context, req *connect.Request[agentv1.SetDebugRequest]) (*connect.Response[agentv1.DebugSettings], error) {
+	m := req.Msg
+	d, err := v.sites.SetDebug(m.SiteId, sites.DebugPatch{WPDebug: m.WpDebug, WPDebugLog: m.WpDebugLog, WPDebugDisplay: m.WpDebugDisplay, ScriptDebug: m.ScriptDebug})
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(debugMsg(d)), nil
+}
+
+func (v *service) TailDebugLog(ctx context.Context, req *connect.Request[agentv1.TailDebugLogRequest]) (*connect.Response[agentv1.TailDebugLogResponse], error) {
+	n := int(req.Msg.Lines)
+	if n < 1 || n > 2000 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("lines must be 1..2000"))
+	}
+	exists, content, err := v.sites.TailDebugLog(ctx, req.Msg.SiteId, n)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	lines := int32(0)
+	if content != "" {
+		lines = int32(strings.Count(strings.TrimSuffix(content, "\n"), "\n") + 1)
+	}
+	return connect.NewResponse(&agentv1.TailDebugLogResponse{Exists: exists, Content: content, Lines: lines}), nil
+}
+
+func (v *service) TruncateDebugLog(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.TruncateDebugLogResponse], error) {
+	if err := v.sites.TruncateDebugLog(ctx, req.Msg.SiteId); err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&agentv1.TruncateDebugLogResponse{}), nil
 }

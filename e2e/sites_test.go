@@ -138,6 +138,41 @@ func TestSiteEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("debug log", func(t *testing.T) {
+		base := "/api/app/sites/" + id + "/debug"
+		if r := d.owner.Do("GET", base, nil).Must(t, 200); r.Get("debug.wpDebug") != false {
+			t.Fatal(r.Raw)
+		}
+		if r := d.owner.Do("GET", base+"/log", nil).Must(t, 200); r.Get("exists") != false || r.Str("content") != "" {
+			t.Fatalf("no log yet: %s", r.Raw)
+		}
+		set := d.owner.Do("PUT", base, map[string]bool{"wpDebug": true, "wpDebugLog": true}).Must(t, 200)
+		if set.Get("debug.wpDebug") != true || set.Get("debug.wpDebugLog") != true || set.Get("debug.wpDebugDisplay") != false {
+			t.Fatal(set.Raw)
+		}
+		// A page of the site that raises warnings.
+		page := filepath.Join(dir, "agent", "sites", "fs", id, "wordpress", "warn.php")
+		if err := os.WriteFile(page, []byte(`<?php require __DIR__.'/wp-load.php'; for ($i = 0; $i < 3; $i++) { trigger_error("sandbox-e2e-warning-$i", E_USER_WARNING); } echo 'ok';`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := fetch(t, url+"/warn.php"); code != 200 || strings.Contains(body, "sandbox-e2e-warning") {
+			t.Fatalf("warning page: %d %s", code, body)
+		}
+		log := d.owner.Do("GET", base+"/log", nil).Must(t, 200)
+		if log.Get("exists") != true || !strings.Contains(log.Str("content"), "sandbox-e2e-warning-2") || log.Get("lines").(float64) < 3 {
+			t.Fatalf("log: %s", log.Raw)
+		}
+		one := d.owner.Do("GET", base+"/log?lines=1", nil).Must(t, 200)
+		if one.Get("lines") != float64(1) || !strings.Contains(one.Str("content"), "sandbox-e2e-warning-2") {
+			t.Fatalf("last line: %s", one.Raw)
+		}
+		d.owner.Do("DELETE", base+"/log", nil).Must(t, 200)
+		if r := d.owner.Do("GET", base+"/log?lines=abc", nil).Must(t, 200); r.Str("content") != "" {
+			t.Fatalf("after truncate: %s", r.Raw)
+		}
+		d.owner.Do("PUT", base, map[string]bool{"wpDebug": false}).Must(t, 200)
+	})
+
 	t.Run("another workspace cannot reach the site", func(t *testing.T) {
 		if _, err := run(t, nil, "admin", "create-account", "--data-dir", dir, "--email", "eve@example.com", "--plan", "paid"); err != nil {
 			t.Fatal(err)

@@ -92,7 +92,14 @@ define('WP_HTTP_BLOCK_EXTERNAL', true);
 define('AUTOMATIC_UPDATER_DISABLED', true);
 define('WP_AUTO_UPDATE_CORE', false);
 define('FS_METHOD', 'direct');
-define('WP_DEBUG', false);
+// Debug constants come from a file the agent rewrites; read per request
+// (not through opcache), so a change applies at once.
+$sandbox_debug = json_decode((string) @file_get_contents('/srv/site/conf/debug.json'), true) ?: array();
+define('WP_DEBUG', !empty($sandbox_debug['wpDebug']));
+define('WP_DEBUG_LOG', !empty($sandbox_debug['wpDebugLog']));
+define('WP_DEBUG_DISPLAY', !empty($sandbox_debug['wpDebugDisplay']));
+define('SCRIPT_DEBUG', !empty($sandbox_debug['scriptDebug']));
+unset($sandbox_debug);
 if (!defined('ABSPATH')) {
     define('ABSPATH', __DIR__ . '/wordpress/');
 }

@@ -164,6 +164,9 @@ func (m *Manager) writeFiles(s *Site) error {
 			return err
 		}
 	}
+	if err := m.writeDebug(s); err != nil {
+		return err
+	}
 	if _, err := os.Stat(filepath.Join(fs, "state", "installed")); errors.Is(err, os.ErrNotExist) {
 		pw := secret.New("")
 		inst, _ := json.Marshal(map[string]string{"title": orDefault(s.Name, s.Slug), "user": s.AdminUser,

@@ -70,6 +70,14 @@ type Limits struct {
 	Pids     int64 `json:"pids"`
 }
 
+// Debug is WordPress's debug constants for a site.
+type Debug struct {
+	WPDebug        bool `json:"wpDebug"`
+	WPDebugLog     bool `json:"wpDebugLog"`
+	WPDebugDisplay bool `json:"wpDebugDisplay"`
+	ScriptDebug    bool `json:"scriptDebug"`
+}
+
 // DefaultLimits fit an idle WordPress (~40 MiB) with room for a busy one.
 var DefaultLimits = Limits{MemoryMB: 256, CPUMilli: 1000, Pids: 128}
 
@@ -103,6 +111,7 @@ type Site struct {
 	DBUser           string    `json:"dbUser"`
 	DBPassword       string    `json:"dbPassword"`
 	Limits           Limits    `json:"limits"`
+	Debug            Debug     `json:"debug"`
 	Stopped          bool      `json:"stopped"`
 	CreatedAt        time.Time `json:"createdAt"`
 }

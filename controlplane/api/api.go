@@ -314,5 +314,6 @@ func (a *API) Register(r *rest.Router) {
 	a.registerRoles(r)
 	a.registerJobs(r)
 	a.registerSites(r)
+	a.registerDebug(r)
 	a.registerAdmin(r)
 }

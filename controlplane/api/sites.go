@@ -288,16 +288,9 @@ func (a *API) resetSite(w http.ResponseWriter, req *http.Request) error {
 }
 
 func (a *API) magicLogin(w http.ResponseWriter, req *http.Request) error {
-	s, err := a.siteIn(req)
+	s, agent, err := a.readyAgent(req)
 	if err != nil {
 		return err
-	}
-	if s.Status != state.SiteReady {
-		return notReady(s)
-	}
-	agent, err := a.cfg.Nodes.Agent(s.NodeID)
-	if err != nil {
-		return apierr.Unavailable("the site's node is not reachable")
 	}
 	token := secret.New("")
 	sum := sha256.Sum256([]byte(token))
@@ -305,10 +298,7 @@ func (a *API) magicLogin(w http.ResponseWriter, req *http.Request) error {
 	_, err = agent.CreateLoginToken(req.Context(), connect.NewRequest(&agentv1.CreateLoginTokenRequest{
 		SiteId: s.ID, TokenHash: hex.EncodeToString(sum[:]), ExpiresUnix: expires.Unix()}))
 	if err != nil {
-		if connect.CodeOf(err) == connect.CodeNotFound {
-			return apierr.Unavailable("the site is not on its node yet")
-		}
-		return apierr.Unavailable("the site's node did not answer")
+		return agentError(err)
 	}
 	return rest.JSON(w, http.StatusOK, LoginLink{Token: token, URL: s.URL + "/?sandbox_login=" + token, ExpiresAt: expires})
 }

@@ -71,10 +71,23 @@ func TestSitesAPIWithoutAgents(t *testing.T) {
 	if job.Str("job.error.code") != "node_unavailable" || job.Str("job.siteId") != id {
 		t.Fatalf("job: %s", job.Raw)
 	}
-	// Readiness is needed for reset and login links.
-	for _, path := range []string{"/api/app/sites/" + id + "/reset", "/api/sites/" + id + "/magic-login"} {
-		if r := alice.Do("POST", path, nil).Must(t, 400); r.Details()["status"] != "failed" {
-			t.Fatalf("%s: %s", path, r.Raw)
+	// Readiness is needed for reset, login links and the debug tools.
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/api/app/sites/" + id + "/reset", ""}, {"POST", "/api/sites/" + id + "/magic-login", ""},
+		{"GET", "/api/app/sites/" + id + "/debug", ""}, {"PUT", "/api/app/sites/" + id + "/debug", `{"wpDebug":true}`},
+		{"GET", "/api/app/sites/" + id + "/debug/log", ""}, {"DELETE", "/api/app/sites/" + id + "/debug/log", ""},
+	} {
+		var body any
+		if c.body != "" {
+			body = c.body
+		}
+		if r := alice.Do(c.method, c.path, body).Must(t, 400); r.Details()["status"] != "failed" {
+			t.Fatalf("%s %s: %s", c.method, c.path, r.Raw)
+		}
+	}
+	for _, bad := range []string{`{"wpDebug":"yes"}`, `{"wpDebugg":true}`, `[]`} {
+		if r := alice.Do("PUT", "/api/app/sites/"+id+"/debug", bad).Must(t, 400); r.Code() != "invalid_request" {
+			t.Fatal(r.Raw)
 		}
 	}
 	if n := len(alice.Do("GET", "/api/app/sites", nil).Must(t, 200).List("sites")); n != 1 {

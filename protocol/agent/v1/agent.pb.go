@@ -1100,6 +1100,299 @@ func (*CreateLoginTokenResponse) Descriptor() ([]byte, []int) {
 	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
+type DebugSettings struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	WpDebug        bool                   `protobuf:"varint,1,opt,name=wp_debug,json=wpDebug,proto3" json:"wp_debug,omitempty"`
+	WpDebugLog     bool                   `protobuf:"varint,2,opt,name=wp_debug_log,json=wpDebugLog,proto3" json:"wp_debug_log,omitempty"`
+	WpDebugDisplay bool                   `protobuf:"varint,3,opt,name=wp_debug_display,json=wpDebugDisplay,proto3" json:"wp_debug_display,omitempty"`
+	ScriptDebug    bool                   `protobuf:"varint,4,opt,name=script_debug,json=scriptDebug,proto3" json:"script_debug,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DebugSettings) Reset() {
+	*x = DebugSettings{}
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DebugSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DebugSettings) ProtoMessage() {}
+
+func (x *DebugSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DebugSettings.ProtoReflect.Descriptor instead.
+func (*DebugSettings) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DebugSettings) GetWpDebug() bool {
+	if x != nil {
+		return x.WpDebug
+	}
+	return false
+}
+
+func (x *DebugSettings) GetWpDebugLog() bool {
+	if x != nil {
+		return x.WpDebugLog
+	}
+	return false
+}
+
+func (x *DebugSettings) GetWpDebugDisplay() bool {
+	if x != nil {
+		return x.WpDebugDisplay
+	}
+	return false
+}
+
+func (x *DebugSettings) GetScriptDebug() bool {
+	if x != nil {
+		return x.ScriptDebug
+	}
+	return false
+}
+
+type SetDebugRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	SiteId string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	// Only the fields set here change.
+	WpDebug        *bool `protobuf:"varint,2,opt,name=wp_debug,json=wpDebug,proto3,oneof" json:"wp_debug,omitempty"`
+	WpDebugLog     *bool `protobuf:"varint,3,opt,name=wp_debug_log,json=wpDebugLog,proto3,oneof" json:"wp_debug_log,omitempty"`
+	WpDebugDisplay *bool `protobuf:"varint,4,opt,name=wp_debug_display,json=wpDebugDisplay,proto3,oneof" json:"wp_debug_display,omitempty"`
+	ScriptDebug    *bool `protobuf:"varint,5,opt,name=script_debug,json=scriptDebug,proto3,oneof" json:"script_debug,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SetDebugRequest) Reset() {
+	*x = SetDebugRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetDebugRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetDebugRequest) ProtoMessage() {}
+
+func (x *SetDebugRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetDebugRequest.ProtoReflect.Descriptor instead.
+func (*SetDebugRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SetDebugRequest) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *SetDebugRequest) GetWpDebug() bool {
+	if x != nil && x.WpDebug != nil {
+		return *x.WpDebug
+	}
+	return false
+}
+
+func (x *SetDebugRequest) GetWpDebugLog() bool {
+	if x != nil && x.WpDebugLog != nil {
+		return *x.WpDebugLog
+	}
+	return false
+}
+
+func (x *SetDebugRequest) GetWpDebugDisplay() bool {
+	if x != nil && x.WpDebugDisplay != nil {
+		return *x.WpDebugDisplay
+	}
+	return false
+}
+
+func (x *SetDebugRequest) GetScriptDebug() bool {
+	if x != nil && x.ScriptDebug != nil {
+		return *x.ScriptDebug
+	}
+	return false
+}
+
+type TailDebugLogRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SiteId        string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	Lines         int32                  `protobuf:"varint,2,opt,name=lines,proto3" json:"lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TailDebugLogRequest) Reset() {
+	*x = TailDebugLogRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TailDebugLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TailDebugLogRequest) ProtoMessage() {}
+
+func (x *TailDebugLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TailDebugLogRequest.ProtoReflect.Descriptor instead.
+func (*TailDebugLogRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *TailDebugLogRequest) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *TailDebugLogRequest) GetLines() int32 {
+	if x != nil {
+		return x.Lines
+	}
+	return 0
+}
+
+type TailDebugLogResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Exists        bool                   `protobuf:"varint,1,opt,name=exists,proto3" json:"exists,omitempty"`
+	Content       string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	Lines         int32                  `protobuf:"varint,3,opt,name=lines,proto3" json:"lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TailDebugLogResponse) Reset() {
+	*x = TailDebugLogResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TailDebugLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TailDebugLogResponse) ProtoMessage() {}
+
+func (x *TailDebugLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TailDebugLogResponse.ProtoReflect.Descriptor instead.
+func (*TailDebugLogResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TailDebugLogResponse) GetExists() bool {
+	if x != nil {
+		return x.Exists
+	}
+	return false
+}
+
+func (x *TailDebugLogResponse) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *TailDebugLogResponse) GetLines() int32 {
+	if x != nil {
+		return x.Lines
+	}
+	return 0
+}
+
+type TruncateDebugLogResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TruncateDebugLogResponse) Reset() {
+	*x = TruncateDebugLogResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TruncateDebugLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TruncateDebugLogResponse) ProtoMessage() {}
+
+func (x *TruncateDebugLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TruncateDebugLogResponse.ProtoReflect.Descriptor instead.
+func (*TruncateDebugLogResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+}
+
 var File_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agent_v1_agent_proto_rawDesc = "" +
@@ -1186,7 +1479,32 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"user_login\x18\x04 \x01(\tR\tuserLogin\x12#\n" +
 	"\rredirect_path\x18\x05 \x01(\tR\fredirectPath\"\x1a\n" +
-	"\x18CreateLoginTokenResponse*\x9d\x01\n" +
+	"\x18CreateLoginTokenResponse\"\x99\x01\n" +
+	"\rDebugSettings\x12\x19\n" +
+	"\bwp_debug\x18\x01 \x01(\bR\awpDebug\x12 \n" +
+	"\fwp_debug_log\x18\x02 \x01(\bR\n" +
+	"wpDebugLog\x12(\n" +
+	"\x10wp_debug_display\x18\x03 \x01(\bR\x0ewpDebugDisplay\x12!\n" +
+	"\fscript_debug\x18\x04 \x01(\bR\vscriptDebug\"\x8c\x02\n" +
+	"\x0fSetDebugRequest\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x1e\n" +
+	"\bwp_debug\x18\x02 \x01(\bH\x00R\awpDebug\x88\x01\x01\x12%\n" +
+	"\fwp_debug_log\x18\x03 \x01(\bH\x01R\n" +
+	"wpDebugLog\x88\x01\x01\x12-\n" +
+	"\x10wp_debug_display\x18\x04 \x01(\bH\x02R\x0ewpDebugDisplay\x88\x01\x01\x12&\n" +
+	"\fscript_debug\x18\x05 \x01(\bH\x03R\vscriptDebug\x88\x01\x01B\v\n" +
+	"\t_wp_debugB\x0f\n" +
+	"\r_wp_debug_logB\x13\n" +
+	"\x11_wp_debug_displayB\x0f\n" +
+	"\r_script_debug\"D\n" +
+	"\x13TailDebugLogRequest\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x14\n" +
+	"\x05lines\x18\x02 \x01(\x05R\x05lines\"^\n" +
+	"\x14TailDebugLogResponse\x12\x16\n" +
+	"\x06exists\x18\x01 \x01(\bR\x06exists\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\x12\x14\n" +
+	"\x05lines\x18\x03 \x01(\x05R\x05lines\"\x1a\n" +
+	"\x18TruncateDebugLogResponse*\x9d\x01\n" +
 	"\tSiteState\x12\x1a\n" +
 	"\x16SITE_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SITE_STATE_CREATING\x10\x01\x12\x14\n" +
@@ -1197,7 +1515,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fRegistryService\x12S\n" +
 	"\bRegister\x12\".sandboxd.agent.v1.RegisterRequest\x1a#.sandboxd.agent.v1.RegisterResponse\x12V\n" +
 	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse\x12k\n" +
-	"\x10ReportSiteStatus\x12*.sandboxd.agent.v1.ReportSiteStatusRequest\x1a+.sandboxd.agent.v1.ReportSiteStatusResponse2\xd9\x04\n" +
+	"\x10ReportSiteStatus\x12*.sandboxd.agent.v1.ReportSiteStatusRequest\x1a+.sandboxd.agent.v1.ReportSiteStatusResponse2\xb3\a\n" +
 	"\fAgentService\x12Y\n" +
 	"\n" +
 	"CreateSite\x12$.sandboxd.agent.v1.CreateSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12F\n" +
@@ -1207,7 +1525,11 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"DeleteSite\x12\x1a.sandboxd.agent.v1.SiteRef\x1a%.sandboxd.agent.v1.DeleteSiteResponse\x12X\n" +
 	"\tResetSite\x12$.sandboxd.agent.v1.CreateSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12G\n" +
 	"\x04Exec\x12\x1e.sandboxd.agent.v1.ExecRequest\x1a\x1f.sandboxd.agent.v1.ExecResponse\x12k\n" +
-	"\x10CreateLoginToken\x12*.sandboxd.agent.v1.CreateLoginTokenRequest\x1a+.sandboxd.agent.v1.CreateLoginTokenResponseB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
+	"\x10CreateLoginToken\x12*.sandboxd.agent.v1.CreateLoginTokenRequest\x1a+.sandboxd.agent.v1.CreateLoginTokenResponse\x12H\n" +
+	"\bGetDebug\x12\x1a.sandboxd.agent.v1.SiteRef\x1a .sandboxd.agent.v1.DebugSettings\x12P\n" +
+	"\bSetDebug\x12\".sandboxd.agent.v1.SetDebugRequest\x1a .sandboxd.agent.v1.DebugSettings\x12_\n" +
+	"\fTailDebugLog\x12&.sandboxd.agent.v1.TailDebugLogRequest\x1a'.sandboxd.agent.v1.TailDebugLogResponse\x12[\n" +
+	"\x10TruncateDebugLog\x12\x1a.sandboxd.agent.v1.SiteRef\x1a+.sandboxd.agent.v1.TruncateDebugLogResponseB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -1222,7 +1544,7 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(SiteState)(0),                   // 0: sandboxd.agent.v1.SiteState
 	(*Resources)(nil),                // 1: sandboxd.agent.v1.Resources
@@ -1241,11 +1563,16 @@ var file_agent_v1_agent_proto_goTypes = []any{
 	(*ExecResponse)(nil),             // 14: sandboxd.agent.v1.ExecResponse
 	(*CreateLoginTokenRequest)(nil),  // 15: sandboxd.agent.v1.CreateLoginTokenRequest
 	(*CreateLoginTokenResponse)(nil), // 16: sandboxd.agent.v1.CreateLoginTokenResponse
-	nil,                              // 17: sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	(*DebugSettings)(nil),            // 17: sandboxd.agent.v1.DebugSettings
+	(*SetDebugRequest)(nil),          // 18: sandboxd.agent.v1.SetDebugRequest
+	(*TailDebugLogRequest)(nil),      // 19: sandboxd.agent.v1.TailDebugLogRequest
+	(*TailDebugLogResponse)(nil),     // 20: sandboxd.agent.v1.TailDebugLogResponse
+	(*TruncateDebugLogResponse)(nil), // 21: sandboxd.agent.v1.TruncateDebugLogResponse
+	nil,                              // 22: sandboxd.agent.v1.RegisterRequest.LabelsEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
 	1,  // 0: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
-	17, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	22, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
 	0,  // 2: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
 	1,  // 3: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
 	4,  // 4: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
@@ -1262,18 +1589,26 @@ var file_agent_v1_agent_proto_depIdxs = []int32{
 	10, // 15: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
 	13, // 16: sandboxd.agent.v1.AgentService.Exec:input_type -> sandboxd.agent.v1.ExecRequest
 	15, // 17: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	3,  // 18: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
-	6,  // 19: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
-	8,  // 20: sandboxd.agent.v1.RegistryService.ReportSiteStatus:output_type -> sandboxd.agent.v1.ReportSiteStatusResponse
-	11, // 21: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	4,  // 22: sandboxd.agent.v1.AgentService.StartSite:output_type -> sandboxd.agent.v1.SiteStatus
-	4,  // 23: sandboxd.agent.v1.AgentService.StopSite:output_type -> sandboxd.agent.v1.SiteStatus
-	12, // 24: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
-	11, // 25: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	14, // 26: sandboxd.agent.v1.AgentService.Exec:output_type -> sandboxd.agent.v1.ExecResponse
-	16, // 27: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	18, // [18:28] is the sub-list for method output_type
-	8,  // [8:18] is the sub-list for method input_type
+	9,  // 18: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
+	18, // 19: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
+	19, // 20: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
+	9,  // 21: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
+	3,  // 22: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
+	6,  // 23: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
+	8,  // 24: sandboxd.agent.v1.RegistryService.ReportSiteStatus:output_type -> sandboxd.agent.v1.ReportSiteStatusResponse
+	11, // 25: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	4,  // 26: sandboxd.agent.v1.AgentService.StartSite:output_type -> sandboxd.agent.v1.SiteStatus
+	4,  // 27: sandboxd.agent.v1.AgentService.StopSite:output_type -> sandboxd.agent.v1.SiteStatus
+	12, // 28: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
+	11, // 29: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	14, // 30: sandboxd.agent.v1.AgentService.Exec:output_type -> sandboxd.agent.v1.ExecResponse
+	16, // 31: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	17, // 32: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	17, // 33: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	20, // 34: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
+	21, // 35: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
+	22, // [22:36] is the sub-list for method output_type
+	8,  // [8:22] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
 	8,  // [8:8] is the sub-list for extension extendee
 	0,  // [0:8] is the sub-list for field type_name
@@ -1284,13 +1619,14 @@ func file_agent_v1_agent_proto_init() {
 	if File_agent_v1_agent_proto != nil {
 		return
 	}
+	file_agent_v1_agent_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

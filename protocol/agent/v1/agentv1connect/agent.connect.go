@@ -62,6 +62,16 @@ const (
 	// AgentServiceCreateLoginTokenProcedure is the fully-qualified name of the AgentService's
 	// CreateLoginToken RPC.
 	AgentServiceCreateLoginTokenProcedure = "/sandboxd.agent.v1.AgentService/CreateLoginToken"
+	// AgentServiceGetDebugProcedure is the fully-qualified name of the AgentService's GetDebug RPC.
+	AgentServiceGetDebugProcedure = "/sandboxd.agent.v1.AgentService/GetDebug"
+	// AgentServiceSetDebugProcedure is the fully-qualified name of the AgentService's SetDebug RPC.
+	AgentServiceSetDebugProcedure = "/sandboxd.agent.v1.AgentService/SetDebug"
+	// AgentServiceTailDebugLogProcedure is the fully-qualified name of the AgentService's TailDebugLog
+	// RPC.
+	AgentServiceTailDebugLogProcedure = "/sandboxd.agent.v1.AgentService/TailDebugLog"
+	// AgentServiceTruncateDebugLogProcedure is the fully-qualified name of the AgentService's
+	// TruncateDebugLog RPC.
+	AgentServiceTruncateDebugLogProcedure = "/sandboxd.agent.v1.AgentService/TruncateDebugLog"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -209,6 +219,15 @@ type AgentServiceClient interface {
 	Exec(context.Context, *connect.Request[v1.ExecRequest]) (*connect.Response[v1.ExecResponse], error)
 	// CreateLoginToken stores a one-time login token in the site.
 	CreateLoginToken(context.Context, *connect.Request[v1.CreateLoginTokenRequest]) (*connect.Response[v1.CreateLoginTokenResponse], error)
+	// GetDebug and SetDebug read and change WordPress's debug constants.
+	GetDebug(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.DebugSettings], error)
+	SetDebug(context.Context, *connect.Request[v1.SetDebugRequest]) (*connect.Response[v1.DebugSettings], error)
+	// TailDebugLog returns the last lines of wp-content/debug.log, read
+	// inside the site's container so the site's files can never point the
+	// agent elsewhere.
+	TailDebugLog(context.Context, *connect.Request[v1.TailDebugLogRequest]) (*connect.Response[v1.TailDebugLogResponse], error)
+	// TruncateDebugLog empties the log; a missing log is fine.
+	TruncateDebugLog(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.TruncateDebugLogResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -264,6 +283,30 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("CreateLoginToken")),
 			connect.WithClientOptions(opts...),
 		),
+		getDebug: connect.NewClient[v1.SiteRef, v1.DebugSettings](
+			httpClient,
+			baseURL+AgentServiceGetDebugProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("GetDebug")),
+			connect.WithClientOptions(opts...),
+		),
+		setDebug: connect.NewClient[v1.SetDebugRequest, v1.DebugSettings](
+			httpClient,
+			baseURL+AgentServiceSetDebugProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("SetDebug")),
+			connect.WithClientOptions(opts...),
+		),
+		tailDebugLog: connect.NewClient[v1.TailDebugLogRequest, v1.TailDebugLogResponse](
+			httpClient,
+			baseURL+AgentServiceTailDebugLogProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("TailDebugLog")),
+			connect.WithClientOptions(opts...),
+		),
+		truncateDebugLog: connect.NewClient[v1.SiteRef, v1.TruncateDebugLogResponse](
+			httpClient,
+			baseURL+AgentServiceTruncateDebugLogProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("TruncateDebugLog")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -276,6 +319,10 @@ type agentServiceClient struct {
 	resetSite        *connect.Client[v1.CreateSiteRequest, v1.CreateSiteResponse]
 	exec             *connect.Client[v1.ExecRequest, v1.ExecResponse]
 	createLoginToken *connect.Client[v1.CreateLoginTokenRequest, v1.CreateLoginTokenResponse]
+	getDebug         *connect.Client[v1.SiteRef, v1.DebugSettings]
+	setDebug         *connect.Client[v1.SetDebugRequest, v1.DebugSettings]
+	tailDebugLog     *connect.Client[v1.TailDebugLogRequest, v1.TailDebugLogResponse]
+	truncateDebugLog *connect.Client[v1.SiteRef, v1.TruncateDebugLogResponse]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -313,6 +360,26 @@ func (c *agentServiceClient) CreateLoginToken(ctx context.Context, req *connect.
 	return c.createLoginToken.CallUnary(ctx, req)
 }
 
+// GetDebug calls sandboxd.agent.v1.AgentService.GetDebug.
+func (c *agentServiceClient) GetDebug(ctx context.Context, req *connect.Request[v1.SiteRef]) (*connect.Response[v1.DebugSettings], error) {
+	return c.getDebug.CallUnary(ctx, req)
+}
+
+// SetDebug calls sandboxd.agent.v1.AgentService.SetDebug.
+func (c *agentServiceClient) SetDebug(ctx context.Context, req *connect.Request[v1.SetDebugRequest]) (*connect.Response[v1.DebugSettings], error) {
+	return c.setDebug.CallUnary(ctx, req)
+}
+
+// TailDebugLog calls sandboxd.agent.v1.AgentService.TailDebugLog.
+func (c *agentServiceClient) TailDebugLog(ctx context.Context, req *connect.Request[v1.TailDebugLogRequest]) (*connect.Response[v1.TailDebugLogResponse], error) {
+	return c.tailDebugLog.CallUnary(ctx, req)
+}
+
+// TruncateDebugLog calls sandboxd.agent.v1.AgentService.TruncateDebugLog.
+func (c *agentServiceClient) TruncateDebugLog(ctx context.Context, req *connect.Request[v1.SiteRef]) (*connect.Response[v1.TruncateDebugLogResponse], error) {
+	return c.truncateDebugLog.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -326,6 +393,15 @@ type AgentServiceHandler interface {
 	Exec(context.Context, *connect.Request[v1.ExecRequest]) (*connect.Response[v1.ExecResponse], error)
 	// CreateLoginToken stores a one-time login token in the site.
 	CreateLoginToken(context.Context, *connect.Request[v1.CreateLoginTokenRequest]) (*connect.Response[v1.CreateLoginTokenResponse], error)
+	// GetDebug and SetDebug read and change WordPress's debug constants.
+	GetDebug(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.DebugSettings], error)
+	SetDebug(context.Context, *connect.Request[v1.SetDebugRequest]) (*connect.Response[v1.DebugSettings], error)
+	// TailDebugLog returns the last lines of wp-content/debug.log, read
+	// inside the site's container so the site's files can never point the
+	// agent elsewhere.
+	TailDebugLog(context.Context, *connect.Request[v1.TailDebugLogRequest]) (*connect.Response[v1.TailDebugLogResponse], error)
+	// TruncateDebugLog empties the log; a missing log is fine.
+	TruncateDebugLog(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.TruncateDebugLogResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -377,6 +453,30 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("CreateLoginToken")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceGetDebugHandler := connect.NewUnaryHandler(
+		AgentServiceGetDebugProcedure,
+		svc.GetDebug,
+		connect.WithSchema(agentServiceMethods.ByName("GetDebug")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceSetDebugHandler := connect.NewUnaryHandler(
+		AgentServiceSetDebugProcedure,
+		svc.SetDebug,
+		connect.WithSchema(agentServiceMethods.ByName("SetDebug")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceTailDebugLogHandler := connect.NewUnaryHandler(
+		AgentServiceTailDebugLogProcedure,
+		svc.TailDebugLog,
+		connect.WithSchema(agentServiceMethods.ByName("TailDebugLog")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceTruncateDebugLogHandler := connect.NewUnaryHandler(
+		AgentServiceTruncateDebugLogProcedure,
+		svc.TruncateDebugLog,
+		connect.WithSchema(agentServiceMethods.ByName("TruncateDebugLog")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -393,6 +493,14 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceExecHandler.ServeHTTP(w, r)
 		case AgentServiceCreateLoginTokenProcedure:
 			agentServiceCreateLoginTokenHandler.ServeHTTP(w, r)
+		case AgentServiceGetDebugProcedure:
+			agentServiceGetDebugHandler.ServeHTTP(w, r)
+		case AgentServiceSetDebugProcedure:
+			agentServiceSetDebugHandler.ServeHTTP(w, r)
+		case AgentServiceTailDebugLogProcedure:
+			agentServiceTailDebugLogHandler.ServeHTTP(w, r)
+		case AgentServiceTruncateDebugLogProcedure:
+			agentServiceTruncateDebugLogHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -428,4 +536,20 @@ func (UnimplementedAgentServiceHandler) Exec(context.Context, *connect.Request[v
 
 func (UnimplementedAgentServiceHandler) CreateLoginToken(context.Context, *connect.Request[v1.CreateLoginTokenRequest]) (*connect.Response[v1.CreateLoginTokenResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.CreateLoginToken is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) GetDebug(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.DebugSettings], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.GetDebug is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) SetDebug(context.Context, *connect.Request[v1.SetDebugRequest]) (*connect.Response[v1.DebugSettings], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.SetDebug is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) TailDebugLog(context.Context, *connect.Request[v1.TailDebugLogRequest]) (*connect.Response[v1.TailDebugLogResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.TailDebugLog is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) TruncateDebugLog(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.TruncateDebugLogResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.TruncateDebugLog is not implemented"))
 }
