@@ -160,3 +160,11 @@ func (v *service) TruncateDebugLog(ctx context.Context, req *connect.Request[age
 	}
 	return connect.NewResponse(&agentv1.TruncateDebugLogResponse{}), nil
 }
+
+func (v *service) SetPHPConfig(ctx context.Context, req *connect.Request[agentv1.SetPHPConfigRequest]) (*connect.Response[agentv1.PHPConfig], error) {
+	settings, err := v.sites.SetPHPConfig(ctx, req.Msg.SiteId, req.Msg.Settings)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&agentv1.PHPConfig{Settings: settings}), nil
+}

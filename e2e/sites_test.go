@@ -173,6 +173,31 @@ func TestSiteEndToEnd(t *testing.T) {
 		d.owner.Do("PUT", base, map[string]bool{"wpDebug": false}).Must(t, 200)
 	})
 
+	t.Run("php.ini settings", func(t *testing.T) {
+		r := d.owner.Do("PUT", "/api/app/sites/"+id+"/php-config", map[string]any{"settings": map[string]any{
+			"memory_limit": "128m", "max_input_vars": 3000, "display_errors": "off"}}).Must(t, 202)
+		if r.Str("phpConfig.settings.memory_limit") != "128M" || r.Str("phpConfig.settings.display_errors") != "Off" {
+			t.Fatal(r.Raw)
+		}
+		if job := d.waitJob(t, r.Str("jobId")); job["status"] != "succeeded" {
+			t.Fatalf("job: %v", job)
+		}
+		page := filepath.Join(dir, "agent", "sites", "fs", id, "wordpress", "ini.php")
+		if err := os.WriteFile(page, []byte(`<?php echo ini_get('memory_limit'), ' ', ini_get('max_input_vars'), ' ', ini_get('upload_max_filesize');`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := fetch(t, url+"/ini.php"); code != 200 || body != "128M 3000 64M" {
+			t.Fatalf("PHP sees %d %q", code, body)
+		}
+		if code, body := fetch(t, url+"/"); code != 200 || !strings.Contains(body, "Launch Party") {
+			t.Fatal("the site stopped serving")
+		}
+		got := d.owner.Do("GET", "/api/app/sites/"+id+"/php-config", nil).Must(t, 200)
+		if got.Str("phpConfig.settings.max_input_vars") != "3000" || got.Str("phpConfig.settings.post_max_size") != "64M" {
+			t.Fatal(got.Raw)
+		}
+	})
+
 	t.Run("another workspace cannot reach the site", func(t *testing.T) {
 		if _, err := run(t, nil, "admin", "create-account", "--data-dir", dir, "--email", "eve@example.com", "--plan", "paid"); err != nil {
 			t.Fatal(err)

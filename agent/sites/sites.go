@@ -97,23 +97,24 @@ type CreateRequest struct {
 // Site is the agent's record of one site, kept outside the site's own
 // files so nothing running in the sandbox can change it.
 type Site struct {
-	ID               string    `json:"id"`
-	Slug             string    `json:"slug"`
-	Name             string    `json:"name"`
-	PHPVersion       string    `json:"phpVersion"`
-	WordPressVersion string    `json:"wordpressVersion"`
-	URL              string    `json:"url"`
-	AdminUser        string    `json:"adminUser"`
-	AdminEmail       string    `json:"adminEmail"`
-	Port             int       `json:"port"`
-	Image            string    `json:"image"`
-	DBName           string    `json:"dbName"`
-	DBUser           string    `json:"dbUser"`
-	DBPassword       string    `json:"dbPassword"`
-	Limits           Limits    `json:"limits"`
-	Debug            Debug     `json:"debug"`
-	Stopped          bool      `json:"stopped"`
-	CreatedAt        time.Time `json:"createdAt"`
+	ID               string            `json:"id"`
+	Slug             string            `json:"slug"`
+	Name             string            `json:"name"`
+	PHPVersion       string            `json:"phpVersion"`
+	WordPressVersion string            `json:"wordpressVersion"`
+	URL              string            `json:"url"`
+	AdminUser        string            `json:"adminUser"`
+	AdminEmail       string            `json:"adminEmail"`
+	Port             int               `json:"port"`
+	Image            string            `json:"image"`
+	DBName           string            `json:"dbName"`
+	DBUser           string            `json:"dbUser"`
+	DBPassword       string            `json:"dbPassword"`
+	Limits           Limits            `json:"limits"`
+	Debug            Debug             `json:"debug"`
+	PHPConfig        map[string]string `json:"phpConfig,omitempty"`
+	Stopped          bool              `json:"stopped"`
+	CreatedAt        time.Time         `json:"createdAt"`
 }
 
 // Config wires a Manager.

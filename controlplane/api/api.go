@@ -315,5 +315,6 @@ func (a *API) Register(r *rest.Router) {
 	a.registerJobs(r)
 	a.registerSites(r)
 	a.registerDebug(r)
+	a.registerPHPConfig(r)
 	a.registerAdmin(r)
 }

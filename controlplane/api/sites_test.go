@@ -85,6 +85,27 @@ func TestSitesAPIWithoutAgents(t *testing.T) {
 			t.Fatalf("%s %s: %s", c.method, c.path, r.Raw)
 		}
 	}
+	for _, tc := range []struct{ body, field string }{
+		{`{"settings":{"memory_limit":"2G"}}`, "settings.memory_limit"},
+		{`{"settings":{"memory_limit":"lots"}}`, "settings.memory_limit"},
+		{`{"settings":{"max_execution_time":1.5}}`, "settings.max_execution_time"},
+		{`{"settings":{"max_input_vars":5}}`, "settings.max_input_vars"},
+		{`{"settings":{"display_errors":"maybe"}}`, "settings.display_errors"},
+		{`{"settings":{"disable_functions":"exec"}}`, "settings.disable_functions"},
+		{`{"settings":{"memory_limit":"128M\nauto_prepend_file=/etc/passwd"}}`, "settings.memory_limit"},
+		{`{"settings":{"memory_limit":["128M"]}}`, "settings.memory_limit"},
+		{`{}`, "settings"},
+	} {
+		if r := alice.Do("PUT", "/api/app/sites/"+id+"/php-config", tc.body).Must(t, 400); r.Details()["field"] != tc.field {
+			t.Fatalf("%s: %s", tc.body, r.Raw)
+		}
+	}
+	if r := alice.Do("PUT", "/api/app/sites/"+id+"/php-config", `{"settings":{"memory_limit":"128m"}}`).Must(t, 400); r.Details()["status"] != "failed" {
+		t.Fatal(r.Raw)
+	}
+	if r := alice.Do("GET", "/api/app/sites/"+id+"/php-config", nil).Must(t, 200); r.Str("phpConfig.settings.memory_limit") != "256M" {
+		t.Fatal(r.Raw)
+	}
 	for _, bad := range []string{`{"wpDebug":"yes"}`, `{"wpDebugg":true}`, `[]`} {
 		if r := alice.Do("PUT", "/api/app/sites/"+id+"/debug", bad).Must(t, 400); r.Code() != "invalid_request" {
 			t.Fatal(r.Raw)

@@ -25,7 +25,14 @@ const (
 	CreateSite = "create_site"
 	DeleteSite = "delete_site"
 	ResetSite  = "reset_site"
+	// UpdatePHPConfig applies php.ini overrides; the site keeps serving.
+	UpdatePHPConfig = "update_php_config"
 )
+
+// PHPConfigPayload is what an update_php_config job carries.
+type PHPConfigPayload struct {
+	Settings map[string]string `json:"settings"`
+}
 
 // CreatePayload is what a create_site job carries besides the site row.
 type CreatePayload struct {
@@ -57,6 +64,7 @@ func (r *Runners) Register(d *jobs.Dispatcher) {
 	d.Register(CreateSite, jobs.RunnerFunc(r.create))
 	d.Register(DeleteSite, jobs.RunnerFunc(r.delete))
 	d.Register(ResetSite, jobs.RunnerFunc(r.reset))
+	d.Register(UpdatePHPConfig, jobs.RunnerFunc(r.phpConfig))
 }
 
 func (r *Runners) now() time.Time {
@@ -185,6 +193,32 @@ func (r *Runners) reset(ctx context.Context, j *state.Job, _ func(int)) error {
 		return r.fail(ctx, s, state.SiteCreating, failure("resetting the site", err))
 	}
 	return r.ready(ctx, s, resp.Msg)
+}
+
+func (r *Runners) phpConfig(ctx context.Context, j *state.Job, _ func(int)) error {
+	s, err := r.site(j)
+	if err != nil {
+		return err
+	}
+	var p PHPConfigPayload
+	if err := json.Unmarshal(j.Payload, &p); err != nil {
+		return fmt.Errorf("update_php_config payload: %w", err)
+	}
+	agent, err := r.Agents.Agent(s.NodeID)
+	if err != nil {
+		return &jobs.Failure{Code: "node_unavailable", Message: err.Error()}
+	}
+	if _, err := agent.SetPHPConfig(ctx, connect.NewRequest(&agentv1.SetPHPConfigRequest{SiteId: s.ID, JobId: j.ID, Settings: p.Settings})); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return failure("applying php.ini settings", err)
+	}
+	if p.Settings == nil {
+		p.Settings = map[string]string{}
+	}
+	_, err = r.Raft.Apply(ctx, fsm.UpdateSite{Update: state.SiteUpdate{ID: s.ID, PHPConfig: p.Settings, At: r.now()}})
+	return err
 }
 
 // Expire deletes sites whose expiresAt has passed. It is a leader hook;

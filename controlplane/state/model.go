@@ -191,8 +191,10 @@ type Site struct {
 	Port             int        `json:"port"`
 	ExpiresAt        *time.Time `json:"expiresAt"`
 	FailureReason    string     `json:"failureReason"`
-	CreatedAt        time.Time  `json:"createdAt"`
-	UpdatedAt        time.Time  `json:"updatedAt"`
+	// PHPConfig holds the php.ini overrides applied to the site.
+	PHPConfig map[string]string `json:"phpConfig,omitempty"`
+	CreatedAt time.Time         `json:"createdAt"`
+	UpdatedAt time.Time         `json:"updatedAt"`
 }
 
 // Node statuses.

@@ -107,14 +107,16 @@ func (t *Tx) CreateSite(site Site, q Quota) error {
 
 // SiteUpdate changes a site's lifecycle fields; empty fields stay.
 type SiteUpdate struct {
-	ID               string    `json:"id"`
-	Status           string    `json:"status,omitempty"`
-	NodeID           string    `json:"nodeId,omitempty"`
-	Port             int       `json:"port,omitempty"`
-	WordPressVersion string    `json:"wordpressVersion,omitempty"`
-	PHPVersion       string    `json:"phpVersion,omitempty"`
-	FailureReason    *string   `json:"failureReason,omitempty"`
-	At               time.Time `json:"at"`
+	ID               string  `json:"id"`
+	Status           string  `json:"status,omitempty"`
+	NodeID           string  `json:"nodeId,omitempty"`
+	Port             int     `json:"port,omitempty"`
+	WordPressVersion string  `json:"wordpressVersion,omitempty"`
+	PHPVersion       string  `json:"phpVersion,omitempty"`
+	FailureReason    *string `json:"failureReason,omitempty"`
+	// PHPConfig replaces the applied php.ini overrides when not nil.
+	PHPConfig map[string]string `json:"phpConfig,omitempty"`
+	At        time.Time         `json:"at"`
 	// IfStatus applies the update only while the site has this status, so
 	// a late report cannot resurrect a site being deleted.
 	IfStatus string `json:"ifStatus,omitempty"`
@@ -152,6 +154,9 @@ func (t *Tx) UpdateSite(u SiteUpdate) (*Site, error) {
 		}
 		if u.FailureReason != nil {
 			c.FailureReason = *u.FailureReason
+		}
+		if u.PHPConfig != nil {
+			c.PHPConfig = u.PHPConfig
 		}
 		c.UpdatedAt = u.At
 		out = &c

@@ -1393,6 +1393,110 @@ func (*TruncateDebugLogResponse) Descriptor() ([]byte, []int) {
 	return file_agent_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
+type SetPHPConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SiteId        string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Settings      map[string]string      `protobuf:"bytes,3,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPHPConfigRequest) Reset() {
+	*x = SetPHPConfigRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPHPConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPHPConfigRequest) ProtoMessage() {}
+
+func (x *SetPHPConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPHPConfigRequest.ProtoReflect.Descriptor instead.
+func (*SetPHPConfigRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SetPHPConfigRequest) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *SetPHPConfigRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SetPHPConfigRequest) GetSettings() map[string]string {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+type PHPConfig struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Settings      map[string]string      `protobuf:"bytes,1,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PHPConfig) Reset() {
+	*x = PHPConfig{}
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PHPConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PHPConfig) ProtoMessage() {}
+
+func (x *PHPConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PHPConfig.ProtoReflect.Descriptor instead.
+func (*PHPConfig) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PHPConfig) GetSettings() map[string]string {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
 var File_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agent_v1_agent_proto_rawDesc = "" +
@@ -1504,7 +1608,19 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x06exists\x18\x01 \x01(\bR\x06exists\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x14\n" +
 	"\x05lines\x18\x03 \x01(\x05R\x05lines\"\x1a\n" +
-	"\x18TruncateDebugLogResponse*\x9d\x01\n" +
+	"\x18TruncateDebugLogResponse\"\xd4\x01\n" +
+	"\x13SetPHPConfigRequest\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12P\n" +
+	"\bsettings\x18\x03 \x03(\v24.sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntryR\bsettings\x1a;\n" +
+	"\rSettingsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x01\n" +
+	"\tPHPConfig\x12F\n" +
+	"\bsettings\x18\x01 \x03(\v2*.sandboxd.agent.v1.PHPConfig.SettingsEntryR\bsettings\x1a;\n" +
+	"\rSettingsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x9d\x01\n" +
 	"\tSiteState\x12\x1a\n" +
 	"\x16SITE_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SITE_STATE_CREATING\x10\x01\x12\x14\n" +
@@ -1515,7 +1631,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fRegistryService\x12S\n" +
 	"\bRegister\x12\".sandboxd.agent.v1.RegisterRequest\x1a#.sandboxd.agent.v1.RegisterResponse\x12V\n" +
 	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse\x12k\n" +
-	"\x10ReportSiteStatus\x12*.sandboxd.agent.v1.ReportSiteStatusRequest\x1a+.sandboxd.agent.v1.ReportSiteStatusResponse2\xb3\a\n" +
+	"\x10ReportSiteStatus\x12*.sandboxd.agent.v1.ReportSiteStatusRequest\x1a+.sandboxd.agent.v1.ReportSiteStatusResponse2\x89\b\n" +
 	"\fAgentService\x12Y\n" +
 	"\n" +
 	"CreateSite\x12$.sandboxd.agent.v1.CreateSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12F\n" +
@@ -1529,7 +1645,8 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\bGetDebug\x12\x1a.sandboxd.agent.v1.SiteRef\x1a .sandboxd.agent.v1.DebugSettings\x12P\n" +
 	"\bSetDebug\x12\".sandboxd.agent.v1.SetDebugRequest\x1a .sandboxd.agent.v1.DebugSettings\x12_\n" +
 	"\fTailDebugLog\x12&.sandboxd.agent.v1.TailDebugLogRequest\x1a'.sandboxd.agent.v1.TailDebugLogResponse\x12[\n" +
-	"\x10TruncateDebugLog\x12\x1a.sandboxd.agent.v1.SiteRef\x1a+.sandboxd.agent.v1.TruncateDebugLogResponseB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
+	"\x10TruncateDebugLog\x12\x1a.sandboxd.agent.v1.SiteRef\x1a+.sandboxd.agent.v1.TruncateDebugLogResponse\x12T\n" +
+	"\fSetPHPConfig\x12&.sandboxd.agent.v1.SetPHPConfigRequest\x1a\x1c.sandboxd.agent.v1.PHPConfigB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -1544,7 +1661,7 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(SiteState)(0),                   // 0: sandboxd.agent.v1.SiteState
 	(*Resources)(nil),                // 1: sandboxd.agent.v1.Resources
@@ -1568,50 +1685,58 @@ var file_agent_v1_agent_proto_goTypes = []any{
 	(*TailDebugLogRequest)(nil),      // 19: sandboxd.agent.v1.TailDebugLogRequest
 	(*TailDebugLogResponse)(nil),     // 20: sandboxd.agent.v1.TailDebugLogResponse
 	(*TruncateDebugLogResponse)(nil), // 21: sandboxd.agent.v1.TruncateDebugLogResponse
-	nil,                              // 22: sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	(*SetPHPConfigRequest)(nil),      // 22: sandboxd.agent.v1.SetPHPConfigRequest
+	(*PHPConfig)(nil),                // 23: sandboxd.agent.v1.PHPConfig
+	nil,                              // 24: sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	nil,                              // 25: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	nil,                              // 26: sandboxd.agent.v1.PHPConfig.SettingsEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
 	1,  // 0: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
-	22, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	24, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
 	0,  // 2: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
 	1,  // 3: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
 	4,  // 4: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
 	4,  // 5: sandboxd.agent.v1.ReportSiteStatusRequest.status:type_name -> sandboxd.agent.v1.SiteStatus
 	1,  // 6: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
 	4,  // 7: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	2,  // 8: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
-	5,  // 9: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
-	7,  // 10: sandboxd.agent.v1.RegistryService.ReportSiteStatus:input_type -> sandboxd.agent.v1.ReportSiteStatusRequest
-	10, // 11: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
-	9,  // 12: sandboxd.agent.v1.AgentService.StartSite:input_type -> sandboxd.agent.v1.SiteRef
-	9,  // 13: sandboxd.agent.v1.AgentService.StopSite:input_type -> sandboxd.agent.v1.SiteRef
-	9,  // 14: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
-	10, // 15: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
-	13, // 16: sandboxd.agent.v1.AgentService.Exec:input_type -> sandboxd.agent.v1.ExecRequest
-	15, // 17: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	9,  // 18: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
-	18, // 19: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
-	19, // 20: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
-	9,  // 21: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
-	3,  // 22: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
-	6,  // 23: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
-	8,  // 24: sandboxd.agent.v1.RegistryService.ReportSiteStatus:output_type -> sandboxd.agent.v1.ReportSiteStatusResponse
-	11, // 25: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	4,  // 26: sandboxd.agent.v1.AgentService.StartSite:output_type -> sandboxd.agent.v1.SiteStatus
-	4,  // 27: sandboxd.agent.v1.AgentService.StopSite:output_type -> sandboxd.agent.v1.SiteStatus
-	12, // 28: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
-	11, // 29: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	14, // 30: sandboxd.agent.v1.AgentService.Exec:output_type -> sandboxd.agent.v1.ExecResponse
-	16, // 31: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	17, // 32: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	17, // 33: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	20, // 34: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
-	21, // 35: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
-	22, // [22:36] is the sub-list for method output_type
-	8,  // [8:22] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	25, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	26, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
+	2,  // 10: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
+	5,  // 11: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
+	7,  // 12: sandboxd.agent.v1.RegistryService.ReportSiteStatus:input_type -> sandboxd.agent.v1.ReportSiteStatusRequest
+	10, // 13: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
+	9,  // 14: sandboxd.agent.v1.AgentService.StartSite:input_type -> sandboxd.agent.v1.SiteRef
+	9,  // 15: sandboxd.agent.v1.AgentService.StopSite:input_type -> sandboxd.agent.v1.SiteRef
+	9,  // 16: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
+	10, // 17: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
+	13, // 18: sandboxd.agent.v1.AgentService.Exec:input_type -> sandboxd.agent.v1.ExecRequest
+	15, // 19: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	9,  // 20: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
+	18, // 21: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
+	19, // 22: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
+	9,  // 23: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
+	22, // 24: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
+	3,  // 25: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
+	6,  // 26: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
+	8,  // 27: sandboxd.agent.v1.RegistryService.ReportSiteStatus:output_type -> sandboxd.agent.v1.ReportSiteStatusResponse
+	11, // 28: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	4,  // 29: sandboxd.agent.v1.AgentService.StartSite:output_type -> sandboxd.agent.v1.SiteStatus
+	4,  // 30: sandboxd.agent.v1.AgentService.StopSite:output_type -> sandboxd.agent.v1.SiteStatus
+	12, // 31: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
+	11, // 32: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	14, // 33: sandboxd.agent.v1.AgentService.Exec:output_type -> sandboxd.agent.v1.ExecResponse
+	16, // 34: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	17, // 35: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	17, // 36: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	20, // 37: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
+	21, // 38: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
+	23, // 39: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
+	25, // [25:40] is the sub-list for method output_type
+	10, // [10:25] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_agent_proto_init() }
@@ -1626,7 +1751,7 @@ func file_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

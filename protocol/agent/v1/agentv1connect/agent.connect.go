@@ -72,6 +72,9 @@ const (
 	// AgentServiceTruncateDebugLogProcedure is the fully-qualified name of the AgentService's
 	// TruncateDebugLog RPC.
 	AgentServiceTruncateDebugLogProcedure = "/sandboxd.agent.v1.AgentService/TruncateDebugLog"
+	// AgentServiceSetPHPConfigProcedure is the fully-qualified name of the AgentService's SetPHPConfig
+	// RPC.
+	AgentServiceSetPHPConfigProcedure = "/sandboxd.agent.v1.AgentService/SetPHPConfig"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -228,6 +231,9 @@ type AgentServiceClient interface {
 	TailDebugLog(context.Context, *connect.Request[v1.TailDebugLogRequest]) (*connect.Response[v1.TailDebugLogResponse], error)
 	// TruncateDebugLog empties the log; a missing log is fine.
 	TruncateDebugLog(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.TruncateDebugLogResponse], error)
+	// SetPHPConfig replaces the site's php.ini overrides (validated by the
+	// control plane) and reloads the web server gracefully.
+	SetPHPConfig(context.Context, *connect.Request[v1.SetPHPConfigRequest]) (*connect.Response[v1.PHPConfig], error)
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -307,6 +313,12 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("TruncateDebugLog")),
 			connect.WithClientOptions(opts...),
 		),
+		setPHPConfig: connect.NewClient[v1.SetPHPConfigRequest, v1.PHPConfig](
+			httpClient,
+			baseURL+AgentServiceSetPHPConfigProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("SetPHPConfig")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -323,6 +335,7 @@ type agentServiceClient struct {
 	setDebug         *connect.Client[v1.SetDebugRequest, v1.DebugSettings]
 	tailDebugLog     *connect.Client[v1.TailDebugLogRequest, v1.TailDebugLogResponse]
 	truncateDebugLog *connect.Client[v1.SiteRef, v1.TruncateDebugLogResponse]
+	setPHPConfig     *connect.Client[v1.SetPHPConfigRequest, v1.PHPConfig]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -380,6 +393,11 @@ func (c *agentServiceClient) TruncateDebugLog(ctx context.Context, req *connect.
 	return c.truncateDebugLog.CallUnary(ctx, req)
 }
 
+// SetPHPConfig calls sandboxd.agent.v1.AgentService.SetPHPConfig.
+func (c *agentServiceClient) SetPHPConfig(ctx context.Context, req *connect.Request[v1.SetPHPConfigRequest]) (*connect.Response[v1.PHPConfig], error) {
+	return c.setPHPConfig.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -402,6 +420,9 @@ type AgentServiceHandler interface {
 	TailDebugLog(context.Context, *connect.Request[v1.TailDebugLogRequest]) (*connect.Response[v1.TailDebugLogResponse], error)
 	// TruncateDebugLog empties the log; a missing log is fine.
 	TruncateDebugLog(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.TruncateDebugLogResponse], error)
+	// SetPHPConfig replaces the site's php.ini overrides (validated by the
+	// control plane) and reloads the web server gracefully.
+	SetPHPConfig(context.Context, *connect.Request[v1.SetPHPConfigRequest]) (*connect.Response[v1.PHPConfig], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -477,6 +498,12 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("TruncateDebugLog")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceSetPHPConfigHandler := connect.NewUnaryHandler(
+		AgentServiceSetPHPConfigProcedure,
+		svc.SetPHPConfig,
+		connect.WithSchema(agentServiceMethods.ByName("SetPHPConfig")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -501,6 +528,8 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceTailDebugLogHandler.ServeHTTP(w, r)
 		case AgentServiceTruncateDebugLogProcedure:
 			agentServiceTruncateDebugLogHandler.ServeHTTP(w, r)
+		case AgentServiceSetPHPConfigProcedure:
+			agentServiceSetPHPConfigHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -552,4 +581,8 @@ func (UnimplementedAgentServiceHandler) TailDebugLog(context.Context, *connect.R
 
 func (UnimplementedAgentServiceHandler) TruncateDebugLog(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.TruncateDebugLogResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.TruncateDebugLog is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) SetPHPConfig(context.Context, *connect.Request[v1.SetPHPConfigRequest]) (*connect.Response[v1.PHPConfig], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.SetPHPConfig is not implemented"))
 }
