@@ -168,3 +168,23 @@ func (v *service) SetPHPConfig(ctx context.Context, req *connect.Request[agentv1
 	}
 	return connect.NewResponse(&agentv1.PHPConfig{Settings: settings}), nil
 }
+
+func (v *service) ListEmails(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.ListEmailsResponse], error) {
+	list, err := v.sites.ListEmails(ctx, req.Msg.SiteId)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	resp := &agentv1.ListEmailsResponse{}
+	for _, e := range list {
+		resp.Emails = append(resp.Emails, &agentv1.Email{Id: e.ID, From: e.From, To: e.To, Subject: e.Subject,
+			DateUnix: e.Date.Unix(), Text: e.Text, Html: e.HTML})
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (v *service) ClearEmails(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.ClearEmailsResponse], error) {
+	if err := v.sites.ClearEmails(ctx, req.Msg.SiteId); err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&agentv1.ClearEmailsResponse{}), nil
+}

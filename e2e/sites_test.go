@@ -198,6 +198,44 @@ func TestSiteEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("outgoing mail is captured", func(t *testing.T) {
+		base := "/api/app/sites/" + id + "/email"
+		// The install already sent one: WordPress's "New WordPress Site".
+		first := d.owner.Do("GET", base, nil).Must(t, 200).List("emails")
+		if len(first) != 1 || !strings.Contains(first[0]["subject"].(string), "New WordPress Site") {
+			t.Fatalf("install mail: %v", first)
+		}
+		d.owner.Do("DELETE", base, nil).Must(t, 200)
+		if r := d.owner.Do("GET", base, nil).Must(t, 200); len(r.List("emails")) != 0 {
+			t.Fatalf("after clearing: %s", r.Raw)
+		}
+		// A password-reset request makes WordPress send mail.
+		resp, err := localhostClient.PostForm(url+"/wp-login.php?action=lostpassword", map[string][]string{"user_login": {"admin"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		page := filepath.Join(dir, "agent", "sites", "fs", id, "wordpress", "mail.php")
+		if err := os.WriteFile(page, []byte(`<?php require __DIR__.'/wp-load.php'; echo wp_mail('dev@example.com', 'Sandbox e2e mail', 'Plain body') ? 'sent' : 'failed';`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := fetch(t, url+"/mail.php"); code != 200 || body != "sent" {
+			t.Fatalf("wp_mail: %d %q", code, body)
+		}
+		mails := d.owner.Do("GET", base, nil).Must(t, 200).List("emails")
+		if len(mails) != 2 || mails[0]["subject"] != "Sandbox e2e mail" || mails[0]["to"] != "dev@example.com" ||
+			!strings.Contains(mails[0]["text"].(string), "Plain body") || mails[0]["date"] == nil {
+			t.Fatalf("newest mail: %v", mails)
+		}
+		if subj, _ := mails[1]["subject"].(string); !strings.Contains(subj, "Password Reset") {
+			t.Fatalf("password reset mail: %v", mails[1])
+		}
+		d.owner.Do("DELETE", base, nil).Must(t, 200)
+		if r := d.owner.Do("GET", base, nil).Must(t, 200); len(r.List("emails")) != 0 {
+			t.Fatal("mail left after clearing")
+		}
+	})
+
 	t.Run("another workspace cannot reach the site", func(t *testing.T) {
 		if _, err := run(t, nil, "admin", "create-account", "--data-dir", dir, "--email", "eve@example.com", "--plan", "paid"); err != nil {
 			t.Fatal(err)

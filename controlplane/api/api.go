@@ -316,5 +316,6 @@ func (a *API) Register(r *rest.Router) {
 	a.registerSites(r)
 	a.registerDebug(r)
 	a.registerPHPConfig(r)
+	a.registerEmail(r)
 	a.registerAdmin(r)
 }

@@ -1497,6 +1497,178 @@ func (x *PHPConfig) GetSettings() map[string]string {
 	return nil
 }
 
+type Email struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            []string               `protobuf:"bytes,3,rep,name=to,proto3" json:"to,omitempty"`
+	Subject       string                 `protobuf:"bytes,4,opt,name=subject,proto3" json:"subject,omitempty"`
+	DateUnix      int64                  `protobuf:"varint,5,opt,name=date_unix,json=dateUnix,proto3" json:"date_unix,omitempty"`
+	Text          string                 `protobuf:"bytes,6,opt,name=text,proto3" json:"text,omitempty"`
+	Html          string                 `protobuf:"bytes,7,opt,name=html,proto3" json:"html,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Email) Reset() {
+	*x = Email{}
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Email) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Email) ProtoMessage() {}
+
+func (x *Email) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Email.ProtoReflect.Descriptor instead.
+func (*Email) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *Email) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Email) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *Email) GetTo() []string {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *Email) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *Email) GetDateUnix() int64 {
+	if x != nil {
+		return x.DateUnix
+	}
+	return 0
+}
+
+func (x *Email) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Email) GetHtml() string {
+	if x != nil {
+		return x.Html
+	}
+	return ""
+}
+
+type ListEmailsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Emails        []*Email               `protobuf:"bytes,1,rep,name=emails,proto3" json:"emails,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEmailsResponse) Reset() {
+	*x = ListEmailsResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEmailsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEmailsResponse) ProtoMessage() {}
+
+func (x *ListEmailsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEmailsResponse.ProtoReflect.Descriptor instead.
+func (*ListEmailsResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListEmailsResponse) GetEmails() []*Email {
+	if x != nil {
+		return x.Emails
+	}
+	return nil
+}
+
+type ClearEmailsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearEmailsResponse) Reset() {
+	*x = ClearEmailsResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearEmailsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearEmailsResponse) ProtoMessage() {}
+
+func (x *ClearEmailsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearEmailsResponse.ProtoReflect.Descriptor instead.
+func (*ClearEmailsResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+}
+
 var File_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agent_v1_agent_proto_rawDesc = "" +
@@ -1620,7 +1792,18 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\bsettings\x18\x01 \x03(\v2*.sandboxd.agent.v1.PHPConfig.SettingsEntryR\bsettings\x1a;\n" +
 	"\rSettingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x9d\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x01\n" +
+	"\x05Email\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x03(\tR\x02to\x12\x18\n" +
+	"\asubject\x18\x04 \x01(\tR\asubject\x12\x1b\n" +
+	"\tdate_unix\x18\x05 \x01(\x03R\bdateUnix\x12\x12\n" +
+	"\x04text\x18\x06 \x01(\tR\x04text\x12\x12\n" +
+	"\x04html\x18\a \x01(\tR\x04html\"F\n" +
+	"\x12ListEmailsResponse\x120\n" +
+	"\x06emails\x18\x01 \x03(\v2\x18.sandboxd.agent.v1.EmailR\x06emails\"\x15\n" +
+	"\x13ClearEmailsResponse*\x9d\x01\n" +
 	"\tSiteState\x12\x1a\n" +
 	"\x16SITE_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SITE_STATE_CREATING\x10\x01\x12\x14\n" +
@@ -1631,7 +1814,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fRegistryService\x12S\n" +
 	"\bRegister\x12\".sandboxd.agent.v1.RegisterRequest\x1a#.sandboxd.agent.v1.RegisterResponse\x12V\n" +
 	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse\x12k\n" +
-	"\x10ReportSiteStatus\x12*.sandboxd.agent.v1.ReportSiteStatusRequest\x1a+.sandboxd.agent.v1.ReportSiteStatusResponse2\x89\b\n" +
+	"\x10ReportSiteStatus\x12*.sandboxd.agent.v1.ReportSiteStatusRequest\x1a+.sandboxd.agent.v1.ReportSiteStatusResponse2\xad\t\n" +
 	"\fAgentService\x12Y\n" +
 	"\n" +
 	"CreateSite\x12$.sandboxd.agent.v1.CreateSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12F\n" +
@@ -1646,7 +1829,10 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\bSetDebug\x12\".sandboxd.agent.v1.SetDebugRequest\x1a .sandboxd.agent.v1.DebugSettings\x12_\n" +
 	"\fTailDebugLog\x12&.sandboxd.agent.v1.TailDebugLogRequest\x1a'.sandboxd.agent.v1.TailDebugLogResponse\x12[\n" +
 	"\x10TruncateDebugLog\x12\x1a.sandboxd.agent.v1.SiteRef\x1a+.sandboxd.agent.v1.TruncateDebugLogResponse\x12T\n" +
-	"\fSetPHPConfig\x12&.sandboxd.agent.v1.SetPHPConfigRequest\x1a\x1c.sandboxd.agent.v1.PHPConfigB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
+	"\fSetPHPConfig\x12&.sandboxd.agent.v1.SetPHPConfigRequest\x1a\x1c.sandboxd.agent.v1.PHPConfig\x12O\n" +
+	"\n" +
+	"ListEmails\x12\x1a.sandboxd.agent.v1.SiteRef\x1a%.sandboxd.agent.v1.ListEmailsResponse\x12Q\n" +
+	"\vClearEmails\x12\x1a.sandboxd.agent.v1.SiteRef\x1a&.sandboxd.agent.v1.ClearEmailsResponseB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -1661,7 +1847,7 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(SiteState)(0),                   // 0: sandboxd.agent.v1.SiteState
 	(*Resources)(nil),                // 1: sandboxd.agent.v1.Resources
@@ -1687,56 +1873,64 @@ var file_agent_v1_agent_proto_goTypes = []any{
 	(*TruncateDebugLogResponse)(nil), // 21: sandboxd.agent.v1.TruncateDebugLogResponse
 	(*SetPHPConfigRequest)(nil),      // 22: sandboxd.agent.v1.SetPHPConfigRequest
 	(*PHPConfig)(nil),                // 23: sandboxd.agent.v1.PHPConfig
-	nil,                              // 24: sandboxd.agent.v1.RegisterRequest.LabelsEntry
-	nil,                              // 25: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	nil,                              // 26: sandboxd.agent.v1.PHPConfig.SettingsEntry
+	(*Email)(nil),                    // 24: sandboxd.agent.v1.Email
+	(*ListEmailsResponse)(nil),       // 25: sandboxd.agent.v1.ListEmailsResponse
+	(*ClearEmailsResponse)(nil),      // 26: sandboxd.agent.v1.ClearEmailsResponse
+	nil,                              // 27: sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	nil,                              // 28: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	nil,                              // 29: sandboxd.agent.v1.PHPConfig.SettingsEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
 	1,  // 0: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
-	24, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	27, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
 	0,  // 2: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
 	1,  // 3: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
 	4,  // 4: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
 	4,  // 5: sandboxd.agent.v1.ReportSiteStatusRequest.status:type_name -> sandboxd.agent.v1.SiteStatus
 	1,  // 6: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
 	4,  // 7: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	25, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	26, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
-	2,  // 10: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
-	5,  // 11: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
-	7,  // 12: sandboxd.agent.v1.RegistryService.ReportSiteStatus:input_type -> sandboxd.agent.v1.ReportSiteStatusRequest
-	10, // 13: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
-	9,  // 14: sandboxd.agent.v1.AgentService.StartSite:input_type -> sandboxd.agent.v1.SiteRef
-	9,  // 15: sandboxd.agent.v1.AgentService.StopSite:input_type -> sandboxd.agent.v1.SiteRef
-	9,  // 16: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
-	10, // 17: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
-	13, // 18: sandboxd.agent.v1.AgentService.Exec:input_type -> sandboxd.agent.v1.ExecRequest
-	15, // 19: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	9,  // 20: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
-	18, // 21: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
-	19, // 22: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
-	9,  // 23: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
-	22, // 24: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
-	3,  // 25: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
-	6,  // 26: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
-	8,  // 27: sandboxd.agent.v1.RegistryService.ReportSiteStatus:output_type -> sandboxd.agent.v1.ReportSiteStatusResponse
-	11, // 28: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	4,  // 29: sandboxd.agent.v1.AgentService.StartSite:output_type -> sandboxd.agent.v1.SiteStatus
-	4,  // 30: sandboxd.agent.v1.AgentService.StopSite:output_type -> sandboxd.agent.v1.SiteStatus
-	12, // 31: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
-	11, // 32: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	14, // 33: sandboxd.agent.v1.AgentService.Exec:output_type -> sandboxd.agent.v1.ExecResponse
-	16, // 34: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	17, // 35: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	17, // 36: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	20, // 37: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
-	21, // 38: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
-	23, // 39: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
-	25, // [25:40] is the sub-list for method output_type
-	10, // [10:25] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	28, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	29, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
+	24, // 10: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
+	2,  // 11: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
+	5,  // 12: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
+	7,  // 13: sandboxd.agent.v1.RegistryService.ReportSiteStatus:input_type -> sandboxd.agent.v1.ReportSiteStatusRequest
+	10, // 14: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
+	9,  // 15: sandboxd.agent.v1.AgentService.StartSite:input_type -> sandboxd.agent.v1.SiteRef
+	9,  // 16: sandboxd.agent.v1.AgentService.StopSite:input_type -> sandboxd.agent.v1.SiteRef
+	9,  // 17: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
+	10, // 18: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
+	13, // 19: sandboxd.agent.v1.AgentService.Exec:input_type -> sandboxd.agent.v1.ExecRequest
+	15, // 20: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	9,  // 21: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
+	18, // 22: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
+	19, // 23: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
+	9,  // 24: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
+	22, // 25: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
+	9,  // 26: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
+	9,  // 27: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
+	3,  // 28: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
+	6,  // 29: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
+	8,  // 30: sandboxd.agent.v1.RegistryService.ReportSiteStatus:output_type -> sandboxd.agent.v1.ReportSiteStatusResponse
+	11, // 31: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	4,  // 32: sandboxd.agent.v1.AgentService.StartSite:output_type -> sandboxd.agent.v1.SiteStatus
+	4,  // 33: sandboxd.agent.v1.AgentService.StopSite:output_type -> sandboxd.agent.v1.SiteStatus
+	12, // 34: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
+	11, // 35: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	14, // 36: sandboxd.agent.v1.AgentService.Exec:output_type -> sandboxd.agent.v1.ExecResponse
+	16, // 37: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	17, // 38: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	17, // 39: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	20, // 40: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
+	21, // 41: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
+	23, // 42: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
+	25, // 43: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
+	26, // 44: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
+	28, // [28:45] is the sub-list for method output_type
+	11, // [11:28] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_agent_proto_init() }
@@ -1751,7 +1945,7 @@ func file_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -75,6 +75,11 @@ const (
 	// AgentServiceSetPHPConfigProcedure is the fully-qualified name of the AgentService's SetPHPConfig
 	// RPC.
 	AgentServiceSetPHPConfigProcedure = "/sandboxd.agent.v1.AgentService/SetPHPConfig"
+	// AgentServiceListEmailsProcedure is the fully-qualified name of the AgentService's ListEmails RPC.
+	AgentServiceListEmailsProcedure = "/sandboxd.agent.v1.AgentService/ListEmails"
+	// AgentServiceClearEmailsProcedure is the fully-qualified name of the AgentService's ClearEmails
+	// RPC.
+	AgentServiceClearEmailsProcedure = "/sandboxd.agent.v1.AgentService/ClearEmails"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -234,6 +239,10 @@ type AgentServiceClient interface {
 	// SetPHPConfig replaces the site's php.ini overrides (validated by the
 	// control plane) and reloads the web server gracefully.
 	SetPHPConfig(context.Context, *connect.Request[v1.SetPHPConfigRequest]) (*connect.Response[v1.PHPConfig], error)
+	// ListEmails returns the mail the site sent (captured, never delivered).
+	ListEmails(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ListEmailsResponse], error)
+	// ClearEmails deletes the captured mail.
+	ClearEmails(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ClearEmailsResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -319,6 +328,18 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("SetPHPConfig")),
 			connect.WithClientOptions(opts...),
 		),
+		listEmails: connect.NewClient[v1.SiteRef, v1.ListEmailsResponse](
+			httpClient,
+			baseURL+AgentServiceListEmailsProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("ListEmails")),
+			connect.WithClientOptions(opts...),
+		),
+		clearEmails: connect.NewClient[v1.SiteRef, v1.ClearEmailsResponse](
+			httpClient,
+			baseURL+AgentServiceClearEmailsProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("ClearEmails")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -336,6 +357,8 @@ type agentServiceClient struct {
 	tailDebugLog     *connect.Client[v1.TailDebugLogRequest, v1.TailDebugLogResponse]
 	truncateDebugLog *connect.Client[v1.SiteRef, v1.TruncateDebugLogResponse]
 	setPHPConfig     *connect.Client[v1.SetPHPConfigRequest, v1.PHPConfig]
+	listEmails       *connect.Client[v1.SiteRef, v1.ListEmailsResponse]
+	clearEmails      *connect.Client[v1.SiteRef, v1.ClearEmailsResponse]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -398,6 +421,16 @@ func (c *agentServiceClient) SetPHPConfig(ctx context.Context, req *connect.Requ
 	return c.setPHPConfig.CallUnary(ctx, req)
 }
 
+// ListEmails calls sandboxd.agent.v1.AgentService.ListEmails.
+func (c *agentServiceClient) ListEmails(ctx context.Context, req *connect.Request[v1.SiteRef]) (*connect.Response[v1.ListEmailsResponse], error) {
+	return c.listEmails.CallUnary(ctx, req)
+}
+
+// ClearEmails calls sandboxd.agent.v1.AgentService.ClearEmails.
+func (c *agentServiceClient) ClearEmails(ctx context.Context, req *connect.Request[v1.SiteRef]) (*connect.Response[v1.ClearEmailsResponse], error) {
+	return c.clearEmails.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -423,6 +456,10 @@ type AgentServiceHandler interface {
 	// SetPHPConfig replaces the site's php.ini overrides (validated by the
 	// control plane) and reloads the web server gracefully.
 	SetPHPConfig(context.Context, *connect.Request[v1.SetPHPConfigRequest]) (*connect.Response[v1.PHPConfig], error)
+	// ListEmails returns the mail the site sent (captured, never delivered).
+	ListEmails(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ListEmailsResponse], error)
+	// ClearEmails deletes the captured mail.
+	ClearEmails(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ClearEmailsResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -504,6 +541,18 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("SetPHPConfig")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceListEmailsHandler := connect.NewUnaryHandler(
+		AgentServiceListEmailsProcedure,
+		svc.ListEmails,
+		connect.WithSchema(agentServiceMethods.ByName("ListEmails")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceClearEmailsHandler := connect.NewUnaryHandler(
+		AgentServiceClearEmailsProcedure,
+		svc.ClearEmails,
+		connect.WithSchema(agentServiceMethods.ByName("ClearEmails")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -530,6 +579,10 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceTruncateDebugLogHandler.ServeHTTP(w, r)
 		case AgentServiceSetPHPConfigProcedure:
 			agentServiceSetPHPConfigHandler.ServeHTTP(w, r)
+		case AgentServiceListEmailsProcedure:
+			agentServiceListEmailsHandler.ServeHTTP(w, r)
+		case AgentServiceClearEmailsProcedure:
+			agentServiceClearEmailsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -585,4 +638,12 @@ func (UnimplementedAgentServiceHandler) TruncateDebugLog(context.Context, *conne
 
 func (UnimplementedAgentServiceHandler) SetPHPConfig(context.Context, *connect.Request[v1.SetPHPConfigRequest]) (*connect.Response[v1.PHPConfig], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.SetPHPConfig is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) ListEmails(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ListEmailsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.ListEmails is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) ClearEmails(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ClearEmailsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.ClearEmails is not implemented"))
 }
