@@ -188,3 +188,14 @@ func (v *service) ClearEmails(ctx context.Context, req *connect.Request[agentv1.
 	}
 	return connect.NewResponse(&agentv1.ClearEmailsResponse{}), nil
 }
+
+func (v *service) SwitchPHPVersion(ctx context.Context, req *connect.Request[agentv1.SwitchPHPVersionRequest]) (*connect.Response[agentv1.CreateSiteResponse], error) {
+	s, err := v.sites.SwitchPHPVersion(ctx, req.Msg.SiteId, req.Msg.PhpVersion)
+	if err != nil {
+		if errors.Is(err, sites.ErrSwitchFailed) {
+			return nil, connect.NewError(connect.CodeFailedPrecondition, err)
+		}
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&agentv1.CreateSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY), WordpressVersion: s.WordPressVersion}), nil
+}

@@ -198,6 +198,47 @@ func TestSiteEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("php version switch with rollback", func(t *testing.T) {
+		page := filepath.Join(dir, "agent", "sites", "fs", id, "wordpress", "v.php")
+		if err := os.WriteFile(page, []byte(`<?php echo PHP_MAJOR_VERSION, '.', PHP_MINOR_VERSION;`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		switchTo := func(v string) map[string]any {
+			r := d.owner.Do("PUT", "/api/app/sites/"+id+"/php-version", map[string]string{"phpVersion": v}).Must(t, 202)
+			if r.Str("phpVersion") != v || r.Str("jobId") == "" {
+				t.Fatal(r.Raw)
+			}
+			return d.waitJob(t, r.Str("jobId"))
+		}
+		for _, v := range []string{"7.4", "8.2"} {
+			if job := switchTo(v); job["status"] != "succeeded" {
+				t.Fatalf("switch to %s: %v", v, job)
+			}
+			if code, body := fetch(t, url+"/v.php"); code != 200 || body != v {
+				t.Fatalf("after switching to %s the site runs %d %q", v, code, body)
+			}
+			if code, body := fetch(t, url+"/"); code != 200 || !strings.Contains(body, "Launch Party") {
+				t.Fatalf("after switching to %s the home page answers %d", v, code)
+			}
+			if got := d.owner.Do("GET", "/api/app/sites/"+id, nil).Must(t, 200).Str("site.phpVersion"); got != v {
+				t.Fatalf("site says PHP %s", got)
+			}
+		}
+		// No image for 8.1 on this node: the job fails, the site stays.
+		job := switchTo("8.1")
+		msg, _ := job["error"].(map[string]any)["message"].(string)
+		if job["status"] != "failed" || !strings.Contains(msg, "8.1") {
+			t.Fatalf("switch to 8.1: %v", job)
+		}
+		site := d.owner.Do("GET", "/api/app/sites/"+id, nil).Must(t, 200)
+		if site.Str("site.phpVersion") != "8.2" || site.Str("site.status") != "ready" {
+			t.Fatal(site.Raw)
+		}
+		if code, body := fetch(t, url+"/v.php"); code != 200 || body != "8.2" {
+			t.Fatalf("after a failed switch: %d %q", code, body)
+		}
+	})
+
 	t.Run("outgoing mail is captured", func(t *testing.T) {
 		base := "/api/app/sites/" + id + "/email"
 		// The install already sent one: WordPress's "New WordPress Site".

@@ -2,6 +2,7 @@ package sites_test
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/agenttest"
+	"github.com/sandboxd/sandboxd/agent/images"
 	"github.com/sandboxd/sandboxd/agent/mariadb"
 	"github.com/sandboxd/sandboxd/agent/sites"
 )
@@ -167,6 +169,35 @@ echo $db->connect_errno ? "no-other-db" : "other-db";
 		}
 		if r, body := get(t, b.Port, "beta.localhost:8081", "/"); r.StatusCode != 200 || !strings.Contains(body, "Beta Blog") {
 			t.Fatal(r.StatusCode)
+		}
+	})
+
+	t.Run("a php switch that does not come up is rolled back", func(t *testing.T) {
+		// "9.9" points at the MariaDB image: it has no web server, so the
+		// site's start script fails there.
+		mdb, err := e.cfg.Images.MariaDB(ctx, e.cfg.Runtime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cat, err := images.Load(images.DefaultDir(), map[string]string{"9.9": mdb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := e.cfg
+		cfg.Images = cat
+		m2, err := sites.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = m2.SwitchPHPVersion(ctx, b.ID, "9.9")
+		if !errors.Is(err, sites.ErrSwitchFailed) {
+			t.Fatalf("switch to a broken runtime: %v", err)
+		}
+		if got := m2.Get(b.ID); got.PHPVersion != "8.2" || got.Image == mdb {
+			t.Fatalf("record after rollback: %+v", got)
+		}
+		if r, body := get(t, b.Port, "beta.localhost:8081", "/"); r.StatusCode != 200 || !strings.Contains(body, "Beta Blog") {
+			t.Fatalf("after rollback: %d", r.StatusCode)
 		}
 	})
 

@@ -317,5 +317,6 @@ func (a *API) Register(r *rest.Router) {
 	a.registerDebug(r)
 	a.registerPHPConfig(r)
 	a.registerEmail(r)
+	a.registerPHPVersion(r)
 	a.registerAdmin(r)
 }

@@ -23,6 +23,7 @@ var sampleBodies = map[string]string{
 	"POST /api/app/workspaces":                        `{"name":"matrix"}`,
 	"POST /api/app/sites":                             `{"name":"matrix"}`,
 	"PUT /api/app/sites/{id}/php-config":              `{"settings":{"memory_limit":"128M"}}`,
+	"PUT /api/app/sites/{id}/php-version":             `{"phpVersion":"7.4"}`,
 	"PUT /api/app/sites/{id}/debug":                   `{"wpDebug":true}`,
 	"POST /api/app/workspaces/{id}/members":           `{"email":"matrix@example.com"}`,
 	"PATCH /api/app/workspaces/{id}/members/{userId}": `{"customRoleId":null}`,

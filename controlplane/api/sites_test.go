@@ -106,6 +106,14 @@ func TestSitesAPIWithoutAgents(t *testing.T) {
 	if r := alice.Do("GET", "/api/app/sites/"+id+"/php-config", nil).Must(t, 200); r.Str("phpConfig.settings.memory_limit") != "256M" {
 		t.Fatal(r.Raw)
 	}
+	for _, bad := range []string{`{"phpVersion":"9.1"}`, `{"phpVersion":"latest"}`, `{"phpVersion":7.4}`, `{}`, `{"php":"7.4"}`} {
+		if r := alice.Do("PUT", "/api/app/sites/"+id+"/php-version", bad).Must(t, 400); r.Code() != "invalid_request" || r.Details()["field"] == nil {
+			t.Fatalf("%s: %s", bad, r.Raw)
+		}
+	}
+	if r := alice.Do("PUT", "/api/app/sites/"+id+"/php-version", `{"phpVersion":"7.4"}`).Must(t, 400); r.Details()["status"] != "failed" {
+		t.Fatal(r.Raw)
+	}
 	for _, bad := range []string{`{"wpDebug":"yes"}`, `{"wpDebugg":true}`, `[]`} {
 		if r := alice.Do("PUT", "/api/app/sites/"+id+"/debug", bad).Must(t, 400); r.Code() != "invalid_request" {
 			t.Fatal(r.Raw)

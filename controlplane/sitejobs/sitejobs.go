@@ -27,7 +27,14 @@ const (
 	ResetSite  = "reset_site"
 	// UpdatePHPConfig applies php.ini overrides; the site keeps serving.
 	UpdatePHPConfig = "update_php_config"
+	// SwitchPHPVersion moves a site to another runtime, or leaves it.
+	SwitchPHPVersion = "switch_php_version"
 )
+
+// SwitchPayload is what a switch_php_version job carries.
+type SwitchPayload struct {
+	PHPVersion string `json:"phpVersion"`
+}
 
 // PHPConfigPayload is what an update_php_config job carries.
 type PHPConfigPayload struct {
@@ -65,6 +72,7 @@ func (r *Runners) Register(d *jobs.Dispatcher) {
 	d.Register(DeleteSite, jobs.RunnerFunc(r.delete))
 	d.Register(ResetSite, jobs.RunnerFunc(r.reset))
 	d.Register(UpdatePHPConfig, jobs.RunnerFunc(r.phpConfig))
+	d.Register(SwitchPHPVersion, jobs.RunnerFunc(r.switchPHP))
 }
 
 func (r *Runners) now() time.Time {
@@ -218,6 +226,39 @@ func (r *Runners) phpConfig(ctx context.Context, j *state.Job, _ func(int)) erro
 		p.Settings = map[string]string{}
 	}
 	_, err = r.Raft.Apply(ctx, fsm.UpdateSite{Update: state.SiteUpdate{ID: s.ID, PHPConfig: p.Settings, At: r.now()}})
+	return err
+}
+
+// switchPHP records the new runtime only after the agent saw WordPress
+// answer on it; a failed switch leaves the site as it was (the agent has
+// rolled back) and fails the job with the agent's reason.
+func (r *Runners) switchPHP(ctx context.Context, j *state.Job, progress func(int)) error {
+	s, err := r.site(j)
+	if err != nil {
+		return err
+	}
+	var p SwitchPayload
+	if err := json.Unmarshal(j.Payload, &p); err != nil {
+		return fmt.Errorf("switch_php_version payload: %w", err)
+	}
+	agent, err := r.Agents.Agent(s.NodeID)
+	if err != nil {
+		return &jobs.Failure{Code: "node_unavailable", Message: err.Error()}
+	}
+	progress(10)
+	resp, err := agent.SwitchPHPVersion(ctx, connect.NewRequest(&agentv1.SwitchPHPVersionRequest{SiteId: s.ID, JobId: j.ID, PhpVersion: p.PHPVersion}))
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var ce *connect.Error
+		if errors.As(err, &ce) && ce.Code() == connect.CodeFailedPrecondition {
+			return &jobs.Failure{Code: "php_switch_failed", Message: ce.Message()}
+		}
+		return failure("switching PHP", err)
+	}
+	_, err = r.Raft.Apply(ctx, fsm.UpdateSite{Update: state.SiteUpdate{ID: s.ID, PHPVersion: p.PHPVersion,
+		WordPressVersion: resp.Msg.WordpressVersion, At: r.now()}})
 	return err
 }
 

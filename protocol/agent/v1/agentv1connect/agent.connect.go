@@ -80,6 +80,9 @@ const (
 	// AgentServiceClearEmailsProcedure is the fully-qualified name of the AgentService's ClearEmails
 	// RPC.
 	AgentServiceClearEmailsProcedure = "/sandboxd.agent.v1.AgentService/ClearEmails"
+	// AgentServiceSwitchPHPVersionProcedure is the fully-qualified name of the AgentService's
+	// SwitchPHPVersion RPC.
+	AgentServiceSwitchPHPVersionProcedure = "/sandboxd.agent.v1.AgentService/SwitchPHPVersion"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -243,6 +246,10 @@ type AgentServiceClient interface {
 	ListEmails(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ListEmailsResponse], error)
 	// ClearEmails deletes the captured mail.
 	ClearEmails(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ClearEmailsResponse], error)
+	// SwitchPHPVersion recreates the site's container on another runtime
+	// and keeps it only if WordPress answers through it; otherwise the
+	// site goes back to its previous runtime.
+	SwitchPHPVersion(context.Context, *connect.Request[v1.SwitchPHPVersionRequest]) (*connect.Response[v1.CreateSiteResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -340,6 +347,12 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("ClearEmails")),
 			connect.WithClientOptions(opts...),
 		),
+		switchPHPVersion: connect.NewClient[v1.SwitchPHPVersionRequest, v1.CreateSiteResponse](
+			httpClient,
+			baseURL+AgentServiceSwitchPHPVersionProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("SwitchPHPVersion")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -359,6 +372,7 @@ type agentServiceClient struct {
 	setPHPConfig     *connect.Client[v1.SetPHPConfigRequest, v1.PHPConfig]
 	listEmails       *connect.Client[v1.SiteRef, v1.ListEmailsResponse]
 	clearEmails      *connect.Client[v1.SiteRef, v1.ClearEmailsResponse]
+	switchPHPVersion *connect.Client[v1.SwitchPHPVersionRequest, v1.CreateSiteResponse]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -431,6 +445,11 @@ func (c *agentServiceClient) ClearEmails(ctx context.Context, req *connect.Reque
 	return c.clearEmails.CallUnary(ctx, req)
 }
 
+// SwitchPHPVersion calls sandboxd.agent.v1.AgentService.SwitchPHPVersion.
+func (c *agentServiceClient) SwitchPHPVersion(ctx context.Context, req *connect.Request[v1.SwitchPHPVersionRequest]) (*connect.Response[v1.CreateSiteResponse], error) {
+	return c.switchPHPVersion.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -460,6 +479,10 @@ type AgentServiceHandler interface {
 	ListEmails(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ListEmailsResponse], error)
 	// ClearEmails deletes the captured mail.
 	ClearEmails(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ClearEmailsResponse], error)
+	// SwitchPHPVersion recreates the site's container on another runtime
+	// and keeps it only if WordPress answers through it; otherwise the
+	// site goes back to its previous runtime.
+	SwitchPHPVersion(context.Context, *connect.Request[v1.SwitchPHPVersionRequest]) (*connect.Response[v1.CreateSiteResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -553,6 +576,12 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("ClearEmails")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceSwitchPHPVersionHandler := connect.NewUnaryHandler(
+		AgentServiceSwitchPHPVersionProcedure,
+		svc.SwitchPHPVersion,
+		connect.WithSchema(agentServiceMethods.ByName("SwitchPHPVersion")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -583,6 +612,8 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceListEmailsHandler.ServeHTTP(w, r)
 		case AgentServiceClearEmailsProcedure:
 			agentServiceClearEmailsHandler.ServeHTTP(w, r)
+		case AgentServiceSwitchPHPVersionProcedure:
+			agentServiceSwitchPHPVersionHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -646,4 +677,8 @@ func (UnimplementedAgentServiceHandler) ListEmails(context.Context, *connect.Req
 
 func (UnimplementedAgentServiceHandler) ClearEmails(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ClearEmailsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.ClearEmails is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) SwitchPHPVersion(context.Context, *connect.Request[v1.SwitchPHPVersionRequest]) (*connect.Response[v1.CreateSiteResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.SwitchPHPVersion is not implemented"))
 }

@@ -1,0 +1,59 @@
+package api
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+)
+
+// PHPVersionRequest is the body of PUT …/php-version.
+type PHPVersionRequest struct {
+	PHPVersion string `json:"phpVersion" doc:"One of 8.5 8.4 8.3 8.2 8.1 7.4."`
+}
+
+type phpVersionResponse struct {
+	PHPVersion string `json:"phpVersion"`
+	JobID      string `json:"jobId"`
+}
+
+func (a *API) registerPHPVersion(r *rest.Router) {
+	a.bearer(r, guard{scope: scopeWorkspace, capability: access.Internals}, rest.Route{Method: "PUT",
+		Path: "/api/app/sites/{id}/php-version", Tag: "sites", Params: siteParam, Status: http.StatusAccepted,
+		Summary: "Switch a ready site's PHP version. The site's phpVersion changes only once WordPress answers on the new " +
+			"runtime; otherwise the job fails and the site keeps serving on its version.",
+		Request: PHPVersionRequest{}, Response: phpVersionResponse{},
+		Errors: []string{apierr.CodeInvalidRequest, apierr.CodeSiteNotFound, apierr.CodePayloadTooLarge}, Handler: a.switchPHP})
+}
+
+func (a *API) switchPHP(w http.ResponseWriter, req *http.Request) error {
+	var body PHPVersionRequest
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	if !phpRE.MatchString(body.PHPVersion) || !slices.Contains(PHPVersions, body.PHPVersion) {
+		return apierr.Invalid("phpVersion", "phpVersion must be one of %s", strings.Join(PHPVersions, ", ")).With("allowed", PHPVersions)
+	}
+	s, err := a.siteIn(req)
+	if err != nil {
+		return err
+	}
+	if s.Status != state.SiteReady {
+		return notReady(s)
+	}
+	job, err := jobs.New(sitejobs.SwitchPHPVersion, s.WorkspaceID, s.ID, sitejobs.SwitchPayload{PHPVersion: body.PHPVersion}, a.now())
+	if err != nil {
+		return err
+	}
+	if _, err := a.apply(req.Context(), fsm.CreateJob{Job: job}, nil); err != nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusAccepted, phpVersionResponse{PHPVersion: body.PHPVersion, JobID: job.ID})
+}
