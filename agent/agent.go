@@ -245,9 +245,6 @@ func (a *Agent) URL() string { return a.url }
 // Sites is the site manager (tests use it to look behind the API).
 func (a *Agent) Sites() *sites.Manager { return a.sites }
 
-// MariaDB is the node's database server.
-func (a *Agent) MariaDB() *mariadb.Server { return a.db }
-
 // PHPVersions lists the runtimes this node can run.
 func (a *Agent) PHPVersions() []string { return a.catalog.PHPVersions() }
 

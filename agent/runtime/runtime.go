@@ -7,7 +7,6 @@ package runtime
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -378,9 +377,6 @@ func (e *eofReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-// ErrNoImage is returned for a PHP version the node has no image for.
-var ErrNoImage = errors.New("no image")
 
 // Containers lists the ids of this namespace's containers.
 func (r *Runtime) Containers(ctx context.Context) ([]string, error) {

@@ -98,16 +98,3 @@ func (c Config) Quota(plan, resource string) (state.Quota, error) {
 func Error(q state.Quota) error {
 	return apierr.PlanLimit(q.Plan, q.Resource, q.Limit)
 }
-
-// Check returns nil when one more of resource fits under plan's limit
-// given `used` already held, and otherwise Error's 402.
-func (c Config) Check(plan, resource string, used int) error {
-	q, err := c.Quota(plan, resource)
-	if err != nil {
-		return err
-	}
-	if q.Exceeded(used) {
-		return Error(q)
-	}
-	return nil
-}

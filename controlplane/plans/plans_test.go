@@ -23,7 +23,13 @@ func TestCheck(t *testing.T) {
 		{"free", Workspaces, 2, 2},
 	}
 	for _, tc := range cases {
-		err := c.Check(tc.plan, tc.resource, tc.used)
+		q, err := c.Quota(tc.plan, tc.resource)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Exceeded(tc.used) {
+			err = Error(q)
+		}
 		if tc.limit == 0 {
 			if err != nil {
 				t.Fatalf("%+v: %v", tc, err)
@@ -36,7 +42,7 @@ func TestCheck(t *testing.T) {
 			t.Fatalf("%+v: %#v", tc, err)
 		}
 	}
-	if err := c.Check("free", "nonsense", 0); err == nil {
+	if _, err := c.Quota("free", "nonsense"); err == nil {
 		t.Fatal("unknown resource accepted")
 	}
 	bad := Default()
