@@ -180,7 +180,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		a.url = "http://" + a.ln.Addr().String()
 	}
 	mux := http.NewServeMux()
-	path, handler := agentv1connect.NewAgentServiceHandler(&service{sites: a.sites, log: a.log}, connect.WithInterceptors(rpcauth.New(cfg.ClusterToken)))
+	path, handler := agentv1connect.NewAgentServiceHandler(&service{sites: a.sites, log: a.log},
+		connect.WithInterceptors(rpcauth.New(cfg.ClusterToken)), connect.WithReadMaxBytes(maxMessage))
 	mux.Handle(path, handler)
 	a.http = &http.Server{Handler: mux, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = a.http.Serve(a.ln) }()
@@ -321,3 +322,7 @@ func StopEverything(ctx context.Context, dataDir string) error {
 	errs = append(errs, daemon.StopIn(containerdDir(dir)))
 	return errors.Join(errs...)
 }
+
+// maxMessage bounds one RPC from the control plane: a plugin ZIP or a
+// file-manager write with room to spare.
+const maxMessage = 512 << 20

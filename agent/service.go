@@ -199,3 +199,59 @@ func (v *service) SwitchPHPVersion(ctx context.Context, req *connect.Request[age
 	}
 	return connect.NewResponse(&agentv1.CreateSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY), WordpressVersion: s.WordPressVersion}), nil
 }
+
+func (v *service) Files(ctx context.Context, req *connect.Request[agentv1.FilesRequest]) (*connect.Response[agentv1.FilesResponse], error) {
+	m := req.Msg
+	out, err := v.sites.Files(ctx, m.SiteId, sites.FileOp{Op: m.Op, Path: m.Path, From: m.From, To: m.To,
+		Content: m.Content, Filename: m.Filename})
+	if fe, ok := sites.IsFileError(err); ok {
+		return connect.NewResponse(&agentv1.FilesResponse{ErrorCode: fe.Code, ErrorMessage: fe.Message}), nil
+	}
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&agentv1.FilesResponse{ResultJson: out}), nil
+}
+
+func (v *service) GetDatabase(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.DatabaseInfo], error) {
+	d, err := v.sites.Database(req.Msg.SiteId)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&agentv1.DatabaseInfo{Host: d.Host, Port: int32(d.Port), Name: d.Name, User: d.User, Password: d.Password}), nil
+}
+
+func (v *service) CreateAdminerLogin(ctx context.Context, req *connect.Request[agentv1.CreateLoginTokenRequest]) (*connect.Response[agentv1.CreateLoginTokenResponse], error) {
+	m := req.Msg
+	if err := v.sites.AddAdminerToken(m.SiteId, m.TokenHash, time.Unix(m.ExpiresUnix, 0)); err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&agentv1.CreateLoginTokenResponse{}), nil
+}
+
+func pluginMsg(p sites.Plugin) *agentv1.Plugin {
+	return &agentv1.Plugin{Slug: p.Slug, Name: p.Name, Version: p.Version, Active: p.Active, Kind: p.Kind}
+}
+
+func (v *service) ListPlugins(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.ListPluginsResponse], error) {
+	ps, err := v.sites.ListPlugins(ctx, req.Msg.SiteId)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	out := &agentv1.ListPluginsResponse{}
+	for _, p := range ps {
+		out.Plugins = append(out.Plugins, pluginMsg(p))
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (v *service) InstallPlugin(ctx context.Context, req *connect.Request[agentv1.InstallPluginRequest]) (*connect.Response[agentv1.InstallPluginResponse], error) {
+	m := req.Msg
+	p, err := v.sites.InstallPlugin(ctx, m.SiteId, m.Zip, m.Activate)
+	if err != nil {
+		v.log.Warn("install plugin failed", "site_id", m.SiteId, "job_id", m.JobId, "err", err)
+		return nil, rpcError(err)
+	}
+	v.log.Info("plugin installed", "site_id", m.SiteId, "job_id", m.JobId, "slug", p.Slug, "active", p.Active)
+	return connect.NewResponse(&agentv1.InstallPluginResponse{Plugin: pluginMsg(*p)}), nil
+}

@@ -26,6 +26,7 @@ LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
 LoadModule dir_module /usr/lib/apache2/modules/mod_dir.so
 LoadModule mime_module /usr/lib/apache2/modules/mod_mime.so
 LoadModule rewrite_module /usr/lib/apache2/modules/mod_rewrite.so
+LoadModule alias_module /usr/lib/apache2/modules/mod_alias.so
 LoadModule {{.Module}} /usr/lib/apache2/modules/{{.ModuleFile}}
 TypesConfig /etc/mime.types
 DocumentRoot /srv/site/wordpress
@@ -37,6 +38,10 @@ DirectoryIndex index.php index.html
 <Directory /srv/site/wordpress>
   Options FollowSymLinks
   AllowOverride All
+  Require all granted
+</Directory>
+Alias /__sandbox/adminer/ /srv/site/conf/adminer/
+<Directory /srv/site/conf/adminer>
   Require all granted
 </Directory>
 <FilesMatch "\.php$">

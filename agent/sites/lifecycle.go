@@ -111,6 +111,7 @@ func (m *Manager) writeFiles(s *Site) error {
 		mode  os.FileMode
 	}{
 		{fs, 0, 0o755}, {filepath.Join(fs, "conf"), 0, 0o755}, {filepath.Join(fs, "conf", "php"), 0, 0o755},
+		{filepath.Join(fs, "conf", "adminer"), 0, 0o755},
 		{filepath.Join(fs, "wordpress"), www, 0o755}, {filepath.Join(fs, "state"), www, 0o700},
 		{filepath.Join(fs, "logs"), www, 0o755}, {filepath.Join(fs, "mail"), www, 0o700},
 		{filepath.Join(fs, "tmp"), www, 0o700}, {filepath.Join(fs, "login"), www, 0o700},
@@ -139,6 +140,8 @@ func (m *Manager) writeFiles(s *Site) error {
 	if err != nil {
 		return err
 	}
+	host, port := m.dbHostPort()
+	adminerDB, _ := json.Marshal(map[string]any{"host": host, "port": port, "name": s.DBName, "user": s.DBUser, "password": s.DBPassword})
 	files := []struct {
 		path  string
 		data  []byte
@@ -151,6 +154,9 @@ func (m *Manager) writeFiles(s *Site) error {
 		{filepath.Join(fs, "conf", "sandbox-mu-plugin.php"), muPlugin, 0o644, 0, false},
 		{filepath.Join(fs, "conf", "sendmail"), sendmailScript, 0o755, 0, false},
 		{filepath.Join(fs, "conf", "apache.conf"), apache, 0o644, 0, false},
+		{filepath.Join(fs, "conf", "adminer", "index.php"), adminerScript, 0o644, 0, false},
+		// Readable by the site, as wp-config.php is: its own credentials.
+		{filepath.Join(fs, "conf", "adminer.json"), adminerDB, 0o640, 0, false},
 		{filepath.Join(fs, "conf", "php", "90-sandbox.ini"), []byte(phpIni), 0o644, 0, false},
 		{filepath.Join(fs, "wp-config.php"), config, 0o640, 0, true},
 	}

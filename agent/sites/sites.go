@@ -33,6 +33,8 @@ var (
 	installScript []byte
 	//go:embed files/sandbox-mu-plugin.php
 	muPlugin []byte
+	//go:embed files/adminer.php
+	adminerScript []byte
 	//go:embed files/sendmail
 	sendmailScript []byte
 )

@@ -315,6 +315,7 @@ func (a *API) Register(r *rest.Router) {
 	a.registerJobs(r)
 	a.registerSites(r)
 	a.registerDebug(r)
+	a.registerFiles(r)
 	a.registerPHPConfig(r)
 	a.registerEmail(r)
 	a.registerPHPVersion(r)

@@ -60,10 +60,23 @@ func (rt *Router) OpenAPI(info OpenAPIInfo) map[string]any {
 		if r.Capability != "" {
 			op["x-capability"] = r.Capability
 		}
+		content := map[string]any{}
 		if r.Request != nil {
-			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
-				"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(r.Request))},
-			}}
+			content["application/json"] = map[string]any{"schema": g.schema(reflect.TypeOf(r.Request))}
+		}
+		if len(r.Multipart) > 0 {
+			props := map[string]any{}
+			for name, desc := range r.Multipart {
+				if d, ok := strings.CutPrefix(desc, "file:"); ok {
+					props[name] = map[string]any{"type": "string", "format": "binary", "description": strings.TrimSpace(d)}
+				} else {
+					props[name] = map[string]any{"type": "string", "description": desc}
+				}
+			}
+			content["multipart/form-data"] = map[string]any{"schema": map[string]any{"type": "object", "properties": props}}
+		}
+		if len(content) > 0 {
+			op["requestBody"] = map[string]any{"required": true, "content": content}
 		}
 		responses := map[string]any{}
 		ok := map[string]any{"description": http.StatusText(r.Status)}

@@ -38,6 +38,9 @@ type Route struct {
 	Query map[string]string
 	// Request is a zero value of the JSON body type, or nil.
 	Request any
+	// Multipart documents a multipart/form-data body: field → description;
+	// a field whose description starts with "file:" is a file part.
+	Multipart map[string]string
 	// Response is a zero value of the success body type.
 	Response any
 	// Status is the success status; zero means 200.

@@ -45,7 +45,7 @@ var pathExcludes = []string{
 
 func php(version, suite string, extra ...string) Recipe {
 	mod := "libapache2-mod-php" + version
-	pkgs := []string{"apache2", mod, "wordpress", "mariadb-client", "curl", "ca-certificates"}
+	pkgs := []string{"apache2", mod, "wordpress", "adminer", "mariadb-client", "curl", "ca-certificates"}
 	for _, ext := range []string{"mysql", "xml", "mbstring", "curl", "zip", "gd", "intl", "cli", "opcache"} {
 		pkgs = append(pkgs, "php"+version+"-"+ext)
 	}

@@ -1729,6 +1729,480 @@ func (x *SwitchPHPVersionRequest) GetPhpVersion() string {
 	return ""
 }
 
+type FilesRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	SiteId string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	// op is list, read, write, upload, mkdir, delete, rename or copy.
+	Op            string `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
+	Path          string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	From          string `protobuf:"bytes,4,opt,name=from,proto3" json:"from,omitempty"`
+	To            string `protobuf:"bytes,5,opt,name=to,proto3" json:"to,omitempty"`
+	Content       []byte `protobuf:"bytes,6,opt,name=content,proto3" json:"content,omitempty"`
+	Filename      string `protobuf:"bytes,7,opt,name=filename,proto3" json:"filename,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FilesRequest) Reset() {
+	*x = FilesRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FilesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilesRequest) ProtoMessage() {}
+
+func (x *FilesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilesRequest.ProtoReflect.Descriptor instead.
+func (*FilesRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *FilesRequest) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *FilesRequest) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *FilesRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FilesRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *FilesRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *FilesRequest) GetContent() []byte {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *FilesRequest) GetFilename() string {
+	if x != nil {
+		return x.Filename
+	}
+	return ""
+}
+
+type FilesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// result_json is the file manager's answer, passed on verbatim.
+	ResultJson []byte `protobuf:"bytes,1,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	// error_code is set on a refusal: invalid, not_found, conflict, too_large.
+	ErrorCode     string `protobuf:"bytes,2,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage  string `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FilesResponse) Reset() {
+	*x = FilesResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FilesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilesResponse) ProtoMessage() {}
+
+func (x *FilesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilesResponse.ProtoReflect.Descriptor instead.
+func (*FilesResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *FilesResponse) GetResultJson() []byte {
+	if x != nil {
+		return x.ResultJson
+	}
+	return nil
+}
+
+func (x *FilesResponse) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ""
+}
+
+func (x *FilesResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+type DatabaseInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Host          string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	Port          int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	User          string                 `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
+	Password      string                 `protobuf:"bytes,5,opt,name=password,proto3" json:"password,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DatabaseInfo) Reset() {
+	*x = DatabaseInfo{}
+	mi := &file_agent_v1_agent_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DatabaseInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DatabaseInfo) ProtoMessage() {}
+
+func (x *DatabaseInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DatabaseInfo.ProtoReflect.Descriptor instead.
+func (*DatabaseInfo) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DatabaseInfo) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *DatabaseInfo) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *DatabaseInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DatabaseInfo) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *DatabaseInfo) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
+type Plugin struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// slug is the plugin's directory (or file) under wp-content/plugins.
+	Slug    string `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	Name    string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Active  bool   `protobuf:"varint,4,opt,name=active,proto3" json:"active,omitempty"`
+	// kind is plugin or theme.
+	Kind          string `protobuf:"bytes,5,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Plugin) Reset() {
+	*x = Plugin{}
+	mi := &file_agent_v1_agent_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Plugin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Plugin) ProtoMessage() {}
+
+func (x *Plugin) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Plugin.ProtoReflect.Descriptor instead.
+func (*Plugin) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *Plugin) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+func (x *Plugin) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Plugin) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Plugin) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *Plugin) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+type ListPluginsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Plugins       []*Plugin              `protobuf:"bytes,1,rep,name=plugins,proto3" json:"plugins,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPluginsResponse) Reset() {
+	*x = ListPluginsResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPluginsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPluginsResponse) ProtoMessage() {}
+
+func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPluginsResponse.ProtoReflect.Descriptor instead.
+func (*ListPluginsResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ListPluginsResponse) GetPlugins() []*Plugin {
+	if x != nil {
+		return x.Plugins
+	}
+	return nil
+}
+
+type InstallPluginRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	SiteId   string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	JobId    string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Zip      []byte                 `protobuf:"bytes,3,opt,name=zip,proto3" json:"zip,omitempty"`
+	Activate bool                   `protobuf:"varint,4,opt,name=activate,proto3" json:"activate,omitempty"`
+	// kind is plugin or theme.
+	Kind          string `protobuf:"bytes,5,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstallPluginRequest) Reset() {
+	*x = InstallPluginRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstallPluginRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstallPluginRequest) ProtoMessage() {}
+
+func (x *InstallPluginRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstallPluginRequest.ProtoReflect.Descriptor instead.
+func (*InstallPluginRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *InstallPluginRequest) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *InstallPluginRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *InstallPluginRequest) GetZip() []byte {
+	if x != nil {
+		return x.Zip
+	}
+	return nil
+}
+
+func (x *InstallPluginRequest) GetActivate() bool {
+	if x != nil {
+		return x.Activate
+	}
+	return false
+}
+
+func (x *InstallPluginRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+type InstallPluginResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Plugin        *Plugin                `protobuf:"bytes,1,opt,name=plugin,proto3" json:"plugin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstallPluginResponse) Reset() {
+	*x = InstallPluginResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstallPluginResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstallPluginResponse) ProtoMessage() {}
+
+func (x *InstallPluginResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstallPluginResponse.ProtoReflect.Descriptor instead.
+func (*InstallPluginResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *InstallPluginResponse) GetPlugin() *Plugin {
+	if x != nil {
+		return x.Plugin
+	}
+	return nil
+}
+
 var File_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agent_v1_agent_proto_rawDesc = "" +
@@ -1868,7 +2342,43 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vphp_version\x18\x03 \x01(\tR\n" +
-	"phpVersion*\x9d\x01\n" +
+	"phpVersion\"\xa5\x01\n" +
+	"\fFilesRequest\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x0e\n" +
+	"\x02op\x18\x02 \x01(\tR\x02op\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x12\n" +
+	"\x04from\x18\x04 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x05 \x01(\tR\x02to\x12\x18\n" +
+	"\acontent\x18\x06 \x01(\fR\acontent\x12\x1a\n" +
+	"\bfilename\x18\a \x01(\tR\bfilename\"t\n" +
+	"\rFilesResponse\x12\x1f\n" +
+	"\vresult_json\x18\x01 \x01(\fR\n" +
+	"resultJson\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\tR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"z\n" +
+	"\fDatabaseInfo\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\x12\x1a\n" +
+	"\bpassword\x18\x05 \x01(\tR\bpassword\"v\n" +
+	"\x06Plugin\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12\x16\n" +
+	"\x06active\x18\x04 \x01(\bR\x06active\x12\x12\n" +
+	"\x04kind\x18\x05 \x01(\tR\x04kind\"J\n" +
+	"\x13ListPluginsResponse\x123\n" +
+	"\aplugins\x18\x01 \x03(\v2\x19.sandboxd.agent.v1.PluginR\aplugins\"\x88\x01\n" +
+	"\x14InstallPluginRequest\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x10\n" +
+	"\x03zip\x18\x03 \x01(\fR\x03zip\x12\x1a\n" +
+	"\bactivate\x18\x04 \x01(\bR\bactivate\x12\x12\n" +
+	"\x04kind\x18\x05 \x01(\tR\x04kind\"J\n" +
+	"\x15InstallPluginResponse\x121\n" +
+	"\x06plugin\x18\x01 \x01(\v2\x19.sandboxd.agent.v1.PluginR\x06plugin*\x9d\x01\n" +
 	"\tSiteState\x12\x1a\n" +
 	"\x16SITE_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SITE_STATE_CREATING\x10\x01\x12\x14\n" +
@@ -1879,8 +2389,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fRegistryService\x12S\n" +
 	"\bRegister\x12\".sandboxd.agent.v1.RegisterRequest\x1a#.sandboxd.agent.v1.RegisterResponse\x12V\n" +
 	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse\x12k\n" +
-	"\x10ReportSiteStatus\x12*.sandboxd.agent.v1.ReportSiteStatusRequest\x1a+.sandboxd.agent.v1.ReportSiteStatusResponse2\x94\n" +
-	"\n" +
+	"\x10ReportSiteStatus\x12*.sandboxd.agent.v1.ReportSiteStatusRequest\x1a+.sandboxd.agent.v1.ReportSiteStatusResponse2\xd2\r\n" +
 	"\fAgentService\x12Y\n" +
 	"\n" +
 	"CreateSite\x12$.sandboxd.agent.v1.CreateSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12F\n" +
@@ -1899,7 +2408,12 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"ListEmails\x12\x1a.sandboxd.agent.v1.SiteRef\x1a%.sandboxd.agent.v1.ListEmailsResponse\x12Q\n" +
 	"\vClearEmails\x12\x1a.sandboxd.agent.v1.SiteRef\x1a&.sandboxd.agent.v1.ClearEmailsResponse\x12e\n" +
-	"\x10SwitchPHPVersion\x12*.sandboxd.agent.v1.SwitchPHPVersionRequest\x1a%.sandboxd.agent.v1.CreateSiteResponseB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
+	"\x10SwitchPHPVersion\x12*.sandboxd.agent.v1.SwitchPHPVersionRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12J\n" +
+	"\x05Files\x12\x1f.sandboxd.agent.v1.FilesRequest\x1a .sandboxd.agent.v1.FilesResponse\x12J\n" +
+	"\vGetDatabase\x12\x1a.sandboxd.agent.v1.SiteRef\x1a\x1f.sandboxd.agent.v1.DatabaseInfo\x12m\n" +
+	"\x12CreateAdminerLogin\x12*.sandboxd.agent.v1.CreateLoginTokenRequest\x1a+.sandboxd.agent.v1.CreateLoginTokenResponse\x12Q\n" +
+	"\vListPlugins\x12\x1a.sandboxd.agent.v1.SiteRef\x1a&.sandboxd.agent.v1.ListPluginsResponse\x12b\n" +
+	"\rInstallPlugin\x12'.sandboxd.agent.v1.InstallPluginRequest\x1a(.sandboxd.agent.v1.InstallPluginResponseB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -1914,7 +2428,7 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(SiteState)(0),                   // 0: sandboxd.agent.v1.SiteState
 	(*Resources)(nil),                // 1: sandboxd.agent.v1.Resources
@@ -1944,63 +2458,82 @@ var file_agent_v1_agent_proto_goTypes = []any{
 	(*ListEmailsResponse)(nil),       // 25: sandboxd.agent.v1.ListEmailsResponse
 	(*ClearEmailsResponse)(nil),      // 26: sandboxd.agent.v1.ClearEmailsResponse
 	(*SwitchPHPVersionRequest)(nil),  // 27: sandboxd.agent.v1.SwitchPHPVersionRequest
-	nil,                              // 28: sandboxd.agent.v1.RegisterRequest.LabelsEntry
-	nil,                              // 29: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	nil,                              // 30: sandboxd.agent.v1.PHPConfig.SettingsEntry
+	(*FilesRequest)(nil),             // 28: sandboxd.agent.v1.FilesRequest
+	(*FilesResponse)(nil),            // 29: sandboxd.agent.v1.FilesResponse
+	(*DatabaseInfo)(nil),             // 30: sandboxd.agent.v1.DatabaseInfo
+	(*Plugin)(nil),                   // 31: sandboxd.agent.v1.Plugin
+	(*ListPluginsResponse)(nil),      // 32: sandboxd.agent.v1.ListPluginsResponse
+	(*InstallPluginRequest)(nil),     // 33: sandboxd.agent.v1.InstallPluginRequest
+	(*InstallPluginResponse)(nil),    // 34: sandboxd.agent.v1.InstallPluginResponse
+	nil,                              // 35: sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	nil,                              // 36: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	nil,                              // 37: sandboxd.agent.v1.PHPConfig.SettingsEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
 	1,  // 0: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
-	28, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	35, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
 	0,  // 2: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
 	1,  // 3: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
 	4,  // 4: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
 	4,  // 5: sandboxd.agent.v1.ReportSiteStatusRequest.status:type_name -> sandboxd.agent.v1.SiteStatus
 	1,  // 6: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
 	4,  // 7: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	29, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	30, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
+	36, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	37, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
 	24, // 10: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
-	2,  // 11: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
-	5,  // 12: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
-	7,  // 13: sandboxd.agent.v1.RegistryService.ReportSiteStatus:input_type -> sandboxd.agent.v1.ReportSiteStatusRequest
-	10, // 14: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
-	9,  // 15: sandboxd.agent.v1.AgentService.StartSite:input_type -> sandboxd.agent.v1.SiteRef
-	9,  // 16: sandboxd.agent.v1.AgentService.StopSite:input_type -> sandboxd.agent.v1.SiteRef
-	9,  // 17: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
-	10, // 18: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
-	13, // 19: sandboxd.agent.v1.AgentService.Exec:input_type -> sandboxd.agent.v1.ExecRequest
-	15, // 20: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	9,  // 21: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
-	18, // 22: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
-	19, // 23: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
-	9,  // 24: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
-	22, // 25: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
-	9,  // 26: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
-	9,  // 27: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
-	27, // 28: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
-	3,  // 29: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
-	6,  // 30: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
-	8,  // 31: sandboxd.agent.v1.RegistryService.ReportSiteStatus:output_type -> sandboxd.agent.v1.ReportSiteStatusResponse
-	11, // 32: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	4,  // 33: sandboxd.agent.v1.AgentService.StartSite:output_type -> sandboxd.agent.v1.SiteStatus
-	4,  // 34: sandboxd.agent.v1.AgentService.StopSite:output_type -> sandboxd.agent.v1.SiteStatus
-	12, // 35: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
-	11, // 36: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	14, // 37: sandboxd.agent.v1.AgentService.Exec:output_type -> sandboxd.agent.v1.ExecResponse
-	16, // 38: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	17, // 39: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	17, // 40: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	20, // 41: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
-	21, // 42: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
-	23, // 43: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
-	25, // 44: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
-	26, // 45: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
-	11, // 46: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	29, // [29:47] is the sub-list for method output_type
-	11, // [11:29] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	31, // 11: sandboxd.agent.v1.ListPluginsResponse.plugins:type_name -> sandboxd.agent.v1.Plugin
+	31, // 12: sandboxd.agent.v1.InstallPluginResponse.plugin:type_name -> sandboxd.agent.v1.Plugin
+	2,  // 13: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
+	5,  // 14: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
+	7,  // 15: sandboxd.agent.v1.RegistryService.ReportSiteStatus:input_type -> sandboxd.agent.v1.ReportSiteStatusRequest
+	10, // 16: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
+	9,  // 17: sandboxd.agent.v1.AgentService.StartSite:input_type -> sandboxd.agent.v1.SiteRef
+	9,  // 18: sandboxd.agent.v1.AgentService.StopSite:input_type -> sandboxd.agent.v1.SiteRef
+	9,  // 19: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
+	10, // 20: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
+	13, // 21: sandboxd.agent.v1.AgentService.Exec:input_type -> sandboxd.agent.v1.ExecRequest
+	15, // 22: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	9,  // 23: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
+	18, // 24: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
+	19, // 25: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
+	9,  // 26: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
+	22, // 27: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
+	9,  // 28: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
+	9,  // 29: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
+	27, // 30: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
+	28, // 31: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
+	9,  // 32: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
+	15, // 33: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	9,  // 34: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
+	33, // 35: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
+	3,  // 36: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
+	6,  // 37: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
+	8,  // 38: sandboxd.agent.v1.RegistryService.ReportSiteStatus:output_type -> sandboxd.agent.v1.ReportSiteStatusResponse
+	11, // 39: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	4,  // 40: sandboxd.agent.v1.AgentService.StartSite:output_type -> sandboxd.agent.v1.SiteStatus
+	4,  // 41: sandboxd.agent.v1.AgentService.StopSite:output_type -> sandboxd.agent.v1.SiteStatus
+	12, // 42: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
+	11, // 43: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	14, // 44: sandboxd.agent.v1.AgentService.Exec:output_type -> sandboxd.agent.v1.ExecResponse
+	16, // 45: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	17, // 46: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	17, // 47: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	20, // 48: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
+	21, // 49: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
+	23, // 50: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
+	25, // 51: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
+	26, // 52: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
+	11, // 53: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	29, // 54: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
+	30, // 55: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
+	16, // 56: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	32, // 57: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
+	34, // 58: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
+	36, // [36:59] is the sub-list for method output_type
+	13, // [13:36] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_agent_proto_init() }
@@ -2015,7 +2548,7 @@ func file_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -83,6 +83,20 @@ const (
 	// AgentServiceSwitchPHPVersionProcedure is the fully-qualified name of the AgentService's
 	// SwitchPHPVersion RPC.
 	AgentServiceSwitchPHPVersionProcedure = "/sandboxd.agent.v1.AgentService/SwitchPHPVersion"
+	// AgentServiceFilesProcedure is the fully-qualified name of the AgentService's Files RPC.
+	AgentServiceFilesProcedure = "/sandboxd.agent.v1.AgentService/Files"
+	// AgentServiceGetDatabaseProcedure is the fully-qualified name of the AgentService's GetDatabase
+	// RPC.
+	AgentServiceGetDatabaseProcedure = "/sandboxd.agent.v1.AgentService/GetDatabase"
+	// AgentServiceCreateAdminerLoginProcedure is the fully-qualified name of the AgentService's
+	// CreateAdminerLogin RPC.
+	AgentServiceCreateAdminerLoginProcedure = "/sandboxd.agent.v1.AgentService/CreateAdminerLogin"
+	// AgentServiceListPluginsProcedure is the fully-qualified name of the AgentService's ListPlugins
+	// RPC.
+	AgentServiceListPluginsProcedure = "/sandboxd.agent.v1.AgentService/ListPlugins"
+	// AgentServiceInstallPluginProcedure is the fully-qualified name of the AgentService's
+	// InstallPlugin RPC.
+	AgentServiceInstallPluginProcedure = "/sandboxd.agent.v1.AgentService/InstallPlugin"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -250,6 +264,19 @@ type AgentServiceClient interface {
 	// and keeps it only if WordPress answers through it; otherwise the
 	// site goes back to its previous runtime.
 	SwitchPHPVersion(context.Context, *connect.Request[v1.SwitchPHPVersionRequest]) (*connect.Response[v1.CreateSiteResponse], error)
+	// Files runs one file-manager operation inside the site, confined to its
+	// WordPress root. A refusal comes back in the response, not as an error.
+	Files(context.Context, *connect.Request[v1.FilesRequest]) (*connect.Response[v1.FilesResponse], error)
+	// GetDatabase returns the site's own database credentials.
+	GetDatabase(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.DatabaseInfo], error)
+	// CreateAdminerLogin stores a one-time token (by its hash) that signs
+	// the database UI in to the site's database once.
+	CreateAdminerLogin(context.Context, *connect.Request[v1.CreateLoginTokenRequest]) (*connect.Response[v1.CreateLoginTokenResponse], error)
+	// ListPlugins returns the plugins installed in the site.
+	ListPlugins(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ListPluginsResponse], error)
+	// InstallPlugin unpacks a checked plugin or theme ZIP into the site
+	// (replacing an older copy) and optionally activates it.
+	InstallPlugin(context.Context, *connect.Request[v1.InstallPluginRequest]) (*connect.Response[v1.InstallPluginResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -353,26 +380,61 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("SwitchPHPVersion")),
 			connect.WithClientOptions(opts...),
 		),
+		files: connect.NewClient[v1.FilesRequest, v1.FilesResponse](
+			httpClient,
+			baseURL+AgentServiceFilesProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("Files")),
+			connect.WithClientOptions(opts...),
+		),
+		getDatabase: connect.NewClient[v1.SiteRef, v1.DatabaseInfo](
+			httpClient,
+			baseURL+AgentServiceGetDatabaseProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("GetDatabase")),
+			connect.WithClientOptions(opts...),
+		),
+		createAdminerLogin: connect.NewClient[v1.CreateLoginTokenRequest, v1.CreateLoginTokenResponse](
+			httpClient,
+			baseURL+AgentServiceCreateAdminerLoginProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("CreateAdminerLogin")),
+			connect.WithClientOptions(opts...),
+		),
+		listPlugins: connect.NewClient[v1.SiteRef, v1.ListPluginsResponse](
+			httpClient,
+			baseURL+AgentServiceListPluginsProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("ListPlugins")),
+			connect.WithClientOptions(opts...),
+		),
+		installPlugin: connect.NewClient[v1.InstallPluginRequest, v1.InstallPluginResponse](
+			httpClient,
+			baseURL+AgentServiceInstallPluginProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("InstallPlugin")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // agentServiceClient implements AgentServiceClient.
 type agentServiceClient struct {
-	createSite       *connect.Client[v1.CreateSiteRequest, v1.CreateSiteResponse]
-	startSite        *connect.Client[v1.SiteRef, v1.SiteStatus]
-	stopSite         *connect.Client[v1.SiteRef, v1.SiteStatus]
-	deleteSite       *connect.Client[v1.SiteRef, v1.DeleteSiteResponse]
-	resetSite        *connect.Client[v1.CreateSiteRequest, v1.CreateSiteResponse]
-	exec             *connect.Client[v1.ExecRequest, v1.ExecResponse]
-	createLoginToken *connect.Client[v1.CreateLoginTokenRequest, v1.CreateLoginTokenResponse]
-	getDebug         *connect.Client[v1.SiteRef, v1.DebugSettings]
-	setDebug         *connect.Client[v1.SetDebugRequest, v1.DebugSettings]
-	tailDebugLog     *connect.Client[v1.TailDebugLogRequest, v1.TailDebugLogResponse]
-	truncateDebugLog *connect.Client[v1.SiteRef, v1.TruncateDebugLogResponse]
-	setPHPConfig     *connect.Client[v1.SetPHPConfigRequest, v1.PHPConfig]
-	listEmails       *connect.Client[v1.SiteRef, v1.ListEmailsResponse]
-	clearEmails      *connect.Client[v1.SiteRef, v1.ClearEmailsResponse]
-	switchPHPVersion *connect.Client[v1.SwitchPHPVersionRequest, v1.CreateSiteResponse]
+	createSite         *connect.Client[v1.CreateSiteRequest, v1.CreateSiteResponse]
+	startSite          *connect.Client[v1.SiteRef, v1.SiteStatus]
+	stopSite           *connect.Client[v1.SiteRef, v1.SiteStatus]
+	deleteSite         *connect.Client[v1.SiteRef, v1.DeleteSiteResponse]
+	resetSite          *connect.Client[v1.CreateSiteRequest, v1.CreateSiteResponse]
+	exec               *connect.Client[v1.ExecRequest, v1.ExecResponse]
+	createLoginToken   *connect.Client[v1.CreateLoginTokenRequest, v1.CreateLoginTokenResponse]
+	getDebug           *connect.Client[v1.SiteRef, v1.DebugSettings]
+	setDebug           *connect.Client[v1.SetDebugRequest, v1.DebugSettings]
+	tailDebugLog       *connect.Client[v1.TailDebugLogRequest, v1.TailDebugLogResponse]
+	truncateDebugLog   *connect.Client[v1.SiteRef, v1.TruncateDebugLogResponse]
+	setPHPConfig       *connect.Client[v1.SetPHPConfigRequest, v1.PHPConfig]
+	listEmails         *connect.Client[v1.SiteRef, v1.ListEmailsResponse]
+	clearEmails        *connect.Client[v1.SiteRef, v1.ClearEmailsResponse]
+	switchPHPVersion   *connect.Client[v1.SwitchPHPVersionRequest, v1.CreateSiteResponse]
+	files              *connect.Client[v1.FilesRequest, v1.FilesResponse]
+	getDatabase        *connect.Client[v1.SiteRef, v1.DatabaseInfo]
+	createAdminerLogin *connect.Client[v1.CreateLoginTokenRequest, v1.CreateLoginTokenResponse]
+	listPlugins        *connect.Client[v1.SiteRef, v1.ListPluginsResponse]
+	installPlugin      *connect.Client[v1.InstallPluginRequest, v1.InstallPluginResponse]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -450,6 +512,31 @@ func (c *agentServiceClient) SwitchPHPVersion(ctx context.Context, req *connect.
 	return c.switchPHPVersion.CallUnary(ctx, req)
 }
 
+// Files calls sandboxd.agent.v1.AgentService.Files.
+func (c *agentServiceClient) Files(ctx context.Context, req *connect.Request[v1.FilesRequest]) (*connect.Response[v1.FilesResponse], error) {
+	return c.files.CallUnary(ctx, req)
+}
+
+// GetDatabase calls sandboxd.agent.v1.AgentService.GetDatabase.
+func (c *agentServiceClient) GetDatabase(ctx context.Context, req *connect.Request[v1.SiteRef]) (*connect.Response[v1.DatabaseInfo], error) {
+	return c.getDatabase.CallUnary(ctx, req)
+}
+
+// CreateAdminerLogin calls sandboxd.agent.v1.AgentService.CreateAdminerLogin.
+func (c *agentServiceClient) CreateAdminerLogin(ctx context.Context, req *connect.Request[v1.CreateLoginTokenRequest]) (*connect.Response[v1.CreateLoginTokenResponse], error) {
+	return c.createAdminerLogin.CallUnary(ctx, req)
+}
+
+// ListPlugins calls sandboxd.agent.v1.AgentService.ListPlugins.
+func (c *agentServiceClient) ListPlugins(ctx context.Context, req *connect.Request[v1.SiteRef]) (*connect.Response[v1.ListPluginsResponse], error) {
+	return c.listPlugins.CallUnary(ctx, req)
+}
+
+// InstallPlugin calls sandboxd.agent.v1.AgentService.InstallPlugin.
+func (c *agentServiceClient) InstallPlugin(ctx context.Context, req *connect.Request[v1.InstallPluginRequest]) (*connect.Response[v1.InstallPluginResponse], error) {
+	return c.installPlugin.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -483,6 +570,19 @@ type AgentServiceHandler interface {
 	// and keeps it only if WordPress answers through it; otherwise the
 	// site goes back to its previous runtime.
 	SwitchPHPVersion(context.Context, *connect.Request[v1.SwitchPHPVersionRequest]) (*connect.Response[v1.CreateSiteResponse], error)
+	// Files runs one file-manager operation inside the site, confined to its
+	// WordPress root. A refusal comes back in the response, not as an error.
+	Files(context.Context, *connect.Request[v1.FilesRequest]) (*connect.Response[v1.FilesResponse], error)
+	// GetDatabase returns the site's own database credentials.
+	GetDatabase(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.DatabaseInfo], error)
+	// CreateAdminerLogin stores a one-time token (by its hash) that signs
+	// the database UI in to the site's database once.
+	CreateAdminerLogin(context.Context, *connect.Request[v1.CreateLoginTokenRequest]) (*connect.Response[v1.CreateLoginTokenResponse], error)
+	// ListPlugins returns the plugins installed in the site.
+	ListPlugins(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ListPluginsResponse], error)
+	// InstallPlugin unpacks a checked plugin or theme ZIP into the site
+	// (replacing an older copy) and optionally activates it.
+	InstallPlugin(context.Context, *connect.Request[v1.InstallPluginRequest]) (*connect.Response[v1.InstallPluginResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -582,6 +682,36 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("SwitchPHPVersion")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceFilesHandler := connect.NewUnaryHandler(
+		AgentServiceFilesProcedure,
+		svc.Files,
+		connect.WithSchema(agentServiceMethods.ByName("Files")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceGetDatabaseHandler := connect.NewUnaryHandler(
+		AgentServiceGetDatabaseProcedure,
+		svc.GetDatabase,
+		connect.WithSchema(agentServiceMethods.ByName("GetDatabase")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceCreateAdminerLoginHandler := connect.NewUnaryHandler(
+		AgentServiceCreateAdminerLoginProcedure,
+		svc.CreateAdminerLogin,
+		connect.WithSchema(agentServiceMethods.ByName("CreateAdminerLogin")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceListPluginsHandler := connect.NewUnaryHandler(
+		AgentServiceListPluginsProcedure,
+		svc.ListPlugins,
+		connect.WithSchema(agentServiceMethods.ByName("ListPlugins")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceInstallPluginHandler := connect.NewUnaryHandler(
+		AgentServiceInstallPluginProcedure,
+		svc.InstallPlugin,
+		connect.WithSchema(agentServiceMethods.ByName("InstallPlugin")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -614,6 +744,16 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceClearEmailsHandler.ServeHTTP(w, r)
 		case AgentServiceSwitchPHPVersionProcedure:
 			agentServiceSwitchPHPVersionHandler.ServeHTTP(w, r)
+		case AgentServiceFilesProcedure:
+			agentServiceFilesHandler.ServeHTTP(w, r)
+		case AgentServiceGetDatabaseProcedure:
+			agentServiceGetDatabaseHandler.ServeHTTP(w, r)
+		case AgentServiceCreateAdminerLoginProcedure:
+			agentServiceCreateAdminerLoginHandler.ServeHTTP(w, r)
+		case AgentServiceListPluginsProcedure:
+			agentServiceListPluginsHandler.ServeHTTP(w, r)
+		case AgentServiceInstallPluginProcedure:
+			agentServiceInstallPluginHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -681,4 +821,24 @@ func (UnimplementedAgentServiceHandler) ClearEmails(context.Context, *connect.Re
 
 func (UnimplementedAgentServiceHandler) SwitchPHPVersion(context.Context, *connect.Request[v1.SwitchPHPVersionRequest]) (*connect.Response[v1.CreateSiteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.SwitchPHPVersion is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) Files(context.Context, *connect.Request[v1.FilesRequest]) (*connect.Response[v1.FilesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.Files is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) GetDatabase(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.DatabaseInfo], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.GetDatabase is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) CreateAdminerLogin(context.Context, *connect.Request[v1.CreateLoginTokenRequest]) (*connect.Response[v1.CreateLoginTokenResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.CreateAdminerLogin is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) ListPlugins(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ListPluginsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.ListPlugins is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) InstallPlugin(context.Context, *connect.Request[v1.InstallPluginRequest]) (*connect.Response[v1.InstallPluginResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.InstallPlugin is not implemented"))
 }

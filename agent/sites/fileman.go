@@ -1,0 +1,87 @@
+package sites
+
+import (
+	"context"
+	_ "embed"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sandboxd/sandboxd/internal/sitepath"
+)
+
+//go:embed files/fileman.php
+var fileman string
+
+// MaxFileBytes bounds what one file-manager call reads or writes.
+const MaxFileBytes = 32 << 20
+
+// FileOp is one file-manager operation on a site; paths are relative to
+// its WordPress root and already decoded.
+type FileOp struct {
+	Op       string // list, read, write, upload, mkdir, delete, rename, copy
+	Path     string
+	From, To string
+	Content  []byte
+	Filename string // upload: the name of the uploaded file
+}
+
+// FileError is a refusal by the file manager; Code is invalid, not_found,
+// conflict or too_large.
+type FileError struct{ Code, Message string }
+
+func (e *FileError) Error() string { return e.Code + ": " + e.Message }
+
+var fileOps = map[string]bool{"list": true, "read": true, "write": true, "upload": true, "mkdir": true,
+	"delete": true, "rename": true, "copy": true}
+
+// Files runs one file-manager operation and returns its JSON result. It
+// runs inside the site's container as www-data, so the kernel, not only
+// the checks, keeps it within what the site itself could touch.
+func (m *Manager) Files(ctx context.Context, id string, op FileOp) (json.RawMessage, error) {
+	if !fileOps[op.Op] {
+		return nil, &FileError{"invalid", fmt.Sprintf("unknown operation %q", op.Op)}
+	}
+	for _, p := range []*string{&op.Path, &op.From, &op.To} {
+		c, err := sitepath.Clean(*p)
+		if err != nil {
+			return nil, &FileError{"invalid", err.Error()}
+		}
+		*p = c
+	}
+	if len(op.Content) > MaxFileBytes {
+		return nil, &FileError{"too_large", fmt.Sprintf("content is over %d MiB", MaxFileBytes>>20)}
+	}
+	req, err := json.Marshal(map[string]any{"op": op.Op, "path": op.Path, "from": op.From, "to": op.To,
+		"contentBase64": base64.StdEncoding.EncodeToString(op.Content), "filename": op.Filename, "maxBytes": MaxFileBytes})
+	if err != nil {
+		return nil, err
+	}
+	code := strings.TrimPrefix(strings.TrimSpace(fileman), "<?php")
+	res, err := m.Exec(ctx, id, []string{"php", "-d", "memory_limit=-1", "-d", "display_errors=stderr", "-r", code}, req)
+	if err != nil {
+		return nil, err
+	}
+	if res.ExitCode != 0 {
+		return nil, fmt.Errorf("file manager: exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	var out struct {
+		Error *FileError `json:"error"`
+	}
+	if err := json.Unmarshal(res.Stdout, &out); err != nil {
+		return nil, fmt.Errorf("file manager: bad answer %.200q: %w", res.Stdout, err)
+	}
+	if out.Error != nil {
+		return nil, out.Error
+	}
+	return json.RawMessage(res.Stdout), nil
+}
+
+// IsFileError reports whether err is a refusal of the file manager.
+func IsFileError(err error) (*FileError, bool) {
+	var fe *FileError
+	ok := errors.As(err, &fe)
+	return fe, ok
+}

@@ -1,0 +1,230 @@
+package api
+
+import (
+	"encoding/base64"
+	"net/http"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/sitepath"
+	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
+)
+
+// CodeFileNotFound answers a file-manager call on a path that does not exist.
+const CodeFileNotFound = "file_not_found"
+
+// FileWrite is the JSON body of POST …/files/write.
+type FileWrite struct {
+	ContentBase64 *string `json:"contentBase64" doc:"The file's new content, standard base64. Required."`
+}
+
+// FileResult is what the sandbox's file manager answers to an operation.
+type FileResult struct {
+	OK        bool   `json:"ok"`
+	Path      string `json:"path,omitempty" doc:"write, upload, mkdir, delete: the path acted on."`
+	From      string `json:"from,omitempty" doc:"rename, copy: the source."`
+	To        string `json:"to,omitempty" doc:"rename, copy: the destination."`
+	SizeBytes *int64 `json:"sizeBytes,omitempty" doc:"write, upload: bytes written."`
+}
+
+// FileEntry is one directory entry of a listing.
+type FileEntry struct {
+	Name       string `json:"name"`
+	Type       string `json:"type" doc:"file, directory or symlink."`
+	SizeBytes  int64  `json:"sizeBytes"`
+	ModifiedAt string `json:"modifiedAt"`
+}
+
+// FileListing answers GET …/files.
+type FileListing struct {
+	Path    string      `json:"path"`
+	Entries []FileEntry `json:"entries"`
+}
+
+// FileContent answers GET …/files/content.
+type FileContent struct {
+	Path          string `json:"path"`
+	ContentBase64 string `json:"contentBase64"`
+	SizeBytes     int64  `json:"sizeBytes"`
+}
+
+// maxFileBytes is the agent's limit on one file (sites.MaxFileBytes);
+// maxFileBody adds base64 and multipart overhead to it.
+const (
+	maxFileBytes = 32 << 20
+	maxFileBody  = maxFileBytes*4/3 + 1<<20
+)
+
+func decodeStdBase64(s string) ([]byte, error) { return base64.StdEncoding.Strict().DecodeString(s) }
+
+var (
+	fileParams = map[string]string{"id": "site", "op": "fileop"}
+	fileErrs   = []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest, CodeFileNotFound, apierr.CodeConflict,
+		apierr.CodePayloadTooLarge}
+	pathDoc = "Path relative to the WordPress root, base64url (RFC 4648 §5) without padding."
+)
+
+func (a *API) registerFiles(r *rest.Router) {
+	g := guard{scope: scopeWorkspace, capability: access.Internals}
+	a.bearer(r, g, rest.Route{Method: "GET", Path: "/api/app/sites/{id}/files", Tag: "files", Params: siteParam,
+		Query:   map[string]string{"path": pathDoc + " Omitted: the root."},
+		Summary: "List a directory of the site's WordPress root.", Response: FileListing{}, Errors: fileErrs,
+		Handler: a.listFiles})
+	a.bearer(r, g, rest.Route{Method: "GET", Path: "/api/app/sites/{id}/files/content", Tag: "files", Params: siteParam,
+		Query:   map[string]string{"path": pathDoc},
+		Summary: "Read one file (up to 32 MiB).", Response: FileContent{}, Errors: fileErrs, Handler: a.readFile})
+	a.bearer(r, g, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/files/{op}", Tag: "files", Params: fileParams,
+		Query: map[string]string{"path": pathDoc + " write, mkdir, delete, upload.", "from": pathDoc + " rename, copy.",
+			"to": pathDoc + " rename, copy."},
+		Summary: "File manager: op is write, mkdir, rename, copy, delete or upload. write and upload replace a file " +
+			"(creating parent directories); an upload to an existing directory keeps the part's file name. " +
+			"rename and copy refuse an existing destination. delete is recursive and irreversible. Paths never leave " +
+			"the WordPress root: .., absolute paths, NUL, symlinks leading out, padded or standard base64 are refused.",
+		Request: FileWrite{}, Multipart: map[string]string{"file": "file: upload: the file."},
+		Response: FileResult{}, Errors: fileErrs, MaxBody: maxFileBody, Handler: a.fileOp})
+}
+
+// pathParams decodes the named query parameters; each is required.
+func pathParams(req *http.Request, names ...string) (map[string]string, error) {
+	out := map[string]string{}
+	q := req.URL.Query()
+	for _, n := range names {
+		vals, ok := q[n]
+		if !ok {
+			return nil, apierr.Invalid(n, "query parameter %s is required", n)
+		}
+		if len(vals) != 1 {
+			return nil, apierr.Invalid(n, "query parameter %s given %d times", n, len(vals))
+		}
+		p, err := sitepath.Decode(vals[0])
+		if err != nil {
+			return nil, apierr.Invalid(n, "%s: %v", n, err)
+		}
+		out[n] = p
+	}
+	return out, nil
+}
+
+// runFiles sends one operation to the site's agent and returns the file
+// manager's JSON answer, or its refusal as an API error.
+func (a *API) runFiles(req *http.Request, op *agentv1.FilesRequest) ([]byte, error) {
+	s, agent, err := a.readyAgent(req)
+	if err != nil {
+		return nil, err
+	}
+	op.SiteId = s.ID
+	resp, err := agent.Files(req.Context(), connect.NewRequest(op))
+	if err != nil {
+		return nil, agentError(err)
+	}
+	m := resp.Msg
+	switch m.ErrorCode {
+	case "":
+		return m.ResultJson, nil
+	case "not_found":
+		return nil, apierr.New(http.StatusNotFound, CodeFileNotFound, "%s", m.ErrorMessage)
+	case "conflict":
+		return nil, apierr.Conflict("%s", m.ErrorMessage)
+	case "too_large":
+		return nil, apierr.New(http.StatusRequestEntityTooLarge, apierr.CodePayloadTooLarge, "%s", m.ErrorMessage)
+	}
+	return nil, apierr.Invalid("", "%s", m.ErrorMessage)
+}
+
+func writeRaw(w http.ResponseWriter, body []byte) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(body)
+	return err
+}
+
+func (a *API) listFiles(w http.ResponseWriter, req *http.Request) error {
+	// Site first: a foreign or unknown site is 404 whatever the path.
+	if _, err := a.siteIn(req); err != nil {
+		return err
+	}
+	p := ""
+	if req.URL.Query().Has("path") {
+		ps, err := pathParams(req, "path")
+		if err != nil {
+			return err
+		}
+		p = ps["path"]
+	}
+	out, err := a.runFiles(req, &agentv1.FilesRequest{Op: "list", Path: p})
+	if err != nil {
+		return err
+	}
+	return writeRaw(w, out)
+}
+
+func (a *API) readFile(w http.ResponseWriter, req *http.Request) error {
+	if _, err := a.siteIn(req); err != nil {
+		return err
+	}
+	ps, err := pathParams(req, "path")
+	if err != nil {
+		return err
+	}
+	out, err := a.runFiles(req, &agentv1.FilesRequest{Op: "read", Path: ps["path"]})
+	if err != nil {
+		return err
+	}
+	return writeRaw(w, out)
+}
+
+func (a *API) fileOp(w http.ResponseWriter, req *http.Request) error {
+	if _, err := a.siteIn(req); err != nil {
+		return err
+	}
+	op := &agentv1.FilesRequest{Op: req.PathValue("op")}
+	var names []string
+	switch op.Op {
+	case "write", "upload", "mkdir", "delete":
+		names = []string{"path"}
+	case "rename", "copy":
+		names = []string{"from", "to"}
+	default:
+		return apierr.Invalid("op", "op must be one of write, mkdir, rename, copy, delete, upload")
+	}
+	ps, err := pathParams(req, names...)
+	if err != nil {
+		return err
+	}
+	op.Path, op.From, op.To = ps["path"], ps["from"], ps["to"]
+	if (op.Op == "delete" || op.Op == "mkdir" || op.Op == "write") && op.Path == "" {
+		return apierr.Invalid("path", "the WordPress root itself cannot be the target")
+	}
+	switch op.Op {
+	case "write":
+		var body FileWrite
+		if err := rest.DecodeJSON(req, &body); err != nil {
+			return err
+		}
+		if body.ContentBase64 == nil {
+			return apierr.Invalid("contentBase64", "contentBase64 is required")
+		}
+		content, err := decodeStdBase64(*body.ContentBase64)
+		if err != nil {
+			return apierr.Invalid("contentBase64", "contentBase64 is not standard base64: %v", err)
+		}
+		op.Content = content
+	case "upload":
+		f, err := rest.ReadForm(req, []string{"file"}, nil)
+		if err != nil {
+			return err
+		}
+		if f.FileField == "" {
+			return apierr.Invalid("file", "the multipart body needs a file part named file")
+		}
+		op.Content, op.Filename = f.File, f.Filename
+	}
+	out, err := a.runFiles(req, op)
+	if err != nil {
+		return err
+	}
+	return writeRaw(w, out)
+}
