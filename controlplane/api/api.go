@@ -316,6 +316,7 @@ func (a *API) Register(r *rest.Router) {
 	a.registerSites(r)
 	a.registerDebug(r)
 	a.registerFiles(r)
+	a.registerDatabase(r)
 	a.registerPHPConfig(r)
 	a.registerEmail(r)
 	a.registerPHPVersion(r)

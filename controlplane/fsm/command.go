@@ -41,6 +41,10 @@ const (
 	TypeUpsertNode       Type = 21
 	TypeSetNodeStatus    Type = 22
 	TypeSiteJob          Type = 23
+	TypePutLibraryEntry  Type = 24
+	TypeDeleteLibrary    Type = 25
+	TypeSetLicense       Type = 26
+	TypeLicenseRead      Type = 27
 	// Add new types here, with the next number.
 )
 
@@ -168,6 +172,31 @@ type SiteJob struct {
 	Job    state.Job        `json:"job"`
 }
 
+// PutLibraryEntry adds a Library entry or replaces one (refresh).
+type PutLibraryEntry struct {
+	Entry   state.LibraryEntry `json:"entry"`
+	Replace bool               `json:"replace,omitempty"`
+}
+
+// DeleteLibrary removes a Library entry.
+type DeleteLibrary struct {
+	ID string `json:"id"`
+}
+
+// SetLicense stores a sealed license key, or removes it when Sealed is nil.
+type SetLicense struct {
+	ID     string    `json:"id"`
+	Sealed []byte    `json:"sealed,omitempty"`
+	Hint   string    `json:"hint,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// LicenseRead stamps a read of a license key by an agent.
+type LicenseRead struct {
+	ID string    `json:"id"`
+	At time.Time `json:"at"`
+}
+
 // UpsertNode records a node agent's registration.
 type UpsertNode struct {
 	Node state.Node `json:"node"`
@@ -208,6 +237,10 @@ func (RemoveSite) commandType() Type       { return TypeRemoveSite }
 func (UpsertNode) commandType() Type       { return TypeUpsertNode }
 func (SetNodeStatus) commandType() Type    { return TypeSetNodeStatus }
 func (SiteJob) commandType() Type          { return TypeSiteJob }
+func (PutLibraryEntry) commandType() Type  { return TypePutLibraryEntry }
+func (DeleteLibrary) commandType() Type    { return TypeDeleteLibrary }
+func (SetLicense) commandType() Type       { return TypeSetLicense }
+func (LicenseRead) commandType() Type      { return TypeLicenseRead }
 
 // Encode turns a command into a log entry: one type byte, then JSON.
 func Encode(c Command) ([]byte, error) {
@@ -271,6 +304,14 @@ func decode(data []byte) (Command, error) {
 		c = &SetNodeStatus{}
 	case TypeSiteJob:
 		c = &SiteJob{}
+	case TypePutLibraryEntry:
+		c = &PutLibraryEntry{}
+	case TypeDeleteLibrary:
+		c = &DeleteLibrary{}
+	case TypeSetLicense:
+		c = &SetLicense{}
+	case TypeLicenseRead:
+		c = &LicenseRead{}
 	default:
 		return nil, fmt.Errorf("unknown command type %d", data[0])
 	}

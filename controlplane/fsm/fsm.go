@@ -133,6 +133,14 @@ func apply(s *state.Tx, c Command) any {
 			return err
 		}
 		return s.CreateJob(c.Job)
+	case *PutLibraryEntry:
+		return s.PutLibraryEntry(c.Entry, c.Replace)
+	case *DeleteLibrary:
+		return s.DeleteLibraryEntry(c.ID)
+	case *SetLicense:
+		return result(s.SetLibraryLicense(c.ID, c.Sealed, c.Hint, c.At))
+	case *LicenseRead:
+		return result(s.MarkLicenseRead(c.ID, c.At))
 	}
 	return fmt.Errorf("no apply for command %T", c)
 }

@@ -15,6 +15,7 @@ func TestEncodeDecodeEveryCommand(t *testing.T) {
 		AcceptInvitation{}, SetMemberRole{}, RemoveMember{}, PutRole{}, DeleteRole{}, CreateJob{},
 		UpdateJob{}, UpsertServer{}, RemoveServer{}, AppendMail{}, RevokeInvitation{},
 		CreateSite{}, UpdateSite{}, RemoveSite{}, UpsertNode{}, SetNodeStatus{}, SiteJob{},
+		PutLibraryEntry{}, DeleteLibrary{}, SetLicense{}, LicenseRead{},
 	}
 	seen := map[Type]bool{}
 	for _, c := range cmds {
@@ -34,8 +35,8 @@ func TestEncodeDecodeEveryCommand(t *testing.T) {
 		}
 		seen[c.commandType()] = true
 	}
-	if len(seen) != int(TypeSiteJob) {
-		t.Fatalf("%d commands tested, %d types exist: add the new one here", len(seen), TypeSiteJob)
+	if len(seen) != int(TypeLicenseRead) {
+		t.Fatalf("%d commands tested, %d types exist: add the new one here", len(seen), TypeLicenseRead)
 	}
 }
 

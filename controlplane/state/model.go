@@ -218,3 +218,26 @@ type Node struct {
 	RegisteredAt time.Time         `json:"registeredAt"`
 	UpdatedAt    time.Time         `json:"updatedAt"`
 }
+
+// LibraryEntry is a plugin or theme ZIP a workspace keeps to install on
+// its sites. The ZIP itself lives in the blob store under BlobSHA256.
+type LibraryEntry struct {
+	ID               string `json:"id"`
+	WorkspaceID      string `json:"orgId"`
+	Slug             string `json:"slug"`
+	Name             string `json:"name"`
+	Source           string `json:"source"` // upload or github_release
+	Kind             string `json:"kind"`   // plugin or theme
+	GithubRepository string `json:"githubRepository,omitempty"`
+	Filename         string `json:"filename"`
+	SizeBytes        int64  `json:"sizeBytes"`
+	Version          string `json:"version,omitempty"`
+	BlobSHA256       string `json:"blobSha256"`
+	// LicenseSealed is the license key sealed with the cluster's key;
+	// LicenseHint its masked form. The key itself is never stored.
+	LicenseSealed     []byte     `json:"licenseSealed,omitempty"`
+	LicenseHint       string     `json:"licenseHint,omitempty"`
+	LicenseLastReadAt *time.Time `json:"licenseLastReadAt,omitempty"`
+	CreatedAt         time.Time  `json:"createdAt"`
+	UpdatedAt         time.Time  `json:"updatedAt"`
+}

@@ -15,6 +15,7 @@ const (
 	tableOutbox      = "outbox"
 	tableSites       = "sites"
 	tableNodes       = "nodes"
+	tableLibrary     = "library"
 )
 
 func idIndex() *memdb.IndexSchema {
@@ -76,6 +77,14 @@ func schema() *memdb.DBSchema {
 		tableNodes: {Name: tableNodes, Indexes: map[string]*memdb.IndexSchema{
 			"id": idIndex(),
 		}},
+		tableLibrary: {Name: tableLibrary, Indexes: map[string]*memdb.IndexSchema{
+			"id": idIndex(),
+			"slug": {Name: "slug", Unique: true, Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+				&memdb.StringFieldIndex{Field: "WorkspaceID"}, &memdb.StringFieldIndex{Field: "Slug"},
+			}}},
+			"workspace": fieldIndex("workspace", "WorkspaceID", false),
+			"blob":      fieldIndex("blob", "BlobSHA256", false),
+		}},
 	}}
 }
 
@@ -83,5 +92,5 @@ func schema() *memdb.DBSchema {
 // a restore can be checked row by row.
 var tables = []string{
 	tableAccounts, tableWorkspaces, tableRoles, tableMembers, tableTokens,
-	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites,
+	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary,
 }

@@ -182,6 +182,8 @@ func newRow(table string) (any, error) {
 		return new(Site), nil
 	case tableNodes:
 		return new(Node), nil
+	case tableLibrary:
+		return new(LibraryEntry), nil
 	}
 	return nil, fmt.Errorf("unknown table %q", table)
 }
