@@ -18,14 +18,16 @@ import (
 	"github.com/sandboxd/sandboxd/agent/images"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/edge"
+	"github.com/sandboxd/sandboxd/internal/safefetch"
 )
 
 // commonFlags are the flags server and dev share.
 type commonFlags struct {
-	cfg       server.Config
-	logFormat string
-	logLevel  string
-	join      string
+	cfg        server.Config
+	logFormat  string
+	logLevel   string
+	join       string
+	fetchAllow string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
@@ -38,6 +40,9 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 	fs.StringVar(&c.cfg.SMTP.Username, "smtp-username", os.Getenv("SANDBOXD_SMTP_USERNAME"), "SMTP username (password from SANDBOXD_SMTP_PASSWORD)")
 	fs.StringVar(&c.logFormat, "log-format", logFormat, "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.fetchAllow, "fetch-allow", os.Getenv("SANDBOXD_FETCH_ALLOW"),
+		"addresses or CIDRs, comma-separated, that customer URLs (zipUrl, release assets) may reach although private or loopback")
+	fs.StringVar(&c.cfg.GitHubAPI, "github-api", os.Getenv("SANDBOXD_GITHUB_API"), "code host API base URL for Library repository entries (default https://api.github.com)")
 	c.cfg.SMTP.Password = os.Getenv("SANDBOXD_SMTP_PASSWORD")
 	c.cfg.ClusterToken = os.Getenv("SANDBOXD_CLUSTER_TOKEN")
 }
@@ -48,6 +53,9 @@ func (c *commonFlags) start() (*server.Server, error) {
 		return nil, err
 	}
 	c.cfg.Logger = log
+	if c.cfg.FetchAllow, err = safefetch.ParseAllow(c.fetchAllow); err != nil {
+		return nil, fmt.Errorf("--fetch-allow: %w", err)
+	}
 	s, err := server.New(c.cfg)
 	if err != nil {
 		return nil, err

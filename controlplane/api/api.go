@@ -7,6 +7,9 @@ package api
 import (
 	"context"
 	"errors"
+	"github.com/sandboxd/sandboxd/controlplane/blobs"
+	"github.com/sandboxd/sandboxd/internal/safefetch"
+	"github.com/sandboxd/sandboxd/internal/seal"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -62,6 +65,16 @@ type Config struct {
 	Strategy scheduler.Strategy
 	// SiteURL gives a site's public URL from its slug.
 	SiteURL func(slug string) string
+	// Blobs holds Library and deploy ZIPs.
+	Blobs *blobs.Store
+	// Sealer seals license keys.
+	Sealer *seal.Sealer
+	// Fetch downloads customer-given URLs, refusing private addresses.
+	Fetch *safefetch.Client
+	// GitHubAPI is the code host's releases API base URL; GitHubHTTP the
+	// client that calls it (the operator configured it, so it is trusted).
+	GitHubAPI  string
+	GitHubHTTP *http.Client
 }
 
 // Nodes is what site handlers need from the node registry.
@@ -317,6 +330,9 @@ func (a *API) Register(r *rest.Router) {
 	a.registerDebug(r)
 	a.registerFiles(r)
 	a.registerDatabase(r)
+	a.registerLibrary(r)
+	a.registerPlugins(r)
+	a.registerMCP(r)
 	a.registerPHPConfig(r)
 	a.registerEmail(r)
 	a.registerPHPVersion(r)

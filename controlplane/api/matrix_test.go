@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/ids"
 )
 
 // sampleBodies is a valid body for every route that takes one. The matrix
@@ -32,6 +34,10 @@ var sampleBodies = map[string]string{
 	"POST /api/admin/accounts":                        `{"email":"m@example.com","plan":"free"}`,
 	"PUT /api/admin/accounts/{email}/plan":            `{"plan":"paid"}`,
 	"POST /api/admin/tokens":                          `{"email":"m@example.com"}`,
+	"POST /api/app/sites/{id}/files/{op}":             `{"contentBase64":""}`,
+	"POST /api/app/plugin-library/github":             `{"repository":"acme/widgets"}`,
+	"PUT /api/app/plugin-library/{id}/license-key":    `{"licenseKey":"matrix-key-000"}`,
+	"POST /api/app/sites/{id}/plugins":                `{"libraryPlugin":"nope"}`,
 	"POST /internal/cluster/join":                     `{"id":"x","raftAddr":"127.0.0.1:1","apiAddr":"http://127.0.0.1:1"}`,
 }
 
@@ -77,7 +83,21 @@ func setUp(t *testing.T, s *server.Server, owner *st.Account, invitee string) fi
 		"token":      tokens[0]["id"].(string),
 		"job":        newJob(t, s, owner.Personal),
 		"invitation": inv,
+		"fileop":     "write",
+		"library":    newLibraryEntry(t, s, owner.Personal),
 	}}
+}
+
+// newLibraryEntry adds a Library entry directly through Raft (its ZIP is
+// not needed by the matrix).
+func newLibraryEntry(t *testing.T, s *server.Server, workspaceID string) string {
+	t.Helper()
+	e := state.LibraryEntry{ID: ids.New("lib_"), WorkspaceID: workspaceID, Slug: "matrix", Name: "Matrix", Source: "upload",
+		Kind: "plugin", Filename: "matrix.zip", BlobSHA256: strings.Repeat("0", 64), CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if _, err := s.Node().Apply(context.Background(), fsm.PutLibraryEntry{Entry: e}); err != nil {
+		t.Fatal(err)
+	}
+	return e.ID
 }
 
 // fakeNode registers a node with a PHP 8.2 image that answers nothing:

@@ -28,7 +28,7 @@ func local(path string) bool {
 	if path == "/healthz" || path == "/metrics" || path == "/api/openapi.json" {
 		return true
 	}
-	return !(strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/internal/") ||
+	return !(strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/internal/") || path == "/mcp" ||
 		strings.HasPrefix(path, "/"+agentv1connect.RegistryServiceName+"/"))
 }
 

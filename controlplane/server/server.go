@@ -8,9 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sandboxd/sandboxd/controlplane/blobs"
+	"github.com/sandboxd/sandboxd/internal/safefetch"
+	"github.com/sandboxd/sandboxd/internal/seal"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -90,6 +94,12 @@ type Config struct {
 	Strategy scheduler.Strategy
 	// HeartbeatInterval is what agents are told to use; zero means 2s.
 	HeartbeatInterval time.Duration
+	// FetchAllow lists address ranges customer URLs (zipUrl, release
+	// assets) may reach although private or loopback; empty allows none.
+	FetchAllow []netip.Prefix
+	// GitHubAPI is the code host's API base URL for Library repository
+	// entries; empty means https://api.github.com.
+	GitHubAPI string
 
 	// FastRaftForTests and NoSyncForTests tune Raft for in-process tests.
 	FastRaftForTests bool
@@ -191,7 +201,20 @@ func New(cfg Config) (*Server, error) {
 	auth := rpcauth.New(cfg.ClusterToken)
 	s.registry = nodes.New(nodes.Config{Store: store, Raft: node, Auth: auth, HeartbeatInterval: cfg.HeartbeatInterval,
 		Now: cfg.Now, Logger: cfg.Logger})
-	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Now: cfg.Now}
+	blobStore, err := blobs.Open(filepath.Join(cfg.DataDir, "blobs"))
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	sealer, err := seal.New(cfg.ClusterToken, "library-license")
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if cfg.GitHubAPI == "" {
+		cfg.GitHubAPI = "https://api.github.com"
+	}
+	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Blobs: blobStore, Now: cfg.Now}
 	runners.Register(s.dispatcher)
 	node.OnLeader(s.dispatcher.Run)
 	node.OnLeader(s.registry.Monitor)
@@ -212,6 +235,8 @@ func New(cfg Config) (*Server, error) {
 		Store: store, Raft: node, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
 		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
 		Nodes: s.registry, Strategy: cfg.Strategy, SiteURL: s.siteURL,
+		Blobs: blobStore, Sealer: sealer, Fetch: safefetch.New(cfg.FetchAllow, 5*time.Minute),
+		GitHubAPI: cfg.GitHubAPI, GitHubHTTP: &http.Client{Timeout: 30 * time.Second},
 	})
 	s.api.Register(s.router)
 	s.registerInfra()

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"log/slog"
 	"net"
 	"net/http"
@@ -362,4 +363,21 @@ func NewAccount(t testing.TB, s *server.Server, email, plan string) *Account {
 	tok := op.Do("POST", "/api/admin/tokens", map[string]string{"email": email}).Must(t, 201)
 	return &Account{ID: u.Str("user.id"), Email: email, Token: tok.Str("secret"), Personal: u.Str("user.personalWorkspaceId"),
 		Client: NewClient(t, s.URL(), tok.Str("secret"))}
+}
+
+// Multipart builds a multipart/form-data body with text fields and, when
+// fileField is set, one file part; it returns the body and its
+// Content-Type for Do's header arguments.
+func Multipart(fields map[string]string, fileField, filename string, data []byte) ([]byte, string) {
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	for k, v := range fields {
+		_ = mw.WriteField(k, v)
+	}
+	if fileField != "" {
+		w, _ := mw.CreateFormFile(fileField, filename)
+		_, _ = w.Write(data)
+	}
+	_ = mw.Close()
+	return buf.Bytes(), mw.FormDataContentType()
 }

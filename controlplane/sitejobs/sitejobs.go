@@ -63,7 +63,9 @@ type Runners struct {
 	Store  *state.Store
 	Raft   Applier
 	Agents Agents
-	Now    func() time.Time
+	// Blobs holds the ZIPs deploy_plugin jobs install.
+	Blobs Blobs
+	Now   func() time.Time
 }
 
 // Register adds the site job runners to a dispatcher.
@@ -73,6 +75,7 @@ func (r *Runners) Register(d *jobs.Dispatcher) {
 	d.Register(ResetSite, jobs.RunnerFunc(r.reset))
 	d.Register(UpdatePHPConfig, jobs.RunnerFunc(r.phpConfig))
 	d.Register(SwitchPHPVersion, jobs.RunnerFunc(r.switchPHP))
+	d.Register(DeployPlugin, jobs.RunnerFunc(r.deploy))
 }
 
 func (r *Runners) now() time.Time {

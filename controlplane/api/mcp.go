@@ -1,0 +1,101 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+)
+
+// MCPPath is where AI agents reach the service's MCP tools.
+const MCPPath = "/mcp"
+
+// LicenseToolName is the one path that may read a Library license key.
+const LicenseToolName = "service_get_plugin_license"
+
+// LicenseToolInput names the Library entry.
+type LicenseToolInput struct {
+	Plugin string `json:"plugin" jsonschema:"the Library entry's slug or id"`
+}
+
+// LicenseToolOutput is the entry and its license key.
+type LicenseToolOutput struct {
+	PluginID   string `json:"pluginId"`
+	Slug       string `json:"slug"`
+	Name       string `json:"name"`
+	LicenseKey string `json:"licenseKey"`
+}
+
+// registerMCP mounts the MCP endpoint (streamable HTTP, stateless). A
+// request authenticates with an API token like any other; the selected
+// workspace (X-Service-Workspace) is the one the tools act in.
+func (a *API) registerMCP(r *rest.Router) {
+	h := mcp.NewStreamableHTTPHandler(func(req *http.Request) *mcp.Server {
+		c := CallerFrom(req.Context())
+		if c == nil {
+			return nil
+		}
+		return a.mcpServer(c)
+	}, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: a.log})
+	r.HandleRaw(MCPPath, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		c, err := a.authenticate(req)
+		if err == nil {
+			err = a.selectWorkspace(req, c, false)
+		}
+		if err != nil {
+			apierr.Write(w, err)
+			return
+		}
+		h.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), callerKey{}, c)))
+	}))
+}
+
+func (a *API) mcpServer(c *Caller) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "sandboxd", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: LicenseToolName,
+		Description: "Returns the license key stored with a plugin or theme of the workspace's Library, for activating it on a sandbox. " +
+			"Every read is recorded (licenseKeyLastReadAt)."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in LicenseToolInput) (*mcp.CallToolResult, LicenseToolOutput, error) {
+			out, err := a.readLicense(ctx, c, in.Plugin)
+			return nil, out, err
+		})
+	return s
+}
+
+// readLicense opens an entry's key for an agent and stamps the read; the
+// key is returned only once the stamp is committed.
+func (a *API) readLicense(ctx context.Context, c *Caller, plugin string) (LicenseToolOutput, error) {
+	if !c.Caps.Has(access.Reusables) {
+		return LicenseToolOutput{}, errors.New("capability_required: reading license keys needs the reusables capability")
+	}
+	e, err := a.store.LibraryEntry(c.Workspace.ID, plugin)
+	if err != nil {
+		return LicenseToolOutput{}, err
+	}
+	if e == nil {
+		return LicenseToolOutput{}, fmt.Errorf("%s: no Library entry %q in this workspace", CodeLibraryEntryNotFound, plugin)
+	}
+	if e.LicenseSealed == nil {
+		return LicenseToolOutput{}, fmt.Errorf("no license key is stored for %s", e.Slug)
+	}
+	key, err := a.cfg.Sealer.Open(e.LicenseSealed, e.ID)
+	if err != nil {
+		a.log.Error("license key does not open", "library_id", e.ID, "err", err)
+		return LicenseToolOutput{}, errors.New("the stored license key cannot be read; set it again")
+	}
+	if _, err := a.apply(ctx, fsm.LicenseRead{ID: e.ID, At: a.now()}, nil); err != nil {
+		return LicenseToolOutput{}, fmt.Errorf("recording the read: %w", err)
+	}
+	a.log.Info("license key read", "library_id", e.ID, "workspace_id", c.Workspace.ID, "user_id", c.Account.ID,
+		"at", time.Now().UTC().Format(time.RFC3339))
+	return LicenseToolOutput{PluginID: e.ID, Slug: e.Slug, Name: e.Name, LicenseKey: key}, nil
+}
+

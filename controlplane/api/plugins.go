@@ -1,0 +1,148 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/safefetch"
+	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
+)
+
+// InstalledPlugin is a plugin or theme installed in a site.
+type InstalledPlugin struct {
+	Slug    string `json:"slug" doc:"Its directory under wp-content/plugins or wp-content/themes."`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Active  bool   `json:"active"`
+	Kind    string `json:"kind" doc:"plugin or theme."`
+}
+
+type installedPluginsResponse struct {
+	Plugins []InstalledPlugin `json:"plugins"`
+}
+
+// DeployPluginRequest is the JSON body of POST …/plugins: one source.
+type DeployPluginRequest struct {
+	LibraryPlugin *string `json:"libraryPlugin,omitempty" doc:"A Library entry's slug or id."`
+	ZipURL        *string `json:"zipUrl,omitempty" doc:"An http(s) URL of a ZIP; private, loopback, link-local and metadata addresses are refused."`
+	Activate      bool    `json:"activate,omitempty"`
+}
+
+type deployResponse struct {
+	JobID string `json:"jobId"`
+}
+
+func (a *API) registerPlugins(r *rest.Router) {
+	g := guard{scope: scopeWorkspace, capability: access.Internals}
+	errs := []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest}
+	a.bearer(r, g, rest.Route{Method: "GET", Path: "/api/app/sites/{id}/plugins", Tag: "sites", Params: siteParam,
+		Summary: "Plugins and themes installed in the site, with their active state.", Response: installedPluginsResponse{},
+		Errors: errs, Handler: a.listPlugins})
+	a.bearer(r, g, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/plugins", Tag: "sites", Params: siteParam,
+		Status: http.StatusAccepted,
+		Summary: "Deploy a plugin or theme: JSON {libraryPlugin} or {zipUrl}, or a multipart file; activate optional. " +
+			"Replaces an installed copy of the same directory. Poll the job.",
+		Request: DeployPluginRequest{}, Multipart: map[string]string{"file": "file: the ZIP.", "activate": "true or false."},
+		Response: deployResponse{}, MaxBody: MaxZipBytes + 1<<20,
+		Errors:   append(errs, CodeLibraryEntryNotFound, apierr.CodePayloadTooLarge), Handler: a.deployPlugin})
+}
+
+func (a *API) listPlugins(w http.ResponseWriter, req *http.Request) error {
+	s, agent, err := a.readyAgent(req)
+	if err != nil {
+		return err
+	}
+	resp, err := agent.ListPlugins(req.Context(), connect.NewRequest(&agentv1.SiteRef{SiteId: s.ID}))
+	if err != nil {
+		return agentError(err)
+	}
+	out := installedPluginsResponse{Plugins: []InstalledPlugin{}}
+	for _, p := range resp.Msg.Plugins {
+		out.Plugins = append(out.Plugins, InstalledPlugin{Slug: p.Slug, Name: p.Name, Version: p.Version, Active: p.Active, Kind: p.Kind})
+	}
+	return rest.JSON(w, http.StatusOK, out)
+}
+
+func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
+	s, err := a.siteIn(req)
+	if err != nil {
+		return err
+	}
+	var p sitejobs.DeployPayload
+	var zip []byte
+	if rest.IsMultipart(req) {
+		f, err := rest.ReadForm(req, []string{"file"}, []string{"activate"})
+		if err != nil {
+			return err
+		}
+		if f.FileField == "" {
+			return apierr.Invalid("file", "the multipart body needs a file part named file holding the ZIP")
+		}
+		if p.Activate, err = f.FormBool("activate"); err != nil {
+			return err
+		}
+		zip, p.Source, p.Temporary = f.File, "upload", true
+	} else {
+		var body DeployPluginRequest
+		if err := rest.DecodeJSON(req, &body); err != nil {
+			return err
+		}
+		p.Activate = body.Activate
+		switch {
+		case (body.LibraryPlugin == nil) == (body.ZipURL == nil):
+			return apierr.Invalid("", "give exactly one of libraryPlugin and zipUrl (or a multipart file)")
+		case body.LibraryPlugin != nil:
+			e, err := a.store.LibraryEntry(s.WorkspaceID, *body.LibraryPlugin)
+			if err != nil {
+				return err
+			}
+			if e == nil {
+				return apierr.NotFound(CodeLibraryEntryNotFound, "library entry")
+			}
+			p.BlobSHA256, p.Source = e.BlobSHA256, "library:"+e.Slug
+		default:
+			if _, err := safefetch.CheckURL(*body.ZipURL); err != nil {
+				return apierr.Invalid("zipUrl", "%v", err)
+			}
+			if s.Status != "ready" {
+				return notReady(s)
+			}
+			data, err := a.cfg.Fetch.Get(req.Context(), *body.ZipURL, MaxZipBytes, nil)
+			if errors.Is(err, safefetch.ErrTooLarge) {
+				return apierr.New(http.StatusRequestEntityTooLarge, apierr.CodePayloadTooLarge, "%v", err).With("field", "zipUrl")
+			}
+			if err != nil {
+				return apierr.Invalid("zipUrl", "fetching the ZIP: %v", err)
+			}
+			zip, p.Source, p.Temporary = data, "url", true
+		}
+	}
+	if s.Status != "ready" {
+		return notReady(s)
+	}
+	if zip != nil {
+		if _, err := inspectZip("file", zip); err != nil {
+			return err
+		}
+		if p.BlobSHA256, err = a.cfg.Blobs.Put(zip); err != nil {
+			return err
+		}
+	}
+	job, err := jobs.New(sitejobs.DeployPlugin, s.WorkspaceID, s.ID, p, a.now())
+	if err != nil {
+		return err
+	}
+	if _, err := a.apply(req.Context(), fsm.CreateJob{Job: job}, nil); err != nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusAccepted, deployResponse{JobID: job.ID})
+}
+

@@ -1,0 +1,79 @@
+package sitejobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxd/sandboxd/controlplane/blobs"
+	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
+)
+
+// DeployPlugin installs a plugin or theme ZIP into a ready site.
+const DeployPlugin = "deploy_plugin"
+
+// DeployPayload is what a deploy_plugin job carries: the ZIP by its blob
+// name, never its bytes.
+type DeployPayload struct {
+	BlobSHA256 string `json:"blobSha256"`
+	Activate   bool   `json:"activate"`
+	// Source says where the ZIP came from: library:<slug>, url or upload.
+	Source string `json:"source"`
+	// Temporary blobs (uploads, URL downloads) are dropped after the job.
+	Temporary bool `json:"temporary,omitempty"`
+}
+
+// Blobs reads and drops stored ZIPs.
+type Blobs interface {
+	Get(sha string) ([]byte, error)
+	Delete(sha string) error
+}
+
+func (r *Runners) deploy(ctx context.Context, j *state.Job, progress func(int)) error {
+	var p DeployPayload
+	if err := json.Unmarshal(j.Payload, &p); err != nil {
+		return fmt.Errorf("deploy_plugin payload: %w", err)
+	}
+	err := r.deployOnce(ctx, j, p, progress)
+	if p.Temporary && (err == nil || errors.As(err, new(*jobs.Failure))) {
+		if inUse, _ := r.Store.LibraryBlobInUse(p.BlobSHA256); !inUse {
+			_ = r.Blobs.Delete(p.BlobSHA256)
+		}
+	}
+	return err
+}
+
+func (r *Runners) deployOnce(ctx context.Context, j *state.Job, p DeployPayload, progress func(int)) error {
+	s, err := r.site(j)
+	if err != nil {
+		return err
+	}
+	if s.Status != state.SiteReady {
+		return &jobs.Failure{Code: "invalid_request", Message: "the site is " + s.Status + "; plugins install on a ready site"}
+	}
+	zip, err := r.Blobs.Get(p.BlobSHA256)
+	if errors.Is(err, blobs.ErrMissing) {
+		return &jobs.Failure{Code: "zip_missing", Message: "the ZIP is no longer held by the control plane (" + p.Source + "); deploy again"}
+	}
+	if err != nil {
+		return err
+	}
+	progress(20)
+	agent, err := r.Agents.Agent(s.NodeID)
+	if err != nil {
+		return &jobs.Failure{Code: "node_unavailable", Message: err.Error()}
+	}
+	if _, err := agent.InstallPlugin(ctx, connect.NewRequest(&agentv1.InstallPluginRequest{SiteId: s.ID, JobId: j.ID,
+		Zip: zip, Activate: p.Activate})); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return failure("installing "+p.Source, err)
+	}
+	return nil
+}
