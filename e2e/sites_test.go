@@ -1,14 +1,19 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +22,8 @@ import (
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/sitepath"
+	"github.com/sandboxd/sandboxd/internal/wpzip"
 )
 
 // devSystem is a running `sandboxd dev` with its API client.
@@ -274,6 +281,203 @@ func TestSiteEndToEnd(t *testing.T) {
 		d.owner.Do("DELETE", base, nil).Must(t, 200)
 		if r := d.owner.Do("GET", base, nil).Must(t, 200); len(r.List("emails")) != 0 {
 			t.Fatal("mail left after clearing")
+		}
+	})
+
+	t.Run("file manager", func(t *testing.T) {
+		fm := func(method, op string, q map[string]string, body any, header ...string) *st.Response {
+			path := "/api/app/sites/" + id + "/files"
+			if op != "" {
+				path += "/" + op
+			}
+			sep := "?"
+			for k, v := range q {
+				path += sep + k + "=" + v
+				sep = "&"
+			}
+			return d.owner.Do(method, path, body, header...)
+		}
+		enc := sitepath.Encode
+		b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+		hostRoot := filepath.Join(dir, "agent", "sites", "fs", id)
+
+		fm("POST", "write", map[string]string{"path": enc("wp-content/notes/hello.txt")}, map[string]string{"contentBase64": b64("hi there")}).Must(t, 200)
+		if r := fm("GET", "content", map[string]string{"path": enc("wp-content/notes/hello.txt")}, nil).Must(t, 200); r.Str("contentBase64") != b64("hi there") || r.Get("sizeBytes") != float64(8) {
+			t.Fatalf("read back: %s", r.Raw)
+		}
+		fm("POST", "mkdir", map[string]string{"path": enc("wp-content/notes/sub")}, nil).Must(t, 200)
+		fm("POST", "copy", map[string]string{"from": enc("wp-content/notes/hello.txt"), "to": enc("wp-content/notes/sub/copy.txt")}, nil).Must(t, 200)
+		fm("POST", "rename", map[string]string{"from": enc("wp-content/notes/sub/copy.txt"), "to": enc("wp-content/notes/moved.txt")}, nil).Must(t, 200)
+		body, ct := st.Multipart(nil, "file", "upload.txt", []byte("uploaded bytes"))
+		fm("POST", "upload", map[string]string{"path": enc("wp-content/notes")}, body, "Content-Type", ct).Must(t, 200)
+		list := fm("GET", "", map[string]string{"path": enc("wp-content/notes")}, nil).Must(t, 200)
+		names := map[string]string{}
+		for _, e := range list.List("entries") {
+			names[e["name"].(string)] = e["type"].(string)
+		}
+		if names["hello.txt"] != "file" || names["moved.txt"] != "file" || names["upload.txt"] != "file" || names["sub"] != "directory" {
+			t.Fatalf("listing: %s", list.Raw)
+		}
+		// Files belong to the site's user, as if WordPress wrote them.
+		if info, err := os.Stat(filepath.Join(hostRoot, "wordpress", "wp-content", "notes", "upload.txt")); err != nil || info.Sys().(*syscall.Stat_t).Uid != 33 {
+			t.Fatalf("uploaded file: %v", err)
+		}
+		if r := fm("POST", "rename", map[string]string{"from": enc("wp-content/notes/hello.txt"), "to": enc("wp-content/notes/moved.txt")}, nil); r.Status != 409 {
+			t.Fatalf("rename onto an existing file: %d %s", r.Status, r.Raw)
+		}
+		if r := fm("GET", "content", map[string]string{"path": enc("wp-content/nope.txt")}, nil); r.Status != 404 || r.Code() != "file_not_found" {
+			t.Fatalf("missing file: %d %s", r.Status, r.Raw)
+		}
+
+		// Symlinks the site planted that lead out of the WordPress root.
+		wp := filepath.Join(hostRoot, "wordpress")
+		for name, target := range map[string]string{"to-etc": "/etc", "to-conf": "/srv/site/conf", "to-config": "../wp-config.php", "to-tmp": "/srv/site/tmp"} {
+			if err := os.Symlink(target, filepath.Join(wp, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := fm("GET", "", nil, nil).Must(t, 200).Raw
+		tmpBefore, _ := os.ReadDir(filepath.Join(hostRoot, "tmp"))
+		padded := base64.URLEncoding.EncodeToString([]byte("wp-content/x.txt"))
+		std := base64.RawStdEncoding.EncodeToString([]byte("wp-content/??>")) // has a '/'
+		if !strings.ContainsAny(std, "+/") {
+			t.Fatalf("%s is valid base64url too: the case would prove nothing", std)
+		}
+		std = strings.NewReplacer("+", "%2B", "/", "%2F").Replace(std)
+		good := enc("wp-content/notes/hello.txt")
+		corpus := []struct {
+			name, op string
+			q        map[string]string
+		}{
+			{"dotdot write", "write", map[string]string{"path": enc("../escape.txt")}},
+			{"inner dotdot", "write", map[string]string{"path": enc("wp-content/../../escape.txt")}},
+			{"absolute", "write", map[string]string{"path": enc("/tmp/escape.txt")}},
+			{"nul", "write", map[string]string{"path": enc("wp-content/a\x00b")}},
+			{"padded base64", "write", map[string]string{"path": padded}},
+			{"standard alphabet", "write", map[string]string{"path": std}},
+			{"crlf in encoding", "write", map[string]string{"path": good[:6] + "%0D%0A" + good[6:]}},
+			{"symlink dir to tmp", "write", map[string]string{"path": enc("to-tmp/planted.txt")}},
+			{"symlink to conf", "write", map[string]string{"path": enc("to-conf/start.sh")}},
+			{"read through symlink", "read", map[string]string{"path": enc("to-etc/passwd")}},
+			{"read symlinked file", "read", map[string]string{"path": enc("to-config")}},
+			{"mkdir via symlink", "mkdir", map[string]string{"path": enc("to-tmp/newdir")}},
+			{"delete via symlink", "delete", map[string]string{"path": enc("to-conf/apache.conf")}},
+			{"copy out", "copy", map[string]string{"from": enc("wp-content/notes/hello.txt"), "to": enc("to-tmp/copied.txt")}},
+			{"copy in", "copy", map[string]string{"from": enc("to-config"), "to": enc("wp-content/stolen.php")}},
+			{"rename out", "rename", map[string]string{"from": enc("wp-content/notes/hello.txt"), "to": enc("../hello.txt")}},
+			{"delete root", "delete", map[string]string{"path": enc(".")}},
+		}
+		for _, c := range corpus {
+			var r *st.Response
+			if c.op == "read" {
+				r = fm("GET", "content", c.q, nil)
+			} else {
+				r = fm("POST", c.op, c.q, map[string]string{"contentBase64": b64("pwned")})
+			}
+			if r.Status != 400 || r.Code() != "invalid_request" {
+				t.Errorf("%s: %d %s", c.name, r.Status, r.Raw)
+			}
+		}
+		if after := fm("GET", "", nil, nil).Must(t, 200).Raw; !bytes.Equal(before, after) {
+			t.Errorf("the root changed:\n%s\n%s", before, after)
+		}
+		tmpAfter, _ := os.ReadDir(filepath.Join(hostRoot, "tmp"))
+		if len(tmpAfter) != len(tmpBefore) {
+			t.Errorf("files appeared in the site's tmp: %v → %v", tmpBefore, tmpAfter)
+		}
+		for _, p := range []string{filepath.Join(hostRoot, "escape.txt"), "/tmp/escape.txt", filepath.Join(hostRoot, "conf", "start.sh")} {
+			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), "pwned") {
+				t.Errorf("%s was written", p)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(hostRoot, "conf", "apache.conf")); err != nil {
+			t.Errorf("apache.conf deleted: %v", err)
+		}
+		fm("POST", "delete", map[string]string{"path": enc("wp-content/notes")}, nil).Must(t, 200)
+		for name := range map[string]bool{"to-etc": true, "to-conf": true, "to-config": true, "to-tmp": true} {
+			fm("POST", "delete", map[string]string{"path": enc(name)}, nil).Must(t, 200)
+		}
+		if _, err := os.Stat("/etc/passwd"); err != nil {
+			t.Fatal("deleting a symlink followed it")
+		}
+	})
+
+	t.Run("database access", func(t *testing.T) {
+		db := d.owner.Do("GET", "/api/app/sites/"+id+"/database", nil).Must(t, 200)
+		adminer := db.Str("database.adminerUrl")
+		if db.Str("database.name") == "" || db.Str("database.user") == "" || db.Str("database.password") == "" || adminer == "" {
+			t.Fatalf("database: %s", db.Raw)
+		}
+		jar, _ := cookiejar.New(nil)
+		browser := &http.Client{Timeout: 30 * time.Second, Transport: localhostClient.Transport, Jar: jar}
+		get := func(c *http.Client, u string) (int, string) {
+			resp, err := c.Get(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		code, page := get(browser, adminer)
+		if code != 200 || !strings.Contains(page, db.Str("database.name")) || !strings.Contains(page, "wp_options") {
+			t.Fatalf("Adminer: %d %.500s", code, page)
+		}
+		// Only that database: the server's list shows no other.
+		if strings.Contains(page, "information_schema</a>") || strings.Contains(page, ">mysql<") {
+			t.Fatalf("other databases visible: %.2000s", page)
+		}
+		// The link works once; a fresh browser cannot reuse it.
+		fresh := &http.Client{Timeout: 30 * time.Second, Transport: localhostClient.Transport}
+		if code, _ := get(fresh, adminer); code != 403 {
+			t.Fatalf("reused link: %d", code)
+		}
+		if code, _ := get(fresh, strings.Split(adminer, "?")[0]); code != 403 {
+			t.Fatalf("Adminer without a link: %d", code)
+		}
+	})
+
+	t.Run("library plugin deploy", func(t *testing.T) {
+		zip := wpzip.BuildPlugin("sandbox-banner", "Sandbox Banner", "1.0.0",
+			`add_action('wp_footer', function () { echo '<p id="sandbox-banner">banner-from-library</p>'; });`)
+		body, ct := st.Multipart(map[string]string{"licenseKey": "BANNER-KEY-0123456789"}, "file", "sandbox-banner.zip", zip)
+		entry := d.owner.Do("POST", "/api/app/plugin-library", body, "Content-Type", ct).Must(t, 201)
+		if entry.Str("plugin.slug") != "sandbox-banner" || strings.Contains(string(entry.Raw), "BANNER-KEY") {
+			t.Fatalf("entry: %s", entry.Raw)
+		}
+		dep := d.owner.Do("POST", "/api/app/sites/"+id+"/plugins", map[string]any{"libraryPlugin": "sandbox-banner", "activate": true}).Must(t, 202)
+		if job := d.waitJob(t, dep.Str("jobId")); job["status"] != "succeeded" {
+			t.Fatalf("deploy job: %v", job)
+		}
+		var found bool
+		for _, p := range d.owner.Do("GET", "/api/app/sites/"+id+"/plugins", nil).Must(t, 200).List("plugins") {
+			if p["slug"] == "sandbox-banner" && p["kind"] == "plugin" {
+				found = p["active"] == true
+			}
+		}
+		if !found {
+			t.Fatal("plugin not listed as active")
+		}
+		if code, page := fetch(t, url+"/"); code != 200 || !strings.Contains(page, "banner-from-library") {
+			t.Fatalf("plugin output missing: %d", code)
+		}
+		// A URL on loopback is refused (no operator allow-list in dev).
+		lo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(zip) }))
+		defer lo.Close()
+		if r := d.owner.Do("POST", "/api/app/sites/"+id+"/plugins", map[string]any{"zipUrl": lo.URL + "/p.zip"}); r.Status != 400 || !strings.Contains(r.Str("error.message"), "not allowed") {
+			t.Fatalf("loopback zipUrl: %d %s", r.Status, r.Raw)
+		}
+		// A multipart upload deploys too; a ZIP with a traversal entry is refused.
+		up, upCT := st.Multipart(map[string]string{"activate": "false"}, "file", "x.zip", wpzip.BuildPlugin("second", "Second", "2", ""))
+		d2 := d.owner.Do("POST", "/api/app/sites/"+id+"/plugins", up, "Content-Type", upCT).Must(t, 202)
+		if job := d.waitJob(t, d2.Str("jobId")); job["status"] != "succeeded" {
+			t.Fatalf("upload deploy: %v", job)
+		}
+		if r := d.owner.Do("POST", "/api/app/sites/"+id+"/plugins", map[string]any{"libraryPlugin": "nope"}); r.Status != 404 || r.Code() != "plugin_library_entry_not_found" {
+			t.Fatalf("unknown entry: %d %s", r.Status, r.Raw)
+		}
+		if strings.Contains(d.proc.errText(), "BANNER-KEY-0123456789") {
+			t.Fatal("license key in the dev logs")
 		}
 	})
 

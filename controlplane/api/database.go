@@ -39,7 +39,7 @@ func (a *API) registerDatabase(r *rest.Router) {
 	a.bearer(r, g, rest.Route{Method: "GET", Path: "/api/app/sites/{id}/database", Tag: "sites", Params: siteParam,
 		Summary:  "The site's database credentials and a one-time Adminer link signed in to that database only.",
 		Response: databaseResponse{}, Errors: []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest},
-		Handler:  a.getDatabase})
+		Handler: a.getDatabase})
 }
 
 func (a *API) getDatabase(w http.ResponseWriter, req *http.Request) error {

@@ -99,20 +99,20 @@ func (a *API) registerLibrary(r *rest.Router) {
 	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/plugin-library", Tag: "library",
 		Summary: "List the workspace's Library.", Response: libraryListResponse{}, Handler: a.listLibrary})
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/plugin-library", Tag: "library", Status: http.StatusCreated,
-		Summary: "Upload a plugin or theme ZIP (up to 64 MiB). kind, name and slug come from its WordPress header.",
+		Summary:   "Upload a plugin or theme ZIP (up to 64 MiB). kind, name and slug come from its WordPress header.",
 		Multipart: map[string]string{"file": "file: the ZIP.", "licenseKey": "Optional license key; stored sealed."},
 		Response:  libraryEntryResponse{}, MaxBody: MaxZipBytes + 1<<20,
-		Errors:    []string{apierr.CodeInvalidRequest, apierr.CodePayloadTooLarge, apierr.CodeConflict}, Handler: a.uploadLibrary})
+		Errors: []string{apierr.CodeInvalidRequest, apierr.CodePayloadTooLarge, apierr.CodeConflict}, Handler: a.uploadLibrary})
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/plugin-library/github", Tag: "library", Status: http.StatusCreated,
 		Summary: "Add a repository entry: the latest release's ZIP asset is fetched and its tag kept as version.",
 		Request: GitHubEntryRequest{}, Response: libraryEntryResponse{},
-		Errors:  []string{apierr.CodeInvalidRequest, apierr.CodeConflict}, Handler: a.addGitHubLibrary})
+		Errors: []string{apierr.CodeInvalidRequest, apierr.CodeConflict}, Handler: a.addGitHubLibrary})
 	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/plugin-library/{id}", Tag: "library", Params: libParam,
 		Summary: "One entry, by id or slug.", Response: libraryEntryResponse{}, Errors: nf, Handler: a.getLibrary})
 	a.bearer(r, write, rest.Route{Method: "DELETE", Path: "/api/app/plugin-library/{id}", Tag: "library", Params: libParam,
 		Summary: "Delete an entry and its ZIP.", Response: deletedResponse{}, Errors: nf, Handler: a.deleteLibrary})
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/plugin-library/{id}/refresh", Tag: "library", Params: libParam,
-		Summary: "Fetch the repository's latest release; replaces the ZIP when its tag changed.",
+		Summary:  "Fetch the repository's latest release; replaces the ZIP when its tag changed.",
 		Response: libraryRefreshResponse{}, Errors: append(nf, apierr.CodeInvalidRequest), Handler: a.refreshLibrary})
 	a.bearer(r, write, rest.Route{Method: "PUT", Path: "/api/app/plugin-library/{id}/license-key", Tag: "library", Params: libParam,
 		Summary: "Set the entry's license key (stored sealed; only its hint is ever shown).",

@@ -98,4 +98,3 @@ func (a *API) readLicense(ctx context.Context, c *Caller, plugin string) (Licens
 		"at", time.Now().UTC().Format(time.RFC3339))
 	return LicenseToolOutput{PluginID: e.ID, Slug: e.Slug, Name: e.Name, LicenseKey: key}, nil
 }
-

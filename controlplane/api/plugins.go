@@ -52,7 +52,7 @@ func (a *API) registerPlugins(r *rest.Router) {
 			"Replaces an installed copy of the same directory. Poll the job.",
 		Request: DeployPluginRequest{}, Multipart: map[string]string{"file": "file: the ZIP.", "activate": "true or false."},
 		Response: deployResponse{}, MaxBody: MaxZipBytes + 1<<20,
-		Errors:   append(errs, CodeLibraryEntryNotFound, apierr.CodePayloadTooLarge), Handler: a.deployPlugin})
+		Errors: append(errs, CodeLibraryEntryNotFound, apierr.CodePayloadTooLarge), Handler: a.deployPlugin})
 }
 
 func (a *API) listPlugins(w http.ResponseWriter, req *http.Request) error {
@@ -145,4 +145,3 @@ func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 	}
 	return rest.JSON(w, http.StatusAccepted, deployResponse{JobID: job.ID})
 }
-

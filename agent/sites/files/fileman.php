@@ -33,14 +33,17 @@ function fm_inside($real) {
 
 // fm_path checks a relative path and returns its absolute form. Every
 // component that exists must not be a symlink that resolves outside the
-// root (or nowhere).
-function fm_path($p, $allowRoot = false) {
+// root (or nowhere); with $followLast false the last one may be, because
+// the operation acts on the link itself (delete, rename) and never
+// follows it.
+function fm_path($p, $allowRoot = false, $followLast = true) {
     $parts = fm_parts($p);
     if (!$allowRoot && count($parts) === 0) fm_fail('invalid', 'the WordPress root itself cannot be the target');
     $cur = FM_ROOT;
-    foreach ($parts as $seg) {
+    foreach ($parts as $i => $seg) {
         $cur .= '/' . $seg;
         clearstatcache(true, $cur);
+        if (!$followLast && $i === count($parts) - 1) break;
         if (is_link($cur)) {
             $t = realpath($cur);
             if ($t === false || !fm_inside($t)) fm_fail('invalid', 'the path goes through a symlink that leads out of the WordPress root');
@@ -148,13 +151,13 @@ case 'mkdir':
     if (!@mkdir($abs, 0755, true)) fm_fail('invalid', 'cannot create ' . fm_rel($abs));
     fm_out(['ok' => true, 'path' => fm_rel($abs)]);
 case 'delete':
-    $abs = fm_path($req['path'] ?? '');
+    $abs = fm_path($req['path'] ?? '', false, false);
     if (!fm_exists($abs)) fm_fail('not_found', fm_rel($abs) . ' does not exist');
     if (!fm_remove($abs)) fm_fail('invalid', 'cannot delete all of ' . fm_rel($abs));
     fm_out(['ok' => true, 'path' => fm_rel($abs)]);
 case 'rename':
 case 'copy':
-    $from = fm_path($req['from'] ?? '');
+    $from = fm_path($req['from'] ?? '', false, $req['op'] !== 'rename');
     $to = fm_path($req['to'] ?? '');
     if (!fm_exists($from)) fm_fail('not_found', fm_rel($from) . ' does not exist');
     if (fm_exists($to)) fm_fail('conflict', fm_rel($to) . ' already exists');
