@@ -333,6 +333,7 @@ func (a *API) Register(r *rest.Router) {
 	a.registerLibrary(r)
 	a.registerPlugins(r)
 	a.registerMCP(r)
+	a.registerBlobs(r)
 	a.registerPHPConfig(r)
 	a.registerEmail(r)
 	a.registerPHPVersion(r)

@@ -51,14 +51,21 @@ func (a *API) getDatabase(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return agentError(err)
 	}
-	token := secret.New("")
-	sum := sha256.Sum256([]byte(token))
+	token, hash := oneTimeToken()
 	expires := a.now().Add(AdminerTTL)
 	if _, err := agent.CreateAdminerLogin(req.Context(), connect.NewRequest(&agentv1.CreateLoginTokenRequest{
-		SiteId: s.ID, TokenHash: hex.EncodeToString(sum[:]), ExpiresUnix: expires.Unix()})); err != nil {
+		SiteId: s.ID, TokenHash: hash, ExpiresUnix: expires.Unix()})); err != nil {
 		return agentError(err)
 	}
 	d := db.Msg
 	return rest.JSON(w, http.StatusOK, databaseResponse{Database: DatabaseAccess{Host: d.Host, Port: int(d.Port), Name: d.Name,
 		User: d.User, Password: d.Password, AdminerURL: s.URL + "/__sandbox/adminer/?sandbox_token=" + token, ExpiresAt: expires}})
+}
+
+// oneTimeToken makes a link token and the SHA-256 (hex) the agent keeps:
+// the agent never sees the token itself.
+func oneTimeToken() (token, hash string) {
+	token = secret.New("")
+	sum := sha256.Sum256([]byte(token))
+	return token, hex.EncodeToString(sum[:])
 }

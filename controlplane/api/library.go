@@ -452,3 +452,20 @@ func (a *API) latestRelease(ctx context.Context, repo string) (*release, []byte,
 	}
 	return nil, nil, apierr.Invalid("repository", "the latest release of %s (%s) has no .zip asset", repo, body.TagName)
 }
+
+func (a *API) registerBlobs(r *rest.Router) {
+	a.operator(r, rest.Route{Method: "GET", Path: "/internal/blobs/{sha}", Params: map[string]string{"sha": "blob"},
+		Summary: "A stored ZIP by its SHA-256, for peer servers replicating the Library (application/octet-stream).",
+		Errors:  []string{apierr.CodeNotFound}, Handler: a.getBlob})
+}
+
+func (a *API) getBlob(w http.ResponseWriter, req *http.Request) error {
+	data, err := a.cfg.Blobs.Get(req.PathValue("sha"))
+	if err != nil {
+		return apierr.New(http.StatusNotFound, apierr.CodeNotFound, "blob not held here")
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(http.StatusOK)
+	_, err = w.Write(data)
+	return err
+}

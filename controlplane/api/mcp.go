@@ -12,7 +12,6 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
-	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
 // MCPPath is where AI agents reach the service's MCP tools.
@@ -45,17 +44,13 @@ func (a *API) registerMCP(r *rest.Router) {
 		}
 		return a.mcpServer(c)
 	}, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: a.log})
-	r.HandleRaw(MCPPath, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		c, err := a.authenticate(req)
-		if err == nil {
-			err = a.selectWorkspace(req, c, false)
-		}
-		if err != nil {
-			apierr.Write(w, err)
-			return
-		}
-		h.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), callerKey{}, c)))
-	}))
+	a.bearer(r, guard{scope: scopeWorkspace}, rest.Route{Method: "POST", Path: MCPPath, Tag: "mcp",
+		Summary: "Model Context Protocol endpoint for AI agents (streamable HTTP, stateless, JSON-RPC body). Tool " +
+			LicenseToolName + " {plugin: slug or id} returns a Library entry's license key (needs reusables) and stamps licenseKeyLastReadAt.",
+		Handler: func(w http.ResponseWriter, req *http.Request) error {
+			h.ServeHTTP(w, req)
+			return nil
+		}})
 }
 
 func (a *API) mcpServer(c *Caller) *mcp.Server {

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"regexp"
@@ -21,7 +19,6 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
-	"github.com/sandboxd/sandboxd/internal/secret"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 	"github.com/sandboxd/sandboxd/scheduler"
 )
@@ -292,11 +289,10 @@ func (a *API) magicLogin(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	token := secret.New("")
-	sum := sha256.Sum256([]byte(token))
+	token, hash := oneTimeToken()
 	expires := a.now().Add(LoginTTL)
 	_, err = agent.CreateLoginToken(req.Context(), connect.NewRequest(&agentv1.CreateLoginTokenRequest{
-		SiteId: s.ID, TokenHash: hex.EncodeToString(sum[:]), ExpiresUnix: expires.Unix()}))
+		SiteId: s.ID, TokenHash: hash, ExpiresUnix: expires.Unix()}))
 	if err != nil {
 		return agentError(err)
 	}

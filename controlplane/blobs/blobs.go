@@ -96,3 +96,13 @@ func (s *Store) Delete(sha string) error {
 	}
 	return nil
 }
+
+// Has reports whether this server holds a blob.
+func (s *Store) Has(sha string) bool {
+	p, err := s.path(sha)
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(p)
+	return err == nil
+}

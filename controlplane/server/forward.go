@@ -25,7 +25,8 @@ const forwardedHeader = "X-Sandboxd-Forwarded-By"
 // health, metrics, the document and the edge's route stream (any node's
 // replica will do). The API and agent registration go to the leader.
 func local(path string) bool {
-	if path == "/healthz" || path == "/metrics" || path == "/api/openapi.json" {
+	// Blobs are served by the server that holds them, not the leader.
+	if path == "/healthz" || path == "/metrics" || path == "/api/openapi.json" || strings.HasPrefix(path, "/internal/blobs/") {
 		return true
 	}
 	return !(strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/internal/") || path == "/mcp" ||

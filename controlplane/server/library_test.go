@@ -3,6 +3,8 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -234,4 +237,46 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestLibraryZipSurvivesLeaderLoss uploads to the leader of three servers,
+// waits for the ZIP to be replicated, kills the leader and reads the ZIP
+// back from every survivor; the new leader serves the entry.
+func TestLibraryZipSurvivesLeaderLoss(t *testing.T) {
+	servers, _ := st.Cluster(t, 3, st.Options{})
+	leader := st.Leader(t, servers)
+	alice := st.NewAccount(t, leader, "alice@example.com", "paid")
+	zip := wpzip.BuildPlugin("replicated", "Replicated", "1", "")
+	body, ct := st.Multipart(nil, "file", "r.zip", zip)
+	e := alice.Do("POST", "/api/app/plugin-library", body, "Content-Type", ct).Must(t, 201)
+	sum := sha256.Sum256(zip)
+	sha := hex.EncodeToString(sum[:])
+
+	var survivors []*server.Server
+	for _, s := range servers {
+		if s != leader {
+			survivors = append(survivors, s)
+		}
+	}
+	st.WaitFor(t, 30*time.Second, "the ZIP on every follower", func() bool {
+		for _, s := range survivors {
+			if s.BlobSync().Once(context.Background()) != 0 || !s.BlobSync().Store.Has(sha) {
+				return false
+			}
+		}
+		return true
+	})
+	leader.Kill()
+	next := st.Leader(t, survivors)
+	for _, s := range survivors {
+		op := st.NewClient(t, s.URL(), s.ClusterToken())
+		if r := op.Do("GET", "/internal/blobs/"+sha, nil).Must(t, 200); !bytes.Equal(r.Raw, zip) {
+			t.Fatalf("%s serves other bytes", s.URL())
+		}
+		// A user token is not enough.
+		if r := st.NewClient(t, s.URL(), alice.Token).Do("GET", "/internal/blobs/"+sha, nil); r.Status != 401 {
+			t.Fatalf("user token read a blob: %d", r.Status)
+		}
+	}
+	st.NewClient(t, next.URL(), alice.Token).Do("GET", "/api/app/plugin-library/"+e.Str("plugin.id"), nil).Must(t, 200)
 }

@@ -145,6 +145,8 @@ type Server struct {
 	http       *http.Server
 	url        string
 	stopJoin   context.CancelFunc
+	blobSync   *blobs.Syncer
+	stopSync   context.CancelFunc
 }
 
 // New opens the node's storage, starts Raft and binds the API listener.
@@ -214,6 +216,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.GitHubAPI == "" {
 		cfg.GitHubAPI = "https://api.github.com"
 	}
+	s.blobSync = &blobs.Syncer{Store: blobStore, Wanted: s.wantedBlobs, Peers: s.peerURLs, Token: cfg.ClusterToken,
+		Client: &http.Client{Timeout: 5 * time.Minute}, Interval: 2 * time.Second, Log: s.log.With("component", "blobs")}
 	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Blobs: blobStore, Now: cfg.Now}
 	runners.Register(s.dispatcher)
 	node.OnLeader(s.dispatcher.Run)
@@ -293,9 +297,54 @@ func (s *Server) Start() error {
 		s.stopJoin = cancel
 		go s.joinLoop(ctx)
 	}
+	syncCtx, stopSync := context.WithCancel(context.Background())
+	s.stopSync = stopSync
+	go s.blobSync.Run(syncCtx)
 	s.log.Info("control plane serving", "component", "server", "api", s.url, "raft", s.cfg.RaftAddr)
 	return nil
 }
+
+// wantedBlobs are the ZIPs every server keeps: the Library's and those of
+// deploy jobs not finished yet (a new leader may have to run them).
+func (s *Server) wantedBlobs() ([]string, error) {
+	store := s.node.Store()
+	out, err := store.LibraryBlobs()
+	if err != nil {
+		return nil, err
+	}
+	js, _, err := store.UnfinishedJobs()
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range js {
+		if j.Type != sitejobs.DeployPlugin {
+			continue
+		}
+		var p sitejobs.DeployPayload
+		if json.Unmarshal(j.Payload, &p) == nil && p.BlobSHA256 != "" {
+			out = append(out, p.BlobSHA256)
+		}
+	}
+	return out, nil
+}
+
+// peerURLs are the API URLs of the other servers.
+func (s *Server) peerURLs() []string {
+	servers, err := s.node.Store().Servers()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, sv := range servers {
+		if sv.ID != s.cfg.NodeID && sv.APIAddr != "" {
+			out = append(out, strings.TrimRight(sv.APIAddr, "/"))
+		}
+	}
+	return out
+}
+
+// BlobSync is the Library replication loop (tests call Once).
+func (s *Server) BlobSync() *blobs.Syncer { return s.blobSync }
 
 // URL is the API base URL.
 func (s *Server) URL() string { return s.url }
@@ -320,6 +369,9 @@ func (s *Server) Close() error {
 	if s.stopJoin != nil {
 		s.stopJoin()
 	}
+	if s.stopSync != nil {
+		s.stopSync()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	herr := s.http.Shutdown(ctx)
@@ -330,6 +382,9 @@ func (s *Server) Close() error {
 // Kill stops the server abruptly, as a crash would: connections are cut
 // and Raft stops without handing over. For failover tests.
 func (s *Server) Kill() {
+	if s.stopSync != nil {
+		s.stopSync()
+	}
 	_ = s.http.Close()
 	_ = s.node.Shutdown()
 }

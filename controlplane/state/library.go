@@ -114,3 +114,17 @@ func (t *Tx) updateLibrary(id string, change func(*LibraryEntry)) (*LibraryEntry
 	})
 	return out, err
 }
+
+// LibraryBlobs lists the blobs every Library entry holds.
+func (s *Store) LibraryBlobs() ([]string, error) {
+	es, err := all[LibraryEntry](s.read(), tableLibrary, "id")
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range es {
+		if !seen[e.BlobSHA256] {
+			seen[e.BlobSHA256] = true
+			out = append(out, e.BlobSHA256)
+		}
+	}
+	return out, err
+}

@@ -1,0 +1,109 @@
+package blobs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// MaxBlob bounds one blob fetched from a peer.
+const MaxBlob = 512 << 20
+
+// Syncer copies the blobs the replicated state names onto this server
+// from its peers, so a ZIP stays available when the server that took the
+// upload is gone.
+type Syncer struct {
+	Store *Store
+	// Wanted lists the blobs every server should hold.
+	Wanted func() ([]string, error)
+	// Peers lists the other servers' API base URLs.
+	Peers func() []string
+	// Token authenticates to peers (the cluster token).
+	Token    string
+	Client   *http.Client
+	Interval time.Duration
+	Log      *slog.Logger
+}
+
+// Run syncs until ctx ends.
+func (y *Syncer) Run(ctx context.Context) {
+	t := time.NewTicker(y.Interval)
+	defer t.Stop()
+	for {
+		y.Once(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Once fetches every wanted blob this server lacks; it returns how many
+// are still missing.
+func (y *Syncer) Once(ctx context.Context) int {
+	wanted, err := y.Wanted()
+	if err != nil {
+		return 0
+	}
+	missing := 0
+	for _, sha := range wanted {
+		if y.Store.Has(sha) {
+			continue
+		}
+		if err := y.fetch(ctx, sha); err != nil {
+			missing++
+			y.Log.Debug("blob not replicated yet", "sha256", sha, "err", err)
+		}
+	}
+	return missing
+}
+
+func (y *Syncer) fetch(ctx context.Context, sha string) error {
+	var last error = fmt.Errorf("no peer holds %s", sha)
+	for _, peer := range y.Peers() {
+		data, err := y.get(ctx, peer+"/internal/blobs/"+sha)
+		if err != nil {
+			last = err
+			continue
+		}
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != sha {
+			last = fmt.Errorf("%s sent a blob that does not match %s", peer, sha)
+			continue
+		}
+		_, err = y.Store.Put(data)
+		return err
+	}
+	return last
+}
+
+func (y *Syncer) get(ctx context.Context, url string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+y.Token)
+	resp, err := y.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxBlob+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxBlob {
+		return nil, fmt.Errorf("%s: blob over %d bytes", url, MaxBlob)
+	}
+	return data, nil
+}
