@@ -315,7 +315,8 @@ func TestSiteEndToEnd(t *testing.T) {
 		for _, e := range list.List("entries") {
 			names[e["name"].(string)] = e["type"].(string)
 		}
-		if names["hello.txt"] != "file" || names["moved.txt"] != "file" || names["upload.txt"] != "file" || names["sub"] != "directory" {
+		if names["hello.txt"] != "file" || names["moved.txt"] != "file" || names["upload.txt"] != "file" || names["sub"] != "directory" ||
+			list.Get("truncated") != false {
 			t.Fatalf("listing: %s", list.Raw)
 		}
 		// Files belong to the site's user, as if WordPress wrote them.

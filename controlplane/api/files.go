@@ -42,6 +42,8 @@ type FileEntry struct {
 type FileListing struct {
 	Path    string      `json:"path"`
 	Entries []FileEntry `json:"entries"`
+	// Truncated is set when the directory has more than 10,000 entries.
+	Truncated bool `json:"truncated"`
 }
 
 // FileContent answers GET …/files/content.

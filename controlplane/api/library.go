@@ -224,10 +224,12 @@ func (a *API) createEntry(ctx context.Context, e state.LibraryEntry, zip []byte,
 			continue // another upload took the slug meanwhile
 		}
 		if err != nil {
+			a.dropBlob(sha)
 			return nil, err
 		}
 		return &e, nil
 	}
+	a.dropBlob(sha)
 	return nil, apierr.Conflict("no free slug for %q in this workspace", base)
 }
 

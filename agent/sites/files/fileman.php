@@ -114,16 +114,17 @@ case 'list':
     $abs = fm_path($req['path'] ?? '', true);
     if (!is_dir($abs)) fm_fail(fm_exists($abs) ? 'invalid' : 'not_found', (fm_rel($abs) ?: '/') . ' is not a directory');
     $entries = [];
+    $truncated = false;
     foreach (scandir($abs) as $e) {
         if ($e === '.' || $e === '..') continue;
+        if (count($entries) >= 10000) { $truncated = true; break; }
         $st = @lstat($abs . '/' . $e);
         if ($st === false) continue;
         $type = is_link($abs . '/' . $e) ? 'symlink' : (is_dir($abs . '/' . $e) ? 'directory' : 'file');
         $entries[] = ['name' => $e, 'type' => $type, 'sizeBytes' => $type === 'file' ? $st['size'] : 0,
             'modifiedAt' => gmdate('Y-m-d\TH:i:s\Z', $st['mtime'])];
-        if (count($entries) >= 10000) break;
     }
-    fm_out(['path' => fm_rel($abs), 'entries' => $entries]);
+    fm_out(['path' => fm_rel($abs), 'entries' => $entries, 'truncated' => $truncated]);
 case 'read':
     $abs = fm_path($req['path'] ?? '');
     if (!fm_exists($abs)) fm_fail('not_found', fm_rel($abs) . ' does not exist');
