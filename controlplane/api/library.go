@@ -189,8 +189,8 @@ func librarySlug(name, dir string) string {
 	if len(s) > 60 {
 		s = strings.Trim(s[:60], "-")
 	}
-	if s == "" || strings.HasPrefix(s, "lib-") {
-		s = "plugin-" + s
+	if s == "" {
+		s = "plugin" // ids hold an underscore, slugs never do: the two cannot clash
 	}
 	return s
 }
@@ -202,7 +202,7 @@ func (a *API) createEntry(ctx context.Context, e state.LibraryEntry, zip []byte,
 		return nil, fmt.Errorf("store zip: %w", err)
 	}
 	now := a.now()
-	e.ID = ids.New("lib_")
+	e.ID = ids.New("lib")
 	e.Kind, e.Name, e.SizeBytes, e.BlobSHA256, e.CreatedAt, e.UpdatedAt = info.Kind, info.Name, int64(len(zip)), sha, now, now
 	if licenseKey != nil {
 		e.LicenseSealed, e.LicenseHint = a.cfg.Sealer.Seal(*licenseKey, e.ID), seal.Hint(*licenseKey)

@@ -92,7 +92,7 @@ func setUp(t *testing.T, s *server.Server, owner *st.Account, invitee string) fi
 // not needed by the matrix).
 func newLibraryEntry(t *testing.T, s *server.Server, workspaceID string) string {
 	t.Helper()
-	e := state.LibraryEntry{ID: ids.New("lib_"), WorkspaceID: workspaceID, Slug: "matrix", Name: "Matrix", Source: "upload",
+	e := state.LibraryEntry{ID: ids.New("lib"), WorkspaceID: workspaceID, Slug: "matrix", Name: "Matrix", Source: "upload",
 		Kind: "plugin", Filename: "matrix.zip", BlobSHA256: strings.Repeat("0", 64), CreatedAt: time.Now(), UpdatedAt: time.Now()}
 	if _, err := s.Node().Apply(context.Background(), fsm.PutLibraryEntry{Entry: e}); err != nil {
 		t.Fatal(err)

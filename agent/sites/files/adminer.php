@@ -38,7 +38,7 @@ if (isset($_GET['sandbox_token'])) {
     $_SESSION = ['sandbox_adminer' => true];
     $_SESSION['pwds']['server'][$sandbox_server][$sandbox_db['user']] = '';
     $_SESSION['db']['server'][$sandbox_server][$sandbox_db['user']][$sandbox_db['name']] = true;
-    header('Location: ./?' . http_build_query(['server' => $sandbox_server, 'username' => $sandbox_db['user'],
+    header('Location: /__sandbox/adminer/?' . http_build_query(['server' => $sandbox_server, 'username' => $sandbox_db['user'],
         'db' => $sandbox_db['name']]), true, 302);
     exit;
 }
