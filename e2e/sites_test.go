@@ -410,7 +410,7 @@ func TestSiteEndToEnd(t *testing.T) {
 			t.Fatalf("database: %s", db.Raw)
 		}
 		jar, _ := cookiejar.New(nil)
-		browser := &http.Client{Timeout: 30 * time.Second, Transport: localhostClient.Transport, Jar: jar}
+		jarClient := &http.Client{Timeout: 30 * time.Second, Transport: localhostClient.Transport, Jar: jar}
 		get := func(c *http.Client, u string) (int, string) {
 			resp, err := c.Get(u)
 			if err != nil {
@@ -420,7 +420,7 @@ func TestSiteEndToEnd(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			return resp.StatusCode, string(b)
 		}
-		code, page := get(browser, adminer)
+		code, page := get(jarClient, adminer)
 		if code != 200 || !strings.Contains(page, db.Str("database.name")) || !strings.Contains(page, "wp_options") {
 			t.Fatalf("Adminer: %d %.500s", code, page)
 		}
@@ -437,6 +437,15 @@ func TestSiteEndToEnd(t *testing.T) {
 		}
 		if code, _ := get(fresh, strings.Split(adminer, "?")[0]); code != 403 {
 			t.Fatalf("Adminer without a link: %d", code)
+		}
+		// A person clicking a fresh link in a real browser lands in Adminer,
+		// signed in to the site's database with its tables listed.
+		ctx, cancel := browser(t)
+		defer cancel()
+		link := d.owner.Do("GET", "/api/app/sites/"+id+"/database", nil).Must(t, 200).Str("database.adminerUrl")
+		loc, text := visit(t, ctx, link)
+		if !strings.Contains(loc, "db="+db.Str("database.name")) || !strings.Contains(text, "wp_options") || strings.Contains(loc, "sandbox_token") {
+			t.Fatalf("browser landed at %s: %.500s", loc, text)
 		}
 	})
 
@@ -463,6 +472,29 @@ func TestSiteEndToEnd(t *testing.T) {
 		}
 		if code, page := fetch(t, url+"/"); code != 200 || !strings.Contains(page, "banner-from-library") {
 			t.Fatalf("plugin output missing: %d", code)
+		}
+		// A new version replaces the installed copy.
+		v2 := wpzip.BuildPlugin("sandbox-banner", "Sandbox Banner", "2.0.0",
+			`add_action('wp_footer', function () { echo '<p id="sandbox-banner">banner-version-two</p>'; });`)
+		up2, ct2 := st.Multipart(map[string]string{"activate": "true"}, "file", "sandbox-banner.zip", v2)
+		if job := d.waitJob(t, d.owner.Do("POST", "/api/app/sites/"+id+"/plugins", up2, "Content-Type", ct2).Must(t, 202).Str("jobId")); job["status"] != "succeeded" {
+			t.Fatalf("upgrade: %v", job)
+		}
+		if _, page := fetch(t, url+"/"); !strings.Contains(page, "banner-version-two") || strings.Contains(page, "banner-from-library") {
+			t.Fatal("the upgrade did not replace the plugin")
+		}
+		// A theme from the Library, activated.
+		theme := wpzip.BuildTheme("sandbox-theme", "Sandbox Theme", "1.0", `echo "<html><body>sandbox-theme-home " . esc_html(get_bloginfo('name')) . "</body></html>";`)
+		tb, tct := st.Multipart(nil, "file", "sandbox-theme.zip", theme)
+		if k := d.owner.Do("POST", "/api/app/plugin-library", tb, "Content-Type", tct).Must(t, 201).Str("plugin.kind"); k != "theme" {
+			t.Fatalf("theme kind %q", k)
+		}
+		tj := d.owner.Do("POST", "/api/app/sites/"+id+"/plugins", map[string]any{"libraryPlugin": "sandbox-theme", "activate": true}).Must(t, 202)
+		if job := d.waitJob(t, tj.Str("jobId")); job["status"] != "succeeded" {
+			t.Fatalf("theme deploy: %v", job)
+		}
+		if _, page := fetch(t, url+"/"); !strings.Contains(page, "sandbox-theme-home") {
+			t.Fatalf("theme not active: %.300s", page)
 		}
 		// A URL on loopback is refused (no operator allow-list in dev).
 		lo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(zip) }))

@@ -70,8 +70,10 @@ log_errors = On
 error_log = /srv/site/logs/php-error.log
 opcache.enable = 1
 opcache.memory_consumption = 64
+; A file a deploy or the file manager just replaced is served at once:
+; timestamps are checked on every request (a stat per file).
 opcache.validate_timestamps = 1
-opcache.revalidate_freq = 2
+opcache.revalidate_freq = 0
 session.save_path = /srv/site/tmp
 upload_tmp_dir = /srv/site/tmp
 sys_temp_dir = /srv/site/tmp

@@ -16,3 +16,16 @@ func BuildPlugin(dir, name, version, php string) []byte {
 	_ = zw.Close()
 	return buf.Bytes()
 }
+
+// BuildTheme makes a minimal theme ZIP (dir/style.css, dir/index.php)
+// whose index.php is php.
+func BuildTheme(dir, name, version, php string) []byte {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, _ := zw.Create(dir + "/style.css")
+	fmt.Fprintf(w, "/*\nTheme Name: %s\nVersion: %s\n*/\n", name, version)
+	w, _ = zw.Create(dir + "/index.php")
+	fmt.Fprintf(w, "<?php\n%s\n", php)
+	_ = zw.Close()
+	return buf.Bytes()
+}

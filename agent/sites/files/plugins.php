@@ -62,6 +62,12 @@ case 'install':
     }
     if (!@mkdir($stage, 0755) || !$zip->extractTo($stage)) { pl_rmtree($stage); pl_fail('cannot unpack the ZIP'); }
     $zip->close();
+    // ZIP entries carry their own (often identical) times; opcache would
+    // take a replaced file for the cached one. Stamp everything now.
+    $now = time();
+    $it = new RecursiveIteratorIterator(new RecursiveDirectoryIterator($stage, FilesystemIterator::SKIP_DOTS),
+        RecursiveIteratorIterator::SELF_FIRST);
+    foreach ($it as $f) { if (!$f->isLink()) @touch($f->getPathname(), $now); }
     $src = is_dir("$stage/$dir") ? "$stage/$dir" : "$stage/$dir.php";
     $dst = is_dir("$stage/$dir") ? "$base/$dir" : "$base/$dir.php";
     if (!file_exists($src)) { pl_rmtree($stage); pl_fail("the ZIP has no $dir"); }
