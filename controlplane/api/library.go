@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -102,11 +103,11 @@ func (a *API) registerLibrary(r *rest.Router) {
 		Summary:   "Upload a plugin or theme ZIP (up to 64 MiB). kind, name and slug come from its WordPress header.",
 		Multipart: map[string]string{"file": "file: the ZIP.", "licenseKey": "Optional license key; stored sealed."},
 		Response:  libraryEntryResponse{}, MaxBody: MaxZipBytes + 1<<20,
-		Errors: []string{apierr.CodeInvalidRequest, apierr.CodePayloadTooLarge, apierr.CodeConflict}, Handler: a.uploadLibrary})
+		Errors: []string{apierr.CodeInvalidRequest, apierr.CodePayloadTooLarge, apierr.CodeConflict, apierr.CodePlanLimitReached}, Handler: a.uploadLibrary})
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/plugin-library/github", Tag: "library", Status: http.StatusCreated,
 		Summary: "Add a repository entry: the latest release's ZIP asset is fetched and its tag kept as version.",
 		Request: GitHubEntryRequest{}, Response: libraryEntryResponse{},
-		Errors: []string{apierr.CodeInvalidRequest, apierr.CodeConflict}, Handler: a.addGitHubLibrary})
+		Errors: []string{apierr.CodeInvalidRequest, apierr.CodeConflict, apierr.CodePlanLimitReached}, Handler: a.addGitHubLibrary})
 	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/plugin-library/{id}", Tag: "library", Params: libParam,
 		Summary: "One entry, by id or slug.", Response: libraryEntryResponse{}, Errors: nf, Handler: a.getLibrary})
 	a.bearer(r, write, rest.Route{Method: "DELETE", Path: "/api/app/plugin-library/{id}", Tag: "library", Params: libParam,
@@ -207,6 +208,16 @@ func (a *API) createEntry(ctx context.Context, e state.LibraryEntry, zip []byte,
 	if licenseKey != nil {
 		e.LicenseSealed, e.LicenseHint = a.cfg.Sealer.Seal(*licenseKey, e.ID), seal.Hint(*licenseKey)
 	}
+	plan, err := a.ownerPlan(CallerFrom(ctx).Workspace)
+	if err != nil {
+		a.dropBlob(sha)
+		return nil, err
+	}
+	quota, err := a.cfg.Plans.Quota(plan, plans.LibraryEntries)
+	if err != nil {
+		a.dropBlob(sha)
+		return nil, err
+	}
 	base := librarySlug(info.Name, info.Dir)
 	for i := 1; i <= 50; i++ {
 		e.Slug = base
@@ -218,7 +229,7 @@ func (a *API) createEntry(ctx context.Context, e state.LibraryEntry, zip []byte,
 		} else if dup != nil {
 			continue
 		}
-		_, err := a.apply(ctx, fsm.PutLibraryEntry{Entry: e}, nil)
+		_, err := a.apply(ctx, fsm.PutLibraryEntry{Entry: e, Quota: quota}, nil)
 		var ae *apierr.Error
 		if errors.As(err, &ae) && ae.Code == apierr.CodeConflict {
 			continue // another upload took the slug meanwhile

@@ -176,6 +176,7 @@ type SiteJob struct {
 type PutLibraryEntry struct {
 	Entry   state.LibraryEntry `json:"entry"`
 	Replace bool               `json:"replace,omitempty"`
+	Quota   state.Quota        `json:"quota"`
 }
 
 // DeleteLibrary removes a Library entry.

@@ -134,7 +134,7 @@ func apply(s *state.Tx, c Command) any {
 		}
 		return s.CreateJob(c.Job)
 	case *PutLibraryEntry:
-		return s.PutLibraryEntry(c.Entry, c.Replace)
+		return s.PutLibraryEntry(c.Entry, c.Replace, c.Quota)
 	case *DeleteLibrary:
 		return s.DeleteLibraryEntry(c.ID)
 	case *SetLicense:

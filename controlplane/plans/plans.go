@@ -16,6 +16,7 @@ const (
 	Workspaces          = "workspaces"
 	APITokens           = "apiTokens"
 	MembersPerWorkspace = "membersPerWorkspace"
+	LibraryEntries      = "libraryEntries"
 )
 
 // Limits are one plan's quotas. Zero means unlimited.
@@ -32,6 +33,9 @@ type Limits struct {
 	// MembersPerWorkspace counts members and pending invitations of a
 	// workspace owned by the account.
 	MembersPerWorkspace int `json:"membersPerWorkspace"`
+	// LibraryEntries is how many Library entries a workspace owned by
+	// the account may hold (each keeps a ZIP of up to 64 MiB).
+	LibraryEntries int `json:"libraryEntries"`
 }
 
 func (l Limits) of(resource string) (int, error) {
@@ -46,6 +50,8 @@ func (l Limits) of(resource string) (int, error) {
 		return l.APITokens, nil
 	case MembersPerWorkspace:
 		return l.MembersPerWorkspace, nil
+	case LibraryEntries:
+		return l.LibraryEntries, nil
 	}
 	return 0, fmt.Errorf("plans: unknown resource %q", resource)
 }
@@ -60,15 +66,15 @@ type Config struct {
 // templates; the rest are this service's choices, documented in the README.
 func Default() Config {
 	return Config{
-		Free: Limits{Sites: 3, Templates: 3, Workspaces: 2, APITokens: 10, MembersPerWorkspace: 5},
-		Paid: Limits{Sites: 500, Templates: 200, Workspaces: 50, APITokens: 100, MembersPerWorkspace: 200},
+		Free: Limits{Sites: 3, Templates: 3, Workspaces: 2, APITokens: 10, MembersPerWorkspace: 5, LibraryEntries: 20},
+		Paid: Limits{Sites: 500, Templates: 200, Workspaces: 50, APITokens: 100, MembersPerWorkspace: 200, LibraryEntries: 500},
 	}
 }
 
 // Validate reports a config that cannot be used.
 func (c Config) Validate() error {
 	for name, l := range map[string]Limits{"free": c.Free, "paid": c.Paid} {
-		if l.Sites < 0 || l.Templates < 0 || l.Workspaces < 0 || l.APITokens < 0 || l.MembersPerWorkspace < 0 {
+		if l.Sites < 0 || l.Templates < 0 || l.Workspaces < 0 || l.APITokens < 0 || l.MembersPerWorkspace < 0 || l.LibraryEntries < 0 {
 			return fmt.Errorf("plans: %s limits must not be negative", name)
 		}
 	}

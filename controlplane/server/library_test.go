@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/internal/wpzip"
@@ -279,4 +280,29 @@ func TestLibraryZipSurvivesLeaderLoss(t *testing.T) {
 		}
 	}
 	st.NewClient(t, next.URL(), alice.Token).Do("GET", "/api/app/plugin-library/"+e.Str("plugin.id"), nil).Must(t, 200)
+}
+
+// TestLibraryPlanLimit: a workspace holds at most its owner's plan's
+// Library entries, and a refused upload leaves nothing behind.
+func TestLibraryPlanLimit(t *testing.T) {
+	limits := plans.Default()
+	limits.Free.LibraryEntries = 2
+	s := st.Single(t, st.Options{Plans: &limits})
+	free := st.NewAccount(t, s, "free@example.com", "free")
+	upload := func(dir string) *st.Response {
+		body, ct := st.Multipart(nil, "file", dir+".zip", wpzip.BuildPlugin(dir, "P "+dir, "1", ""))
+		return free.Do("POST", "/api/app/plugin-library", body, "Content-Type", ct)
+	}
+	upload("a").Must(t, 201)
+	upload("b").Must(t, 201)
+	r := upload("c")
+	if r.Status != 402 || r.Code() != "plan_limit_reached" || r.Details()["resource"] != "libraryEntries" || r.Details()["limit"] != float64(2) {
+		t.Fatalf("third entry: %d %s", r.Status, r.Raw)
+	}
+	if n := len(free.Do("GET", "/api/app/plugin-library", nil).Must(t, 200).List("plugins")); n != 2 {
+		t.Fatalf("%d entries", n)
+	}
+	// Deleting one frees a slot.
+	free.Do("DELETE", "/api/app/plugin-library/p-a", nil).Must(t, 200)
+	upload("c").Must(t, 201)
 }

@@ -39,9 +39,10 @@ func (s *Store) LibraryBlobInUse(sha string) (bool, error) {
 	return e != nil, err
 }
 
-// PutLibraryEntry adds an entry (its slug must be free in its workspace)
-// or, when replace is set, replaces the entry with the same id.
-func (t *Tx) PutLibraryEntry(e LibraryEntry, replace bool) error {
+// PutLibraryEntry adds an entry (its slug must be free in its workspace,
+// the workspace within q) or, when replace is set, replaces the entry with
+// the same id.
+func (t *Tx) PutLibraryEntry(e LibraryEntry, replace bool, q Quota) error {
 	return t.run(func(tx *memdb.Txn) error {
 		old, err := first[LibraryEntry](tx, tableLibrary, "id", e.ID)
 		if err != nil {
@@ -64,6 +65,13 @@ func (t *Tx) PutLibraryEntry(e LibraryEntry, replace bool) error {
 				return err
 			} else if dup != nil {
 				return fmt.Errorf("%w: the slug %q is taken in this workspace", ErrConflict, e.Slug)
+			}
+			have, err := all[LibraryEntry](tx, tableLibrary, "workspace", e.WorkspaceID)
+			if err != nil {
+				return err
+			}
+			if err := q.check(len(have)); err != nil {
+				return err
 			}
 		}
 		return insert(tx, tableLibrary, &e)
