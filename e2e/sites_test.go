@@ -508,6 +508,14 @@ func TestSiteEndToEnd(t *testing.T) {
 		if job := d.waitJob(t, d2.Str("jobId")); job["status"] != "succeeded" {
 			t.Fatalf("upload deploy: %v", job)
 		}
+		evil := wpzip.BuildRaw([2]string{"evil/evil.php", "<?php\n/* Plugin Name: Evil */"}, [2]string{"evil/../../../wp-config.php", "pwned"})
+		ev, evCT := st.Multipart(nil, "file", "evil.zip", evil)
+		if r := d.owner.Do("POST", "/api/app/sites/"+id+"/plugins", ev, "Content-Type", evCT); r.Status != 400 || r.Code() != "invalid_request" {
+			t.Fatalf("traversal ZIP: %d %s", r.Status, r.Raw)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "agent", "sites", "fs", id, "wp-config.php")); strings.Contains(string(b), "pwned") {
+			t.Fatal("the traversal ZIP wrote wp-config.php")
+		}
 		if r := d.owner.Do("POST", "/api/app/sites/"+id+"/plugins", map[string]any{"libraryPlugin": "nope"}); r.Status != 404 || r.Code() != "plugin_library_entry_not_found" {
 			t.Fatalf("unknown entry: %d %s", r.Status, r.Raw)
 		}

@@ -102,6 +102,9 @@ func TestLibrary(t *testing.T) {
 	before := len(alice.Do("GET", "/api/app/plugin-library", nil).Must(t, 200).List("plugins"))
 	for name, zip := range map[string][]byte{
 		"not a zip":     []byte("hello"),
+		"traversal":     wpzip.BuildRaw([2]string{"x/x.php", pluginHeader}, [2]string{"x/../../evil.php", "x"}),
+		"absolute":      wpzip.BuildRaw([2]string{"/etc/cron.d/evil", "x"}),
+		"two plugins":   wpzip.BuildRaw([2]string{"a/a.php", pluginHeader}, [2]string{"b/b.php", pluginHeader}),
 		"no header":     wpzip.BuildPlugin("x", "", "", ""),
 		"empty license": hello,
 	} {
@@ -231,6 +234,8 @@ func TestLibrary(t *testing.T) {
 		t.Fatalf("only %d raft files", files)
 	}
 }
+
+const pluginHeader = "<?php\n/* Plugin Name: X */"
 
 type bearer struct{ token string }
 

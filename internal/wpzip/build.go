@@ -29,3 +29,16 @@ func BuildTheme(dir, name, version, php string) []byte {
 	_ = zw.Close()
 	return buf.Bytes()
 }
+
+// BuildRaw makes a ZIP of the given entries (name → content) in order,
+// without any checks: tests use it to build hostile archives.
+func BuildRaw(entries ...[2]string) []byte {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, e := range entries {
+		w, _ := zw.Create(e[0])
+		_, _ = w.Write([]byte(e[1]))
+	}
+	_ = zw.Close()
+	return buf.Bytes()
+}
