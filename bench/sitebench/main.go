@@ -7,7 +7,9 @@
 //     Raft, scheduler, job dispatch, RPC or edge in between;
 //   - requests/s of a WordPress page through the edge next to direct to
 //     the site's port;
-//   - idle memory per site, from the containers' cgroups.
+//   - idle memory per site, from the containers' cgroups;
+//   - plugin deploy → its output served, through the API, job and edge,
+//     next to the agent's install called directly.
 package main
 
 import (
@@ -244,6 +246,12 @@ func run(n int, dur time.Duration, conc int) error {
 	client.CloseIdleConnections()
 	edgeRPS := throughput(edgeAddr, host, dur, conc)
 
+	client.CloseIdleConnections()
+	deployAPI, deployBase, err := measureDeploys(ctx, sys, mgr, edgeAddr, ids[len(ids)-1], ids[0], n)
+	if err != nil {
+		return err
+	}
+
 	fmt.Printf("sitebench: %d sites per measurement, PHP 8.2, WordPress %s\n", n, last.WordPressVersion)
 	fmt.Printf("  create → first 200, baseline (agent steps by hand): p50 %s  p95 %s\n", ms(pct(base, .5)), ms(pct(base, .95)))
 	fmt.Printf("  create → first 200, API → edge:                      p50 %s  p95 %s\n", ms(pct(full, .5)), ms(pct(full, .95)))
@@ -251,6 +259,10 @@ func run(n int, dur time.Duration, conc int) error {
 		pct(full, .5).Seconds()/pct(base, .5).Seconds(), pct(full, .95).Seconds()/pct(base, .95).Seconds())
 	fmt.Printf("  WordPress home page, %d clients, %s: direct %7.1f req/s, through the edge %7.1f req/s, ratio %.2fx (goal >= 0.95x)\n",
 		conc, dur, directRPS, edgeRPS, edgeRPS/directRPS)
+	fmt.Printf("  plugin deploy → output served, baseline (agent install called directly): p50 %s  p95 %s\n", ms(pct(deployBase, .5)), ms(pct(deployBase, .95)))
+	fmt.Printf("  plugin deploy → output served, API → job → edge:                      p50 %s  p95 %s\n", ms(pct(deployAPI, .5)), ms(pct(deployAPI, .95)))
+	fmt.Printf("  ratio API/baseline:                                                   p50 %6.2fx   p95 %6.2fx\n",
+		pct(deployAPI, .5).Seconds()/pct(deployBase, .5).Seconds(), pct(deployAPI, .95).Seconds()/pct(deployBase, .95).Seconds())
 	if counted > 0 {
 		fmt.Printf("  idle memory per site (%d sites, cgroup): rss %.1f MiB, usage incl. page cache %.1f MiB\n",
 			counted, rss/float64(counted)/(1<<20), usage/float64(counted)/(1<<20))

@@ -75,6 +75,9 @@ type Config struct {
 	// client that calls it (the operator configured it, so it is trusted).
 	GitHubAPI  string
 	GitHubHTTP *http.Client
+	// ReplicateBlob copies a ZIP to a peer server before a record names
+	// it; nil on a single server.
+	ReplicateBlob func(ctx context.Context, sha string, data []byte) error
 }
 
 // Nodes is what site handlers need from the node registry.

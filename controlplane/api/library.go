@@ -2,9 +2,12 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/blobs"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
@@ -198,9 +202,9 @@ func librarySlug(name, dir string) string {
 
 // createEntry stores the ZIP and adds the entry under the first free slug.
 func (a *API) createEntry(ctx context.Context, e state.LibraryEntry, zip []byte, info *wpzip.Info, licenseKey *string) (*state.LibraryEntry, error) {
-	sha, err := a.cfg.Blobs.Put(zip)
+	sha, err := a.storeZip(ctx, zip)
 	if err != nil {
-		return nil, fmt.Errorf("store zip: %w", err)
+		return nil, err
 	}
 	now := a.now()
 	e.ID = ids.New("lib")
@@ -342,9 +346,9 @@ func (a *API) refreshLibrary(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sha, err := a.cfg.Blobs.Put(zip)
+	sha, err := a.storeZip(req.Context(), zip)
 	if err != nil {
-		return fmt.Errorf("store zip: %w", err)
+		return err
 	}
 	next := *e
 	oldBlob := e.BlobSHA256
@@ -470,6 +474,44 @@ func (a *API) registerBlobs(r *rest.Router) {
 	a.operator(r, rest.Route{Method: "GET", Path: "/internal/blobs/{sha}", Params: map[string]string{"sha": "blob"},
 		Summary: "A stored ZIP by its SHA-256, for peer servers replicating the Library (application/octet-stream).",
 		Errors:  []string{apierr.CodeNotFound}, Handler: a.getBlob})
+	a.operator(r, rest.Route{Method: "PUT", Path: "/internal/blobs/{sha}", Params: map[string]string{"sha": "blob"},
+		Summary: "Store a ZIP a peer is about to name in the replicated state (application/octet-stream body; must hash to {sha}).",
+		Errors:  []string{apierr.CodeInvalidRequest, apierr.CodePayloadTooLarge}, MaxBody: blobs.MaxBlob, Handler: a.putBlob})
+}
+
+func (a *API) putBlob(w http.ResponseWriter, req *http.Request) error {
+	data, err := io.ReadAll(req.Body)
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return apierr.New(http.StatusRequestEntityTooLarge, apierr.CodePayloadTooLarge, "blob over %d bytes", mb.Limit)
+		}
+		return apierr.Invalid("", "reading the blob: %v", err)
+	}
+	sum := sha256.Sum256(data)
+	if hex.EncodeToString(sum[:]) != req.PathValue("sha") {
+		return apierr.Invalid("sha", "the body does not hash to the path's SHA-256")
+	}
+	if _, err := a.cfg.Blobs.Put(data); err != nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusOK, okResponse{OK: true})
+}
+
+// storeZip keeps a ZIP on this server and on a peer before anything names
+// it in the replicated state.
+func (a *API) storeZip(ctx context.Context, zip []byte) (string, error) {
+	sha, err := a.cfg.Blobs.Put(zip)
+	if err != nil {
+		return "", fmt.Errorf("store zip: %w", err)
+	}
+	if a.cfg.ReplicateBlob != nil {
+		if err := a.cfg.ReplicateBlob(ctx, sha, zip); err != nil {
+			a.log.Warn("zip not replicated", "sha256", sha, "err", err)
+			return "", apierr.Unavailable("the ZIP could not be copied to another server; retry")
+		}
+	}
+	return sha, nil
 }
 
 func (a *API) getBlob(w http.ResponseWriter, req *http.Request) error {

@@ -132,7 +132,7 @@ func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 		if _, err := inspectZip("file", zip); err != nil {
 			return err
 		}
-		if p.BlobSHA256, err = a.cfg.Blobs.Put(zip); err != nil {
+		if p.BlobSHA256, err = a.storeZip(req.Context(), zip); err != nil {
 			return err
 		}
 	}

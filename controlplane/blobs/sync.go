@@ -1,6 +1,7 @@
 package blobs
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -106,4 +107,49 @@ func (y *Syncer) get(ctx context.Context, url string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: blob over %d bytes", url, MaxBlob)
 	}
 	return data, nil
+}
+
+// Push copies a blob to the peers before the caller commits a record that
+// names it, so the blob outlives this server. It succeeds once one peer
+// holds it (with this server, two copies: a majority of three), or at
+// once when there are no peers.
+func (y *Syncer) Push(ctx context.Context, sha string, data []byte) error {
+	peers := y.Peers()
+	if len(peers) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	errs := make(chan error, len(peers))
+	for _, peer := range peers {
+		go func() { errs <- y.put(ctx, peer+"/internal/blobs/"+sha, data) }()
+	}
+	var last error
+	for range peers {
+		err := <-errs
+		if err == nil {
+			return nil
+		}
+		last = err
+	}
+	return fmt.Errorf("no peer took the blob: %w", last)
+}
+
+func (y *Syncer) put(ctx context.Context, url string, data []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, url, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+y.Token)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := y.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return nil
 }

@@ -246,8 +246,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestLibraryZipSurvivesLeaderLoss uploads to the leader of three servers,
-// waits for the ZIP to be replicated, kills the leader and reads the ZIP
-// back from every survivor; the new leader serves the entry.
+// kills it right after the upload is acknowledged and reads the ZIP back
+// from every survivor; the new leader serves the entry.
 func TestLibraryZipSurvivesLeaderLoss(t *testing.T) {
 	servers, _ := st.Cluster(t, 3, st.Options{})
 	leader := st.Leader(t, servers)
@@ -264,7 +264,11 @@ func TestLibraryZipSurvivesLeaderLoss(t *testing.T) {
 			survivors = append(survivors, s)
 		}
 	}
-	st.WaitFor(t, 30*time.Second, "the ZIP on every follower", func() bool {
+	// The upload was acknowledged only once a follower held the ZIP: the
+	// leader can go at once.
+	leader.Kill()
+	next := st.Leader(t, survivors)
+	st.WaitFor(t, 30*time.Second, "the ZIP on every survivor", func() bool {
 		for _, s := range survivors {
 			if s.BlobSync().Once(context.Background()) != 0 || !s.BlobSync().Store.Has(sha) {
 				return false
@@ -272,8 +276,6 @@ func TestLibraryZipSurvivesLeaderLoss(t *testing.T) {
 		}
 		return true
 	})
-	leader.Kill()
-	next := st.Leader(t, survivors)
 	for _, s := range survivors {
 		op := st.NewClient(t, s.URL(), s.ClusterToken())
 		if r := op.Do("GET", "/internal/blobs/"+sha, nil).Must(t, 200); !bytes.Equal(r.Raw, zip) {
@@ -285,6 +287,11 @@ func TestLibraryZipSurvivesLeaderLoss(t *testing.T) {
 		}
 	}
 	st.NewClient(t, next.URL(), alice.Token).Do("GET", "/api/app/plugin-library/"+e.Str("plugin.id"), nil).Must(t, 200)
+	// A peer only stores what hashes to the name it is sent under.
+	op := st.NewClient(t, next.URL(), next.ClusterToken())
+	if r := op.Do("PUT", "/internal/blobs/"+strings.Repeat("ab", 32), []byte("not that"), "Content-Type", "application/octet-stream"); r.Status != 400 {
+		t.Fatalf("mismatched blob stored: %d %s", r.Status, r.Raw)
+	}
 }
 
 // TestLibraryPlanLimit: a workspace holds at most its owner's plan's

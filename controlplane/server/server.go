@@ -240,7 +240,7 @@ func New(cfg Config) (*Server, error) {
 		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
 		Nodes: s.registry, Strategy: cfg.Strategy, SiteURL: s.siteURL,
 		Blobs: blobStore, Sealer: sealer, Fetch: safefetch.New(cfg.FetchAllow, 5*time.Minute),
-		GitHubAPI: cfg.GitHubAPI, GitHubHTTP: &http.Client{Timeout: 30 * time.Second},
+		GitHubAPI: cfg.GitHubAPI, GitHubHTTP: &http.Client{Timeout: 30 * time.Second}, ReplicateBlob: s.blobSync.Push,
 	})
 	s.api.Register(s.router)
 	s.registerInfra()
