@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
@@ -362,9 +363,9 @@ func (a *API) refreshLibrary(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, libraryRefreshResponse{Plugin: libraryView(&next), Updated: true})
 }
 
-// dropBlob deletes a ZIP no entry holds any more.
+// dropBlob deletes a ZIP that no entry and no unfinished deploy needs.
 func (a *API) dropBlob(sha string) {
-	if inUse, err := a.store.LibraryBlobInUse(sha); err == nil && !inUse {
+	if !sitejobs.BlobInUse(a.store, sha, "") {
 		if err := a.cfg.Blobs.Delete(sha); err != nil {
 			a.log.Warn("drop library zip", "sha256", sha, "err", err)
 		}

@@ -89,7 +89,7 @@ func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 		if p.Activate, err = f.FormBool("activate"); err != nil {
 			return err
 		}
-		zip, p.Source, p.Temporary = f.File, "upload", true
+		zip, p.Source = f.File, "upload"
 	} else {
 		var body DeployPluginRequest
 		if err := rest.DecodeJSON(req, &body); err != nil {
@@ -122,7 +122,7 @@ func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 			if err != nil {
 				return apierr.Invalid("zipUrl", "fetching the ZIP: %v", err)
 			}
-			zip, p.Source, p.Temporary = data, "url", true
+			zip, p.Source = data, "url"
 		}
 	}
 	if s.Status != "ready" {

@@ -24,8 +24,6 @@ type DeployPayload struct {
 	Activate   bool   `json:"activate"`
 	// Source says where the ZIP came from: library:<slug>, url or upload.
 	Source string `json:"source"`
-	// Temporary blobs (uploads, URL downloads) are dropped after the job.
-	Temporary bool `json:"temporary,omitempty"`
 }
 
 // Blobs reads and drops stored ZIPs.
@@ -40,8 +38,11 @@ func (r *Runners) deploy(ctx context.Context, j *state.Job, progress func(int)) 
 		return fmt.Errorf("deploy_plugin payload: %w", err)
 	}
 	err := r.deployOnce(ctx, j, p, progress)
-	if p.Temporary && (err == nil || errors.As(err, new(*jobs.Failure))) {
-		if inUse, _ := r.Store.LibraryBlobInUse(p.BlobSHA256); !inUse {
+	// Once the job is over, its ZIP goes unless the Library (or another
+	// deploy) holds it: uploads and URL downloads, and the ZIP of an entry
+	// deleted meanwhile.
+	if err == nil || errors.As(err, new(*jobs.Failure)) {
+		if !BlobInUse(r.Store, p.BlobSHA256, j.ID) {
 			_ = r.Blobs.Delete(p.BlobSHA256)
 		}
 	}
@@ -76,4 +77,26 @@ func (r *Runners) deployOnce(ctx context.Context, j *state.Job, p DeployPayload,
 		return failure("installing "+p.Source, err)
 	}
 	return nil
+}
+
+// BlobInUse reports whether a Library entry or an unfinished deploy job
+// other than exceptJob still needs a blob, so it is not dropped under it.
+func BlobInUse(store *state.Store, sha, exceptJob string) bool {
+	if inUse, err := store.LibraryBlobInUse(sha); err != nil || inUse {
+		return true
+	}
+	js, _, err := store.UnfinishedJobs()
+	if err != nil {
+		return true
+	}
+	for _, j := range js {
+		if j.Type != DeployPlugin || j.ID == exceptJob {
+			continue
+		}
+		var p DeployPayload
+		if json.Unmarshal(j.Payload, &p) == nil && p.BlobSHA256 == sha {
+			return true
+		}
+	}
+	return false
 }
