@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -89,7 +88,6 @@ func (a *API) readLicense(ctx context.Context, c *Caller, plugin string) (Licens
 	if _, err := a.apply(ctx, fsm.LicenseRead{ID: e.ID, At: a.now()}, nil); err != nil {
 		return LicenseToolOutput{}, fmt.Errorf("recording the read: %w", err)
 	}
-	a.log.Info("license key read", "library_id", e.ID, "workspace_id", c.Workspace.ID, "user_id", c.Account.ID,
-		"at", time.Now().UTC().Format(time.RFC3339))
+	a.log.Info("license key read", "library_id", e.ID, "workspace_id", c.Workspace.ID, "user_id", c.Account.ID)
 	return LicenseToolOutput{PluginID: e.ID, Slug: e.Slug, Name: e.Name, LicenseKey: key}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
+	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
@@ -112,7 +113,7 @@ func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 			if _, err := safefetch.CheckURL(*body.ZipURL); err != nil {
 				return apierr.Invalid("zipUrl", "%v", err)
 			}
-			if s.Status != "ready" {
+			if s.Status != state.SiteReady {
 				return notReady(s)
 			}
 			data, err := a.cfg.Fetch.Get(req.Context(), *body.ZipURL, MaxZipBytes, nil)
@@ -125,7 +126,7 @@ func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 			zip, p.Source = data, "url"
 		}
 	}
-	if s.Status != "ready" {
+	if s.Status != state.SiteReady {
 		return notReady(s)
 	}
 	if zip != nil {

@@ -216,7 +216,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.GitHubAPI == "" {
 		cfg.GitHubAPI = "https://api.github.com"
 	}
-	s.blobSync = &blobs.Syncer{Store: blobStore, Wanted: s.wantedBlobs, Peers: s.peerURLs, Token: cfg.ClusterToken,
+	s.blobSync = &blobs.Syncer{Store: blobStore, Wanted: func() ([]string, error) { return sitejobs.WantedBlobs(store) }, Peers: s.peerURLs, Token: cfg.ClusterToken,
 		Client: &http.Client{Timeout: 5 * time.Minute}, Interval: 2 * time.Second, Log: s.log.With("component", "blobs")}
 	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Blobs: blobStore, Now: cfg.Now}
 	runners.Register(s.dispatcher)
@@ -302,30 +302,6 @@ func (s *Server) Start() error {
 	go s.blobSync.Run(syncCtx)
 	s.log.Info("control plane serving", "component", "server", "api", s.url, "raft", s.cfg.RaftAddr)
 	return nil
-}
-
-// wantedBlobs are the ZIPs every server keeps: the Library's and those of
-// deploy jobs not finished yet (a new leader may have to run them).
-func (s *Server) wantedBlobs() ([]string, error) {
-	store := s.node.Store()
-	out, err := store.LibraryBlobs()
-	if err != nil {
-		return nil, err
-	}
-	js, _, err := store.UnfinishedJobs()
-	if err != nil {
-		return nil, err
-	}
-	for _, j := range js {
-		if j.Type != sitejobs.DeployPlugin {
-			continue
-		}
-		var p sitejobs.DeployPayload
-		if json.Unmarshal(j.Payload, &p) == nil && p.BlobSHA256 != "" {
-			out = append(out, p.BlobSHA256)
-		}
-	}
-	return out, nil
 }
 
 // peerURLs are the API URLs of the other servers.

@@ -85,18 +85,44 @@ func BlobInUse(store *state.Store, sha, exceptJob string) bool {
 	if inUse, err := store.LibraryBlobInUse(sha); err != nil || inUse {
 		return true
 	}
-	js, _, err := store.UnfinishedJobs()
+	pending, err := pendingDeploys(store)
 	if err != nil {
 		return true
 	}
-	for _, j := range js {
-		if j.Type != DeployPlugin || j.ID == exceptJob {
-			continue
-		}
-		var p DeployPayload
-		if json.Unmarshal(j.Payload, &p) == nil && p.BlobSHA256 == sha {
+	for jobID, blob := range pending {
+		if blob == sha && jobID != exceptJob {
 			return true
 		}
 	}
 	return false
+}
+
+// WantedBlobs are the ZIPs every server keeps: the Library's and those of
+// deploys not finished yet (a new leader may have to run them).
+func WantedBlobs(store *state.Store) ([]string, error) {
+	out, err := store.LibraryBlobs()
+	if err != nil {
+		return nil, err
+	}
+	pending, err := pendingDeploys(store)
+	for _, sha := range pending {
+		out = append(out, sha)
+	}
+	return out, err
+}
+
+// pendingDeploys maps each unfinished deploy job to its ZIP.
+func pendingDeploys(store *state.Store) (map[string]string, error) {
+	js, _, err := store.UnfinishedJobs()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, j := range js {
+		var p DeployPayload
+		if j.Type == DeployPlugin && json.Unmarshal(j.Payload, &p) == nil && p.BlobSHA256 != "" {
+			out[j.ID] = p.BlobSHA256
+		}
+	}
+	return out, nil
 }

@@ -132,7 +132,7 @@ func (c *Client) Get(ctx context.Context, raw string, max int64, header http.Hea
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s", hostOf(resp.Request.URL), resp.Status)
+		return nil, fmt.Errorf("%s answered %s", resp.Request.URL.Host, resp.Status)
 	}
 	if resp.ContentLength > max {
 		return nil, fmt.Errorf("%w: %d bytes; the limit is %d", ErrTooLarge, resp.ContentLength, max)
@@ -146,8 +146,6 @@ func (c *Client) Get(ctx context.Context, raw string, max int64, header http.Hea
 	}
 	return body, nil
 }
-
-func hostOf(u *url.URL) string { return strings.TrimSpace(u.Host) }
 
 // ParseAllow reads a comma-separated list of CIDRs or addresses.
 func ParseAllow(s string) ([]netip.Prefix, error) {
