@@ -1,0 +1,63 @@
+package sitenet
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// nsfsMagic is the filesystem type of a mounted namespace file.
+const nsfsMagic = 0x6e736673
+
+// createNetNS makes a new network namespace and pins it by bind-mounting
+// it at path, so it lives without a process in it.
+func createNetNS(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return fmt.Errorf("netns file: %w", err)
+	}
+	f.Close()
+	errc := make(chan error, 1)
+	go func() {
+		// The thread is never unlocked: when this goroutine returns, Go
+		// ends the thread, and with it the thread's change of namespace.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("unshare: %w", err)
+			return
+		}
+		src := "/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/ns/net"
+		if err := unix.Mount(src, path, "none", unix.MS_BIND, ""); err != nil {
+			errc <- fmt.Errorf("pin netns: %w", err)
+			return
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		os.Remove(path)
+		return err
+	}
+	return nil
+}
+
+// isNetNS reports whether path is a pinned namespace (after a reboot the
+// file stays but the mount is gone).
+func isNetNS(path string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(path, &st) == nil && st.Type == nsfsMagic
+}
+
+// removeNetNS unpins and deletes the namespace file; missing is fine.
+func removeNetNS(path string) error {
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unpin netns %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,286 @@
+package sitenet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/agent/hostclaim"
+	"github.com/sandboxd/sandboxd/internal/ids"
+)
+
+func TestRulesetText(t *testing.T) {
+	sub := netip.MustParsePrefix("10.200.4.0/22")
+	allow, err := ParseAllow("10.9.0.5:3306")
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, _ := ruleset("sandboxd_ab12", "sbxab12", sub, false, []Allow{allow})
+	public, _ := ruleset("sandboxd_ab12", "sbxab12", sub, true, nil)
+	for _, want := range []string{`iifname "sbxab12" counter drop comment "site to node"`, `egress off`,
+		`iifname "sbxab12" ip daddr 10.9.0.5/32 tcp dport 3306 accept`, `ip saddr 10.200.4.0/22 ip daddr 10.200.4.0/22 counter drop`} {
+		if !strings.Contains(none, want) {
+			t.Errorf("egress none lacks %q", want)
+		}
+	}
+	for _, want := range []string{"169.254.0.0/16", "100.64.0.0/10", `ip daddr @blocked counter drop`} {
+		if !strings.Contains(public, want) {
+			t.Errorf("egress public lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"", "10.0.0.1:0", "10.0.0.1:70000", "::1", "host:80", "10.0.0.0/33"} {
+		if _, err := ParseAllow(bad); err == nil {
+			t.Errorf("ParseAllow(%q) accepted", bad)
+		}
+	}
+}
+
+// world is what the test puts around a node: an "outside" namespace
+// reached through a veth from the host, holding listeners at a private
+// address, the metadata address and one public address, each routed from
+// the host to that namespace only, so nothing leaves this machine.
+type world struct {
+	ns        string
+	private   netip.Addr // 10.251.0.2
+	metadata  netip.Addr // 169.254.169.254
+	public    netip.Addr // 11.22.33.44
+	hostSide  string
+	listeners []net.Listener
+}
+
+func sh(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v: %s", args, err, out)
+	}
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{ns: "sbxt-" + ids.Random(6), private: netip.MustParseAddr("10.251.0.2"),
+		metadata: netip.MustParseAddr("169.254.169.254"), public: netip.MustParseAddr("11.22.33.44")}
+	w.hostSide = "sbxv" + ids.Random(6)
+	sh(t, "ip", "netns", "add", w.ns)
+	t.Cleanup(func() {
+		for _, l := range w.listeners {
+			l.Close()
+		}
+		_ = exec.Command("ip", "link", "delete", w.hostSide).Run()
+		_ = exec.Command("ip", "netns", "delete", w.ns).Run()
+	})
+	sh(t, "ip", "link", "add", w.hostSide, "type", "veth", "peer", "name", "eth0", "netns", w.ns)
+	sh(t, "ip", "addr", "add", "10.251.0.1/30", "dev", w.hostSide)
+	sh(t, "ip", "link", "set", w.hostSide, "up")
+	for _, a := range []string{"10.251.0.2/30", w.metadata.String() + "/32", w.public.String() + "/32"} {
+		sh(t, "ip", "-n", w.ns, "addr", "add", a, "dev", "eth0")
+	}
+	sh(t, "ip", "-n", w.ns, "link", "set", "eth0", "up")
+	sh(t, "ip", "-n", w.ns, "link", "set", "lo", "up")
+	sh(t, "ip", "-n", w.ns, "route", "add", "default", "via", "10.251.0.1")
+	for _, a := range []netip.Addr{w.metadata, w.public} {
+		sh(t, "ip", "route", "add", a.String()+"/32", "via", "10.251.0.2", "dev", w.hostSide)
+	}
+	// Every listener answers; the host reaching each proves it is there.
+	for _, a := range []netip.Addr{w.private, w.metadata, w.public} {
+		w.listeners = append(w.listeners, listenIn(t, "/run/netns/"+w.ns, netip.AddrPortFrom(a, 8080)))
+		if err := dial(netip.AddrPortFrom(a, 8080)); err != nil {
+			t.Fatalf("the host cannot reach the test's own listener %s: %v", a, err)
+		}
+	}
+	return w
+}
+
+// inNS runs fn on a thread that has entered the namespace at path; the
+// thread is discarded afterwards.
+func inNS(t *testing.T, path string, fn func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		f, err := os.Open(path)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- err
+			return
+		}
+		fn()
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func listenIn(t *testing.T, ns string, ap netip.AddrPort) net.Listener {
+	t.Helper()
+	var l net.Listener
+	var err error
+	inNS(t, ns, func() { l, err = net.Listen("tcp", ap.String()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return l
+}
+
+func dial(ap netip.AddrPort) error {
+	c, err := net.DialTimeout("tcp", ap.String(), time.Second)
+	if err == nil {
+		c.Close()
+	}
+	return err
+}
+
+func dialFrom(t *testing.T, ns string, ap netip.AddrPort) error {
+	var err error
+	inNS(t, ns, func() { err = dial(ap) })
+	return err
+}
+
+func newNetwork(t *testing.T, egress Egress, allow ...string) *Network {
+	t.Helper()
+	dir := t.TempDir()
+	claims, err := hostclaim.Open(filepath.Join(dir, "claims"), "subnet", 0, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Dir: filepath.Join(dir, "net"), Name: strings.ToLower(ids.Random(8)), Egress: egress, Claims: claims}
+	cfg.Name = fmt.Sprintf("%x", []byte(cfg.Name))[:8]
+	for _, a := range allow {
+		al, err := ParseAllow(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Allow = append(cfg.Allow, al)
+	}
+	n, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, id := range n.Attached() {
+			_ = n.Detach(context.Background(), id)
+		}
+		if err := Remove(cfg.Name); err != nil {
+			t.Error(err)
+		}
+		if _, err := os.Stat("/sys/class/net/" + n.Bridge()); err == nil {
+			t.Error("bridge left behind")
+		}
+	})
+	return n
+}
+
+// TestSitePolicy attaches two sites and tries, from inside one, every
+// destination a hostile tenant would; the listeners exist (the host
+// reaches them), so a refusal is the policy's doing.
+func TestSitePolicy(t *testing.T) {
+	for _, egress := range []Egress{EgressPublic, EgressNone} {
+		t.Run(string(egress), func(t *testing.T) {
+			w := newWorld(t)
+			n := newNetwork(t, egress, "10.251.0.2:8080")
+			ctx := context.Background()
+			a, err := n.Attach(ctx, "site_a", netip.Addr{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := n.Attach(ctx, "site_b", netip.Addr{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !n.Subnet().Contains(a.IP) || a.IP == b.IP {
+				t.Fatalf("addresses %s %s in %s", a.IP, b.IP, n.Subnet())
+			}
+			siteA := listenIn(t, a.NetNS, netip.AddrPortFrom(a.IP, 8080))
+			defer siteA.Close()
+			siteB := listenIn(t, b.NetNS, netip.AddrPortFrom(b.IP, 8080))
+			defer siteB.Close()
+			// The node (edge, agent) reaches a site.
+			if err := dial(netip.AddrPortFrom(b.IP, 8080)); err != nil {
+				t.Fatalf("node to site: %v", err)
+			}
+			// Node services: one on the bridge's own address, one on every address.
+			gw := n.Subnet().Addr().Next()
+			nodeSvc, err := net.Listen("tcp", netip.AddrPortFrom(gw, 0).String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nodeSvc.Close()
+			anySvc, err := net.Listen("tcp", ":0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer anySvc.Close()
+			anyPort := uint16(anySvc.Addr().(*net.TCPAddr).Port)
+			blocked := []netip.AddrPort{
+				netip.MustParseAddrPort(nodeSvc.Addr().String()),
+				netip.AddrPortFrom(gw, anyPort),
+				netip.AddrPortFrom(netip.MustParseAddr("10.251.0.1"), anyPort), // the node's other address
+				netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), anyPort),
+				netip.AddrPortFrom(b.IP, 8080),       // another site
+				netip.AddrPortFrom(w.metadata, 8080), // cloud metadata
+				netip.AddrPortFrom(w.private, 8081),  // a private address, port not allowed
+			}
+			allowed := []netip.AddrPort{netip.AddrPortFrom(w.private, 8080)}
+			if egress == EgressPublic {
+				allowed = append(allowed, netip.AddrPortFrom(w.public, 8080))
+			} else {
+				blocked = append(blocked, netip.AddrPortFrom(w.public, 8080))
+			}
+			for _, ap := range blocked {
+				if err := dialFrom(t, a.NetNS, ap); err == nil {
+					t.Errorf("site reached %s", ap)
+				}
+			}
+			for _, ap := range allowed {
+				if err := dialFrom(t, a.NetNS, ap); err != nil {
+					t.Errorf("site could not reach allowed %s: %v", ap, err)
+				}
+			}
+			// No IPv6 in a site: link-local would pass the bridge unseen.
+			inNS(t, a.NetNS, func() {
+				b, err := os.ReadFile("/proc/sys/net/ipv6/conf/eth0/disable_ipv6")
+				if err != nil || strings.TrimSpace(string(b)) != "1" {
+					t.Errorf("IPv6 on a site's eth0: %q %v", b, err)
+				}
+			})
+			// Attach is idempotent and a detached site's address can be had again.
+			again, err := n.Attach(ctx, "site_a", netip.Addr{})
+			if err != nil || again != a {
+				t.Fatalf("re-attach: %+v %v, had %+v", again, err, a)
+			}
+			if err := n.Detach(ctx, "site_a"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(a.NetNS); !os.IsNotExist(err) {
+				t.Fatal("namespace file left after detach")
+			}
+			back, err := n.Attach(ctx, "site_a", a.IP)
+			if err != nil || back.IP != a.IP {
+				t.Fatalf("attach with the old address: %+v %v", back, err)
+			}
+		})
+	}
+}
