@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent/daemon"
 	"github.com/sandboxd/sandboxd/agent/images"
+	"github.com/sandboxd/sandboxd/agent/logwriter"
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
@@ -75,4 +76,25 @@ func Catalog(t testing.TB) *images.Catalog {
 	}
 	t.Fatalf("no PHP 8.2 image in %s: run `make images` first", images.DefaultDir())
 	return nil
+}
+
+// Main runs a test package whose containers log through agent/logwriter:
+// the shim starts the test binary itself as the logger, and Main turns it
+// into one before any test runs. Call it from TestMain.
+func Main(m *testing.M) {
+	if logwriter.Invoked() {
+		os.Exit(logwriter.Main(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// LogWriter is the binary to name in runtime.Spec.LogWriter: this test
+// binary (see Main).
+func LogWriter(t testing.TB) string {
+	t.Helper()
+	p, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

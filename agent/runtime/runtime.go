@@ -14,10 +14,14 @@ import (
 
 	containerd "github.com/containerd/containerd"
 	"github.com/containerd/containerd/cio"
+	"github.com/containerd/containerd/containers"
+	"github.com/containerd/containerd/contrib/seccomp"
 	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sandboxd/sandboxd/agent/logwriter"
 )
 
 // Runtime is a containerd client bound to one namespace. Every agent
@@ -85,7 +89,8 @@ func (r *Runtime) ImportImage(ctx context.Context, ref, archive string) error {
 	return fmt.Errorf("archive %s does not hold %s", archive, ref)
 }
 
-// Mount is a bind mount into the container.
+// Mount is a bind mount into the container (nosuid, nodev). Source may
+// be a file.
 type Mount struct {
 	Source, Target string
 	ReadOnly       bool
@@ -107,16 +112,25 @@ type Spec struct {
 	MemoryBytes  int64
 	CPUMilli     int64
 	Pids         int64
+	// NetNS is the path of a network namespace to join; empty shares the
+	// host's (with its hosts and resolv.conf), which only node services
+	// such as MariaDB do.
+	NetNS string
+	// Confined turns on what every tenant container gets: containerd's
+	// default seccomp profile and a read-only root filesystem (Mounts are
+	// the only writable places).
+	Confined bool
 	// LogPath receives stdout and stderr; a container nobody reads would
-	// stall once its pipe filled.
+	// stall once its pipe filled. It must not be inside a Mount.
 	LogPath string
+	// LogWriter, if set, is the binary the shim runs to write LogPath
+	// with a size cap (see agent/logwriter); else the shim appends to it.
+	LogWriter   string
+	LogMaxBytes int64
 }
 
 func (s Spec) opts() []oci.SpecOpts {
 	opts := []oci.SpecOpts{
-		oci.WithHostNamespace(specs.NetworkNamespace),
-		oci.WithHostHostsFile,
-		oci.WithHostResolvconf,
 		oci.WithNoNewPrivileges,
 		oci.WithUIDGID(s.UID, s.GID),
 		oci.WithCapabilities(s.Capabilities),
@@ -124,8 +138,17 @@ func (s Spec) opts() []oci.SpecOpts {
 		oci.WithEnv(s.Env),
 		oci.WithProcessCwd(orDefault(s.Cwd, "/")),
 	}
+	if s.NetNS != "" {
+		opts = append(opts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: s.NetNS}))
+	} else {
+		opts = append(opts, oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostHostsFile, oci.WithHostResolvconf)
+	}
+	if s.Confined {
+		opts = append(opts, seccomp.WithDefaultProfile(), oci.WithRootFSReadonly())
+	}
 	if s.MemoryBytes > 0 {
-		opts = append(opts, oci.WithMemoryLimit(uint64(s.MemoryBytes)))
+		// Swap is the same as memory: a site cannot spill to swap.
+		opts = append(opts, oci.WithMemoryLimit(uint64(s.MemoryBytes)), withMemorySwap(s.MemoryBytes))
 	}
 	if s.CPUMilli > 0 {
 		period := uint64(100000)
@@ -136,13 +159,40 @@ func (s Spec) opts() []oci.SpecOpts {
 	}
 	var mounts []specs.Mount
 	for _, m := range s.Mounts {
-		o := []string{"rbind", "rw"}
+		o := []string{"rbind", "rw", "nosuid", "nodev"}
 		if m.ReadOnly {
-			o = []string{"rbind", "ro"}
+			o[1] = "ro"
 		}
 		mounts = append(mounts, specs.Mount{Type: "bind", Source: m.Source, Destination: m.Target, Options: o})
 	}
 	return append(opts, oci.WithMounts(mounts))
+}
+
+func withMemorySwap(limit int64) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if s.Linux != nil && s.Linux.Resources != nil && s.Linux.Resources.Memory != nil {
+			s.Linux.Resources.Memory.Swap = &limit
+		}
+		return nil
+	}
+}
+
+func (s Spec) logIO() cio.Creator {
+	switch {
+	case s.LogPath == "":
+		return cio.NullIO
+	case s.LogWriter != "":
+		return cio.BinaryIO(s.LogWriter, logwriter.Args(s.LogPath, orDefaultInt(s.LogMaxBytes, logwriter.DefaultMaxBytes)))
+	default:
+		return cio.LogFile(s.LogPath)
+	}
+}
+
+func orDefaultInt(v, d int64) int64 {
+	if v <= 0 {
+		return d
+	}
+	return v
 }
 
 func orDefault(s, d string) string {
@@ -188,11 +238,7 @@ func (r *Runtime) Run(ctx context.Context, s Spec) error {
 	case !errdefs.IsNotFound(err):
 		return fmt.Errorf("task %s: %w", s.ID, err)
 	}
-	creator := cio.NullIO
-	if s.LogPath != "" {
-		creator = cio.LogFile(s.LogPath)
-	}
-	task, err = c.NewTask(ctx, creator)
+	task, err = c.NewTask(ctx, s.logIO())
 	if err != nil {
 		return fmt.Errorf("create task %s: %w", s.ID, err)
 	}
@@ -299,6 +345,33 @@ type ExecResult struct {
 	ExitCode int
 	Stdout   []byte
 	Stderr   []byte
+	// Truncated is set when the command wrote more than MaxExecOutput to
+	// stdout (or MaxExecStderr to stderr); the excess was read and dropped.
+	Truncated bool
+}
+
+// MaxExecOutput bounds what one exec's stdout may hand back (the file
+// manager's largest answer, a 32 MiB file in base64, fits); MaxExecStderr
+// bounds its stderr. The process is never blocked: the excess is drained.
+const (
+	MaxExecOutput = 64 << 20
+	MaxExecStderr = 1 << 20
+)
+
+// capped keeps the first max bytes written to it and counts the rest.
+type capped struct {
+	buf     bytes.Buffer
+	max     int
+	dropped bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.buf.Len(); room < len(p) {
+		c.dropped = true
+		c.buf.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	return c.buf.Write(p)
 }
 
 // Exec runs argv in the running container as uid:gid and waits for it.
@@ -321,10 +394,10 @@ func (r *Runtime) Exec(ctx context.Context, id string, argv []string, env []stri
 	p.Env = append(append([]string{}, spec.Process.Env...), env...)
 	p.User = specs.User{UID: uid, GID: gid}
 	p.Terminal = false
-	var stdout, stderr bytes.Buffer
+	stdout, stderr := &capped{max: MaxExecOutput}, &capped{max: MaxExecStderr}
 	in := &eofReader{r: bytes.NewReader(stdin), eof: make(chan struct{})}
 	execID := fmt.Sprintf("exec-%d", time.Now().UnixNano())
-	proc, err := task.Exec(ctx, execID, &p, cio.NewCreator(cio.WithStreams(in, &stdout, &stderr)))
+	proc, err := task.Exec(ctx, execID, &p, cio.NewCreator(cio.WithStreams(in, stdout, stderr)))
 	if err != nil {
 		return nil, fmt.Errorf("exec in %s: %w", id, err)
 	}
@@ -355,7 +428,8 @@ func (r *Runtime) Exec(ctx context.Context, id string, argv []string, env []stri
 		if io := proc.IO(); io != nil {
 			io.Wait()
 		}
-		return &ExecResult{ExitCode: int(code), Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+		return &ExecResult{ExitCode: int(code), Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(),
+			Truncated: stdout.dropped || stderr.dropped}, nil
 	case <-ctx.Done():
 		_ = proc.Kill(context.WithoutCancel(ctx), syscall.SIGKILL)
 		return nil, fmt.Errorf("exec in %s: %w", id, ctx.Err())

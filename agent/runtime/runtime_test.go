@@ -36,7 +36,7 @@ func TestContainerLifecycle(t *testing.T) {
 	}
 	logPath := filepath.Join(dir, "c1.log")
 	spec := runtime.Spec{ID: "c1", Image: ref, UID: 33, GID: 33, MemoryBytes: 128 << 20, CPUMilli: 500, Pids: 64,
-		Args:    []string{"/bin/sh", "-c", "php -r 'echo PHP_VERSION, \"\\n\";'; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; id -u; touch /share/written; exec sleep 600"},
+		Args:    []string{"/bin/sh", "-c", "php -r 'echo PHP_VERSION, \"\\n\";'; touch /share/written; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; id -u; exec sleep 600"},
 		Mounts:  []runtime.Mount{{Source: share, Target: "/share"}},
 		LogPath: logPath}
 	if err := rt.Run(ctx, spec); err != nil {
@@ -88,5 +88,72 @@ func TestContainerLifecycle(t *testing.T) {
 	}
 	if ok, _ := rt.Exists(ctx, "c1"); ok {
 		t.Fatal("container left behind")
+	}
+}
+
+// TestConfinedContainer checks what every tenant container gets: a
+// seccomp filter, no privileges, a read-only root with only its mounts
+// writable, a log capped by the logger binary, and bounded exec output.
+func TestConfinedContainer(t *testing.T) {
+	socket, dir := agenttest.Containerd(t)
+	rt := agenttest.Runtime(t, socket)
+	ctx := context.Background()
+	ref, err := agenttest.Catalog(t).PHP(ctx, rt, "8.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := filepath.Join(dir, "share")
+	if err := os.MkdirAll(share, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(share, 2000123, 2000123); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "logs", "c2.log")
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	spec := runtime.Spec{ID: "c2", Image: ref, UID: 2000123, GID: 2000123, Confined: true, MemoryBytes: 64 << 20, Pids: 32,
+		Args:      []string{"/bin/sh", "-c", "head -c 300000 /dev/zero | tr '\\0' x; echo; echo done; exec sleep 600"},
+		Mounts:    []runtime.Mount{{Source: share, Target: "/share"}},
+		LogPath:   logPath, LogWriter: agenttest.LogWriter(t), LogMaxBytes: 64 << 10}
+	if err := rt.Run(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	var tail []byte
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(string(tail), "done") && time.Now().Before(deadline) {
+		tail, _ = os.ReadFile(logPath)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(string(tail), "done") {
+		t.Fatalf("log never got the end of the output: %d bytes", len(tail))
+	}
+	for _, f := range []string{logPath, logPath + ".1"} {
+		if st, err := os.Stat(f); err != nil || st.Size() > 64<<10 {
+			t.Fatalf("%s: %v over the cap (%v)", f, st, err)
+		}
+	}
+	res, err := rt.Exec(ctx, "c2", []string{"/bin/sh", "-c", `grep -E '^(Seccomp|NoNewPrivs|CapEff|CapPrm|CapBnd):' /proc/self/status; id -u;
+touch /etc/x 2>/dev/null && echo root-writable; touch /share/ok && echo share-writable`}, nil, 2000123, 2000123, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(res.Stdout)
+	for _, want := range []string{"Seccomp:\t2", "NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000",
+		"CapBnd:\t0000000000000000", "2000123", "share-writable"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "root-writable") {
+		t.Error("the root filesystem is writable")
+	}
+	big, err := rt.Exec(ctx, "c2", []string{"/bin/sh", "-c", "head -c 80000000 /dev/zero; echo end >&2"}, nil, 2000123, 2000123, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !big.Truncated || len(big.Stdout) != runtime.MaxExecOutput || string(big.Stderr) != "end\n" || big.ExitCode != 0 {
+		t.Fatalf("80 MB of output: truncated %v, %d bytes kept, stderr %q, exit %d", big.Truncated, len(big.Stdout), big.Stderr, big.ExitCode)
 	}
 }
