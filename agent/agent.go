@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,9 +24,12 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sandboxd/sandboxd/agent/daemon"
+	"github.com/sandboxd/sandboxd/agent/hostclaim"
 	"github.com/sandboxd/sandboxd/agent/images"
 	"github.com/sandboxd/sandboxd/agent/mariadb"
 	"github.com/sandboxd/sandboxd/agent/runtime"
+	"github.com/sandboxd/sandboxd/agent/sitedisk"
+	"github.com/sandboxd/sandboxd/agent/sitenet"
 	"github.com/sandboxd/sandboxd/agent/sites"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
@@ -70,8 +74,29 @@ type Config struct {
 	CPUMilli int64
 	MaxSites int
 	Labels   map[string]string
-	Logger   *slog.Logger
+	// SiteEgress is what sites may reach beyond the node: none (default)
+	// or public (the internet, never private or reserved ranges).
+	SiteEgress sitenet.Egress
+	// SiteAllow lists destinations sites may reach whatever the egress.
+	SiteAllow []sitenet.Allow
+	// SiteSubnet is the sites' network; default: a free /22 of
+	// 10.200.0.0/16, chosen once and kept in DataDir.
+	SiteSubnet netip.Prefix
+	// ClaimsDir keeps site uids and subnets unique among the host's
+	// agents; default hostclaim.DefaultDir.
+	ClaimsDir string
+	// LogWriter is the capped container logger binary; default this
+	// executable (sandboxd becomes the logger when a shim starts it).
+	LogWriter string
+	Logger    *slog.Logger
 }
+
+// Site uids come from [FirstSiteUID, FirstSiteUID+SiteUIDs): no system
+// account or other sandbox software is there.
+const (
+	FirstSiteUID = 2_000_000
+	SiteUIDs     = 1_000_000
+)
 
 // Agent is a running node agent.
 type Agent struct {
@@ -81,6 +106,7 @@ type Agent struct {
 	rt      *runtime.Runtime
 	catalog *images.Catalog
 	db      *mariadb.Server
+	net     *sitenet.Network
 	sites   *sites.Manager
 	http    *http.Server
 	ln      net.Listener
@@ -166,7 +192,30 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if a.db, err = mariadb.Start(ctx, a.rt, mdb, filepath.Join(dir, "mariadb")); err != nil {
 		return nil, err
 	}
-	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: a.rt, Images: a.catalog, DB: a.db, Logger: cfg.Logger}); err != nil {
+	claims := orDefault(cfg.ClaimsDir, hostclaim.DefaultDir)
+	uids, err := hostclaim.Open(claims, "uid", FirstSiteUID, SiteUIDs)
+	if err != nil {
+		return nil, err
+	}
+	subnets, err := hostclaim.Open(claims, "subnet", 0, 64)
+	if err != nil {
+		return nil, err
+	}
+	if a.net, err = sitenet.New(ctx, sitenet.Config{Dir: filepath.Join(dir, "network"), Name: NetworkName(dir), Subnet: cfg.SiteSubnet,
+		Egress: cfg.SiteEgress, Allow: cfg.SiteAllow, Claims: subnets, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	if cfg.LogWriter == "" {
+		if cfg.LogWriter, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	var resolvers []string
+	if cfg.SiteEgress == sitenet.EgressPublic {
+		resolvers = hostResolvers()
+	}
+	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: a.rt, Images: a.catalog, DB: a.db,
+		Network: a.net, UIDs: uids, LogWriter: cfg.LogWriter, Resolvers: resolvers, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	if err := a.sites.Reattach(ctx); err != nil {
@@ -319,8 +368,67 @@ func StopEverything(ctx context.Context, dataDir string) error {
 			errs = append(errs, rt.Remove(ctx, id))
 		}
 	}
+	// With the containers gone, the sites' disks and namespaces go too
+	// (a later start makes them again, with the same addresses).
+	disks, _ := filepath.Glob(filepath.Join(dir, "sites", "fs", "*", "disk"))
+	for _, d := range disks {
+		errs = append(errs, sitedisk.Unmount(d))
+	}
+	errs = append(errs, sitenet.Shutdown(filepath.Join(dir, "network"), NetworkName(dir)))
 	errs = append(errs, daemon.StopIn(containerdDir(dir)))
 	return errors.Join(errs...)
+}
+
+// Purge stops everything of the agent with this data dir and gives back
+// what it held on the host (site uids, its subnet): for tests and for
+// retiring a node; the data dir itself is the caller's to remove.
+func Purge(ctx context.Context, dataDir, claimsDir string) error {
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return err
+	}
+	errs := []error{StopEverything(ctx, dir)}
+	for _, kind := range []struct {
+		name         string
+		first, count int
+	}{{"uid", FirstSiteUID, SiteUIDs}, {"subnet", 0, 64}} {
+		r, err := hostclaim.Open(orDefault(claimsDir, hostclaim.DefaultDir), kind.name, kind.first, kind.count)
+		if err == nil {
+			err = r.ReleaseUnder(dir)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// NetworkName is the short id of the site network of the agent with this
+// data dir (its bridge is sbx<name>, its nftables tables sandboxd_<name>).
+func NetworkName(dataDir string) string {
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		dir = dataDir
+	}
+	sum := sha256.Sum256([]byte("network:" + dir))
+	return hex.EncodeToString(sum[:])[:8]
+}
+
+// hostResolvers are the host's nameservers a site could use: not the
+// host's loopback (a site cannot reach it).
+func hostResolvers() []string {
+	b, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 2 && f[0] == "nameserver" {
+			if a, err := netip.ParseAddr(f[1]); err == nil && !a.IsLoopback() {
+				out = append(out, a.String())
+			}
+		}
+	}
+	return out
 }
 
 // maxMessage bounds one RPC from the control plane: a plugin ZIP or a

@@ -67,7 +67,7 @@ func (a *Agent) heartbeat(ctx context.Context) *agentv1.HeartbeatRequest {
 	list := a.sites.List()
 	hb.Used = &agentv1.Resources{Sites: int32(len(list))}
 	for _, s := range list {
-		st := &agentv1.SiteStatus{SiteId: s.ID, Port: int32(s.Port), State: agentv1.SiteState_SITE_STATE_READY}
+		st := &agentv1.SiteStatus{SiteId: s.ID, Port: int32(s.Port), Address: s.IP, State: agentv1.SiteState_SITE_STATE_READY}
 		if s.Stopped {
 			st.State = agentv1.SiteState_SITE_STATE_STOPPED
 		} else if running, err := a.sites.Running(ctx, s.ID); err == nil && !running {

@@ -37,7 +37,7 @@ func rpcError(err error) error {
 }
 
 func status(s *sites.Site, state agentv1.SiteState) *agentv1.SiteStatus {
-	return &agentv1.SiteStatus{SiteId: s.ID, State: state, Port: int32(s.Port)}
+	return &agentv1.SiteStatus{SiteId: s.ID, State: state, Port: int32(s.Port), Address: s.IP}
 }
 
 func (v *service) CreateSite(ctx context.Context, req *connect.Request[agentv1.CreateSiteRequest]) (*connect.Response[agentv1.CreateSiteResponse], error) {
@@ -54,6 +54,7 @@ func (v *service) CreateSite(ctx context.Context, req *connect.Request[agentv1.C
 	if l := m.Limits; l != nil {
 		r.Limits = sites.Limits{MemoryMB: l.MemoryMb, CPUMilli: l.CpuMilli, Pids: m.PidsLimit}
 	}
+	r.Limits.DiskMB = m.DiskMb
 	s, err := v.sites.Create(ctx, r)
 	if err != nil {
 		v.log.Warn("create site failed", "site_id", m.SiteId, "job_id", m.JobId, "err", err)
@@ -143,7 +144,7 @@ func (v *service) TailDebugLog(ctx context.Context, req *connect.Request[agentv1
 	if n < 1 || n > 2000 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("lines must be 1..2000"))
 	}
-	exists, content, err := v.sites.TailDebugLog(ctx, req.Msg.SiteId, n)
+	exists, content, truncated, err := v.sites.TailDebugLog(ctx, req.Msg.SiteId, n)
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -151,7 +152,7 @@ func (v *service) TailDebugLog(ctx context.Context, req *connect.Request[agentv1
 	if content != "" {
 		lines = int32(strings.Count(strings.TrimSuffix(content, "\n"), "\n") + 1)
 	}
-	return connect.NewResponse(&agentv1.TailDebugLogResponse{Exists: exists, Content: content, Lines: lines}), nil
+	return connect.NewResponse(&agentv1.TailDebugLogResponse{Exists: exists, Content: content, Lines: lines, Truncated: truncated}), nil
 }
 
 func (v *service) TruncateDebugLog(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.TruncateDebugLogResponse], error) {

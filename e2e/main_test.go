@@ -53,7 +53,7 @@ func devDataDir(t *testing.T) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := agent.StopEverything(ctx, filepath.Join(dir, "agent")); err != nil {
+		if err := agent.Purge(ctx, filepath.Join(dir, "agent"), ""); err != nil {
 			t.Errorf("stop the dev system's containers: %v", err)
 		}
 	})

@@ -1,6 +1,7 @@
 // Package mariadb runs the one MariaDB server a node's sites share, as a
-// container on the host network bound to 127.0.0.1, and manages each
-// site's database and user in it.
+// container on the host network bound to 127.0.0.1 (which no site can
+// reach: sites connect through its Unix socket, mounted into each), and
+// manages each site's database and user in it.
 package mariadb
 
 import (
@@ -43,8 +44,17 @@ type Server struct {
 	db       *sql.DB
 }
 
-// Addr is host:port sites use as DB_HOST.
+// Addr is the server's TCP address on the node's loopback (the agent's
+// and an operator's way in; not reachable from any site).
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// SocketDir is the host directory holding the server's Unix socket,
+// mysqld.sock, the way sites reach it.
+func (s *Server) SocketDir() string { return filepath.Join(s.dir, "data", "run") }
+
+// MaxUserConnections bounds the connections one site's user may hold, so
+// one site cannot take the server's connections from the others.
+const MaxUserConnections = 40
 
 // Start makes sure the server runs: it initialises the data directory on
 // first use, starts (or re-attaches to) the container and waits until an
@@ -60,6 +70,10 @@ func Start(ctx context.Context, rt Runner, image, dir string) (*Server, error) {
 		return nil, err
 	}
 	if err := os.Chown(filepath.Join(dir, "data", "run"), uid, uid); err != nil {
+		return nil, err
+	}
+	// Sites (each its own uid) reach the socket in it.
+	if err := os.Chmod(filepath.Join(dir, "data", "run"), 0o755); err != nil {
 		return nil, err
 	}
 	var err error
@@ -155,6 +169,8 @@ func (s *Server) Close() error { return s.db.Close() }
 
 var ident = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
+var siteHosts = []string{"localhost", "127.0.0.1"}
+
 // CreateSiteDatabase makes a database and a user that may use only it,
 // with this password. Repeating it converges (the password is reset).
 func (s *Server) CreateSiteDatabase(ctx context.Context, name, user, password string) error {
@@ -164,12 +180,18 @@ func (s *Server) CreateSiteDatabase(ctx context.Context, name, user, password st
 	if strings.ContainsAny(password, `'\`) {
 		return errors.New("mariadb: password contains a quote")
 	}
-	for _, q := range []string{
-		"CREATE DATABASE IF NOT EXISTS `" + name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci",
-		"CREATE USER IF NOT EXISTS '" + user + "'@'127.0.0.1' IDENTIFIED BY '" + password + "'",
-		"ALTER USER '" + user + "'@'127.0.0.1' IDENTIFIED BY '" + password + "'",
-		"GRANT ALL PRIVILEGES ON `" + name + "`.* TO '" + user + "'@'127.0.0.1'",
-	} {
+	qs := []string{"CREATE DATABASE IF NOT EXISTS `" + name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"}
+	// 'localhost' is the site through the socket; '127.0.0.1' an operator
+	// on the node (the database API hands these credentials out).
+	for _, host := range siteHosts {
+		account := "'" + user + "'@'" + host + "'"
+		limit := fmt.Sprintf(" WITH MAX_USER_CONNECTIONS %d", MaxUserConnections)
+		qs = append(qs,
+			"CREATE USER IF NOT EXISTS "+account+" IDENTIFIED BY '"+password+"'"+limit,
+			"ALTER USER "+account+" IDENTIFIED BY '"+password+"'"+limit,
+			"GRANT ALL PRIVILEGES ON `"+name+"`.* TO "+account)
+	}
+	for _, q := range qs {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("create site database %s: %w", name, err)
 		}
@@ -182,7 +204,11 @@ func (s *Server) DropSiteDatabase(ctx context.Context, name, user string) error 
 	if !ident.MatchString(name) || !ident.MatchString(user) {
 		return fmt.Errorf("mariadb: invalid database or user name %q/%q", name, user)
 	}
-	for _, q := range []string{"DROP DATABASE IF EXISTS `" + name + "`", "DROP USER IF EXISTS '" + user + "'@'127.0.0.1'"} {
+	qs := []string{"DROP DATABASE IF EXISTS `" + name + "`"}
+	for _, host := range siteHosts {
+		qs = append(qs, "DROP USER IF EXISTS '"+user+"'@'"+host+"'")
+	}
+	for _, q := range qs {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("drop site database %s: %w", name, err)
 		}

@@ -114,9 +114,9 @@ func TestConfinedContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := runtime.Spec{ID: "c2", Image: ref, UID: 2000123, GID: 2000123, Confined: true, MemoryBytes: 64 << 20, Pids: 32,
-		Args:      []string{"/bin/sh", "-c", "head -c 300000 /dev/zero | tr '\\0' x; echo; echo done; exec sleep 600"},
-		Mounts:    []runtime.Mount{{Source: share, Target: "/share"}},
-		LogPath:   logPath, LogWriter: agenttest.LogWriter(t), LogMaxBytes: 64 << 10}
+		Args:    []string{"/bin/sh", "-c", "head -c 300000 /dev/zero | tr '\\0' x; echo; echo done; exec sleep 600"},
+		Mounts:  []runtime.Mount{{Source: share, Target: "/share"}},
+		LogPath: logPath, LogWriter: agenttest.LogWriter(t), LogMaxBytes: 64 << 10}
 	if err := rt.Run(ctx, spec); err != nil {
 		t.Fatal(err)
 	}

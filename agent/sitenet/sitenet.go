@@ -312,3 +312,17 @@ func Remove(name string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Shutdown, for an agent that stops with its sites, removes every site
+// namespace pinned under dir (each site's veth goes with it) and the
+// network's policy and bridge. Address leases stay, so a later Attach
+// gives each site its address again.
+func Shutdown(dir, name string) error {
+	var errs []error
+	ents, _ := os.ReadDir(filepath.Join(dir, "netns"))
+	for _, e := range ents {
+		errs = append(errs, removeNetNS(filepath.Join(dir, "netns", e.Name())))
+	}
+	errs = append(errs, Remove(name))
+	return errors.Join(errs...)
+}

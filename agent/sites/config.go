@@ -18,7 +18,8 @@ func phpModule(version string) (name, file string) {
 var apacheConf = template.Must(template.New("apache").Parse(`# Written by the sandbox agent.
 ServerRoot "/etc/apache2"
 ServerName localhost
-Listen 127.0.0.1:{{.Port}}
+# The site's own network namespace: every address in it is the site's.
+Listen {{.Port}}
 PidFile /srv/site/tmp/apache.pid
 Mutex file:/srv/site/tmp default
 LoadModule mpm_prefork_module /usr/lib/apache2/modules/mod_mpm_prefork.so

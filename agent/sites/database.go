@@ -3,7 +3,6 @@ package sites
 import (
 	"encoding/json"
 	"net"
-	"path/filepath"
 	"strconv"
 	"time"
 )
@@ -39,12 +38,13 @@ func (m *Manager) Database(id string) (DBAccess, error) {
 // AddAdminerToken stores a one-time token (by its SHA-256) that signs the
 // site's database UI in once before expires.
 func (m *Manager) AddAdminerToken(id, tokenHash string, expires time.Time) error {
-	if m.get(id) == nil {
+	s := m.get(id)
+	if s == nil {
 		return ErrNotFound
 	}
 	if !hashRE.MatchString(tokenHash) {
 		return ErrInvalid
 	}
 	b, _ := json.Marshal(map[string]any{"expires": expires.Unix()})
-	return writeOwned(filepath.Join(m.FS(id), "login", "adminer-"+tokenHash+".json"), b, 0o600, www, www)
+	return m.writeToken(s, "adminer-"+tokenHash+".json", b)
 }

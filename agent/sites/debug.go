@@ -56,20 +56,29 @@ func (m *Manager) SetDebug(id string, p DebugPatch) (Debug, error) {
 
 const debugLog = "/srv/site/wordpress/wp-content/debug.log"
 
-// TailDebugLog returns up to n last lines of wp-content/debug.log. It is
-// read inside the site's container as www-data: whatever the site made of
-// that path (a symlink, say) can only lead within the sandbox.
-func (m *Manager) TailDebugLog(ctx context.Context, id string, n int) (exists bool, content string, err error) {
+// MaxDebugLogBytes bounds how much of the end of debug.log a tail reads.
+const MaxDebugLogBytes = 1 << 20
+
+// TailDebugLog returns up to n last lines of wp-content/debug.log, from
+// its last MaxDebugLogBytes at most (truncated says the log is longer).
+// It is read inside the site's container as the site's user: whatever the
+// site made of that path (a symlink, a FIFO, a 4 GiB sparse file) can
+// only lead within the sandbox, and costs one seek.
+func (m *Manager) TailDebugLog(ctx context.Context, id string, n int) (exists bool, content string, truncated bool, err error) {
 	res, err := m.Exec(ctx, id, []string{"/bin/sh", "-c",
-		`if [ -f "$1" ]; then echo yes; tail -n "$2" "$1"; else echo no; fi`, "sh", debugLog, strconv.Itoa(n)}, nil)
+		`if [ -f "$1" ]; then echo "yes $(stat -c %s -- "$1")"; tail -c "$3" -- "$1" | tail -n "$2"; else echo no; fi`,
+		"sh", debugLog, strconv.Itoa(n), strconv.Itoa(MaxDebugLogBytes)}, nil)
 	if err != nil {
-		return false, "", err
+		return false, "", false, err
 	}
 	if res.ExitCode != 0 {
-		return false, "", fmt.Errorf("read debug log: exit %d: %s", res.ExitCode, res.Stderr)
+		return false, "", false, fmt.Errorf("read debug log: exit %d: %.300s", res.ExitCode, res.Stderr)
 	}
 	first, rest, _ := strings.Cut(string(res.Stdout), "\n")
-	return first == "yes", rest, nil
+	state, size, _ := strings.Cut(first, " ")
+	bytes, _ := strconv.ParseInt(size, 10, 64)
+	// The site writes what it likes; the answer travels as UTF-8 text.
+	return state == "yes", strings.ToValidUTF8(rest, "\uFFFD"), bytes > MaxDebugLogBytes, nil
 }
 
 // TruncateDebugLog empties wp-content/debug.log; a missing log is fine.

@@ -6,15 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/runtime"
+	"github.com/sandboxd/sandboxd/agent/sitedisk"
+	"github.com/sandboxd/sandboxd/agent/sitefile"
 	"github.com/sandboxd/sandboxd/internal/secret"
 )
 
@@ -32,19 +35,28 @@ func (m *Manager) Create(ctx context.Context, r CreateRequest) (*Site, error) {
 		if err != nil {
 			return nil, err
 		}
-		port, err := m.freePort()
-		if err != nil {
-			return nil, err
-		}
 		limits := r.Limits
-		if limits == (Limits{}) {
-			limits = DefaultLimits
+		for _, f := range []struct{ v, d *int64 }{{&limits.MemoryMB, &DefaultLimits.MemoryMB}, {&limits.CPUMilli, &DefaultLimits.CPUMilli},
+			{&limits.Pids, &DefaultLimits.Pids}, {&limits.DiskMB, &DefaultLimits.DiskMB}} {
+			if *f.v <= 0 {
+				*f.v = *f.d
+			}
 		}
 		s = &Site{ID: r.ID, Slug: r.Slug, Name: r.Name, PHPVersion: r.PHPVersion, URL: r.URL, AdminUser: r.AdminUser,
-			AdminEmail: r.AdminEmail, Port: port, Image: img, DBName: dbName(r.ID), DBUser: dbName(r.ID),
+			AdminEmail: r.AdminEmail, Port: Port, Image: img, DBName: dbName(r.ID), DBUser: dbName(r.ID),
 			DBPassword: secret.New(""), Limits: limits, CreatedAt: time.Now().UTC()}
 		// The record comes first: whatever happens next, Delete knows
-		// what to clean up.
+		// what to clean up (and the uid claim has its owner file).
+		if err := m.save(s); err != nil {
+			return nil, err
+		}
+	}
+	if s.UID == 0 {
+		uid, err := m.cfg.UIDs.Claim(m.recordPath(s.ID))
+		if err != nil {
+			return nil, fmt.Errorf("site uid: %w", err)
+		}
+		s.UID = uid
 		if err := m.save(s); err != nil {
 			return nil, err
 		}
@@ -64,21 +76,31 @@ func (m *Manager) provision(ctx context.Context, s *Site, wantWP string) error {
 	if err := m.cfg.DB.CreateSiteDatabase(ctx, s.DBName, s.DBUser, s.DBPassword); err != nil {
 		return err
 	}
+	t2 := time.Now()
+	netns, err := m.attach(ctx, s)
+	if err != nil {
+		return err
+	}
 	s.Stopped = false
 	if err := m.save(s); err != nil {
 		return err
 	}
-	t2 := time.Now()
-	if err := m.cfg.Runtime.Run(ctx, m.spec(s)); err != nil {
+	t3 := time.Now()
+	if err := m.cfg.Runtime.Run(ctx, m.spec(s, netns)); err != nil {
 		return err
 	}
-	t3 := time.Now()
+	t4 := time.Now()
 	if err := m.waitReady(ctx, s); err != nil {
 		return err
 	}
 	m.log.Info("site provisioned", "site_id", s.ID, "files_ms", t1.Sub(t0).Milliseconds(), "database_ms", t2.Sub(t1).Milliseconds(),
-		"container_ms", t3.Sub(t2).Milliseconds(), "install_and_first_answer_ms", time.Since(t3).Milliseconds())
-	v, err := wordpressVersion(m.FS(s.ID))
+		"network_ms", t3.Sub(t2).Milliseconds(), "container_ms", t4.Sub(t3).Milliseconds(),
+		"install_and_first_answer_ms", time.Since(t4).Milliseconds())
+	// The install is done: its one-time admin password goes.
+	if err := os.Remove(filepath.Join(m.FS(s.ID), "secrets", "install.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	v, err := m.wordpressVersion(ctx, s.ID)
 	if err != nil {
 		return err
 	}
@@ -89,45 +111,102 @@ func (m *Manager) provision(ctx context.Context, s *Site, wantWP string) error {
 	return m.save(s)
 }
 
-func (m *Manager) spec(s *Site) runtime.Spec {
-	fs := m.FS(s.ID)
+// attach gives the site its namespace and records its address.
+func (m *Manager) attach(ctx context.Context, s *Site) (string, error) {
+	var want netip.Addr
+	if s.IP != "" {
+		want, _ = netip.ParseAddr(s.IP)
+	}
+	a, err := m.cfg.Network.Attach(ctx, s.ID, want)
+	if err != nil {
+		return "", err
+	}
+	s.IP = a.IP.String()
+	return a.NetNS, nil
+}
+
+func (m *Manager) spec(s *Site, netns string) runtime.Spec {
+	fs, data := m.FS(s.ID), m.Data(s.ID)
+	ro := func(src, dst string) runtime.Mount { return runtime.Mount{Source: src, Target: dst, ReadOnly: true} }
+	rw := func(src, dst string) runtime.Mount { return runtime.Mount{Source: src, Target: dst} }
 	return runtime.Spec{
-		ID: containerID(s.ID), Image: s.Image, UID: www, GID: www,
+		ID: containerID(s.ID), Image: s.Image, UID: uint32(s.UID), GID: uint32(s.UID), NetNS: netns, Confined: true,
 		Args: []string{"/bin/sh", "/srv/site/conf/start.sh"},
-		Env:  []string{"PHP_INI_SCAN_DIR=:/srv/site/conf/php", "HOME=/srv/site/tmp", "APACHE_LOG_DIR=/srv/site/logs"},
-		Cwd:  "/srv/site", Mounts: []runtime.Mount{{Source: fs, Target: "/srv/site"}},
+		Env:  []string{"PHP_INI_SCAN_DIR=:/srv/site/conf/php", "HOME=/srv/site/tmp", "APACHE_LOG_DIR=/srv/site/logs", "TMPDIR=/srv/site/tmp"},
+		Cwd:  "/srv/site",
+		Mounts: []runtime.Mount{
+			ro(filepath.Join(fs, "conf"), "/srv/site/conf"),
+			ro(filepath.Join(fs, "secrets"), "/srv/site/secrets"),
+			ro(filepath.Join(fs, "secrets", "wp-config.php"), "/srv/site/wp-config.php"),
+			ro(filepath.Join(fs, "login"), "/srv/site/login"),
+			rw(filepath.Join(data, "wordpress"), "/srv/site/wordpress"),
+			rw(filepath.Join(data, "state"), "/srv/site/state"),
+			rw(filepath.Join(data, "logs"), "/srv/site/logs"),
+			rw(filepath.Join(data, "mail"), "/srv/site/mail"),
+			rw(filepath.Join(data, "tmp"), "/srv/site/tmp"),
+			rw(filepath.Join(data, "tmp"), "/tmp"),
+			ro(m.cfg.DB.SocketDir(), "/run/mysqld"),
+			ro(filepath.Join(fs, "conf", "hosts"), "/etc/hosts"),
+			ro(filepath.Join(fs, "conf", "resolv.conf"), "/etc/resolv.conf"),
+		},
 		MemoryBytes: s.Limits.MemoryMB << 20, CPUMilli: s.Limits.CPUMilli, Pids: s.Limits.Pids,
-		LogPath: filepath.Join(fs, "logs", "container.log"),
+		LogPath: filepath.Join(fs, "logs", "container.log"), LogWriter: m.cfg.LogWriter, LogMaxBytes: maxContainerLog,
 	}
 }
 
-// writeFiles lays out a site's directory. What configures the sandbox is
-// root-owned and read-only to it; what WordPress writes belongs to www-data.
+// maxContainerLog caps each of a site's two container log files.
+const maxContainerLog = 1 << 20
+
+// siteDirs are the top directories of a site's disk, the site's own.
+var siteDirs = []struct {
+	name string
+	mode os.FileMode
+}{{"wordpress", 0o755}, {"state", 0o700}, {"logs", 0o755}, {"mail", 0o700}, {"tmp", 0o700}}
+
+// writeFiles lays out a site on the host. What configures the sandbox
+// is root-owned and mounted read-only; secrets are readable by the site's
+// uid only; its disk's top directories belong to the site. Nothing here
+// reads or writes inside those directories.
 func (m *Manager) writeFiles(s *Site) error {
-	fs := m.FS(s.ID)
+	fs, uid := m.FS(s.ID), s.UID
+	if uid <= 0 {
+		return fmt.Errorf("site %s has no uid of its own; it was made by an older agent: delete and recreate it", s.ID)
+	}
 	for _, d := range []struct {
-		path  string
-		owner int
-		mode  os.FileMode
+		path string
+		gid  int
+		mode os.FileMode
 	}{
-		{fs, 0, 0o755}, {filepath.Join(fs, "conf"), 0, 0o755}, {filepath.Join(fs, "conf", "php"), 0, 0o755},
-		{filepath.Join(fs, "conf", "adminer"), 0, 0o755},
-		{filepath.Join(fs, "wordpress"), www, 0o755}, {filepath.Join(fs, "state"), www, 0o700},
-		{filepath.Join(fs, "logs"), www, 0o755}, {filepath.Join(fs, "mail"), www, 0o700},
-		{filepath.Join(fs, "tmp"), www, 0o700}, {filepath.Join(fs, "login"), www, 0o700},
+		{fs, 0, 0o711}, {filepath.Join(fs, "conf"), 0, 0o755}, {filepath.Join(fs, "conf", "php"), 0, 0o755},
+		{filepath.Join(fs, "conf", "adminer"), 0, 0o755}, {filepath.Join(fs, "secrets"), uid, 0o750},
+		{filepath.Join(fs, "login"), uid, 0o750}, {filepath.Join(fs, "logs"), 0, 0o700},
 	} {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {
 			return err
 		}
-		if err := os.Chown(d.path, d.owner, d.owner); err != nil {
+		if err := os.Lchown(d.path, 0, d.gid); err != nil {
 			return err
 		}
 		if err := os.Chmod(d.path, d.mode); err != nil {
 			return err
 		}
 	}
+	if err := sitedisk.Ensure(filepath.Join(fs, "disk.img"), s.Limits.DiskMB, m.Data(s.ID)); err != nil {
+		return err
+	}
+	// The disk's root is root's and never mounted in the container, so
+	// these names are the agent's: the site cannot swap them for links.
+	for _, d := range siteDirs {
+		p := filepath.Join(m.Data(s.ID), d.name)
+		if err := os.Mkdir(p, d.mode); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		if err := os.Lchown(p, uid, uid); err != nil {
+			return err
+		}
+	}
 	module, moduleFile := phpModule(s.PHPVersion)
-	apache, err := render(apacheConf, map[string]any{"Port": s.Port, "Module": module, "ModuleFile": moduleFile, "Workers": 8})
+	apache, err := render(apacheConf, map[string]any{"Port": Port, "Module": module, "ModuleFile": moduleFile, "Workers": 8})
 	if err != nil {
 		return err
 	}
@@ -136,18 +215,22 @@ func (m *Manager) writeFiles(s *Site) error {
 		salts = append(salts, salt{Name: n, Value: secret.New("")})
 	}
 	config, err := render(wpConfig, map[string]any{"DBName": s.DBName, "DBUser": s.DBUser, "DBPassword": s.DBPassword,
-		"DBHost": m.cfg.DB.Addr(), "URL": s.URL, "Salts": salts})
+		"DBHost": "localhost:" + dbSocket, "URL": s.URL, "Salts": salts})
 	if err != nil {
 		return err
 	}
-	host, port := m.dbHostPort()
-	adminerDB, _ := json.Marshal(map[string]any{"host": host, "port": port, "name": s.DBName, "user": s.DBUser, "password": s.DBPassword})
+	adminerDB, _ := json.Marshal(map[string]any{"server": "localhost:" + dbSocket, "name": s.DBName, "user": s.DBUser, "password": s.DBPassword})
+	hosts := fmt.Sprintf("127.0.0.1\tlocalhost\n%s\t%s\n", orDefault(s.IP, "127.0.0.1"), s.Slug)
+	resolv := "# Written by the sandbox agent.\n"
+	for _, r := range m.cfg.Resolvers {
+		resolv += "nameserver " + r + "\n"
+	}
 	files := []struct {
-		path  string
-		data  []byte
-		mode  os.FileMode
-		owner int
-		keep  bool // written once: salts must not change under logged-in users
+		path string
+		data []byte
+		mode os.FileMode
+		gid  int
+		keep bool // written once: salts must not change under logged-in users
 	}{
 		{filepath.Join(fs, "conf", "start.sh"), startScript, 0o644, 0, false},
 		{filepath.Join(fs, "conf", "install.php"), installScript, 0o644, 0, false},
@@ -155,34 +238,41 @@ func (m *Manager) writeFiles(s *Site) error {
 		{filepath.Join(fs, "conf", "sendmail"), sendmailScript, 0o755, 0, false},
 		{filepath.Join(fs, "conf", "apache.conf"), apache, 0o644, 0, false},
 		{filepath.Join(fs, "conf", "adminer", "index.php"), adminerScript, 0o644, 0, false},
-		// Readable by the site, as wp-config.php is: its own credentials.
-		{filepath.Join(fs, "conf", "adminer.json"), adminerDB, 0o640, 0, false},
 		{filepath.Join(fs, "conf", "php", "90-sandbox.ini"), []byte(phpIni), 0o644, 0, false},
-		{filepath.Join(fs, "wp-config.php"), config, 0o640, 0, true},
+		{filepath.Join(fs, "conf", "hosts"), []byte(hosts), 0o644, 0, false},
+		{filepath.Join(fs, "conf", "resolv.conf"), []byte(resolv), 0o644, 0, false},
+		// Readable by the site alone: its own credentials.
+		{filepath.Join(fs, "secrets", "adminer.json"), adminerDB, 0o640, uid, false},
+		{filepath.Join(fs, "secrets", "wp-config.php"), config, 0o640, uid, true},
 	}
 	for _, f := range files {
 		if f.keep {
-			if _, err := os.Stat(f.path); err == nil {
+			if _, err := os.Lstat(f.path); err == nil {
 				continue
 			}
 		}
-		if err := writeOwned(f.path, f.data, f.mode, f.owner, www); err != nil {
+		if err := writeOwned(f.path, f.data, f.mode, 0, f.gid); err != nil {
 			return err
 		}
 	}
 	if err := m.writeDebug(s); err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(fs, "state", "installed")); errors.Is(err, os.ErrNotExist) {
+	// Lstat: state/ is the site's; whatever it put there is not followed.
+	if _, err := os.Lstat(filepath.Join(m.Data(s.ID), "state", "installed")); errors.Is(err, os.ErrNotExist) {
 		pw := secret.New("")
 		inst, _ := json.Marshal(map[string]string{"title": orDefault(s.Name, s.Slug), "user": s.AdminUser,
 			"email": s.AdminEmail, "password": pw, "url": s.URL})
-		if err := writeOwned(filepath.Join(fs, "state", "install.json"), inst, 0o600, www, www); err != nil {
+		if err := writeOwned(filepath.Join(fs, "secrets", "install.json"), inst, 0o640, 0, uid); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// dbSocket is where a site finds the node's MariaDB (SocketDir mounted at
+// /run/mysqld).
+const dbSocket = "/run/mysqld/mysqld.sock"
 
 func orDefault(s, d string) string {
 	if s == "" {
@@ -191,12 +281,23 @@ func orDefault(s, d string) string {
 	return s
 }
 
+// writeOwned writes a file atomically in a root-owned directory of the
+// site (never one the site can write: the temporary name is predictable).
 func writeOwned(path string, data []byte, mode os.FileMode, uid, gid int) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
+	_ = os.Remove(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
+	if err != nil {
 		return err
 	}
-	if err := os.Chown(tmp, uid, gid); err != nil {
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Lchown(tmp, uid, gid); err != nil {
 		return err
 	}
 	if err := os.Chmod(tmp, mode); err != nil {
@@ -211,7 +312,7 @@ func (m *Manager) waitReady(ctx context.Context, s *Site) error {
 	u, _ := url.Parse(s.URL)
 	deadline := time.Now().Add(m.cfg.ReadyTimeout)
 	for {
-		req, _ := http.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:"+strconv.Itoa(s.Port)+"/", nil)
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+s.Addr()+"/", nil)
 		req.Host = u.Host
 		resp, err := m.http.Do(req)
 		if err == nil {
@@ -234,18 +335,22 @@ func (m *Manager) waitReady(ctx context.Context, s *Site) error {
 	}
 }
 
+// logTail is the end of a site's logs for an error message: the
+// container log (root's) and the web server's and PHP's (the site's, read
+// without following anything it planted), 2 KiB of each at most.
 func (m *Manager) logTail(id string) string {
 	var out []string
-	for _, f := range []string{"container.log", "apache-error.log", "php-error.log"} {
-		b, err := os.ReadFile(filepath.Join(m.FS(id), "logs", f))
+	for _, f := range []struct{ dir, name string }{{filepath.Join(m.FS(id), "logs"), "container.log"},
+		{filepath.Join(m.Data(id), "logs"), "apache-error.log"}, {filepath.Join(m.Data(id), "logs"), "php-error.log"}} {
+		b, _, err := sitefile.Tail(f.dir, f.name, 2048)
 		if err != nil || len(b) == 0 {
 			continue
 		}
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		lines := strings.Split(strings.TrimSpace(strings.ToValidUTF8(string(b), "?")), "\n")
 		if len(lines) > 8 {
 			lines = lines[len(lines)-8:]
 		}
-		out = append(out, f+": "+strings.Join(lines, " | "))
+		out = append(out, f.name+": "+strings.Join(lines, " | "))
 	}
 	if len(out) == 0 {
 		return "no log output"
@@ -253,18 +358,20 @@ func (m *Manager) logTail(id string) string {
 	return strings.Join(out, "; ")
 }
 
-var versionRE = regexp.MustCompile(`\$wp_version\s*=\s*'([^']+)'`)
+var versionRE = regexp.MustCompile(`\$wp_version\s*=\s*'([0-9][0-9A-Za-z.+-]{0,31})'`)
 
-func wordpressVersion(fs string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(fs, "wordpress", "wp-includes", "version.php"))
+// wordpressVersion reads the site's WordPress version inside its
+// container (the file is the site's to change).
+func (m *Manager) wordpressVersion(ctx context.Context, id string) (string, error) {
+	res, err := m.Exec(ctx, id, []string{"head", "-c", "65536", "/srv/site/wordpress/wp-includes/version.php"}, nil)
 	if err != nil {
 		return "", fmt.Errorf("read WordPress version: %w", err)
 	}
-	m := versionRE.FindSubmatch(b)
-	if m == nil {
-		return "", errors.New("WordPress version not found")
+	v := versionRE.FindSubmatch(res.Stdout)
+	if res.ExitCode != 0 || v == nil {
+		return "", errors.New("WordPress version not found in wp-includes/version.php")
 	}
-	return string(m[1]), nil
+	return string(v[1]), nil
 }
 
 // Delete removes a site's container, database, user and files. It reports
@@ -278,7 +385,10 @@ func (m *Manager) Delete(ctx context.Context, id string) (bool, error) {
 	if err := m.teardown(ctx, s); err != nil {
 		return true, err
 	}
-	if err := os.Remove(filepath.Join(m.cfg.Dir, "records", id+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := m.cfg.UIDs.Release(m.recordPath(id)); err != nil {
+		return true, err
+	}
+	if err := os.Remove(m.recordPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return true, err
 	}
 	m.mu.Lock()
@@ -294,6 +404,14 @@ func (m *Manager) teardown(ctx context.Context, s *Site) error {
 	if err := m.cfg.DB.DropSiteDatabase(ctx, s.DBName, s.DBUser); err != nil {
 		return err
 	}
+	if err := m.cfg.Network.Detach(ctx, s.ID); err != nil {
+		return err
+	}
+	if err := sitedisk.Unmount(m.Data(s.ID)); err != nil {
+		return err
+	}
+	// RemoveAll never follows a symlink; with the disk unmounted, only
+	// root's files are left here anyway.
 	if err := os.RemoveAll(m.FS(s.ID)); err != nil {
 		return fmt.Errorf("remove site files: %w", err)
 	}
@@ -355,28 +473,51 @@ func (m *Manager) Running(ctx context.Context, id string) (bool, error) {
 func (m *Manager) Reattach(ctx context.Context) error {
 	var errs []error
 	for _, s := range m.List() {
-		if s.Stopped {
+		if s.Stopped || s.UID == 0 {
 			continue
 		}
-		if err := m.cfg.Runtime.Run(ctx, m.spec(&s)); err != nil {
+		if err := m.restart(ctx, &s); err != nil {
 			errs = append(errs, fmt.Errorf("site %s: %w", s.ID, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Exec runs a command in a site's container as www-data.
+// restart makes sure a site's disk, namespace and container are there
+// and runs it; what still runs is left alone.
+func (m *Manager) restart(ctx context.Context, s *Site) error {
+	if err := sitedisk.Ensure(filepath.Join(m.FS(s.ID), "disk.img"), s.Limits.DiskMB, m.Data(s.ID)); err != nil {
+		return err
+	}
+	netns, err := m.attach(ctx, s)
+	if err != nil {
+		return err
+	}
+	if err := m.save(s); err != nil {
+		return err
+	}
+	return m.cfg.Runtime.Run(ctx, m.spec(s, netns))
+}
+
+// Exec runs a command in a site's container as the site's user.
 func (m *Manager) Exec(ctx context.Context, id string, argv []string, stdin []byte) (*runtime.ExecResult, error) {
-	if m.get(id) == nil {
+	if s := m.get(id); s == nil {
 		return nil, ErrNotFound
+	} else if s.UID == 0 {
+		return nil, fmt.Errorf("%w: site %s was made by an older agent; delete and recreate it", ErrInvalid, id)
 	}
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%w: empty command", ErrInvalid)
 	}
-	return m.cfg.Runtime.Exec(ctx, containerID(id), argv, nil, www, www, stdin)
+	s := m.get(id)
+	return m.cfg.Runtime.Exec(ctx, containerID(id), argv, nil, uint32(s.UID), uint32(s.UID), stdin)
 }
 
 var hashRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// maxTokenLife is how long a token file is kept at most; every token the
+// control plane makes expires well before.
+const maxTokenLife = 24 * time.Hour
 
 // AddLoginToken stores a one-time login token (by its SHA-256) that the
 // site's mu-plugin honours once before expires.
@@ -395,5 +536,19 @@ func (m *Manager) AddLoginToken(id, tokenHash string, expires time.Time, user, r
 		return fmt.Errorf("%w: redirect must be a path", ErrInvalid)
 	}
 	b, _ := json.Marshal(map[string]any{"expires": expires.Unix(), "user": user, "redirect": redirect})
-	return writeOwned(filepath.Join(m.FS(id), "login", tokenHash+".json"), b, 0o600, www, www)
+	return m.writeToken(s, tokenHash+".json", b)
+}
+
+// writeToken stores a one-time token file in the site's read-only login
+// directory (the site marks it used on its own disk) and drops expired
+// ones.
+func (m *Manager) writeToken(s *Site, name string, data []byte) error {
+	dir := filepath.Join(m.FS(s.ID), "login")
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > maxTokenLife {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	return writeOwned(filepath.Join(dir, name), data, 0o640, 0, s.UID)
 }

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandboxd/sandboxd/agent/runtime"
 )
 
 // Email is one message a site sent.
@@ -28,23 +30,29 @@ type Email struct {
 	HTML    string
 }
 
-// maxMailBytes bounds what one listing reads from a site.
-const maxMailBytes = 32 << 20
+// A listing reads the newest maxMails messages and at most maxMailBytes
+// of each (32 MiB in all), inside the site's container.
+const (
+	maxMails     = 128
+	maxMailBytes = 256 << 10
+)
 
 // ListEmails returns the site's captured mail, newest first. The files are
 // read inside the site's container, so nothing the site puts in its mail
 // directory can make the agent read outside the sandbox.
 func (m *Manager) ListEmails(ctx context.Context, id string) ([]Email, error) {
 	res, err := m.Exec(ctx, id, []string{"/bin/sh", "-c",
-		`cd /srv/site/mail || exit 0; for f in *.eml; do [ -f "$f" ] || continue; printf '%s %s\n' "$f" "$(wc -c < "$f")"; cat "$f"; done`}, nil)
+		`cd /srv/site/mail || exit 0; ls -1t -- *.eml 2>/dev/null | head -n "$1" | while IFS= read -r f; do
+[ -f "$f" ] || continue; printf '%s %s\n' "$f" "$(head -c "$2" -- "$f" | wc -c)"; head -c "$2" -- "$f"; done`,
+		"sh", strconv.Itoa(maxMails), strconv.Itoa(maxMailBytes)}, nil)
 	if err != nil {
 		return nil, err
 	}
 	if res.ExitCode != 0 {
 		return nil, fmt.Errorf("read mail: exit %d: %s", res.ExitCode, res.Stderr)
 	}
-	if len(res.Stdout) > maxMailBytes {
-		return nil, fmt.Errorf("%w: more than %d MiB of captured mail; clear it", ErrInvalid, maxMailBytes>>20)
+	if res.Truncated {
+		return nil, fmt.Errorf("read mail: listing over %d bytes", runtime.MaxExecOutput)
 	}
 	var out []Email
 	r := bufio.NewReader(bytes.NewReader(res.Stdout))

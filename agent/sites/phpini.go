@@ -49,7 +49,11 @@ func (m *Manager) SetPHPConfig(ctx context.Context, id string, settings map[stri
 	if err := m.cfg.Runtime.Stop(ctx, containerID(id), 10*time.Second); err != nil {
 		return nil, err
 	}
-	if err := m.cfg.Runtime.Run(ctx, m.spec(s)); err != nil {
+	netns, err := m.attach(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.cfg.Runtime.Run(ctx, m.spec(s, netns)); err != nil {
 		return nil, err
 	}
 	if err := m.waitReady(ctx, s); err != nil {

@@ -1,7 +1,16 @@
 // Package sites is a node's WordPress sandboxes: for each site its own
-// files, database and user, port and container, created, started,
-// stopped, reset and deleted idempotently by site id, and re-attached
-// after an agent restart.
+// host uid, disk, files, database and user, network namespace and
+// container, created, started, stopped, reset and deleted idempotently by
+// site id, and re-attached after an agent restart.
+//
+// On the host a site is a root-owned directory (FS) holding what the
+// agent writes for it (conf/, secrets/, login/: mounted read-only), its
+// container log (logs/, never mounted) and its disk (disk.img, mounted at
+// disk/), whose top directories belong to the site's uid and are mounted
+// writable. The disk's root is never mounted, so the site cannot replace
+// those directories with links; the agent never reads or writes inside
+// them as root except through agent/sitefile, and otherwise works inside
+// the container as the site's user.
 package sites
 
 import (
@@ -11,8 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -24,6 +33,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent/images"
 	"github.com/sandboxd/sandboxd/agent/runtime"
+	"github.com/sandboxd/sandboxd/agent/sitenet"
 )
 
 var (
@@ -39,8 +49,8 @@ var (
 	sendmailScript []byte
 )
 
-// www is the uid and gid sites run as (Debian's www-data).
-const www = 33
+// Port is where every site's web server listens in its own namespace.
+const Port = 8080
 
 // Sentinel errors.
 var (
@@ -61,15 +71,32 @@ type Runtime interface {
 // Database is what the manager needs from the node's MariaDB.
 type Database interface {
 	Addr() string
+	// SocketDir holds the server's Unix socket; sites get it read-only.
+	SocketDir() string
 	CreateSiteDatabase(ctx context.Context, name, user, password string) error
 	DropSiteDatabase(ctx context.Context, name, user string) error
 }
 
-// Limits bound one site's container.
+// Network gives a site its namespace and address (agent/sitenet).
+type Network interface {
+	Attach(ctx context.Context, id string, want netip.Addr) (sitenet.Attachment, error)
+	Detach(ctx context.Context, id string) error
+}
+
+// UIDs hands out host uids no other site on the host has
+// (agent/hostclaim); owner is the site's record file.
+type UIDs interface {
+	Claim(owner string) (int, error)
+	Release(owner string) error
+}
+
+// Limits bound one site's container and disk.
 type Limits struct {
 	MemoryMB int64 `json:"memoryMb"`
 	CPUMilli int64 `json:"cpuMilli"`
 	Pids     int64 `json:"pids"`
+	// DiskMB is the size of the site's disk: files, uploads, logs, mail.
+	DiskMB int64 `json:"diskMb"`
 }
 
 // Debug is WordPress's debug constants for a site.
@@ -80,8 +107,9 @@ type Debug struct {
 	ScriptDebug    bool `json:"scriptDebug"`
 }
 
-// DefaultLimits fit an idle WordPress (~40 MiB) with room for a busy one.
-var DefaultLimits = Limits{MemoryMB: 256, CPUMilli: 1000, Pids: 128}
+// DefaultLimits fit an idle WordPress (~40 MiB) with room for a busy one,
+// and a disk of 1 GiB (WordPress core takes about 60 MiB of it).
+var DefaultLimits = Limits{MemoryMB: 256, CPUMilli: 1000, Pids: 128, DiskMB: 1024}
 
 // CreateRequest asks for a site.
 type CreateRequest struct {
@@ -99,24 +127,28 @@ type CreateRequest struct {
 // Site is the agent's record of one site, kept outside the site's own
 // files so nothing running in the sandbox can change it.
 type Site struct {
-	ID               string            `json:"id"`
-	Slug             string            `json:"slug"`
-	Name             string            `json:"name"`
-	PHPVersion       string            `json:"phpVersion"`
-	WordPressVersion string            `json:"wordpressVersion"`
-	URL              string            `json:"url"`
-	AdminUser        string            `json:"adminUser"`
-	AdminEmail       string            `json:"adminEmail"`
-	Port             int               `json:"port"`
-	Image            string            `json:"image"`
-	DBName           string            `json:"dbName"`
-	DBUser           string            `json:"dbUser"`
-	DBPassword       string            `json:"dbPassword"`
-	Limits           Limits            `json:"limits"`
-	Debug            Debug             `json:"debug"`
-	PHPConfig        map[string]string `json:"phpConfig,omitempty"`
-	Stopped          bool              `json:"stopped"`
-	CreatedAt        time.Time         `json:"createdAt"`
+	ID               string `json:"id"`
+	Slug             string `json:"slug"`
+	Name             string `json:"name"`
+	PHPVersion       string `json:"phpVersion"`
+	WordPressVersion string `json:"wordpressVersion"`
+	URL              string `json:"url"`
+	AdminUser        string `json:"adminUser"`
+	AdminEmail       string `json:"adminEmail"`
+	Port             int    `json:"port"`
+	// UID is the host uid (and gid) the site's processes and files have.
+	UID int `json:"uid"`
+	// IP is the site's address in its namespace; the edge dials IP:Port.
+	IP         string            `json:"ip"`
+	Image      string            `json:"image"`
+	DBName     string            `json:"dbName"`
+	DBUser     string            `json:"dbUser"`
+	DBPassword string            `json:"dbPassword"`
+	Limits     Limits            `json:"limits"`
+	Debug      Debug             `json:"debug"`
+	PHPConfig  map[string]string `json:"phpConfig,omitempty"`
+	Stopped    bool              `json:"stopped"`
+	CreatedAt  time.Time         `json:"createdAt"`
 }
 
 // Config wires a Manager.
@@ -126,7 +158,15 @@ type Config struct {
 	Runtime Runtime
 	Images  *images.Catalog
 	DB      Database
-	Logger  *slog.Logger
+	Network Network
+	UIDs    UIDs
+	// LogWriter is the binary the shim runs to write a site's container
+	// log with a cap (agent/logwriter); empty appends without a cap.
+	LogWriter string
+	// Resolvers are the nameservers a site's resolv.conf lists (sites
+	// reach them only if the egress policy lets them).
+	Resolvers []string
+	Logger    *slog.Logger
 	// ReadyTimeout bounds the wait for a site's first HTTP answer.
 	ReadyTimeout time.Duration
 }
@@ -149,6 +189,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.ReadyTimeout == 0 {
 		cfg.ReadyTimeout = 60 * time.Second
 	}
+	if cfg.Network == nil || cfg.UIDs == nil {
+		return nil, errors.New("sites: a network and a uid registry are required")
+	}
 	for _, d := range []string{cfg.Dir, filepath.Join(cfg.Dir, "records"), filepath.Join(cfg.Dir, "fs")} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return nil, err
@@ -165,6 +208,11 @@ func New(cfg Config) (*Manager, error) {
 		var s Site
 		if err := json.Unmarshal(b, &s); err != nil {
 			return nil, fmt.Errorf("site record %s: %w", f, err)
+		}
+		if s.UID == 0 {
+			// Made by an agent before per-site uids: it shared uid 33 with
+			// every site and cannot be trusted to be confined.
+			m.log.Warn("site from an older agent is not served; delete and recreate it", "site_id", s.ID)
 		}
 		m.sites[s.ID] = &s
 	}
@@ -213,7 +261,7 @@ func (m *Manager) save(s *Site) error {
 	if err != nil {
 		return err
 	}
-	p := filepath.Join(m.cfg.Dir, "records", s.ID+".json")
+	p := m.recordPath(s.ID)
 	if err := os.WriteFile(p+".tmp", b, 0o600); err != nil {
 		return err
 	}
@@ -258,26 +306,18 @@ func containerID(siteID string) string { return "wp-" + siteID }
 // dbName is the site's database and user name: the id without its prefix.
 func dbName(siteID string) string { return "wp_" + strings.TrimPrefix(siteID, "site_") }
 
-// FS returns the directory holding a site's files (mounted at /srv/site).
+func (m *Manager) recordPath(id string) string {
+	return filepath.Join(m.cfg.Dir, "records", id+".json")
+}
+
+// FS returns the root-owned directory of a site on the host.
 func (m *Manager) FS(id string) string { return filepath.Join(m.cfg.Dir, "fs", id) }
 
-func (m *Manager) freePort() (int, error) {
-	used := map[int]bool{}
-	m.mu.Lock()
-	for _, s := range m.sites {
-		used[s.Port] = true
-	}
-	m.mu.Unlock()
-	for i := 0; i < 20; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if !used[p] {
-			return p, nil
-		}
-	}
-	return 0, errors.New("no free port")
+// Data returns where the site's disk is mounted on the host: its top
+// directories are the site's (wordpress/, state/, logs/, mail/, tmp/).
+func (m *Manager) Data(id string) string { return filepath.Join(m.FS(id), "disk") }
+
+// Addr is where the site's web server answers: its own address, Port.
+func (s *Site) Addr() string {
+	return netip.AddrPortFrom(netip.MustParseAddr(orDefault(s.IP, "0.0.0.0")), Port).String()
 }

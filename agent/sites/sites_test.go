@@ -14,11 +14,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/agenttest"
+	"github.com/sandboxd/sandboxd/agent/hostclaim"
 	"github.com/sandboxd/sandboxd/agent/images"
 	"github.com/sandboxd/sandboxd/agent/mariadb"
+	"github.com/sandboxd/sandboxd/agent/sitedisk"
+	"github.com/sandboxd/sandboxd/agent/sitenet"
 	"github.com/sandboxd/sandboxd/agent/sites"
 )
+
+func TestMain(m *testing.M) { agenttest.Main(m) }
 
 type env struct {
 	mgr *sites.Manager
@@ -41,7 +47,35 @@ func setUp(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	cfg := sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: rt, Images: cat, DB: db}
+	claims := filepath.Join(dir, "claims")
+	uids, err := hostclaim.Open(claims, "uid", agent.FirstSiteUID, agent.SiteUIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subnets, err := hostclaim.Open(claims, "subnet", 0, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	netDir := filepath.Join(dir, "network")
+	name := agent.NetworkName(netDir)
+	network, err := sitenet.New(ctx, sitenet.Config{Dir: netDir, Name: name, Claims: subnets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sitesDir := filepath.Join(dir, "sites")
+	t.Cleanup(func() {
+		// After the containers (cleanups run last-registered first): disks and namespaces.
+		disks, _ := filepath.Glob(filepath.Join(sitesDir, "fs", "*", "disk"))
+		for _, d := range disks {
+			if err := sitedisk.Unmount(d); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := sitenet.Shutdown(netDir, name); err != nil {
+			t.Error(err)
+		}
+	})
+	cfg := sites.Config{Dir: sitesDir, Runtime: rt, Images: cat, DB: db, Network: network, UIDs: uids, LogWriter: agenttest.LogWriter(t)}
 	mgr, err := sites.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -49,9 +83,9 @@ func setUp(t *testing.T) *env {
 	return &env{mgr: mgr, db: db, cfg: cfg}
 }
 
-func get(t *testing.T, port int, host, path string, cookies ...*http.Cookie) (*http.Response, string) {
+func get(t *testing.T, addr string, host, path string, cookies ...*http.Cookie) (*http.Response, string) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", "http://127.0.0.1:"+strconv.Itoa(port)+path, nil)
+	req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
 	req.Host = host
 	for _, c := range cookies {
 		req.AddCookie(c)
@@ -83,13 +117,13 @@ func TestSiteLifecycle(t *testing.T) {
 	if !strings.HasPrefix(a.WordPressVersion, "6.1") {
 		t.Fatalf("WordPress %q", a.WordPressVersion)
 	}
-	resp, body := get(t, a.Port, "alpha.localhost:8081", "/")
+	resp, body := get(t, a.Addr(), "alpha.localhost:8081", "/")
 	if resp.StatusCode != 200 || !strings.Contains(body, "Alpha Shop") {
 		t.Fatalf("home: %d %.300s", resp.StatusCode, body)
 	}
 	// Create again: converges, nothing changes.
 	again, err := e.mgr.Create(ctx, req("site_aaaa1111", "alpha", "Alpha Shop"))
-	if err != nil || again.Port != a.Port {
+	if err != nil || again.Addr() != a.Addr() || again.UID != a.UID {
 		t.Fatalf("repeat create: %+v %v", again, err)
 	}
 
@@ -99,19 +133,32 @@ func TestSiteLifecycle(t *testing.T) {
 	}
 
 	t.Run("sites are isolated", func(t *testing.T) {
+		if a.UID == b.UID || a.UID < agent.FirstSiteUID || a.IP == b.IP {
+			t.Fatalf("sites share an identity: uid %d/%d ip %s/%s", a.UID, b.UID, a.IP, b.IP)
+		}
 		probe := `<?php
-$other = '` + e.mgr.FS("site_aaaa1111") + `';
+$other = '` + e.mgr.Data("site_aaaa1111") + `/wordpress/wp-config.php';
 echo is_readable('/srv/site/wp-config.php') ? "own-config " : "no-own-config ";
 echo @file_exists($other) ? "sees-other-path " : "no-other-path ";
-$db = @new mysqli('127.0.0.1', DB_USER, DB_PASSWORD, 'wp_aaaa1111', ` + strings.Split(e.db.Addr(), ":")[1] + `);
-echo $db->connect_errno ? "no-other-db" : "other-db";
+echo @is_writable('/srv/site/wp-config.php') ? "config-writable " : "config-readonly ";
+echo @file_put_contents('/srv/site/conf/x', 'x') === false ? "conf-readonly " : "conf-writable ";
+$db = @new mysqli('localhost', DB_USER, DB_PASSWORD, 'wp_aaaa1111', 0, '/run/mysqld/mysqld.sock');
+echo $db->connect_errno ? "no-other-db " : "other-db ";
+$own = @new mysqli('localhost', DB_USER, DB_PASSWORD, DB_NAME, 0, '/run/mysqld/mysqld.sock');
+echo $own->connect_errno ? "no-own-db " : "own-db ";
+echo posix_getuid();
 `
-		if err := os.WriteFile(filepath.Join(e.mgr.FS(b.ID), "wordpress", "probe.php"), []byte(strings.Replace(probe, "<?php", "<?php require __DIR__.'/wp-load.php';", 1)), 0o644); err != nil {
-			t.Fatal(err)
+		// Written by the site's user, as a plugin would be.
+		res, err := e.mgr.Exec(ctx, b.ID, []string{"sh", "-c", "cat > /srv/site/wordpress/probe.php"},
+			[]byte(strings.Replace(probe, "<?php", "<?php require __DIR__.'/wp-load.php';", 1)))
+		if err != nil || res.ExitCode != 0 {
+			t.Fatal(err, res)
 		}
-		_, out := get(t, b.Port, "beta.localhost:8081", "/probe.php")
-		if !strings.Contains(out, "own-config") || !strings.Contains(out, "no-other-path") || !strings.Contains(out, "no-other-db") {
-			t.Fatalf("isolation probe: %s", out)
+		_, out := get(t, b.Addr(), "beta.localhost:8081", "/probe.php")
+		for _, want := range []string{"own-config", "no-other-path", "config-readonly", "conf-readonly", "no-other-db", "own-db", strconv.Itoa(b.UID)} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("isolation probe lacks %q: %s", want, out)
+			}
 		}
 	})
 
@@ -121,22 +168,22 @@ echo $db->connect_errno ? "no-other-db" : "other-db";
 		if err := e.mgr.AddLoginToken(a.ID, hex.EncodeToString(sum[:]), time.Now().Add(time.Minute), "", ""); err != nil {
 			t.Fatal(err)
 		}
-		resp, _ := get(t, a.Port, "alpha.localhost:8081", "/?sandbox_login="+token)
+		resp, _ := get(t, a.Addr(), "alpha.localhost:8081", "/?sandbox_login="+token)
 		if resp.StatusCode != 302 || !strings.Contains(resp.Header.Get("Location"), "/wp-admin/") {
 			t.Fatalf("login: %d %v", resp.StatusCode, resp.Header)
 		}
-		dash, body := get(t, a.Port, "alpha.localhost:8081", "/wp-admin/", resp.Cookies()...)
+		dash, body := get(t, a.Addr(), "alpha.localhost:8081", "/wp-admin/", resp.Cookies()...)
 		if dash.StatusCode != 200 || !strings.Contains(body, "Dashboard") {
 			t.Fatalf("dashboard: %d %.200s", dash.StatusCode, body)
 		}
-		second, _ := get(t, a.Port, "alpha.localhost:8081", "/?sandbox_login="+token)
+		second, _ := get(t, a.Addr(), "alpha.localhost:8081", "/?sandbox_login="+token)
 		if second.StatusCode != 403 || len(second.Cookies()) != 0 {
 			t.Fatalf("second use: %d", second.StatusCode)
 		}
 		expired := "exp-" + strings.Repeat("y", 30)
 		sum = sha256.Sum256([]byte(expired))
 		_ = e.mgr.AddLoginToken(a.ID, hex.EncodeToString(sum[:]), time.Now().Add(-time.Second), "", "")
-		if r, _ := get(t, a.Port, "alpha.localhost:8081", "/?sandbox_login="+expired); r.StatusCode != 403 {
+		if r, _ := get(t, a.Addr(), "alpha.localhost:8081", "/?sandbox_login="+expired); r.StatusCode != 403 {
 			t.Fatalf("expired token: %d", r.StatusCode)
 		}
 	})
@@ -152,7 +199,7 @@ echo $db->connect_errno ? "no-other-db" : "other-db";
 		if err := m2.Reattach(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if r, _ := get(t, a.Port, "alpha.localhost:8081", "/"); r.StatusCode != 200 {
+		if r, _ := get(t, a.Addr(), "alpha.localhost:8081", "/"); r.StatusCode != 200 {
 			t.Fatal(r.StatusCode)
 		}
 	})
@@ -167,7 +214,7 @@ echo $db->connect_errno ? "no-other-db" : "other-db";
 		if _, err := e.mgr.Start(ctx, b.ID); err != nil {
 			t.Fatal(err)
 		}
-		if r, body := get(t, b.Port, "beta.localhost:8081", "/"); r.StatusCode != 200 || !strings.Contains(body, "Beta Blog") {
+		if r, body := get(t, b.Addr(), "beta.localhost:8081", "/"); r.StatusCode != 200 || !strings.Contains(body, "Beta Blog") {
 			t.Fatal(r.StatusCode)
 		}
 	})
@@ -196,7 +243,7 @@ echo $db->connect_errno ? "no-other-db" : "other-db";
 		if got := m2.Get(b.ID); got.PHPVersion != "8.2" || got.Image == mdb {
 			t.Fatalf("record after rollback: %+v", got)
 		}
-		if r, body := get(t, b.Port, "beta.localhost:8081", "/"); r.StatusCode != 200 || !strings.Contains(body, "Beta Blog") {
+		if r, body := get(t, b.Addr(), "beta.localhost:8081", "/"); r.StatusCode != 200 || !strings.Contains(body, "Beta Blog") {
 			t.Fatalf("after rollback: %d", r.StatusCode)
 		}
 	})
@@ -218,7 +265,7 @@ echo $db->connect_errno ? "no-other-db" : "other-db";
 		if existed, err := e.mgr.Delete(ctx, a.ID); err != nil || existed {
 			t.Fatal("second delete:", existed, err)
 		}
-		if r, body := get(t, b.Port, "beta.localhost:8081", "/"); r.StatusCode != 200 || !strings.Contains(body, "Beta Blog") {
+		if r, body := get(t, b.Addr(), "beta.localhost:8081", "/"); r.StatusCode != 200 || !strings.Contains(body, "Beta Blog") {
 			t.Fatal("the other site suffered")
 		}
 	})

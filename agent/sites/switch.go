@@ -47,7 +47,11 @@ func (m *Manager) recreate(ctx context.Context, s *Site) error {
 	if err := m.writeFiles(s); err != nil {
 		return err
 	}
-	if err := m.cfg.Runtime.Run(ctx, m.spec(s)); err != nil {
+	netns, err := m.attach(ctx, s)
+	if err != nil {
+		return err
+	}
+	if err := m.cfg.Runtime.Run(ctx, m.spec(s, netns)); err != nil {
 		return err
 	}
 	if err := m.waitReady(ctx, s); err != nil {

@@ -79,7 +79,7 @@ func measureDeploys(ctx context.Context, sys *system, mgr *sites.Manager, edgeAd
 		if _, err := mgr.InstallPlugin(ctx, baseSite, markerZip(marker), true); err != nil {
 			return nil, nil, err
 		}
-		if err := waitBody(fmt.Sprintf("127.0.0.1:%d", b.Port), bHost, marker, time.Minute); err != nil {
+		if err := waitBody(b.Addr(), bHost, marker, time.Minute); err != nil {
 			return nil, nil, err
 		}
 		base = append(base, time.Since(t0))

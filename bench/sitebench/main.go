@@ -30,12 +30,18 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/logwriter"
 	"github.com/sandboxd/sandboxd/agent/sites"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/edge"
 )
 
 func main() {
+	// The agent runs in this process: a shim starts this binary as a
+	// site's container logger.
+	if logwriter.Invoked() {
+		os.Exit(logwriter.Main(os.Args[1:]))
+	}
 	n := flag.Int("sites", 10, "sites per create measurement")
 	dur := flag.Duration("duration", 5*time.Second, "length of each throughput run")
 	conc := flag.Int("concurrency", 8, "concurrent clients in throughput runs")
@@ -114,7 +120,7 @@ func (s *system) stop() {
 	s.srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_ = agent.StopEverything(ctx, filepath.Join(s.dir, "agent"))
+	_ = agent.Purge(ctx, filepath.Join(s.dir, "agent"), "")
 	_ = os.RemoveAll(s.dir)
 }
 
@@ -205,7 +211,7 @@ func run(n int, dur time.Duration, conc int) error {
 		if err != nil {
 			return err
 		}
-		if err := waitOK("127.0.0.1:"+strconv.Itoa(st.Port), slug+".localhost", time.Minute); err != nil {
+		if err := waitOK(st.Addr(), slug+".localhost", time.Minute); err != nil {
 			return err
 		}
 		base = append(base, time.Since(t0))
@@ -234,7 +240,7 @@ func run(n int, dur time.Duration, conc int) error {
 		host = u
 	}
 	last := mgr.Get(ids[len(ids)-1])
-	direct = "127.0.0.1:" + strconv.Itoa(last.Port)
+	direct = last.Addr()
 
 	// Idle memory of the n sites, after they settle.
 	time.Sleep(5 * time.Second)

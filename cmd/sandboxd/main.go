@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+
+	"github.com/sandboxd/sandboxd/agent/logwriter"
 )
 
 const usage = `sandboxd: self-hostable disposable WordPress sandboxes
@@ -27,6 +29,10 @@ Run "sandboxd COMMAND -h" for a command's flags.
 `
 
 func main() {
+	// A containerd shim starts this binary as a site's container logger.
+	if logwriter.Invoked() {
+		os.Exit(logwriter.Main(os.Args[1:]))
+	}
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)

@@ -33,7 +33,12 @@ func runAgent(args []string) error {
 	fs.IntVar(&cfg.MaxSites, "max-sites", 0, "most sites this node takes (0: unlimited)")
 	fs.StringVar(&logFormat, "log-format", "json", "log format: text or json")
 	fs.StringVar(&logLevel, "log-level", "info", "log level")
+	var net siteNetFlags
+	net.register(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := net.apply(&cfg); err != nil {
 		return err
 	}
 	var err error

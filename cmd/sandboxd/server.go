@@ -106,7 +106,13 @@ func runDev(args []string) error {
 	edgeAddr := fs.String("edge-addr", "127.0.0.1:8081", "listen address of the edge that serves the sites")
 	imagesDir := fs.String("images-dir", images.DefaultDir(), "image cache filled by `make images`")
 	stop := fs.Bool("stop", false, "stop the sites, MariaDB and containerd left running by an earlier `sandboxd dev` on this data dir, and exit")
+	var siteNet siteNetFlags
+	siteNet.register(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	acfg := agent.Config{DataDir: filepath.Join(c.cfg.DataDir, "agent"), ImagesDir: *imagesDir}
+	if err := siteNet.apply(&acfg); err != nil {
 		return err
 	}
 	if *stop {
@@ -140,8 +146,8 @@ func runDev(args []string) error {
 		s.Close()
 		return err
 	}
-	a, err := agent.New(ctx, agent.Config{DataDir: filepath.Join(c.cfg.DataDir, "agent"), ControlPlane: s.URL(),
-		ClusterToken: s.ClusterToken(), ImagesDir: *imagesDir, Logger: c.cfg.Logger})
+	acfg.ControlPlane, acfg.ClusterToken, acfg.Logger = s.URL(), s.ClusterToken(), c.cfg.Logger
+	a, err := agent.New(ctx, acfg)
 	if err != nil {
 		s.Close()
 		return fmt.Errorf("node agent: %w", err)

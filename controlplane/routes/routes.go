@@ -48,7 +48,12 @@ func Table(sites []*state.Site, nodes map[string]*state.Node) map[string]*edgev1
 				continue
 			}
 			r.Status = edgev1.RouteStatus_ROUTE_STATUS_READY
-			r.Backend = net.JoinHostPort(n.BackendHost, strconv.Itoa(s.Port))
+			host := n.BackendHost
+			if s.Address != "" {
+				// The site's own address in its namespace on the node.
+				host = s.Address
+			}
+			r.Backend = net.JoinHostPort(host, strconv.Itoa(s.Port))
 		case state.SiteCreating:
 			r.Status = edgev1.RouteStatus_ROUTE_STATUS_CREATING
 		default:

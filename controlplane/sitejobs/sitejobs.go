@@ -157,7 +157,7 @@ func (r *Runners) create(ctx context.Context, j *state.Job, progress func(int)) 
 func (r *Runners) ready(ctx context.Context, s *state.Site, resp *agentv1.CreateSiteResponse) error {
 	empty := ""
 	_, err := r.Raft.Apply(ctx, fsm.UpdateSite{Update: state.SiteUpdate{ID: s.ID, Status: state.SiteReady,
-		Port: int(resp.Status.GetPort()), WordPressVersion: resp.WordpressVersion, FailureReason: &empty,
+		Port: int(resp.Status.GetPort()), Address: resp.Status.GetAddress(), WordPressVersion: resp.WordpressVersion, FailureReason: &empty,
 		At: r.now(), IfStatus: state.SiteCreating}})
 	if errors.Is(err, state.ErrConflict) {
 		return nil

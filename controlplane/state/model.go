@@ -176,21 +176,25 @@ const (
 
 // Site is a WordPress sandbox.
 type Site struct {
-	ID               string     `json:"id"`
-	WorkspaceID      string     `json:"orgId"`
-	UserID           string     `json:"userId"` // the workspace owner, whose plan counts it
-	CreatedByUserID  string     `json:"createdByUserId"`
-	Name             string     `json:"name"`
-	Slug             string     `json:"slug"`
-	Status           string     `json:"status"`
-	URL              string     `json:"url"`
-	PHPVersion       string     `json:"phpVersion"`
-	WordPressVersion string     `json:"wordpressVersion"`
-	TemplateID       string     `json:"templateId"`
-	NodeID           string     `json:"nodeId"`
-	Port             int        `json:"port"`
-	ExpiresAt        *time.Time `json:"expiresAt"`
-	FailureReason    string     `json:"failureReason"`
+	ID               string `json:"id"`
+	WorkspaceID      string `json:"orgId"`
+	UserID           string `json:"userId"` // the workspace owner, whose plan counts it
+	CreatedByUserID  string `json:"createdByUserId"`
+	Name             string `json:"name"`
+	Slug             string `json:"slug"`
+	Status           string `json:"status"`
+	URL              string `json:"url"`
+	PHPVersion       string `json:"phpVersion"`
+	WordPressVersion string `json:"wordpressVersion"`
+	TemplateID       string `json:"templateId"`
+	NodeID           string `json:"nodeId"`
+	Port             int    `json:"port"`
+	// Address is the site's own IP on its node (its network namespace);
+	// the edge dials Address:Port. Empty for sites of older agents, served
+	// at the node's backend host.
+	Address       string     `json:"address,omitempty"`
+	ExpiresAt     *time.Time `json:"expiresAt"`
+	FailureReason string     `json:"failureReason"`
 	// PHPConfig holds the php.ini overrides applied to the site.
 	PHPConfig map[string]string `json:"phpConfig,omitempty"`
 	CreatedAt time.Time         `json:"createdAt"`

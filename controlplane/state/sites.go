@@ -111,6 +111,7 @@ type SiteUpdate struct {
 	Status           string  `json:"status,omitempty"`
 	NodeID           string  `json:"nodeId,omitempty"`
 	Port             int     `json:"port,omitempty"`
+	Address          string  `json:"address,omitempty"`
 	WordPressVersion string  `json:"wordpressVersion,omitempty"`
 	PHPVersion       string  `json:"phpVersion,omitempty"`
 	FailureReason    *string `json:"failureReason,omitempty"`
@@ -142,6 +143,9 @@ func (t *Tx) UpdateSite(u SiteUpdate) (*Site, error) {
 		}
 		if u.NodeID != "" {
 			c.NodeID = u.NodeID
+		}
+		if u.Address != "" {
+			c.Address = u.Address
 		}
 		if u.Port != 0 {
 			c.Port = u.Port

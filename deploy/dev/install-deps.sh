@@ -24,6 +24,12 @@ have jq || need_apt+=(jq)
 have containerd || need_apt+=(containerd)
 have runc || need_apt+=(runc)
 have mmdebstrap || need_apt+=(mmdebstrap)
+# Each site gets a network namespace on a CNI bridge, an nftables egress
+# policy, and a disk of its own (an ext4 image on a loop device).
+[ -x /usr/lib/cni/bridge ] || need_apt+=(containernetworking-plugins)
+have nft || need_apt+=(nftables)
+have ip || need_apt+=(iproute2)
+have mkfs.ext4 || need_apt+=(e2fsprogs)
 # A test points a PHP version at an image in a local registry.
 [ -x /usr/bin/docker-registry ] || need_apt+=(docker-registry)
 # End-to-end tests open magic-login links in a real browser.

@@ -2,12 +2,13 @@
 // The sandbox's database UI: Debian's Adminer, signed in only through a
 // one-time link the API hands out, and only to this site's database with
 // this site's own credentials. Written by the agent; root-owned.
-$sandbox_db = json_decode((string)@file_get_contents('/srv/site/conf/adminer.json'), true);
+$sandbox_db = json_decode((string)@file_get_contents('/srv/site/secrets/adminer.json'), true);
 if (!is_array($sandbox_db)) {
     http_response_code(503);
     exit("The database UI is not configured for this site.\n");
 }
-$sandbox_server = $sandbox_db['host'] . ':' . $sandbox_db['port'];
+// localhost:/run/mysqld/mysqld.sock: the node's MariaDB through its socket.
+$sandbox_server = $sandbox_db['server'];
 session_save_path('/srv/site/tmp');
 session_name('adminer_sid');
 $sandbox_https = ($_SERVER['HTTP_X_FORWARDED_PROTO'] ?? '') === 'https';
@@ -20,13 +21,16 @@ if (isset($_GET['sandbox_token'])) {
     $t = (string)$_GET['sandbox_token'];
     $ok = false;
     if (preg_match('/^[A-Za-z0-9_-]{20,128}$/', $t)) {
-        $f = '/srv/site/login/adminer-' . hash('sha256', $t) . '.json';
-        // Claimed by an atomic rename: of two requests with one link, one wins.
-        $claimed = $f . '.claimed-' . bin2hex(random_bytes(6));
-        if (@rename($f, $claimed)) {
-            $meta = json_decode((string)file_get_contents($claimed), true);
-            @unlink($claimed);
-            $ok = is_array($meta) && (int)($meta['expires'] ?? 0) > time();
+        $h = hash('sha256', $t);
+        $f = '/srv/site/login/adminer-' . $h . '.json';
+        // The token file is the agent's (read-only here); using it is
+        // marking it used on the site's own disk, atomically: of two
+        // requests with one link, one wins.
+        $meta = is_file($f) ? json_decode((string)file_get_contents($f), true) : null;
+        if (is_array($meta) && (int)($meta['expires'] ?? 0) > time()) {
+            @mkdir('/srv/site/state/used-tokens', 0700);
+            $mark = @fopen('/srv/site/state/used-tokens/adminer-' . $h, 'x');
+            if ($mark) { fclose($mark); $ok = true; }
         }
     }
     if (!$ok) {

@@ -1,7 +1,7 @@
 <?php
 // Installs WordPress for this sandbox before its web server starts, so
 // WordPress does not probe itself over HTTP. Runs once.
-$cfg = json_decode(file_get_contents('/srv/site/state/install.json'), true);
+$cfg = json_decode(@file_get_contents('/srv/site/secrets/install.json'), true);
 if (!is_array($cfg)) {
     fwrite(STDERR, "sandbox: install.json missing\n");
     exit(1);
@@ -18,6 +18,6 @@ if (!is_blog_installed()) {
     }
 }
 update_option('blogdescription', 'A disposable WordPress sandbox');
-// The password is not needed after install: magic links sign in.
-unlink('/srv/site/state/install.json');
+// The password is not needed after install (magic links sign in): the
+// agent removes install.json once the site answers.
 echo "sandbox: installed\n";

@@ -5,7 +5,9 @@
  */
 
 // One-time login: /?sandbox_login=TOKEN. The agent stores only the token's
-// SHA-256 as a file; claiming it is an atomic rename, so a link works once.
+// SHA-256, in a directory the site can read but not change; using a token
+// is marking it used on the site's own disk with an exclusive create, so
+// a link works once even when two requests race.
 add_action('init', function () {
     if (!isset($_GET['sandbox_login'])) {
         return;
@@ -18,16 +20,18 @@ add_action('init', function () {
     if (!preg_match('/^[A-Za-z0-9_-]{20,128}$/', $token)) {
         $deny();
     }
-    $file = '/srv/site/login/' . hash('sha256', $token) . '.json';
-    $claimed = $file . '.claimed-' . getmypid() . '-' . mt_rand();
-    if (!@rename($file, $claimed)) {
-        $deny();
-    }
-    $data = json_decode((string) file_get_contents($claimed), true);
-    @unlink($claimed);
+    $hash = hash('sha256', $token);
+    $file = '/srv/site/login/' . $hash . '.json';
+    $data = is_file($file) ? json_decode((string) file_get_contents($file), true) : null;
     if (!is_array($data) || time() > (int) $data['expires']) {
         $deny();
     }
+    @mkdir('/srv/site/state/used-tokens', 0700);
+    $mark = @fopen('/srv/site/state/used-tokens/' . $hash, 'x');
+    if (!$mark) {
+        $deny();
+    }
+    fclose($mark);
     $user = get_user_by('login', (string) $data['user']);
     if (!$user) {
         $deny();

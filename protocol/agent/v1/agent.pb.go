@@ -295,10 +295,13 @@ type SiteStatus struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	SiteId string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
 	State  SiteState              `protobuf:"varint,2,opt,name=state,proto3,enum=sandboxd.agent.v1.SiteState" json:"state,omitempty"`
-	// port is the site's local port on the node.
-	Port          int32  `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
-	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
-	MemoryBytes   int64  `protobuf:"varint,5,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// port is the port the site's web server listens on, at address.
+	Port        int32  `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	Message     string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	MemoryBytes int64  `protobuf:"varint,5,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// address is the site's own IP in its network namespace on the node;
+	// the edge dials address:port.
+	Address       string `protobuf:"bytes,6,opt,name=address,proto3" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -366,6 +369,13 @@ func (x *SiteStatus) GetMemoryBytes() int64 {
 		return x.MemoryBytes
 	}
 	return 0
+}
+
+func (x *SiteStatus) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
 }
 
 type HeartbeatRequest struct {
@@ -646,11 +656,13 @@ type CreateSiteRequest struct {
 	PhpVersion       string                 `protobuf:"bytes,5,opt,name=php_version,json=phpVersion,proto3" json:"php_version,omitempty"`
 	WordpressVersion string                 `protobuf:"bytes,6,opt,name=wordpress_version,json=wordpressVersion,proto3" json:"wordpress_version,omitempty"`
 	// url is the site's public URL (home and siteurl).
-	Url           string     `protobuf:"bytes,7,opt,name=url,proto3" json:"url,omitempty"`
-	AdminUser     string     `protobuf:"bytes,8,opt,name=admin_user,json=adminUser,proto3" json:"admin_user,omitempty"`
-	AdminEmail    string     `protobuf:"bytes,9,opt,name=admin_email,json=adminEmail,proto3" json:"admin_email,omitempty"`
-	Limits        *Resources `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
-	PidsLimit     int64      `protobuf:"varint,11,opt,name=pids_limit,json=pidsLimit,proto3" json:"pids_limit,omitempty"`
+	Url        string     `protobuf:"bytes,7,opt,name=url,proto3" json:"url,omitempty"`
+	AdminUser  string     `protobuf:"bytes,8,opt,name=admin_user,json=adminUser,proto3" json:"admin_user,omitempty"`
+	AdminEmail string     `protobuf:"bytes,9,opt,name=admin_email,json=adminEmail,proto3" json:"admin_email,omitempty"`
+	Limits     *Resources `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
+	PidsLimit  int64      `protobuf:"varint,11,opt,name=pids_limit,json=pidsLimit,proto3" json:"pids_limit,omitempty"`
+	// disk_mb is the size of the site's disk (the plan's); 0: the agent's default.
+	DiskMb        int64 `protobuf:"varint,12,opt,name=disk_mb,json=diskMb,proto3" json:"disk_mb,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -758,6 +770,13 @@ func (x *CreateSiteRequest) GetLimits() *Resources {
 func (x *CreateSiteRequest) GetPidsLimit() int64 {
 	if x != nil {
 		return x.PidsLimit
+	}
+	return 0
+}
+
+func (x *CreateSiteRequest) GetDiskMb() int64 {
+	if x != nil {
+		return x.DiskMb
 	}
 	return 0
 }
@@ -1298,10 +1317,12 @@ func (x *TailDebugLogRequest) GetLines() int32 {
 }
 
 type TailDebugLogResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Exists        bool                   `protobuf:"varint,1,opt,name=exists,proto3" json:"exists,omitempty"`
-	Content       string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
-	Lines         int32                  `protobuf:"varint,3,opt,name=lines,proto3" json:"lines,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Exists  bool                   `protobuf:"varint,1,opt,name=exists,proto3" json:"exists,omitempty"`
+	Content string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	Lines   int32                  `protobuf:"varint,3,opt,name=lines,proto3" json:"lines,omitempty"`
+	// truncated: the log is longer than what was read from its end.
+	Truncated     bool `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1355,6 +1376,13 @@ func (x *TailDebugLogResponse) GetLines() int32 {
 		return x.Lines
 	}
 	return 0
+}
+
+func (x *TailDebugLogResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
 }
 
 type TruncateDebugLogResponse struct {
@@ -2225,14 +2253,15 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
 	"\x10RegisterResponse\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x01 \x01(\x03R\x13heartbeatIntervalMs\x12\x19\n" +
-	"\bsite_ids\x18\x02 \x03(\tR\asiteIds\"\xaa\x01\n" +
+	"\bsite_ids\x18\x02 \x03(\tR\asiteIds\"\xc4\x01\n" +
 	"\n" +
 	"SiteStatus\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x122\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1c.sandboxd.agent.v1.SiteStateR\x05state\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
-	"\fmemory_bytes\x18\x05 \x01(\x03R\vmemoryBytes\"\xcb\x01\n" +
+	"\fmemory_bytes\x18\x05 \x01(\x03R\vmemoryBytes\x12\x18\n" +
+	"\aaddress\x18\x06 \x01(\tR\aaddress\"\xcb\x01\n" +
 	"\x10HeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x120\n" +
 	"\x04used\x18\x02 \x01(\v2\x1c.sandboxd.agent.v1.ResourcesR\x04used\x12\x14\n" +
@@ -2248,7 +2277,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x18ReportSiteStatusResponse\"9\n" +
 	"\aSiteRef\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
-	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xe0\x02\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xf9\x02\n" +
 	"\x11CreateSiteRequest\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x12\n" +
@@ -2265,7 +2294,8 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x06limits\x18\n" +
 	" \x01(\v2\x1c.sandboxd.agent.v1.ResourcesR\x06limits\x12\x1d\n" +
 	"\n" +
-	"pids_limit\x18\v \x01(\x03R\tpidsLimit\"x\n" +
+	"pids_limit\x18\v \x01(\x03R\tpidsLimit\x12\x17\n" +
+	"\adisk_mb\x18\f \x01(\x03R\x06diskMb\"x\n" +
 	"\x12CreateSiteResponse\x125\n" +
 	"\x06status\x18\x01 \x01(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x06status\x12+\n" +
 	"\x11wordpress_version\x18\x02 \x01(\tR\x10wordpressVersion\".\n" +
@@ -2309,11 +2339,12 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\r_script_debug\"D\n" +
 	"\x13TailDebugLogRequest\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x14\n" +
-	"\x05lines\x18\x02 \x01(\x05R\x05lines\"^\n" +
+	"\x05lines\x18\x02 \x01(\x05R\x05lines\"|\n" +
 	"\x14TailDebugLogResponse\x12\x16\n" +
 	"\x06exists\x18\x01 \x01(\bR\x06exists\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x14\n" +
-	"\x05lines\x18\x03 \x01(\x05R\x05lines\"\x1a\n" +
+	"\x05lines\x18\x03 \x01(\x05R\x05lines\x12\x1c\n" +
+	"\ttruncated\x18\x04 \x01(\bR\ttruncated\"\x1a\n" +
 	"\x18TruncateDebugLogResponse\"\xd4\x01\n" +
 	"\x13SetPHPConfigRequest\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +

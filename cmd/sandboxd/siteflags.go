@@ -1,0 +1,50 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/sitenet"
+)
+
+// siteNetFlags are the operator's switches for what sites may reach.
+type siteNetFlags struct {
+	egress, allow, subnet string
+}
+
+func (f *siteNetFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.egress, "site-egress", "none", "what sites reach beyond the node: none, or public (the internet; never private, loopback, link-local, CGNAT or reserved ranges)")
+	fs.StringVar(&f.allow, "site-allow", "", "comma-separated ADDR[/BITS][:PORT] sites may reach whatever --site-egress says (e.g. a resolver 10.0.0.2:53)")
+	fs.StringVar(&f.subnet, "site-subnet", "", "IPv4 subnet of the sites' bridge (default: a free /22 of 10.200.0.0/16, chosen once)")
+}
+
+// apply puts the flags into an agent config.
+func (f *siteNetFlags) apply(cfg *agent.Config) error {
+	switch e := sitenet.Egress(f.egress); e {
+	case sitenet.EgressNone, sitenet.EgressPublic:
+		cfg.SiteEgress = e
+	default:
+		return fmt.Errorf("--site-egress %q: use none or public", f.egress)
+	}
+	for _, s := range strings.Split(f.allow, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		a, err := sitenet.ParseAllow(s)
+		if err != nil {
+			return fmt.Errorf("--site-allow: %w", err)
+		}
+		cfg.SiteAllow = append(cfg.SiteAllow, a)
+	}
+	if f.subnet != "" {
+		p, err := netip.ParsePrefix(f.subnet)
+		if err != nil || !p.Addr().Is4() || p.Bits() > 28 {
+			return fmt.Errorf("--site-subnet %q: want an IPv4 prefix of /28 or larger", f.subnet)
+		}
+		cfg.SiteSubnet = p.Masked()
+	}
+	return nil
+}
