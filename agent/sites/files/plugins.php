@@ -51,7 +51,9 @@ case 'install':
     if (strpos($zipPath, '/srv/site/tmp/') !== 0 || strpos($zipPath, '..') !== false) pl_fail('bad zip path');
     $base = $kind === 'theme' ? get_theme_root() : WP_PLUGIN_DIR;
     if (!is_dir($base) && !@mkdir($base, 0755, true)) pl_fail("cannot create $base");
-    $stage = '/srv/site/tmp/stage-' . bin2hex(random_bytes(6));
+    // Staged beside its destination: tmp/ is another mount, and a rename
+    // across mounts fails even on the same disk.
+    $stage = $base . '/.sandbox-stage-' . bin2hex(random_bytes(6));
     $zip = new ZipArchive();
     if ($zip->open($zipPath) !== true) pl_fail('cannot open the ZIP');
     // The ZIP was checked by the agent; check again what is unpacked here.
