@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -158,7 +159,7 @@ func TestSiteEndToEnd(t *testing.T) {
 			t.Fatal(set.Raw)
 		}
 		// A page of the site that raises warnings.
-		page := filepath.Join(dir, "agent", "sites", "fs", id, "wordpress", "warn.php")
+		page := filepath.Join(dir, "agent", "sites", "fs", id, "disk", "wordpress", "warn.php")
 		if err := os.WriteFile(page, []byte(`<?php require __DIR__.'/wp-load.php'; for ($i = 0; $i < 3; $i++) { trigger_error("sandbox-e2e-warning-$i", E_USER_WARNING); } echo 'ok';`), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +190,7 @@ func TestSiteEndToEnd(t *testing.T) {
 		if job := d.waitJob(t, r.Str("jobId")); job["status"] != "succeeded" {
 			t.Fatalf("job: %v", job)
 		}
-		page := filepath.Join(dir, "agent", "sites", "fs", id, "wordpress", "ini.php")
+		page := filepath.Join(dir, "agent", "sites", "fs", id, "disk", "wordpress", "ini.php")
 		if err := os.WriteFile(page, []byte(`<?php echo ini_get('memory_limit'), ' ', ini_get('max_input_vars'), ' ', ini_get('upload_max_filesize');`), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +207,7 @@ func TestSiteEndToEnd(t *testing.T) {
 	})
 
 	t.Run("php version switch with rollback", func(t *testing.T) {
-		page := filepath.Join(dir, "agent", "sites", "fs", id, "wordpress", "v.php")
+		page := filepath.Join(dir, "agent", "sites", "fs", id, "disk", "wordpress", "v.php")
 		if err := os.WriteFile(page, []byte(`<?php echo PHP_MAJOR_VERSION, '.', PHP_MINOR_VERSION;`), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +264,7 @@ func TestSiteEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		page := filepath.Join(dir, "agent", "sites", "fs", id, "wordpress", "mail.php")
+		page := filepath.Join(dir, "agent", "sites", "fs", id, "disk", "wordpress", "mail.php")
 		if err := os.WriteFile(page, []byte(`<?php require __DIR__.'/wp-load.php'; echo wp_mail('dev@example.com', 'Sandbox e2e mail', 'Plain body') ? 'sent' : 'failed';`), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -299,7 +300,11 @@ func TestSiteEndToEnd(t *testing.T) {
 		}
 		enc := sitepath.Encode
 		b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
-		hostRoot := filepath.Join(dir, "agent", "sites", "fs", id)
+		hostRoot := filepath.Join(dir, "agent", "sites", "fs", id, "disk")
+		var rec struct{ UID uint32 }
+		if b, err := os.ReadFile(filepath.Join(dir, "agent", "sites", "records", id+".json")); err != nil || json.Unmarshal(b, &rec) != nil || rec.UID < agent.FirstSiteUID {
+			t.Fatalf("site record: %v %+v", err, rec)
+		}
 
 		fm("POST", "write", map[string]string{"path": enc("wp-content/notes/hello.txt")}, map[string]string{"contentBase64": b64("hi there")}).Must(t, 200)
 		if r := fm("GET", "content", map[string]string{"path": enc("wp-content/notes/hello.txt")}, nil).Must(t, 200); r.Str("contentBase64") != b64("hi there") || r.Get("sizeBytes") != float64(8) {
@@ -320,7 +325,7 @@ func TestSiteEndToEnd(t *testing.T) {
 			t.Fatalf("listing: %s", list.Raw)
 		}
 		// Files belong to the site's user, as if WordPress wrote them.
-		if info, err := os.Stat(filepath.Join(hostRoot, "wordpress", "wp-content", "notes", "upload.txt")); err != nil || info.Sys().(*syscall.Stat_t).Uid != 33 {
+		if info, err := os.Stat(filepath.Join(hostRoot, "wordpress", "wp-content", "notes", "upload.txt")); err != nil || info.Sys().(*syscall.Stat_t).Uid != rec.UID {
 			t.Fatalf("uploaded file: %v", err)
 		}
 		if r := fm("POST", "rename", map[string]string{"from": enc("wp-content/notes/hello.txt"), "to": enc("wp-content/notes/moved.txt")}, nil); r.Status != 409 {
@@ -513,7 +518,7 @@ func TestSiteEndToEnd(t *testing.T) {
 		if r := d.owner.Do("POST", "/api/app/sites/"+id+"/plugins", ev, "Content-Type", evCT); r.Status != 400 || r.Code() != "invalid_request" {
 			t.Fatalf("traversal ZIP: %d %s", r.Status, r.Raw)
 		}
-		if b, _ := os.ReadFile(filepath.Join(dir, "agent", "sites", "fs", id, "wp-config.php")); strings.Contains(string(b), "pwned") {
+		if b, _ := os.ReadFile(filepath.Join(dir, "agent", "sites", "fs", id, "secrets", "wp-config.php")); strings.Contains(string(b), "pwned") {
 			t.Fatal("the traversal ZIP wrote wp-config.php")
 		}
 		if r := d.owner.Do("POST", "/api/app/sites/"+id+"/plugins", map[string]any{"libraryPlugin": "nope"}); r.Status != 404 || r.Code() != "plugin_library_entry_not_found" {
