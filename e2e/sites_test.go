@@ -391,12 +391,12 @@ func TestSiteEndToEnd(t *testing.T) {
 		if len(tmpAfter) != len(tmpBefore) {
 			t.Errorf("files appeared in the site's tmp: %v → %v", tmpBefore, tmpAfter)
 		}
-		for _, p := range []string{filepath.Join(hostRoot, "escape.txt"), "/tmp/escape.txt", filepath.Join(hostRoot, "conf", "start.sh")} {
+		for _, p := range []string{filepath.Join(hostRoot, "escape.txt"), "/tmp/escape.txt", filepath.Join(hostRoot, "..", "conf", "start.sh")} {
 			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), "pwned") {
 				t.Errorf("%s was written", p)
 			}
 		}
-		if _, err := os.Stat(filepath.Join(hostRoot, "conf", "apache.conf")); err != nil {
+		if _, err := os.Stat(filepath.Join(hostRoot, "..", "conf", "apache.conf")); err != nil {
 			t.Errorf("apache.conf deleted: %v", err)
 		}
 		fm("POST", "delete", map[string]string{"path": enc("wp-content/notes")}, nil).Must(t, 200)
