@@ -84,6 +84,31 @@ type Config struct {
 	// answered 503 service_unavailable; zero means 5s.
 	LeaderWait time.Duration
 
+	// ReadHeaderTimeout bounds how long a client may take to send a
+	// request's line and headers; zero means 10s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection (HTTP/1) or one without
+	// open streams (HTTP/2) after this long; zero means 2m.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's line and headers; zero means 64 KiB.
+	MaxHeaderBytes int
+	// BodyTimeout bounds the whole body of an API route that takes JSON
+	// (up to 1 MiB); zero means 1m. UploadTimeout does the same for the
+	// routes that take files (plugin ZIPs up to 64 MiB, peer blobs up to
+	// 512 MiB); zero means 30m (256 MiB at about 150 KB/s).
+	BodyTimeout   time.Duration
+	UploadTimeout time.Duration
+	// StallTimeout cuts an API client that sends no body bytes, or takes
+	// none of its response, for this long; zero means 1m.
+	//
+	// There is no server-wide ReadTimeout or WriteTimeout: both count from
+	// the start of a request, so they would cut the edges' route stream (a
+	// Connect stream that lives as long as the edge) and slow but moving
+	// uploads. API routes get the per-request deadlines above
+	// (internal/deadline); raw handlers (Connect RPCs, health, metrics)
+	// only the header, idle and header-size bounds.
+	StallTimeout time.Duration
+
 	// SandboxDomain is the domain sites live under: <slug>.<domain>.
 	SandboxDomain string
 	// SiteScheme and SitePort form site URLs with the edge's address:
@@ -158,6 +183,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.httpDefaults()
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -248,9 +274,9 @@ func New(cfg Config) (*Server, error) {
 	s.router.HandleRaw(regPath, regHandler)
 	routePath, routeHandler := edgev1connect.NewRouteServiceHandler(routes.New(store, cfg.Logger), connect.WithInterceptors(auth))
 	s.router.HandleRaw(routePath, routeHandler)
-	s.handler = rest.Observe(s.forward(s.router), cfg.Logger, metrics)
-	s.http = &http.Server{Handler: s.handler, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	s.handler = rest.Observe(s.deadlines(s.forward(s.router)), cfg.Logger, metrics)
+	s.http = &http.Server{Handler: s.handler, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	return s, nil
 }
 
