@@ -244,8 +244,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.blobSync = &blobs.Syncer{Store: blobStore, Wanted: func() ([]string, error) { return sitejobs.WantedBlobs(store) }, Peers: s.peerURLs, Token: cfg.ClusterToken,
 		Client: &http.Client{Timeout: 5 * time.Minute}, Interval: 2 * time.Second, Log: s.log.With("component", "blobs")}
-	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Blobs: blobStore, Now: cfg.Now}
+	fetch := safefetch.New(cfg.FetchAllow, 5*time.Minute)
+	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Blobs: blobStore, Fetch: fetch, Now: cfg.Now}
 	runners.Register(s.dispatcher)
+	node.OnLeader(func(ctx context.Context) { s.blobSync.Collect(ctx, 10*time.Minute, time.Hour) })
 	node.OnLeader(s.dispatcher.Run)
 	node.OnLeader(s.registry.Monitor)
 	node.OnLeader(func(ctx context.Context) {
@@ -265,7 +267,7 @@ func New(cfg Config) (*Server, error) {
 		Store: store, Raft: node, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
 		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
 		Nodes: s.registry, Strategy: cfg.Strategy, SiteURL: s.siteURL,
-		Blobs: blobStore, Sealer: sealer, Fetch: safefetch.New(cfg.FetchAllow, 5*time.Minute),
+		Blobs: blobStore, Sealer: sealer, Fetch: fetch,
 		GitHubAPI: cfg.GitHubAPI, GitHubHTTP: &http.Client{Timeout: 30 * time.Second}, ReplicateBlob: s.blobSync.Push,
 	})
 	s.api.Register(s.router)
