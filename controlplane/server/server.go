@@ -76,8 +76,12 @@ type Config struct {
 	Plans        plans.Config
 	SMTP         mail.SMTPConfig
 	Logger       *slog.Logger
-	// JobWorkers bounds concurrent jobs on the leader.
+	// JobWorkers bounds concurrent jobs on the leader; zero means 16.
 	JobWorkers int
+	// JobsPerWorkspace bounds how many of those one workspace's jobs may
+	// hold, so one tenant cannot take every worker; zero means a quarter
+	// of JobWorkers (4 of 16). See jobs.Config.PerWorkspace.
+	JobsPerWorkspace int
 	// Now is the clock handlers stamp commands with; nil means time.Now.
 	Now func() time.Time
 	// LeaderWait is how long a request waits out an election before it is
@@ -225,7 +229,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SMTP.Addr != "" {
 		mailer = mail.NewSMTP(cfg.SMTP)
 	}
-	s.dispatcher = jobs.NewDispatcher(jobs.Config{Store: store, Raft: node, Workers: cfg.JobWorkers, Logger: cfg.Logger, Now: cfg.Now})
+	s.dispatcher = jobs.NewDispatcher(jobs.Config{Store: store, Raft: node, Workers: cfg.JobWorkers,
+		PerWorkspace: cfg.JobsPerWorkspace, Logger: cfg.Logger, Now: cfg.Now})
 	auth := rpcauth.New(cfg.ClusterToken)
 	s.registry = nodes.New(nodes.Config{Store: store, Raft: node, Auth: auth, HeartbeatInterval: cfg.HeartbeatInterval,
 		Now: cfg.Now, Logger: cfg.Logger})
