@@ -129,6 +129,16 @@ type Config struct {
 	// GitHubAPI is the code host's API base URL for Library repository
 	// entries; empty means https://api.github.com.
 	GitHubAPI string
+	// TrustedProxies are the load balancers or proxies in front of the
+	// servers whose X-Forwarded-For is believed when they are the TCP peer
+	// (see rest.ForwardedClient); empty, the default, trusts none and
+	// attributes each request to its TCP peer. Servers vouch for their
+	// clients to one another with the cluster token, whatever this says.
+	TrustedProxies []netip.Prefix
+	// RateLimits bounds failed authentications per address and writes per
+	// token and per address (429 rate_limited with Retry-After); the zero
+	// value limits nothing, DefaultConfig sets api.DefaultRateLimits.
+	RateLimits api.RateLimits
 
 	// FastRaftForTests and NoSyncForTests tune Raft for in-process tests.
 	FastRaftForTests bool
@@ -141,7 +151,7 @@ type Config struct {
 // DefaultConfig is the embedded default: single node, data in ./.data.
 func DefaultConfig() Config {
 	return Config{DataDir: ".data", APIAddr: "127.0.0.1:8080", Bootstrap: true, Plans: plans.Default(),
-		SandboxDomain: "localhost", SiteScheme: "http", SitePort: 8081}
+		SandboxDomain: "localhost", SiteScheme: "http", SitePort: 8081, RateLimits: api.DefaultRateLimits()}
 }
 
 // Validate reports an unusable configuration.
@@ -274,6 +284,7 @@ func New(cfg Config) (*Server, error) {
 		Nodes: s.registry, Strategy: cfg.Strategy, SiteURL: s.siteURL,
 		Blobs: blobStore, Sealer: sealer, Fetch: fetch,
 		GitHubAPI: cfg.GitHubAPI, GitHubHTTP: &http.Client{Timeout: 30 * time.Second}, ReplicateBlob: s.blobSync.Push,
+		RateLimits: cfg.RateLimits, Metrics: metrics,
 	})
 	s.api.Register(s.router)
 	s.registerInfra()
@@ -281,7 +292,7 @@ func New(cfg Config) (*Server, error) {
 	s.router.HandleRaw(regPath, regHandler)
 	routePath, routeHandler := edgev1connect.NewRouteServiceHandler(routes.New(store, cfg.Logger), connect.WithInterceptors(auth))
 	s.router.HandleRaw(routePath, routeHandler)
-	s.handler = rest.Observe(s.deadlines(s.forward(s.router)), cfg.Logger, metrics)
+	s.handler = rest.Observe(s.clientIP(s.deadlines(s.forward(s.router))), cfg.Logger, metrics)
 	s.http = &http.Server{Handler: s.handler, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	return s, nil
