@@ -232,7 +232,12 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	path, handler := agentv1connect.NewAgentServiceHandler(&service{sites: a.sites, log: a.log},
 		connect.WithInterceptors(rpcauth.New(cfg.ClusterToken)), connect.WithReadMaxBytes(maxMessage))
 	mux.Handle(path, handler)
-	a.http = &http.Server{Handler: mux, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: 10 * time.Second}
+	// Only the control plane calls here (cluster token), over h2c with
+	// long RPCs (site creation, plugin ZIPs): headers, idle connections
+	// and header size are bounded; a ReadTimeout or WriteTimeout would cut
+	// those RPCs, so there is none.
+	a.http = &http.Server{Handler: mux, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	go func() { _ = a.http.Serve(a.ln) }()
 	ok = true
 	return a, nil

@@ -501,11 +501,19 @@ func TestSiteEndToEnd(t *testing.T) {
 		if _, page := fetch(t, url+"/"); !strings.Contains(page, "sandbox-theme-home") {
 			t.Fatalf("theme not active: %.300s", page)
 		}
-		// A URL on loopback is refused (no operator allow-list in dev).
+		// A URL on loopback is refused (no operator allow-list in dev): an
+		// address in the URL by the request at once, a name resolving to
+		// one by the deploy job, which downloads zipUrl.
 		lo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(zip) }))
 		defer lo.Close()
 		if r := d.owner.Do("POST", "/api/app/sites/"+id+"/plugins", map[string]any{"zipUrl": lo.URL + "/p.zip"}); r.Status != 400 || !strings.Contains(r.Str("error.message"), "not allowed") {
 			t.Fatalf("loopback zipUrl: %d %s", r.Status, r.Raw)
+		}
+		byName := strings.Replace(lo.URL, "127.0.0.1", "localhost", 1) + "/p.zip"
+		lj := d.waitJob(t, d.owner.Do("POST", "/api/app/sites/"+id+"/plugins", map[string]any{"zipUrl": byName}).Must(t, 202).Str("jobId"))
+		je, _ := lj["error"].(map[string]any)
+		if msg, _ := je["message"].(string); lj["status"] != "failed" || je["code"] != "zip_fetch_failed" || !strings.Contains(msg, "not allowed") {
+			t.Fatalf("zipUrl resolving to loopback: %v", lj)
 		}
 		// A multipart upload deploys too; a ZIP with a traversal entry is refused.
 		up, upCT := st.Multipart(map[string]string{"activate": "false"}, "file", "x.zip", wpzip.BuildPlugin("second", "Second", "2", ""))

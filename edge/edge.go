@@ -23,6 +23,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sandboxd/sandboxd/internal/deadline"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	edgev1 "github.com/sandboxd/sandboxd/protocol/edge/v1"
 	"github.com/sandboxd/sandboxd/protocol/edge/v1/edgev1connect"
@@ -44,6 +45,39 @@ type Config struct {
 	TLSCertFile string
 	TLSKeyFile  string
 	Logger      *slog.Logger
+
+	// ReadHeaderTimeout bounds how long a visitor may take to send a
+	// request's line and headers; zero means 10s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection after this long without
+	// a request; zero means 2m.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's line and headers (WordPress
+	// cookies included); zero means 64 KiB.
+	MaxHeaderBytes int
+	// StallTimeout cuts a visitor that sends no request-body bytes, or
+	// takes none of the response, for this long; zero means 2m. It is
+	// measured per read and write, never over the whole request: a slow
+	// WordPress page, a long upload or a long download that keeps moving
+	// is not cut, which a server-wide ReadTimeout or WriteTimeout would do.
+	StallTimeout time.Duration
+}
+
+// withDefaults fills in the bounds left zero.
+func (c Config) withDefaults() Config {
+	if c.ReadHeaderTimeout == 0 {
+		c.ReadHeaderTimeout = 10 * time.Second
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 2 * time.Minute
+	}
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = 64 << 10
+	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = 2 * time.Minute
+	}
+	return c
 }
 
 type table map[string]*edgev1.Route
@@ -71,6 +105,7 @@ func New(cfg Config) (*Edge, error) {
 	if cfg.ID == "" {
 		cfg.ID = "edge"
 	}
+	cfg = cfg.withDefaults()
 	e := &Edge{cfg: cfg, log: cfg.Logger.With("component", "edge"), ready: make(chan struct{}), done: make(chan struct{})}
 	empty := table{}
 	e.routes.Store(&empty)
@@ -88,8 +123,7 @@ func New(cfg Config) (*Edge, error) {
 		return nil, fmt.Errorf("edge listen %s: %w", cfg.Addr, err)
 	}
 	e.addr = ln.Addr().String()
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	srv := e.server()
 	e.servers = append(e.servers, srv)
 	go func() { _ = srv.Serve(ln) }()
 	if cfg.TLSAddr != "" {
@@ -105,11 +139,22 @@ func New(cfg Config) (*Edge, error) {
 			return nil, fmt.Errorf("edge TLS listen %s: %w", cfg.TLSAddr, err)
 		}
 		e.tlsAddr = tln.Addr().String()
-		tsrv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
+		tsrv := e.server()
 		e.servers = append(e.servers, tsrv)
 		go func() { _ = tsrv.Serve(tln) }()
 	}
 	return e, nil
+}
+
+// server is one listener's HTTP server with the configured bounds.
+func (e *Edge) server() *http.Server {
+	stall := e.cfg.StallTimeout
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		deadline.Body(w, r, stall, 0)
+		e.ServeHTTP(deadline.Writer(w, r, stall), r)
+	})
+	return &http.Server{Handler: h, ReadHeaderTimeout: e.cfg.ReadHeaderTimeout, IdleTimeout: e.cfg.IdleTimeout,
+		MaxHeaderBytes: e.cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(e.cfg.Logger.Handler(), slog.LevelWarn)}
 }
 
 // Addr is the HTTP listen address.

@@ -23,11 +23,12 @@ import (
 
 // commonFlags are the flags server and dev share.
 type commonFlags struct {
-	cfg        server.Config
-	logFormat  string
-	logLevel   string
-	join       string
-	fetchAllow string
+	cfg            server.Config
+	logFormat      string
+	logLevel       string
+	join           string
+	fetchAllow     string
+	trustedProxies string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
@@ -42,6 +43,8 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.fetchAllow, "fetch-allow", os.Getenv("SANDBOXD_FETCH_ALLOW"),
 		"addresses or CIDRs, comma-separated, that customer URLs (zipUrl, release assets) may reach although private or loopback")
+	fs.StringVar(&c.trustedProxies, "trusted-proxies", os.Getenv("SANDBOXD_TRUSTED_PROXIES"),
+		"addresses or CIDRs, comma-separated, of proxies in front of the API whose X-Forwarded-For names the client (default: none; the TCP peer is the client)")
 	fs.StringVar(&c.cfg.GitHubAPI, "github-api", os.Getenv("SANDBOXD_GITHUB_API"), "code host API base URL for Library repository entries (default https://api.github.com)")
 	c.cfg.SMTP.Password = os.Getenv("SANDBOXD_SMTP_PASSWORD")
 	c.cfg.ClusterToken = os.Getenv("SANDBOXD_CLUSTER_TOKEN")
@@ -55,6 +58,9 @@ func (c *commonFlags) start() (*server.Server, error) {
 	c.cfg.Logger = log
 	if c.cfg.FetchAllow, err = safefetch.ParseAllow(c.fetchAllow); err != nil {
 		return nil, fmt.Errorf("--fetch-allow: %w", err)
+	}
+	if c.cfg.TrustedProxies, err = safefetch.ParseAllow(c.trustedProxies); err != nil {
+		return nil, fmt.Errorf("--trusted-proxies: %w", err)
 	}
 	s, err := server.New(c.cfg)
 	if err != nil {

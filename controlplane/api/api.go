@@ -78,6 +78,11 @@ type Config struct {
 	// ReplicateBlob copies a ZIP to a peer server before a record names
 	// it; nil on a single server.
 	ReplicateBlob func(ctx context.Context, sha string, data []byte) error
+	// RateLimits bounds failed authentications and writes; the zero value
+	// limits nothing.
+	RateLimits RateLimits
+	// Metrics counts rate-limited requests; nil counts nothing.
+	Metrics *rest.Metrics
 }
 
 // Nodes is what site handlers need from the node registry.
@@ -93,6 +98,7 @@ type API struct {
 	store       *state.Store
 	clusterHash string
 	log         *slog.Logger
+	limits      *limiters
 }
 
 // New returns the handlers; call Register to mount them.
@@ -106,7 +112,8 @@ func New(cfg Config) *API {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{cfg: cfg, store: cfg.Store, clusterHash: secret.Hash(cfg.ClusterToken), log: cfg.Logger.With("component", "api")}
+	return &API{cfg: cfg, store: cfg.Store, clusterHash: secret.Hash(cfg.ClusterToken), log: cfg.Logger.With("component", "api"),
+		limits: newLimiters(cfg.RateLimits, cfg.Now, cfg.Metrics)}
 }
 
 func (a *API) now() time.Time { return a.cfg.Now().UTC().Truncate(time.Millisecond) }
@@ -157,8 +164,9 @@ const (
 	LegacyWorkspaceHeader = "X-Service-Organization"
 )
 
-// bearer handles the route with token authentication and the guard's
-// workspace and capability checks; rt documents it.
+// bearer handles the route with token authentication, the rate limits
+// (RateLimits) and the guard's workspace and capability checks; rt
+// documents it.
 func (a *API) bearer(r *rest.Router, g guard, rt rest.Route) {
 	rt.Security = "bearer"
 	if g.capability != "" {
@@ -174,11 +182,18 @@ func (a *API) bearer(r *rest.Router, g guard, rt rest.Route) {
 	if g.ownerOnly {
 		rt.Errors = append(rt.Errors, apierr.CodeOwnerRequired)
 	}
-	rt.Errors = append(rt.Errors, apierr.CodeServiceUnavailable)
+	rt.Errors = append(rt.Errors, apierr.CodeRateLimited, apierr.CodeServiceUnavailable)
 	next := rt.Handler
 	rt.Handler = func(w http.ResponseWriter, req *http.Request) error {
+		if err := a.limits.authGate(req); err != nil {
+			return err
+		}
 		c, err := a.authenticate(req)
 		if err != nil {
+			a.limits.authFailed(req, err)
+			return err
+		}
+		if err := a.limits.write(req, c.Token.ID); err != nil {
 			return err
 		}
 		if g.scope != scopeAccount {
@@ -197,16 +212,23 @@ func (a *API) bearer(r *rest.Router, g guard, rt rest.Route) {
 	r.Handle(rt)
 }
 
-// operator handles a route authenticated with the cluster token.
+// operator handles a route authenticated with the cluster token. Failed
+// attempts count against the address like any other; operators and
+// peers are not write-limited.
 func (a *API) operator(r *rest.Router, rt rest.Route) {
 	rt.Security = "cluster"
 	rt.Tag = "operator"
-	rt.Errors = append(append([]string{apierr.CodeAuthRequired}, rt.Errors...), apierr.CodeServiceUnavailable)
+	rt.Errors = append(append([]string{apierr.CodeAuthRequired}, rt.Errors...), apierr.CodeRateLimited, apierr.CodeServiceUnavailable)
 	next := rt.Handler
 	rt.Handler = func(w http.ResponseWriter, req *http.Request) error {
+		if err := a.limits.authGate(req); err != nil {
+			return err
+		}
 		tok, ok := bearerToken(req)
 		if !ok || !secret.Equal(secret.Hash(tok), a.clusterHash) {
-			return apierr.AuthRequired()
+			err := apierr.AuthRequired()
+			a.limits.authFailed(req, err)
+			return err
 		}
 		return next(w, req)
 	}

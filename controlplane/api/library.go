@@ -34,7 +34,7 @@ const CodeLibraryEntryNotFound = "plugin_library_entry_not_found"
 // Library limits.
 const (
 	// MaxZipBytes bounds a plugin or theme ZIP (upload, release or URL).
-	MaxZipBytes = 64 << 20
+	MaxZipBytes = wpzip.MaxZipBytes
 	// MaxLicenseKey bounds a license key.
 	MaxLicenseKey = 1024
 )

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 
 	"connectrpc.com/connect"
@@ -13,7 +12,6 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
-	"github.com/sandboxd/sandboxd/internal/safefetch"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 )
 
@@ -33,9 +31,13 @@ type installedPluginsResponse struct {
 // DeployPluginRequest is the JSON body of POST …/plugins: one source.
 type DeployPluginRequest struct {
 	LibraryPlugin *string `json:"libraryPlugin,omitempty" doc:"A Library entry's slug or id."`
-	ZipURL        *string `json:"zipUrl,omitempty" doc:"An http(s) URL of a ZIP; private, loopback, link-local and metadata addresses are refused."`
+	ZipURL        *string `json:"zipUrl,omitempty" doc:"An http(s) URL of a ZIP (at most 64 MiB), downloaded by the deploy job, not the request: a failed download fails the job (error.code zip_fetch_failed, or payload_too_large). Private, loopback, link-local and metadata addresses are refused (an address in the URL at once, a resolved one by the job)."`
 	Activate      bool    `json:"activate,omitempty"`
 }
+
+// maxZipURL bounds a zipUrl, which travels in the replicated job (signed
+// download URLs run to a few KiB).
+const maxZipURL = 8 << 10
 
 type deployResponse struct {
 	JobID string `json:"jobId"`
@@ -50,7 +52,8 @@ func (a *API) registerPlugins(r *rest.Router) {
 	a.bearer(r, g, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/plugins", Tag: "sites", Params: siteParam,
 		Status: http.StatusAccepted,
 		Summary: "Deploy a plugin or theme: JSON {libraryPlugin} or {zipUrl}, or a multipart file; activate optional. " +
-			"Replaces an installed copy of the same directory. Poll the job.",
+			"Replaces an installed copy of the same directory. Poll the job: a zipUrl is downloaded and checked by the job, " +
+			"so a bad download is the job's error (zip_fetch_failed, payload_too_large, invalid_request), not this answer's.",
 		Request: DeployPluginRequest{}, Multipart: map[string]string{"file": "file: the ZIP.", "activate": "true or false."},
 		Response: deployResponse{}, MaxBody: MaxZipBytes + 1<<20,
 		Errors: append(errs, CodeLibraryEntryNotFound, apierr.CodePayloadTooLarge), Handler: a.deployPlugin})
@@ -110,20 +113,14 @@ func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 			}
 			p.BlobSHA256, p.Source = e.BlobSHA256, "library:"+e.Slug
 		default:
-			if _, err := safefetch.CheckURL(*body.ZipURL); err != nil {
+			// Only checked here; the job downloads it (see DeployPayload).
+			if len(*body.ZipURL) > maxZipURL {
+				return apierr.Invalid("zipUrl", "the URL is longer than %d bytes", maxZipURL)
+			}
+			if _, err := a.cfg.Fetch.CheckURL(*body.ZipURL); err != nil {
 				return apierr.Invalid("zipUrl", "%v", err)
 			}
-			if s.Status != state.SiteReady {
-				return notReady(s)
-			}
-			data, err := a.cfg.Fetch.Get(req.Context(), *body.ZipURL, MaxZipBytes, nil)
-			if errors.Is(err, safefetch.ErrTooLarge) {
-				return apierr.New(http.StatusRequestEntityTooLarge, apierr.CodePayloadTooLarge, "%v", err).With("field", "zipUrl")
-			}
-			if err != nil {
-				return apierr.Invalid("zipUrl", "fetching the ZIP: %v", err)
-			}
-			zip, p.Source = data, "url"
+			p.ZipURL, p.Source = *body.ZipURL, "url"
 		}
 	}
 	if s.Status != state.SiteReady {

@@ -8,9 +8,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"time"
 )
 
 // ErrMissing is returned for a blob this server does not hold.
@@ -42,6 +45,12 @@ func (s *Store) Put(data []byte) (string, error) {
 	sha := hex.EncodeToString(sum[:])
 	p, _ := s.path(sha)
 	if _, err := os.Stat(p); err == nil {
+		// Stored again: it is new to whoever stores it, so Sweep's grace
+		// starts over.
+		now := time.Now()
+		if err := os.Chtimes(p, now, now); err != nil {
+			return "", fmt.Errorf("blobs: touch %s: %w", sha, err)
+		}
 		return sha, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
@@ -105,4 +114,42 @@ func (s *Store) Has(sha string) bool {
 	}
 	_, err = os.Stat(p)
 	return err == nil
+}
+
+// Sweep deletes the blobs keep does not want that were stored before
+// before, and any unfinished Put as old, and returns how many went. The grace that before leaves covers
+// a blob stored but not yet named by the replicated state (an upload
+// between its store and its commit).
+func (s *Store) Sweep(keep func(sha string) bool, before time.Time) (int, error) {
+	removed := 0
+	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		// A blob nobody keeps, or what a Put cut short left behind.
+		orphan := (shaRE.MatchString(name) && !keep(name)) || strings.HasPrefix(name, ".put-")
+		if d.IsDir() || !orphan {
+			return nil
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !info.ModTime().Before(before) {
+			return nil
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		removed++
+		return nil
+	})
+	if err != nil {
+		return removed, fmt.Errorf("blobs: sweep: %w", err)
+	}
+	return removed, nil
 }

@@ -109,6 +109,41 @@ func (y *Syncer) get(ctx context.Context, url string) ([]byte, error) {
 	return data, nil
 }
 
+// Collect deletes, every interval, the blobs on this server that nothing
+// wants any more and that are older than grace: a ZIP a crashed deploy
+// left behind, the copy a peer pushed for an upload that was then
+// refused, a deleted Library entry's ZIP. It is a leader hook: only a
+// leader's replica is known to hold every committed record (it ran a
+// Barrier), so only then is "not wanted" true; a follower catching up
+// after a restart would see wanted blobs as orphans. It runs until ctx
+// ends.
+func (y *Syncer) Collect(ctx context.Context, interval, grace time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		wanted, err := y.Wanted()
+		if err != nil {
+			continue // never delete on a partial view
+		}
+		keep := make(map[string]bool, len(wanted))
+		for _, sha := range wanted {
+			keep[sha] = true
+		}
+		n, err := y.Store.Sweep(func(sha string) bool { return keep[sha] }, time.Now().Add(-grace))
+		if err != nil {
+			y.Log.Warn("blob collection", "err", err)
+		}
+		if n > 0 {
+			y.Log.Info("collected unused blobs", "count", n)
+		}
+	}
+}
+
 // Push copies a blob to the peers before the caller commits a record that
 // names it, so the blob outlives this server. It succeeds once one peer
 // holds it (with this server, two copies: a majority of three), or at

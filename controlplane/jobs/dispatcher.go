@@ -50,15 +50,22 @@ type Applier interface {
 
 // Dispatcher is the leader-side job loop.
 type Dispatcher struct {
-	store   *state.Store
-	raft    Applier
-	log     *slog.Logger
-	now     func() time.Time
-	workers int
+	store        *state.Store
+	raft         Applier
+	log          *slog.Logger
+	now          func() time.Time
+	workers      int
+	perWorkspace int
 
-	mu       sync.Mutex
-	runners  map[string]Runner
-	inFlight map[string]bool
+	mu      sync.Mutex
+	runners map[string]Runner
+	// inFlight maps each job a worker holds to its workspace; running
+	// counts them per workspace.
+	inFlight map[string]string
+	running  map[string]int
+	// freed is signalled when a worker lets go of a job, so the loop
+	// looks again at jobs it held back.
+	freed chan struct{}
 }
 
 // Config configures a Dispatcher.
@@ -67,14 +74,25 @@ type Config struct {
 	Raft  Applier
 	// Workers bounds how many jobs run at once; zero means 16.
 	Workers int
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// PerWorkspace bounds how many of them one workspace's jobs may hold,
+	// so a workspace with a hundred queued jobs cannot take every worker:
+	// its excess stays queued while other workspaces' jobs run. Zero
+	// means a quarter of Workers (4 of 16), at least 1: jobs mostly wait
+	// on an agent, so four at once already keep one tenant's work moving,
+	// and a busy tenant always leaves three quarters of the workers to
+	// everyone else. Set it to Workers to turn the bound off.
+	PerWorkspace int
+	Logger       *slog.Logger
+	Now          func() time.Time
 }
 
 // NewDispatcher returns a dispatcher with no runners.
 func NewDispatcher(cfg Config) *Dispatcher {
 	if cfg.Workers == 0 {
 		cfg.Workers = 16
+	}
+	if cfg.PerWorkspace == 0 {
+		cfg.PerWorkspace = max(1, cfg.Workers/4)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -83,7 +101,8 @@ func NewDispatcher(cfg Config) *Dispatcher {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Dispatcher{store: cfg.Store, raft: cfg.Raft, log: cfg.Logger.With("component", "jobs"),
-		now: cfg.Now, workers: cfg.Workers, runners: map[string]Runner{}, inFlight: map[string]bool{}}
+		now: cfg.Now, workers: cfg.Workers, perWorkspace: cfg.PerWorkspace, runners: map[string]Runner{},
+		inFlight: map[string]string{}, running: map[string]int{}, freed: make(chan struct{}, 1)}
 }
 
 // Register sets the runner for a job type.
@@ -111,7 +130,6 @@ func New(jobType, workspaceID, siteID string, payload any, now time.Time) (state
 // starts when this node becomes leader and stops when leadership is lost,
 // waiting for the jobs it started to notice ctx.
 func (d *Dispatcher) Run(ctx context.Context) {
-	sem := make(chan struct{}, d.workers)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -120,49 +138,98 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			d.log.Error("list unfinished jobs", "err", err)
 			return
 		}
-		for _, j := range pending {
+		for _, j := range d.claim(pending) {
 			// A watch can fire together with cancellation: never start
 			// work for a term that has ended.
 			if ctx.Err() != nil {
-				return
-			}
-			if !d.claim(j.ID) {
+				d.release(j)
 				continue
-			}
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				d.release(j.ID)
-				return
 			}
 			wg.Add(1)
 			go func(j *state.Job) {
 				defer wg.Done()
-				defer func() { <-sem }()
-				defer d.release(j.ID)
-				d.runOne(ctx, j)
+				defer d.release(j)
+				if !d.runOne(ctx, j) {
+					// Raft refused to record it: the job is still unfinished
+					// in the store; let a retry wait a little, not spin.
+					select {
+					case <-ctx.Done():
+					case <-time.After(retryStart):
+					}
+				}
 			}(j)
 		}
+		if ctx.Err() != nil {
+			return
+		}
+		// Look again when a job is queued or changes, or a worker frees up
+		// (a finished job's record can land before its worker lets go).
+		watch.Add(d.freed)
 		if err := watch.WatchCtx(ctx); err != nil {
 			return
 		}
 	}
 }
 
-func (d *Dispatcher) claim(id string) bool {
+// claim picks the jobs to start now from pending (oldest first) and marks
+// them held. While a worker is free it takes the oldest job of the
+// workspace running the fewest, among workspaces under the per-workspace
+// bound: first in, first out within a workspace, and a workspace that
+// just got a worker waits behind those that have fewer.
+func (d *Dispatcher) claim(pending []*state.Job) []*state.Job {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.inFlight[id] {
-		return false
+	queues := map[string][]*state.Job{}
+	var order []string
+	for _, j := range pending {
+		if _, held := d.inFlight[j.ID]; held {
+			continue
+		}
+		if _, seen := queues[j.WorkspaceID]; !seen {
+			order = append(order, j.WorkspaceID)
+		}
+		queues[j.WorkspaceID] = append(queues[j.WorkspaceID], j)
 	}
-	d.inFlight[id] = true
-	return true
+	var out []*state.Job
+	for len(d.inFlight) < d.workers {
+		best, found := "", false
+		for _, ws := range order {
+			q := queues[ws]
+			if len(q) == 0 || d.running[ws] >= d.perWorkspace {
+				continue
+			}
+			if !found || d.running[ws] < d.running[best] ||
+				(d.running[ws] == d.running[best] && q[0].CreatedAt.Before(queues[best][0].CreatedAt)) {
+				best, found = ws, true
+			}
+		}
+		if !found {
+			break
+		}
+		q := queues[best]
+		j := q[0]
+		queues[best] = q[1:]
+		d.inFlight[j.ID] = j.WorkspaceID
+		d.running[j.WorkspaceID]++
+		out = append(out, j)
+	}
+	return out
 }
 
-func (d *Dispatcher) release(id string) {
+// release lets go of a job and wakes the loop.
+func (d *Dispatcher) release(j *state.Job) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.inFlight, id)
+	if ws, held := d.inFlight[j.ID]; held {
+		delete(d.inFlight, j.ID)
+		if d.running[ws]--; d.running[ws] <= 0 {
+			delete(d.running, ws)
+		}
+	}
+	d.mu.Unlock()
+	select {
+	case d.freed <- struct{}{}:
+	default: // a wake-up is already pending
+	}
 }
 
 func (d *Dispatcher) update(ctx context.Context, u state.JobUpdate) error {
@@ -171,11 +238,17 @@ func (d *Dispatcher) update(ctx context.Context, u state.JobUpdate) error {
 	return err
 }
 
-func (d *Dispatcher) runOne(ctx context.Context, j *state.Job) {
+// retryStart is how long a job whose start or end could not be recorded
+// waits before it is tried again.
+const retryStart = time.Second
+
+// runOne runs a job to its end; it reports false when marking it running
+// or recording its result failed.
+func (d *Dispatcher) runOne(ctx context.Context, j *state.Job) bool {
 	log := d.log.With("job_id", j.ID, "job_type", j.Type)
 	if err := d.update(ctx, state.JobUpdate{ID: j.ID, Status: state.JobRunning, Progress: j.Progress, Dispatch: true}); err != nil {
 		log.Warn("mark job running", "err", err)
-		return
+		return false
 	}
 	d.mu.Lock()
 	runner := d.runners[j.Type]
@@ -194,7 +267,7 @@ func (d *Dispatcher) runOne(ctx context.Context, j *state.Job) {
 		// Leadership ended mid-run: leave the job running; the next
 		// leader re-dispatches it.
 		log.Info("job interrupted by leadership change")
-		return
+		return true
 	}
 	u := state.JobUpdate{ID: j.ID, Status: state.JobSucceeded}
 	if runErr != nil {
@@ -209,5 +282,7 @@ func (d *Dispatcher) runOne(ctx context.Context, j *state.Job) {
 	}
 	if err := d.update(ctx, u); err != nil {
 		log.Warn("record job result", "err", err)
+		return false
 	}
+	return true
 }

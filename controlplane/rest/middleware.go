@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"time"
@@ -22,9 +23,10 @@ const infoKey ctxKey = iota
 // reqInfo is filled in as a request travels through the stack, for the
 // access log and metrics written when it ends.
 type reqInfo struct {
-	id    string
-	route string
-	err   error
+	id       string
+	route    string
+	err      error
+	clientIP netip.Addr
 }
 
 func infoFrom(ctx context.Context) *reqInfo {
@@ -62,8 +64,17 @@ var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // Metrics are the HTTP metrics, registered once per registry.
 type Metrics struct {
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
+	requests    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	rateLimited *prometheus.CounterVec
+}
+
+// RateLimited counts a request refused by a rate limit (one of the
+// limit names of details.limit). A nil Metrics counts nothing.
+func (m *Metrics) RateLimited(limit string) {
+	if m != nil {
+		m.rateLimited.WithLabelValues(limit).Inc()
+	}
 }
 
 // NewMetrics registers request counters and latency histograms.
@@ -79,7 +90,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"route"}),
 	}
-	reg.MustRegister(m.requests, m.latency)
+	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sandboxd", Subsystem: "http", Name: "rate_limited_total",
+		Help: "Requests answered 429 rate_limited, by limit.",
+	}, []string{"limit"})
+	reg.MustRegister(m.requests, m.latency, m.rateLimited)
 	return m
 }
 
@@ -148,6 +163,9 @@ func Observe(next http.Handler, log *slog.Logger, m *Metrics) http.Handler {
 			attrs := []any{"request_id", id, "method", r.Method, "route", route, "path", r.URL.Path,
 				"status", sw.status, "bytes", sw.bytes, "duration_ms", float64(d.Microseconds()) / 1000,
 				"remote", r.RemoteAddr}
+			if info.clientIP.IsValid() {
+				attrs = append(attrs, "client_ip", info.clientIP.String())
+			}
 			var ae *apierr.Error
 			if info.err != nil && errors.As(info.err, &ae) {
 				attrs = append(attrs, "error_code", ae.Code)

@@ -6,9 +6,12 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
 // OpenAPIInfo titles the generated document.
@@ -84,6 +87,16 @@ func (rt *Router) OpenAPI(info OpenAPIInfo) map[string]any {
 			ok["content"] = map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(r.Response))}}
 		}
 		responses[fmt.Sprint(r.Status)] = ok
+		if slices.Contains(r.Errors, apierr.CodeRateLimited) {
+			responses["429"] = map[string]any{
+				"description": "rate_limited: too many failed authentications from the client's address, or writes by its token or address. Retry after Retry-After seconds (also details.retryAfterSeconds; details.limit names the limit).",
+				"headers": map[string]any{"Retry-After": map[string]any{
+					"description": "Whole seconds, at least 1, until a retry can succeed.",
+					"schema":      map[string]any{"type": "integer", "minimum": 1}}},
+				"content": map[string]any{"application/json": map[string]any{
+					"schema": map[string]any{"$ref": "#/components/schemas/ErrorEnvelope"}}},
+			}
+		}
 		if len(r.Errors) > 0 {
 			responses["default"] = map[string]any{
 				"description": "Error envelope; error.code is one of: " + strings.Join(r.Errors, ", ") + ".",

@@ -61,14 +61,15 @@ const DefaultMaxBody = 1 << 20
 // Router dispatches requests to routes and answers unmatched paths with
 // the error envelope.
 type Router struct {
-	mux    *http.ServeMux
-	routes []Route
-	log    *slog.Logger
+	mux       *http.ServeMux
+	routes    []Route
+	byPattern map[string]Route
+	log       *slog.Logger
 }
 
 // NewRouter returns an empty router.
 func NewRouter(log *slog.Logger) *Router {
-	return &Router{mux: http.NewServeMux(), log: log}
+	return &Router{mux: http.NewServeMux(), byPattern: map[string]Route{}, log: log}
 }
 
 // Handle registers a route. It panics on a duplicate pattern, as ServeMux does.
@@ -80,6 +81,7 @@ func (rt *Router) Handle(r Route) {
 		r.MaxBody = DefaultMaxBody
 	}
 	rt.routes = append(rt.routes, r)
+	rt.byPattern[r.Pattern()] = r
 	route := r
 	rt.mux.HandleFunc(r.Pattern(), func(w http.ResponseWriter, req *http.Request) {
 		if info := infoFrom(req.Context()); info != nil {
@@ -113,6 +115,15 @@ func (rt *Router) Routes() []Route {
 		return out[i].Method < out[j].Method
 	})
 	return out
+}
+
+// Lookup returns the documented route a request reaches, so layers in
+// front of the router (deadlines, forwarding) can treat API routes by
+// their metadata; ok is false for raw handlers and unmatched paths.
+func (rt *Router) Lookup(r *http.Request) (Route, bool) {
+	_, pattern := rt.mux.Handler(r)
+	route, ok := rt.byPattern[pattern]
+	return route, ok
 }
 
 // Matches reports whether a request with this method and path reaches a

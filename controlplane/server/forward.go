@@ -74,6 +74,8 @@ func (s *Server) forward(next http.Handler) http.Handler {
 				pr.SetXForwarded()
 				pr.Out.Host = pr.In.Host
 				pr.Out.Header.Set(forwardedHeader, s.node.ID())
+				// The leader keeps the rate limits: tell it who the client is.
+				s.vouch(pr.In, pr.Out.Header)
 			},
 			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 				s.log.Warn("forward to leader failed", "component", "server", "leader", leaderURL, "err", err)

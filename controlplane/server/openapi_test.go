@@ -32,6 +32,13 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 			if !s.Router().Matches(m, param.ReplaceAllString(path, "x")) {
 				t.Errorf("documented %s %s is not served", m, path)
 			}
+			// Every credentialed route can be rate limited, and says how.
+			if sec, _ := o["security"].([]any); len(sec) > 0 {
+				r429, _ := o["responses"].(map[string]any)["429"].(map[string]any)
+				if h, _ := r429["headers"].(map[string]any); h["Retry-After"] == nil {
+					t.Errorf("%s %s: no 429 response with Retry-After", m, path)
+				}
+			}
 		}
 	}
 	routes := s.Router().Routes()

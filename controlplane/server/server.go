@@ -76,13 +76,42 @@ type Config struct {
 	Plans        plans.Config
 	SMTP         mail.SMTPConfig
 	Logger       *slog.Logger
-	// JobWorkers bounds concurrent jobs on the leader.
+	// JobWorkers bounds concurrent jobs on the leader; zero means 16.
 	JobWorkers int
+	// JobsPerWorkspace bounds how many of those one workspace's jobs may
+	// hold, so one tenant cannot take every worker; zero means a quarter
+	// of JobWorkers (4 of 16). See jobs.Config.PerWorkspace.
+	JobsPerWorkspace int
 	// Now is the clock handlers stamp commands with; nil means time.Now.
 	Now func() time.Time
 	// LeaderWait is how long a request waits out an election before it is
 	// answered 503 service_unavailable; zero means 5s.
 	LeaderWait time.Duration
+
+	// ReadHeaderTimeout bounds how long a client may take to send a
+	// request's line and headers; zero means 10s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection (HTTP/1) or one without
+	// open streams (HTTP/2) after this long; zero means 2m.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's line and headers; zero means 64 KiB.
+	MaxHeaderBytes int
+	// BodyTimeout bounds the whole body of an API route that takes JSON
+	// (up to 1 MiB); zero means 1m. UploadTimeout does the same for the
+	// routes that take files (plugin ZIPs up to 64 MiB, peer blobs up to
+	// 512 MiB); zero means 30m (256 MiB at about 150 KB/s).
+	BodyTimeout   time.Duration
+	UploadTimeout time.Duration
+	// StallTimeout cuts an API client that sends no body bytes, or takes
+	// none of its response, for this long; zero means 1m.
+	//
+	// There is no server-wide ReadTimeout or WriteTimeout: both count from
+	// the start of a request, so they would cut the edges' route stream (a
+	// Connect stream that lives as long as the edge) and slow but moving
+	// uploads. API routes get the per-request deadlines above
+	// (internal/deadline); raw handlers (Connect RPCs, health, metrics)
+	// only the header, idle and header-size bounds.
+	StallTimeout time.Duration
 
 	// SandboxDomain is the domain sites live under: <slug>.<domain>.
 	SandboxDomain string
@@ -100,6 +129,16 @@ type Config struct {
 	// GitHubAPI is the code host's API base URL for Library repository
 	// entries; empty means https://api.github.com.
 	GitHubAPI string
+	// TrustedProxies are the load balancers or proxies in front of the
+	// servers whose X-Forwarded-For is believed when they are the TCP peer
+	// (see rest.ForwardedClient); empty, the default, trusts none and
+	// attributes each request to its TCP peer. Servers vouch for their
+	// clients to one another with the cluster token, whatever this says.
+	TrustedProxies []netip.Prefix
+	// RateLimits bounds failed authentications per address and writes per
+	// token and per address (429 rate_limited with Retry-After); the zero
+	// value limits nothing, DefaultConfig sets api.DefaultRateLimits.
+	RateLimits api.RateLimits
 
 	// FastRaftForTests and NoSyncForTests tune Raft for in-process tests.
 	FastRaftForTests bool
@@ -112,7 +151,7 @@ type Config struct {
 // DefaultConfig is the embedded default: single node, data in ./.data.
 func DefaultConfig() Config {
 	return Config{DataDir: ".data", APIAddr: "127.0.0.1:8080", Bootstrap: true, Plans: plans.Default(),
-		SandboxDomain: "localhost", SiteScheme: "http", SitePort: 8081}
+		SandboxDomain: "localhost", SiteScheme: "http", SitePort: 8081, RateLimits: api.DefaultRateLimits()}
 }
 
 // Validate reports an unusable configuration.
@@ -158,6 +197,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.httpDefaults()
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -199,7 +239,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SMTP.Addr != "" {
 		mailer = mail.NewSMTP(cfg.SMTP)
 	}
-	s.dispatcher = jobs.NewDispatcher(jobs.Config{Store: store, Raft: node, Workers: cfg.JobWorkers, Logger: cfg.Logger, Now: cfg.Now})
+	s.dispatcher = jobs.NewDispatcher(jobs.Config{Store: store, Raft: node, Workers: cfg.JobWorkers,
+		PerWorkspace: cfg.JobsPerWorkspace, Logger: cfg.Logger, Now: cfg.Now})
 	auth := rpcauth.New(cfg.ClusterToken)
 	s.registry = nodes.New(nodes.Config{Store: store, Raft: node, Auth: auth, HeartbeatInterval: cfg.HeartbeatInterval,
 		Now: cfg.Now, Logger: cfg.Logger})
@@ -218,8 +259,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.blobSync = &blobs.Syncer{Store: blobStore, Wanted: func() ([]string, error) { return sitejobs.WantedBlobs(store) }, Peers: s.peerURLs, Token: cfg.ClusterToken,
 		Client: &http.Client{Timeout: 5 * time.Minute}, Interval: 2 * time.Second, Log: s.log.With("component", "blobs")}
-	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Blobs: blobStore, Now: cfg.Now}
+	fetch := safefetch.New(cfg.FetchAllow, 5*time.Minute)
+	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Blobs: blobStore, Fetch: fetch, Now: cfg.Now}
 	runners.Register(s.dispatcher)
+	node.OnLeader(func(ctx context.Context) { s.blobSync.Collect(ctx, 10*time.Minute, time.Hour) })
 	node.OnLeader(s.dispatcher.Run)
 	node.OnLeader(s.registry.Monitor)
 	node.OnLeader(func(ctx context.Context) {
@@ -239,8 +282,9 @@ func New(cfg Config) (*Server, error) {
 		Store: store, Raft: node, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
 		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
 		Nodes: s.registry, Strategy: cfg.Strategy, SiteURL: s.siteURL,
-		Blobs: blobStore, Sealer: sealer, Fetch: safefetch.New(cfg.FetchAllow, 5*time.Minute),
+		Blobs: blobStore, Sealer: sealer, Fetch: fetch,
 		GitHubAPI: cfg.GitHubAPI, GitHubHTTP: &http.Client{Timeout: 30 * time.Second}, ReplicateBlob: s.blobSync.Push,
+		RateLimits: cfg.RateLimits, Metrics: metrics,
 	})
 	s.api.Register(s.router)
 	s.registerInfra()
@@ -248,9 +292,9 @@ func New(cfg Config) (*Server, error) {
 	s.router.HandleRaw(regPath, regHandler)
 	routePath, routeHandler := edgev1connect.NewRouteServiceHandler(routes.New(store, cfg.Logger), connect.WithInterceptors(auth))
 	s.router.HandleRaw(routePath, routeHandler)
-	s.handler = rest.Observe(s.forward(s.router), cfg.Logger, metrics)
-	s.http = &http.Server{Handler: s.handler, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	s.handler = rest.Observe(s.clientIP(s.deadlines(s.forward(s.router))), cfg.Logger, metrics)
+	s.http = &http.Server{Handler: s.handler, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	return s, nil
 }
 

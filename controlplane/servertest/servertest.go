@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 )
@@ -47,8 +48,20 @@ type Options struct {
 	Logs *LogBuffer
 	// Plans overrides the plan limits.
 	Plans *plans.Config
+	// RateLimits turns the rate limits on; nil leaves them off, because
+	// every test client shares one loopback address and some tests fail
+	// authentication on purpose many times a minute.
+	RateLimits *api.RateLimits
 	// Configure edits the config before the server starts.
 	Configure func(*server.Config)
+}
+
+// limits applies o.RateLimits (off when nil) to cfg.
+func (o Options) limits(cfg *server.Config) {
+	cfg.RateLimits = api.RateLimits{}
+	if o.RateLimits != nil {
+		cfg.RateLimits = *o.RateLimits
+	}
 }
 
 func logger(o Options) *slog.Logger {
@@ -71,6 +84,7 @@ func Single(t testing.TB, o Options) *server.Server {
 	if o.Plans != nil {
 		cfg.Plans = *o.Plans
 	}
+	o.limits(&cfg)
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
@@ -120,6 +134,7 @@ func NodeConfig(t testing.TB, dir, apiAddr, raftAddr, token string, bootstrap bo
 	cfg.ClusterToken = token
 	cfg.FastRaftForTests = true
 	cfg.Logger = logger(o)
+	o.limits(&cfg)
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}

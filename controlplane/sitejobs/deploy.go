@@ -5,12 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
 
 	"connectrpc.com/connect"
 
 	"github.com/sandboxd/sandboxd/controlplane/blobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/safefetch"
+	"github.com/sandboxd/sandboxd/internal/wpzip"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 )
 
@@ -18,65 +23,133 @@ import (
 const DeployPlugin = "deploy_plugin"
 
 // DeployPayload is what a deploy_plugin job carries: the ZIP by its blob
-// name, never its bytes.
+// name, never its bytes, or the URL the job fetches it from.
 type DeployPayload struct {
-	BlobSHA256 string `json:"blobSha256"`
-	Activate   bool   `json:"activate"`
+	BlobSHA256 string `json:"blobSha256,omitempty"`
+	// ZipURL is fetched by the job, not the request that queued it: a slow
+	// or large download holds a worker, never an API connection. A job
+	// run again after a leader change fetches it again.
+	ZipURL   string `json:"zipUrl,omitempty"`
+	Activate bool   `json:"activate"`
 	// Source says where the ZIP came from: library:<slug>, url or upload.
 	Source string `json:"source"`
 }
 
-// Blobs reads and drops stored ZIPs.
+// Blobs reads, stores and drops ZIPs.
 type Blobs interface {
 	Get(sha string) ([]byte, error)
+	Put(data []byte) (string, error)
 	Delete(sha string) error
 }
+
+// Fetcher downloads a customer-given URL without reaching private
+// addresses (safefetch.Client), up to max bytes.
+type Fetcher interface {
+	Get(ctx context.Context, raw string, max int64, header http.Header) ([]byte, error)
+}
+
+// Job failure codes of deploy_plugin besides the shared ones.
+const (
+	// CodeZipFetchFailed: the zipUrl download failed (refused address,
+	// unreachable host, non-200 answer).
+	CodeZipFetchFailed = "zip_fetch_failed"
+	// CodePayloadTooLarge: the ZIP at zipUrl is over wpzip.MaxZipBytes.
+	CodePayloadTooLarge = "payload_too_large"
+)
 
 func (r *Runners) deploy(ctx context.Context, j *state.Job, progress func(int)) error {
 	var p DeployPayload
 	if err := json.Unmarshal(j.Payload, &p); err != nil {
 		return fmt.Errorf("deploy_plugin payload: %w", err)
 	}
-	err := r.deployOnce(ctx, j, p, progress)
+	sha, err := r.deployOnce(ctx, j, p, progress)
 	// Once the job is over, its ZIP goes unless the Library (or another
 	// deploy) holds it: uploads and URL downloads, and the ZIP of an entry
-	// deleted meanwhile.
-	if err == nil || errors.As(err, new(*jobs.Failure)) {
-		if !BlobInUse(r.Store, p.BlobSHA256, j.ID) {
-			_ = r.Blobs.Delete(p.BlobSHA256)
-		}
+	// deleted meanwhile. A download is only ever needed by this run (a
+	// re-run fetches again), so it goes even when the run is cut short; a
+	// copy a crash leaves behind is collected by the leader (blobs.Syncer
+	// Collect), as nothing names it.
+	over := err == nil || errors.As(err, new(*jobs.Failure)) || p.ZipURL != ""
+	if sha != "" && over && !BlobInUse(r.Store, sha, j.ID) {
+		_ = r.Blobs.Delete(sha)
 	}
 	return err
 }
 
-func (r *Runners) deployOnce(ctx context.Context, j *state.Job, p DeployPayload, progress func(int)) error {
+// deployOnce installs the job's ZIP and returns the blob it used.
+func (r *Runners) deployOnce(ctx context.Context, j *state.Job, p DeployPayload, progress func(int)) (string, error) {
 	s, err := r.site(j)
 	if err != nil {
-		return err
+		return p.BlobSHA256, err
 	}
 	if s.Status != state.SiteReady {
-		return &jobs.Failure{Code: "invalid_request", Message: "the site is " + s.Status + "; plugins install on a ready site"}
+		return p.BlobSHA256, &jobs.Failure{Code: "invalid_request", Message: "the site is " + s.Status + "; plugins install on a ready site"}
 	}
-	zip, err := r.Blobs.Get(p.BlobSHA256)
-	if errors.Is(err, blobs.ErrMissing) {
-		return &jobs.Failure{Code: "zip_missing", Message: "the ZIP is no longer held by the control plane (" + p.Source + "); deploy again"}
-	}
-	if err != nil {
-		return err
+	var zip []byte
+	if p.ZipURL != "" {
+		if zip, err = r.fetchZip(ctx, p.ZipURL); err != nil {
+			return "", err
+		}
+		if p.BlobSHA256, err = r.Blobs.Put(zip); err != nil {
+			return "", fmt.Errorf("store fetched zip: %w", err)
+		}
+	} else {
+		zip, err = r.Blobs.Get(p.BlobSHA256)
+		if errors.Is(err, blobs.ErrMissing) {
+			return p.BlobSHA256, &jobs.Failure{Code: "zip_missing", Message: "the ZIP is no longer held by the control plane (" + p.Source + "); deploy again"}
+		}
+		if err != nil {
+			return p.BlobSHA256, err
+		}
 	}
 	progress(20)
 	agent, err := r.Agents.Agent(s.NodeID)
 	if err != nil {
-		return &jobs.Failure{Code: "node_unavailable", Message: err.Error()}
+		return p.BlobSHA256, &jobs.Failure{Code: "node_unavailable", Message: err.Error()}
 	}
 	if _, err := agent.InstallPlugin(ctx, connect.NewRequest(&agentv1.InstallPluginRequest{SiteId: s.ID, JobId: j.ID,
 		Zip: zip, Activate: p.Activate})); err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return p.BlobSHA256, ctx.Err()
 		}
-		return failure("installing "+p.Source, err)
+		return p.BlobSHA256, failure("installing "+p.Source, err)
 	}
-	return nil
+	return p.BlobSHA256, nil
+}
+
+// fetchZip downloads a zipUrl and checks it as every ZIP bound for a site
+// is checked. The error never quotes the URL (it may hold a signed query
+// string), only its host.
+func (r *Runners) fetchZip(ctx context.Context, raw string) ([]byte, error) {
+	host := raw
+	if u, err := url.Parse(raw); err == nil {
+		host = u.Host
+	}
+	if r.Fetch == nil {
+		return nil, &jobs.Failure{Code: CodeZipFetchFailed, Message: "this server does not fetch URLs"}
+	}
+	data, err := r.Fetch.Get(ctx, raw, wpzip.MaxZipBytes, nil)
+	var ue *url.Error
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, safefetch.ErrTooLarge):
+		return nil, &jobs.Failure{Code: CodePayloadTooLarge,
+			Message: fmt.Sprintf("the ZIP at %s is over %d bytes", host, wpzip.MaxZipBytes)}
+	case errors.As(err, &ue):
+		return nil, &jobs.Failure{Code: CodeZipFetchFailed, Message: "fetching the ZIP from " + host + ": " + ue.Err.Error()}
+	default:
+		return nil, &jobs.Failure{Code: CodeZipFetchFailed, Message: "fetching the ZIP from " + host + ": " + err.Error()}
+	}
+	if len(data) == 0 {
+		return nil, &jobs.Failure{Code: "invalid_request", Message: "the ZIP at " + host + " is empty"}
+	}
+	if _, err := wpzip.Inspect(data, wpzip.DefaultLimits); err != nil {
+		return nil, &jobs.Failure{Code: "invalid_request",
+			Message: "the ZIP at " + host + ": " + strings.TrimPrefix(err.Error(), wpzip.ErrInvalid.Error()+": ")}
+	}
+	return data, nil
 }
 
 // BlobInUse reports whether a Library entry or an unfinished deploy job

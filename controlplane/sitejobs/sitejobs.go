@@ -65,6 +65,9 @@ type Runners struct {
 	Agents Agents
 	// Blobs holds the ZIPs deploy_plugin jobs install.
 	Blobs Blobs
+	// Fetch downloads the zipUrl of a deploy_plugin job; nil fails such
+	// jobs.
+	Fetch Fetcher
 	Now   func() time.Time
 }
 

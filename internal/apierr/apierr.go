@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 )
 
 // Codes the contract and its addendum fix. Clients branch on these.
@@ -109,6 +112,17 @@ func PlanLimit(plan, resource string, limit int) *Error {
 func Unavailable(format string, args ...any) *Error {
 	e := New(http.StatusServiceUnavailable, CodeServiceUnavailable, format, args...)
 	e.Header = http.Header{"Retry-After": {"1"}}
+	return e
+}
+
+// RateLimited is the 429 of a spent rate limit: Retry-After says in
+// whole seconds (at least 1) when a retry can succeed, and so does
+// details.retryAfterSeconds; details.limit names the limit.
+func RateLimited(retryAfter time.Duration, limit, format string, args ...any) *Error {
+	secs := max(1, int(math.Ceil(retryAfter.Seconds())))
+	e := New(http.StatusTooManyRequests, CodeRateLimited, format, args...).
+		With("retryAfterSeconds", secs).With("limit", limit)
+	e.Header = http.Header{"Retry-After": {strconv.Itoa(secs)}}
 	return e
 }
 

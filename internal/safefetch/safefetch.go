@@ -113,6 +113,21 @@ func CheckURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
+// CheckURL is the package's CheckURL plus an early refusal of a host
+// written as an address this client may not reach, so a request can be
+// refused at once when no DNS is involved. It is only a courtesy: the
+// dial-time check in Get is what holds.
+func (c *Client) CheckURL(raw string) (*url.URL, error) {
+	u, err := CheckURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	if addr, err := netip.ParseAddr(u.Hostname()); err == nil && !Allowed(addr, c.allow) {
+		return nil, fmt.Errorf("%w: %s is a private, loopback, link-local or reserved address", ErrBlocked, addr)
+	}
+	return u, nil
+}
+
 // Get downloads raw, up to max bytes. header adds request headers.
 func (c *Client) Get(ctx context.Context, raw string, max int64, header http.Header) ([]byte, error) {
 	if _, err := CheckURL(raw); err != nil {

@@ -92,3 +92,29 @@ func TestGetRefusesLoopbackAndRedirectsToIt(t *testing.T) {
 		}
 	}
 }
+
+// TestClientCheckURL: a URL whose host is a blocked address is refused
+// before any fetch; a hostname waits for the dial-time check.
+func TestClientCheckURL(t *testing.T) {
+	c := New([]netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}, time.Second)
+	tests := []struct {
+		url     string
+		blocked bool
+		invalid bool
+	}{
+		{"https://example.com/p.zip", false, false},
+		{"http://localhost:8080/p.zip", false, false},
+		{"http://93.184.216.34/p.zip", false, false},
+		{"http://10.1.2.3/p.zip", false, false}, // allow-listed
+		{"http://127.0.0.1:9/p.zip", true, false},
+		{"http://[::1]/p.zip", true, false},
+		{"http://169.254.169.254/latest/", true, false},
+		{"ftp://example.com/p.zip", false, true},
+	}
+	for _, tt := range tests {
+		_, err := c.CheckURL(tt.url)
+		if errors.Is(err, ErrBlocked) != tt.blocked || (err != nil) != (tt.blocked || tt.invalid) {
+			t.Errorf("CheckURL(%s) = %v", tt.url, err)
+		}
+	}
+}

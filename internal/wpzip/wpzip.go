@@ -24,6 +24,10 @@ type Limits struct {
 	MaxBytes int64
 }
 
+// MaxZipBytes bounds a plugin or theme ZIP itself, however it arrives
+// (upload, repository release or URL).
+const MaxZipBytes = 64 << 20
+
 // DefaultLimits fit any real plugin or theme (the largest on the public
 // directory are well under 100 MiB unpacked).
 var DefaultLimits = Limits{MaxEntries: 20000, MaxBytes: 256 << 20}
