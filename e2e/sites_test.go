@@ -171,8 +171,21 @@ func TestSiteEndToEnd(t *testing.T) {
 			t.Fatalf("log: %s", log.Raw)
 		}
 		one := d.owner.Do("GET", base+"/log?lines=1", nil).Must(t, 200)
-		if one.Get("lines") != float64(1) || !strings.Contains(one.Str("content"), "sandbox-e2e-warning-2") {
+		if one.Get("lines") != float64(1) || !strings.Contains(one.Str("content"), "sandbox-e2e-warning-2") || one.Get("truncated") != false {
 			t.Fatalf("last line: %s", one.Raw)
+		}
+		// The site's own PHP makes its log a 4 GiB sparse file: the tail
+		// reads only its end, and the site's 1 GiB disk holds it (sparse).
+		big := filepath.Join(dir, "agent", "sites", "fs", id, "disk", "wordpress", "big.php")
+		if err := os.WriteFile(big, []byte(`<?php $f = fopen(__DIR__.'/wp-content/debug.log', 'c'); fseek($f, 4 << 30); echo fwrite($f, "sandbox-last-line\n") ? 'ok' : 'no';`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := fetch(t, url+"/big.php"); code != 200 || body != "ok" {
+			t.Fatalf("sparse log page: %d %s", code, body)
+		}
+		huge := d.owner.Do("GET", base+"/log?lines=1", nil).Must(t, 200)
+		if huge.Get("truncated") != true || !strings.Contains(huge.Str("content"), "sandbox-last-line") {
+			t.Fatalf("tail of a 4 GiB log: %.300s", huge.Raw)
 		}
 		d.owner.Do("DELETE", base+"/log", nil).Must(t, 200)
 		if r := d.owner.Do("GET", base+"/log?lines=abc", nil).Must(t, 200); r.Str("content") != "" {

@@ -204,18 +204,3 @@ func unescape(s string) string {
 	}
 	return b.String()
 }
-
-// Usage is how full a site's disk is.
-type Usage struct {
-	UsedBytes, SizeBytes int64
-}
-
-// Stat reports the usage of the disk mounted at dir.
-func Stat(dir string) (Usage, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return Usage{}, fmt.Errorf("sitedisk: %w", err)
-	}
-	size := int64(st.Blocks) * st.Bsize
-	return Usage{UsedBytes: size - int64(st.Bfree)*st.Bsize, SizeBytes: size}, nil
-}

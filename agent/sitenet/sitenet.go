@@ -288,15 +288,6 @@ func (n *Network) Attached() []string {
 	return out
 }
 
-// Close takes the policy and the bridge off the host, once no site is
-// attached (a stopped agent's sites keep their namespaces otherwise).
-func (n *Network) Close() error {
-	if len(n.Attached()) > 0 {
-		return nil
-	}
-	return Remove(n.cfg.Name)
-}
-
 // Remove deletes the nftables tables and the bridge of the network name,
 // whatever is attached; missing ones are fine.
 func Remove(name string) error {

@@ -3,6 +3,7 @@ package sitenet
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -166,8 +167,7 @@ func newNetwork(t *testing.T, egress Egress, allow ...string) *Network {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Dir: filepath.Join(dir, "net"), Name: strings.ToLower(ids.Random(8)), Egress: egress, Claims: claims}
-	cfg.Name = fmt.Sprintf("%x", []byte(cfg.Name))[:8]
+	cfg := Config{Dir: filepath.Join(dir, "net"), Name: fmt.Sprintf("%08x", rand.Uint32()), Egress: egress, Claims: claims}
 	for _, a := range allow {
 		al, err := ParseAllow(a)
 		if err != nil {

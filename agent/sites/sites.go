@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -27,6 +28,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -319,5 +321,5 @@ func (m *Manager) Data(id string) string { return filepath.Join(m.FS(id), "disk"
 
 // Addr is where the site's web server answers: its own address, Port.
 func (s *Site) Addr() string {
-	return netip.AddrPortFrom(netip.MustParseAddr(orDefault(s.IP, "0.0.0.0")), Port).String()
+	return net.JoinHostPort(s.IP, strconv.Itoa(Port))
 }

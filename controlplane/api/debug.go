@@ -39,6 +39,8 @@ type DebugLog struct {
 	Content string `json:"content"`
 	Exists  bool   `json:"exists"`
 	Lines   int    `json:"lines"`
+	// Truncated says the log is longer than the end that was read (1 MiB).
+	Truncated bool `json:"truncated" doc:"The log is longer than the last MiB that was read; older lines are not shown."`
 }
 
 type okResponse struct {
@@ -152,7 +154,8 @@ func (a *API) tailDebugLog(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return agentError(err)
 	}
-	return rest.JSON(w, http.StatusOK, DebugLog{Content: resp.Msg.Content, Exists: resp.Msg.Exists, Lines: int(resp.Msg.Lines)})
+	return rest.JSON(w, http.StatusOK, DebugLog{Content: resp.Msg.Content, Exists: resp.Msg.Exists, Lines: int(resp.Msg.Lines),
+		Truncated: resp.Msg.Truncated})
 }
 
 func (a *API) truncateDebugLog(w http.ResponseWriter, req *http.Request) error {
