@@ -32,6 +32,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/sitenet"
 	"github.com/sandboxd/sandboxd/agent/sites"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 )
 
@@ -230,7 +231,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	mux := http.NewServeMux()
 	path, handler := agentv1connect.NewAgentServiceHandler(&service{sites: a.sites, log: a.log},
-		connect.WithInterceptors(rpcauth.New(cfg.ClusterToken)), connect.WithReadMaxBytes(maxMessage))
+		append(rpclimit.AgentServer(), connect.WithInterceptors(rpcauth.New(cfg.ClusterToken)))...)
 	mux.Handle(path, handler)
 	// Only the control plane calls here (cluster token), over h2c with
 	// long RPCs (site creation, plugin ZIPs): headers, idle connections
@@ -435,7 +436,3 @@ func hostResolvers() []string {
 	}
 	return out
 }
-
-// maxMessage bounds one RPC from the control plane: a plugin ZIP or a
-// file-manager write with room to spare.
-const maxMessage = 512 << 20

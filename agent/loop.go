@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 )
@@ -15,7 +16,7 @@ import (
 // has forgotten the node, and retries with backoff while it is away.
 func (a *Agent) loop(ctx context.Context) {
 	client := agentv1connect.NewRegistryServiceClient(rpcauth.Client(), a.cfg.ControlPlane,
-		connect.WithInterceptors(rpcauth.New(a.cfg.ClusterToken)))
+		append(rpclimit.RegistryClient(), connect.WithInterceptors(rpcauth.New(a.cfg.ClusterToken)))...)
 	interval := 2 * time.Second
 	registered := false
 	backoff := 200 * time.Millisecond

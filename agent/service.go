@@ -30,6 +30,8 @@ func rpcError(err error) error {
 		return connect.NewError(connect.CodeNotFound, err)
 	case errors.Is(err, sites.ErrInvalid):
 		return connect.NewError(connect.CodeInvalidArgument, err)
+	case errors.Is(err, sites.ErrDiskFull):
+		return connect.NewError(connect.CodeResourceExhausted, err)
 	case errors.Is(err, images.ErrMissing):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/internal/deadline"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	edgev1 "github.com/sandboxd/sandboxd/protocol/edge/v1"
 	"github.com/sandboxd/sandboxd/protocol/edge/v1/edgev1connect"
 )
@@ -193,7 +194,7 @@ func (e *Edge) Close() error {
 // served stays in place while the stream is down.
 func (e *Edge) watch(ctx context.Context) {
 	client := edgev1connect.NewRouteServiceClient(rpcauth.Client(), e.cfg.ControlPlane,
-		connect.WithInterceptors(rpcauth.New(e.cfg.ClusterToken)))
+		append(rpclimit.RoutesClient(), connect.WithInterceptors(rpcauth.New(e.cfg.ClusterToken)))...)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		stream, err := client.WatchRoutes(ctx, connect.NewRequest(&edgev1.WatchRoutesRequest{EdgeId: e.cfg.ID}))

@@ -204,3 +204,16 @@ func unescape(s string) string {
 	}
 	return b.String()
 }
+
+// Usage is how full a mounted site disk is, in bytes.
+type Usage struct{ Size, Free int64 }
+
+// UsageOf reports the size and the free space of the disk mounted at dir,
+// so a refused write can say the disk is full rather than "cannot write".
+func UsageOf(dir string) (Usage, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return Usage{}, fmt.Errorf("sitedisk: %w", err)
+	}
+	return Usage{Size: int64(st.Blocks) * st.Bsize, Free: int64(st.Bavail) * st.Bsize}, nil
+}

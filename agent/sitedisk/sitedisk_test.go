@@ -46,6 +46,13 @@ func TestDiskLimitIsEnforced(t *testing.T) {
 	if !errors.Is(werr, syscall.ENOSPC) {
 		t.Fatalf("64 MiB into a 32 MiB disk: %v, want ENOSPC", werr)
 	}
+	u, err := UsageOf(mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Size < 20<<20 || u.Size > 32<<20 || u.Free > 1<<20 { // ext4 keeps ~20% of a tiny disk for itself
+		t.Fatalf("usage of a full 32 MiB disk: %+v", u)
+	}
 	if err := Unmount(mnt); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ type FileOp struct {
 }
 
 // FileError is a refusal by the file manager; Code is invalid, not_found,
-// conflict or too_large.
+// conflict, too_large or disk_full.
 type FileError struct{ Code, Message string }
 
 func (e *FileError) Error() string { return e.Code + ": " + e.Message }
@@ -54,6 +54,11 @@ func (m *Manager) Files(ctx context.Context, id string, op FileOp) (json.RawMess
 	if len(op.Content) > MaxFileBytes {
 		return nil, &FileError{"too_large", fmt.Sprintf("content is over %d MiB", MaxFileBytes>>20)}
 	}
+	if op.Op == "write" || op.Op == "upload" {
+		if err := m.checkDisk(id, int64(len(op.Content))); err != nil {
+			return nil, &FileError{"disk_full", err.Error()}
+		}
+	}
 	req, err := json.Marshal(map[string]any{"op": op.Op, "path": op.Path, "from": op.From, "to": op.To,
 		"contentBase64": base64.StdEncoding.EncodeToString(op.Content), "filename": op.Filename, "maxBytes": MaxFileBytes})
 	if err != nil {
@@ -74,6 +79,9 @@ func (m *Manager) Files(ctx context.Context, id string, op FileOp) (json.RawMess
 		return nil, fmt.Errorf("file manager: bad answer %.200q: %w", res.Stdout, err)
 	}
 	if out.Error != nil {
+		if out.Error.Code == "disk_full" {
+			out.Error.Message = m.diskFullError(id).Error()
+		}
 		return nil, out.Error
 	}
 	return json.RawMessage(res.Stdout), nil

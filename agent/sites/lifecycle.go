@@ -194,8 +194,14 @@ func (m *Manager) writeFiles(s *Site) error {
 	if err := sitedisk.Ensure(filepath.Join(fs, "disk.img"), s.Limits.DiskMB, m.Data(s.ID)); err != nil {
 		return err
 	}
-	// The disk's root is root's and never mounted in the container, so
-	// these names are the agent's: the site cannot swap them for links.
+	// The disk's root is root's, closed to every other uid (a site that
+	// broke out of its container cannot walk into another's disk), and
+	// never mounted in the container (its directories are bind-mounted
+	// themselves), so these names are the agent's: the site cannot swap
+	// them for links.
+	if err := os.Chmod(m.Data(s.ID), 0o700); err != nil {
+		return err
+	}
 	for _, d := range siteDirs {
 		p := filepath.Join(m.Data(s.ID), d.name)
 		if err := os.Mkdir(p, d.mode); err != nil && !errors.Is(err, os.ErrExist) {
@@ -551,4 +557,36 @@ func (m *Manager) writeToken(s *Site, name string, data []byte) error {
 		}
 	}
 	return writeOwned(filepath.Join(dir, name), data, 0o640, 0, s.UID)
+}
+
+// diskSlack is room a write must leave on a site's disk: ext4 needs some
+// for the metadata of what is written, and the site for its logs.
+const diskSlack = 256 << 10
+
+// checkDisk fails with ErrDiskFull, saying how full, when the site's
+// disk has less than need bytes (and some slack) free.
+func (m *Manager) checkDisk(id string, need int64) error {
+	u, err := sitedisk.UsageOf(m.Data(id))
+	if err != nil || u.Free >= need+diskSlack {
+		return nil // no answer is no reason to refuse: the write itself will tell
+	}
+	return diskFull(u, need)
+}
+
+// diskFullError is ErrDiskFull for a write the site found no room for.
+func (m *Manager) diskFullError(id string) error {
+	u, err := sitedisk.UsageOf(m.Data(id))
+	if err != nil {
+		return ErrDiskFull
+	}
+	return diskFull(u, 0)
+}
+
+func diskFull(u sitedisk.Usage, need int64) error {
+	more := ""
+	if need > 0 {
+		more = fmt.Sprintf(", %d KiB more wanted", (need+1023)>>10)
+	}
+	return fmt.Errorf("%w (%d of %d MiB used%s); delete files to make room", ErrDiskFull,
+		(u.Size-u.Free)>>20, u.Size>>20, more)
 }

@@ -47,6 +47,9 @@ func (m *Manager) runPlugins(ctx context.Context, id string, req map[string]any,
 	if err := json.Unmarshal(res.Stdout, &e); err != nil {
 		return fmt.Errorf("plugins: bad answer %.200q: %w", res.Stdout, err)
 	}
+	if e.Error != nil && e.Error.Code == "disk_full" {
+		return m.diskFullError(id)
+	}
 	if e.Error != nil {
 		return fmt.Errorf("%w: %s", ErrInvalid, e.Error.Message)
 	}
@@ -75,6 +78,10 @@ func (m *Manager) InstallPlugin(ctx context.Context, id string, zip []byte, acti
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	// The ZIP and what it unpacks to sit on the site's disk together.
+	if err := m.checkDisk(id, int64(len(zip))+info.Bytes); err != nil {
+		return nil, err
+	}
 	// Written from inside the container: the agent never writes into a
 	// directory the site owns.
 	path := "/srv/site/tmp/upload-" + secret.New("")[:16] + ".zip"
@@ -83,7 +90,11 @@ func (m *Manager) InstallPlugin(ctx context.Context, id string, zip []byte, acti
 		return nil, err
 	}
 	if res.ExitCode != 0 {
-		return nil, fmt.Errorf("store zip: exit %d: %s", res.ExitCode, res.Stderr)
+		_, _ = m.Exec(context.WithoutCancel(ctx), id, []string{"rm", "-f", path}, nil)
+		if err := m.checkDisk(id, int64(len(zip))); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("store zip: exit %d: %.500s", res.ExitCode, res.Stderr)
 	}
 	defer func() {
 		_, _ = m.Exec(context.WithoutCancel(ctx), id, []string{"rm", "-f", path}, nil)

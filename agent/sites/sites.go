@@ -58,6 +58,8 @@ const Port = 8080
 var (
 	ErrNotFound = errors.New("site not found")
 	ErrInvalid  = errors.New("invalid site request")
+	// ErrDiskFull refuses a write the site's disk has no room for.
+	ErrDiskFull = errors.New("the site's disk is full")
 )
 
 // Runtime is what the manager needs from containerd.

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/images"
+	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/edge"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
@@ -29,6 +32,7 @@ type commonFlags struct {
 	join           string
 	fetchAllow     string
 	trustedProxies string
+	plansFile      string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
@@ -46,6 +50,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", os.Getenv("SANDBOXD_TRUSTED_PROXIES"),
 		"addresses or CIDRs, comma-separated, of proxies in front of the API whose X-Forwarded-For names the client (default: none; the TCP peer is the client)")
 	fs.StringVar(&c.cfg.GitHubAPI, "github-api", os.Getenv("SANDBOXD_GITHUB_API"), "code host API base URL for Library repository entries (default https://api.github.com)")
+	fs.StringVar(&c.plansFile, "plans", "", `JSON file of plan limits, {"free": {...}, "paid": {...}} with the fields of GET /api/account/usage's limits; what it leaves out keeps the default`)
 	c.cfg.SMTP.Password = os.Getenv("SANDBOXD_SMTP_PASSWORD")
 	c.cfg.ClusterToken = os.Getenv("SANDBOXD_CLUSTER_TOKEN")
 }
@@ -61,6 +66,11 @@ func (c *commonFlags) start() (*server.Server, error) {
 	}
 	if c.cfg.TrustedProxies, err = safefetch.ParseAllow(c.trustedProxies); err != nil {
 		return nil, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	if c.plansFile != "" {
+		if c.cfg.Plans, err = readPlans(c.plansFile); err != nil {
+			return nil, fmt.Errorf("--plans: %w", err)
+		}
 	}
 	s, err := server.New(c.cfg)
 	if err != nil {
@@ -113,7 +123,7 @@ func runDev(args []string) error {
 	imagesDir := fs.String("images-dir", images.DefaultDir(), "image cache filled by `make images`")
 	stop := fs.Bool("stop", false, "stop the sites, MariaDB and containerd left running by an earlier `sandboxd dev` on this data dir, and exit")
 	var siteNet siteNetFlags
-	siteNet.register(fs)
+	siteNet.register(fs, "none") // a developer's machine lends sites no network
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -189,4 +199,20 @@ func waitSignal() {
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	<-ch
 	signal.Stop(ch)
+}
+
+// readPlans reads plan limits over the defaults, refusing unknown fields
+// so a misspelt limit is not silently the default.
+func readPlans(path string) (plans.Config, error) {
+	cfg := plans.Default()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return cfg, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, cfg.Validate()
 }

@@ -15,8 +15,8 @@ type siteNetFlags struct {
 	egress, allow, subnet string
 }
 
-func (f *siteNetFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.egress, "site-egress", "none", "what sites reach beyond the node: none, or public (the internet; never private, loopback, link-local, CGNAT or reserved ranges)")
+func (f *siteNetFlags) register(fs *flag.FlagSet, egress string) {
+	fs.StringVar(&f.egress, "site-egress", egress, "what sites reach beyond the node: none, or public (the internet; never private, loopback, link-local, CGNAT or reserved ranges)")
 	fs.StringVar(&f.allow, "site-allow", "", "comma-separated ADDR[/BITS][:PORT] sites may reach whatever --site-egress says (e.g. a resolver 10.0.0.2:53)")
 	fs.StringVar(&f.subnet, "site-subnet", "", "IPv4 subnet of the sites' bridge (default: a free /22 of 10.200.0.0/16, chosen once)")
 }

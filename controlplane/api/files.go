@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/sitepath"
@@ -132,6 +133,13 @@ func (a *API) runFiles(req *http.Request, op *agentv1.FilesRequest) ([]byte, err
 		return nil, apierr.Conflict("%s", m.ErrorMessage)
 	case "too_large":
 		return nil, apierr.New(http.StatusRequestEntityTooLarge, apierr.CodePayloadTooLarge, "%s", m.ErrorMessage)
+	case "disk_full":
+		plan, err := a.ownerPlan(CallerFrom(req.Context()).Workspace)
+		if err != nil {
+			return nil, err
+		}
+		return nil, apierr.New(http.StatusPaymentRequired, apierr.CodePlanLimitReached, "%s", m.ErrorMessage).
+			With("plan", plan).With("limit", a.cfg.Plans.For(plan).SiteDiskMB).With("resource", plans.SiteDiskMB)
 	}
 	return nil, apierr.Invalid("", "%s", m.ErrorMessage)
 }

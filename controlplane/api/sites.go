@@ -221,7 +221,8 @@ func (a *API) createSite(w http.ResponseWriter, req *http.Request) error {
 	site := state.Site{ID: ids.New(ids.Site), WorkspaceID: c.Workspace.ID, UserID: c.Workspace.OwnerID, CreatedByUserID: c.Account.ID,
 		Name: name, Slug: slug, Status: state.SiteCreating, URL: a.cfg.SiteURL(slug), PHPVersion: php, NodeID: placement.NodeID,
 		ExpiresAt: expires, CreatedAt: now, UpdatedAt: now}
-	payload := sitejobs.CreatePayload{AdminUser: "admin", AdminEmail: c.Account.Email, WordPressVersion: body.WordPressVersion}
+	payload := sitejobs.CreatePayload{AdminUser: "admin", AdminEmail: c.Account.Email, WordPressVersion: body.WordPressVersion,
+		DiskMB: a.cfg.Plans.For(plan).SiteDiskMB}
 	if !strings.Contains(payload.AdminEmail, ".") { // owner@localhost is no address WordPress accepts
 		payload.AdminEmail = "admin@example.com"
 	}

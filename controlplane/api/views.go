@@ -110,7 +110,7 @@ func jobView(j *state.Job) JobView {
 // Usage is an account's consumption against its plan.
 type Usage struct {
 	Plan   string         `json:"plan"`
-	Limits plans.Limits   `json:"limits" doc:"0 means unlimited."`
+	Limits plans.Limits   `json:"limits" doc:"0 means unlimited (for siteDiskMb: the node's default, 1024)."`
 	Counts map[string]int `json:"counts"`
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 	"github.com/sandboxd/sandboxd/scheduler"
@@ -194,7 +195,7 @@ func (r *Registry) Agent(nodeID string) (agentv1connect.AgentServiceClient, erro
 	if c, ok := r.clients[nodeID]; ok && r.addrs[nodeID] == n.Address {
 		return c, nil
 	}
-	c := agentv1connect.NewAgentServiceClient(rpcauth.Client(), n.Address, connect.WithInterceptors(r.cfg.Auth))
+	c := agentv1connect.NewAgentServiceClient(rpcauth.Client(), n.Address, append(rpclimit.AgentClient(), connect.WithInterceptors(r.cfg.Auth))...)
 	r.clients[nodeID], r.addrs[nodeID] = c, n.Address
 	return c, nil
 }

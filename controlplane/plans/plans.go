@@ -17,6 +17,8 @@ const (
 	APITokens           = "apiTokens"
 	MembersPerWorkspace = "membersPerWorkspace"
 	LibraryEntries      = "libraryEntries"
+	// SiteDiskMB is no count but a size: each site's disk.
+	SiteDiskMB = "siteDiskMb"
 )
 
 // Limits are one plan's quotas. Zero means unlimited.
@@ -36,6 +38,9 @@ type Limits struct {
 	// LibraryEntries is how many Library entries a workspace owned by
 	// the account may hold (each keeps a ZIP of up to 64 MiB).
 	LibraryEntries int `json:"libraryEntries"`
+	// SiteDiskMB is each site's disk in MiB: WordPress, uploads, logs and
+	// mail. Writes past it fail. Zero leaves the node's default (1024).
+	SiteDiskMB int `json:"siteDiskMb"`
 }
 
 func (l Limits) of(resource string) (int, error) {
@@ -66,8 +71,8 @@ type Config struct {
 // templates; the rest are this service's choices, documented in the README.
 func Default() Config {
 	return Config{
-		Free: Limits{Sites: 3, Templates: 3, Workspaces: 2, APITokens: 10, MembersPerWorkspace: 5, LibraryEntries: 20},
-		Paid: Limits{Sites: 500, Templates: 200, Workspaces: 50, APITokens: 100, MembersPerWorkspace: 200, LibraryEntries: 500},
+		Free: Limits{Sites: 3, Templates: 3, Workspaces: 2, APITokens: 10, MembersPerWorkspace: 5, LibraryEntries: 20, SiteDiskMB: 1024},
+		Paid: Limits{Sites: 500, Templates: 200, Workspaces: 50, APITokens: 100, MembersPerWorkspace: 200, LibraryEntries: 500, SiteDiskMB: 10240},
 	}
 }
 
@@ -76,6 +81,9 @@ func (c Config) Validate() error {
 	for name, l := range map[string]Limits{"free": c.Free, "paid": c.Paid} {
 		if l.Sites < 0 || l.Templates < 0 || l.Workspaces < 0 || l.APITokens < 0 || l.MembersPerWorkspace < 0 || l.LibraryEntries < 0 {
 			return fmt.Errorf("plans: %s limits must not be negative", name)
+		}
+		if l.SiteDiskMB != 0 && (l.SiteDiskMB < 64 || l.SiteDiskMB > 1<<20) {
+			return fmt.Errorf("plans: %s siteDiskMb must be 0 (the node's default) or 64 to 1048576", name)
 		}
 	}
 	return nil

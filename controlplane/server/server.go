@@ -39,6 +39,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/ids"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	"github.com/sandboxd/sandboxd/internal/secret"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 	"github.com/sandboxd/sandboxd/protocol/edge/v1/edgev1connect"
@@ -288,9 +289,9 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.api.Register(s.router)
 	s.registerInfra()
-	regPath, regHandler := agentv1connect.NewRegistryServiceHandler(s.registry, connect.WithInterceptors(auth))
+	regPath, regHandler := agentv1connect.NewRegistryServiceHandler(s.registry, append(rpclimit.RegistryServer(), connect.WithInterceptors(auth))...)
 	s.router.HandleRaw(regPath, regHandler)
-	routePath, routeHandler := edgev1connect.NewRouteServiceHandler(routes.New(store, cfg.Logger), connect.WithInterceptors(auth))
+	routePath, routeHandler := edgev1connect.NewRouteServiceHandler(routes.New(store, cfg.Logger), append(rpclimit.RoutesServer(), connect.WithInterceptors(auth))...)
 	s.router.HandleRaw(routePath, routeHandler)
 	s.handler = rest.Observe(s.clientIP(s.deadlines(s.forward(s.router))), cfg.Logger, metrics)
 	s.http = &http.Server{Handler: s.handler, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,

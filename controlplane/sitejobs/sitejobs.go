@@ -46,6 +46,9 @@ type CreatePayload struct {
 	AdminUser        string `json:"adminUser"`
 	AdminEmail       string `json:"adminEmail"`
 	WordPressVersion string `json:"wordpressVersion,omitempty"`
+	// DiskMB is the site's disk, from its owner's plan; 0 is the node's
+	// default.
+	DiskMB int `json:"diskMb,omitempty"`
 }
 
 // Agents gives a client for the agent on a node.
@@ -109,6 +112,8 @@ func failure(what string, err error) error {
 			code = "node_unavailable"
 		case connect.CodeInvalidArgument, connect.CodeFailedPrecondition:
 			code = "invalid_request"
+		case connect.CodeResourceExhausted: // the site's disk is full
+			code = "plan_limit_reached"
 		}
 		return &jobs.Failure{Code: code, Message: what + ": " + ce.Message()}
 	}
@@ -144,7 +149,7 @@ func (r *Runners) create(ctx context.Context, j *state.Job, progress func(int)) 
 	progress(10)
 	resp, err := agent.CreateSite(ctx, connect.NewRequest(&agentv1.CreateSiteRequest{
 		SiteId: s.ID, JobId: j.ID, Slug: s.Slug, Name: s.Name, PhpVersion: s.PHPVersion, WordpressVersion: p.WordPressVersion,
-		Url: s.URL, AdminUser: p.AdminUser, AdminEmail: p.AdminEmail,
+		Url: s.URL, AdminUser: p.AdminUser, AdminEmail: p.AdminEmail, DiskMb: int64(p.DiskMB),
 	}))
 	if err != nil {
 		if ctx.Err() != nil {

@@ -58,9 +58,16 @@ function fm_rel($abs) { return ltrim(substr($abs, strlen(FM_ROOT)), '/'); }
 
 function fm_exists($abs) { return is_link($abs) || file_exists($abs); }
 
+// fm_full fails with disk_full when the site's disk has less than $need
+// bytes (and some slack) left: the reason a write failed, told as such.
+function fm_full($need = 0) {
+    $free = @disk_free_space(FM_ROOT);
+    if ($free !== false && $free < $need + 262144) fm_fail('disk_full', "the site's disk is full");
+}
+
 function fm_parent($abs) {
     $dir = dirname($abs);
-    if (!is_dir($dir) && !@mkdir($dir, 0755, true)) fm_fail('invalid', 'cannot create the parent directory of ' . fm_rel($abs));
+    if (!is_dir($dir) && !@mkdir($dir, 0755, true)) { fm_full(); fm_fail('invalid', 'cannot create the parent directory of ' . fm_rel($abs)); }
 }
 
 function fm_write($abs, $data) {
@@ -69,7 +76,11 @@ function fm_write($abs, $data) {
     // Written beside the target and renamed over it, so a reader never sees
     // half a file and a symlink at the target is replaced, not followed.
     $tmp = dirname($abs) . '/.fm-' . bin2hex(random_bytes(6));
-    if (@file_put_contents($tmp, $data) === false) fm_fail('invalid', 'cannot write ' . fm_rel($abs));
+    if (@file_put_contents($tmp, $data) === false) {
+        @unlink($tmp);
+        fm_full(strlen($data));
+        fm_fail('invalid', 'cannot write ' . fm_rel($abs));
+    }
     @chmod($tmp, 0644);
     if (!@rename($tmp, $abs)) { @unlink($tmp); fm_fail('invalid', 'cannot write ' . fm_rel($abs)); }
     return ['ok' => true, 'path' => fm_rel($abs), 'sizeBytes' => strlen($data)];
@@ -149,7 +160,7 @@ case 'upload':
 case 'mkdir':
     $abs = fm_path($req['path'] ?? '');
     if (fm_exists($abs)) fm_fail('conflict', fm_rel($abs) . ' already exists');
-    if (!@mkdir($abs, 0755, true)) fm_fail('invalid', 'cannot create ' . fm_rel($abs));
+    if (!@mkdir($abs, 0755, true)) { fm_full(); fm_fail('invalid', 'cannot create ' . fm_rel($abs)); }
     fm_out(['ok' => true, 'path' => fm_rel($abs)]);
 case 'delete':
     $abs = fm_path($req['path'] ?? '', false, false);
@@ -167,7 +178,9 @@ case 'copy':
     if ($req['op'] === 'rename') {
         if (!@rename($from, $to)) fm_fail('invalid', 'cannot rename ' . fm_rel($from));
     } elseif (!fm_copy($from, $to)) {
+        $free = @disk_free_space(FM_ROOT); // before the partial copy goes
         fm_remove($to);
+        if ($free !== false && $free < 262144) fm_fail('disk_full', "the site's disk is full");
         fm_fail('invalid', 'cannot copy ' . fm_rel($from));
     }
     fm_out(['ok' => true, 'from' => fm_rel($from), 'to' => fm_rel($to)]);

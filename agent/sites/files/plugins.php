@@ -6,7 +6,7 @@
 // object on stdout: the result, or {"error": {"code", "message"}}.
 
 function pl_out($v) { fwrite(STDOUT, json_encode($v, JSON_UNESCAPED_SLASHES)); exit(0); }
-function pl_fail($msg) { pl_out(['error' => ['code' => 'invalid', 'message' => $msg]]); }
+function pl_fail($msg, $code = 'invalid') { pl_out(['error' => ['code' => $code, 'message' => $msg]]); }
 
 function pl_rmtree($p) {
     if (is_dir($p) && !is_link($p)) {
@@ -62,7 +62,12 @@ case 'install':
         if ($n === false || $n[0] === '/' || strpos($n, "\0") !== false || preg_match('#(^|/)\.\.(/|$)#', $n)) pl_fail('unsafe entry in the ZIP');
         if ($zip->getExternalAttributesIndex($i, $os, $attr) && $os === ZipArchive::OPSYS_UNIX && (($attr >> 16) & 0170000) === 0120000) pl_fail('symlink in the ZIP');
     }
-    if (!@mkdir($stage, 0755) || !$zip->extractTo($stage)) { pl_rmtree($stage); pl_fail('cannot unpack the ZIP'); }
+    if (!@mkdir($stage, 0755) || !$zip->extractTo($stage)) {
+        $free = @disk_free_space($base); // before the partial copy goes
+        pl_rmtree($stage);
+        if ($free !== false && $free < 262144) pl_fail("the site's disk is full", 'disk_full');
+        pl_fail('cannot unpack the ZIP');
+    }
     $zip->close();
     // ZIP entries carry their own (often identical) times; opcache would
     // take a replaced file for the cached one. Stamp everything now.
