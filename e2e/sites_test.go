@@ -34,9 +34,9 @@ type devSystem struct {
 	owner          *st.Client
 }
 
-func startDev(t *testing.T, dir, api, edge string) *devSystem {
+func startDev(t *testing.T, dir, api, edge string, flags ...string) *devSystem {
 	t.Helper()
-	p := start(t, nil, "dev", "--data-dir", dir, "--api-addr", api, "--edge-addr", edge, "--log-format", "json")
+	p := start(t, nil, append([]string{"dev", "--data-dir", dir, "--api-addr", api, "--edge-addr", edge, "--log-format", "json"}, flags...)...)
 	url := p.waitLine(t, "SANDBOX_URL=")
 	token := p.waitLine(t, "SANDBOX_TOKEN=")
 	return &devSystem{dir: dir, api: api, edge: edge, proc: p, owner: st.NewClient(t, url, token)}

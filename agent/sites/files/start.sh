@@ -12,6 +12,12 @@ if [ ! -f state/core-copied ]; then
   [ -f wordpress/wp-settings.php ] || { echo "sandbox: WordPress core missing from the image" >&2; exit 1; }
   touch state/core-copied
 fi
+# The site may have made its log names links or directories; Apache would
+# then fail to open them and the site stay down. They are the site's own,
+# so they are simply made plain files again.
+for f in logs/apache-error.log logs/php-error.log logs/access.log; do
+  [ -f "$f" ] && [ ! -L "$f" ] || rm -rf -- "$f"
+done
 mkdir -p wordpress/wp-content/mu-plugins wordpress/wp-content/uploads
 cp conf/sandbox-mu-plugin.php wordpress/wp-content/mu-plugins/sandbox.php
 if [ ! -f state/installed ]; then
