@@ -436,10 +436,10 @@ func TestHostileTenant(t *testing.T) {
 var slowClient = &http.Client{Timeout: 3 * time.Minute, Transport: localhostClient.Transport}
 
 type siteStatus struct {
-	Status  map[string]string
-	Listen  []string
-	Pids    int
-	Addr    string
+	Status map[string]string
+	Listen []string
+	Pids   int
+	Addr   string
 }
 
 func (s siteStatus) uid(t *testing.T) uint32 {
