@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -89,8 +90,17 @@ type Config struct {
 	// LogWriter is the capped container logger binary; default this
 	// executable (sandboxd becomes the logger when a shim starts it).
 	LogWriter string
-	Logger    *slog.Logger
+	// Sandbox is the node's runtime class for sites: "runc" (the default)
+	// or "gvisor" (runsc, ptrace platform, through the runc shim).
+	Sandbox string
+	Logger  *slog.Logger
 }
+
+// Runtime classes a node runs its sites under.
+const (
+	SandboxRunc   = "runc"
+	SandboxGVisor = "gvisor"
+)
 
 // Site uids come from [FirstSiteUID, FirstSiteUID+SiteUIDs): no system
 // account or other sandbox software is there.
@@ -211,12 +221,16 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 			return nil, err
 		}
 	}
+	sandbox, err := sandboxBinary(dir, cfg.Sandbox)
+	if err != nil {
+		return nil, err
+	}
 	var resolvers []string
 	if cfg.SiteEgress == sitenet.EgressPublic {
 		resolvers = hostResolvers()
 	}
 	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: a.rt, Images: a.catalog, DB: a.db,
-		Network: a.net, UIDs: uids, LogWriter: cfg.LogWriter, Resolvers: resolvers, Logger: cfg.Logger}); err != nil {
+		Network: a.net, UIDs: uids, LogWriter: cfg.LogWriter, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	if err := a.sites.Reattach(ctx); err != nil {
@@ -435,4 +449,24 @@ func hostResolvers() []string {
 		}
 	}
 	return out
+}
+
+// sandboxBinary is the runtime binary sites run under for a runtime
+// class: "" for runc, the runsc wrapper (written under dir) for gVisor.
+func sandboxBinary(dir, class string) (string, error) {
+	switch class {
+	case "", SandboxRunc:
+		return "", nil
+	case SandboxGVisor:
+		runsc, err := exec.LookPath("runsc")
+		if err != nil {
+			return "", fmt.Errorf("runtime gvisor: runsc is not installed (apt-get install runsc): %w", err)
+		}
+		wrapper := filepath.Join(dir, "runsc-sandbox")
+		if err := runtime.WriteRunscWrapper(wrapper, runsc); err != nil {
+			return "", fmt.Errorf("runtime gvisor: %w", err)
+		}
+		return wrapper, nil
+	}
+	return "", fmt.Errorf("runtime %q: use runc or gvisor", class)
 }

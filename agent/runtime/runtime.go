@@ -9,10 +9,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	containerd "github.com/containerd/containerd"
+	runcoptions "github.com/containerd/containerd/api/types/runc/options"
 	"github.com/containerd/containerd/cio"
 	"github.com/containerd/containerd/containers"
 	"github.com/containerd/containerd/contrib/seccomp"
@@ -120,6 +123,10 @@ type Spec struct {
 	// default seccomp profile and a read-only root filesystem (Mounts are
 	// the only writable places).
 	Confined bool
+	// Runtime is a runc-compatible binary the runc shim runs instead of
+	// runc: the runsc wrapper (WriteRunscWrapper) puts the container in a
+	// gVisor sandbox. Empty is runc.
+	Runtime string
 	// LogPath receives stdout and stderr; a container nobody reads would
 	// stall once its pipe filled. It must not be inside a Mount.
 	LogPath string
@@ -213,11 +220,18 @@ func (r *Runtime) Run(ctx context.Context, s Spec) error {
 		if ierr != nil {
 			return fmt.Errorf("image %s: %w", s.Image, ierr)
 		}
-		c, err = r.client.NewContainer(ctx, s.ID,
+		opts := []containerd.NewContainerOpts{
 			containerd.WithImage(img),
 			containerd.WithNewSnapshot(s.ID+"-snapshot", img),
 			containerd.WithNewSpec(append([]oci.SpecOpts{oci.WithImageConfig(img)}, s.opts()...)...),
-		)
+		}
+		if s.Runtime != "" {
+			if s.NetNS == "" {
+				return fmt.Errorf("container %s: a gVisor container needs a network namespace of its own", s.ID)
+			}
+			opts = append(opts, containerd.WithRuntime(runcShim, &runcoptions.Options{BinaryName: s.Runtime}))
+		}
+		c, err = r.client.NewContainer(ctx, s.ID, opts...)
 	}
 	if err != nil {
 		return fmt.Errorf("container %s: %w", s.ID, err)
@@ -243,7 +257,12 @@ func (r *Runtime) Run(ctx context.Context, s Spec) error {
 		return fmt.Errorf("create task %s: %w", s.ID, err)
 	}
 	if err := task.Start(ctx); err != nil {
-		_, _ = task.Delete(ctx, containerd.WithProcessKill)
+		if _, derr := task.Delete(ctx, containerd.WithProcessKill); derr != nil && s.Runtime != "" {
+			// runsc cannot signal a sandbox stuck in "created": its own
+			// forced delete ends it, then the task goes.
+			_ = exec.CommandContext(ctx, s.Runtime, "--root", filepath.Join(runcRoot, r.ns), "delete", "--force", s.ID).Run()
+			_, _ = task.Delete(ctx)
+		}
 		return fmt.Errorf("start task %s: %w", s.ID, err)
 	}
 	return nil

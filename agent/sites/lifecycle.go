@@ -129,6 +129,10 @@ func (m *Manager) spec(s *Site, netns string) runtime.Spec {
 	fs, data := m.FS(s.ID), m.Data(s.ID)
 	ro := func(src, dst string) runtime.Mount { return runtime.Mount{Source: src, Target: dst, ReadOnly: true} }
 	rw := func(src, dst string) runtime.Mount { return runtime.Mount{Source: src, Target: dst} }
+	pids := s.Limits.Pids
+	if m.cfg.Sandbox != "" && pids > 0 {
+		pids += runtime.GVisorPids // the sandbox's own threads count too
+	}
 	return runtime.Spec{
 		ID: containerID(s.ID), Image: s.Image, UID: uint32(s.UID), GID: uint32(s.UID), NetNS: netns, Confined: true,
 		Args: []string{"/bin/sh", "/srv/site/conf/start.sh"},
@@ -149,8 +153,9 @@ func (m *Manager) spec(s *Site, netns string) runtime.Spec {
 			ro(filepath.Join(fs, "conf", "hosts"), "/etc/hosts"),
 			ro(filepath.Join(fs, "conf", "resolv.conf"), "/etc/resolv.conf"),
 		},
-		MemoryBytes: s.Limits.MemoryMB << 20, CPUMilli: s.Limits.CPUMilli, Pids: s.Limits.Pids,
+		MemoryBytes: s.Limits.MemoryMB << 20, CPUMilli: s.Limits.CPUMilli, Pids: pids,
 		LogPath: filepath.Join(fs, "logs", "container.log"), LogWriter: m.cfg.LogWriter, LogMaxBytes: maxContainerLog,
+		Runtime: m.cfg.Sandbox,
 	}
 }
 

@@ -167,6 +167,9 @@ type Config struct {
 	// LogWriter is the binary the shim runs to write a site's container
 	// log with a cap (agent/logwriter); empty appends without a cap.
 	LogWriter string
+	// Sandbox is a runc-compatible binary sites run under instead of runc
+	// (the runsc wrapper: gVisor); empty is runc.
+	Sandbox string
 	// Resolvers are the nameservers a site's resolv.conf lists (sites
 	// reach them only if the egress policy lets them).
 	Resolvers []string

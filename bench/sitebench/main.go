@@ -45,12 +45,16 @@ func main() {
 	n := flag.Int("sites", 10, "sites per create measurement")
 	dur := flag.Duration("duration", 5*time.Second, "length of each throughput run")
 	conc := flag.Int("concurrency", 8, "concurrent clients in throughput runs")
+	flag.StringVar(&sandbox, "runtime", agent.SandboxRunc, "what sites run under: runc or gvisor")
 	flag.Parse()
 	if err := run(*n, *dur, *conc); err != nil {
 		fmt.Fprintln(os.Stderr, "sitebench:", err)
 		os.Exit(1)
 	}
 }
+
+// sandbox is the agent's runtime class for the run.
+var sandbox string
 
 func freePort() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -98,7 +102,8 @@ func start(ctx context.Context) (*system, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := agent.New(ctx, agent.Config{DataDir: filepath.Join(dir, "agent"), ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Logger: log})
+	a, err := agent.New(ctx, agent.Config{DataDir: filepath.Join(dir, "agent"), ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Logger: log,
+		Sandbox: sandbox})
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +263,7 @@ func run(n int, dur time.Duration, conc int) error {
 		return err
 	}
 
-	fmt.Printf("sitebench: %d sites per measurement, PHP 8.2, WordPress %s\n", n, last.WordPressVersion)
+	fmt.Printf("sitebench: %d sites per measurement, PHP 8.2, WordPress %s, runtime %s\n", n, last.WordPressVersion, sandbox)
 	fmt.Printf("  create → first 200, baseline (agent steps by hand): p50 %s  p95 %s\n", ms(pct(base, .5)), ms(pct(base, .95)))
 	fmt.Printf("  create → first 200, API → edge:                      p50 %s  p95 %s\n", ms(pct(full, .5)), ms(pct(full, .95)))
 	fmt.Printf("  ratio API/baseline:                                  p50 %6.2fx   p95 %6.2fx  (goal <= 1.5x)\n",

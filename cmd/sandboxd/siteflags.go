@@ -10,14 +10,16 @@ import (
 	"github.com/sandboxd/sandboxd/agent/sitenet"
 )
 
-// siteNetFlags are the operator's switches for what sites may reach.
+// siteNetFlags are the operator's switches for what sites may reach and
+// what they run under.
 type siteNetFlags struct {
-	egress, allow, subnet string
+	egress, allow, subnet, sandbox string
 }
 
 func (f *siteNetFlags) register(fs *flag.FlagSet, egress string) {
 	fs.StringVar(&f.egress, "site-egress", egress, "what sites reach beyond the node: none, or public (the internet; never private, loopback, link-local, CGNAT or reserved ranges)")
 	fs.StringVar(&f.allow, "site-allow", "", "comma-separated ADDR[/BITS][:PORT] sites may reach whatever --site-egress says (e.g. a resolver 10.0.0.2:53)")
+	fs.StringVar(&f.sandbox, "runtime", agent.SandboxRunc, "what sites run under: runc, or gvisor (runsc with the ptrace platform: a kernel of its own per site, at a cost in speed; sites made before keep theirs until reset)")
 	fs.StringVar(&f.subnet, "site-subnet", "", "IPv4 subnet of the sites' bridge (default: a free /22 of 10.200.0.0/16, chosen once)")
 }
 
@@ -28,6 +30,12 @@ func (f *siteNetFlags) apply(cfg *agent.Config) error {
 		cfg.SiteEgress = e
 	default:
 		return fmt.Errorf("--site-egress %q: use none or public", f.egress)
+	}
+	switch f.sandbox {
+	case agent.SandboxRunc, agent.SandboxGVisor:
+		cfg.Sandbox = f.sandbox
+	default:
+		return fmt.Errorf("--runtime %q: use runc or gvisor", f.sandbox)
 	}
 	for _, s := range strings.Split(f.allow, ",") {
 		if s = strings.TrimSpace(s); s == "" {

@@ -30,6 +30,10 @@ have mmdebstrap || need_apt+=(mmdebstrap)
 have nft || need_apt+=(nftables)
 have ip || need_apt+=(iproute2)
 have mkfs.ext4 || need_apt+=(e2fsprogs)
+# Nodes may run sites under gVisor (--runtime gvisor); a test does.
+have runsc || need_apt+=(runsc)
+# The hostile-tenant test finds a process's sockets; pgrep finds sandboxes.
+have pgrep || need_apt+=(procps)
 # A test points a PHP version at an image in a local registry.
 [ -x /usr/bin/docker-registry ] || need_apt+=(docker-registry)
 # End-to-end tests open magic-login links in a real browser.
