@@ -428,7 +428,7 @@ func TestHostileTenant(t *testing.T) {
 		}
 		victimServes("after the delete")
 	})
-	noLeak("the service's own log", []byte(d.proc.stdout.String()+d.proc.stderr.String()))
+	noLeak("the service's own log", []byte(d.proc.output()))
 	hostIntact("end")
 }
 

@@ -132,6 +132,13 @@ func (p *proc) errText() string {
 	return p.stderr.String()
 }
 
+// output is all the process has written so far, stdout then stderr.
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stdout.String() + p.stderr.String()
+}
+
 // stop sends SIGTERM and waits for a clean exit.
 func (p *proc) stop(t *testing.T) {
 	if p.cmd.ProcessState != nil {
