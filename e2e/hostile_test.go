@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,9 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/agenttest"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/internal/sitepath"
 	"github.com/sandboxd/sandboxd/internal/wpzip"
@@ -589,6 +587,7 @@ type metadata struct {
 
 func newMetadataService(t *testing.T) metadata {
 	t.Helper()
+	agenttest.HostRoutes(t)
 	name := "sbxmeta" + randHex(3)
 	hostEnd, nsEnd := name+"h", name+"n"
 	sh := func(args ...string) {
@@ -612,33 +611,11 @@ func newMetadataService(t *testing.T) metadata {
 	sh("-n", name, "link", "set", "lo", "up")
 	sh("-n", name, "route", "add", "default", "via", "10.251.7.1")
 	sh("route", "add", "169.254.169.254/32", "via", "10.251.7.2")
-	// A listener made from a thread inside the namespace stays there.
-	lnc := make(chan net.Listener, 1)
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // the thread is dropped, not reused, after it changed namespace
-		ns, err := os.Open("/run/netns/" + name)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer ns.Close()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
-		}
-		ln, err := net.Listen("tcp4", "0.0.0.0:80")
-		if err != nil {
-			errc <- err
-			return
-		}
-		lnc <- ln
-	}()
-	select {
-	case ln := <-lnc:
-		return metadata{recorder: serveRecorder(t, ln), addr: "169.254.169.254", private: "10.251.7.2"}
-	case err := <-errc:
+	var ln net.Listener
+	var err error
+	agenttest.InNetns(t, "/run/netns/"+name, func() { ln, err = net.Listen("tcp4", "0.0.0.0:80") })
+	if err != nil {
 		t.Fatal(err)
 	}
-	return metadata{}
+	return metadata{recorder: serveRecorder(t, ln), addr: "169.254.169.254", private: "10.251.7.2"}
 }

@@ -9,13 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/sandboxd/sandboxd/agent/agenttest"
 	"github.com/sandboxd/sandboxd/agent/hostclaim"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
@@ -71,6 +69,7 @@ func newWorld(t *testing.T) *world {
 	w := &world{ns: "sbxt-" + ids.Random(6), private: netip.MustParseAddr("10.251.0.2"),
 		metadata: netip.MustParseAddr("169.254.169.254"), public: netip.MustParseAddr("11.22.33.44")}
 	w.hostSide = "sbxv" + ids.Random(6)
+	agenttest.HostRoutes(t)
 	sh(t, "ip", "netns", "add", w.ns)
 	t.Cleanup(func() {
 		for _, l := range w.listeners {
@@ -101,36 +100,11 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
-// inNS runs fn on a thread that has entered the namespace at path; the
-// thread is discarded afterwards.
-func inNS(t *testing.T, path string, fn func()) {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		f, err := os.Open(path)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			done <- err
-			return
-		}
-		fn()
-		done <- nil
-	}()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-}
-
 func listenIn(t *testing.T, ns string, ap netip.AddrPort) net.Listener {
 	t.Helper()
 	var l net.Listener
 	var err error
-	inNS(t, ns, func() { l, err = net.Listen("tcp", ap.String()) })
+	agenttest.InNetns(t, ns, func() { l, err = net.Listen("tcp", ap.String()) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +130,7 @@ func dial(ap netip.AddrPort) error {
 
 func dialFrom(t *testing.T, ns string, ap netip.AddrPort) error {
 	var err error
-	inNS(t, ns, func() { err = dial(ap) })
+	agenttest.InNetns(t, ns, func() { err = dial(ap) })
 	return err
 }
 
@@ -260,7 +234,7 @@ func TestSitePolicy(t *testing.T) {
 				}
 			}
 			// No IPv6 in a site: link-local would pass the bridge unseen.
-			inNS(t, a.NetNS, func() {
+			agenttest.InNetns(t, a.NetNS, func() {
 				b, err := os.ReadFile("/proc/sys/net/ipv6/conf/eth0/disable_ipv6")
 				if err != nil || strings.TrimSpace(string(b)) != "1" {
 					t.Errorf("IPv6 on a site's eth0: %q %v", b, err)
