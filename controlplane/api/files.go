@@ -66,7 +66,7 @@ func decodeStdBase64(s string) ([]byte, error) { return base64.StdEncoding.Stric
 var (
 	fileParams = map[string]string{"id": "site", "op": "fileop"}
 	fileErrs   = []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest, CodeFileNotFound, apierr.CodeConflict,
-		apierr.CodePayloadTooLarge}
+		apierr.CodePayloadTooLarge, apierr.CodePlanLimitReached}
 	pathDoc = "Path relative to the WordPress root, base64url (RFC 4648 §5) without padding."
 )
 
