@@ -50,7 +50,7 @@ func TestEdgeFollowsTheRouteStream(t *testing.T) {
 	now := time.Now().UTC()
 	site := state.Site{ID: "site_edge1", WorkspaceID: alice.Personal, UserID: alice.ID, Slug: "shop-ab12c", Status: state.SiteCreating,
 		URL: "http://shop-ab12c.localhost:8081", NodeID: "n1", CreatedAt: now, UpdatedAt: now}
-	apply(fsm.CreateSite{Site: site, Job: state.Job{ID: "job_edge1", Type: "none", WorkspaceID: alice.Personal, CreatedAt: now}})
+	apply(fsm.CreateSiteWithJob{Site: site, Job: state.Job{ID: "job_edge1", Type: "none", WorkspaceID: alice.Personal, CreatedAt: now}})
 
 	get := func(host string) (int, string) {
 		req, _ := http.NewRequest("GET", "http://"+e.Addr()+"/x", nil)
@@ -87,7 +87,7 @@ func TestEdgeFollowsTheRouteStream(t *testing.T) {
 	if code, body := get("nobody.localhost:8081"); code != 404 || !strings.Contains(body, "No sandbox") {
 		t.Fatalf("unknown host: %d %s", code, body)
 	}
-	apply(fsm.RemoveSite{ID: site.ID})
+	apply(fsm.DeleteSite{ID: site.ID})
 	waitStatus("shop-ab12c.localhost:8081", 404)
 
 	// A restart of the edge gets the whole table again.

@@ -69,7 +69,7 @@ func TestEdgeServesHTTPSFromAConfiguredCertificate(t *testing.T) {
 	now := time.Now().UTC()
 	for _, c := range []fsm.Command{
 		fsm.UpsertNode{Node: state.Node{ID: "n1", Address: "http://127.0.0.1:1", BackendHost: "127.0.0.1"}},
-		fsm.CreateSite{Site: state.Site{ID: "site_tls1", WorkspaceID: alice.Personal, UserID: alice.ID, Slug: "secure-ab12c",
+		fsm.CreateSiteWithJob{Site: state.Site{ID: "site_tls1", WorkspaceID: alice.Personal, UserID: alice.ID, Slug: "secure-ab12c",
 			Status: state.SiteReady, Port: port, URL: "https://secure-ab12c.localhost", NodeID: "n1", CreatedAt: now, UpdatedAt: now},
 			Job: state.Job{ID: "job_tls1", Type: "none", WorkspaceID: alice.Personal, CreatedAt: now}},
 	} {

@@ -65,7 +65,7 @@ func (a *API) registerAccount(r *rest.Router) {
 		Handler: a.listTokens})
 	a.bearer(r, acct, rest.Route{Method: "POST", Path: "/api/account/tokens", Tag: "account",
 		Summary: "Create a personal API token; the secret is returned once.", Status: http.StatusCreated,
-		Request: CreateTokenRequest{}, Response: CreateTokenResponse{},
+		Request: CreateTokenRequest{}, Response: CreateTokenResponse{}, Idempotent: true,
 		Errors:  []string{apierr.CodeInvalidRequest, apierr.CodePlanLimitReached, apierr.CodePayloadTooLarge},
 		Handler: a.createToken})
 	a.bearer(r, acct, rest.Route{Method: "DELETE", Path: "/api/account/tokens/{id}", Tag: "account",
@@ -162,10 +162,8 @@ func (a *API) createToken(w http.ResponseWriter, req *http.Request) error {
 		return err
 	}
 	t, plain := NewToken(c.Account.ID, name, a.now(), body.ExpiresInDays)
-	if _, err := a.apply(req.Context(), fsm.CreateToken{Token: t, Quota: quota}, nil); err != nil {
-		return err
-	}
-	return rest.JSON(w, http.StatusCreated, CreateTokenResponse{Token: tokenView(&t, c.Token.ID), Secret: plain})
+	return a.commit(w, req, fsm.CreateToken{Token: t, Quota: quota}, nil,
+		http.StatusCreated, CreateTokenResponse{Token: tokenView(&t, c.Token.ID), Secret: plain})
 }
 
 func (a *API) revokeToken(w http.ResponseWriter, req *http.Request) error {

@@ -63,7 +63,7 @@ func validPlan(p string) error {
 
 func (a *API) registerAdmin(r *rest.Router) {
 	a.operator(r, rest.Route{Method: "POST", Path: "/api/admin/accounts", Status: http.StatusCreated,
-		Summary: "Create an account with its personal workspace.", Request: CreateAccountRequest{}, Response: userResponse{},
+		Summary: "Create an account with its personal workspace.", Request: CreateAccountRequest{}, Response: userResponse{}, Idempotent: true,
 		Errors: []string{apierr.CodeInvalidRequest, apierr.CodeConflict}, Handler: a.adminCreateAccount})
 	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/accounts", Summary: "List accounts.",
 		Response: usersResponse{}, Handler: a.adminListAccounts})
@@ -72,7 +72,7 @@ func (a *API) registerAdmin(r *rest.Router) {
 		Errors: []string{apierr.CodeInvalidRequest, apierr.CodeAccountNotFound}, Handler: a.adminSetPlan})
 	a.operator(r, rest.Route{Method: "POST", Path: "/api/admin/tokens", Status: http.StatusCreated,
 		Summary: "Create a personal API token for an account; the secret is returned once.",
-		Request: AdminTokenRequest{}, Response: CreateTokenResponse{},
+		Request: AdminTokenRequest{}, Response: CreateTokenResponse{}, Idempotent: true,
 		Errors: []string{apierr.CodeInvalidRequest, apierr.CodeAccountNotFound}, Handler: a.adminCreateToken})
 	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/outbox", Summary: "Mail kept when no SMTP server is configured.",
 		Response: outboxResponse{}, Handler: a.adminOutbox})
@@ -119,14 +119,9 @@ func (a *API) adminCreateAccount(w http.ResponseWriter, req *http.Request) error
 		return err
 	}
 	cmd := a.newAccount(email, body.Plan)
-	if _, err := a.apply(req.Context(), cmd, nil); err != nil {
-		return err
-	}
-	acct, err := a.store.Account(cmd.Account.ID)
-	if err != nil || acct == nil {
-		return err
-	}
-	return rest.JSON(w, http.StatusCreated, userResponse{User: userView(acct)})
+	acct := cmd.Account
+	acct.PersonalWorkspaceID = cmd.Workspace.ID
+	return a.commit(w, req, cmd, nil, http.StatusCreated, userResponse{User: userView(&acct)})
 }
 
 func (a *API) adminListAccounts(w http.ResponseWriter, req *http.Request) error {
@@ -195,10 +190,8 @@ func (a *API) adminCreateToken(w http.ResponseWriter, req *http.Request) error {
 		return err
 	}
 	t, plain := NewToken(acct.ID, name, a.now(), nil)
-	if _, err := a.apply(req.Context(), fsm.CreateToken{Token: t}, apierr.NotFound(apierr.CodeAccountNotFound, "account")); err != nil {
-		return err
-	}
-	return rest.JSON(w, http.StatusCreated, CreateTokenResponse{Token: tokenView(&t, ""), Secret: plain})
+	return a.commit(w, req, fsm.CreateToken{Token: t}, apierr.NotFound(apierr.CodeAccountNotFound, "account"),
+		http.StatusCreated, CreateTokenResponse{Token: tokenView(&t, ""), Secret: plain})
 }
 
 func (a *API) adminOutbox(w http.ResponseWriter, req *http.Request) error {
@@ -230,7 +223,7 @@ func (a *API) join(w http.ResponseWriter, req *http.Request) error {
 		return apierr.Unavailable("this server cannot add members")
 	}
 	if err := a.cfg.Join(req.Context(), state.Server{ID: body.ID, RaftAddr: body.RaftAddr, APIAddr: body.APIAddr}); err != nil {
-		if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrLeadershipLost) {
+		if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrOutcomeUnknown) {
 			return apierr.Unavailable("leadership changed; retry the join")
 		}
 		return fmt.Errorf("join %s: %w", body.ID, err)
@@ -249,7 +242,7 @@ func (a *API) leave(w http.ResponseWriter, req *http.Request) error {
 		return apierr.Unavailable("this server cannot remove members")
 	}
 	if err := a.cfg.Leave(req.Context(), id); err != nil {
-		if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrLeadershipLost) {
+		if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrOutcomeUnknown) {
 			return apierr.Unavailable("leadership changed; retry")
 		}
 		return fmt.Errorf("remove server %s: %w", id, err)

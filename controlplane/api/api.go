@@ -69,6 +69,9 @@ type Config struct {
 	Blobs *blobs.Store
 	// Sealer seals license keys.
 	Sealer *seal.Sealer
+	// ReplaySealer seals the answers kept for Idempotency-Key replays
+	// (they can carry a new token's secret).
+	ReplaySealer *seal.Sealer
 	// Fetch downloads customer-given URLs, refusing private addresses.
 	Fetch *safefetch.Client
 	// GitHubAPI is the code host's releases API base URL; GitHubHTTP the
@@ -169,6 +172,7 @@ const (
 // documents it.
 func (a *API) bearer(r *rest.Router, g guard, rt rest.Route) {
 	rt.Security = "bearer"
+	idempotent := rt.Idempotent
 	if g.capability != "" {
 		rt.Capability = g.capability
 	}
@@ -182,7 +186,7 @@ func (a *API) bearer(r *rest.Router, g guard, rt rest.Route) {
 	if g.ownerOnly {
 		rt.Errors = append(rt.Errors, apierr.CodeOwnerRequired)
 	}
-	rt.Errors = append(rt.Errors, apierr.CodeRateLimited, apierr.CodeServiceUnavailable)
+	rt.Errors = append(rt.Errors, writeErrors(rt)...)
 	next := rt.Handler
 	rt.Handler = func(w http.ResponseWriter, req *http.Request) error {
 		if err := a.limits.authGate(req); err != nil {
@@ -207,7 +211,15 @@ func (a *API) bearer(r *rest.Router, g guard, rt rest.Route) {
 				return apierr.CapabilityRequired(g.capability)
 			}
 		}
-		return next(w, req.WithContext(context.WithValue(req.Context(), callerKey{}, c)))
+		req = req.WithContext(context.WithValue(req.Context(), callerKey{}, c))
+		if idempotent {
+			ws := ""
+			if c.Workspace != nil {
+				ws = c.Workspace.ID
+			}
+			return a.idempotent(w, req, c.Account.ID, ws, next)
+		}
+		return next(w, req)
 	}
 	r.Handle(rt)
 }
@@ -218,7 +230,8 @@ func (a *API) bearer(r *rest.Router, g guard, rt rest.Route) {
 func (a *API) operator(r *rest.Router, rt rest.Route) {
 	rt.Security = "cluster"
 	rt.Tag = "operator"
-	rt.Errors = append(append([]string{apierr.CodeAuthRequired}, rt.Errors...), apierr.CodeRateLimited, apierr.CodeServiceUnavailable)
+	rt.Errors = append(append([]string{apierr.CodeAuthRequired}, rt.Errors...), writeErrors(rt)...)
+	idempotent := rt.Idempotent
 	next := rt.Handler
 	rt.Handler = func(w http.ResponseWriter, req *http.Request) error {
 		if err := a.limits.authGate(req); err != nil {
@@ -230,9 +243,26 @@ func (a *API) operator(r *rest.Router, rt rest.Route) {
 			a.limits.authFailed(req, err)
 			return err
 		}
+		if idempotent {
+			return a.idempotent(w, req, "operator", "", next)
+		}
 		return next(w, req)
 	}
 	r.Handle(rt)
+}
+
+// writeErrors are the codes every authenticated route can answer besides
+// its own: rate limits and an unreachable leader; a write can also lose
+// its answer (outcome_unknown), and a create can meet a reused key.
+func writeErrors(rt rest.Route) []string {
+	codes := []string{apierr.CodeRateLimited, apierr.CodeServiceUnavailable}
+	if rt.Method != http.MethodGet {
+		codes = append(codes, apierr.CodeOutcomeUnknown)
+	}
+	if rt.Idempotent {
+		codes = append(codes, apierr.CodeIdempotencyKeyReused)
+	}
+	return codes
 }
 
 func bearerToken(r *http.Request) (string, bool) {
@@ -320,9 +350,16 @@ func (a *API) apply(ctx context.Context, c fsm.Command, notFound *apierr.Error) 
 	case errors.As(err, &quota):
 		return nil, plans.Error(quota.Quota)
 	case errors.Is(err, cluster.ErrNotLeader):
-		return nil, apierr.Unavailable("leadership changed; retry the request")
-	case errors.Is(err, cluster.ErrLeadershipLost):
-		return nil, apierr.Unavailable("leadership changed while writing; the outcome is unknown, retry the request")
+		return nil, apierr.Unavailable("leadership changed; nothing was written, retry the request")
+	case errors.Is(err, cluster.ErrOutcomeUnknown):
+		return nil, apierr.OutcomeUnknown("leadership changed while writing: the change may or may not have been applied; " +
+			"retry with the same Idempotency-Key, or check before retrying without one")
+	case errors.Is(err, state.ErrIdempotencyKeyReused):
+		key := ""
+		if r := idemFrom(ctx); r != nil {
+			key = r.key
+		}
+		return nil, keyReused(key)
 	case errors.Is(err, state.ErrNotFound) && notFound != nil:
 		return nil, notFound
 	case errors.Is(err, state.ErrRoleInUse):

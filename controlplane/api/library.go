@@ -107,11 +107,11 @@ func (a *API) registerLibrary(r *rest.Router) {
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/plugin-library", Tag: "library", Status: http.StatusCreated,
 		Summary:   "Upload a plugin or theme ZIP (up to 64 MiB). kind, name and slug come from its WordPress header.",
 		Multipart: map[string]string{"file": "file: the ZIP.", "licenseKey": "Optional license key; stored sealed."},
-		Response:  libraryEntryResponse{}, MaxBody: MaxZipBytes + 1<<20,
+		Response:  libraryEntryResponse{}, MaxBody: MaxZipBytes + 1<<20, Idempotent: true,
 		Errors: []string{apierr.CodeInvalidRequest, apierr.CodePayloadTooLarge, apierr.CodeConflict, apierr.CodePlanLimitReached}, Handler: a.uploadLibrary})
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/plugin-library/github", Tag: "library", Status: http.StatusCreated,
 		Summary: "Add a repository entry: the latest release's ZIP asset is fetched and its tag kept as version.",
-		Request: GitHubEntryRequest{}, Response: libraryEntryResponse{},
+		Request: GitHubEntryRequest{}, Response: libraryEntryResponse{}, Idempotent: true,
 		Errors: []string{apierr.CodeInvalidRequest, apierr.CodeConflict, apierr.CodePlanLimitReached}, Handler: a.addGitHubLibrary})
 	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/plugin-library/{id}", Tag: "library", Params: libParam,
 		Summary: "One entry, by id or slug.", Response: libraryEntryResponse{}, Errors: nf, Handler: a.getLibrary})
@@ -201,11 +201,13 @@ func librarySlug(name, dir string) string {
 	return s
 }
 
-// createEntry stores the ZIP and adds the entry under the first free slug.
-func (a *API) createEntry(ctx context.Context, e state.LibraryEntry, zip []byte, info *wpzip.Info, licenseKey *string) (*state.LibraryEntry, error) {
+// createEntry stores the ZIP, adds the entry under the first free slug
+// and answers 201 with it.
+func (a *API) createEntry(w http.ResponseWriter, req *http.Request, e state.LibraryEntry, zip []byte, info *wpzip.Info, licenseKey *string) error {
+	ctx := req.Context()
 	sha, err := a.storeZip(ctx, zip)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	now := a.now()
 	e.ID = ids.New("lib")
@@ -216,12 +218,12 @@ func (a *API) createEntry(ctx context.Context, e state.LibraryEntry, zip []byte,
 	plan, err := a.ownerPlan(CallerFrom(ctx).Workspace)
 	if err != nil {
 		a.dropBlob(sha)
-		return nil, err
+		return err
 	}
 	quota, err := a.cfg.Plans.Quota(plan, plans.LibraryEntries)
 	if err != nil {
 		a.dropBlob(sha)
-		return nil, err
+		return err
 	}
 	base := librarySlug(info.Name, info.Dir)
 	for i := 1; i <= 50; i++ {
@@ -230,23 +232,23 @@ func (a *API) createEntry(ctx context.Context, e state.LibraryEntry, zip []byte,
 			e.Slug = fmt.Sprintf("%s-%d", base, i)
 		}
 		if dup, err := a.store.LibraryEntry(e.WorkspaceID, e.Slug); err != nil {
-			return nil, err
+			return err
 		} else if dup != nil {
 			continue
 		}
-		_, err := a.apply(ctx, fsm.PutLibraryEntry{Entry: e, Quota: quota}, nil)
+		applied, err := a.commitOnce(w, req, fsm.PutLibraryEntry{Entry: e, Quota: quota}, nil,
+			http.StatusCreated, libraryEntryResponse{Plugin: libraryView(&e)})
 		var ae *apierr.Error
 		if errors.As(err, &ae) && ae.Code == apierr.CodeConflict {
 			continue // another upload took the slug meanwhile
 		}
-		if err != nil {
-			a.dropBlob(sha)
-			return nil, err
+		if err != nil || !applied {
+			a.dropBlob(sha) // kept only if an entry (a replayed twin's) names it
 		}
-		return &e, nil
+		return err
 	}
 	a.dropBlob(sha)
-	return nil, apierr.Conflict("no free slug for %q in this workspace", base)
+	return apierr.Conflict("no free slug for %q in this workspace", base)
 }
 
 func (a *API) uploadLibrary(w http.ResponseWriter, req *http.Request) error {
@@ -272,12 +274,8 @@ func (a *API) uploadLibrary(w http.ResponseWriter, req *http.Request) error {
 	if filename == "." || filename == "/" || filename == "" {
 		filename = info.Dir + ".zip"
 	}
-	e, err := a.createEntry(req.Context(), state.LibraryEntry{WorkspaceID: CallerFrom(req.Context()).Workspace.ID,
+	return a.createEntry(w, req, state.LibraryEntry{WorkspaceID: CallerFrom(req.Context()).Workspace.ID,
 		Source: "upload", Filename: filename}, f.File, info, key)
-	if err != nil {
-		return err
-	}
-	return rest.JSON(w, http.StatusCreated, libraryEntryResponse{Plugin: libraryView(e)})
 }
 
 var repoRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$`)
@@ -320,12 +318,8 @@ func (a *API) addGitHubLibrary(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	e, err := a.createEntry(req.Context(), state.LibraryEntry{WorkspaceID: CallerFrom(req.Context()).Workspace.ID,
+	return a.createEntry(w, req, state.LibraryEntry{WorkspaceID: CallerFrom(req.Context()).Workspace.ID,
 		Source: "github_release", GithubRepository: repo, Filename: rel.asset, Version: rel.tag}, zip, info, body.LicenseKey)
-	if err != nil {
-		return err
-	}
-	return rest.JSON(w, http.StatusCreated, libraryEntryResponse{Plugin: libraryView(e)})
 }
 
 func (a *API) refreshLibrary(w http.ResponseWriter, req *http.Request) error {
@@ -377,7 +371,7 @@ func (a *API) deleteLibrary(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.apply(req.Context(), fsm.DeleteLibrary{ID: e.ID}, nil); err != nil {
+	if _, err := a.apply(req.Context(), fsm.DeleteLibraryEntry{ID: e.ID}, nil); err != nil {
 		return err
 	}
 	a.dropBlob(e.BlobSHA256)
@@ -396,7 +390,7 @@ func (a *API) putLicense(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := a.apply(req.Context(), fsm.SetLicense{ID: e.ID, Sealed: a.cfg.Sealer.Seal(body.LicenseKey, e.ID),
+	res, err := a.apply(req.Context(), fsm.SetLibraryLicense{ID: e.ID, Sealed: a.cfg.Sealer.Seal(body.LicenseKey, e.ID),
 		Hint: seal.Hint(body.LicenseKey), At: a.now()}, apierr.NotFound(CodeLibraryEntryNotFound, "library entry"))
 	if err != nil {
 		return err
@@ -409,7 +403,7 @@ func (a *API) deleteLicense(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := a.apply(req.Context(), fsm.SetLicense{ID: e.ID, At: a.now()}, apierr.NotFound(CodeLibraryEntryNotFound, "library entry"))
+	res, err := a.apply(req.Context(), fsm.SetLibraryLicense{ID: e.ID, At: a.now()}, apierr.NotFound(CodeLibraryEntryNotFound, "library entry"))
 	if err != nil {
 		return err
 	}

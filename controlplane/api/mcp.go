@@ -85,7 +85,7 @@ func (a *API) readLicense(ctx context.Context, c *Caller, plugin string) (Licens
 		a.log.Error("license key does not open", "library_id", e.ID, "err", err)
 		return LicenseToolOutput{}, errors.New("the stored license key cannot be read; set it again")
 	}
-	if _, err := a.apply(ctx, fsm.LicenseRead{ID: e.ID, At: a.now()}, nil); err != nil {
+	if _, err := a.apply(ctx, fsm.MarkLicenseRead{ID: e.ID, At: a.now()}, nil); err != nil {
 		return LicenseToolOutput{}, fmt.Errorf("recording the read: %w", err)
 	}
 	a.log.Info("license key read", "library_id", e.ID, "workspace_id", c.Workspace.ID, "user_id", c.Account.ID)

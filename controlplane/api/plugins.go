@@ -55,7 +55,7 @@ func (a *API) registerPlugins(r *rest.Router) {
 			"Replaces an installed copy of the same directory. Poll the job: a zipUrl is downloaded and checked by the job, " +
 			"so a bad download is the job's error (zip_fetch_failed, payload_too_large, invalid_request), not this answer's.",
 		Request: DeployPluginRequest{}, Multipart: map[string]string{"file": "file: the ZIP.", "activate": "true or false."},
-		Response: deployResponse{}, MaxBody: MaxZipBytes + 1<<20,
+		Response: deployResponse{}, MaxBody: MaxZipBytes + 1<<20, Idempotent: true,
 		Errors: append(errs, CodeLibraryEntryNotFound, apierr.CodePayloadTooLarge), Handler: a.deployPlugin})
 }
 
@@ -138,8 +138,5 @@ func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.apply(req.Context(), fsm.CreateJob{Job: job}, nil); err != nil {
-		return err
-	}
-	return rest.JSON(w, http.StatusAccepted, deployResponse{JobID: job.ID})
+	return a.commit(w, req, fsm.CreateJob{Job: job}, nil, http.StatusAccepted, deployResponse{JobID: job.ID})
 }

@@ -39,7 +39,7 @@ func (a *API) registerRoles(r *rest.Router) {
 		Summary: "List custom roles; any member may.", Params: wsParam, Response: rolesResponse{}, Handler: a.listRoles})
 	a.bearer(r, owner, rest.Route{Method: "POST", Path: "/api/app/workspaces/{id}/roles", Tag: "workspaces",
 		Summary: "Create a custom role (owner only).", Params: wsParam, Status: http.StatusCreated,
-		Request: CreateRoleRequest{}, Response: roleResponse{},
+		Request: CreateRoleRequest{}, Response: roleResponse{}, Idempotent: true,
 		Errors: []string{apierr.CodeInvalidRequest, apierr.CodeConflict, apierr.CodePayloadTooLarge}, Handler: a.createRole})
 	a.bearer(r, owner, rest.Route{Method: "PATCH", Path: "/api/app/workspaces/{id}/roles/{roleId}", Tag: "workspaces",
 		Summary: "Rename a custom role or change its capabilities (owner only).", Params: roleParam,
@@ -89,10 +89,7 @@ func (a *API) createRole(w http.ResponseWriter, req *http.Request) error {
 	}
 	now := a.now()
 	role := state.Role{ID: ids.New(ids.Role), WorkspaceID: c.Workspace.ID, Name: name, Capabilities: caps, CreatedAt: now, UpdatedAt: now}
-	if _, err := a.apply(req.Context(), fsm.PutRole{Role: role}, nil); err != nil {
-		return err
-	}
-	return rest.JSON(w, http.StatusCreated, roleResponse{Role: roleView(&role)})
+	return a.commit(w, req, fsm.PutRole{Role: role}, nil, http.StatusCreated, roleResponse{Role: roleView(&role)})
 }
 
 func (a *API) roleIn(c *Caller, id string) (*state.Role, error) {

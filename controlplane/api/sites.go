@@ -95,7 +95,7 @@ func (a *API) registerSites(r *rest.Router) {
 	member := guard{scope: scopeWorkspace}
 	a.bearer(r, create, rest.Route{Method: "POST", Path: "/api/app/sites", Tag: "sites", Status: http.StatusAccepted,
 		Summary: "Create a WordPress site; poll the job or the site until it is ready.", Request: CreateSiteRequest{},
-		Response: siteJobResponse{}, Errors: []string{apierr.CodeInvalidRequest, apierr.CodePHPVersionUnavailable,
+		Response: siteJobResponse{}, Idempotent: true, Errors: []string{apierr.CodeInvalidRequest, apierr.CodePHPVersionUnavailable,
 			apierr.CodePlanLimitReached, apierr.CodePayloadTooLarge}, Handler: a.createSite})
 	a.bearer(r, member, rest.Route{Method: "GET", Path: "/api/app/sites", Tag: "sites", Summary: "List the workspace's sites.",
 		Response: sitesResponse{}, Handler: a.listSites})
@@ -112,7 +112,7 @@ func (a *API) registerSites(r *rest.Router) {
 		Summary: "Delete a site: its container, database and files.", Params: siteParam, Response: siteJobResponse{},
 		Errors: []string{apierr.CodeSiteNotFound}, Handler: a.deleteSite})
 	a.bearer(r, create, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/reset", Tag: "sites", Status: http.StatusAccepted,
-		Summary: "Reset a ready site to a fresh install, keeping its id and URL.", Params: siteParam, Response: siteJobResponse{},
+		Summary: "Reset a ready site to a fresh install, keeping its id and URL.", Params: siteParam, Response: siteJobResponse{}, Idempotent: true,
 		Errors: []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest}, Handler: a.resetSite})
 	a.bearer(r, member, rest.Route{Method: "POST", Path: "/api/sites/{id}/magic-login", Tag: "sites",
 		Summary: "A one-time link that opens the site signed in to wp-admin.", Params: siteParam, Response: LoginLink{},
@@ -230,10 +230,8 @@ func (a *API) createSite(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.apply(req.Context(), fsm.CreateSite{Site: site, Job: job, Quota: quota}, nil); err != nil {
-		return err
-	}
-	return rest.JSON(w, http.StatusAccepted, siteJobResponse{Site: siteView(&site), JobID: job.ID})
+	return a.commit(w, req, fsm.CreateSiteWithJob{Site: site, Job: job, Quota: quota}, nil,
+		http.StatusAccepted, siteJobResponse{Site: siteView(&site), JobID: job.ID})
 }
 
 func (a *API) listSites(w http.ResponseWriter, req *http.Request) error {
@@ -255,15 +253,10 @@ func (a *API) siteJob(w http.ResponseWriter, req *http.Request, s *state.Site, s
 	if err != nil {
 		return err
 	}
-	if _, err := a.apply(req.Context(), fsm.SiteJob{Update: state.SiteUpdate{ID: s.ID, Status: status, At: now}, Job: job},
-		apierr.NotFound(apierr.CodeSiteNotFound, "site")); err != nil {
-		return err
-	}
-	updated, err := a.store.Site(s.ID)
-	if err != nil || updated == nil {
-		updated = s
-	}
-	return rest.JSON(w, http.StatusAccepted, siteJobResponse{Site: siteView(updated), JobID: job.ID})
+	next := *s
+	next.Status, next.UpdatedAt = status, now
+	return a.commit(w, req, fsm.UpdateSiteWithJob{Update: state.SiteUpdate{ID: s.ID, Status: status, At: now}, Job: job},
+		apierr.NotFound(apierr.CodeSiteNotFound, "site"), http.StatusAccepted, siteJobResponse{Site: siteView(&next), JobID: job.ID})
 }
 
 func (a *API) deleteSite(w http.ResponseWriter, req *http.Request) error {

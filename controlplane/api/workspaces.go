@@ -60,7 +60,7 @@ func (a *API) registerWorkspaces(r *rest.Router) {
 		Summary: "List the caller's workspace memberships.", Response: workspacesResponse{}, Handler: a.listWorkspaces})
 	a.bearer(r, guard{scope: scopeAccount}, rest.Route{Method: "POST", Path: "/api/app/workspaces", Tag: "workspaces",
 		Summary: "Create a workspace owned by the caller.", Status: http.StatusCreated,
-		Request: CreateWorkspaceRequest{}, Response: workspaceResponse{},
+		Request: CreateWorkspaceRequest{}, Response: workspaceResponse{}, Idempotent: true,
 		Errors:  []string{apierr.CodeInvalidRequest, apierr.CodePlanLimitReached, apierr.CodePayloadTooLarge},
 		Handler: a.createWorkspace})
 	a.bearer(r, guard{scope: scopePathWorkspace}, rest.Route{Method: "GET", Path: "/api/app/workspaces/{id}", Tag: "workspaces",
@@ -78,7 +78,7 @@ func (a *API) registerWorkspaces(r *rest.Router) {
 	a.bearer(r, guard{scope: scopePathWorkspace, capability: access.Manage}, rest.Route{Method: "POST",
 		Path: "/api/app/workspaces/{id}/members", Tag: "workspaces",
 		Summary: "Invite an email address; the invitation is sent by email.", Params: wsParam, Status: http.StatusCreated,
-		Request: InviteRequest{}, Response: invitationResponse{},
+		Request: InviteRequest{}, Response: invitationResponse{}, Idempotent: true,
 		Errors: []string{apierr.CodeInvalidRequest, apierr.CodeConflict, apierr.CodeRoleNotFound,
 			apierr.CodePlanLimitReached, apierr.CodePayloadTooLarge},
 		Handler: a.invite})
@@ -184,15 +184,12 @@ func (a *API) createWorkspace(w http.ResponseWriter, req *http.Request) error {
 	}
 	now := a.now()
 	ws := state.Workspace{ID: ids.New(ids.Workspace), Name: name, OwnerID: c.Account.ID, CreatedAt: now, UpdatedAt: now}
-	if _, err := a.apply(req.Context(), fsm.CreateWorkspace{Workspace: ws, Quota: quota}, nil); err != nil {
-		return err
-	}
 	m := &state.Member{WorkspaceID: ws.ID, UserID: c.Account.ID, Role: state.RoleOwner, JoinedAt: now}
 	v, err := a.workspaceView(&ws, m)
 	if err != nil {
 		return err
 	}
-	return rest.JSON(w, http.StatusCreated, workspaceResponse{Workspace: v})
+	return a.commit(w, req, fsm.CreateWorkspace{Workspace: ws, Quota: quota}, nil, http.StatusCreated, workspaceResponse{Workspace: v})
 }
 
 func (a *API) listMembers(w http.ResponseWriter, req *http.Request) error {
@@ -281,11 +278,12 @@ func (a *API) invite(w http.ResponseWriter, req *http.Request) error {
 	inv := state.Invitation{ID: ids.New(ids.Invitation), WorkspaceID: c.Workspace.ID, Email: email,
 		CustomRoleID: body.CustomRoleID, InvitedByUserID: c.Account.ID, Status: state.InvitationPending,
 		CreatedAt: now, ExpiresAt: now.Add(a.cfg.InvitationTTL)}
-	if _, err := a.apply(req.Context(), fsm.CreateInvitation{Invitation: inv, Quota: quota}, roleNotFound); err != nil {
-		return err
+	applied, err := a.commitOnce(w, req, fsm.CreateInvitation{Invitation: inv, Quota: quota}, roleNotFound,
+		http.StatusCreated, invitationResponse{Invitation: a.invitationView(&inv, now)})
+	if applied {
+		a.sendInvitation(req, c, &inv)
 	}
-	a.sendInvitation(req, c, &inv)
-	return rest.JSON(w, http.StatusCreated, invitationResponse{Invitation: a.invitationView(&inv, now)})
+	return err
 }
 
 // sendInvitation mails the invitee. The invitation is committed already,

@@ -24,12 +24,13 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/state"
 )
 
-// ErrNotLeader is returned by Apply on a node that is not the leader; the
-// caller forwards the request. ErrLeadershipLost means the outcome is
-// unknown: retry with the same ids, commands are idempotent by id.
+// ErrNotLeader is returned by Apply when the command was not written: this
+// node does not lead (the caller forwards the request), or leadership is
+// being handed over. ErrOutcomeUnknown means the command went out and its
+// fate was lost with the leadership: it may or may not be applied.
 var (
 	ErrNotLeader      = errors.New("not the raft leader")
-	ErrLeadershipLost = errors.New("leadership lost while applying; outcome unknown")
+	ErrOutcomeUnknown = errors.New("leadership lost while applying; outcome unknown")
 )
 
 // Config says where a node keeps its data and how it reaches its peers.
@@ -333,12 +334,15 @@ func (n *Node) Apply(ctx context.Context, c fsm.Command) (any, error) {
 	f := n.raft.Apply(data, timeout)
 	if err := f.Error(); err != nil {
 		switch {
-		case errors.Is(err, raft.ErrNotLeader):
+		// Refused before the log took it: nothing was written.
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 			return nil, ErrNotLeader
-		case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-			return nil, ErrLeadershipLost
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			return nil, fmt.Errorf("raft apply: %w: %w", ErrNotLeader, err)
 		}
-		return nil, fmt.Errorf("raft apply: %w", err)
+		// Lost leadership, shut down or restored mid-way: the entry may
+		// already be on a majority and be committed by the next leader.
+		return nil, fmt.Errorf("raft apply: %w: %w", ErrOutcomeUnknown, err)
 	}
 	applyDuration.Observe(time.Since(start).Seconds())
 	if err, ok := f.Response().(error); ok {

@@ -7,6 +7,7 @@ package fsm
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -16,40 +17,70 @@ import (
 // never renumber or reuse one, because old logs and snapshots hold them.
 type Type uint8
 
-// Command types.
-const (
-	TypeCreateAccount    Type = 1
-	TypeSetPlan          Type = 2
-	TypeCreateToken      Type = 3
-	TypeRevokeToken      Type = 4
-	TypeCreateWorkspace  Type = 5
-	TypeCreateInvitation Type = 6
-	TypeAcceptInvitation Type = 7
-	TypeSetMemberRole    Type = 8
-	TypeRemoveMember     Type = 9
-	TypePutRole          Type = 10
-	TypeDeleteRole       Type = 11
-	TypeCreateJob        Type = 12
-	TypeUpdateJob        Type = 13
-	TypeUpsertServer     Type = 14
-	TypeRemoveServer     Type = 15
-	TypeAppendMail       Type = 16
-	TypeRevokeInvitation Type = 17
-	TypeCreateSite       Type = 18
-	TypeUpdateSite       Type = 19
-	TypeRemoveSite       Type = 20
-	TypeUpsertNode       Type = 21
-	TypeSetNodeStatus    Type = 22
-	TypeSiteJob          Type = 23
-	TypePutLibraryEntry  Type = 24
-	TypeDeleteLibrary    Type = 25
-	TypeSetLicense       Type = 26
-	TypeLicenseRead      Type = 27
-	// Add new types here, with the next number.
-)
+// Command is any payload that can travel through the log: a registered
+// struct (see registry) whose apply writes it to the store.
+type Command interface {
+	// apply writes the command in tx; it returns an error when refused
+	// (nothing written), otherwise nil or what it produced.
+	apply(tx *state.Tx) any
+}
 
-// Command is any payload that can travel through the log.
-type Command interface{ commandType() Type }
+// registry is the one list of command types: the number each has in the
+// log, and a constructor to decode it. Add new commands at the end with
+// the next number.
+var registry = map[Type]func() Command{
+	1:  func() Command { return new(CreateAccount) },
+	2:  func() Command { return new(SetPlan) },
+	3:  func() Command { return new(CreateToken) },
+	4:  func() Command { return new(RevokeToken) },
+	5:  func() Command { return new(CreateWorkspace) },
+	6:  func() Command { return new(CreateInvitation) },
+	7:  func() Command { return new(AcceptInvitation) },
+	8:  func() Command { return new(SetMemberRole) },
+	9:  func() Command { return new(RemoveMember) },
+	10: func() Command { return new(PutRole) },
+	11: func() Command { return new(DeleteRole) },
+	12: func() Command { return new(CreateJob) },
+	13: func() Command { return new(UpdateJob) },
+	14: func() Command { return new(UpsertServer) },
+	15: func() Command { return new(RemoveServer) },
+	16: func() Command { return new(AppendMail) },
+	17: func() Command { return new(RevokeInvitation) },
+	18: func() Command { return new(CreateSiteWithJob) },
+	19: func() Command { return new(UpdateSite) },
+	20: func() Command { return new(DeleteSite) },
+	21: func() Command { return new(UpsertNode) },
+	22: func() Command { return new(SetNodeStatus) },
+	23: func() Command { return new(UpdateSiteWithJob) },
+	24: func() Command { return new(PutLibraryEntry) },
+	25: func() Command { return new(DeleteLibraryEntry) },
+	26: func() Command { return new(SetLibraryLicense) },
+	27: func() Command { return new(MarkLicenseRead) },
+	28: func() Command { return new(Idempotent) },
+	29: func() Command { return new(PruneIdempotency) },
+}
+
+// typeOf maps each registered struct to its number, for Encode.
+var typeOf = func() map[reflect.Type]Type {
+	m := make(map[reflect.Type]Type, len(registry))
+	for t, mk := range registry {
+		m[reflect.TypeOf(mk()).Elem()] = t
+	}
+	return m
+}()
+
+// typeNumber is c's number in the log, whether c is a struct or a pointer to one.
+func typeNumber(c Command) (Type, error) {
+	rt := reflect.TypeOf(c)
+	if rt.Kind() == reflect.Pointer {
+		rt = rt.Elem()
+	}
+	t, ok := typeOf[rt]
+	if !ok {
+		return 0, fmt.Errorf("command %T is not registered", c)
+	}
+	return t, nil
+}
 
 // CreateAccount adds an account and its personal workspace.
 type CreateAccount struct {
@@ -147,9 +178,9 @@ type RevokeInvitation struct {
 	InvitationID string `json:"invitationId"`
 }
 
-// CreateSite adds a site together with the job that provisions it, so
+// CreateSiteWithJob adds a site together with the job that provisions it, so
 // neither exists without the other.
-type CreateSite struct {
+type CreateSiteWithJob struct {
 	Site  state.Site  `json:"site"`
 	Job   state.Job   `json:"job"`
 	Quota state.Quota `json:"quota"`
@@ -160,14 +191,14 @@ type UpdateSite struct {
 	Update state.SiteUpdate `json:"update"`
 }
 
-// RemoveSite deletes a site's row once its node has cleaned up.
-type RemoveSite struct {
+// DeleteSite deletes a site's row once its node has cleaned up.
+type DeleteSite struct {
 	ID string `json:"id"`
 }
 
-// SiteJob moves a site to a new status and queues the job that carries
+// UpdateSiteWithJob moves a site to a new status and queues the job that carries
 // the change out, atomically (delete, reset).
-type SiteJob struct {
+type UpdateSiteWithJob struct {
 	Update state.SiteUpdate `json:"update"`
 	Job    state.Job        `json:"job"`
 }
@@ -179,21 +210,21 @@ type PutLibraryEntry struct {
 	Quota   state.Quota        `json:"quota"`
 }
 
-// DeleteLibrary removes a Library entry.
-type DeleteLibrary struct {
+// DeleteLibraryEntry removes a Library entry.
+type DeleteLibraryEntry struct {
 	ID string `json:"id"`
 }
 
-// SetLicense stores a sealed license key, or removes it when Sealed is nil.
-type SetLicense struct {
+// SetLibraryLicense stores a sealed license key, or removes it when Sealed is nil.
+type SetLibraryLicense struct {
 	ID     string    `json:"id"`
 	Sealed []byte    `json:"sealed,omitempty"`
 	Hint   string    `json:"hint,omitempty"`
 	At     time.Time `json:"at"`
 }
 
-// LicenseRead stamps a read of a license key by an agent.
-type LicenseRead struct {
+// MarkLicenseRead stamps a read of a license key by an agent.
+type MarkLicenseRead struct {
 	ID string    `json:"id"`
 	At time.Time `json:"at"`
 }
@@ -215,41 +246,79 @@ type AppendMail struct {
 	Mail state.Mail `json:"mail"`
 }
 
-func (CreateAccount) commandType() Type    { return TypeCreateAccount }
-func (SetPlan) commandType() Type          { return TypeSetPlan }
-func (CreateToken) commandType() Type      { return TypeCreateToken }
-func (RevokeToken) commandType() Type      { return TypeRevokeToken }
-func (CreateWorkspace) commandType() Type  { return TypeCreateWorkspace }
-func (CreateInvitation) commandType() Type { return TypeCreateInvitation }
-func (AcceptInvitation) commandType() Type { return TypeAcceptInvitation }
-func (SetMemberRole) commandType() Type    { return TypeSetMemberRole }
-func (RemoveMember) commandType() Type     { return TypeRemoveMember }
-func (PutRole) commandType() Type          { return TypePutRole }
-func (DeleteRole) commandType() Type       { return TypeDeleteRole }
-func (CreateJob) commandType() Type        { return TypeCreateJob }
-func (UpdateJob) commandType() Type        { return TypeUpdateJob }
-func (UpsertServer) commandType() Type     { return TypeUpsertServer }
-func (RemoveServer) commandType() Type     { return TypeRemoveServer }
-func (AppendMail) commandType() Type       { return TypeAppendMail }
-func (RevokeInvitation) commandType() Type { return TypeRevokeInvitation }
-func (CreateSite) commandType() Type       { return TypeCreateSite }
-func (UpdateSite) commandType() Type       { return TypeUpdateSite }
-func (RemoveSite) commandType() Type       { return TypeRemoveSite }
-func (UpsertNode) commandType() Type       { return TypeUpsertNode }
-func (SetNodeStatus) commandType() Type    { return TypeSetNodeStatus }
-func (SiteJob) commandType() Type          { return TypeSiteJob }
-func (PutLibraryEntry) commandType() Type  { return TypePutLibraryEntry }
-func (DeleteLibrary) commandType() Type    { return TypeDeleteLibrary }
-func (SetLicense) commandType() Type       { return TypeSetLicense }
-func (LicenseRead) commandType() Type      { return TypeLicenseRead }
+// Idempotent applies Command only if the caller's Idempotency-Key is
+// free, and records the key with the request's answer in the same
+// transaction. A key already used by the same request makes it a no-op
+// that returns the first answer (*state.Idempotency); by another request,
+// state.ErrIdempotencyKeyReused.
+type Idempotent struct {
+	Record  state.Idempotency
+	Command Command
+}
+
+type idempotentJSON struct {
+	Record  state.Idempotency `json:"record"`
+	Type    Type              `json:"type"`
+	Command json.RawMessage   `json:"command"`
+}
+
+// MarshalJSON writes the inner command with its type number.
+func (c Idempotent) MarshalJSON() ([]byte, error) {
+	if isIdempotent(c.Command) {
+		return nil, fmt.Errorf("an idempotent command cannot wrap another")
+	}
+	t, err := typeNumber(c.Command)
+	if err != nil {
+		return nil, err
+	}
+	inner, err := json.Marshal(c.Command)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(idempotentJSON{Record: c.Record, Type: t, Command: inner})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (c *Idempotent) UnmarshalJSON(data []byte) error {
+	var raw idempotentJSON
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	inner, err := decodeBody(raw.Type, raw.Command)
+	if err != nil {
+		return err
+	}
+	if _, nested := inner.(*Idempotent); nested {
+		return fmt.Errorf("an idempotent command cannot wrap another")
+	}
+	c.Record, c.Command = raw.Record, inner
+	return nil
+}
+
+func isIdempotent(c Command) bool {
+	switch c.(type) {
+	case Idempotent, *Idempotent:
+		return true
+	}
+	return false
+}
+
+// PruneIdempotency forgets the Idempotency-Key records expired at At.
+type PruneIdempotency struct {
+	At time.Time `json:"at"`
+}
 
 // Encode turns a command into a log entry: one type byte, then JSON.
 func Encode(c Command) ([]byte, error) {
+	t, err := typeNumber(c)
+	if err != nil {
+		return nil, err
+	}
 	body, err := json.Marshal(c)
 	if err != nil {
-		return nil, fmt.Errorf("encode command %d: %w", c.commandType(), err)
+		return nil, fmt.Errorf("encode command %d: %w", t, err)
 	}
-	return append([]byte{byte(c.commandType())}, body...), nil
+	return append([]byte{byte(t)}, body...), nil
 }
 
 // decode is Encode's inverse.
@@ -257,67 +326,17 @@ func decode(data []byte) (Command, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("empty log entry")
 	}
-	var c Command
-	switch Type(data[0]) {
-	case TypeCreateAccount:
-		c = &CreateAccount{}
-	case TypeSetPlan:
-		c = &SetPlan{}
-	case TypeCreateToken:
-		c = &CreateToken{}
-	case TypeRevokeToken:
-		c = &RevokeToken{}
-	case TypeCreateWorkspace:
-		c = &CreateWorkspace{}
-	case TypeCreateInvitation:
-		c = &CreateInvitation{}
-	case TypeAcceptInvitation:
-		c = &AcceptInvitation{}
-	case TypeSetMemberRole:
-		c = &SetMemberRole{}
-	case TypeRemoveMember:
-		c = &RemoveMember{}
-	case TypePutRole:
-		c = &PutRole{}
-	case TypeDeleteRole:
-		c = &DeleteRole{}
-	case TypeCreateJob:
-		c = &CreateJob{}
-	case TypeUpdateJob:
-		c = &UpdateJob{}
-	case TypeUpsertServer:
-		c = &UpsertServer{}
-	case TypeRemoveServer:
-		c = &RemoveServer{}
-	case TypeAppendMail:
-		c = &AppendMail{}
-	case TypeRevokeInvitation:
-		c = &RevokeInvitation{}
-	case TypeCreateSite:
-		c = &CreateSite{}
-	case TypeUpdateSite:
-		c = &UpdateSite{}
-	case TypeRemoveSite:
-		c = &RemoveSite{}
-	case TypeUpsertNode:
-		c = &UpsertNode{}
-	case TypeSetNodeStatus:
-		c = &SetNodeStatus{}
-	case TypeSiteJob:
-		c = &SiteJob{}
-	case TypePutLibraryEntry:
-		c = &PutLibraryEntry{}
-	case TypeDeleteLibrary:
-		c = &DeleteLibrary{}
-	case TypeSetLicense:
-		c = &SetLicense{}
-	case TypeLicenseRead:
-		c = &LicenseRead{}
-	default:
-		return nil, fmt.Errorf("unknown command type %d", data[0])
+	return decodeBody(Type(data[0]), data[1:])
+}
+
+func decodeBody(t Type, body []byte) (Command, error) {
+	mk, ok := registry[t]
+	if !ok {
+		return nil, fmt.Errorf("unknown command type %d", t)
 	}
-	if err := json.Unmarshal(data[1:], c); err != nil {
-		return nil, fmt.Errorf("decode command %d: %w", data[0], err)
+	c := mk()
+	if err := json.Unmarshal(body, c); err != nil {
+		return nil, fmt.Errorf("decode command %d: %w", t, err)
 	}
 	return c, nil
 }

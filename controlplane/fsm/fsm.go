@@ -79,70 +79,75 @@ func (f *FSM) applyLog(tx *state.Tx, l *raft.Log) any {
 	return apply(tx, c)
 }
 
-func apply(s *state.Tx, c Command) any {
-	switch c := c.(type) {
-	case *CreateAccount:
-		return s.CreateAccount(c.Account, c.Workspace)
-	case *SetPlan:
-		return s.SetPlan(c.UserID, c.Plan, c.At)
-	case *CreateToken:
-		return s.CreateToken(c.Token, c.Quota)
-	case *RevokeToken:
-		return s.RevokeToken(c.UserID, c.TokenID)
-	case *CreateWorkspace:
-		return s.CreateWorkspace(c.Workspace, c.Quota)
-	case *CreateInvitation:
-		return s.CreateInvitation(c.Invitation, c.Quota)
-	case *AcceptInvitation:
-		return result(s.AcceptInvitation(c.InvitationID, c.UserID, c.At))
-	case *SetMemberRole:
-		return result(s.SetMemberRole(c.WorkspaceID, c.UserID, c.RoleID))
-	case *RemoveMember:
-		return s.RemoveMember(c.WorkspaceID, c.UserID)
-	case *PutRole:
-		return s.PutRole(c.Role, c.Update)
-	case *DeleteRole:
-		return s.DeleteRole(c.WorkspaceID, c.RoleID, c.At)
-	case *CreateJob:
-		return s.CreateJob(c.Job)
-	case *UpdateJob:
-		return result(s.UpdateJob(c.Update))
-	case *UpsertServer:
-		return s.UpsertServer(c.Server)
-	case *RemoveServer:
-		return s.RemoveServer(c.ID)
-	case *AppendMail:
-		return s.AppendMail(c.Mail)
-	case *RevokeInvitation:
-		return s.RevokeInvitation(c.WorkspaceID, c.InvitationID)
-	case *CreateSite:
-		if err := s.CreateSite(c.Site, c.Quota); err != nil {
-			return err
-		}
-		return s.CreateJob(c.Job)
-	case *UpdateSite:
-		return result(s.UpdateSite(c.Update))
-	case *RemoveSite:
-		return s.DeleteSite(c.ID)
-	case *UpsertNode:
-		return s.UpsertNode(c.Node)
-	case *SetNodeStatus:
-		return s.SetNodeStatus(c.ID, c.Status, c.At)
-	case *SiteJob:
-		if _, err := s.UpdateSite(c.Update); err != nil {
-			return err
-		}
-		return s.CreateJob(c.Job)
-	case *PutLibraryEntry:
-		return s.PutLibraryEntry(c.Entry, c.Replace, c.Quota)
-	case *DeleteLibrary:
-		return s.DeleteLibraryEntry(c.ID)
-	case *SetLicense:
-		return result(s.SetLibraryLicense(c.ID, c.Sealed, c.Hint, c.At))
-	case *LicenseRead:
-		return result(s.MarkLicenseRead(c.ID, c.At))
+func apply(tx *state.Tx, c Command) any { return c.apply(tx) }
+
+func (c CreateAccount) apply(tx *state.Tx) any    { return tx.CreateAccount(c.Account, c.Workspace) }
+func (c SetPlan) apply(tx *state.Tx) any          { return tx.SetPlan(c.UserID, c.Plan, c.At) }
+func (c CreateToken) apply(tx *state.Tx) any      { return tx.CreateToken(c.Token, c.Quota) }
+func (c RevokeToken) apply(tx *state.Tx) any      { return tx.RevokeToken(c.UserID, c.TokenID) }
+func (c CreateWorkspace) apply(tx *state.Tx) any  { return tx.CreateWorkspace(c.Workspace, c.Quota) }
+func (c CreateInvitation) apply(tx *state.Tx) any { return tx.CreateInvitation(c.Invitation, c.Quota) }
+func (c AcceptInvitation) apply(tx *state.Tx) any {
+	return result(tx.AcceptInvitation(c.InvitationID, c.UserID, c.At))
+}
+func (c SetMemberRole) apply(tx *state.Tx) any {
+	return result(tx.SetMemberRole(c.WorkspaceID, c.UserID, c.RoleID))
+}
+func (c RemoveMember) apply(tx *state.Tx) any { return tx.RemoveMember(c.WorkspaceID, c.UserID) }
+func (c PutRole) apply(tx *state.Tx) any      { return tx.PutRole(c.Role, c.Update) }
+func (c DeleteRole) apply(tx *state.Tx) any   { return tx.DeleteRole(c.WorkspaceID, c.RoleID, c.At) }
+func (c CreateJob) apply(tx *state.Tx) any    { return tx.CreateJob(c.Job) }
+func (c UpdateJob) apply(tx *state.Tx) any    { return result(tx.UpdateJob(c.Update)) }
+func (c UpsertServer) apply(tx *state.Tx) any { return tx.UpsertServer(c.Server) }
+func (c RemoveServer) apply(tx *state.Tx) any { return tx.RemoveServer(c.ID) }
+func (c AppendMail) apply(tx *state.Tx) any   { return tx.AppendMail(c.Mail) }
+func (c RevokeInvitation) apply(tx *state.Tx) any {
+	return tx.RevokeInvitation(c.WorkspaceID, c.InvitationID)
+}
+func (c CreateSiteWithJob) apply(tx *state.Tx) any {
+	return tx.CreateSiteWithJob(c.Site, c.Job, c.Quota)
+}
+func (c UpdateSite) apply(tx *state.Tx) any        { return result(tx.UpdateSite(c.Update)) }
+func (c DeleteSite) apply(tx *state.Tx) any        { return tx.DeleteSite(c.ID) }
+func (c UpsertNode) apply(tx *state.Tx) any        { return tx.UpsertNode(c.Node) }
+func (c SetNodeStatus) apply(tx *state.Tx) any     { return tx.SetNodeStatus(c.ID, c.Status, c.At) }
+func (c UpdateSiteWithJob) apply(tx *state.Tx) any { return tx.UpdateSiteWithJob(c.Update, c.Job) }
+func (c PutLibraryEntry) apply(tx *state.Tx) any {
+	return tx.PutLibraryEntry(c.Entry, c.Replace, c.Quota)
+}
+func (c DeleteLibraryEntry) apply(tx *state.Tx) any { return tx.DeleteLibraryEntry(c.ID) }
+func (c SetLibraryLicense) apply(tx *state.Tx) any {
+	return result(tx.SetLibraryLicense(c.ID, c.Sealed, c.Hint, c.At))
+}
+func (c MarkLicenseRead) apply(tx *state.Tx) any { return result(tx.MarkLicenseRead(c.ID, c.At)) }
+
+func (c Idempotent) apply(tx *state.Tx) any {
+	if c.Command == nil || isIdempotent(c.Command) {
+		return fmt.Errorf("%w: an idempotent command wraps one plain command", state.ErrInvalid)
 	}
-	return fmt.Errorf("no apply for command %T", c)
+	prior, err := tx.IdempotencyHit(c.Record)
+	if err != nil {
+		return err
+	}
+	if prior != nil {
+		return prior
+	}
+	res := c.Command.apply(tx)
+	if _, failed := res.(error); failed {
+		return res
+	}
+	if err := tx.PutIdempotency(c.Record); err != nil {
+		return err
+	}
+	return res
+}
+
+func (c PruneIdempotency) apply(tx *state.Tx) any {
+	n, err := tx.PruneIdempotency(c.At)
+	if err != nil {
+		return err
+	}
+	return n
 }
 
 func result[T any](v *T, err error) any {

@@ -1,42 +1,154 @@
 package fsm
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/sandboxd/sandboxd/controlplane/state"
 )
 
-func TestEncodeDecodeEveryCommand(t *testing.T) {
-	cmds := []Command{
-		CreateAccount{}, SetPlan{}, CreateToken{}, RevokeToken{}, CreateWorkspace{}, CreateInvitation{},
-		AcceptInvitation{}, SetMemberRole{}, RemoveMember{}, PutRole{}, DeleteRole{}, CreateJob{},
-		UpdateJob{}, UpsertServer{}, RemoveServer{}, AppendMail{}, RevokeInvitation{},
-		CreateSite{}, UpdateSite{}, RemoveSite{}, UpsertNode{}, SetNodeStatus{}, SiteJob{},
-		PutLibraryEntry{}, DeleteLibrary{}, SetLicense{}, LicenseRead{},
-	}
-	seen := map[Type]bool{}
-	for _, c := range cmds {
+// TestEveryCommandRoundTrips fills every field of every registered
+// command, encodes it and decodes it back: a field that does not survive
+// the log (unexported, wrong tag, lost in a custom codec) fails here.
+func TestEveryCommandRoundTrips(t *testing.T) {
+	for typ, mk := range registry {
+		c := mk()
+		fill(t, reflect.ValueOf(c).Elem(), reflect.TypeOf(c).Elem().Name())
 		data, err := Encode(c)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%T: %v", c, err)
+		}
+		if Type(data[0]) != typ {
+			t.Fatalf("%T encoded as type %d, registered as %d", c, data[0], typ)
 		}
 		got, err := decode(data)
 		if err != nil {
 			t.Fatalf("%T: %v", c, err)
 		}
-		if got.commandType() != c.commandType() {
-			t.Fatalf("%T decoded as %T", c, got)
+		if !reflect.DeepEqual(got, c) {
+			t.Errorf("%T changed in the log:\n sent %+v\n got  %+v", c, c, got)
 		}
-		if seen[c.commandType()] {
-			t.Fatalf("type %d used twice", c.commandType())
-		}
-		seen[c.commandType()] = true
 	}
-	if len(seen) != int(TypeLicenseRead) {
-		t.Fatalf("%d commands tested, %d types exist: add the new one here", len(seen), TypeLicenseRead)
+}
+
+// fill sets every field reachable from v to a non-zero value.
+func fill(t *testing.T, v reflect.Value, path string) {
+	t.Helper()
+	if v.Type() == reflect.TypeFor[json.RawMessage]() {
+		v.SetBytes([]byte(`{"path":"` + path + `"}`))
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("v-" + path)
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(int64(7 + len(path)))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(uint64(3 + len(path)%50))
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(1.5)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(t, v.Elem(), path)
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+		for i := range 2 {
+			fill(t, v.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+	case reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(t, k, path+".key")
+		fill(t, e, path+".value")
+		v.SetMapIndex(k, e)
+	case reflect.Interface:
+		if v.Type() != reflect.TypeFor[Command]() {
+			t.Fatalf("%s: cannot fill an interface %s", path, v.Type())
+		}
+		inner := &CreateToken{}
+		fill(t, reflect.ValueOf(inner).Elem(), path)
+		v.Set(reflect.ValueOf(inner))
+	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[time.Time]() {
+			v.Set(reflect.ValueOf(time.Date(2026, 11, 23, 10, 0, 0, int(len(path))*1000, time.UTC)))
+			return
+		}
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				t.Fatalf("%s.%s is unexported: it would not travel through the log", path, f.Name)
+			}
+			fill(t, v.Field(i), path+"."+f.Name)
+		}
+	default:
+		t.Fatalf("%s: no filler for %s", path, v.Kind())
+	}
+}
+
+func TestIdempotentAppliesOnceAndRefusesAnotherRequest(t *testing.T) {
+	store := state.NewStore()
+	f := New(store, discard())
+	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	var idx uint64
+	run := func(c Command) any {
+		data, err := Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx++
+		return f.Apply(&raft.Log{Index: idx, Type: raft.LogCommand, Data: data})
+	}
+	acct := func(id, email string) Command {
+		return CreateAccount{Account: state.Account{ID: id, Email: email}, Workspace: state.Workspace{ID: "ws_" + id}}
+	}
+	rec := func(fp string, at time.Time) state.Idempotency {
+		return state.Idempotency{Scope: "operator", Key: "k1", Fingerprint: fp, Status: 201, Body: []byte("first"), CreatedAt: at}
+	}
+	if res := run(Idempotent{Record: rec("fp-a", at), Command: acct("usr_1", "a@x.io")}); res != nil {
+		t.Fatalf("first apply: %v", res)
+	}
+	// The same request again: nothing applied, the first answer returned.
+	res := run(Idempotent{Record: rec("fp-a", at.Add(time.Hour)), Command: acct("usr_2", "b@x.io")})
+	if prior, ok := res.(*state.Idempotency); !ok || string(prior.Body) != "first" {
+		t.Fatalf("retry: %v", res)
+	}
+	if a, _ := store.Account("usr_2"); a != nil {
+		t.Fatal("a retry with the same key applied its command")
+	}
+	// Another request under the key: refused.
+	if err, _ := run(Idempotent{Record: rec("fp-b", at.Add(time.Hour)), Command: acct("usr_3", "c@x.io")}).(error); !errors.Is(err, state.ErrIdempotencyKeyReused) {
+		t.Fatalf("reuse: %v", err)
+	}
+	// A refused command records no key.
+	if err, _ := run(Idempotent{Record: state.Idempotency{Scope: "operator", Key: "k2", Fingerprint: "x", CreatedAt: at},
+		Command: acct("usr_4", "a@x.io")}).(error); !errors.Is(err, state.ErrConflict) {
+		t.Fatalf("duplicate email: %v", err)
+	}
+	if r, _ := store.Idempotency("operator", "k2", at); r != nil {
+		t.Fatal("a refused command left its key behind")
+	}
+	// After the TTL the key is free again, and pruning forgets it.
+	later := at.Add(state.IdempotencyTTL)
+	if r, _ := store.Idempotency("operator", "k1", later); r != nil {
+		t.Fatal("an expired key still answers")
+	}
+	if n := run(PruneIdempotency{At: later}); n != 1 {
+		t.Fatalf("pruned %v, want 1", n)
+	}
+	if res := run(Idempotent{Record: rec("fp-b", later), Command: acct("usr_5", "e@x.io")}); res != nil {
+		t.Fatalf("an expired key was not reusable: %v", res)
+	}
+	// Wrapping a wrapper is refused before it reaches the log.
+	if _, err := Encode(Idempotent{Record: rec("x", at), Command: Idempotent{Command: acct("usr_6", "f@x.io")}}); err == nil {
+		t.Fatal("a nested idempotent command was encoded")
 	}
 }
 

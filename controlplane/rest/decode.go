@@ -101,3 +101,25 @@ func JSON(w http.ResponseWriter, status int, v any) error {
 	_ = json.NewEncoder(w).Encode(v)
 	return nil
 }
+
+// ReadBody reads the whole (already size-capped) body; an oversized one
+// is payload_too_large.
+func ReadBody(r *http.Request) ([]byte, error) {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		if ae := tooLarge(err); ae != nil {
+			return nil, ae
+		}
+		return nil, apierr.Invalid("", "the request body could not be read: %v", err)
+	}
+	return data, nil
+}
+
+// RawJSON writes an already encoded JSON answer, as JSON would have.
+func RawJSON(w http.ResponseWriter, status int, body []byte) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	return nil
+}

@@ -54,6 +54,14 @@ func (rt *Router) OpenAPI(info OpenAPIInfo) map[string]any {
 				map[string]any{"name": "X-Service-Organization", "in": "header", "required": false, "deprecated": true,
 					"description": "Legacy alias of X-Service-Workspace.", "schema": map[string]any{"type": "string"}})
 			op["security"] = []any{map[string]any{r.Security: []string{}}}
+			if r.Idempotent {
+				params = append(params, map[string]any{"name": "Idempotency-Key", "in": "header", "required": false,
+					"description": "Makes the request safe to retry: the same key (up to 255 printable ASCII characters, " +
+						"per account) with the same method, path, workspace and body within 24 hours returns the first answer " +
+						"again (with header Idempotent-Replayed: true), without acting twice; with another request, 409 " +
+						"idempotency_key_reused. Retry an outcome_unknown answer with the same key.",
+					"schema": map[string]any{"type": "string", "maxLength": 255}})
+			}
 		} else {
 			op["security"] = []any{}
 		}

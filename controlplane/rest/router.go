@@ -49,7 +49,9 @@ type Route struct {
 	Errors []string
 	// MaxBody caps the request body in bytes; zero means DefaultMaxBody.
 	MaxBody int64
-	Handler HandlerFunc
+	// Idempotent routes create something and take an Idempotency-Key.
+	Idempotent bool
+	Handler    HandlerFunc
 }
 
 // Pattern is the ServeMux pattern of the route.

@@ -149,6 +149,29 @@ func TestLeaderFailoverKeepsAcknowledgedWrites(t *testing.T) {
 	}
 }
 
+// TestIdempotencyKeySurvivesLeaderChange: the first answer to a keyed
+// create is replicated with the change, so a retry after the leader died
+// is answered by the new leader with the same bytes, and nothing is made
+// twice.
+func TestIdempotencyKeySurvivesLeaderChange(t *testing.T) {
+	servers, _ := st.Cluster(t, 3, st.Options{})
+	leader := st.Leader(t, servers)
+	alice := st.NewAccount(t, leader, "alice@example.com", "paid")
+	survivors := followers(servers, leader)
+	c := st.NewClient(t, survivors[0].URL(), alice.Token)
+	first := c.Do("POST", "/api/account/tokens", map[string]string{"name": "once"}, "Idempotency-Key", "deploy-42").Must(t, 201)
+	leader.Kill()
+	st.Leader(t, survivors)
+	again := st.NewClient(t, survivors[1].URL(), alice.Token).
+		Do("POST", "/api/account/tokens", map[string]string{"name": "once"}, "Idempotency-Key", "deploy-42").Must(t, 201)
+	if string(again.Raw) != string(first.Raw) || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("after the leader change the retry answered\n%s\nnot\n%s", again.Raw, first.Raw)
+	}
+	if n := len(c.Do("GET", "/api/account/tokens", nil).Must(t, 200).List("tokens")); n != 2 {
+		t.Fatalf("%d tokens, want 2", n)
+	}
+}
+
 func tryDo(c *st.Client, body string) (*st.Response, error) {
 	return c.DoErr("POST", "/api/account/tokens", body)
 }

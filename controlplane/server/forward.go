@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/api"
@@ -68,22 +71,45 @@ func (s *Server) forward(next http.Handler) http.Handler {
 			apierr.Write(w, fmt.Errorf("leader url %q: %w", leaderURL, err))
 			return
 		}
-		proxy := &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				pr.SetURL(target)
-				pr.SetXForwarded()
-				pr.Out.Host = pr.In.Host
-				pr.Out.Header.Set(forwardedHeader, s.node.ID())
-				// The leader keeps the rate limits: tell it who the client is.
-				s.vouch(pr.In, pr.Out.Header)
-			},
-			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-				s.log.Warn("forward to leader failed", "component", "server", "leader", leaderURL, "err", err)
-				apierr.Write(w, apierr.Unavailable("the leader could not be reached; retry the request"))
-			},
-		}
-		proxy.ServeHTTP(w, r)
+		leaderProxy(target, s.node.ID(), s.vouch, s.log).ServeHTTP(w, r)
 	})
+}
+
+// leaderProxy passes one request on to the leader at target, marked as
+// forwarded by self; vouch adds who the client is. When the leader does
+// not answer, the client learns whether the request may have been applied.
+func leaderProxy(target *url.URL, self string, vouch func(in *http.Request, out http.Header), log *slog.Logger) http.Handler {
+	// sent records that the request reached the leader's connection: from
+	// then on a write may have been applied even if no answer comes back.
+	var sent atomic.Bool
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.SetXForwarded()
+			pr.Out.Host = pr.In.Host
+			pr.Out.Header.Set(forwardedHeader, self)
+			// The leader keeps the rate limits: tell it who the client is.
+			vouch(pr.In, pr.Out.Header)
+			pr.Out = pr.Out.WithContext(httptrace.WithClientTrace(pr.Out.Context(), &httptrace.ClientTrace{
+				WroteHeaders: func() { sent.Store(true) },
+			}))
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			log.Warn("forward to leader failed", "component", "server", "leader", target.String(), "err", err)
+			apierr.Write(w, forwardError(r.Method, sent.Load()))
+		},
+	}
+}
+
+// forwardError is the answer when the leader did not answer a forwarded
+// request. Before the request went out nothing happened; after, a write
+// may have been applied, and the client must not be told otherwise.
+func forwardError(method string, sent bool) *apierr.Error {
+	if sent && method != http.MethodGet && method != http.MethodHead {
+		return apierr.OutcomeUnknown("the leader stopped answering after it received the request: " +
+			"the change may or may not have been applied; retry with the same Idempotency-Key, or check before retrying without one")
+	}
+	return apierr.Unavailable("the leader could not be reached; nothing was written, retry the request")
 }
 
 // waitLeader returns the leader's URL, or self=true when this node leads

@@ -255,6 +255,11 @@ func New(cfg Config) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
+	replaySealer, err := seal.New(cfg.ClusterToken, "idempotent-replay")
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	if cfg.GitHubAPI == "" {
 		cfg.GitHubAPI = "https://api.github.com"
 	}
@@ -266,6 +271,7 @@ func New(cfg Config) (*Server, error) {
 	node.OnLeader(func(ctx context.Context) { s.blobSync.Collect(ctx, 10*time.Minute, time.Hour) })
 	node.OnLeader(s.dispatcher.Run)
 	node.OnLeader(s.registry.Monitor)
+	node.OnLeader(func(ctx context.Context) { pruneIdempotency(ctx, node, cfg.Now, time.Hour, s.log) })
 	node.OnLeader(func(ctx context.Context) {
 		runners.Expire(ctx, 15*time.Second, func() ([]*state.Site, error) {
 			sites, _, err := store.AllSites()
@@ -283,7 +289,7 @@ func New(cfg Config) (*Server, error) {
 		Store: store, Raft: node, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
 		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
 		Nodes: s.registry, Strategy: cfg.Strategy, SiteURL: s.siteURL,
-		Blobs: blobStore, Sealer: sealer, Fetch: fetch,
+		Blobs: blobStore, Sealer: sealer, ReplaySealer: replaySealer, Fetch: fetch,
 		GitHubAPI: cfg.GitHubAPI, GitHubHTTP: &http.Client{Timeout: 30 * time.Second}, ReplicateBlob: s.blobSync.Push,
 		RateLimits: cfg.RateLimits, Metrics: metrics,
 	})

@@ -190,7 +190,7 @@ func (r *Runners) delete(ctx context.Context, j *state.Job, _ func(int)) error {
 			return failure("deleting the site", err)
 		}
 	}
-	_, err = r.Raft.Apply(ctx, fsm.RemoveSite{ID: s.ID})
+	_, err = r.Raft.Apply(ctx, fsm.DeleteSite{ID: s.ID})
 	return err
 }
 
@@ -297,7 +297,7 @@ func (r *Runners) Expire(ctx context.Context, interval time.Duration, allSites f
 			if err != nil {
 				continue
 			}
-			_, _ = r.Raft.Apply(ctx, fsm.SiteJob{Update: state.SiteUpdate{ID: s.ID, Status: state.SiteDeleting, At: now}, Job: j})
+			_, _ = r.Raft.Apply(ctx, fsm.UpdateSiteWithJob{Update: state.SiteUpdate{ID: s.ID, Status: state.SiteDeleting, At: now}, Job: j})
 		}
 	}
 }

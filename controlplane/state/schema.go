@@ -16,6 +16,7 @@ const (
 	tableSites       = "sites"
 	tableNodes       = "nodes"
 	tableLibrary     = "library"
+	tableIdempotency = "idempotency"
 )
 
 func idIndex() *memdb.IndexSchema {
@@ -85,6 +86,9 @@ func schema() *memdb.DBSchema {
 			"workspace": fieldIndex("workspace", "WorkspaceID", false),
 			"blob":      fieldIndex("blob", "BlobSHA256", false),
 		}},
+		tableIdempotency: {Name: tableIdempotency, Indexes: map[string]*memdb.IndexSchema{
+			"id": idIndex(),
+		}},
 	}}
 }
 
@@ -92,5 +96,5 @@ func schema() *memdb.DBSchema {
 // a restore can be checked row by row.
 var tables = []string{
 	tableAccounts, tableWorkspaces, tableRoles, tableMembers, tableTokens,
-	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary,
+	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary, tableIdempotency,
 }

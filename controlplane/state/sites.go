@@ -208,3 +208,21 @@ func (t *Tx) SetNodeStatus(id, status string, at time.Time) error {
 		return insert(tx, tableNodes, &c)
 	})
 }
+
+// CreateSiteWithJob adds a site together with the job that provisions
+// it, so neither exists without the other.
+func (t *Tx) CreateSiteWithJob(site Site, job Job, q Quota) error {
+	if err := t.CreateSite(site, q); err != nil {
+		return err
+	}
+	return t.CreateJob(job)
+}
+
+// UpdateSiteWithJob moves a site to a new status and queues the job that
+// carries the change out (delete, reset), atomically.
+func (t *Tx) UpdateSiteWithJob(u SiteUpdate, job Job) error {
+	if _, err := t.UpdateSite(u); err != nil {
+		return err
+	}
+	return t.CreateJob(job)
+}

@@ -184,6 +184,8 @@ func newRow(table string) (any, error) {
 		return new(Node), nil
 	case tableLibrary:
 		return new(LibraryEntry), nil
+	case tableIdempotency:
+		return new(Idempotency), nil
 	}
 	return nil, fmt.Errorf("unknown table %q", table)
 }

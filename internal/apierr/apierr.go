@@ -38,6 +38,12 @@ const (
 	CodeInternal              = "internal_error"
 	CodeSiteNotFound          = "site_not_found"
 	CodePHPVersionUnavailable = "php_version_unavailable"
+	// CodeOutcomeUnknown: the write went out and its answer was lost; it
+	// may or may not have been applied. Retry with the same Idempotency-Key.
+	CodeOutcomeUnknown = "outcome_unknown"
+	// CodeIdempotencyKeyReused: the Idempotency-Key was first used for
+	// another request.
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
 )
 
 // Error is an error that knows how it is shown to an API client.
@@ -111,6 +117,14 @@ func PlanLimit(plan, resource string, limit int) *Error {
 // Unavailable is a 503 telling the client to retry shortly.
 func Unavailable(format string, args ...any) *Error {
 	e := New(http.StatusServiceUnavailable, CodeServiceUnavailable, format, args...)
+	e.Header = http.Header{"Retry-After": {"1"}}
+	return e
+}
+
+// OutcomeUnknown is the 503 of a write whose outcome could not be
+// learned: unlike Unavailable, it may have been applied.
+func OutcomeUnknown(format string, args ...any) *Error {
+	e := New(http.StatusServiceUnavailable, CodeOutcomeUnknown, format, args...)
 	e.Header = http.Header{"Retry-After": {"1"}}
 	return e
 }

@@ -1,0 +1,36 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/api"
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+)
+
+// pruneIdempotency forgets expired Idempotency-Key records every interval
+// while this server leads, so the replicated state holds a day of keys,
+// not all of them.
+func pruneIdempotency(ctx context.Context, raft api.Applier, now func() time.Time, interval time.Duration, log *slog.Logger) {
+	if now == nil {
+		now = time.Now
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := raft.Apply(ctx, fsm.PruneIdempotency{At: now().UTC()})
+		if err != nil {
+			log.Warn("pruning idempotency keys failed", "component", "server", "err", err)
+			continue
+		}
+		if n, _ := res.(int); n > 0 {
+			log.Info("pruned idempotency keys", "component", "server", "count", n)
+		}
+	}
+}
