@@ -4,8 +4,10 @@ go 1.26.8
 
 require (
 	connectrpc.com/connect v1.21.1
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/chromedp/chromedp v0.23.0
 	github.com/containerd/containerd v1.7.35
+	github.com/containerd/containerd/api v1.8.0
 	github.com/containernetworking/cni v1.3.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/hashicorp/go-hclog v1.6.3
@@ -32,7 +34,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/containerd/cgroups v1.1.0 // indirect
-	github.com/containerd/containerd/api v1.8.0 // indirect
 	github.com/containerd/continuity v0.4.4 // indirect
 	github.com/containerd/errdefs v0.3.0 // indirect
 	github.com/containerd/fifo v1.1.0 // indirect

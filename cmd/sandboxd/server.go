@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/images"
+	"github.com/sandboxd/sandboxd/controlplane/cluster"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/edge"
@@ -90,6 +91,10 @@ func runServer(args []string) error {
 	fs.StringVar(&c.cfg.NodeID, "node-id", "", "server id in the Raft cluster (default: made once and kept in the data dir)")
 	fs.StringVar(&c.cfg.RaftAddr, "raft-addr", "127.0.0.1:8300", "listen address of Raft")
 	fs.StringVar(&c.cfg.AdvertiseRaftAddr, "advertise-raft", "", "Raft address peers dial (default --raft-addr)")
+	fs.DurationVar(&c.cfg.RaftHeartbeatTimeout, "raft-heartbeat-timeout", cluster.DefaultHeartbeatTimeout,
+		"how long a follower waits to hear from the leader before it calls an election")
+	fs.DurationVar(&c.cfg.RaftElectionTimeout, "raft-election-timeout", cluster.DefaultElectionTimeout,
+		"how long a candidate waits for votes before it tries again (at least the heartbeat timeout)")
 	fs.StringVar(&c.join, "join", "", "API URL(s) of existing servers, comma-separated; joins instead of bootstrapping")
 	fs.StringVar(&c.cfg.ClusterToken, "cluster-token", c.cfg.ClusterToken, "shared cluster token (or SANDBOXD_CLUSTER_TOKEN; default: made once in the data dir)")
 	if err := fs.Parse(args); err != nil {

@@ -33,6 +33,18 @@ var (
 	ErrOutcomeUnknown = errors.New("leadership lost while applying; outcome unknown")
 )
 
+// Raft timeouts. A follower notices a dead leader after 1 to 2 heartbeat
+// timeouts; the other follower, which has not noticed yet, refuses its
+// vote (it still knows a leader), so the usual election takes a second
+// round one election timeout later. A heartbeat timeout half the
+// election timeout brings a write back in about two election timeouts
+// (README, "Measured") while a leader still has 50 heartbeats in which
+// to reach each follower.
+const (
+	DefaultHeartbeatTimeout = 500 * time.Millisecond
+	DefaultElectionTimeout  = time.Second
+)
+
 // Config says where a node keeps its data and how it reaches its peers.
 type Config struct {
 	// NodeID is this server's stable id in the Raft configuration.
@@ -55,6 +67,13 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// FastTimeoutsForTests shortens election and heartbeat timeouts.
 	FastTimeoutsForTests bool
+	// HeartbeatTimeout is how long a follower goes without hearing from
+	// the leader before it calls an election; zero means
+	// DefaultHeartbeatTimeout.
+	HeartbeatTimeout time.Duration
+	// ElectionTimeout is how long a candidate waits for votes before it
+	// tries again; zero means DefaultElectionTimeout.
+	ElectionTimeout time.Duration
 	// SnapshotThreshold is the number of log entries between snapshots;
 	// zero keeps raft's default (8192).
 	SnapshotThreshold uint64
@@ -126,6 +145,16 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 	if cfg.TrailingLogs > 0 {
 		rc.TrailingLogs = cfg.TrailingLogs
 	}
+	rc.HeartbeatTimeout, rc.ElectionTimeout = DefaultHeartbeatTimeout, DefaultElectionTimeout
+	if cfg.HeartbeatTimeout > 0 {
+		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	}
+	if cfg.ElectionTimeout > 0 {
+		rc.ElectionTimeout = cfg.ElectionTimeout
+	}
+	// The leader steps down when it has not reached a quorum for this
+	// long; it may not exceed the heartbeat timeout.
+	rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, rc.HeartbeatTimeout)
 	// A single in-process node has no peers to wait for: short timeouts
 	// only shorten its first election.
 	if cfg.FastTimeoutsForTests || cfg.InmemTransport {

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,71 +68,17 @@ func TestClusterWritesThroughFollowers(t *testing.T) {
 // writers keep creating tokens through every node, then checks that a new
 // leader is elected and every write that was acknowledged (201) exists on
 // every surviving node.
-func TestLeaderFailoverKeepsAcknowledgedWrites(t *testing.T) {
+// TestOperatorRemovesDeadServer kills the leader and has the operator
+// take it out of the configuration. (Writes under repeated leader kills
+// are e2e/failover_test.go's business, on real processes.)
+func TestOperatorRemovesDeadServer(t *testing.T) {
 	servers, _ := st.Cluster(t, 3, st.Options{})
 	leader := st.Leader(t, servers)
 	alice := st.NewAccount(t, leader, "alice@example.com", "paid")
-
-	var (
-		mu        sync.Mutex
-		acked     []string
-		killed    atomic.Bool
-		afterKill atomic.Int64
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := 0; ctx.Err() == nil; i++ {
-				s := servers[(w+i)%len(servers)]
-				if killed.Load() && s == leader {
-					continue
-				}
-				c := st.NewClient(t, s.URL(), alice.Token)
-				c.HTTP.Timeout = 5 * time.Second
-				r, err := tryDo(c, fmt.Sprintf(`{"name":"w%d-%d"}`, w, i))
-				if err != nil || r.Status != 201 {
-					continue // refused or outcome unknown: not acknowledged
-				}
-				mu.Lock()
-				acked = append(acked, r.Str("token.id"))
-				mu.Unlock()
-				if killed.Load() && afterKill.Add(1) >= 40 {
-					cancel()
-				}
-			}
-		}(w)
-	}
-	st.WaitFor(t, 30*time.Second, "writes before the kill", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acked) >= 40
-	})
 	leader.Kill()
-	killed.Store(true)
-	wg.Wait()
-	if afterKill.Load() < 40 {
-		t.Fatalf("only %d writes acknowledged after the kill", afterKill.Load())
-	}
 	survivors := followers(servers, leader)
-	newLeader := st.Leader(t, survivors)
-	if newLeader == leader {
-		t.Fatal("dead leader still leads")
-	}
-	for _, s := range survivors {
-		st.WaitFor(t, 10*time.Second, "surviving node to apply every acknowledged write", func() bool {
-			for _, id := range acked {
-				if tk, _ := s.Node().Store().Token(id); tk == nil {
-					return false
-				}
-			}
-			return true
-		})
-	}
-	t.Logf("%d acknowledged writes, %d after the kill, all present on %d survivors", len(acked), afterKill.Load(), len(survivors))
+	st.Leader(t, survivors)
+	st.NewClient(t, survivors[0].URL(), alice.Token).Do("POST", "/api/account/tokens", map[string]string{"name": "after"}).Must(t, 201)
 
 	// The operator takes the dead server out of the configuration.
 	op := st.NewClient(t, survivors[0].URL(), survivors[0].ClusterToken())
@@ -170,10 +115,6 @@ func TestIdempotencyKeySurvivesLeaderChange(t *testing.T) {
 	if n := len(c.Do("GET", "/api/account/tokens", nil).Must(t, 200).List("tokens")); n != 2 {
 		t.Fatalf("%d tokens, want 2", n)
 	}
-}
-
-func tryDo(c *st.Client, body string) (*st.Response, error) {
-	return c.DoErr("POST", "/api/account/tokens", body)
 }
 
 func fsmCreateJob(j state.Job) fsm.Command { return fsm.CreateJob{Job: j} }

@@ -141,6 +141,10 @@ type Config struct {
 	// value limits nothing, DefaultConfig sets api.DefaultRateLimits.
 	RateLimits api.RateLimits
 
+	// RaftHeartbeatTimeout and RaftElectionTimeout tune failure detection;
+	// zero keeps cluster's defaults.
+	RaftHeartbeatTimeout time.Duration
+	RaftElectionTimeout  time.Duration
 	// FastRaftForTests and NoSyncForTests tune Raft for in-process tests.
 	FastRaftForTests bool
 	NoSyncForTests   bool
@@ -228,6 +232,7 @@ func New(cfg Config) (*Server, error) {
 		NodeID: cfg.NodeID, DataDir: filepath.Join(cfg.DataDir, "raft"), RaftAddr: cfg.RaftAddr,
 		AdvertiseRaftAddr: cfg.AdvertiseRaftAddr, APIAddr: s.url, Bootstrap: cfg.Bootstrap,
 		Logger: cfg.Logger, FastTimeoutsForTests: cfg.FastRaftForTests, NoSyncForTests: cfg.NoSyncForTests,
+		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, ElectionTimeout: cfg.RaftElectionTimeout,
 		InmemTransport: cfg.RaftAddr == "", TrailingLogs: cfg.RaftTrailingLogsForTests,
 	}, store)
 	if err != nil {
@@ -438,7 +443,7 @@ func (s *Server) registerInfra() {
 			status, code = "no_leader", http.StatusServiceUnavailable
 		}
 		_ = rest.JSON(w, code, map[string]any{"status": status, "version": Version, "nodeId": s.node.ID(),
-			"raftState": s.node.State().String(), "leader": leader, "appliedIndex": s.node.AppliedIndex()})
+			"raftState": s.node.State().String(), "leader": leader, "term": s.node.Stats()["term"], "appliedIndex": s.node.AppliedIndex()})
 	}))
 	s.router.HandleRaw("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{}))
 	s.router.HandleRaw("GET /api/openapi.json", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,474 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/sandboxd/sandboxd/controlplane/cluster"
+	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+)
+
+// Failover test sizes: it counts operations and kills, never seconds.
+const (
+	failoverClients = 4
+	// failoverKills is how many times the leader of the moment is killed.
+	failoverKills = 8
+	// failoverOpsBetween is how many operations complete between a kill's
+	// outage ending and the next kill.
+	failoverOpsBetween = 60
+)
+
+// electionTimeout is what `sandboxd server` runs with; the outage is
+// reported next to it.
+const electionTimeout = cluster.DefaultElectionTimeout
+
+// cluster is three `sandboxd server` processes that can be killed and
+// restarted on their data dirs.
+type serverProcs struct {
+	t      *testing.T
+	env    []string
+	args   [][]string
+	urls   []string
+	mu     sync.Mutex
+	procs  []*proc
+	client *http.Client
+}
+
+func startCluster(t *testing.T, token, plansFile string) *serverProcs {
+	c := &serverProcs{t: t, env: []string{"SANDBOXD_CLUSTER_TOKEN=" + token}, client: &http.Client{Timeout: 2 * time.Second}}
+	for i := range 3 {
+		api := freeAddr(t)
+		args := []string{"server", "--data-dir", filepath.Join(t.TempDir(), "s"), "--api-addr", api,
+			"--raft-addr", freeAddr(t), "--node-id", fmt.Sprintf("s%d", i+1), "--plans", plansFile}
+		if i > 0 {
+			args = append(args, "--join", c.urls[0])
+		}
+		c.args = append(c.args, args)
+		c.urls = append(c.urls, "http://"+api)
+		c.procs = append(c.procs, start(t, c.env, args...))
+	}
+	op := st.NewClient(t, c.urls[0], token)
+	st.WaitFor(t, 60*time.Second, "three voters", func() bool {
+		r, err := op.DoErr("GET", "/api/admin/cluster", nil)
+		if err != nil || r.Status != 200 {
+			return false
+		}
+		servers, _ := r.Get("cluster.servers").([]any)
+		return len(servers) == 3
+	})
+	return c
+}
+
+type health struct {
+	RaftState    string `json:"raftState"`
+	Leader       string `json:"leader"`
+	Term         string `json:"term"`
+	AppliedIndex uint64 `json:"appliedIndex"`
+}
+
+func (c *serverProcs) health(i int) (health, error) {
+	var h health
+	resp, err := c.client.Get(c.urls[i] + "/healthz")
+	if err != nil {
+		return h, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&h)
+	return h, err
+}
+
+// leader returns the index of the server that says it leads, and its term.
+func (c *serverProcs) leader() (int, string, bool) {
+	for i := range c.urls {
+		if h, err := c.health(i); err == nil && h.RaftState == "Leader" {
+			return i, h.Term, true
+		}
+	}
+	return 0, "", false
+}
+
+// kill SIGKILLs server i and waits for it to be gone.
+func (c *serverProcs) kill(i int) {
+	c.mu.Lock()
+	p := c.procs[i]
+	c.mu.Unlock()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	p.done <- nil
+}
+
+// restart starts server i again on its data dir.
+func (c *serverProcs) restart(i int) {
+	p := start(c.t, c.env, c.args[i]...)
+	c.mu.Lock()
+	c.procs[i] = p
+	c.mu.Unlock()
+}
+
+// setModel is a set of names: add(name) and read() → every name.
+type setState struct {
+	names []string // sorted
+	hash  uint64
+}
+
+type setInput struct {
+	add  bool
+	name string
+}
+
+type setOutput struct {
+	outcome string   // for an add: ok, fail or unknown
+	names   []string // for a read, sorted, duplicates kept
+}
+
+func nameHash(s string) uint64 {
+	h := fnv.New64a()
+	_, _ = io.WriteString(h, s)
+	return h.Sum64()
+}
+
+var setModel = porcupine.Model{
+	Init: func() any { return setState{} },
+	Step: func(state, input, output any) (bool, any) {
+		s, in, out := state.(setState), input.(setInput), output.(setOutput)
+		if !in.add {
+			return slices.Equal(s.names, out.names), s
+		}
+		switch out.outcome {
+		case "fail": // answered "not applied": it must not be
+			return true, s
+		default: // ok, or unknown linearized here as applied
+			if _, found := slices.BinarySearch(s.names, in.name); found {
+				return false, s // applied twice
+			}
+			i, _ := slices.BinarySearch(s.names, in.name)
+			next := make([]string, 0, len(s.names)+1)
+			next = append(append(append(next, s.names[:i]...), in.name), s.names[i:]...)
+			return true, setState{names: next, hash: s.hash ^ nameHash(in.name)}
+		}
+	},
+	Equal: func(a, b any) bool { return slices.Equal(a.(setState).names, b.(setState).names) },
+	Hash:  func(s any) uint64 { return s.(setState).hash },
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(setInput), output.(setOutput)
+		if in.add {
+			return fmt.Sprintf("add(%s) → %s", in.name, out.outcome)
+		}
+		return fmt.Sprintf("read() → %d names", len(out.names))
+	},
+}
+
+// history is the record of every operation the clients made.
+type history struct {
+	mu    sync.Mutex
+	start time.Time
+	ops   []porcupine.Operation
+	acks   []ack
+	counts map[string]int
+	// answered counts acknowledged adds and reads: progress.
+	answered int
+}
+
+// ack is an acknowledged add: when, and which server answered.
+type ack struct {
+	at     time.Duration
+	server string
+}
+
+func (h *history) since() int64 { return int64(time.Since(h.start)) }
+
+func (h *history) record(op porcupine.Operation, kind, server string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ops = append(h.ops, op)
+	h.counts[kind]++
+	if kind == "add ok" || kind == "read" {
+		h.answered++
+	}
+	if kind == "add ok" {
+		h.acks = append(h.acks, ack{at: time.Duration(op.Return), server: server})
+	}
+}
+
+func (h *history) progress() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.answered
+}
+
+// firstWriteAfter is when a server other than the killed one first
+// acknowledged a write after t.
+func (h *history) firstWriteAfter(t time.Duration, killed string) (time.Duration, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	best, found := time.Duration(math.MaxInt64), false
+	for _, a := range h.acks {
+		if a.at > t && a.server != killed && a.at < best {
+			best, found = a.at, true
+		}
+	}
+	return best, found
+}
+
+// attempt sends one request and classifies it: ok; refused (it never
+// left: no server there); fail (answered "not applied":
+// service_unavailable or another error); or unknown (sent and no answer,
+// or outcome_unknown).
+func attempt(client *http.Client, url, token, method, path, body, key string) (string, []byte) {
+	var sent atomic.Bool
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteHeaders: func() { sent.Store(true) }})
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, url+path, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if sent.Load() {
+			return "unknown", nil
+		}
+		return "refused", nil
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	switch {
+	case err != nil:
+		return "unknown", nil
+	case resp.StatusCode == 200 || resp.StatusCode == 201:
+		return "ok", raw
+	case strings.Contains(string(raw), `"outcome_unknown"`):
+		return "unknown", nil
+	}
+	return "fail", raw
+}
+
+// TestLeaderKillsKeepWritesLinearizable runs three `sandboxd server`
+// processes while clients add and read through random servers, kills
+// the node that leads at that moment (checked against the survivors'
+// view) again and again, restarts it on its data dir, and checks the
+// whole history with porcupine against a set: no acknowledged write is
+// lost, a write answered "not applied" never appears, none appears
+// twice (an unknown outcome is retried with its Idempotency-Key), and
+// every read is linearizable.
+func TestLeaderKillsKeepWritesLinearizable(t *testing.T) {
+	token := "sbxc_e2e-failover"
+	plansFile := filepath.Join(t.TempDir(), "plans.json")
+	if err := os.WriteFile(plansFile, []byte(`{"paid": {"apiTokens": 1000000}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, token, plansFile)
+	acct := st.NewClient(t, c.urls[0], token)
+	acct.Do("POST", "/api/admin/accounts", map[string]string{"email": "f@example.com", "plan": "paid"}).Must(t, 201)
+	userToken := acct.Do("POST", "/api/admin/tokens", map[string]string{"email": "f@example.com"}).Must(t, 201).Str("secret")
+
+	h := &history{start: time.Now(), counts: map[string]int{}}
+	var failSample atomic.Pointer[[]byte]
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for cl := range failoverClients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := &http.Client{Timeout: 10 * time.Second}
+			rng := rand.New(rand.NewPCG(uint64(cl), 42))
+			for n := 0; ; n++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				server := func() string { return c.urls[rng.IntN(len(c.urls))] }
+				if rng.IntN(10) < 3 {
+					call := h.since()
+					srv := server()
+					outcome, raw := attempt(client, srv, userToken, "GET", "/api/account/tokens", "", "")
+					if outcome != "ok" {
+						continue // a failed read has no effect: left out
+					}
+					var body struct {
+						Tokens []struct{ Name string } `json:"tokens"`
+					}
+					if err := json.Unmarshal(raw, &body); err != nil {
+						t.Errorf("read: %v: %s", err, raw)
+						return
+					}
+					var names []string
+					for _, tk := range body.Tokens {
+						if strings.HasPrefix(tk.Name, "v") {
+							names = append(names, tk.Name)
+						}
+					}
+					sort.Strings(names)
+					h.record(porcupine.Operation{ClientId: cl, Input: setInput{}, Call: call,
+						Output: setOutput{names: names}, Return: h.since()}, "read", srv)
+					continue
+				}
+				name := fmt.Sprintf("v%d-%d", cl, n)
+				body := `{"name":"` + name + `"}`
+				call := h.since()
+				outcome, acker := "fail", ""
+				// A server that is not there is no answer: try another. An
+				// unknown outcome is retried with the same key until an
+				// answer settles it; "not applied" ends the operation
+				// unless an earlier attempt may have landed.
+				for try := 0; try < 50; try++ {
+					srv := server()
+					got, raw := attempt(client, srv, userToken, "POST", "/api/account/tokens", body, name)
+					if got == "fail" && failSample.CompareAndSwap(nil, &raw) {
+						t.Logf("a write answered: %s", raw)
+					}
+					if got == "ok" {
+						outcome, acker = "ok", srv
+						break
+					}
+					if got == "refused" {
+						continue
+					}
+					if got == "unknown" {
+						outcome = "unknown"
+					}
+					if outcome == "fail" {
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				ret := h.since()
+				if outcome == "fail" {
+					time.Sleep(50 * time.Millisecond) // told to retry: not at once
+				}
+				if outcome == "unknown" {
+					ret = math.MaxInt64 // may take effect at any time after its call
+				}
+				h.record(porcupine.Operation{ClientId: cl, Input: setInput{add: true, name: name}, Call: call,
+					Output: setOutput{outcome: outcome}, Return: ret}, "add "+outcome, acker)
+			}
+		}()
+	}
+	stopClients := sync.OnceFunc(func() { close(done); wg.Wait() })
+	defer stopClients()
+
+	waitOps := func(what string, n int) {
+		target := h.progress() + n
+		// Generous: only a cluster that stopped serving misses it.
+		st.WaitFor(t, 3*time.Minute, what, func() bool { return h.progress() >= target })
+	}
+	waitOps("operations before the first kill", failoverOpsBetween)
+	var outages []time.Duration
+	kills, unasserted := 0, 0
+	for kills < failoverKills {
+		var leader int
+		var term string
+		st.WaitFor(t, time.Minute, "a leader", func() bool {
+			var ok bool
+			leader, term, ok = c.leader()
+			return ok
+		})
+		killedAt := time.Duration(h.since())
+		c.kill(leader)
+		// The kill counts as a leader kill only if no survivor had moved
+		// past the leader's term: then it still led when it died.
+		asserted := true
+		for i := range c.urls {
+			if i == leader {
+				continue
+			}
+			sh, err := c.health(i)
+			if err != nil || sh.Term != term {
+				asserted = false
+			}
+		}
+		if !asserted {
+			unasserted++
+			t.Logf("kill of s%d not counted: the term moved past %s before it", leader+1, term)
+		} else {
+			kills++
+		}
+		var back time.Duration
+		st.WaitFor(t, 3*time.Minute, "a write acknowledged after the kill", func() bool {
+			var ok bool
+			back, ok = h.firstWriteAfter(killedAt, c.urls[leader])
+			return ok
+		})
+		if asserted {
+			outages = append(outages, back-killedAt)
+		}
+		c.restart(leader)
+		st.WaitFor(t, time.Minute, "the restarted server to follow a leader", func() bool {
+			rh, err := c.health(leader)
+			return err == nil && rh.Leader != "" && rh.RaftState != "Candidate"
+		})
+		waitOps("operations after the restart", failoverOpsBetween)
+	}
+	stopClients()
+
+	h.mu.Lock()
+	ops := append([]porcupine.Operation(nil), h.ops...)
+	counts := fmt.Sprint(h.counts)
+	h.mu.Unlock()
+	res, info := porcupine.CheckOperationsVerbose(setModel, ops, 2*time.Minute)
+	if res != porcupine.Ok {
+		path := filepath.Join(os.TempDir(), "sandboxd-failover-history.html")
+		if err := porcupine.VisualizePath(setModel, info, path); err == nil {
+			t.Logf("history drawn in %s", path)
+		}
+		t.Fatalf("history of %d operations (%s) is %v against a set", len(ops), counts, res)
+	}
+	slices.Sort(outages)
+	t.Logf("%d operations (%s) linearizable; %d leader kills (+%d not counted); write outage after a kill: median %v, worst %v (election timeout %v)",
+		len(ops), counts, kills, unasserted, outages[len(outages)/2].Round(time.Millisecond), outages[len(outages)-1].Round(time.Millisecond), electionTimeout)
+}
+
+// TestSetModelCatchesLostAndDoubledWrites: the checker the failover test
+// relies on refuses the histories it exists to catch.
+func TestSetModelCatchesLostAndDoubledWrites(t *testing.T) {
+	add := func(name, outcome string, call, ret int64) porcupine.Operation {
+		return porcupine.Operation{Input: setInput{add: true, name: name}, Output: setOutput{outcome: outcome}, Call: call, Return: ret}
+	}
+	read := func(call, ret int64, names ...string) porcupine.Operation {
+		return porcupine.Operation{ClientId: 1, Input: setInput{}, Output: setOutput{names: names}, Call: call, Return: ret}
+	}
+	for _, tc := range []struct {
+		name string
+		ops  []porcupine.Operation
+		want porcupine.CheckResult
+	}{
+		{"acknowledged then seen", []porcupine.Operation{add("a", "ok", 0, 1), read(2, 3, "a")}, porcupine.Ok},
+		{"acknowledged then lost", []porcupine.Operation{add("a", "ok", 0, 1), read(2, 3)}, porcupine.Illegal},
+		{"answered not applied, yet seen", []porcupine.Operation{add("a", "fail", 0, 1), read(2, 3, "a")}, porcupine.Illegal},
+		{"unknown, seen later", []porcupine.Operation{add("a", "unknown", 0, math.MaxInt64), read(2, 3), read(4, 5, "a")}, porcupine.Ok},
+		{"unknown, seen then gone", []porcupine.Operation{add("a", "unknown", 0, math.MaxInt64), read(2, 3, "a"), read(4, 5)}, porcupine.Illegal},
+		{"applied twice", []porcupine.Operation{add("a", "ok", 0, 1), read(2, 3, "a", "a")}, porcupine.Illegal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := porcupine.CheckOperationsTimeout(setModel, tc.ops, 10*time.Second); got != tc.want {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
