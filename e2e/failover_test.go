@@ -179,9 +179,9 @@ var setModel = porcupine.Model{
 
 // history is the record of every operation the clients made.
 type history struct {
-	mu    sync.Mutex
-	start time.Time
-	ops   []porcupine.Operation
+	mu     sync.Mutex
+	start  time.Time
+	ops    []porcupine.Operation
 	acks   []ack
 	counts map[string]int
 	// answered counts acknowledged adds and reads: progress.
