@@ -70,9 +70,19 @@ func TestDevFirstStartRestartAndAdmin(t *testing.T) {
 		t.Fatalf("wrong cluster token: %v", err)
 	}
 
-	// Restart: same URL, same token, same data.
+	// Restart: same URL, same token, same data. dev.env is there only
+	// while a site can be created: gone once stopped, and back only when
+	// the agent has registered again.
 	dev.stop(t)
+	if _, err := os.Stat(filepath.Join(dir, "dev.env")); !os.IsNotExist(err) {
+		t.Fatalf("dev.env left behind by a stopped system: %v", err)
+	}
 	dev2 := start(t, nil, "dev", "--data-dir", dir, "--api-addr", addr, "--edge-addr", edgeAddr)
+	st.WaitFor(t, 2*time.Minute, "dev.env", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "dev.env"))
+		return err == nil && string(b) == string(env)
+	})
+	owner.Do("POST", "/api/app/sites", map[string]string{"name": "at once"}).Must(t, 202)
 	if dev2.waitLine(t, "SANDBOX_URL=") != url || dev2.waitLine(t, "SANDBOX_TOKEN=") != token {
 		t.Fatal("restart printed a different URL or token")
 	}

@@ -152,6 +152,9 @@ func runDev(args []string) error {
 	if c.cfg.SitePort, err = strconv.Atoi(port); err != nil || c.cfg.SitePort == 0 {
 		return fmt.Errorf("--edge-addr needs a fixed port, got %q", *edgeAddr)
 	}
+	if err := server.RemoveDevEnv(c.cfg.DataDir); err != nil {
+		return err
+	}
 	s, err := c.start()
 	if err != nil {
 		return err
@@ -189,14 +192,17 @@ func runDev(args []string) error {
 			return errors.Join(fmt.Errorf("agent or edge did not come up: %w", ctx.Err()), e.Close(), a.Close(), s.Close())
 		}
 	}
+	if err := s.WriteDevEnv(token); err != nil {
+		return errors.Join(err, e.Close(), a.Close(), s.Close())
+	}
 	fmt.Printf("SANDBOX_URL=%s\nSANDBOX_TOKEN=%s\n", s.URL(), token)
 	fmt.Fprintf(os.Stderr, "\nsandboxd dev is running: API %s, sites on %s (PHP %s); data in %s (the two lines above are kept in %s/%s).\n"+
 		"Create a site:\n  curl -s -X POST %s/api/app/sites -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' -d '{\"name\":\"My site\"}'\n\n",
 		s.URL(), "http://"+*edgeAddr, strings.Join(a.PHPVersions(), ", "), c.cfg.DataDir, c.cfg.DataDir, server.DevEnvFile, s.URL(), token)
 	waitSignal()
 	// Sites, MariaDB and containerd keep running: the next start
-	// re-attaches to them in milliseconds.
-	return errors.Join(e.Close(), a.Close(), s.Close())
+	// re-attaches to them in milliseconds. The API does not.
+	return errors.Join(server.RemoveDevEnv(c.cfg.DataDir), e.Close(), a.Close(), s.Close())
 }
 
 func waitSignal() {

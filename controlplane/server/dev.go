@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,8 +19,14 @@ import (
 // DevOwnerEmail is the account `sandboxd dev` creates on first start.
 const DevOwnerEmail = "owner@localhost"
 
-// DevEnvFile is where `sandboxd dev` keeps SANDBOX_URL and SANDBOX_TOKEN.
+// DevEnvFile is where `sandboxd dev` writes SANDBOX_URL and SANDBOX_TOKEN
+// once a site can be created, and removes them when it stops: a client
+// that finds the file can use it at once.
 const DevEnvFile = "dev.env"
+
+// devTokenFile keeps the dev owner's token across restarts (mode 0600);
+// only its hash is in the store.
+const devTokenFile = "dev-token"
 
 // WaitLeader blocks until this node leads and has caught up.
 func (s *Server) WaitLeader(ctx context.Context) error {
@@ -37,10 +44,10 @@ func (s *Server) WaitLeader(ctx context.Context) error {
 
 // EnsureDevOwner makes sure the dev owner account exists on the paid plan
 // with a working token, and returns that token. The token is kept in
-// <data-dir>/dev.env (mode 0600) so a restart prints the same one; the
+// <data-dir>/dev-token (mode 0600) so a restart prints the same one; the
 // store itself only ever holds its hash.
 func (s *Server) EnsureDevOwner(ctx context.Context) (string, error) {
-	envPath := filepath.Join(s.cfg.DataDir, DevEnvFile)
+	tokenPath := filepath.Join(s.cfg.DataDir, devTokenFile)
 	store := s.node.Store()
 	acct, err := store.AccountByEmail(DevOwnerEmail)
 	if err != nil {
@@ -58,24 +65,37 @@ func (s *Server) EnsureDevOwner(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("set dev owner plan: %w", err)
 		}
 	}
-	if tok := readEnv(envPath)["SANDBOX_TOKEN"]; tok != "" {
+	if tok := readEnv(tokenPath)["SANDBOX_TOKEN"]; tok != "" {
 		if t, err := store.TokenByHash(secret.Hash(tok)); err == nil && t != nil && t.UserID == acct.ID {
-			return tok, s.writeDevEnv(envPath, tok)
+			return tok, nil
 		}
 	}
 	t, plain := api.NewToken(acct.ID, "sandboxd dev", now, nil)
 	if _, err := s.node.Apply(ctx, fsm.CreateToken{Token: t}); err != nil {
 		return "", fmt.Errorf("create dev token: %w", err)
 	}
-	return plain, s.writeDevEnv(envPath, plain)
+	return plain, writeFileAtomic(tokenPath, []byte("SANDBOX_TOKEN="+plain+"\n"), 0o600)
 }
 
-func (s *Server) writeDevEnv(path, token string) error {
+// WriteDevEnv writes DevEnvFile; call it once a site can be created.
+func (s *Server) WriteDevEnv(token string) error {
 	content := fmt.Sprintf("SANDBOX_URL=%s\nSANDBOX_TOKEN=%s\n", s.url, token)
-	if b, err := os.ReadFile(path); err == nil && string(b) == content {
-		return nil
+	return writeFileAtomic(filepath.Join(s.cfg.DataDir, DevEnvFile), []byte(content), 0o600)
+}
+
+// RemoveDevEnv removes DevEnvFile: the system is not (or no longer)
+// ready. A data dir from before dev-token existed keeps its token.
+func RemoveDevEnv(dataDir string) error {
+	env, tok := filepath.Join(dataDir, DevEnvFile), filepath.Join(dataDir, devTokenFile)
+	if _, err := os.Stat(tok); errors.Is(err, os.ErrNotExist) {
+		if err := os.Rename(env, tok); err == nil || !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
-	return writeFileAtomic(path, []byte(content), 0o600)
+	if err := os.Remove(env); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", DevEnvFile, err)
+	}
+	return nil
 }
 
 func readEnv(path string) map[string]string {
