@@ -1,5 +1,6 @@
 // Command sitebench measures the first real sandbox on this machine, in
-// one run, against baselines measured in the same run:
+// one run, against baselines measured in the same run and alternated with
+// it (baseline, subject, baseline, subject …):
 //
 //   - create → first 200 through the edge (p50/p95 over -sites sites)
 //     next to the same provisioning steps called directly on the agent
@@ -205,8 +206,12 @@ func run(n int, dur time.Duration, conc int) error {
 	}
 	_, _ = mgr.Delete(ctx, "site_warmup0")
 
+	// Baseline and subject alternate (A B A B …), so drift in the
+	// machine's load falls on both. Each baseline site is deleted before
+	// the next API create: both sides see the same sites running.
 	var base, full []time.Duration
-	var baseIDs []string
+	var ids []string
+	var host, direct string
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("site_base%04d", i)
 		slug := fmt.Sprintf("base%d", i)
@@ -220,17 +225,11 @@ func run(n int, dur time.Duration, conc int) error {
 			return err
 		}
 		base = append(base, time.Since(t0))
-		baseIDs = append(baseIDs, id)
-	}
-	for _, id := range baseIDs {
 		if _, err := mgr.Delete(ctx, id); err != nil {
 			return err
 		}
-	}
-	var ids []string
-	var host, direct string
-	for i := 0; i < n; i++ {
-		t0 := time.Now()
+
+		t0 = time.Now()
 		out, err := sys.api("POST", "/api/app/sites", `{"name":"Bench"}`)
 		if err != nil {
 			return err
@@ -251,11 +250,16 @@ func run(n int, dur time.Duration, conc int) error {
 	time.Sleep(5 * time.Second)
 	rss, usage, counted := idleMemory(agent.Namespace(filepath.Join(sys.dir, "agent")), ids)
 
-	// Idle keep-alive connections pin Apache prefork workers: close each
-	// run's connections before the next one, as separate clients would.
-	directRPS := throughput(direct, host, dur, conc)
-	client.CloseIdleConnections()
-	edgeRPS := throughput(edgeAddr, host, dur, conc)
+	// Direct and through the edge alternate, twice each, half the time
+	// each. Idle keep-alive connections pin Apache prefork workers: close
+	// each run's connections before the next one, as separate clients would.
+	var directRPS, edgeRPS float64
+	for range 2 {
+		directRPS += throughput(direct, host, dur/2, conc) / 2
+		client.CloseIdleConnections()
+		edgeRPS += throughput(edgeAddr, host, dur/2, conc) / 2
+		client.CloseIdleConnections()
+	}
 
 	client.CloseIdleConnections()
 	deployAPI, deployBase, err := measureDeploys(ctx, sys, mgr, edgeAddr, ids[len(ids)-1], ids[0], n)
