@@ -40,8 +40,7 @@ type Config struct {
 	// Addr is the HTTP listen address.
 	Addr string
 	// TLSAddr, with TLSCertFile and TLSKeyFile, also serves HTTPS for the
-	// sandbox domain from a configured certificate. (Certificates for
-	// custom domains come from certmagic through GetCertificate.)
+	// sandbox domain from one configured certificate.
 	TLSAddr     string
 	TLSCertFile string
 	TLSKeyFile  string
@@ -98,7 +97,8 @@ type Edge struct {
 	done      chan struct{}
 }
 
-// New binds the listeners; Start serves and follows the route stream.
+// New binds the listeners and serves them at once (a host with no route
+// yet is answered as unknown); Start follows the route stream.
 func New(cfg Config) (*Edge, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -1,7 +1,10 @@
 // Package api holds the REST handlers of the control plane: accounts,
-// tokens, workspaces, members, roles, invitations, jobs and the operator
-// routes. Every route declares its credential, workspace scope and
-// capability; one wrapper (guard) enforces them before a handler runs.
+// tokens, workspaces, members, roles, invitations, jobs, sites and their
+// toolbox (files, database, debug, PHP settings, plugins, mail, magic
+// login), the Library, MCP and the operator routes. Every route declares
+// its credential, workspace scope and capability; one wrapper (guard)
+// enforces them before a handler runs, and creates take an
+// Idempotency-Key.
 package api
 
 import (
@@ -27,11 +30,6 @@ import (
 	"github.com/sandboxd/sandboxd/scheduler"
 )
 
-// Applier commits a command through Raft and returns the FSM's result.
-type Applier interface {
-	Apply(ctx context.Context, c fsm.Command) (any, error)
-}
-
 // Mailer delivers a message (SMTP, or the dev outbox).
 type Mailer interface {
 	Send(ctx context.Context, m state.Mail) error
@@ -40,7 +38,7 @@ type Mailer interface {
 // Config wires the handlers to the rest of the control plane.
 type Config struct {
 	Store *state.Store
-	Raft  Applier
+	Raft  fsm.Applier
 	Plans plans.Config
 	// Mailer delivers invitations.
 	Mailer Mailer

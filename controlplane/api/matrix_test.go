@@ -51,8 +51,8 @@ func newJob(t *testing.T, s *server.Server, workspaceID string) string {
 	return newJobOfType(t, s, "test_noop", workspaceID)
 }
 
-// newJobOfType queues a job directly through Raft: no route creates jobs
-// yet; later features do it from their handlers.
+// newJobOfType queues a job of any type directly through Raft, so the
+// matrix has a job in each workspace without running a site.
 func newJobOfType(t *testing.T, s *server.Server, jobType, workspaceID string) string {
 	t.Helper()
 	j, err := jobs.New(jobType, workspaceID, "", nil, time.Now().UTC())

@@ -343,6 +343,8 @@ func (n *Node) stopLeading() {
 	}
 }
 
+var _ fsm.Applier = (*Node)(nil)
+
 // Apply commits one command and returns the FSM's result. On a follower it
 // returns ErrNotLeader without touching the log.
 func (n *Node) Apply(ctx context.Context, c fsm.Command) (any, error) {

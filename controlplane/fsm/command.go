@@ -5,6 +5,7 @@
 package fsm
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -23,6 +24,13 @@ type Command interface {
 	// apply writes the command in tx; it returns an error when refused
 	// (nothing written), otherwise nil or what it produced.
 	apply(tx *state.Tx) any
+}
+
+// Applier commits a command through Raft and returns what its apply
+// produced; every part of the control plane that writes takes one. A
+// refused command comes back as the error.
+type Applier interface {
+	Apply(ctx context.Context, c Command) (any, error)
 }
 
 // registry is the one list of command types: the number each has in the

@@ -43,15 +43,10 @@ type Failure struct {
 
 func (f *Failure) Error() string { return f.Code + ": " + f.Message }
 
-// Applier commits a command through Raft.
-type Applier interface {
-	Apply(ctx context.Context, c fsm.Command) (any, error)
-}
-
 // Dispatcher is the leader-side job loop.
 type Dispatcher struct {
 	store        *state.Store
-	raft         Applier
+	raft         fsm.Applier
 	log          *slog.Logger
 	now          func() time.Time
 	workers      int
@@ -71,7 +66,7 @@ type Dispatcher struct {
 // Config configures a Dispatcher.
 type Config struct {
 	Store *state.Store
-	Raft  Applier
+	Raft  fsm.Applier
 	// Workers bounds how many jobs run at once; zero means 16.
 	Workers int
 	// PerWorkspace bounds how many of them one workspace's jobs may hold,

@@ -15,6 +15,8 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/state"
 )
 
+var _ fsm.Applier = (*direct)(nil)
+
 // direct applies commands straight to the FSM, as a one-node Raft would.
 type direct struct {
 	mu  sync.Mutex

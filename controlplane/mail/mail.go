@@ -72,16 +72,11 @@ func format(from string, m state.Mail) []byte {
 	return []byte(b.String())
 }
 
-// Applier commits a command through Raft.
-type Applier interface {
-	Apply(ctx context.Context, c fsm.Command) (any, error)
-}
-
 // Outbox keeps mail in the replicated store instead of sending it.
-type Outbox struct{ raft Applier }
+type Outbox struct{ raft fsm.Applier }
 
 // NewOutbox returns an outbox writing through raft.
-func NewOutbox(raft Applier) *Outbox { return &Outbox{raft: raft} }
+func NewOutbox(raft fsm.Applier) *Outbox { return &Outbox{raft: raft} }
 
 // Send stores the message.
 func (o *Outbox) Send(ctx context.Context, m state.Mail) error {

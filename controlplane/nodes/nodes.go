@@ -23,15 +23,10 @@ import (
 	"github.com/sandboxd/sandboxd/scheduler"
 )
 
-// Applier commits a command through Raft.
-type Applier interface {
-	Apply(ctx context.Context, c fsm.Command) (any, error)
-}
-
 // Config wires the registry.
 type Config struct {
 	Store *state.Store
-	Raft  Applier
+	Raft  fsm.Applier
 	// Auth is the cluster-token interceptor for agent clients.
 	Auth *rpcauth.Interceptor
 	// HeartbeatInterval is what agents are told; zero means 2s.

@@ -50,3 +50,29 @@ func TestSlowClientsAreCut(t *testing.T) {
 	}
 	st.NewClient(t, s.URL(), "").Do("GET", "/healthz", nil).Must(t, 200)
 }
+
+// TestFailedNewReleasesWhatItStarted: when New fails after Raft started
+// (here: the blob directory is a file), its ports and Raft's database
+// are free again, so a fixed config can start at once on the same ones.
+func TestFailedNewReleasesWhatItStarted(t *testing.T) {
+	dir := t.TempDir()
+	cfg := st.NodeConfig(t, dir, st.FreeAddr(t), st.FreeAddr(t), "sbxc_t", true, nil, st.Options{})
+	if err := os.WriteFile(dir+"/blobs", []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.New(cfg); err == nil {
+		t.Fatal("New started with a file where its blob directory goes")
+	}
+	for _, addr := range []string{cfg.APIAddr, cfg.RaftAddr} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("%s still taken after a failed New: %v", addr, err)
+		}
+		ln.Close()
+	}
+	if err := os.Remove(dir + "/blobs"); err != nil {
+		t.Fatal(err)
+	}
+	s := st.Start(t, cfg) // raft.db would still be locked if Raft had been left running
+	st.Leader(t, []*server.Server{s})
+}

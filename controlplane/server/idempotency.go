@@ -5,14 +5,13 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 )
 
 // pruneIdempotency forgets expired Idempotency-Key records every interval
 // while this server leads, so the replicated state holds a day of keys,
 // not all of them.
-func pruneIdempotency(ctx context.Context, raft api.Applier, now func() time.Time, interval time.Duration, log *slog.Logger) {
+func pruneIdempotency(ctx context.Context, raft fsm.Applier, now func() time.Time, interval time.Duration, log *slog.Logger) {
 	if now == nil {
 		now = time.Now
 	}

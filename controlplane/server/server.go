@@ -195,7 +195,7 @@ type Server struct {
 
 // New opens the node's storage, starts Raft and binds the API listener.
 // Serving starts with Start.
-func New(cfg Config) (*Server, error) {
+func New(cfg Config) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -206,7 +206,6 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	var err error
 	if cfg.NodeID == "" {
 		if cfg.NodeID, err = persistent(filepath.Join(cfg.DataDir, "node-id"), func() string { return "server-" + ids.Random(5) }); err != nil {
 			return nil, err
@@ -221,6 +220,15 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.APIAddr, err)
 	}
+	// Whatever was started is stopped again, last first, if New fails.
+	closers := []func() error{ln.Close}
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				_ = closers[i]()
+			}
+		}
+	}()
 	url := cfg.AdvertiseAPI
 	if url == "" {
 		url = "http://" + ln.Addr().String()
@@ -236,9 +244,9 @@ func New(cfg Config) (*Server, error) {
 		InmemTransport: cfg.RaftAddr == "", TrailingLogs: cfg.RaftTrailingLogsForTests,
 	}, store)
 	if err != nil {
-		ln.Close()
 		return nil, err
 	}
+	closers = append(closers, node.Shutdown)
 	s.node = node
 
 	var mailer api.Mailer = mail.NewOutbox(node)
@@ -252,17 +260,14 @@ func New(cfg Config) (*Server, error) {
 		Now: cfg.Now, Logger: cfg.Logger})
 	blobStore, err := blobs.Open(filepath.Join(cfg.DataDir, "blobs"))
 	if err != nil {
-		ln.Close()
 		return nil, err
 	}
 	sealer, err := seal.New(cfg.ClusterToken, "library-license")
 	if err != nil {
-		ln.Close()
 		return nil, err
 	}
 	replaySealer, err := seal.New(cfg.ClusterToken, "idempotent-replay")
 	if err != nil {
-		ln.Close()
 		return nil, err
 	}
 	if cfg.GitHubAPI == "" {

@@ -56,15 +56,10 @@ type Agents interface {
 	Agent(nodeID string) (agentv1connect.AgentServiceClient, error)
 }
 
-// Applier commits a command through Raft.
-type Applier interface {
-	Apply(ctx context.Context, c fsm.Command) (any, error)
-}
-
 // Runners carries out site jobs.
 type Runners struct {
 	Store  *state.Store
-	Raft   Applier
+	Raft   fsm.Applier
 	Agents Agents
 	// Blobs holds the ZIPs deploy_plugin jobs install.
 	Blobs Blobs
