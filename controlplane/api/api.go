@@ -10,13 +10,14 @@ package api
 import (
 	"context"
 	"errors"
-	"github.com/sandboxd/sandboxd/controlplane/blobs"
-	"github.com/sandboxd/sandboxd/internal/safefetch"
-	"github.com/sandboxd/sandboxd/internal/seal"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/blobs"
+	"github.com/sandboxd/sandboxd/internal/safefetch"
+	"github.com/sandboxd/sandboxd/internal/seal"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/cluster"

@@ -11,8 +11,8 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
-	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
@@ -198,7 +198,7 @@ func (a *API) putPHPConfig(w http.ResponseWriter, req *http.Request) error {
 		next[k] = v
 	}
 	now := a.now()
-	job, err := jobs.New(sitejobs.UpdatePHPConfig, s.WorkspaceID, s.ID, sitejobs.PHPConfigPayload{Settings: next}, now)
+	job, err := jobs.New(jobspec.UpdatePHPConfig, s.WorkspaceID, s.ID, jobspec.PHPConfigPayload{Settings: next}, now)
 	if err != nil {
 		return err
 	}

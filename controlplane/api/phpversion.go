@@ -8,8 +8,8 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
-	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
@@ -48,7 +48,7 @@ func (a *API) switchPHP(w http.ResponseWriter, req *http.Request) error {
 	if s.Status != state.SiteReady {
 		return notReady(s)
 	}
-	job, err := jobs.New(sitejobs.SwitchPHPVersion, s.WorkspaceID, s.ID, sitejobs.SwitchPayload{PHPVersion: body.PHPVersion}, a.now())
+	job, err := jobs.New(jobspec.SwitchPHPVersion, s.WorkspaceID, s.ID, jobspec.SwitchPayload{PHPVersion: body.PHPVersion}, a.now())
 	if err != nil {
 		return err
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
-	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
@@ -80,7 +80,7 @@ func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var p sitejobs.DeployPayload
+	var p jobspec.DeployPayload
 	var zip []byte
 	if rest.IsMultipart(req) {
 		f, err := rest.ReadForm(req, []string{"file"}, []string{"activate"})
@@ -134,7 +134,7 @@ func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 			return err
 		}
 	}
-	job, err := jobs.New(sitejobs.DeployPlugin, s.WorkspaceID, s.ID, p, a.now())
+	job, err := jobs.New(jobspec.DeployPlugin, s.WorkspaceID, s.ID, p, a.now())
 	if err != nil {
 		return err
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
-	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
@@ -221,12 +221,12 @@ func (a *API) createSite(w http.ResponseWriter, req *http.Request) error {
 	site := state.Site{ID: ids.New(ids.Site), WorkspaceID: c.Workspace.ID, UserID: c.Workspace.OwnerID, CreatedByUserID: c.Account.ID,
 		Name: name, Slug: slug, Status: state.SiteCreating, URL: a.cfg.SiteURL(slug), PHPVersion: php, NodeID: placement.NodeID,
 		ExpiresAt: expires, CreatedAt: now, UpdatedAt: now}
-	payload := sitejobs.CreatePayload{AdminUser: "admin", AdminEmail: c.Account.Email, WordPressVersion: body.WordPressVersion,
+	payload := jobspec.CreatePayload{AdminUser: "admin", AdminEmail: c.Account.Email, WordPressVersion: body.WordPressVersion,
 		DiskMB: a.cfg.Plans.For(plan).SiteDiskMB}
 	if !strings.Contains(payload.AdminEmail, ".") { // owner@localhost is no address WordPress accepts
 		payload.AdminEmail = "admin@example.com"
 	}
-	job, err := jobs.New(sitejobs.CreateSite, c.Workspace.ID, site.ID, payload, now)
+	job, err := jobs.New(jobspec.CreateSite, c.Workspace.ID, site.ID, payload, now)
 	if err != nil {
 		return err
 	}
@@ -264,7 +264,7 @@ func (a *API) deleteSite(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return a.siteJob(w, req, s, state.SiteDeleting, sitejobs.DeleteSite)
+	return a.siteJob(w, req, s, state.SiteDeleting, jobspec.DeleteSite)
 }
 
 func (a *API) resetSite(w http.ResponseWriter, req *http.Request) error {
@@ -275,7 +275,7 @@ func (a *API) resetSite(w http.ResponseWriter, req *http.Request) error {
 	if s.Status != state.SiteReady {
 		return notReady(s)
 	}
-	return a.siteJob(w, req, s, state.SiteCreating, sitejobs.ResetSite)
+	return a.siteJob(w, req, s, state.SiteCreating, jobspec.ResetSite)
 }
 
 func (a *API) magicLogin(w http.ResponseWriter, req *http.Request) error {

@@ -13,27 +13,12 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/blobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
 	"github.com/sandboxd/sandboxd/internal/wpzip"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 )
-
-// DeployPlugin installs a plugin or theme ZIP into a ready site.
-const DeployPlugin = "deploy_plugin"
-
-// DeployPayload is what a deploy_plugin job carries: the ZIP by its blob
-// name, never its bytes, or the URL the job fetches it from.
-type DeployPayload struct {
-	BlobSHA256 string `json:"blobSha256,omitempty"`
-	// ZipURL is fetched by the job, not the request that queued it: a slow
-	// or large download holds a worker, never an API connection. A job
-	// run again after a leader change fetches it again.
-	ZipURL   string `json:"zipUrl,omitempty"`
-	Activate bool   `json:"activate"`
-	// Source says where the ZIP came from: library:<slug>, url or upload.
-	Source string `json:"source"`
-}
 
 // Blobs reads, stores and drops ZIPs.
 type Blobs interface {
@@ -58,7 +43,7 @@ const (
 )
 
 func (r *Runners) deploy(ctx context.Context, j *state.Job, progress func(int)) error {
-	var p DeployPayload
+	var p jobspec.DeployPayload
 	if err := json.Unmarshal(j.Payload, &p); err != nil {
 		return fmt.Errorf("deploy_plugin payload: %w", err)
 	}
@@ -77,7 +62,7 @@ func (r *Runners) deploy(ctx context.Context, j *state.Job, progress func(int)) 
 }
 
 // deployOnce installs the job's ZIP and returns the blob it used.
-func (r *Runners) deployOnce(ctx context.Context, j *state.Job, p DeployPayload, progress func(int)) (string, error) {
+func (r *Runners) deployOnce(ctx context.Context, j *state.Job, p jobspec.DeployPayload, progress func(int)) (string, error) {
 	s, err := r.site(j)
 	if err != nil {
 		return p.BlobSHA256, err
@@ -192,8 +177,8 @@ func pendingDeploys(store *state.Store) (map[string]string, error) {
 	}
 	out := map[string]string{}
 	for _, j := range js {
-		var p DeployPayload
-		if j.Type == DeployPlugin && json.Unmarshal(j.Payload, &p) == nil && p.BlobSHA256 != "" {
+		var p jobspec.DeployPayload
+		if j.Type == jobspec.DeployPlugin && json.Unmarshal(j.Payload, &p) == nil && p.BlobSHA256 != "" {
 			out[j.ID] = p.BlobSHA256
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 )
 
@@ -28,7 +29,7 @@ func TestBlobInUse(t *testing.T) {
 		return tx.PutLibraryEntry(state.LibraryEntry{ID: "lib_1", WorkspaceID: "ws_a", Slug: "one", BlobSHA256: lib}, false, state.Quota{})
 	})
 	job := func(sha, status string) string {
-		j, err := jobs.New(DeployPlugin, "ws_a", "site_1", DeployPayload{BlobSHA256: sha}, now)
+		j, err := jobs.New(jobspec.DeployPlugin, "ws_a", "site_1", jobspec.DeployPayload{BlobSHA256: sha}, now)
 		if err != nil {
 			t.Fatal(err)
 		}

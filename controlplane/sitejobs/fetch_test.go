@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/blobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
 	"github.com/sandboxd/sandboxd/internal/wpzip"
@@ -81,7 +82,7 @@ func TestDeployFromURL(t *testing.T) {
 			store := readySite(t)
 			agent := &installAgent{}
 			r := &Runners{Store: store, Agents: oneAgent{agent}, Blobs: bs, Fetch: tt.fetch}
-			j, err := jobs.New(DeployPlugin, "ws_a", "site_1", DeployPayload{ZipURL: tt.url, Source: "url"}, time.Now().UTC())
+			j, err := jobs.New(jobspec.DeployPlugin, "ws_a", "site_1", jobspec.DeployPayload{ZipURL: tt.url, Source: "url"}, time.Now().UTC())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,41 +15,11 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 )
-
-// Job types.
-const (
-	CreateSite = "create_site"
-	DeleteSite = "delete_site"
-	ResetSite  = "reset_site"
-	// UpdatePHPConfig applies php.ini overrides; the site keeps serving.
-	UpdatePHPConfig = "update_php_config"
-	// SwitchPHPVersion moves a site to another runtime, or leaves it.
-	SwitchPHPVersion = "switch_php_version"
-)
-
-// SwitchPayload is what a switch_php_version job carries.
-type SwitchPayload struct {
-	PHPVersion string `json:"phpVersion"`
-}
-
-// PHPConfigPayload is what an update_php_config job carries.
-type PHPConfigPayload struct {
-	Settings map[string]string `json:"settings"`
-}
-
-// CreatePayload is what a create_site job carries besides the site row.
-type CreatePayload struct {
-	AdminUser        string `json:"adminUser"`
-	AdminEmail       string `json:"adminEmail"`
-	WordPressVersion string `json:"wordpressVersion,omitempty"`
-	// DiskMB is the site's disk, from its owner's plan; 0 is the node's
-	// default.
-	DiskMB int `json:"diskMb,omitempty"`
-}
 
 // Agents gives a client for the agent on a node.
 type Agents interface {
@@ -71,12 +41,12 @@ type Runners struct {
 
 // Register adds the site job runners to a dispatcher.
 func (r *Runners) Register(d *jobs.Dispatcher) {
-	d.Register(CreateSite, jobs.RunnerFunc(r.create))
-	d.Register(DeleteSite, jobs.RunnerFunc(r.delete))
-	d.Register(ResetSite, jobs.RunnerFunc(r.reset))
-	d.Register(UpdatePHPConfig, jobs.RunnerFunc(r.phpConfig))
-	d.Register(SwitchPHPVersion, jobs.RunnerFunc(r.switchPHP))
-	d.Register(DeployPlugin, jobs.RunnerFunc(r.deploy))
+	d.Register(jobspec.CreateSite, jobs.RunnerFunc(r.create))
+	d.Register(jobspec.DeleteSite, jobs.RunnerFunc(r.delete))
+	d.Register(jobspec.ResetSite, jobs.RunnerFunc(r.reset))
+	d.Register(jobspec.UpdatePHPConfig, jobs.RunnerFunc(r.phpConfig))
+	d.Register(jobspec.SwitchPHPVersion, jobs.RunnerFunc(r.switchPHP))
+	d.Register(jobspec.DeployPlugin, jobs.RunnerFunc(r.deploy))
 }
 
 func (r *Runners) now() time.Time {
@@ -131,7 +101,7 @@ func (r *Runners) create(ctx context.Context, j *state.Job, progress func(int)) 
 	if err != nil {
 		return err
 	}
-	var p CreatePayload
+	var p jobspec.CreatePayload
 	if len(j.Payload) > 0 {
 		if err := json.Unmarshal(j.Payload, &p); err != nil {
 			return fmt.Errorf("create_site payload: %w", err)
@@ -214,7 +184,7 @@ func (r *Runners) phpConfig(ctx context.Context, j *state.Job, _ func(int)) erro
 	if err != nil {
 		return err
 	}
-	var p PHPConfigPayload
+	var p jobspec.PHPConfigPayload
 	if err := json.Unmarshal(j.Payload, &p); err != nil {
 		return fmt.Errorf("update_php_config payload: %w", err)
 	}
@@ -243,7 +213,7 @@ func (r *Runners) switchPHP(ctx context.Context, j *state.Job, progress func(int
 	if err != nil {
 		return err
 	}
-	var p SwitchPayload
+	var p jobspec.SwitchPayload
 	if err := json.Unmarshal(j.Payload, &p); err != nil {
 		return fmt.Errorf("switch_php_version payload: %w", err)
 	}
@@ -288,7 +258,7 @@ func (r *Runners) Expire(ctx context.Context, interval time.Duration, allSites f
 			if s.ExpiresAt == nil || s.ExpiresAt.After(now) || s.Status == state.SiteDeleting {
 				continue
 			}
-			j, err := jobs.New(DeleteSite, s.WorkspaceID, s.ID, nil, now)
+			j, err := jobs.New(jobspec.DeleteSite, s.WorkspaceID, s.ID, nil, now)
 			if err != nil {
 				continue
 			}

@@ -1,0 +1,51 @@
+// Package jobspec names the control plane's job types and the payloads
+// they carry: the contract between the code that queues a job (the
+// services under the API) and the code that runs it (sitejobs). It is a
+// leaf: both import it, it imports neither.
+package jobspec
+
+// Job types, as clients see them in GET /api/app/jobs/{id}.
+const (
+	CreateSite = "create_site"
+	DeleteSite = "delete_site"
+	ResetSite  = "reset_site"
+	// UpdatePHPConfig applies php.ini overrides; the site keeps serving.
+	UpdatePHPConfig = "update_php_config"
+	// SwitchPHPVersion moves a site to another runtime, or leaves it.
+	SwitchPHPVersion = "switch_php_version"
+	// DeployPlugin installs a plugin or theme ZIP into a ready site.
+	DeployPlugin = "deploy_plugin"
+)
+
+// SwitchPayload is what a switch_php_version job carries.
+type SwitchPayload struct {
+	PHPVersion string `json:"phpVersion"`
+}
+
+// PHPConfigPayload is what an update_php_config job carries.
+type PHPConfigPayload struct {
+	Settings map[string]string `json:"settings"`
+}
+
+// CreatePayload is what a create_site job carries besides the site row.
+type CreatePayload struct {
+	AdminUser        string `json:"adminUser"`
+	AdminEmail       string `json:"adminEmail"`
+	WordPressVersion string `json:"wordpressVersion,omitempty"`
+	// DiskMB is the site's disk, from its owner's plan; 0 is the node's
+	// default.
+	DiskMB int `json:"diskMb,omitempty"`
+}
+
+// DeployPayload is what a deploy_plugin job carries: the ZIP by its blob
+// name, never its bytes, or the URL the job fetches it from.
+type DeployPayload struct {
+	BlobSHA256 string `json:"blobSha256,omitempty"`
+	// ZipURL is fetched by the job, not the request that queued it: a slow
+	// or large download holds a worker, never an API connection. A job
+	// run again after a leader change fetches it again.
+	ZipURL   string `json:"zipUrl,omitempty"`
+	Activate bool   `json:"activate"`
+	// Source says where the ZIP came from: library:<slug>, url or upload.
+	Source string `json:"source"`
+}
