@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
@@ -20,6 +21,7 @@ import (
 
 // sampleBodies is a valid body for every route that takes one. The matrix
 // fails for a new write route missing here, so it cannot be forgotten.
+// An id in a body is written {kind} and filled like path parameters.
 var sampleBodies = map[string]string{
 	"POST /api/account/tokens":                        `{"name":"matrix"}`,
 	"POST /api/app/workspaces":                        `{"name":"matrix"}`,
@@ -37,7 +39,7 @@ var sampleBodies = map[string]string{
 	"POST /api/app/sites/{id}/files/{op}":             `{"contentBase64":""}`,
 	"POST /api/app/plugin-library/github":             `{"repository":"acme/widgets"}`,
 	"PUT /api/app/plugin-library/{id}/license-key":    `{"licenseKey":"matrix-key-000"}`,
-	"POST /api/app/sites/{id}/plugins":                `{"libraryPlugin":"nope"}`,
+	"POST /api/app/sites/{id}/plugins":                `{"libraryPlugin":"{library}"}`,
 	"POST /internal/cluster/join":                     `{"id":"x","raftAddr":"127.0.0.1:1","apiAddr":"http://127.0.0.1:1"}`,
 }
 
@@ -73,14 +75,15 @@ func setUp(t *testing.T, s *server.Server, owner *st.Account, invitee string) fi
 	base := "/api/app/workspaces/" + owner.Personal
 	role := c.Do("POST", base+"/roles", map[string]any{"name": "r-" + owner.ID, "capabilities": []string{}}).Must(t, 201).Str("role.id")
 	inv := c.Do("POST", base+"/members", map[string]any{"email": invitee}).Must(t, 201).Str("invitation.id")
-	tokens := c.Do("GET", "/api/account/tokens", nil).Must(t, 200).List("tokens")
+	// A token of its own: revoking it must not cut the caller's session.
+	spare := c.Do("POST", "/api/account/tokens", map[string]any{"name": "spare"}).Must(t, 201).Str("token.id")
 	site := c.Do("POST", "/api/app/sites", map[string]any{"name": "fixture"}).Must(t, 202).Str("site.id")
 	return fixture{ids: map[string]string{
 		"site":       site,
 		"workspace":  owner.Personal,
 		"member":     owner.ID,
 		"role":       role,
-		"token":      tokens[0]["id"].(string),
+		"token":      spare,
 		"job":        newJob(t, s, owner.Personal),
 		"invitation": inv,
 		"fileop":     "write",
@@ -132,6 +135,9 @@ func fill(t *testing.T, rt rest.Route, pick func(kind string) string) string {
 // of another workspace (→ 404), and every capability-guarded route as a
 // member whose role lacks the capability (→ 403). It walks the router's
 // own route list, so new routes are covered without editing this test.
+// A positive control then calls every route with the caller's own ids:
+// none may answer 404 (or 401/403), so an id of the wrong kind in a
+// fixture, which would make the 404s above meaningless, fails here.
 func TestCrossWorkspaceMatrix(t *testing.T) {
 	s := st.Single(t, st.Options{})
 	fakeNode(t, s)
@@ -146,6 +152,12 @@ func TestCrossWorkspaceMatrix(t *testing.T) {
 	alice.Do("PATCH", "/api/app/workspaces/"+alice.Personal+"/members/"+powerless.ID,
 		map[string]any{"customRoleId": alices.ids["role"]}).Must(t, 200)
 
+	olivia := st.NewAccount(t, s, "olivia@example.com", "paid")
+	olivias := setUp(t, s, olivia, "olivia-friend@example.com")
+	// An invitation addressed to olivia, for the route that accepts one.
+	toOlivia := alice.Do("POST", "/api/app/workspaces/"+alice.Personal+"/members",
+		map[string]any{"email": "olivia@example.com"}).Must(t, 201).Str("invitation.id")
+
 	routes := s.Router().Routes()
 	if len(routes) < 20 {
 		t.Fatalf("only %d routes registered", len(routes))
@@ -155,16 +167,21 @@ func TestCrossWorkspaceMatrix(t *testing.T) {
 		if rt.Request != nil && !hasBody {
 			t.Fatalf("%s takes a body: add a sample to sampleBodies", rt.Pattern())
 		}
-		var payload any
-		if hasBody {
-			payload = body
+		// payload fills the body's ids from the same fixture as the path.
+		payload := func(pick func(string) string) any {
+			if !hasBody {
+				return nil
+			}
+			return paramRE.ReplaceAllStringFunc(body, func(m string) string { return pick(m[1 : len(m)-1]) })
 		}
+		alicesID := func(k string) string { return alices.ids[k] }
+		mallorysID := func(k string) string { return mallorys.ids[k] }
 
 		switch rt.Security {
 		case "cluster":
 			t.Run("user token refused/"+rt.Pattern(), func(t *testing.T) {
 				path := fill(t, rt, func(string) string { return "x" })
-				if r := alice.Do(rt.Method, path, payload); r.Status != http.StatusUnauthorized || r.Code() != "auth_required" {
+				if r := alice.Do(rt.Method, path, payload(alicesID)); r.Status != http.StatusUnauthorized || r.Code() != "auth_required" {
 					t.Fatalf("%d %s", r.Status, r.Raw)
 				}
 			})
@@ -175,16 +192,16 @@ func TestCrossWorkspaceMatrix(t *testing.T) {
 		}
 
 		t.Run("no token/"+rt.Pattern(), func(t *testing.T) {
-			path := fill(t, rt, func(k string) string { return alices.ids[k] })
-			if r := alice.As("").Do(rt.Method, path, payload); r.Status != 401 || r.Code() != "auth_required" {
+			path := fill(t, rt, alicesID)
+			if r := alice.As("").Do(rt.Method, path, payload(alicesID)); r.Status != 401 || r.Code() != "auth_required" {
 				t.Fatalf("%d %s", r.Status, r.Raw)
 			}
 		})
 
 		if len(rt.Params) > 0 {
 			t.Run("foreign ids/"+rt.Pattern(), func(t *testing.T) {
-				path := fill(t, rt, func(k string) string { return mallorys.ids[k] })
-				if r := alice.Do(rt.Method, path, payload); r.Status != 404 {
+				path := fill(t, rt, mallorysID)
+				if r := alice.Do(rt.Method, path, payload(mallorysID)); r.Status != 404 {
 					t.Fatalf("%s: %d %s", path, r.Status, r.Raw)
 				}
 			})
@@ -196,7 +213,7 @@ func TestCrossWorkspaceMatrix(t *testing.T) {
 						}
 						return mallorys.ids[k]
 					})
-					if r := alice.Do(rt.Method, path, payload); r.Status != 404 {
+					if r := alice.Do(rt.Method, path, payload(mallorysID)); r.Status != 404 {
 						t.Fatalf("%s: %d %s", path, r.Status, r.Raw)
 					}
 				})
@@ -205,8 +222,8 @@ func TestCrossWorkspaceMatrix(t *testing.T) {
 
 		if rt.Capability != "" || slices.Contains(rt.Errors, "owner_required") {
 			t.Run("lacking capability/"+rt.Pattern(), func(t *testing.T) {
-				path := fill(t, rt, func(k string) string { return alices.ids[k] })
-				r := powerless.In(alice.Personal).Do(rt.Method, path, payload)
+				path := fill(t, rt, alicesID)
+				r := powerless.In(alice.Personal).Do(rt.Method, path, payload(alicesID))
 				if r.Status != 403 {
 					t.Fatalf("%s: %d %s", path, r.Status, r.Raw)
 				}
@@ -215,5 +232,92 @@ func TestCrossWorkspaceMatrix(t *testing.T) {
 				}
 			})
 		}
+	}
+
+	// Positive control, with deletes last and sub-resources before their
+	// parents (the token olivia calls with is not the one deleted), so
+	// every route finds its resources.
+	ordered := slices.Clone(routes)
+	slices.SortStableFunc(ordered, func(x, y rest.Route) int {
+		if d := boolInt(x.Method == "DELETE") - boolInt(y.Method == "DELETE"); d != 0 {
+			return d
+		}
+		if x.Method == "DELETE" {
+			return len(y.Path) - len(x.Path)
+		}
+		return 0
+	})
+	for _, rt := range ordered {
+		if rt.Security != "bearer" || len(rt.Params) == 0 {
+			continue
+		}
+		pick := func(k string) string {
+			if k == "invitation" && strings.HasSuffix(rt.Path, "/accept") {
+				return toOlivia
+			}
+			return olivias.ids[k]
+		}
+		var payload any
+		if body, ok := sampleBodies[rt.Pattern()]; ok {
+			payload = paramRE.ReplaceAllStringFunc(body, func(m string) string { return pick(m[1 : len(m)-1]) })
+		}
+		t.Run("own ids/"+rt.Pattern(), func(t *testing.T) {
+			path := fill(t, rt, pick)
+			r := olivia.In(olivia.Personal).Do(rt.Method, path, payload)
+			if r.Status == 404 || r.Status == 401 || r.Status == 403 {
+				t.Fatalf("%s %s with the caller's own ids: %d %s", rt.Method, path, r.Status, r.Raw)
+			}
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestIdsInBodiesStayInTheirWorkspace: ids carried in a body (a deploy's
+// libraryPlugin, the MCP license tool's plugin) resolve only in the
+// caller's workspace, with the caller's own ids as the positive control,
+// and the MCP tool checks its capability.
+func TestIdsInBodiesStayInTheirWorkspace(t *testing.T) {
+	s := st.Single(t, st.Options{})
+	fakeNode(t, s)
+	alice := st.NewAccount(t, s, "alice@example.com", "paid")
+	mallory := st.NewAccount(t, s, "mallory@example.com", "paid")
+	powerless := st.NewAccount(t, s, "powerless@example.com", "paid")
+	alices := setUp(t, s, alice, "powerless@example.com")
+	mallorys := setUp(t, s, mallory, "friend@example.com")
+	powerless.Do("POST", "/api/account/invitations/"+alices.ids["invitation"]+"/accept", nil).Must(t, 200)
+	alice.Do("PATCH", "/api/app/workspaces/"+alice.Personal+"/members/"+powerless.ID,
+		map[string]any{"customRoleId": alices.ids["role"]}).Must(t, 200)
+
+	deploy := func(lib string) *st.Response {
+		return alice.Do("POST", "/api/app/sites/"+alices.ids["site"]+"/plugins", map[string]any{"libraryPlugin": lib})
+	}
+	if r := deploy(mallorys.ids["library"]); r.Status != 404 || r.Code() != api.CodeLibraryEntryNotFound {
+		t.Fatalf("deploy of another workspace's entry: %d %s", r.Status, r.Raw)
+	}
+	// Own entry: found; the site (on a node that answers nothing) is not ready.
+	if r := deploy(alices.ids["library"]); r.Status != 400 || r.Details()["status"] == nil {
+		t.Fatalf("deploy of an own entry: %d %s", r.Status, r.Raw)
+	}
+
+	tool := func(c *st.Client, plugin string) string {
+		t.Helper()
+		r := c.Do("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"service_get_plugin_license","arguments":{"plugin":"`+plugin+`"}}}`,
+			"Accept", "application/json, text/event-stream").Must(t, 200)
+		return string(r.Raw)
+	}
+	if out := tool(alice.Client, mallorys.ids["library"]); !strings.Contains(out, api.CodeLibraryEntryNotFound) {
+		t.Fatalf("MCP read of another workspace's entry: %s", out)
+	}
+	if out := tool(alice.Client, alices.ids["library"]); !strings.Contains(out, "no license key is stored") {
+		t.Fatalf("MCP read of an own entry without a key: %s", out)
+	}
+	if out := tool(powerless.In(alice.Personal), alices.ids["library"]); !strings.Contains(out, "capability_required") {
+		t.Fatalf("MCP read by a member without reusables: %s", out)
 	}
 }
