@@ -15,17 +15,29 @@ import (
 // TestInvitationEmailThroughSMTP sends an invitation through a real SMTP
 // server (Debian's python3-aiosmtpd, writing a maildir) and reads the
 // delivered message.
-func TestInvitationEmailThroughSMTP(t *testing.T) {
-	maildir := filepath.Join(t.TempDir(), "mail")
-	smtpAddr := freeAddr(t)
-	smtpd := exec.Command("/usr/bin/python3", "-m", "aiosmtpd", "-n", "-l", smtpAddr,
+// startSMTP runs aiosmtpd on a free port, delivering to a maildir.
+func startSMTP(t *testing.T) (addr, maildir string) {
+	maildir = filepath.Join(t.TempDir(), "mail")
+	addr = freeAddr(t)
+	smtpd := exec.Command("/usr/bin/python3", "-m", "aiosmtpd", "-n", "-l", addr,
 		"-c", "aiosmtpd.handlers.Mailbox", maildir)
-	var smtpErr strings.Builder
-	smtpd.Stderr = &smtpErr
 	if err := smtpd.Start(); err != nil {
 		t.Fatalf("start aiosmtpd (deploy/dev/install-deps.sh installs python3-aiosmtpd): %v", err)
 	}
 	t.Cleanup(func() { _ = smtpd.Process.Kill(); _ = smtpd.Wait() })
+	// It may still be starting: callers use it once it listens.
+	st.WaitFor(t, 30*time.Second, "aiosmtpd to listen", func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return addr, maildir
+}
+
+func TestInvitationEmailThroughSMTP(t *testing.T) {
+	smtpAddr, maildir := startSMTP(t)
 
 	dir := devDataDir(t)
 	dev := start(t, nil, "dev", "--data-dir", dir, "--api-addr", freeAddr(t), "--edge-addr", freeAddr(t),
@@ -34,14 +46,6 @@ func TestInvitationEmailThroughSMTP(t *testing.T) {
 	owner := st.NewClient(t, url, dev.waitLine(t, "SANDBOX_TOKEN="))
 	ws := owner.Do("GET", "/api/account/me", nil).Must(t, 200).Str("user.personalWorkspaceId")
 
-	// The SMTP server may still be starting: invite once it listens.
-	st.WaitFor(t, 30*time.Second, "aiosmtpd to listen", func() bool {
-		c, err := net.DialTimeout("tcp", smtpAddr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
 	inv := owner.Do("POST", "/api/app/workspaces/"+ws+"/members", map[string]string{"email": "new.hire@example.com"}).
 		Must(t, 201).Str("invitation.id")
 
