@@ -17,12 +17,12 @@ import (
 // CreateAccountRequest is the operator's body to create an account.
 type CreateAccountRequest struct {
 	Email string `json:"email"`
-	Plan  string `json:"plan" doc:"free or paid"`
+	Plan  string `json:"plan" enum:"free,paid"`
 }
 
 // SetPlanRequest changes an account's plan.
 type SetPlanRequest struct {
-	Plan string `json:"plan" doc:"free or paid"`
+	Plan string `json:"plan" enum:"free,paid"`
 }
 
 // AdminTokenRequest asks for a token for the account with Email.

@@ -255,6 +255,9 @@ func (a *API) operator(r *rest.Router, rt rest.Route) {
 // its answer (outcome_unknown), and a create can meet a reused key.
 func writeErrors(rt rest.Route) []string {
 	codes := []string{apierr.CodeRateLimited, apierr.CodeServiceUnavailable}
+	if rt.Request != nil || len(rt.Multipart) > 0 || rt.Idempotent {
+		codes = append(codes, apierr.CodeInvalidRequest, apierr.CodePayloadTooLarge)
+	}
 	if rt.Method != http.MethodGet {
 		codes = append(codes, apierr.CodeOutcomeUnknown)
 	}

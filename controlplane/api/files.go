@@ -34,7 +34,7 @@ type FileResult struct {
 // FileEntry is one directory entry of a listing.
 type FileEntry struct {
 	Name       string `json:"name"`
-	Type       string `json:"type" doc:"file, directory or symlink."`
+	Type       string `json:"type" enum:"file,directory,symlink"`
 	SizeBytes  int64  `json:"sizeBytes"`
 	ModifiedAt string `json:"modifiedAt"`
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,6 +159,16 @@ func TestCrossWorkspaceMatrix(t *testing.T) {
 	toOlivia := alice.Do("POST", "/api/app/workspaces/"+alice.Personal+"/members",
 		map[string]any{"email": "olivia@example.com"}).Must(t, 201).Str("invitation.id")
 
+	declared := declaredStatuses(t, s)
+	// checked fails a subtest whose answer the document does not declare.
+	checked := func(t *testing.T, rt rest.Route, r *st.Response) *st.Response {
+		t.Helper()
+		if !declared[rt.Pattern()][r.Status] {
+			t.Errorf("%s answered %d, which its OpenAPI operation does not declare: %s", rt.Pattern(), r.Status, r.Raw)
+		}
+		return r
+	}
+
 	routes := s.Router().Routes()
 	if len(routes) < 20 {
 		t.Fatalf("only %d routes registered", len(routes))
@@ -181,7 +192,7 @@ func TestCrossWorkspaceMatrix(t *testing.T) {
 		case "cluster":
 			t.Run("user token refused/"+rt.Pattern(), func(t *testing.T) {
 				path := fill(t, rt, func(string) string { return "x" })
-				if r := alice.Do(rt.Method, path, payload(alicesID)); r.Status != http.StatusUnauthorized || r.Code() != "auth_required" {
+				if r := checked(t, rt, alice.Do(rt.Method, path, payload(alicesID))); r.Status != http.StatusUnauthorized || r.Code() != "auth_required" {
 					t.Fatalf("%d %s", r.Status, r.Raw)
 				}
 			})
@@ -193,7 +204,7 @@ func TestCrossWorkspaceMatrix(t *testing.T) {
 
 		t.Run("no token/"+rt.Pattern(), func(t *testing.T) {
 			path := fill(t, rt, alicesID)
-			if r := alice.As("").Do(rt.Method, path, payload(alicesID)); r.Status != 401 || r.Code() != "auth_required" {
+			if r := checked(t, rt, alice.As("").Do(rt.Method, path, payload(alicesID))); r.Status != 401 || r.Code() != "auth_required" {
 				t.Fatalf("%d %s", r.Status, r.Raw)
 			}
 		})
@@ -201,7 +212,7 @@ func TestCrossWorkspaceMatrix(t *testing.T) {
 		if len(rt.Params) > 0 {
 			t.Run("foreign ids/"+rt.Pattern(), func(t *testing.T) {
 				path := fill(t, rt, mallorysID)
-				if r := alice.Do(rt.Method, path, payload(mallorysID)); r.Status != 404 {
+				if r := checked(t, rt, alice.Do(rt.Method, path, payload(mallorysID))); r.Status != 404 {
 					t.Fatalf("%s: %d %s", path, r.Status, r.Raw)
 				}
 			})
@@ -213,7 +224,7 @@ func TestCrossWorkspaceMatrix(t *testing.T) {
 						}
 						return mallorys.ids[k]
 					})
-					if r := alice.Do(rt.Method, path, payload(mallorysID)); r.Status != 404 {
+					if r := checked(t, rt, alice.Do(rt.Method, path, payload(mallorysID))); r.Status != 404 {
 						t.Fatalf("%s: %d %s", path, r.Status, r.Raw)
 					}
 				})
@@ -223,7 +234,7 @@ func TestCrossWorkspaceMatrix(t *testing.T) {
 		if rt.Capability != "" || slices.Contains(rt.Errors, "owner_required") {
 			t.Run("lacking capability/"+rt.Pattern(), func(t *testing.T) {
 				path := fill(t, rt, alicesID)
-				r := powerless.In(alice.Personal).Do(rt.Method, path, payload(alicesID))
+				r := checked(t, rt, powerless.In(alice.Personal).Do(rt.Method, path, payload(alicesID)))
 				if r.Status != 403 {
 					t.Fatalf("%s: %d %s", path, r.Status, r.Raw)
 				}
@@ -263,12 +274,34 @@ func TestCrossWorkspaceMatrix(t *testing.T) {
 		}
 		t.Run("own ids/"+rt.Pattern(), func(t *testing.T) {
 			path := fill(t, rt, pick)
-			r := olivia.In(olivia.Personal).Do(rt.Method, path, payload)
+			r := checked(t, rt, olivia.In(olivia.Personal).Do(rt.Method, path, payload))
 			if r.Status == 404 || r.Status == 401 || r.Status == 403 {
 				t.Fatalf("%s %s with the caller's own ids: %d %s", rt.Method, path, r.Status, r.Raw)
 			}
 		})
 	}
+}
+
+// declaredStatuses maps each operation of the served document to the
+// statuses it declares.
+func declaredStatuses(t *testing.T, s *server.Server) map[string]map[int]bool {
+	t.Helper()
+	doc := st.NewClient(t, s.URL(), "").Do("GET", "/api/openapi.json", nil).Must(t, 200)
+	out := map[string]map[int]bool{}
+	for path, ops := range doc.Get("paths").(map[string]any) {
+		for method, op := range ops.(map[string]any) {
+			set := map[int]bool{}
+			for code := range op.(map[string]any)["responses"].(map[string]any) {
+				n, err := strconv.Atoi(code)
+				if err != nil {
+					t.Fatalf("%s %s declares response %q: want numeric statuses only", method, path, code)
+				}
+				set[n] = true
+			}
+			out[strings.ToUpper(method)+" "+path] = set
+		}
+	}
+	return out
 }
 
 func boolInt(b bool) int {

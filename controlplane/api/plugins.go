@@ -21,7 +21,7 @@ type InstalledPlugin struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
 	Active  bool   `json:"active"`
-	Kind    string `json:"kind" doc:"plugin or theme."`
+	Kind    string `json:"kind" enum:"plugin,theme"`
 }
 
 type installedPluginsResponse struct {

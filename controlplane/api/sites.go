@@ -31,7 +31,7 @@ type SiteView struct {
 	CreatedByUserID  string     `json:"createdByUserId"`
 	Name             string     `json:"name"`
 	Slug             string     `json:"slug"`
-	Status           string     `json:"status" doc:"creating, ready, failed or deleting"`
+	Status           string     `json:"status" enum:"creating,ready,failed,deleting"`
 	URL              string     `json:"url"`
 	PHPVersion       string     `json:"phpVersion"`
 	WordPressVersion *string    `json:"wordpressVersion"`

@@ -15,7 +15,7 @@ import (
 type User struct {
 	ID                  string    `json:"id"`
 	Email               string    `json:"email"`
-	Plan                string    `json:"plan"`
+	Plan                string    `json:"plan" enum:"free,paid"`
 	PersonalWorkspaceID string    `json:"personalWorkspaceId"`
 	CreatedAt           time.Time `json:"createdAt"`
 }
@@ -44,7 +44,7 @@ type WorkspaceView struct {
 	Name         string    `json:"name"`
 	OwnerUserID  string    `json:"ownerUserId"`
 	Personal     bool      `json:"personal"`
-	Role         string    `json:"role" doc:"owner or member"`
+	Role         string    `json:"role" enum:"owner,member"`
 	CustomRoleID *string   `json:"customRoleId"`
 	Capabilities []string  `json:"capabilities"`
 	CreatedAt    time.Time `json:"createdAt"`
@@ -54,7 +54,7 @@ type WorkspaceView struct {
 type MemberView struct {
 	UserID       string    `json:"userId"`
 	Email        string    `json:"email"`
-	Role         string    `json:"role" doc:"owner or member"`
+	Role         string    `json:"role" enum:"owner,member"`
 	CustomRoleID *string   `json:"customRoleId"`
 	Capabilities []string  `json:"capabilities"`
 	JoinedAt     time.Time `json:"joinedAt"`
@@ -82,7 +82,7 @@ type InvitationView struct {
 	Email           string     `json:"email"`
 	CustomRoleID    *string    `json:"customRoleId"`
 	InvitedByUserID string     `json:"invitedByUserId"`
-	Status          string     `json:"status" doc:"pending, accepted or expired"`
+	Status          string     `json:"status" enum:"pending,accepted,expired"`
 	CreatedAt       time.Time  `json:"createdAt"`
 	ExpiresAt       time.Time  `json:"expiresAt"`
 	AcceptedAt      *time.Time `json:"acceptedAt"`
@@ -91,8 +91,8 @@ type InvitationView struct {
 // JobView is the addendum's job record.
 type JobView struct {
 	ID         string          `json:"id"`
-	Type       string          `json:"type"`
-	Status     string          `json:"status" doc:"queued, running, succeeded or failed"`
+	Type       string          `json:"type" enum:"create_site,delete_site,reset_site,update_php_config,switch_php_version,deploy_plugin"`
+	Status     string          `json:"status" enum:"queued,running,succeeded,failed"`
 	SiteID     *string         `json:"siteId"`
 	Progress   int             `json:"progress"`
 	Error      *state.JobError `json:"error"`
@@ -109,7 +109,7 @@ func jobView(j *state.Job) JobView {
 
 // Usage is an account's consumption against its plan.
 type Usage struct {
-	Plan   string         `json:"plan"`
+	Plan   string         `json:"plan" enum:"free,paid"`
 	Limits plans.Limits   `json:"limits" doc:"0 means unlimited (for siteDiskMb: the node's default, 1024)."`
 	Counts map[string]int `json:"counts"`
 }

@@ -95,22 +95,33 @@ func (rt *Router) OpenAPI(info OpenAPIInfo) map[string]any {
 			ok["content"] = map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(r.Response))}}
 		}
 		responses[fmt.Sprint(r.Status)] = ok
-		if slices.Contains(r.Errors, apierr.CodeRateLimited) {
-			responses["429"] = map[string]any{
-				"description": "rate_limited: too many failed authentications from the client's address, or writes by its token or address. Retry after Retry-After seconds (also details.retryAfterSeconds; details.limit names the limit).",
-				"headers": map[string]any{"Retry-After": map[string]any{
-					"description": "Whole seconds, at least 1, until a retry can succeed.",
-					"schema":      map[string]any{"type": "integer", "minimum": 1}}},
-				"content": map[string]any{"application/json": map[string]any{
-					"schema": map[string]any{"$ref": "#/components/schemas/ErrorEnvelope"}}},
+		// Each error status the route can answer, with its codes; every
+		// route can fail with internal_error.
+		byStatus := map[int][]string{}
+		for _, code := range append(slices.Clone(r.Errors), apierr.CodeInternal) {
+			status, known := apierr.StatusOf(code)
+			if !known {
+				panic(fmt.Sprintf("openapi: %s lists the error code %q, which has no status", r.Pattern(), code))
+			}
+			if !slices.Contains(byStatus[status], code) {
+				byStatus[status] = append(byStatus[status], code)
 			}
 		}
-		if len(r.Errors) > 0 {
-			responses["default"] = map[string]any{
-				"description": "Error envelope; error.code is one of: " + strings.Join(r.Errors, ", ") + ".",
+		for status, codes := range byStatus {
+			resp := map[string]any{
+				"description": http.StatusText(status) + ": error.code is " + strings.Join(codes, " or ") + ".",
 				"content": map[string]any{"application/json": map[string]any{
-					"schema": map[string]any{"$ref": "#/components/schemas/ErrorEnvelope"}}},
+					"schema": errorSchema(codes)}},
 			}
+			if status == http.StatusTooManyRequests {
+				resp["description"] = "rate_limited: too many failed authentications from the client's address, or writes by its token or address. Retry after Retry-After seconds (also details.retryAfterSeconds; details.limit names the limit)."
+			}
+			if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+				resp["headers"] = map[string]any{"Retry-After": map[string]any{
+					"description": "Whole seconds, at least 1, until a retry can succeed.",
+					"schema":      map[string]any{"type": "integer", "minimum": 1}}}
+			}
+			responses[fmt.Sprint(status)] = resp
 		}
 		op["responses"] = responses
 		if paths[r.Path] == nil {
@@ -141,6 +152,15 @@ func (rt *Router) OpenAPI(info OpenAPIInfo) map[string]any {
 			},
 		},
 	}
+}
+
+// errorSchema is the envelope with error.code limited to codes.
+func errorSchema(codes []string) map[string]any {
+	return map[string]any{"allOf": []any{
+		map[string]any{"$ref": "#/components/schemas/ErrorEnvelope"},
+		map[string]any{"type": "object", "properties": map[string]any{"error": map[string]any{
+			"type": "object", "properties": map[string]any{"code": map[string]any{"enum": codes}}}}},
+	}}
 }
 
 func operationID(r Route) string {
@@ -227,6 +247,9 @@ func (g *schemaGen) object(t reflect.Type) map[string]any {
 			name = f.Name
 		}
 		s := g.schema(f.Type)
+		if enum := f.Tag.Get("enum"); enum != "" {
+			s["enum"] = strings.Split(enum, ",")
+		}
 		if doc := f.Tag.Get("doc"); doc != "" {
 			s = map[string]any{"allOf": []any{s}, "description": doc}
 		}

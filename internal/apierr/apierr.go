@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -45,6 +46,33 @@ const (
 	// another request.
 	CodeIdempotencyKeyReused = "idempotency_key_reused"
 )
+
+// statusOf is the HTTP status of each code; every code ending in
+// _not_found is 404.
+var statusOf = map[string]int{
+	CodeInvalidRequest: http.StatusBadRequest, CodePHPVersionUnavailable: http.StatusBadRequest,
+	CodeAuthRequired:      http.StatusUnauthorized,
+	CodePlanLimitReached:  http.StatusPaymentRequired,
+	CodeInsufficientScope: http.StatusForbidden, CodeCapabilityRequired: http.StatusForbidden, CodeOwnerRequired: http.StatusForbidden,
+	CodeMethodNotAllowed: http.StatusMethodNotAllowed, CodeNotFound: http.StatusNotFound,
+	CodeConflict:         http.StatusConflict, CodeRoleInUse: http.StatusConflict, CodeIdempotencyKeyReused: http.StatusConflict,
+	CodePayloadTooLarge:    http.StatusRequestEntityTooLarge,
+	CodeRateLimited:        http.StatusTooManyRequests,
+	CodeInternal:           http.StatusInternalServerError,
+	CodeServiceUnavailable: http.StatusServiceUnavailable, CodeOutcomeUnknown: http.StatusServiceUnavailable,
+}
+
+// StatusOf is the HTTP status a code is answered with, so a document can
+// declare each; ok is false for a code it does not know.
+func StatusOf(code string) (status int, ok bool) {
+	if s, ok := statusOf[code]; ok {
+		return s, true
+	}
+	if strings.HasSuffix(code, "_not_found") {
+		return http.StatusNotFound, true
+	}
+	return 0, false
+}
 
 // Error is an error that knows how it is shown to an API client.
 // Details is never nil except on the internal-error fallback, so the
