@@ -55,7 +55,7 @@ var statusOf = map[string]int{
 	CodePlanLimitReached:  http.StatusPaymentRequired,
 	CodeInsufficientScope: http.StatusForbidden, CodeCapabilityRequired: http.StatusForbidden, CodeOwnerRequired: http.StatusForbidden,
 	CodeMethodNotAllowed: http.StatusMethodNotAllowed, CodeNotFound: http.StatusNotFound,
-	CodeConflict:         http.StatusConflict, CodeRoleInUse: http.StatusConflict, CodeIdempotencyKeyReused: http.StatusConflict,
+	CodeConflict: http.StatusConflict, CodeRoleInUse: http.StatusConflict, CodeIdempotencyKeyReused: http.StatusConflict,
 	CodePayloadTooLarge:    http.StatusRequestEntityTooLarge,
 	CodeRateLimited:        http.StatusTooManyRequests,
 	CodeInternal:           http.StatusInternalServerError,
