@@ -40,6 +40,10 @@ have pgrep || need_apt+=(procps)
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 # Tests deliver invitation email to a real SMTP server.
 /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null || need_apt+=(python3-aiosmtpd)
+# Node and npm install Prism, the third-party OpenAPI validator the tests
+# run the API through.
+have node || need_apt+=(nodejs)
+have npm || need_apt+=(npm)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -50,4 +54,15 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+# Stoplight Prism, pinned, in the user's cache (not system-wide); its
+# analytics post-install is off.
+PRISM_VERSION=5.16.0
+prism_dir="${XDG_CACHE_HOME:-$HOME/.cache}/sandboxd/prism"
+if [ "$("$prism_dir/node_modules/.bin/prism" --version 2>/dev/null)" != "$PRISM_VERSION" ]; then
+  echo "install-deps: installing Prism $PRISM_VERSION into $prism_dir" >&2
+  mkdir -p "$prism_dir"
+  SCARF_ANALYTICS=false npm install --prefix "$prism_dir" --no-audit --no-fund --loglevel=error \
+    "@stoplight/prism-cli@$PRISM_VERSION" >/dev/null
 fi
