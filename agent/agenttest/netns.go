@@ -5,17 +5,26 @@ import (
 	"runtime"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // InNetns runs fn on a thread that has entered the network namespace at
-// path (a listener made there stays there); the thread is discarded.
+// path (a listener made there stays there). The thread goes back to its
+// own namespace afterwards; one that cannot is discarded (Go would park,
+// not end, the main thread, leaving it in the namespace).
 func InNetns(t testing.TB, path string, fn func()) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		runtime.LockOSThread()
+		origin, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			done <- err
+			return
+		}
+		defer origin.Close()
 		f, err := os.Open(path)
 		if err != nil {
 			done <- err
@@ -28,9 +37,17 @@ func InNetns(t testing.TB, path string, fn func()) {
 		}
 		fn()
 		done <- nil
+		if unix.Setns(int(origin.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
 	}()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("InNetns: fn did not return within a minute")
 	}
 }
 

@@ -23,9 +23,18 @@ func createNetNS(path string) error {
 	f.Close()
 	errc := make(chan error, 1)
 	go func() {
-		// The thread is never unlocked: when this goroutine returns, Go
-		// ends the thread, and with it the thread's change of namespace.
+		// The thread goes back to its namespace when done, and is only then
+		// released. A thread that cannot go back stays locked, so Go ends it
+		// with this goroutine; but Go never ends the process's main thread
+		// (it parks it instead), which would leave the process listed in the
+		// site's namespace in /proc/<pid>/net: going back avoids that too.
 		runtime.LockOSThread()
+		origin, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			errc <- fmt.Errorf("open this thread's netns: %w", err)
+			return
+		}
+		defer origin.Close()
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			errc <- fmt.Errorf("unshare: %w", err)
 			return
@@ -36,6 +45,9 @@ func createNetNS(path string) error {
 			return
 		}
 		errc <- nil
+		if unix.Setns(int(origin.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
 	}()
 	if err := <-errc; err != nil {
 		os.Remove(path)

@@ -258,3 +258,32 @@ func TestSitePolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestCreatingANamespaceLeavesEveryThreadHome: after pinning namespaces,
+// no thread of this process is left in one of them (the main thread,
+// which Go never ends, would otherwise show the process's sockets as the
+// site's in /proc/<pid>/net).
+func TestCreatingANamespaceLeavesEveryThreadHome(t *testing.T) {
+	home, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for i := range 20 {
+		path := filepath.Join(dir, fmt.Sprintf("ns%d", i))
+		if err := createNetNS(path); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = removeNetNS(path) })
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		ns, err := os.Readlink("/proc/self/task/" + task.Name() + "/ns/net")
+		if err == nil && ns != home {
+			t.Errorf("thread %s is in %s, not the process's %s", task.Name(), ns, home)
+		}
+	}
+}
