@@ -66,22 +66,6 @@ func (v *service) CreateSite(ctx context.Context, req *connect.Request[agentv1.C
 	return connect.NewResponse(&agentv1.CreateSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY), WordpressVersion: s.WordPressVersion}), nil
 }
 
-func (v *service) StartSite(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.SiteStatus], error) {
-	s, err := v.sites.Start(ctx, req.Msg.SiteId)
-	if err != nil {
-		return nil, rpcError(err)
-	}
-	return connect.NewResponse(status(s, agentv1.SiteState_SITE_STATE_READY)), nil
-}
-
-func (v *service) StopSite(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.SiteStatus], error) {
-	s, err := v.sites.Stop(ctx, req.Msg.SiteId)
-	if err != nil {
-		return nil, rpcError(err)
-	}
-	return connect.NewResponse(status(s, agentv1.SiteState_SITE_STATE_STOPPED)), nil
-}
-
 func (v *service) DeleteSite(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.DeleteSiteResponse], error) {
 	existed, err := v.sites.Delete(ctx, req.Msg.SiteId)
 	if err != nil {
@@ -90,26 +74,12 @@ func (v *service) DeleteSite(ctx context.Context, req *connect.Request[agentv1.S
 	return connect.NewResponse(&agentv1.DeleteSiteResponse{Existed: existed}), nil
 }
 
-func (v *service) ResetSite(ctx context.Context, req *connect.Request[agentv1.CreateSiteRequest]) (*connect.Response[agentv1.CreateSiteResponse], error) {
+func (v *service) ResetSite(ctx context.Context, req *connect.Request[agentv1.ResetSiteRequest]) (*connect.Response[agentv1.ResetSiteResponse], error) {
 	s, err := v.sites.Reset(ctx, req.Msg.SiteId)
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	return connect.NewResponse(&agentv1.CreateSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY), WordpressVersion: s.WordPressVersion}), nil
-}
-
-func (v *service) Exec(ctx context.Context, req *connect.Request[agentv1.ExecRequest]) (*connect.Response[agentv1.ExecResponse], error) {
-	timeout := time.Duration(req.Msg.TimeoutMs) * time.Millisecond
-	if timeout <= 0 || timeout > 10*time.Minute {
-		timeout = time.Minute
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	res, err := v.sites.Exec(ctx, req.Msg.SiteId, req.Msg.Argv, req.Msg.Stdin)
-	if err != nil {
-		return nil, rpcError(err)
-	}
-	return connect.NewResponse(&agentv1.ExecResponse{ExitCode: int32(res.ExitCode), Stdout: res.Stdout, Stderr: res.Stderr}), nil
+	return connect.NewResponse(&agentv1.ResetSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY), WordpressVersion: s.WordPressVersion}), nil
 }
 
 func (v *service) CreateLoginToken(ctx context.Context, req *connect.Request[agentv1.CreateLoginTokenRequest]) (*connect.Response[agentv1.CreateLoginTokenResponse], error) {
@@ -192,7 +162,7 @@ func (v *service) ClearEmails(ctx context.Context, req *connect.Request[agentv1.
 	return connect.NewResponse(&agentv1.ClearEmailsResponse{}), nil
 }
 
-func (v *service) SwitchPHPVersion(ctx context.Context, req *connect.Request[agentv1.SwitchPHPVersionRequest]) (*connect.Response[agentv1.CreateSiteResponse], error) {
+func (v *service) SwitchPHPVersion(ctx context.Context, req *connect.Request[agentv1.SwitchPHPVersionRequest]) (*connect.Response[agentv1.SwitchPHPVersionResponse], error) {
 	s, err := v.sites.SwitchPHPVersion(ctx, req.Msg.SiteId, req.Msg.PhpVersion)
 	if err != nil {
 		if errors.Is(err, sites.ErrSwitchFailed) {
@@ -200,7 +170,7 @@ func (v *service) SwitchPHPVersion(ctx context.Context, req *connect.Request[age
 		}
 		return nil, rpcError(err)
 	}
-	return connect.NewResponse(&agentv1.CreateSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY), WordpressVersion: s.WordPressVersion}), nil
+	return connect.NewResponse(&agentv1.SwitchPHPVersionResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY), WordpressVersion: s.WordPressVersion}), nil
 }
 
 func (v *service) Files(ctx context.Context, req *connect.Request[agentv1.FilesRequest]) (*connect.Response[agentv1.FilesResponse], error) {

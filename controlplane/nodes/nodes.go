@@ -130,15 +130,6 @@ func (r *Registry) Heartbeat(ctx context.Context, req *connect.Request[agentv1.H
 	return connect.NewResponse(resp), nil
 }
 
-// ReportSiteStatus acknowledges a site's change; jobs record outcomes, so
-// this only refreshes liveness for now.
-func (r *Registry) ReportSiteStatus(ctx context.Context, req *connect.Request[agentv1.ReportSiteStatusRequest]) (*connect.Response[agentv1.ReportSiteStatusResponse], error) {
-	r.mu.Lock()
-	r.lastSeen[req.Msg.NodeId] = r.now()
-	r.mu.Unlock()
-	return connect.NewResponse(&agentv1.ReportSiteStatusResponse{}), nil
-}
-
 // Monitor marks nodes down when their heartbeats stop. It is a leader
 // hook: a new leader first gives every node a full DownAfter of grace, so
 // a failover does not mark the fleet down.

@@ -122,15 +122,15 @@ func (r *Runners) create(ctx context.Context, j *state.Job, progress func(int)) 
 		}
 		return r.fail(ctx, s, state.SiteCreating, failure("creating the site", err))
 	}
-	return r.ready(ctx, s, resp.Msg)
+	return r.ready(ctx, s, resp.Msg.Status, resp.Msg.WordpressVersion)
 }
 
 // ready records that the agent has the site serving. A site deleted
 // meanwhile stays deleted: its delete job cleans up on the node.
-func (r *Runners) ready(ctx context.Context, s *state.Site, resp *agentv1.CreateSiteResponse) error {
+func (r *Runners) ready(ctx context.Context, s *state.Site, st *agentv1.SiteStatus, wordpressVersion string) error {
 	empty := ""
 	_, err := r.Raft.Apply(ctx, fsm.UpdateSite{Update: state.SiteUpdate{ID: s.ID, Status: state.SiteReady,
-		Port: int(resp.Status.GetPort()), Address: resp.Status.GetAddress(), WordPressVersion: resp.WordpressVersion, FailureReason: &empty,
+		Port: int(st.GetPort()), Address: st.GetAddress(), WordPressVersion: wordpressVersion, FailureReason: &empty,
 		At: r.now(), IfStatus: state.SiteCreating}})
 	if errors.Is(err, state.ErrConflict) {
 		return nil
@@ -168,15 +168,14 @@ func (r *Runners) reset(ctx context.Context, j *state.Job, _ func(int)) error {
 	if err != nil {
 		return r.fail(ctx, s, state.SiteCreating, &jobs.Failure{Code: "node_unavailable", Message: err.Error()})
 	}
-	resp, err := agent.ResetSite(ctx, connect.NewRequest(&agentv1.CreateSiteRequest{SiteId: s.ID, JobId: j.ID, Slug: s.Slug,
-		Name: s.Name, PhpVersion: s.PHPVersion, Url: s.URL}))
+	resp, err := agent.ResetSite(ctx, connect.NewRequest(&agentv1.ResetSiteRequest{SiteId: s.ID, JobId: j.ID}))
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return r.fail(ctx, s, state.SiteCreating, failure("resetting the site", err))
 	}
-	return r.ready(ctx, s, resp.Msg)
+	return r.ready(ctx, s, resp.Msg.Status, resp.Msg.WordpressVersion)
 }
 
 func (r *Runners) phpConfig(ctx context.Context, j *state.Job, _ func(int)) error {

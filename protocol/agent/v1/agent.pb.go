@@ -507,94 +507,6 @@ func (x *HeartbeatResponse) GetUnknown() bool {
 	return false
 }
 
-type ReportSiteStatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Status        *SiteStatus            `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ReportSiteStatusRequest) Reset() {
-	*x = ReportSiteStatusRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[6]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ReportSiteStatusRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ReportSiteStatusRequest) ProtoMessage() {}
-
-func (x *ReportSiteStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[6]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ReportSiteStatusRequest.ProtoReflect.Descriptor instead.
-func (*ReportSiteStatusRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{6}
-}
-
-func (x *ReportSiteStatusRequest) GetNodeId() string {
-	if x != nil {
-		return x.NodeId
-	}
-	return ""
-}
-
-func (x *ReportSiteStatusRequest) GetStatus() *SiteStatus {
-	if x != nil {
-		return x.Status
-	}
-	return nil
-}
-
-type ReportSiteStatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ReportSiteStatusResponse) Reset() {
-	*x = ReportSiteStatusResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[7]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ReportSiteStatusResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ReportSiteStatusResponse) ProtoMessage() {}
-
-func (x *ReportSiteStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[7]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ReportSiteStatusResponse.ProtoReflect.Descriptor instead.
-func (*ReportSiteStatusResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{7}
-}
-
 type SiteRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SiteId        string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
@@ -605,7 +517,7 @@ type SiteRef struct {
 
 func (x *SiteRef) Reset() {
 	*x = SiteRef{}
-	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_agent_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +529,7 @@ func (x *SiteRef) String() string {
 func (*SiteRef) ProtoMessage() {}
 
 func (x *SiteRef) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_agent_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +542,7 @@ func (x *SiteRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteRef.ProtoReflect.Descriptor instead.
 func (*SiteRef) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SiteRef) GetSiteId() string {
@@ -669,7 +581,7 @@ type CreateSiteRequest struct {
 
 func (x *CreateSiteRequest) Reset() {
 	*x = CreateSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_agent_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +593,7 @@ func (x *CreateSiteRequest) String() string {
 func (*CreateSiteRequest) ProtoMessage() {}
 
 func (x *CreateSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_agent_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +606,7 @@ func (x *CreateSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSiteRequest.ProtoReflect.Descriptor instead.
 func (*CreateSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateSiteRequest) GetSiteId() string {
@@ -791,7 +703,7 @@ type CreateSiteResponse struct {
 
 func (x *CreateSiteResponse) Reset() {
 	*x = CreateSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_agent_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +715,7 @@ func (x *CreateSiteResponse) String() string {
 func (*CreateSiteResponse) ProtoMessage() {}
 
 func (x *CreateSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_agent_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +728,7 @@ func (x *CreateSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSiteResponse.ProtoReflect.Descriptor instead.
 func (*CreateSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateSiteResponse) GetStatus() *SiteStatus {
@@ -842,7 +754,7 @@ type DeleteSiteResponse struct {
 
 func (x *DeleteSiteResponse) Reset() {
 	*x = DeleteSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +766,7 @@ func (x *DeleteSiteResponse) String() string {
 func (*DeleteSiteResponse) ProtoMessage() {}
 
 func (x *DeleteSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +779,7 @@ func (x *DeleteSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSiteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteSiteResponse) GetExisted() bool {
@@ -877,31 +789,29 @@ func (x *DeleteSiteResponse) GetExisted() bool {
 	return false
 }
 
-type ExecRequest struct {
+type ResetSiteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SiteId        string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
-	Argv          []string               `protobuf:"bytes,2,rep,name=argv,proto3" json:"argv,omitempty"`
-	Stdin         []byte                 `protobuf:"bytes,3,opt,name=stdin,proto3" json:"stdin,omitempty"`
-	TimeoutMs     int64                  `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ExecRequest) Reset() {
-	*x = ExecRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+func (x *ResetSiteRequest) Reset() {
+	*x = ResetSiteRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ExecRequest) String() string {
+func (x *ResetSiteRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ExecRequest) ProtoMessage() {}
+func (*ResetSiteRequest) ProtoMessage() {}
 
-func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+func (x *ResetSiteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,63 +822,48 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
-func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+// Deprecated: Use ResetSiteRequest.ProtoReflect.Descriptor instead.
+func (*ResetSiteRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
-func (x *ExecRequest) GetSiteId() string {
+func (x *ResetSiteRequest) GetSiteId() string {
 	if x != nil {
 		return x.SiteId
 	}
 	return ""
 }
 
-func (x *ExecRequest) GetArgv() []string {
+func (x *ResetSiteRequest) GetJobId() string {
 	if x != nil {
-		return x.Argv
+		return x.JobId
 	}
-	return nil
+	return ""
 }
 
-func (x *ExecRequest) GetStdin() []byte {
-	if x != nil {
-		return x.Stdin
-	}
-	return nil
+type ResetSiteResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Status           *SiteStatus            `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	WordpressVersion string                 `protobuf:"bytes,2,opt,name=wordpress_version,json=wordpressVersion,proto3" json:"wordpress_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
-func (x *ExecRequest) GetTimeoutMs() int64 {
-	if x != nil {
-		return x.TimeoutMs
-	}
-	return 0
-}
-
-type ExecResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ExitCode      int32                  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
-	Stdout        []byte                 `protobuf:"bytes,2,opt,name=stdout,proto3" json:"stdout,omitempty"`
-	Stderr        []byte                 `protobuf:"bytes,3,opt,name=stderr,proto3" json:"stderr,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ExecResponse) Reset() {
-	*x = ExecResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+func (x *ResetSiteResponse) Reset() {
+	*x = ResetSiteResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ExecResponse) String() string {
+func (x *ResetSiteResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ExecResponse) ProtoMessage() {}
+func (*ResetSiteResponse) ProtoMessage() {}
 
-func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+func (x *ResetSiteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,30 +874,23 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
-func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+// Deprecated: Use ResetSiteResponse.ProtoReflect.Descriptor instead.
+func (*ResetSiteResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
-func (x *ExecResponse) GetExitCode() int32 {
+func (x *ResetSiteResponse) GetStatus() *SiteStatus {
 	if x != nil {
-		return x.ExitCode
-	}
-	return 0
-}
-
-func (x *ExecResponse) GetStdout() []byte {
-	if x != nil {
-		return x.Stdout
+		return x.Status
 	}
 	return nil
 }
 
-func (x *ExecResponse) GetStderr() []byte {
+func (x *ResetSiteResponse) GetWordpressVersion() string {
 	if x != nil {
-		return x.Stderr
+		return x.WordpressVersion
 	}
-	return nil
+	return ""
 }
 
 type CreateLoginTokenRequest struct {
@@ -1020,7 +908,7 @@ type CreateLoginTokenRequest struct {
 
 func (x *CreateLoginTokenRequest) Reset() {
 	*x = CreateLoginTokenRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +920,7 @@ func (x *CreateLoginTokenRequest) String() string {
 func (*CreateLoginTokenRequest) ProtoMessage() {}
 
 func (x *CreateLoginTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +933,7 @@ func (x *CreateLoginTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLoginTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateLoginTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateLoginTokenRequest) GetSiteId() string {
@@ -1091,7 +979,7 @@ type CreateLoginTokenResponse struct {
 
 func (x *CreateLoginTokenResponse) Reset() {
 	*x = CreateLoginTokenResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +991,7 @@ func (x *CreateLoginTokenResponse) String() string {
 func (*CreateLoginTokenResponse) ProtoMessage() {}
 
 func (x *CreateLoginTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1004,7 @@ func (x *CreateLoginTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLoginTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateLoginTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 type DebugSettings struct {
@@ -1131,7 +1019,7 @@ type DebugSettings struct {
 
 func (x *DebugSettings) Reset() {
 	*x = DebugSettings{}
-	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1031,7 @@ func (x *DebugSettings) String() string {
 func (*DebugSettings) ProtoMessage() {}
 
 func (x *DebugSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1044,7 @@ func (x *DebugSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugSettings.ProtoReflect.Descriptor instead.
 func (*DebugSettings) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DebugSettings) GetWpDebug() bool {
@@ -1201,7 +1089,7 @@ type SetDebugRequest struct {
 
 func (x *SetDebugRequest) Reset() {
 	*x = SetDebugRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1101,7 @@ func (x *SetDebugRequest) String() string {
 func (*SetDebugRequest) ProtoMessage() {}
 
 func (x *SetDebugRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1114,7 @@ func (x *SetDebugRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDebugRequest.ProtoReflect.Descriptor instead.
 func (*SetDebugRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetDebugRequest) GetSiteId() string {
@@ -1274,7 +1162,7 @@ type TailDebugLogRequest struct {
 
 func (x *TailDebugLogRequest) Reset() {
 	*x = TailDebugLogRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1174,7 @@ func (x *TailDebugLogRequest) String() string {
 func (*TailDebugLogRequest) ProtoMessage() {}
 
 func (x *TailDebugLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1187,7 @@ func (x *TailDebugLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailDebugLogRequest.ProtoReflect.Descriptor instead.
 func (*TailDebugLogRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TailDebugLogRequest) GetSiteId() string {
@@ -1329,7 +1217,7 @@ type TailDebugLogResponse struct {
 
 func (x *TailDebugLogResponse) Reset() {
 	*x = TailDebugLogResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1229,7 @@ func (x *TailDebugLogResponse) String() string {
 func (*TailDebugLogResponse) ProtoMessage() {}
 
 func (x *TailDebugLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1242,7 @@ func (x *TailDebugLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailDebugLogResponse.ProtoReflect.Descriptor instead.
 func (*TailDebugLogResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TailDebugLogResponse) GetExists() bool {
@@ -1393,7 +1281,7 @@ type TruncateDebugLogResponse struct {
 
 func (x *TruncateDebugLogResponse) Reset() {
 	*x = TruncateDebugLogResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1293,7 @@ func (x *TruncateDebugLogResponse) String() string {
 func (*TruncateDebugLogResponse) ProtoMessage() {}
 
 func (x *TruncateDebugLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1306,7 @@ func (x *TruncateDebugLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateDebugLogResponse.ProtoReflect.Descriptor instead.
 func (*TruncateDebugLogResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 type SetPHPConfigRequest struct {
@@ -1432,7 +1320,7 @@ type SetPHPConfigRequest struct {
 
 func (x *SetPHPConfigRequest) Reset() {
 	*x = SetPHPConfigRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1332,7 @@ func (x *SetPHPConfigRequest) String() string {
 func (*SetPHPConfigRequest) ProtoMessage() {}
 
 func (x *SetPHPConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1345,7 @@ func (x *SetPHPConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPHPConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetPHPConfigRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetPHPConfigRequest) GetSiteId() string {
@@ -1490,7 +1378,7 @@ type PHPConfig struct {
 
 func (x *PHPConfig) Reset() {
 	*x = PHPConfig{}
-	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1390,7 @@ func (x *PHPConfig) String() string {
 func (*PHPConfig) ProtoMessage() {}
 
 func (x *PHPConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1403,7 @@ func (x *PHPConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PHPConfig.ProtoReflect.Descriptor instead.
 func (*PHPConfig) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PHPConfig) GetSettings() map[string]string {
@@ -1540,7 +1428,7 @@ type Email struct {
 
 func (x *Email) Reset() {
 	*x = Email{}
-	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1440,7 @@ func (x *Email) String() string {
 func (*Email) ProtoMessage() {}
 
 func (x *Email) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1453,7 @@ func (x *Email) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Email.ProtoReflect.Descriptor instead.
 func (*Email) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{23}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Email) GetId() string {
@@ -1626,7 +1514,7 @@ type ListEmailsResponse struct {
 
 func (x *ListEmailsResponse) Reset() {
 	*x = ListEmailsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +1526,7 @@ func (x *ListEmailsResponse) String() string {
 func (*ListEmailsResponse) ProtoMessage() {}
 
 func (x *ListEmailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +1539,7 @@ func (x *ListEmailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEmailsResponse.ProtoReflect.Descriptor instead.
 func (*ListEmailsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListEmailsResponse) GetEmails() []*Email {
@@ -1669,7 +1557,7 @@ type ClearEmailsResponse struct {
 
 func (x *ClearEmailsResponse) Reset() {
 	*x = ClearEmailsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1569,7 @@ func (x *ClearEmailsResponse) String() string {
 func (*ClearEmailsResponse) ProtoMessage() {}
 
 func (x *ClearEmailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1582,7 @@ func (x *ClearEmailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearEmailsResponse.ProtoReflect.Descriptor instead.
 func (*ClearEmailsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 type SwitchPHPVersionRequest struct {
@@ -1708,7 +1596,7 @@ type SwitchPHPVersionRequest struct {
 
 func (x *SwitchPHPVersionRequest) Reset() {
 	*x = SwitchPHPVersionRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1608,7 @@ func (x *SwitchPHPVersionRequest) String() string {
 func (*SwitchPHPVersionRequest) ProtoMessage() {}
 
 func (x *SwitchPHPVersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1621,7 @@ func (x *SwitchPHPVersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchPHPVersionRequest.ProtoReflect.Descriptor instead.
 func (*SwitchPHPVersionRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SwitchPHPVersionRequest) GetSiteId() string {
@@ -1757,6 +1645,58 @@ func (x *SwitchPHPVersionRequest) GetPhpVersion() string {
 	return ""
 }
 
+type SwitchPHPVersionResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Status           *SiteStatus            `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	WordpressVersion string                 `protobuf:"bytes,2,opt,name=wordpress_version,json=wordpressVersion,proto3" json:"wordpress_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SwitchPHPVersionResponse) Reset() {
+	*x = SwitchPHPVersionResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SwitchPHPVersionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SwitchPHPVersionResponse) ProtoMessage() {}
+
+func (x *SwitchPHPVersionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SwitchPHPVersionResponse.ProtoReflect.Descriptor instead.
+func (*SwitchPHPVersionResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SwitchPHPVersionResponse) GetStatus() *SiteStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *SwitchPHPVersionResponse) GetWordpressVersion() string {
+	if x != nil {
+		return x.WordpressVersion
+	}
+	return ""
+}
+
 type FilesRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	SiteId string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
@@ -1773,7 +1713,7 @@ type FilesRequest struct {
 
 func (x *FilesRequest) Reset() {
 	*x = FilesRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_agent_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +1725,7 @@ func (x *FilesRequest) String() string {
 func (*FilesRequest) ProtoMessage() {}
 
 func (x *FilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_agent_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +1738,7 @@ func (x *FilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilesRequest.ProtoReflect.Descriptor instead.
 func (*FilesRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FilesRequest) GetSiteId() string {
@@ -1863,7 +1803,7 @@ type FilesResponse struct {
 
 func (x *FilesResponse) Reset() {
 	*x = FilesResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +1815,7 @@ func (x *FilesResponse) String() string {
 func (*FilesResponse) ProtoMessage() {}
 
 func (x *FilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +1828,7 @@ func (x *FilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilesResponse.ProtoReflect.Descriptor instead.
 func (*FilesResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FilesResponse) GetResultJson() []byte {
@@ -1925,7 +1865,7 @@ type DatabaseInfo struct {
 
 func (x *DatabaseInfo) Reset() {
 	*x = DatabaseInfo{}
-	mi := &file_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_agent_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +1877,7 @@ func (x *DatabaseInfo) String() string {
 func (*DatabaseInfo) ProtoMessage() {}
 
 func (x *DatabaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_agent_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +1890,7 @@ func (x *DatabaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DatabaseInfo.ProtoReflect.Descriptor instead.
 func (*DatabaseInfo) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DatabaseInfo) GetHost() string {
@@ -2003,7 +1943,7 @@ type Plugin struct {
 
 func (x *Plugin) Reset() {
 	*x = Plugin{}
-	mi := &file_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_agent_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2015,7 +1955,7 @@ func (x *Plugin) String() string {
 func (*Plugin) ProtoMessage() {}
 
 func (x *Plugin) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_agent_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2028,7 +1968,7 @@ func (x *Plugin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plugin.ProtoReflect.Descriptor instead.
 func (*Plugin) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Plugin) GetSlug() string {
@@ -2075,7 +2015,7 @@ type ListPluginsResponse struct {
 
 func (x *ListPluginsResponse) Reset() {
 	*x = ListPluginsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_agent_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2027,7 @@ func (x *ListPluginsResponse) String() string {
 func (*ListPluginsResponse) ProtoMessage() {}
 
 func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_agent_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2040,7 @@ func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPluginsResponse.ProtoReflect.Descriptor instead.
 func (*ListPluginsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{31}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListPluginsResponse) GetPlugins() []*Plugin {
@@ -2124,7 +2064,7 @@ type InstallPluginRequest struct {
 
 func (x *InstallPluginRequest) Reset() {
 	*x = InstallPluginRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_agent_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2136,7 +2076,7 @@ func (x *InstallPluginRequest) String() string {
 func (*InstallPluginRequest) ProtoMessage() {}
 
 func (x *InstallPluginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_agent_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2149,7 +2089,7 @@ func (x *InstallPluginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallPluginRequest.ProtoReflect.Descriptor instead.
 func (*InstallPluginRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *InstallPluginRequest) GetSiteId() string {
@@ -2196,7 +2136,7 @@ type InstallPluginResponse struct {
 
 func (x *InstallPluginResponse) Reset() {
 	*x = InstallPluginResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_agent_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2148,7 @@ func (x *InstallPluginResponse) String() string {
 func (*InstallPluginResponse) ProtoMessage() {}
 
 func (x *InstallPluginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_agent_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2161,7 @@ func (x *InstallPluginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallPluginResponse.ProtoReflect.Descriptor instead.
 func (*InstallPluginResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *InstallPluginResponse) GetPlugin() *Plugin {
@@ -2270,11 +2210,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\fphp_versions\x18\x05 \x03(\tR\vphpVersions\"a\n" +
 	"\x11HeartbeatResponse\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x01 \x01(\x03R\x13heartbeatIntervalMs\x12\x18\n" +
-	"\aunknown\x18\x02 \x01(\bR\aunknown\"i\n" +
-	"\x17ReportSiteStatusRequest\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x125\n" +
-	"\x06status\x18\x02 \x01(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x06status\"\x1a\n" +
-	"\x18ReportSiteStatusResponse\"9\n" +
+	"\aunknown\x18\x02 \x01(\bR\aunknown\"9\n" +
 	"\aSiteRef\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xf9\x02\n" +
@@ -2300,17 +2236,13 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x06status\x18\x01 \x01(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x06status\x12+\n" +
 	"\x11wordpress_version\x18\x02 \x01(\tR\x10wordpressVersion\".\n" +
 	"\x12DeleteSiteResponse\x12\x18\n" +
-	"\aexisted\x18\x01 \x01(\bR\aexisted\"o\n" +
-	"\vExecRequest\x12\x17\n" +
-	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x12\n" +
-	"\x04argv\x18\x02 \x03(\tR\x04argv\x12\x14\n" +
-	"\x05stdin\x18\x03 \x01(\fR\x05stdin\x12\x1d\n" +
-	"\n" +
-	"timeout_ms\x18\x04 \x01(\x03R\ttimeoutMs\"[\n" +
-	"\fExecResponse\x12\x1b\n" +
-	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
-	"\x06stdout\x18\x02 \x01(\fR\x06stdout\x12\x16\n" +
-	"\x06stderr\x18\x03 \x01(\fR\x06stderr\"\xb8\x01\n" +
+	"\aexisted\x18\x01 \x01(\bR\aexisted\"B\n" +
+	"\x10ResetSiteRequest\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"w\n" +
+	"\x11ResetSiteResponse\x125\n" +
+	"\x06status\x18\x01 \x01(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x06status\x12+\n" +
+	"\x11wordpress_version\x18\x02 \x01(\tR\x10wordpressVersion\"\xb8\x01\n" +
 	"\x17CreateLoginTokenRequest\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x1d\n" +
 	"\n" +
@@ -2373,7 +2305,10 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vphp_version\x18\x03 \x01(\tR\n" +
-	"phpVersion\"\xa5\x01\n" +
+	"phpVersion\"~\n" +
+	"\x18SwitchPHPVersionResponse\x125\n" +
+	"\x06status\x18\x01 \x01(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x06status\x12+\n" +
+	"\x11wordpress_version\x18\x02 \x01(\tR\x10wordpressVersion\"\xa5\x01\n" +
 	"\fFilesRequest\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x0e\n" +
 	"\x02op\x18\x02 \x01(\tR\x02op\x12\x12\n" +
@@ -2416,20 +2351,16 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x10SITE_STATE_READY\x10\x02\x12\x16\n" +
 	"\x12SITE_STATE_STOPPED\x10\x03\x12\x15\n" +
 	"\x11SITE_STATE_FAILED\x10\x04\x12\x16\n" +
-	"\x12SITE_STATE_DELETED\x10\x052\xab\x02\n" +
+	"\x12SITE_STATE_DELETED\x10\x052\xbe\x01\n" +
 	"\x0fRegistryService\x12S\n" +
 	"\bRegister\x12\".sandboxd.agent.v1.RegisterRequest\x1a#.sandboxd.agent.v1.RegisterResponse\x12V\n" +
-	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse\x12k\n" +
-	"\x10ReportSiteStatus\x12*.sandboxd.agent.v1.ReportSiteStatusRequest\x1a+.sandboxd.agent.v1.ReportSiteStatusResponse2\xd2\r\n" +
+	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse2\xfe\v\n" +
 	"\fAgentService\x12Y\n" +
 	"\n" +
-	"CreateSite\x12$.sandboxd.agent.v1.CreateSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12F\n" +
-	"\tStartSite\x12\x1a.sandboxd.agent.v1.SiteRef\x1a\x1d.sandboxd.agent.v1.SiteStatus\x12E\n" +
-	"\bStopSite\x12\x1a.sandboxd.agent.v1.SiteRef\x1a\x1d.sandboxd.agent.v1.SiteStatus\x12O\n" +
+	"CreateSite\x12$.sandboxd.agent.v1.CreateSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12O\n" +
 	"\n" +
-	"DeleteSite\x12\x1a.sandboxd.agent.v1.SiteRef\x1a%.sandboxd.agent.v1.DeleteSiteResponse\x12X\n" +
-	"\tResetSite\x12$.sandboxd.agent.v1.CreateSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12G\n" +
-	"\x04Exec\x12\x1e.sandboxd.agent.v1.ExecRequest\x1a\x1f.sandboxd.agent.v1.ExecResponse\x12k\n" +
+	"DeleteSite\x12\x1a.sandboxd.agent.v1.SiteRef\x1a%.sandboxd.agent.v1.DeleteSiteResponse\x12V\n" +
+	"\tResetSite\x12#.sandboxd.agent.v1.ResetSiteRequest\x1a$.sandboxd.agent.v1.ResetSiteResponse\x12k\n" +
 	"\x10CreateLoginToken\x12*.sandboxd.agent.v1.CreateLoginTokenRequest\x1a+.sandboxd.agent.v1.CreateLoginTokenResponse\x12H\n" +
 	"\bGetDebug\x12\x1a.sandboxd.agent.v1.SiteRef\x1a .sandboxd.agent.v1.DebugSettings\x12P\n" +
 	"\bSetDebug\x12\".sandboxd.agent.v1.SetDebugRequest\x1a .sandboxd.agent.v1.DebugSettings\x12_\n" +
@@ -2438,8 +2369,8 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\fSetPHPConfig\x12&.sandboxd.agent.v1.SetPHPConfigRequest\x1a\x1c.sandboxd.agent.v1.PHPConfig\x12O\n" +
 	"\n" +
 	"ListEmails\x12\x1a.sandboxd.agent.v1.SiteRef\x1a%.sandboxd.agent.v1.ListEmailsResponse\x12Q\n" +
-	"\vClearEmails\x12\x1a.sandboxd.agent.v1.SiteRef\x1a&.sandboxd.agent.v1.ClearEmailsResponse\x12e\n" +
-	"\x10SwitchPHPVersion\x12*.sandboxd.agent.v1.SwitchPHPVersionRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12J\n" +
+	"\vClearEmails\x12\x1a.sandboxd.agent.v1.SiteRef\x1a&.sandboxd.agent.v1.ClearEmailsResponse\x12k\n" +
+	"\x10SwitchPHPVersion\x12*.sandboxd.agent.v1.SwitchPHPVersionRequest\x1a+.sandboxd.agent.v1.SwitchPHPVersionResponse\x12J\n" +
 	"\x05Files\x12\x1f.sandboxd.agent.v1.FilesRequest\x1a .sandboxd.agent.v1.FilesResponse\x12J\n" +
 	"\vGetDatabase\x12\x1a.sandboxd.agent.v1.SiteRef\x1a\x1f.sandboxd.agent.v1.DatabaseInfo\x12m\n" +
 	"\x12CreateAdminerLogin\x12*.sandboxd.agent.v1.CreateLoginTokenRequest\x1a+.sandboxd.agent.v1.CreateLoginTokenResponse\x12Q\n" +
@@ -2459,7 +2390,7 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(SiteState)(0),                   // 0: sandboxd.agent.v1.SiteState
 	(*Resources)(nil),                // 1: sandboxd.agent.v1.Resources
@@ -2468,103 +2399,95 @@ var file_agent_v1_agent_proto_goTypes = []any{
 	(*SiteStatus)(nil),               // 4: sandboxd.agent.v1.SiteStatus
 	(*HeartbeatRequest)(nil),         // 5: sandboxd.agent.v1.HeartbeatRequest
 	(*HeartbeatResponse)(nil),        // 6: sandboxd.agent.v1.HeartbeatResponse
-	(*ReportSiteStatusRequest)(nil),  // 7: sandboxd.agent.v1.ReportSiteStatusRequest
-	(*ReportSiteStatusResponse)(nil), // 8: sandboxd.agent.v1.ReportSiteStatusResponse
-	(*SiteRef)(nil),                  // 9: sandboxd.agent.v1.SiteRef
-	(*CreateSiteRequest)(nil),        // 10: sandboxd.agent.v1.CreateSiteRequest
-	(*CreateSiteResponse)(nil),       // 11: sandboxd.agent.v1.CreateSiteResponse
-	(*DeleteSiteResponse)(nil),       // 12: sandboxd.agent.v1.DeleteSiteResponse
-	(*ExecRequest)(nil),              // 13: sandboxd.agent.v1.ExecRequest
-	(*ExecResponse)(nil),             // 14: sandboxd.agent.v1.ExecResponse
-	(*CreateLoginTokenRequest)(nil),  // 15: sandboxd.agent.v1.CreateLoginTokenRequest
-	(*CreateLoginTokenResponse)(nil), // 16: sandboxd.agent.v1.CreateLoginTokenResponse
-	(*DebugSettings)(nil),            // 17: sandboxd.agent.v1.DebugSettings
-	(*SetDebugRequest)(nil),          // 18: sandboxd.agent.v1.SetDebugRequest
-	(*TailDebugLogRequest)(nil),      // 19: sandboxd.agent.v1.TailDebugLogRequest
-	(*TailDebugLogResponse)(nil),     // 20: sandboxd.agent.v1.TailDebugLogResponse
-	(*TruncateDebugLogResponse)(nil), // 21: sandboxd.agent.v1.TruncateDebugLogResponse
-	(*SetPHPConfigRequest)(nil),      // 22: sandboxd.agent.v1.SetPHPConfigRequest
-	(*PHPConfig)(nil),                // 23: sandboxd.agent.v1.PHPConfig
-	(*Email)(nil),                    // 24: sandboxd.agent.v1.Email
-	(*ListEmailsResponse)(nil),       // 25: sandboxd.agent.v1.ListEmailsResponse
-	(*ClearEmailsResponse)(nil),      // 26: sandboxd.agent.v1.ClearEmailsResponse
-	(*SwitchPHPVersionRequest)(nil),  // 27: sandboxd.agent.v1.SwitchPHPVersionRequest
-	(*FilesRequest)(nil),             // 28: sandboxd.agent.v1.FilesRequest
-	(*FilesResponse)(nil),            // 29: sandboxd.agent.v1.FilesResponse
-	(*DatabaseInfo)(nil),             // 30: sandboxd.agent.v1.DatabaseInfo
-	(*Plugin)(nil),                   // 31: sandboxd.agent.v1.Plugin
-	(*ListPluginsResponse)(nil),      // 32: sandboxd.agent.v1.ListPluginsResponse
-	(*InstallPluginRequest)(nil),     // 33: sandboxd.agent.v1.InstallPluginRequest
-	(*InstallPluginResponse)(nil),    // 34: sandboxd.agent.v1.InstallPluginResponse
-	nil,                              // 35: sandboxd.agent.v1.RegisterRequest.LabelsEntry
-	nil,                              // 36: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	nil,                              // 37: sandboxd.agent.v1.PHPConfig.SettingsEntry
+	(*SiteRef)(nil),                  // 7: sandboxd.agent.v1.SiteRef
+	(*CreateSiteRequest)(nil),        // 8: sandboxd.agent.v1.CreateSiteRequest
+	(*CreateSiteResponse)(nil),       // 9: sandboxd.agent.v1.CreateSiteResponse
+	(*DeleteSiteResponse)(nil),       // 10: sandboxd.agent.v1.DeleteSiteResponse
+	(*ResetSiteRequest)(nil),         // 11: sandboxd.agent.v1.ResetSiteRequest
+	(*ResetSiteResponse)(nil),        // 12: sandboxd.agent.v1.ResetSiteResponse
+	(*CreateLoginTokenRequest)(nil),  // 13: sandboxd.agent.v1.CreateLoginTokenRequest
+	(*CreateLoginTokenResponse)(nil), // 14: sandboxd.agent.v1.CreateLoginTokenResponse
+	(*DebugSettings)(nil),            // 15: sandboxd.agent.v1.DebugSettings
+	(*SetDebugRequest)(nil),          // 16: sandboxd.agent.v1.SetDebugRequest
+	(*TailDebugLogRequest)(nil),      // 17: sandboxd.agent.v1.TailDebugLogRequest
+	(*TailDebugLogResponse)(nil),     // 18: sandboxd.agent.v1.TailDebugLogResponse
+	(*TruncateDebugLogResponse)(nil), // 19: sandboxd.agent.v1.TruncateDebugLogResponse
+	(*SetPHPConfigRequest)(nil),      // 20: sandboxd.agent.v1.SetPHPConfigRequest
+	(*PHPConfig)(nil),                // 21: sandboxd.agent.v1.PHPConfig
+	(*Email)(nil),                    // 22: sandboxd.agent.v1.Email
+	(*ListEmailsResponse)(nil),       // 23: sandboxd.agent.v1.ListEmailsResponse
+	(*ClearEmailsResponse)(nil),      // 24: sandboxd.agent.v1.ClearEmailsResponse
+	(*SwitchPHPVersionRequest)(nil),  // 25: sandboxd.agent.v1.SwitchPHPVersionRequest
+	(*SwitchPHPVersionResponse)(nil), // 26: sandboxd.agent.v1.SwitchPHPVersionResponse
+	(*FilesRequest)(nil),             // 27: sandboxd.agent.v1.FilesRequest
+	(*FilesResponse)(nil),            // 28: sandboxd.agent.v1.FilesResponse
+	(*DatabaseInfo)(nil),             // 29: sandboxd.agent.v1.DatabaseInfo
+	(*Plugin)(nil),                   // 30: sandboxd.agent.v1.Plugin
+	(*ListPluginsResponse)(nil),      // 31: sandboxd.agent.v1.ListPluginsResponse
+	(*InstallPluginRequest)(nil),     // 32: sandboxd.agent.v1.InstallPluginRequest
+	(*InstallPluginResponse)(nil),    // 33: sandboxd.agent.v1.InstallPluginResponse
+	nil,                              // 34: sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	nil,                              // 35: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	nil,                              // 36: sandboxd.agent.v1.PHPConfig.SettingsEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
 	1,  // 0: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
-	35, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	34, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
 	0,  // 2: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
 	1,  // 3: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
 	4,  // 4: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
-	4,  // 5: sandboxd.agent.v1.ReportSiteStatusRequest.status:type_name -> sandboxd.agent.v1.SiteStatus
-	1,  // 6: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
-	4,  // 7: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	36, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	37, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
-	24, // 10: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
-	31, // 11: sandboxd.agent.v1.ListPluginsResponse.plugins:type_name -> sandboxd.agent.v1.Plugin
-	31, // 12: sandboxd.agent.v1.InstallPluginResponse.plugin:type_name -> sandboxd.agent.v1.Plugin
-	2,  // 13: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
-	5,  // 14: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
-	7,  // 15: sandboxd.agent.v1.RegistryService.ReportSiteStatus:input_type -> sandboxd.agent.v1.ReportSiteStatusRequest
-	10, // 16: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
-	9,  // 17: sandboxd.agent.v1.AgentService.StartSite:input_type -> sandboxd.agent.v1.SiteRef
-	9,  // 18: sandboxd.agent.v1.AgentService.StopSite:input_type -> sandboxd.agent.v1.SiteRef
-	9,  // 19: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
-	10, // 20: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
-	13, // 21: sandboxd.agent.v1.AgentService.Exec:input_type -> sandboxd.agent.v1.ExecRequest
-	15, // 22: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	9,  // 23: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
-	18, // 24: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
-	19, // 25: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
-	9,  // 26: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
-	22, // 27: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
-	9,  // 28: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
-	9,  // 29: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
-	27, // 30: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
-	28, // 31: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
-	9,  // 32: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
-	15, // 33: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	9,  // 34: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
-	33, // 35: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
-	3,  // 36: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
-	6,  // 37: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
-	8,  // 38: sandboxd.agent.v1.RegistryService.ReportSiteStatus:output_type -> sandboxd.agent.v1.ReportSiteStatusResponse
-	11, // 39: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	4,  // 40: sandboxd.agent.v1.AgentService.StartSite:output_type -> sandboxd.agent.v1.SiteStatus
-	4,  // 41: sandboxd.agent.v1.AgentService.StopSite:output_type -> sandboxd.agent.v1.SiteStatus
-	12, // 42: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
-	11, // 43: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	14, // 44: sandboxd.agent.v1.AgentService.Exec:output_type -> sandboxd.agent.v1.ExecResponse
-	16, // 45: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	17, // 46: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	17, // 47: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	20, // 48: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
-	21, // 49: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
-	23, // 50: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
-	25, // 51: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
-	26, // 52: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
-	11, // 53: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	29, // 54: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
-	30, // 55: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
-	16, // 56: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	32, // 57: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
-	34, // 58: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
-	36, // [36:59] is the sub-list for method output_type
-	13, // [13:36] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	1,  // 5: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
+	4,  // 6: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	4,  // 7: sandboxd.agent.v1.ResetSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	35, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	36, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
+	22, // 10: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
+	4,  // 11: sandboxd.agent.v1.SwitchPHPVersionResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	30, // 12: sandboxd.agent.v1.ListPluginsResponse.plugins:type_name -> sandboxd.agent.v1.Plugin
+	30, // 13: sandboxd.agent.v1.InstallPluginResponse.plugin:type_name -> sandboxd.agent.v1.Plugin
+	2,  // 14: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
+	5,  // 15: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
+	8,  // 16: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
+	7,  // 17: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
+	11, // 18: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.ResetSiteRequest
+	13, // 19: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	7,  // 20: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
+	16, // 21: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
+	17, // 22: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
+	7,  // 23: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
+	20, // 24: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
+	7,  // 25: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
+	7,  // 26: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
+	25, // 27: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
+	27, // 28: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
+	7,  // 29: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
+	13, // 30: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	7,  // 31: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
+	32, // 32: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
+	3,  // 33: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
+	6,  // 34: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
+	9,  // 35: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	10, // 36: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
+	12, // 37: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	14, // 38: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	15, // 39: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	15, // 40: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	18, // 41: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
+	19, // 42: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
+	21, // 43: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
+	23, // 44: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
+	24, // 45: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
+	26, // 46: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
+	28, // 47: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
+	29, // 48: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
+	14, // 49: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	31, // 50: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
+	33, // 51: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
+	33, // [33:52] is the sub-list for method output_type
+	14, // [14:33] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_agent_proto_init() }
@@ -2572,14 +2495,14 @@ func file_agent_v1_agent_proto_init() {
 	if File_agent_v1_agent_proto != nil {
 		return
 	}
-	file_agent_v1_agent_proto_msgTypes[17].OneofWrappers = []any{}
+	file_agent_v1_agent_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -44,21 +44,12 @@ const (
 	// RegistryServiceHeartbeatProcedure is the fully-qualified name of the RegistryService's Heartbeat
 	// RPC.
 	RegistryServiceHeartbeatProcedure = "/sandboxd.agent.v1.RegistryService/Heartbeat"
-	// RegistryServiceReportSiteStatusProcedure is the fully-qualified name of the RegistryService's
-	// ReportSiteStatus RPC.
-	RegistryServiceReportSiteStatusProcedure = "/sandboxd.agent.v1.RegistryService/ReportSiteStatus"
 	// AgentServiceCreateSiteProcedure is the fully-qualified name of the AgentService's CreateSite RPC.
 	AgentServiceCreateSiteProcedure = "/sandboxd.agent.v1.AgentService/CreateSite"
-	// AgentServiceStartSiteProcedure is the fully-qualified name of the AgentService's StartSite RPC.
-	AgentServiceStartSiteProcedure = "/sandboxd.agent.v1.AgentService/StartSite"
-	// AgentServiceStopSiteProcedure is the fully-qualified name of the AgentService's StopSite RPC.
-	AgentServiceStopSiteProcedure = "/sandboxd.agent.v1.AgentService/StopSite"
 	// AgentServiceDeleteSiteProcedure is the fully-qualified name of the AgentService's DeleteSite RPC.
 	AgentServiceDeleteSiteProcedure = "/sandboxd.agent.v1.AgentService/DeleteSite"
 	// AgentServiceResetSiteProcedure is the fully-qualified name of the AgentService's ResetSite RPC.
 	AgentServiceResetSiteProcedure = "/sandboxd.agent.v1.AgentService/ResetSite"
-	// AgentServiceExecProcedure is the fully-qualified name of the AgentService's Exec RPC.
-	AgentServiceExecProcedure = "/sandboxd.agent.v1.AgentService/Exec"
 	// AgentServiceCreateLoginTokenProcedure is the fully-qualified name of the AgentService's
 	// CreateLoginToken RPC.
 	AgentServiceCreateLoginTokenProcedure = "/sandboxd.agent.v1.AgentService/CreateLoginToken"
@@ -107,8 +98,6 @@ type RegistryServiceClient interface {
 	// Heartbeat reports liveness, load and the state of every site the
 	// agent holds. A node that misses heartbeats is marked down.
 	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
-	// ReportSiteStatus pushes one site's change at once, between heartbeats.
-	ReportSiteStatus(context.Context, *connect.Request[v1.ReportSiteStatusRequest]) (*connect.Response[v1.ReportSiteStatusResponse], error)
 }
 
 // NewRegistryServiceClient constructs a client for the sandboxd.agent.v1.RegistryService service.
@@ -134,20 +123,13 @@ func NewRegistryServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(registryServiceMethods.ByName("Heartbeat")),
 			connect.WithClientOptions(opts...),
 		),
-		reportSiteStatus: connect.NewClient[v1.ReportSiteStatusRequest, v1.ReportSiteStatusResponse](
-			httpClient,
-			baseURL+RegistryServiceReportSiteStatusProcedure,
-			connect.WithSchema(registryServiceMethods.ByName("ReportSiteStatus")),
-			connect.WithClientOptions(opts...),
-		),
 	}
 }
 
 // registryServiceClient implements RegistryServiceClient.
 type registryServiceClient struct {
-	register         *connect.Client[v1.RegisterRequest, v1.RegisterResponse]
-	heartbeat        *connect.Client[v1.HeartbeatRequest, v1.HeartbeatResponse]
-	reportSiteStatus *connect.Client[v1.ReportSiteStatusRequest, v1.ReportSiteStatusResponse]
+	register  *connect.Client[v1.RegisterRequest, v1.RegisterResponse]
+	heartbeat *connect.Client[v1.HeartbeatRequest, v1.HeartbeatResponse]
 }
 
 // Register calls sandboxd.agent.v1.RegistryService.Register.
@@ -160,11 +142,6 @@ func (c *registryServiceClient) Heartbeat(ctx context.Context, req *connect.Requ
 	return c.heartbeat.CallUnary(ctx, req)
 }
 
-// ReportSiteStatus calls sandboxd.agent.v1.RegistryService.ReportSiteStatus.
-func (c *registryServiceClient) ReportSiteStatus(ctx context.Context, req *connect.Request[v1.ReportSiteStatusRequest]) (*connect.Response[v1.ReportSiteStatusResponse], error) {
-	return c.reportSiteStatus.CallUnary(ctx, req)
-}
-
 // RegistryServiceHandler is an implementation of the sandboxd.agent.v1.RegistryService service.
 type RegistryServiceHandler interface {
 	// Register announces an agent, what it can run and how to reach it. It
@@ -173,8 +150,6 @@ type RegistryServiceHandler interface {
 	// Heartbeat reports liveness, load and the state of every site the
 	// agent holds. A node that misses heartbeats is marked down.
 	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
-	// ReportSiteStatus pushes one site's change at once, between heartbeats.
-	ReportSiteStatus(context.Context, *connect.Request[v1.ReportSiteStatusRequest]) (*connect.Response[v1.ReportSiteStatusResponse], error)
 }
 
 // NewRegistryServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -196,20 +171,12 @@ func NewRegistryServiceHandler(svc RegistryServiceHandler, opts ...connect.Handl
 		connect.WithSchema(registryServiceMethods.ByName("Heartbeat")),
 		connect.WithHandlerOptions(opts...),
 	)
-	registryServiceReportSiteStatusHandler := connect.NewUnaryHandler(
-		RegistryServiceReportSiteStatusProcedure,
-		svc.ReportSiteStatus,
-		connect.WithSchema(registryServiceMethods.ByName("ReportSiteStatus")),
-		connect.WithHandlerOptions(opts...),
-	)
 	return "/sandboxd.agent.v1.RegistryService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RegistryServiceRegisterProcedure:
 			registryServiceRegisterHandler.ServeHTTP(w, r)
 		case RegistryServiceHeartbeatProcedure:
 			registryServiceHeartbeatHandler.ServeHTTP(w, r)
-		case RegistryServiceReportSiteStatusProcedure:
-			registryServiceReportSiteStatusHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -227,21 +194,13 @@ func (UnimplementedRegistryServiceHandler) Heartbeat(context.Context, *connect.R
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.RegistryService.Heartbeat is not implemented"))
 }
 
-func (UnimplementedRegistryServiceHandler) ReportSiteStatus(context.Context, *connect.Request[v1.ReportSiteStatusRequest]) (*connect.Response[v1.ReportSiteStatusResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.RegistryService.ReportSiteStatus is not implemented"))
-}
-
 // AgentServiceClient is a client for the sandboxd.agent.v1.AgentService service.
 type AgentServiceClient interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
-	StartSite(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.SiteStatus], error)
-	StopSite(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.SiteStatus], error)
 	DeleteSite(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.DeleteSiteResponse], error)
 	// ResetSite brings a site back to what it was created from, keeping its
 	// id, URL and port.
-	ResetSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
-	// Exec runs a command inside a site's container.
-	Exec(context.Context, *connect.Request[v1.ExecRequest]) (*connect.Response[v1.ExecResponse], error)
+	ResetSite(context.Context, *connect.Request[v1.ResetSiteRequest]) (*connect.Response[v1.ResetSiteResponse], error)
 	// CreateLoginToken stores a one-time login token in the site.
 	CreateLoginToken(context.Context, *connect.Request[v1.CreateLoginTokenRequest]) (*connect.Response[v1.CreateLoginTokenResponse], error)
 	// GetDebug and SetDebug read and change WordPress's debug constants.
@@ -263,7 +222,7 @@ type AgentServiceClient interface {
 	// SwitchPHPVersion recreates the site's container on another runtime
 	// and keeps it only if WordPress answers through it; otherwise the
 	// site goes back to its previous runtime.
-	SwitchPHPVersion(context.Context, *connect.Request[v1.SwitchPHPVersionRequest]) (*connect.Response[v1.CreateSiteResponse], error)
+	SwitchPHPVersion(context.Context, *connect.Request[v1.SwitchPHPVersionRequest]) (*connect.Response[v1.SwitchPHPVersionResponse], error)
 	// Files runs one file-manager operation inside the site, confined to its
 	// WordPress root. A refusal comes back in the response, not as an error.
 	Files(context.Context, *connect.Request[v1.FilesRequest]) (*connect.Response[v1.FilesResponse], error)
@@ -296,34 +255,16 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("CreateSite")),
 			connect.WithClientOptions(opts...),
 		),
-		startSite: connect.NewClient[v1.SiteRef, v1.SiteStatus](
-			httpClient,
-			baseURL+AgentServiceStartSiteProcedure,
-			connect.WithSchema(agentServiceMethods.ByName("StartSite")),
-			connect.WithClientOptions(opts...),
-		),
-		stopSite: connect.NewClient[v1.SiteRef, v1.SiteStatus](
-			httpClient,
-			baseURL+AgentServiceStopSiteProcedure,
-			connect.WithSchema(agentServiceMethods.ByName("StopSite")),
-			connect.WithClientOptions(opts...),
-		),
 		deleteSite: connect.NewClient[v1.SiteRef, v1.DeleteSiteResponse](
 			httpClient,
 			baseURL+AgentServiceDeleteSiteProcedure,
 			connect.WithSchema(agentServiceMethods.ByName("DeleteSite")),
 			connect.WithClientOptions(opts...),
 		),
-		resetSite: connect.NewClient[v1.CreateSiteRequest, v1.CreateSiteResponse](
+		resetSite: connect.NewClient[v1.ResetSiteRequest, v1.ResetSiteResponse](
 			httpClient,
 			baseURL+AgentServiceResetSiteProcedure,
 			connect.WithSchema(agentServiceMethods.ByName("ResetSite")),
-			connect.WithClientOptions(opts...),
-		),
-		exec: connect.NewClient[v1.ExecRequest, v1.ExecResponse](
-			httpClient,
-			baseURL+AgentServiceExecProcedure,
-			connect.WithSchema(agentServiceMethods.ByName("Exec")),
 			connect.WithClientOptions(opts...),
 		),
 		createLoginToken: connect.NewClient[v1.CreateLoginTokenRequest, v1.CreateLoginTokenResponse](
@@ -374,7 +315,7 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("ClearEmails")),
 			connect.WithClientOptions(opts...),
 		),
-		switchPHPVersion: connect.NewClient[v1.SwitchPHPVersionRequest, v1.CreateSiteResponse](
+		switchPHPVersion: connect.NewClient[v1.SwitchPHPVersionRequest, v1.SwitchPHPVersionResponse](
 			httpClient,
 			baseURL+AgentServiceSwitchPHPVersionProcedure,
 			connect.WithSchema(agentServiceMethods.ByName("SwitchPHPVersion")),
@@ -416,11 +357,8 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 // agentServiceClient implements AgentServiceClient.
 type agentServiceClient struct {
 	createSite         *connect.Client[v1.CreateSiteRequest, v1.CreateSiteResponse]
-	startSite          *connect.Client[v1.SiteRef, v1.SiteStatus]
-	stopSite           *connect.Client[v1.SiteRef, v1.SiteStatus]
 	deleteSite         *connect.Client[v1.SiteRef, v1.DeleteSiteResponse]
-	resetSite          *connect.Client[v1.CreateSiteRequest, v1.CreateSiteResponse]
-	exec               *connect.Client[v1.ExecRequest, v1.ExecResponse]
+	resetSite          *connect.Client[v1.ResetSiteRequest, v1.ResetSiteResponse]
 	createLoginToken   *connect.Client[v1.CreateLoginTokenRequest, v1.CreateLoginTokenResponse]
 	getDebug           *connect.Client[v1.SiteRef, v1.DebugSettings]
 	setDebug           *connect.Client[v1.SetDebugRequest, v1.DebugSettings]
@@ -429,7 +367,7 @@ type agentServiceClient struct {
 	setPHPConfig       *connect.Client[v1.SetPHPConfigRequest, v1.PHPConfig]
 	listEmails         *connect.Client[v1.SiteRef, v1.ListEmailsResponse]
 	clearEmails        *connect.Client[v1.SiteRef, v1.ClearEmailsResponse]
-	switchPHPVersion   *connect.Client[v1.SwitchPHPVersionRequest, v1.CreateSiteResponse]
+	switchPHPVersion   *connect.Client[v1.SwitchPHPVersionRequest, v1.SwitchPHPVersionResponse]
 	files              *connect.Client[v1.FilesRequest, v1.FilesResponse]
 	getDatabase        *connect.Client[v1.SiteRef, v1.DatabaseInfo]
 	createAdminerLogin *connect.Client[v1.CreateLoginTokenRequest, v1.CreateLoginTokenResponse]
@@ -442,29 +380,14 @@ func (c *agentServiceClient) CreateSite(ctx context.Context, req *connect.Reques
 	return c.createSite.CallUnary(ctx, req)
 }
 
-// StartSite calls sandboxd.agent.v1.AgentService.StartSite.
-func (c *agentServiceClient) StartSite(ctx context.Context, req *connect.Request[v1.SiteRef]) (*connect.Response[v1.SiteStatus], error) {
-	return c.startSite.CallUnary(ctx, req)
-}
-
-// StopSite calls sandboxd.agent.v1.AgentService.StopSite.
-func (c *agentServiceClient) StopSite(ctx context.Context, req *connect.Request[v1.SiteRef]) (*connect.Response[v1.SiteStatus], error) {
-	return c.stopSite.CallUnary(ctx, req)
-}
-
 // DeleteSite calls sandboxd.agent.v1.AgentService.DeleteSite.
 func (c *agentServiceClient) DeleteSite(ctx context.Context, req *connect.Request[v1.SiteRef]) (*connect.Response[v1.DeleteSiteResponse], error) {
 	return c.deleteSite.CallUnary(ctx, req)
 }
 
 // ResetSite calls sandboxd.agent.v1.AgentService.ResetSite.
-func (c *agentServiceClient) ResetSite(ctx context.Context, req *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error) {
+func (c *agentServiceClient) ResetSite(ctx context.Context, req *connect.Request[v1.ResetSiteRequest]) (*connect.Response[v1.ResetSiteResponse], error) {
 	return c.resetSite.CallUnary(ctx, req)
-}
-
-// Exec calls sandboxd.agent.v1.AgentService.Exec.
-func (c *agentServiceClient) Exec(ctx context.Context, req *connect.Request[v1.ExecRequest]) (*connect.Response[v1.ExecResponse], error) {
-	return c.exec.CallUnary(ctx, req)
 }
 
 // CreateLoginToken calls sandboxd.agent.v1.AgentService.CreateLoginToken.
@@ -508,7 +431,7 @@ func (c *agentServiceClient) ClearEmails(ctx context.Context, req *connect.Reque
 }
 
 // SwitchPHPVersion calls sandboxd.agent.v1.AgentService.SwitchPHPVersion.
-func (c *agentServiceClient) SwitchPHPVersion(ctx context.Context, req *connect.Request[v1.SwitchPHPVersionRequest]) (*connect.Response[v1.CreateSiteResponse], error) {
+func (c *agentServiceClient) SwitchPHPVersion(ctx context.Context, req *connect.Request[v1.SwitchPHPVersionRequest]) (*connect.Response[v1.SwitchPHPVersionResponse], error) {
 	return c.switchPHPVersion.CallUnary(ctx, req)
 }
 
@@ -540,14 +463,10 @@ func (c *agentServiceClient) InstallPlugin(ctx context.Context, req *connect.Req
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
-	StartSite(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.SiteStatus], error)
-	StopSite(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.SiteStatus], error)
 	DeleteSite(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.DeleteSiteResponse], error)
 	// ResetSite brings a site back to what it was created from, keeping its
 	// id, URL and port.
-	ResetSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
-	// Exec runs a command inside a site's container.
-	Exec(context.Context, *connect.Request[v1.ExecRequest]) (*connect.Response[v1.ExecResponse], error)
+	ResetSite(context.Context, *connect.Request[v1.ResetSiteRequest]) (*connect.Response[v1.ResetSiteResponse], error)
 	// CreateLoginToken stores a one-time login token in the site.
 	CreateLoginToken(context.Context, *connect.Request[v1.CreateLoginTokenRequest]) (*connect.Response[v1.CreateLoginTokenResponse], error)
 	// GetDebug and SetDebug read and change WordPress's debug constants.
@@ -569,7 +488,7 @@ type AgentServiceHandler interface {
 	// SwitchPHPVersion recreates the site's container on another runtime
 	// and keeps it only if WordPress answers through it; otherwise the
 	// site goes back to its previous runtime.
-	SwitchPHPVersion(context.Context, *connect.Request[v1.SwitchPHPVersionRequest]) (*connect.Response[v1.CreateSiteResponse], error)
+	SwitchPHPVersion(context.Context, *connect.Request[v1.SwitchPHPVersionRequest]) (*connect.Response[v1.SwitchPHPVersionResponse], error)
 	// Files runs one file-manager operation inside the site, confined to its
 	// WordPress root. A refusal comes back in the response, not as an error.
 	Files(context.Context, *connect.Request[v1.FilesRequest]) (*connect.Response[v1.FilesResponse], error)
@@ -598,18 +517,6 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("CreateSite")),
 		connect.WithHandlerOptions(opts...),
 	)
-	agentServiceStartSiteHandler := connect.NewUnaryHandler(
-		AgentServiceStartSiteProcedure,
-		svc.StartSite,
-		connect.WithSchema(agentServiceMethods.ByName("StartSite")),
-		connect.WithHandlerOptions(opts...),
-	)
-	agentServiceStopSiteHandler := connect.NewUnaryHandler(
-		AgentServiceStopSiteProcedure,
-		svc.StopSite,
-		connect.WithSchema(agentServiceMethods.ByName("StopSite")),
-		connect.WithHandlerOptions(opts...),
-	)
 	agentServiceDeleteSiteHandler := connect.NewUnaryHandler(
 		AgentServiceDeleteSiteProcedure,
 		svc.DeleteSite,
@@ -620,12 +527,6 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		AgentServiceResetSiteProcedure,
 		svc.ResetSite,
 		connect.WithSchema(agentServiceMethods.ByName("ResetSite")),
-		connect.WithHandlerOptions(opts...),
-	)
-	agentServiceExecHandler := connect.NewUnaryHandler(
-		AgentServiceExecProcedure,
-		svc.Exec,
-		connect.WithSchema(agentServiceMethods.ByName("Exec")),
 		connect.WithHandlerOptions(opts...),
 	)
 	agentServiceCreateLoginTokenHandler := connect.NewUnaryHandler(
@@ -716,16 +617,10 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
 			agentServiceCreateSiteHandler.ServeHTTP(w, r)
-		case AgentServiceStartSiteProcedure:
-			agentServiceStartSiteHandler.ServeHTTP(w, r)
-		case AgentServiceStopSiteProcedure:
-			agentServiceStopSiteHandler.ServeHTTP(w, r)
 		case AgentServiceDeleteSiteProcedure:
 			agentServiceDeleteSiteHandler.ServeHTTP(w, r)
 		case AgentServiceResetSiteProcedure:
 			agentServiceResetSiteHandler.ServeHTTP(w, r)
-		case AgentServiceExecProcedure:
-			agentServiceExecHandler.ServeHTTP(w, r)
 		case AgentServiceCreateLoginTokenProcedure:
 			agentServiceCreateLoginTokenHandler.ServeHTTP(w, r)
 		case AgentServiceGetDebugProcedure:
@@ -767,24 +662,12 @@ func (UnimplementedAgentServiceHandler) CreateSite(context.Context, *connect.Req
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.CreateSite is not implemented"))
 }
 
-func (UnimplementedAgentServiceHandler) StartSite(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.SiteStatus], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.StartSite is not implemented"))
-}
-
-func (UnimplementedAgentServiceHandler) StopSite(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.SiteStatus], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.StopSite is not implemented"))
-}
-
 func (UnimplementedAgentServiceHandler) DeleteSite(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.DeleteSiteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.DeleteSite is not implemented"))
 }
 
-func (UnimplementedAgentServiceHandler) ResetSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error) {
+func (UnimplementedAgentServiceHandler) ResetSite(context.Context, *connect.Request[v1.ResetSiteRequest]) (*connect.Response[v1.ResetSiteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.ResetSite is not implemented"))
-}
-
-func (UnimplementedAgentServiceHandler) Exec(context.Context, *connect.Request[v1.ExecRequest]) (*connect.Response[v1.ExecResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.Exec is not implemented"))
 }
 
 func (UnimplementedAgentServiceHandler) CreateLoginToken(context.Context, *connect.Request[v1.CreateLoginTokenRequest]) (*connect.Response[v1.CreateLoginTokenResponse], error) {
@@ -819,7 +702,7 @@ func (UnimplementedAgentServiceHandler) ClearEmails(context.Context, *connect.Re
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.ClearEmails is not implemented"))
 }
 
-func (UnimplementedAgentServiceHandler) SwitchPHPVersion(context.Context, *connect.Request[v1.SwitchPHPVersionRequest]) (*connect.Response[v1.CreateSiteResponse], error) {
+func (UnimplementedAgentServiceHandler) SwitchPHPVersion(context.Context, *connect.Request[v1.SwitchPHPVersionRequest]) (*connect.Response[v1.SwitchPHPVersionResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.SwitchPHPVersion is not implemented"))
 }
 
