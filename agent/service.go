@@ -183,7 +183,12 @@ func (v *service) Files(ctx context.Context, req *connect.Request[agentv1.FilesR
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	return connect.NewResponse(&agentv1.FilesResponse{ResultJson: out}), nil
+	resp := &agentv1.FilesResponse{Path: out.Path, From: out.From, To: out.To, SizeBytes: out.SizeBytes,
+		Truncated: out.Truncated, Content: out.Content}
+	for _, e := range out.Entries {
+		resp.Entries = append(resp.Entries, &agentv1.FileEntry{Name: e.Name, Type: e.Type, SizeBytes: e.SizeBytes, ModifiedAt: e.ModifiedAt})
+	}
+	return connect.NewResponse(resp), nil
 }
 
 func (v *service) GetDatabase(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.DatabaseInfo], error) {

@@ -1,6 +1,7 @@
 package sites
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/base64"
@@ -37,10 +38,34 @@ func (e *FileError) Error() string { return e.Code + ": " + e.Message }
 var fileOps = map[string]bool{"list": true, "read": true, "write": true, "upload": true, "mkdir": true,
 	"delete": true, "rename": true, "copy": true}
 
-// Files runs one file-manager operation and returns its JSON result. It
-// runs inside the site's container as www-data, so the kernel, not only
-// the checks, keeps it within what the site itself could touch.
-func (m *Manager) Files(ctx context.Context, id string, op FileOp) (json.RawMessage, error) {
+// FileAnswer is the file manager's answer to one operation.
+type FileAnswer struct {
+	OK   bool   `json:"ok"`
+	Path string `json:"path"`
+	From string `json:"from"`
+	To   string `json:"to"`
+	// SizeBytes is what a write or upload wrote, or a read read.
+	SizeBytes *int64      `json:"sizeBytes"`
+	Entries   []FileEntry `json:"entries"`
+	Truncated bool        `json:"truncated"`
+	// ContentBase64 answers a read; Content is it decoded.
+	ContentBase64 string `json:"contentBase64"`
+	Content       []byte `json:"-"`
+}
+
+// FileEntry is one entry of a directory listing.
+type FileEntry struct {
+	Name       string `json:"name"`
+	Type       string `json:"type"`
+	SizeBytes  int64  `json:"sizeBytes"`
+	ModifiedAt string `json:"modifiedAt"`
+}
+
+// Files runs one file-manager operation and returns its answer. It runs
+// inside the site's container as www-data, so the kernel, not only the
+// checks, keeps it within what the site itself could touch; its output
+// is parsed strictly here, so nothing else reaches the control plane.
+func (m *Manager) Files(ctx context.Context, id string, op FileOp) (*FileAnswer, error) {
 	if !fileOps[op.Op] {
 		return nil, &FileError{"invalid", fmt.Sprintf("unknown operation %q", op.Op)}
 	}
@@ -73,9 +98,12 @@ func (m *Manager) Files(ctx context.Context, id string, op FileOp) (json.RawMess
 		return nil, fmt.Errorf("file manager: exit %d: %s", res.ExitCode, res.Stderr)
 	}
 	var out struct {
+		FileAnswer
 		Error *FileError `json:"error"`
 	}
-	if err := json.Unmarshal(res.Stdout, &out); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(res.Stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&out); err != nil {
 		return nil, fmt.Errorf("file manager: bad answer %.200q: %w", res.Stdout, err)
 	}
 	if out.Error != nil {
@@ -84,7 +112,14 @@ func (m *Manager) Files(ctx context.Context, id string, op FileOp) (json.RawMess
 		}
 		return nil, out.Error
 	}
-	return json.RawMessage(res.Stdout), nil
+	a := out.FileAnswer
+	if a.ContentBase64 != "" {
+		if a.Content, err = base64.StdEncoding.DecodeString(a.ContentBase64); err != nil {
+			return nil, fmt.Errorf("file manager: content is not base64: %w", err)
+		}
+		a.ContentBase64 = ""
+	}
+	return &a, nil
 }
 
 // IsFileError reports whether err is a refusal of the file manager.

@@ -112,8 +112,8 @@ func pathParams(req *http.Request, names ...string) (map[string]string, error) {
 }
 
 // runFiles sends one operation to the site's agent and returns the file
-// manager's JSON answer, or its refusal as an API error.
-func (a *API) runFiles(req *http.Request, op *agentv1.FilesRequest) ([]byte, error) {
+// manager's answer, or its refusal as an API error.
+func (a *API) runFiles(req *http.Request, op *agentv1.FilesRequest) (*agentv1.FilesResponse, error) {
 	s, agent, err := a.readyAgent(req)
 	if err != nil {
 		return nil, err
@@ -126,7 +126,7 @@ func (a *API) runFiles(req *http.Request, op *agentv1.FilesRequest) ([]byte, err
 	m := resp.Msg
 	switch m.ErrorCode {
 	case "":
-		return m.ResultJson, nil
+		return m, nil
 	case "not_found":
 		return nil, apierr.New(http.StatusNotFound, CodeFileNotFound, "%s", m.ErrorMessage)
 	case "conflict":
@@ -144,12 +144,6 @@ func (a *API) runFiles(req *http.Request, op *agentv1.FilesRequest) ([]byte, err
 	return nil, apierr.Invalid("", "%s", m.ErrorMessage)
 }
 
-func writeRaw(w http.ResponseWriter, body []byte) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, err := w.Write(body)
-	return err
-}
 
 func (a *API) listFiles(w http.ResponseWriter, req *http.Request) error {
 	// Site first: a foreign or unknown site is 404 whatever the path.
@@ -168,7 +162,11 @@ func (a *API) listFiles(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeRaw(w, out)
+	view := FileListing{Path: out.Path, Entries: make([]FileEntry, 0, len(out.Entries)), Truncated: out.Truncated}
+	for _, e := range out.Entries {
+		view.Entries = append(view.Entries, FileEntry{Name: e.Name, Type: e.Type, SizeBytes: e.SizeBytes, ModifiedAt: e.ModifiedAt})
+	}
+	return rest.JSON(w, http.StatusOK, view)
 }
 
 func (a *API) readFile(w http.ResponseWriter, req *http.Request) error {
@@ -183,7 +181,8 @@ func (a *API) readFile(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeRaw(w, out)
+	return rest.JSON(w, http.StatusOK, FileContent{Path: out.Path, ContentBase64: base64.StdEncoding.EncodeToString(out.Content),
+		SizeBytes: out.GetSizeBytes()})
 }
 
 func (a *API) fileOp(w http.ResponseWriter, req *http.Request) error {
@@ -236,5 +235,5 @@ func (a *API) fileOp(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeRaw(w, out)
+	return rest.JSON(w, http.StatusOK, FileResult{OK: true, Path: out.Path, From: out.From, To: out.To, SizeBytes: out.SizeBytes})
 }
