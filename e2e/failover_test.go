@@ -112,7 +112,7 @@ func (c *serverProcs) kill(i int) {
 	p := c.procs[i]
 	c.mu.Unlock()
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
+	st.Await(c.t, p.done, time.Minute, "a killed server to exit")
 	p.done <- nil
 }
 

@@ -15,6 +15,7 @@ import (
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/edge"
+	"github.com/sandboxd/sandboxd/protocol/edge/v1/edgev1connect"
 )
 
 // TestEdgeFollowsTheRouteStream runs an edge against a real control plane
@@ -37,7 +38,7 @@ func TestEdgeFollowsTheRouteStream(t *testing.T) {
 	}
 	e.Start()
 	defer e.Close()
-	<-e.Ready()
+	st.Await(t, e.Ready(), time.Minute, "the edge's route table")
 
 	apply := func(c fsm.Command) {
 		t.Helper()
@@ -97,18 +98,33 @@ func TestEdgeFollowsTheRouteStream(t *testing.T) {
 	}
 	e2.Start()
 	defer e2.Close()
-	<-e2.Ready()
+	st.Await(t, e2.Ready(), time.Minute, "the restarted edge's route table")
 
-	// A wrong cluster token never gets routes.
+	// A wrong cluster token never gets routes. Streams that end are
+	// counted when they end (a refusal is a stream ending at once, with
+	// HTTP 200, as Connect streams do): wait for the control plane to have
+	// refused it twice, so the edge handled one refusal and tried again.
+	streams := func() int {
+		m := string(st.NewClient(t, s.URL(), "").Do("GET", "/metrics", nil).Raw)
+		prefix := `sandboxd_http_requests_total{code="200",route="/` + edgev1connect.RouteServiceName + `/"} `
+		i := strings.Index(m, prefix)
+		if i < 0 {
+			return 0
+		}
+		n, _ := strconv.Atoi(strings.Fields(m[i+len(prefix):])[0])
+		return n
+	}
+	before := streams()
 	bad, err := edge.New(edge.Config{ControlPlane: s.URL(), ClusterToken: "wrong", Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	bad.Start()
 	defer bad.Close()
+	st.WaitFor(t, 30*time.Second, "two refusals of the wrong token", func() bool { return streams() >= before+2 })
 	select {
 	case <-bad.Ready():
 		t.Fatal("an edge with a wrong token got the route table")
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 }

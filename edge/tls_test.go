@@ -85,7 +85,7 @@ func TestEdgeServesHTTPSFromAConfiguredCertificate(t *testing.T) {
 	}
 	e.Start()
 	defer e.Close()
-	<-e.Ready()
+	st.Await(t, e.Ready(), time.Minute, "the edge's route table")
 	c := &http.Client{Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool},
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {

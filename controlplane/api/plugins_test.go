@@ -23,7 +23,10 @@ func TestDeployZipURLRunsInTheJob(t *testing.T) {
 	hit, release := make(chan struct{}, 1), make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hit <- struct{}{}
-		<-release
+		select {
+		case <-release:
+		case <-time.After(time.Minute):
+		}
 		_, _ = w.Write([]byte("<html>not a zip</html>"))
 	}))
 	defer slow.Close()

@@ -147,7 +147,7 @@ func TestJobRedispatchedAfterLeaderChange(t *testing.T) {
 	if _, err := leader.Node().Apply(context.Background(), fsmCreateJob(j)); err != nil {
 		t.Fatal(err)
 	}
-	<-started
+	st.Await(t, started, time.Minute, "the job to start on the first leader")
 	leader.Kill()
 	newLeader := st.Leader(t, followers(servers, leader))
 	st.WaitFor(t, 20*time.Second, "the job to succeed on the new leader", func() bool {

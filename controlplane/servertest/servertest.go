@@ -205,6 +205,20 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// Await receives from ch, failing the test if nothing comes within d:
+// no wait in a test is unbounded.
+func Await[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("timed out after %s waiting for %s", d, what)
+	}
+	var zero T
+	return zero
+}
+
 // Client calls the API as one caller.
 type Client struct {
 	t         testing.TB
