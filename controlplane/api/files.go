@@ -144,7 +144,6 @@ func (a *API) runFiles(req *http.Request, op *agentv1.FilesRequest) (*agentv1.Fi
 	return nil, apierr.Invalid("", "%s", m.ErrorMessage)
 }
 
-
 func (a *API) listFiles(w http.ResponseWriter, req *http.Request) error {
 	// Site first: a foreign or unknown site is 404 whatever the path.
 	if _, err := a.siteIn(req); err != nil {
