@@ -42,6 +42,15 @@ func startDev(t *testing.T, dir, api, edge string, flags ...string) *devSystem {
 	return &devSystem{dir: dir, api: api, edge: edge, proc: p, owner: st.NewClient(t, url, token)}
 }
 
+// putFile writes a file into a site's WordPress root through the file
+// manager, as the site's own user inside its container: tests never
+// reach into a site's files from the host.
+func (d *devSystem) putFile(t *testing.T, siteID, path, content string) {
+	t.Helper()
+	d.owner.Do("POST", "/api/app/sites/"+siteID+"/files/write?path="+sitepath.Encode(path),
+		map[string]string{"contentBase64": base64.StdEncoding.EncodeToString([]byte(content))}).Must(t, 200)
+}
+
 func (d *devSystem) waitJob(t *testing.T, id string) map[string]any {
 	t.Helper()
 	var job map[string]any
@@ -159,10 +168,7 @@ func TestSiteEndToEnd(t *testing.T) {
 			t.Fatal(set.Raw)
 		}
 		// A page of the site that raises warnings.
-		page := filepath.Join(dir, "agent", "sites", "fs", id, "disk", "wordpress", "warn.php")
-		if err := os.WriteFile(page, []byte(`<?php require __DIR__.'/wp-load.php'; for ($i = 0; $i < 3; $i++) { trigger_error("sandbox-e2e-warning-$i", E_USER_WARNING); } echo 'ok';`), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		d.putFile(t, id, "warn.php", `<?php require __DIR__.'/wp-load.php'; for ($i = 0; $i < 3; $i++) { trigger_error("sandbox-e2e-warning-$i", E_USER_WARNING); } echo 'ok';`)
 		if code, body := fetch(t, url+"/warn.php"); code != 200 || strings.Contains(body, "sandbox-e2e-warning") {
 			t.Fatalf("warning page: %d %s", code, body)
 		}
@@ -176,10 +182,7 @@ func TestSiteEndToEnd(t *testing.T) {
 		}
 		// The site's own PHP makes its log a 4 GiB sparse file: the tail
 		// reads only its end, and the site's 1 GiB disk holds it (sparse).
-		big := filepath.Join(dir, "agent", "sites", "fs", id, "disk", "wordpress", "big.php")
-		if err := os.WriteFile(big, []byte(`<?php $f = fopen(__DIR__.'/wp-content/debug.log', 'c'); fseek($f, 4 << 30); echo fwrite($f, "sandbox-last-line\n") ? 'ok' : 'no';`), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		d.putFile(t, id, "big.php", `<?php $f = fopen(__DIR__.'/wp-content/debug.log', 'c'); fseek($f, 4 << 30); echo fwrite($f, "sandbox-last-line\n") ? 'ok' : 'no';`)
 		if code, body := fetch(t, url+"/big.php"); code != 200 || body != "ok" {
 			t.Fatalf("sparse log page: %d %s", code, body)
 		}
@@ -203,10 +206,7 @@ func TestSiteEndToEnd(t *testing.T) {
 		if job := d.waitJob(t, r.Str("jobId")); job["status"] != "succeeded" {
 			t.Fatalf("job: %v", job)
 		}
-		page := filepath.Join(dir, "agent", "sites", "fs", id, "disk", "wordpress", "ini.php")
-		if err := os.WriteFile(page, []byte(`<?php echo ini_get('memory_limit'), ' ', ini_get('max_input_vars'), ' ', ini_get('upload_max_filesize');`), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		d.putFile(t, id, "ini.php", `<?php echo ini_get('memory_limit'), ' ', ini_get('max_input_vars'), ' ', ini_get('upload_max_filesize');`)
 		if code, body := fetch(t, url+"/ini.php"); code != 200 || body != "128M 3000 64M" {
 			t.Fatalf("PHP sees %d %q", code, body)
 		}
@@ -220,10 +220,7 @@ func TestSiteEndToEnd(t *testing.T) {
 	})
 
 	t.Run("php version switch with rollback", func(t *testing.T) {
-		page := filepath.Join(dir, "agent", "sites", "fs", id, "disk", "wordpress", "v.php")
-		if err := os.WriteFile(page, []byte(`<?php echo PHP_MAJOR_VERSION, '.', PHP_MINOR_VERSION;`), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		d.putFile(t, id, "v.php", `<?php echo PHP_MAJOR_VERSION, '.', PHP_MINOR_VERSION;`)
 		switchTo := func(v string) map[string]any {
 			r := d.owner.Do("PUT", "/api/app/sites/"+id+"/php-version", map[string]string{"phpVersion": v}).Must(t, 202)
 			if r.Str("phpVersion") != v || r.Str("jobId") == "" {
@@ -277,10 +274,7 @@ func TestSiteEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		page := filepath.Join(dir, "agent", "sites", "fs", id, "disk", "wordpress", "mail.php")
-		if err := os.WriteFile(page, []byte(`<?php require __DIR__.'/wp-load.php'; echo wp_mail('dev@example.com', 'Sandbox e2e mail', 'Plain body') ? 'sent' : 'failed';`), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		d.putFile(t, id, "mail.php", `<?php require __DIR__.'/wp-load.php'; echo wp_mail('dev@example.com', 'Sandbox e2e mail', 'Plain body') ? 'sent' : 'failed';`)
 		if code, body := fetch(t, url+"/mail.php"); code != 200 || body != "sent" {
 			t.Fatalf("wp_mail: %d %q", code, body)
 		}
