@@ -1,13 +1,16 @@
-// Package agenttest starts a private containerd for a test and opens the
+// Package agenttest starts a private containerd per test binary (a
+// namespace per test) and opens the
 // image catalogue that `make images` filled. Tests that use it run against
 // the real daemon and fail (never skip) when a part is missing.
 package agenttest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/sandboxd/sandboxd/agent/daemon"
@@ -29,17 +32,34 @@ func ShortDir(t testing.TB) string {
 	return dir
 }
 
-// Containerd starts a private containerd under a short temp dir and
-// returns its socket; the daemon stops when the test ends.
+// shared is the one containerd of a test binary: tests get a namespace
+// each (Runtime), not a daemon each. Main stops it.
+var shared struct {
+	once   sync.Once
+	dir    string
+	socket string
+	d      *daemon.Daemon
+	err    error
+}
+
+// Containerd returns the socket of the test binary's private containerd,
+// starting it on first use, and a fresh short directory of the test's
+// own. The package's TestMain must be Main, which stops the daemon.
 func Containerd(t testing.TB) (socket, dir string) {
 	t.Helper()
-	dir = ShortDir(t)
-	socket, d, err := daemon.Ensure(context.Background(), "", filepath.Join(dir, "ctd"), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("containerd: %v", err)
+	shared.once.Do(func() {
+		if shared.dir, shared.err = os.MkdirTemp("/tmp", "sbx-ctd-"); shared.err != nil {
+			return
+		}
+		shared.socket, shared.d, shared.err = daemon.Ensure(context.Background(), "", filepath.Join(shared.dir, "ctd"), slog.New(slog.DiscardHandler))
+	})
+	if shared.err != nil {
+		t.Fatalf("containerd: %v", shared.err)
 	}
-	t.Cleanup(func() { _ = d.Stop() })
-	return socket, dir
+	if !mainRuns {
+		t.Fatal("agenttest.Containerd needs agenttest.Main as the package's TestMain (it stops the daemon)")
+	}
+	return shared.socket, ShortDir(t)
 }
 
 // Runtime connects to socket in a namespace of its own, and removes every
@@ -78,15 +98,31 @@ func Catalog(t testing.TB) *images.Catalog {
 	return nil
 }
 
-// Main runs a test package whose containers log through agent/logwriter:
-// the shim starts the test binary itself as the logger, and Main turns it
-// into one before any test runs. Call it from TestMain.
+// Main runs a test package that uses Containerd or whose containers log
+// through agent/logwriter: the shim starts the test binary itself as the
+// logger, and Main turns it into one before any test runs; after the
+// tests it stops the package's containerd. Call it from TestMain.
 func Main(m *testing.M) {
 	if logwriter.Invoked() {
 		os.Exit(logwriter.Main(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	mainRuns = true
+	code := m.Run()
+	if shared.d != nil {
+		if err := shared.d.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "agenttest: stop containerd:", err)
+			code = 1
+		}
+	}
+	if shared.dir != "" {
+		_ = os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
 }
+
+// mainRuns is set by Main: Containerd refuses to start a daemon nothing
+// would stop.
+var mainRuns bool
 
 // LogWriter is the binary to name in runtime.Spec.LogWriter: this test
 // binary (see Main).
