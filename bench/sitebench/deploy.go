@@ -47,22 +47,12 @@ func (s *system) deployViaAPI(siteID string, zip []byte) (string, error) {
 	w, _ := mw.CreateFormFile("file", "bench.zip")
 	_, _ = w.Write(zip)
 	_ = mw.Close()
-	req, _ := http.NewRequest("POST", s.srv.URL()+"/api/app/sites/"+siteID+"/plugins", &body)
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	resp, err := client.Do(req)
+	r, err := s.apiClient().Call(context.Background(), "POST", "/api/app/sites/"+siteID+"/plugins", body.Bytes(),
+		"Content-Type", mw.FormDataContentType())
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("deploy: %w", err)
 	}
-	defer resp.Body.Close()
-	var out map[string]any
-	if err := jsonDecode(resp.Body, &out); err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusAccepted {
-		return "", fmt.Errorf("deploy: %d %v", resp.StatusCode, out)
-	}
-	return out["jobId"].(string), nil
+	return r.Str("jobId"), nil
 }
 
 // measureDeploys times n plugin deploys until the plugin's output is

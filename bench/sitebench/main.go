@@ -33,6 +33,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/logwriter"
 	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/apiclient"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/edge"
 )
@@ -157,25 +158,19 @@ func waitOK(addr, host string, deadline time.Duration) error {
 	return fmt.Errorf("no 200 from %s for %s", host, addr)
 }
 
+// apiClient calls the control plane as the bench's owner.
+func (s *system) apiClient() *apiclient.Client { return apiclient.New(s.srv.URL(), s.token) }
+
 func (s *system) api(method, path, body string) (map[string]any, error) {
-	req, _ := http.NewRequest(method, s.srv.URL()+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+s.token)
+	var b any
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		b = body
 	}
-	resp, err := client.Do(req)
+	r, err := s.apiClient().Call(context.Background(), method, path, b)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
-	var out map[string]any
-	if err := jsonDecode(resp.Body, &out); err != nil {
-		return nil, err
-	}
-	if resp.StatusCode >= 300 {
-		return nil, fmt.Errorf("%s %s: %d %v", method, path, resp.StatusCode, out)
-	}
-	return out, nil
+	return r.Body, nil
 }
 
 func pct(d []time.Duration, p float64) time.Duration {

@@ -1,18 +1,19 @@
 package main
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sandboxd/sandboxd/apiclient"
 )
 
 const adminUsage = `Usage: sandboxd admin COMMAND [flags]
@@ -31,11 +32,7 @@ and authenticates with the cluster token from --cluster-token, SANDBOXD_CLUSTER_
 or <data-dir>/cluster-token.
 `
 
-type adminClient struct {
-	base  string
-	token string
-	http  *http.Client
-}
+type adminClient struct{ *apiclient.Client }
 
 func runAdmin(args []string, out io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
@@ -167,49 +164,20 @@ func newAdminClient(dataDir, serverURL, token string) (*adminClient, error) {
 			return nil, fmt.Errorf("no cluster token: pass --cluster-token or set SANDBOXD_CLUSTER_TOKEN (%w)", err)
 		}
 	}
-	return &adminClient{base: strings.TrimRight(serverURL, "/"), token: token, http: &http.Client{Timeout: 30 * time.Second}}, nil
+	return &adminClient{apiclient.New(serverURL, token)}, nil
 }
 
 func (c *adminClient) do(method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
+	r, err := c.Call(context.Background(), method, path, body)
+	var ae *apiclient.Error
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case err != nil:
+		return fmt.Errorf("reach server %s: %w", c.Base, err)
 	}
-	req, err := http.NewRequest(method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("reach server %s: %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("read response: %w", err)
-	}
-	if resp.StatusCode >= 300 {
-		var env struct {
-			Error struct {
-				Code    string
-				Message string
-			}
-		}
-		if json.Unmarshal(data, &env) == nil && env.Error.Code != "" {
-			return fmt.Errorf("%s: %s", env.Error.Code, env.Error.Message)
-		}
-		return fmt.Errorf("server answered %s", resp.Status)
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return errors.Join(fmt.Errorf("decode response"), err)
+	if err := r.Decode(out); err != nil {
+		return fmt.Errorf("decode response: %w", err)
 	}
 	return nil
 }

@@ -5,18 +5,15 @@ package servertest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime/multipart"
 	"net"
-	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/apiclient"
 	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/server"
@@ -219,93 +216,29 @@ func Await[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
 	return zero
 }
 
-// Client calls the API as one caller.
+// Client is an apiclient.Client bound to a test: Do fails the test on a
+// transport error.
 type Client struct {
-	t         testing.TB
-	Base      string
-	Token     string
-	Workspace string
-	HTTP      *http.Client
+	*apiclient.Client
+	t testing.TB
 }
 
 // NewClient returns a client for base authenticating with token.
 func NewClient(t testing.TB, base, token string) *Client {
-	return &Client{t: t, Base: base, Token: token, HTTP: &http.Client{Timeout: 30 * time.Second}}
+	return &Client{Client: apiclient.New(base, token), t: t}
 }
 
 // In returns a copy of the client that selects workspace ws.
-func (c *Client) In(ws string) *Client {
-	cp := *c
-	cp.Workspace = ws
-	return &cp
-}
+func (c *Client) In(ws string) *Client { return &Client{Client: c.Client.In(ws), t: c.t} }
 
 // As returns a copy of the client using another token.
-func (c *Client) As(token string) *Client {
-	cp := *c
-	cp.Token = token
-	return &cp
-}
+func (c *Client) As(token string) *Client { return &Client{Client: c.Client.As(token), t: c.t} }
 
-// Response is a decoded API answer.
-type Response struct {
-	Status int
-	Header http.Header
-	Raw    []byte
-	Body   map[string]any
-}
+// Response is an API answer with test assertions.
+type Response struct{ *apiclient.Response }
 
-// Code is error.code of an error envelope, or "".
-func (r *Response) Code() string {
-	if e, ok := r.Body["error"].(map[string]any); ok {
-		s, _ := e["code"].(string)
-		return s
-	}
-	return ""
-}
-
-// Details is error.details of an error envelope, or nil.
-func (r *Response) Details() map[string]any {
-	if e, ok := r.Body["error"].(map[string]any); ok {
-		d, _ := e["details"].(map[string]any)
-		return d
-	}
-	return nil
-}
-
-// Get returns the string at a dotted path of the body ("token.id").
-func (r *Response) Get(path string) any {
-	var cur any = r.Body
-	for _, k := range strings.Split(path, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = m[k]
-	}
-	return cur
-}
-
-// Str is Get as a string.
-func (r *Response) Str(path string) string {
-	s, _ := r.Get(path).(string)
-	return s
-}
-
-// List is Get as a list of objects.
-func (r *Response) List(path string) []map[string]any {
-	raw, _ := r.Get(path).([]any)
-	out := make([]map[string]any, 0, len(raw))
-	for _, v := range raw {
-		m, _ := v.(map[string]any)
-		out = append(out, m)
-	}
-	return out
-}
-
-// Do sends a request and fails the test when it cannot be sent. A body
-// that is a string or []byte is sent as is with Content-Type
-// application/json; anything else non-nil is encoded.
+// Do sends a request (see apiclient.Client.Do) and fails the test on a
+// transport error.
 func (c *Client) Do(method, path string, body any, header ...string) *Response {
 	c.t.Helper()
 	r, err := c.DoErr(method, path, body, header...)
@@ -317,56 +250,11 @@ func (c *Client) Do(method, path string, body any, header ...string) *Response {
 
 // DoErr is Do that returns transport errors; safe in goroutines.
 func (c *Client) DoErr(method, path string, body any, header ...string) (*Response, error) {
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		data, err := json.Marshal(b)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, c.Base+path, rd)
+	r, err := c.Client.Do(context.Background(), method, path, body, header...)
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	if c.Workspace != "" {
-		req.Header.Set("X-Service-Workspace", c.Workspace)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		if header[i+1] == "" {
-			req.Header.Del(header[i])
-		} else {
-			req.Header.Set(header[i], header[i+1])
-		}
-	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("read: %w", err)
-	}
-	r := &Response{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
-	if len(raw) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		if err := json.Unmarshal(raw, &r.Body); err != nil {
-			return nil, fmt.Errorf("decode %q: %w", raw, err)
-		}
-	}
-	return r, nil
+	return &Response{r}, nil
 }
 
 // Must fails the test unless the response has the wanted status.

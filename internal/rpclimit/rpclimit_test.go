@@ -20,7 +20,7 @@ type echo struct {
 }
 
 func (echo) Files(_ context.Context, req *connect.Request[agentv1.FilesRequest]) (*connect.Response[agentv1.FilesResponse], error) {
-	return connect.NewResponse(&agentv1.FilesResponse{ResultJson: req.Msg.Content}), nil
+	return connect.NewResponse(&agentv1.FilesResponse{Content: req.Msg.Content}), nil
 }
 
 // plain turns gzip off on both sides: compressing tens of MiB is what
@@ -69,7 +69,7 @@ func TestAgentMessagesAreCapped(t *testing.T) {
 			_, _ = rand.NewChaCha8(seed).Read(content)
 			resp, err := tc.client.Files(context.Background(), connect.NewRequest(&agentv1.FilesRequest{Content: content}))
 			if tc.want == 0 {
-				if err != nil || len(resp.Msg.ResultJson) != tc.size {
+				if err != nil || len(resp.Msg.Content) != tc.size {
 					t.Fatalf("want %d bytes back, got err %v", tc.size, err)
 				}
 				return
