@@ -81,7 +81,7 @@ func startCluster(t *testing.T, token, plansFile string) *serverProcs {
 type health struct {
 	RaftState    string `json:"raftState"`
 	Leader       string `json:"leader"`
-	Term         string `json:"term"`
+	Term         uint64 `json:"term"`
 	AppliedIndex uint64 `json:"appliedIndex"`
 }
 
@@ -97,13 +97,13 @@ func (c *serverProcs) health(i int) (health, error) {
 }
 
 // leader returns the index of the server that says it leads, and its term.
-func (c *serverProcs) leader() (int, string, bool) {
+func (c *serverProcs) leader() (int, uint64, bool) {
 	for i := range c.urls {
 		if h, err := c.health(i); err == nil && h.RaftState == "Leader" {
 			return i, h.Term, true
 		}
 	}
-	return 0, "", false
+	return 0, 0, false
 }
 
 // kill SIGKILLs server i and waits for it to be gone.
@@ -383,7 +383,7 @@ func TestLeaderKillsKeepWritesLinearizable(t *testing.T) {
 	kills, unasserted := 0, 0
 	for kills < failoverKills {
 		var leader int
-		var term string
+		var term uint64
 		st.WaitFor(t, time.Minute, "a leader", func() bool {
 			var ok bool
 			leader, term, ok = c.leader()
@@ -405,7 +405,7 @@ func TestLeaderKillsKeepWritesLinearizable(t *testing.T) {
 		}
 		if !asserted {
 			unasserted++
-			t.Logf("kill of s%d not counted: the term moved past %s before it", leader+1, term)
+			t.Logf("kill of s%d not counted: the term moved past %d before it", leader+1, term)
 		} else {
 			kills++
 		}

@@ -210,9 +210,11 @@ func TestSecretsCanary(t *testing.T) {
 }
 
 // siteOwnConfig reports whether rel is where the site's own database
-// password must be: its configuration and the agent's record of it.
+// password must be: the root-owned secrets mounted into the site, and the
+// agent's record of the site. Not the site's own files.
 func siteOwnConfig(rel, siteID string) bool {
-	return strings.Contains(rel, siteID)
+	return strings.HasPrefix(rel, filepath.Join("agent", "sites", "fs", siteID, "secrets")+"/") ||
+		rel == filepath.Join("agent", "sites", "records", siteID+".json")
 }
 
 // readKey reads a one-line key file.

@@ -47,6 +47,9 @@ var shared struct {
 // own. The package's TestMain must be Main, which stops the daemon.
 func Containerd(t testing.TB) (socket, dir string) {
 	t.Helper()
+	if !mainRuns {
+		t.Fatal("agenttest.Containerd needs agenttest.Main as the package's TestMain (it stops the daemon)")
+	}
 	shared.once.Do(func() {
 		if shared.dir, shared.err = os.MkdirTemp("/tmp", "sbx-ctd-"); shared.err != nil {
 			return
@@ -55,9 +58,6 @@ func Containerd(t testing.TB) (socket, dir string) {
 	})
 	if shared.err != nil {
 		t.Fatalf("containerd: %v", shared.err)
-	}
-	if !mainRuns {
-		t.Fatal("agenttest.Containerd needs agenttest.Main as the package's TestMain (it stops the daemon)")
 	}
 	return shared.socket, ShortDir(t)
 }

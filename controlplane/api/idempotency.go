@@ -57,7 +57,7 @@ func (a *API) idempotent(w http.ResponseWriter, req *http.Request, scope, worksp
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n%d\n", req.Method, req.URL.Path, workspace, len(body))
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%d\n", req.Method, req.URL.Path, req.URL.RawQuery, workspace, len(body))
 	h.Write(body)
 	fp := hex.EncodeToString(h.Sum(nil))
 	prior, err := a.store.Idempotency(scope, key, a.now())

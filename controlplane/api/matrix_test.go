@@ -139,19 +139,33 @@ func fill(t *testing.T, rt rest.Route, pick func(kind string) string) string {
 // A positive control then calls every route with the caller's own ids:
 // none may answer 404 (or 401/403), so an id of the wrong kind in a
 // fixture, which would make the 404s above meaningless, fails here.
-func TestCrossWorkspaceMatrix(t *testing.T) {
-	s := st.Single(t, st.Options{})
-	fakeNode(t, s)
-	alice := st.NewAccount(t, s, "alice@example.com", "paid")
-	mallory := st.NewAccount(t, s, "mallory@example.com", "paid")
-	powerless := st.NewAccount(t, s, "powerless@example.com", "paid")
-	alices := setUp(t, s, alice, "powerless@example.com")
-	mallorys := setUp(t, s, mallory, "mallory-friend@example.com")
+// world is a server with a node that answers nothing, alice and mallory
+// with a workspace fixture each, and powerless, a member of alice's
+// workspace whose role holds no capability.
+type world struct {
+	s                         *server.Server
+	alice, mallory, powerless *st.Account
+	alices, mallorys          fixture
+}
 
-	// powerless joins alice's workspace with a role holding nothing.
-	powerless.Do("POST", "/api/account/invitations/"+alices.ids["invitation"]+"/accept", nil).Must(t, 200)
-	alice.Do("PATCH", "/api/app/workspaces/"+alice.Personal+"/members/"+powerless.ID,
-		map[string]any{"customRoleId": alices.ids["role"]}).Must(t, 200)
+func newWorld(t *testing.T) world {
+	t.Helper()
+	w := world{s: st.Single(t, st.Options{})}
+	fakeNode(t, w.s)
+	w.alice = st.NewAccount(t, w.s, "alice@example.com", "paid")
+	w.mallory = st.NewAccount(t, w.s, "mallory@example.com", "paid")
+	w.powerless = st.NewAccount(t, w.s, "powerless@example.com", "paid")
+	w.alices = setUp(t, w.s, w.alice, "powerless@example.com")
+	w.mallorys = setUp(t, w.s, w.mallory, "mallory-friend@example.com")
+	w.powerless.Do("POST", "/api/account/invitations/"+w.alices.ids["invitation"]+"/accept", nil).Must(t, 200)
+	w.alice.Do("PATCH", "/api/app/workspaces/"+w.alice.Personal+"/members/"+w.powerless.ID,
+		map[string]any{"customRoleId": w.alices.ids["role"]}).Must(t, 200)
+	return w
+}
+
+func TestCrossWorkspaceMatrix(t *testing.T) {
+	w := newWorld(t)
+	s, alice, powerless, alices, mallorys := w.s, w.alice, w.powerless, w.alices, w.mallorys
 
 	olivia := st.NewAccount(t, s, "olivia@example.com", "paid")
 	olivias := setUp(t, s, olivia, "olivia-friend@example.com")
@@ -316,16 +330,8 @@ func boolInt(b bool) int {
 // caller's workspace, with the caller's own ids as the positive control,
 // and the MCP tool checks its capability.
 func TestIdsInBodiesStayInTheirWorkspace(t *testing.T) {
-	s := st.Single(t, st.Options{})
-	fakeNode(t, s)
-	alice := st.NewAccount(t, s, "alice@example.com", "paid")
-	mallory := st.NewAccount(t, s, "mallory@example.com", "paid")
-	powerless := st.NewAccount(t, s, "powerless@example.com", "paid")
-	alices := setUp(t, s, alice, "powerless@example.com")
-	mallorys := setUp(t, s, mallory, "friend@example.com")
-	powerless.Do("POST", "/api/account/invitations/"+alices.ids["invitation"]+"/accept", nil).Must(t, 200)
-	alice.Do("PATCH", "/api/app/workspaces/"+alice.Personal+"/members/"+powerless.ID,
-		map[string]any{"customRoleId": alices.ids["role"]}).Must(t, 200)
+	w := newWorld(t)
+	alice, powerless, alices, mallorys := w.alice, w.powerless, w.alices, w.mallorys
 
 	deploy := func(lib string) *st.Response {
 		return alice.Do("POST", "/api/app/sites/"+alices.ids["site"]+"/plugins", map[string]any{"libraryPlugin": lib})

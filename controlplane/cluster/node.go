@@ -469,6 +469,9 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 // AppliedIndex is the last log index applied to the local state.
 func (n *Node) AppliedIndex() uint64 { return n.raft.AppliedIndex() }
 
+// Term is the Raft term this node is in.
+func (n *Node) Term() uint64 { return n.raft.CurrentTerm() }
+
 // Store is the node's state store (read-only use outside the FSM).
 func (n *Node) Store() *state.Store { return n.store }
 

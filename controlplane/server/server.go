@@ -448,7 +448,7 @@ func (s *Server) registerInfra() {
 			status, code = "no_leader", http.StatusServiceUnavailable
 		}
 		_ = rest.JSON(w, code, map[string]any{"status": status, "version": Version, "nodeId": s.node.ID(),
-			"raftState": s.node.State().String(), "leader": leader, "term": s.node.Stats()["term"], "appliedIndex": s.node.AppliedIndex()})
+			"raftState": s.node.State().String(), "leader": leader, "term": s.node.Term(), "appliedIndex": s.node.AppliedIndex()})
 	}))
 	s.router.HandleRaw("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{}))
 	s.router.HandleRaw("GET /api/openapi.json", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

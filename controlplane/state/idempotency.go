@@ -25,7 +25,7 @@ type Idempotency struct {
 	Scope string `json:"scope"`
 	Key   string `json:"key"`
 	// Fingerprint hashes what makes a request the same one: method,
-	// path, workspace and body.
+	// path and query, workspace and body.
 	Fingerprint string `json:"fingerprint"`
 	// Status and Body are the first answer; Body is sealed (answers can
 	// carry a new token's secret).
