@@ -36,10 +36,13 @@ func InNetns(t testing.TB, path string, fn func()) {
 			return
 		}
 		fn()
-		done <- nil
-		if unix.Setns(int(origin.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
+		// Home before answering, so the caller never sees this thread away.
+		if err := unix.Setns(int(origin.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- err
+			return
 		}
+		runtime.UnlockOSThread()
+		done <- nil
 	}()
 	select {
 	case err := <-done:

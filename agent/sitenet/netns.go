@@ -40,17 +40,22 @@ func createNetNS(path string) error {
 			return
 		}
 		src := "/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/ns/net"
-		if err := unix.Mount(src, path, "none", unix.MS_BIND, ""); err != nil {
-			errc <- fmt.Errorf("pin netns: %w", err)
+		pinErr := unix.Mount(src, path, "none", unix.MS_BIND, "")
+		// Home first, answer after: the caller may look at every thread
+		// as soon as it has the answer.
+		if err := unix.Setns(int(origin.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("back to the agent's netns: %w", err)
+			return
+		}
+		runtime.UnlockOSThread()
+		if pinErr != nil {
+			errc <- fmt.Errorf("pin netns: %w", pinErr)
 			return
 		}
 		errc <- nil
-		if unix.Setns(int(origin.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
 	}()
 	if err := <-errc; err != nil {
-		os.Remove(path)
+		_ = removeNetNS(path)
 		return err
 	}
 	return nil
