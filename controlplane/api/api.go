@@ -1,9 +1,12 @@
 // Package api holds the REST handlers of the control plane: accounts,
 // tokens, workspaces, members, roles, invitations, jobs, sites and their
 // toolbox (files, database, debug, PHP settings, plugins, mail, magic
-// login), the Library, MCP and the operator routes. Every route declares
-// its credential, workspace scope and capability; one wrapper (guard)
-// enforces them before a handler runs, and creates take an
+// login), the Library, MCP and the operator routes. It is HTTP only:
+// routes, guards, decoding, views and error mapping. Site operations and
+// the Library are services the server hands in as small interfaces, so
+// this package reaches no agent, scheduler or job runner. Every route
+// declares its credential, workspace scope and capability; one wrapper
+// (guard) enforces them before a handler runs, and creates take an
 // Idempotency-Key.
 package api
 
@@ -15,8 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandboxd/sandboxd/controlplane/blobs"
-	"github.com/sandboxd/sandboxd/internal/safefetch"
 	"github.com/sandboxd/sandboxd/internal/seal"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
@@ -27,8 +28,6 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/secret"
-	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
-	"github.com/sandboxd/sandboxd/scheduler"
 )
 
 // Mailer delivers a message (SMTP, or the dev outbox).
@@ -58,40 +57,22 @@ type Config struct {
 	Cluster func() any
 	Now     func() time.Time
 	Logger  *slog.Logger
-	// Nodes places sites and reaches their agents.
-	Nodes Nodes
-	// Strategy is the scheduler's placement strategy.
-	Strategy scheduler.Strategy
-	// SiteURL gives a site's public URL from its slug.
-	SiteURL func(slug string) string
-	// Blobs holds Library and deploy ZIPs.
-	Blobs *blobs.Store
-	// Sealer seals license keys.
-	Sealer *seal.Sealer
+	// Sites changes sites (create, delete, reset, PHP, deploys).
+	Sites SiteChanges
+	// Tools reaches a ready site's toolbox on its node.
+	Tools SiteTools
+	// Library keeps the workspace Library's entries and ZIPs.
+	Library Library
+	// PeerBlobs serves and takes ZIPs for peer servers.
+	PeerBlobs PeerBlobs
 	// ReplaySealer seals the answers kept for Idempotency-Key replays
 	// (they can carry a new token's secret).
 	ReplaySealer *seal.Sealer
-	// Fetch downloads customer-given URLs, refusing private addresses.
-	Fetch *safefetch.Client
-	// GitHubAPI is the code host's releases API base URL; GitHubHTTP the
-	// client that calls it (the operator configured it, so it is trusted).
-	GitHubAPI  string
-	GitHubHTTP *http.Client
-	// ReplicateBlob copies a ZIP to a peer server before a record names
-	// it; nil on a single server.
-	ReplicateBlob func(ctx context.Context, sha string, data []byte) error
 	// RateLimits bounds failed authentications and writes; the zero value
 	// limits nothing.
 	RateLimits RateLimits
 	// Metrics counts rate-limited requests; nil counts nothing.
 	Metrics *rest.Metrics
-}
-
-// Nodes is what site handlers need from the node registry.
-type Nodes interface {
-	Candidates() ([]scheduler.Node, error)
-	AvailablePHP() []string
-	Agent(nodeID string) (agentv1connect.AgentServiceClient, error)
 }
 
 // API serves the control plane's REST routes.
@@ -114,6 +95,7 @@ func New(cfg Config) *API {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Raft = Claims(cfg.Raft)
 	return &API{cfg: cfg, store: cfg.Store, clusterHash: secret.Hash(cfg.ClusterToken), log: cfg.Logger.With("component", "api"),
 		limits: newLimiters(cfg.RateLimits, cfg.Now, cfg.Metrics)}
 }
@@ -216,9 +198,9 @@ func (a *API) bearer(r *rest.Router, g guard, rt rest.Route) {
 			if c.Workspace != nil {
 				ws = c.Workspace.ID
 			}
-			return a.idempotent(w, req, c.Account.ID, ws, next)
+			return writeError(req.Header.Get(IdempotencyHeader), a.idempotent(w, req, c.Account.ID, ws, next))
 		}
-		return next(w, req)
+		return writeError(req.Header.Get(IdempotencyHeader), next(w, req))
 	}
 	r.Handle(rt)
 }
@@ -243,9 +225,9 @@ func (a *API) operator(r *rest.Router, rt rest.Route) {
 			return err
 		}
 		if idempotent {
-			return a.idempotent(w, req, "operator", "", next)
+			return writeError(req.Header.Get(IdempotencyHeader), a.idempotent(w, req, "operator", "", next))
 		}
-		return next(w, req)
+		return writeError(req.Header.Get(IdempotencyHeader), next(w, req))
 	}
 	r.Handle(rt)
 }
@@ -340,38 +322,50 @@ func (a *API) selectWorkspace(r *http.Request, c *Caller, mustMatchPath bool) er
 	return nil
 }
 
-// apply commits a command and translates the outcome: store sentinels
-// become API errors (notFound names the 404 code for this route), and a
-// lost leadership becomes a 503 the client can retry.
+// apply commits a command and translates the outcome (writeError);
+// notFound names the 404 code for this route.
 func (a *API) apply(ctx context.Context, c fsm.Command, notFound *apierr.Error) (any, error) {
 	res, err := a.cfg.Raft.Apply(ctx, c)
+	if err != nil {
+		if notFound != nil && errors.Is(err, state.ErrNotFound) {
+			return nil, notFound
+		}
+		key := ""
+		if cl := claimFrom(ctx); cl != nil {
+			key = cl.key
+		}
+		return nil, writeError(key, err)
+	}
+	return res, nil
+}
+
+// writeError turns what a write through Raft can fail with, directly or
+// from a service, into the API's errors: store sentinels become their
+// codes, a lost leadership a 503 the client can retry, an unknown
+// outcome its own 503; key is the request's Idempotency-Key. Anything
+// else passes through unchanged.
+func writeError(key string, err error) error {
 	var quota *state.QuotaError
 	switch {
 	case err == nil:
-		return res, nil
+		return nil
 	case errors.As(err, &quota):
-		return nil, plans.Error(quota.Quota)
+		return plans.Error(quota.Quota)
 	case errors.Is(err, cluster.ErrNotLeader):
-		return nil, apierr.Unavailable("leadership changed; nothing was written, retry the request")
+		return apierr.Unavailable("leadership changed; nothing was written, retry the request")
 	case errors.Is(err, cluster.ErrOutcomeUnknown):
-		return nil, apierr.OutcomeUnknown("leadership changed while writing: the change may or may not have been applied; " +
+		return apierr.OutcomeUnknown("leadership changed while writing: the change may or may not have been applied; " +
 			"retry with the same Idempotency-Key, or check before retrying without one")
 	case errors.Is(err, state.ErrIdempotencyKeyReused):
-		key := ""
-		if r := idemFrom(ctx); r != nil {
-			key = r.key
-		}
-		return nil, keyReused(key)
-	case errors.Is(err, state.ErrNotFound) && notFound != nil:
-		return nil, notFound
+		return keyReused(key)
 	case errors.Is(err, state.ErrRoleInUse):
-		return nil, apierr.New(http.StatusConflict, apierr.CodeRoleInUse, "%s", message(err))
+		return apierr.New(http.StatusConflict, apierr.CodeRoleInUse, "%s", message(err))
 	case errors.Is(err, state.ErrConflict):
-		return nil, apierr.Conflict("%s", message(err))
+		return apierr.Conflict("%s", message(err))
 	case errors.Is(err, state.ErrInvalid):
-		return nil, apierr.Invalid("", "%s", message(err))
+		return apierr.Invalid("", "%s", message(err))
 	}
-	return nil, err
+	return err
 }
 
 // message is the part of a store error after its sentinel, which the

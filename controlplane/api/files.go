@@ -4,18 +4,15 @@ import (
 	"encoding/base64"
 	"net/http"
 
-	"connectrpc.com/connect"
-
 	"github.com/sandboxd/sandboxd/controlplane/access"
-	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/sitepath"
-	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 )
 
 // CodeFileNotFound answers a file-manager call on a path that does not exist.
-const CodeFileNotFound = "file_not_found"
+const CodeFileNotFound = sitespec.CodeFileNotFound
 
 // FileWrite is the JSON body of POST …/files/write.
 type FileWrite struct {
@@ -31,18 +28,10 @@ type FileResult struct {
 	SizeBytes *int64 `json:"sizeBytes,omitempty" doc:"write, upload: bytes written."`
 }
 
-// FileEntry is one directory entry of a listing.
-type FileEntry struct {
-	Name       string `json:"name"`
-	Type       string `json:"type" enum:"file,directory,symlink"`
-	SizeBytes  int64  `json:"sizeBytes"`
-	ModifiedAt string `json:"modifiedAt"`
-}
-
 // FileListing answers GET …/files.
 type FileListing struct {
-	Path    string      `json:"path"`
-	Entries []FileEntry `json:"entries"`
+	Path    string               `json:"path"`
+	Entries []sitespec.FileEntry `json:"entries"`
 	// Truncated is set when the directory has more than 10,000 entries.
 	Truncated bool `json:"truncated"`
 }
@@ -111,42 +100,10 @@ func pathParams(req *http.Request, names ...string) (map[string]string, error) {
 	return out, nil
 }
 
-// runFiles sends one operation to the site's agent and returns the file
-// manager's answer, or its refusal as an API error.
-func (a *API) runFiles(req *http.Request, op *agentv1.FilesRequest) (*agentv1.FilesResponse, error) {
-	s, agent, err := a.readyAgent(req)
-	if err != nil {
-		return nil, err
-	}
-	op.SiteId = s.ID
-	resp, err := agent.Files(req.Context(), connect.NewRequest(op))
-	if err != nil {
-		return nil, agentError(err)
-	}
-	m := resp.Msg
-	switch m.ErrorCode {
-	case "":
-		return m, nil
-	case "not_found":
-		return nil, apierr.New(http.StatusNotFound, CodeFileNotFound, "%s", m.ErrorMessage)
-	case "conflict":
-		return nil, apierr.Conflict("%s", m.ErrorMessage)
-	case "too_large":
-		return nil, apierr.New(http.StatusRequestEntityTooLarge, apierr.CodePayloadTooLarge, "%s", m.ErrorMessage)
-	case "disk_full":
-		plan, err := a.ownerPlan(CallerFrom(req.Context()).Workspace)
-		if err != nil {
-			return nil, err
-		}
-		return nil, apierr.New(http.StatusPaymentRequired, apierr.CodePlanLimitReached, "%s", m.ErrorMessage).
-			With("plan", plan).With("limit", a.cfg.Plans.For(plan).SiteDiskMB).With("resource", plans.SiteDiskMB)
-	}
-	return nil, apierr.Invalid("", "%s", m.ErrorMessage)
-}
-
 func (a *API) listFiles(w http.ResponseWriter, req *http.Request) error {
 	// Site first: a foreign or unknown site is 404 whatever the path.
-	if _, err := a.siteIn(req); err != nil {
+	s, err := a.siteIn(req)
+	if err != nil {
 		return err
 	}
 	p := ""
@@ -157,38 +114,44 @@ func (a *API) listFiles(w http.ResponseWriter, req *http.Request) error {
 		}
 		p = ps["path"]
 	}
-	out, err := a.runFiles(req, &agentv1.FilesRequest{Op: "list", Path: p})
+	out, err := a.cfg.Tools.Files(req.Context(), s, sitespec.FileOp{Op: sitespec.FileList, Path: p})
 	if err != nil {
 		return err
 	}
-	view := FileListing{Path: out.Path, Entries: make([]FileEntry, 0, len(out.Entries)), Truncated: out.Truncated}
-	for _, e := range out.Entries {
-		view.Entries = append(view.Entries, FileEntry{Name: e.Name, Type: e.Type, SizeBytes: e.SizeBytes, ModifiedAt: e.ModifiedAt})
+	view := FileListing{Path: out.Path, Entries: out.Entries, Truncated: out.Truncated}
+	if view.Entries == nil {
+		view.Entries = []sitespec.FileEntry{}
 	}
 	return rest.JSON(w, http.StatusOK, view)
 }
 
 func (a *API) readFile(w http.ResponseWriter, req *http.Request) error {
-	if _, err := a.siteIn(req); err != nil {
+	s, err := a.siteIn(req)
+	if err != nil {
 		return err
 	}
 	ps, err := pathParams(req, "path")
 	if err != nil {
 		return err
 	}
-	out, err := a.runFiles(req, &agentv1.FilesRequest{Op: "read", Path: ps["path"]})
+	out, err := a.cfg.Tools.Files(req.Context(), s, sitespec.FileOp{Op: sitespec.FileRead, Path: ps["path"]})
 	if err != nil {
 		return err
 	}
+	size := int64(len(out.Content))
+	if out.SizeBytes != nil {
+		size = *out.SizeBytes
+	}
 	return rest.JSON(w, http.StatusOK, FileContent{Path: out.Path, ContentBase64: base64.StdEncoding.EncodeToString(out.Content),
-		SizeBytes: out.GetSizeBytes()})
+		SizeBytes: size})
 }
 
 func (a *API) fileOp(w http.ResponseWriter, req *http.Request) error {
-	if _, err := a.siteIn(req); err != nil {
+	s, err := a.siteIn(req)
+	if err != nil {
 		return err
 	}
-	op := &agentv1.FilesRequest{Op: req.PathValue("op")}
+	op := sitespec.FileOp{Op: req.PathValue("op")}
 	var names []string
 	switch op.Op {
 	case "write", "upload", "mkdir", "delete":
@@ -230,7 +193,7 @@ func (a *API) fileOp(w http.ResponseWriter, req *http.Request) error {
 		}
 		op.Content, op.Filename = f.File, f.Filename
 	}
-	out, err := a.runFiles(req, op)
+	out, err := a.cfg.Tools.Files(req.Context(), s, op)
 	if err != nil {
 		return err
 	}

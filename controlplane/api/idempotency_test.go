@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/wpzip"
 )
 
 const keyHeader = "Idempotency-Key"
@@ -141,3 +142,57 @@ type statusError struct {
 }
 
 func (e *statusError) Error() string { return e.body }
+
+// TestIdempotencyKeyThroughServices: creates that run in a service (a
+// site placed on a node, a Library upload that may retry its slug) keep
+// the key's promise too: eight concurrent twins make one site and all
+// get its answer; an upload replayed under its key makes no second entry.
+func TestIdempotencyKeyThroughServices(t *testing.T) {
+	s := st.Single(t, st.Options{})
+	fakeNode(t, s)
+	alice := st.NewAccount(t, s, "alice@example.com", "paid")
+	var wg sync.WaitGroup
+	bodies := make([][]byte, 8)
+	errs := make([]error, 8)
+	for i := range bodies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := alice.DoErr("POST", "/api/app/sites", map[string]string{"name": "Twin"}, keyHeader, "site-twin")
+			if err == nil && r.Status != 202 {
+				err = &statusError{r.Status, string(r.Raw)}
+			}
+			if err == nil {
+				bodies[i] = r.Raw
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("twin %d: %v", i, err)
+		}
+		if !bytes.Equal(bodies[i], bodies[0]) {
+			t.Fatalf("twin %d got another answer:\n%s\n%s", i, bodies[i], bodies[0])
+		}
+	}
+	if n := len(alice.Do("GET", "/api/app/sites", nil).Must(t, 200).List("sites")); n != 1 {
+		t.Fatalf("%d sites made by eight twins, want 1", n)
+	}
+
+	zip := wpzip.BuildPlugin("hello", "Hello", "1.0", "")
+	body, ct := st.Multipart(nil, "file", "hello.zip", zip)
+	first := alice.Do("POST", "/api/app/plugin-library", body, "Content-Type", ct, keyHeader, "lib-1").Must(t, 201)
+	again := alice.Do("POST", "/api/app/plugin-library", body, "Content-Type", ct, keyHeader, "lib-1").Must(t, 201)
+	if !bytes.Equal(first.Raw, again.Raw) || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("upload replay differs:\n%s\n%s", first.Raw, again.Raw)
+	}
+	if n := len(alice.Do("GET", "/api/app/plugin-library", nil).Must(t, 200).List("plugins")); n != 1 {
+		t.Fatalf("%d entries after an upload and its replay, want 1", n)
+	}
+	// Without the key the same upload is a new entry under the next slug.
+	if slug := alice.Do("POST", "/api/app/plugin-library", body, "Content-Type", ct).Must(t, 201).Str("plugin.slug"); slug != "hello-2" {
+		t.Fatalf("a second upload took slug %q", slug)
+	}
+}

@@ -2,42 +2,42 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"path"
-	"regexp"
-	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/blobs"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
-	"github.com/sandboxd/sandboxd/controlplane/plans"
+	"github.com/sandboxd/sandboxd/controlplane/library"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
-	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
-	"github.com/sandboxd/sandboxd/internal/ids"
-	"github.com/sandboxd/sandboxd/internal/seal"
-	"github.com/sandboxd/sandboxd/internal/wpzip"
 )
 
 // CodeLibraryEntryNotFound is the contract's code for an unknown entry.
-const CodeLibraryEntryNotFound = "plugin_library_entry_not_found"
+const CodeLibraryEntryNotFound = library.CodeEntryNotFound
 
-// Library limits.
-const (
-	// MaxZipBytes bounds a plugin or theme ZIP (upload, release or URL).
-	MaxZipBytes = wpzip.MaxZipBytes
-	// MaxLicenseKey bounds a license key.
-	MaxLicenseKey = 1024
-)
+// MaxZipBytes bounds a plugin or theme ZIP (upload, release or URL).
+const MaxZipBytes = library.MaxZipBytes
+
+// Library is what the Library routes need from the library service.
+type Library interface {
+	Upload(ctx context.Context, ws *state.Workspace, filename string, zip []byte, licenseKey *string) (*state.LibraryEntry, error)
+	AddRelease(ctx context.Context, ws *state.Workspace, repository string, licenseKey *string) (*state.LibraryEntry, error)
+	Refresh(ctx context.Context, e *state.LibraryEntry) (*state.LibraryEntry, bool, error)
+	Delete(ctx context.Context, e *state.LibraryEntry) error
+	SetLicense(ctx context.Context, e *state.LibraryEntry, key string) (*state.LibraryEntry, error)
+	ClearLicense(ctx context.Context, e *state.LibraryEntry) (*state.LibraryEntry, error)
+	ReadLicense(ctx context.Context, e *state.LibraryEntry, by string) (string, error)
+}
+
+// PeerBlobs is what the peer blob routes need: ZIPs by SHA-256.
+type PeerBlobs interface {
+	Blob(sha string) ([]byte, error)
+	PutPeerBlob(sha string, data []byte) error
+}
 
 // LibraryEntry is the contract's PluginLibraryEntry.
 type LibraryEntry struct {
@@ -160,95 +160,9 @@ func (a *API) getLibrary(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, libraryEntryResponse{Plugin: libraryView(e)})
 }
 
-func checkLicense(field, key string) error {
-	switch {
-	case strings.TrimSpace(key) == "":
-		return apierr.Invalid(field, "%s must not be empty", field)
-	case len(key) > MaxLicenseKey:
-		return apierr.Invalid(field, "%s is over %d bytes", field, MaxLicenseKey)
-	case strings.ContainsAny(key, "\r\n\x00"):
-		return apierr.Invalid(field, "%s must be one line", field)
-	}
-	return nil
-}
-
-// inspectZip checks a ZIP the way every path into a site does.
-func inspectZip(field string, data []byte) (*wpzip.Info, error) {
-	if len(data) == 0 {
-		return nil, apierr.Invalid(field, "the ZIP is empty")
-	}
-	info, err := wpzip.Inspect(data, wpzip.DefaultLimits)
-	if err != nil {
-		return nil, apierr.Invalid(field, "%s", strings.TrimPrefix(err.Error(), wpzip.ErrInvalid.Error()+": "))
-	}
-	return info, nil
-}
-
-var libSlugRE = regexp.MustCompile(`[^a-z0-9]+`)
-
-// librarySlug derives a slug from the entry's name (or its directory).
-func librarySlug(name, dir string) string {
-	s := strings.Trim(libSlugRE.ReplaceAllString(strings.ToLower(name), "-"), "-")
-	if s == "" {
-		s = strings.Trim(libSlugRE.ReplaceAllString(strings.ToLower(dir), "-"), "-")
-	}
-	if len(s) > 60 {
-		s = strings.Trim(s[:60], "-")
-	}
-	if s == "" {
-		s = "plugin" // ids hold an underscore, slugs never do: the two cannot clash
-	}
-	return s
-}
-
-// createEntry stores the ZIP, adds the entry under the first free slug
-// and answers 201 with it.
-func (a *API) createEntry(w http.ResponseWriter, req *http.Request, e state.LibraryEntry, zip []byte, info *wpzip.Info, licenseKey *string) error {
-	ctx := req.Context()
-	sha, err := a.storeZip(ctx, zip)
-	if err != nil {
-		return err
-	}
-	now := a.now()
-	e.ID = ids.New("lib")
-	e.Kind, e.Name, e.SizeBytes, e.BlobSHA256, e.CreatedAt, e.UpdatedAt = info.Kind, info.Name, int64(len(zip)), sha, now, now
-	if licenseKey != nil {
-		e.LicenseSealed, e.LicenseHint = a.cfg.Sealer.Seal(*licenseKey, e.ID), seal.Hint(*licenseKey)
-	}
-	plan, err := a.ownerPlan(CallerFrom(ctx).Workspace)
-	if err != nil {
-		a.dropBlob(sha)
-		return err
-	}
-	quota, err := a.cfg.Plans.Quota(plan, plans.LibraryEntries)
-	if err != nil {
-		a.dropBlob(sha)
-		return err
-	}
-	base := librarySlug(info.Name, info.Dir)
-	for i := 1; i <= 50; i++ {
-		e.Slug = base
-		if i > 1 {
-			e.Slug = fmt.Sprintf("%s-%d", base, i)
-		}
-		if dup, err := a.store.LibraryEntry(e.WorkspaceID, e.Slug); err != nil {
-			return err
-		} else if dup != nil {
-			continue
-		}
-		applied, err := a.commitOnce(w, req, fsm.PutLibraryEntry{Entry: e, Quota: quota}, nil,
-			http.StatusCreated, libraryEntryResponse{Plugin: libraryView(&e)})
-		var ae *apierr.Error
-		if errors.As(err, &ae) && ae.Code == apierr.CodeConflict {
-			continue // another upload took the slug meanwhile
-		}
-		if err != nil || !applied {
-			a.dropBlob(sha) // kept only if an entry (a replayed twin's) names it
-		}
-		return err
-	}
-	a.dropBlob(sha)
-	return apierr.Conflict("no free slug for %q in this workspace", base)
+// entryAnswer renders the entry a create applied.
+func entryAnswer(c fsm.PutLibraryEntry) any {
+	return libraryEntryResponse{Plugin: libraryView(&c.Entry)}
 }
 
 func (a *API) uploadLibrary(w http.ResponseWriter, req *http.Request) error {
@@ -261,39 +175,14 @@ func (a *API) uploadLibrary(w http.ResponseWriter, req *http.Request) error {
 	}
 	var key *string
 	if k, ok := f.Field["licenseKey"]; ok {
-		if err := checkLicense("licenseKey", k); err != nil {
-			return err
-		}
 		key = &k
 	}
-	info, err := inspectZip("file", f.File)
-	if err != nil {
+	ws := CallerFrom(req.Context()).Workspace
+	_, err = changed(a, w, req, http.StatusCreated, entryAnswer, func(ctx context.Context) error {
+		_, err := a.cfg.Library.Upload(ctx, ws, f.Filename, f.File, key)
 		return err
-	}
-	filename := path.Base(strings.ReplaceAll(f.Filename, `\`, "/"))
-	if filename == "." || filename == "/" || filename == "" {
-		filename = info.Dir + ".zip"
-	}
-	return a.createEntry(w, req, state.LibraryEntry{WorkspaceID: CallerFrom(req.Context()).Workspace.ID,
-		Source: "upload", Filename: filename}, f.File, info, key)
-}
-
-var repoRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$`)
-
-// parseRepository accepts owner/name or a https://github.com/owner/name URL.
-func parseRepository(s string) (string, error) {
-	s = strings.TrimSpace(s)
-	if u, err := url.Parse(s); err == nil && u.Scheme != "" {
-		if u.Scheme != "https" || !strings.EqualFold(u.Host, "github.com") {
-			return "", errors.New("repository must be owner/name or https://github.com/owner/name")
-		}
-		s = strings.Trim(u.Path, "/")
-		s = strings.TrimSuffix(s, ".git")
-	}
-	if !repoRE.MatchString(s) || strings.Contains(s, "..") {
-		return "", errors.New("repository must be owner/name")
-	}
-	return s, nil
+	})
+	return err
 }
 
 func (a *API) addGitHubLibrary(w http.ResponseWriter, req *http.Request) error {
@@ -301,25 +190,12 @@ func (a *API) addGitHubLibrary(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	repo, err := parseRepository(body.Repository)
-	if err != nil {
-		return apierr.Invalid("repository", "%v", err)
-	}
-	if body.LicenseKey != nil {
-		if err := checkLicense("licenseKey", *body.LicenseKey); err != nil {
-			return err
-		}
-	}
-	rel, zip, err := a.latestRelease(req.Context(), repo)
-	if err != nil {
+	ws := CallerFrom(req.Context()).Workspace
+	_, err := changed(a, w, req, http.StatusCreated, entryAnswer, func(ctx context.Context) error {
+		_, err := a.cfg.Library.AddRelease(ctx, ws, body.Repository, body.LicenseKey)
 		return err
-	}
-	info, err := inspectZip("repository", zip)
-	if err != nil {
-		return err
-	}
-	return a.createEntry(w, req, state.LibraryEntry{WorkspaceID: CallerFrom(req.Context()).Workspace.ID,
-		Source: "github_release", GithubRepository: repo, Filename: rel.asset, Version: rel.tag}, zip, info, body.LicenseKey)
+	})
+	return err
 }
 
 func (a *API) refreshLibrary(w http.ResponseWriter, req *http.Request) error {
@@ -327,43 +203,11 @@ func (a *API) refreshLibrary(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if e.Source != "github_release" {
-		return apierr.Invalid("", "only repository entries can be refreshed; upload a new ZIP instead")
-	}
-	rel, zip, err := a.latestRelease(req.Context(), e.GithubRepository)
+	next, updated, err := a.cfg.Library.Refresh(req.Context(), e)
 	if err != nil {
 		return err
 	}
-	if rel.tag == e.Version {
-		return rest.JSON(w, http.StatusOK, libraryRefreshResponse{Plugin: libraryView(e), Updated: false})
-	}
-	info, err := inspectZip("repository", zip)
-	if err != nil {
-		return err
-	}
-	sha, err := a.storeZip(req.Context(), zip)
-	if err != nil {
-		return err
-	}
-	next := *e
-	oldBlob := e.BlobSHA256
-	next.Version, next.Filename, next.SizeBytes, next.BlobSHA256, next.Kind, next.Name, next.UpdatedAt =
-		rel.tag, rel.asset, int64(len(zip)), sha, info.Kind, info.Name, a.now()
-	if _, err := a.apply(req.Context(), fsm.PutLibraryEntry{Entry: next, Replace: true},
-		apierr.NotFound(CodeLibraryEntryNotFound, "library entry")); err != nil {
-		return err
-	}
-	a.dropBlob(oldBlob)
-	return rest.JSON(w, http.StatusOK, libraryRefreshResponse{Plugin: libraryView(&next), Updated: true})
-}
-
-// dropBlob deletes a ZIP that no entry and no unfinished deploy needs.
-func (a *API) dropBlob(sha string) {
-	if !sitejobs.BlobInUse(a.store, sha, "") {
-		if err := a.cfg.Blobs.Delete(sha); err != nil {
-			a.log.Warn("drop library zip", "sha256", sha, "err", err)
-		}
-	}
+	return rest.JSON(w, http.StatusOK, libraryRefreshResponse{Plugin: libraryView(next), Updated: updated})
 }
 
 func (a *API) deleteLibrary(w http.ResponseWriter, req *http.Request) error {
@@ -371,10 +215,9 @@ func (a *API) deleteLibrary(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.apply(req.Context(), fsm.DeleteLibraryEntry{ID: e.ID}, nil); err != nil {
+	if err := a.cfg.Library.Delete(req.Context(), e); err != nil {
 		return err
 	}
-	a.dropBlob(e.BlobSHA256)
 	return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
 }
 
@@ -383,19 +226,15 @@ func (a *API) putLicense(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	if err := checkLicense("licenseKey", body.LicenseKey); err != nil {
-		return err
-	}
 	e, err := a.entryIn(req)
 	if err != nil {
 		return err
 	}
-	res, err := a.apply(req.Context(), fsm.SetLibraryLicense{ID: e.ID, Sealed: a.cfg.Sealer.Seal(body.LicenseKey, e.ID),
-		Hint: seal.Hint(body.LicenseKey), At: a.now()}, apierr.NotFound(CodeLibraryEntryNotFound, "library entry"))
+	next, err := a.cfg.Library.SetLicense(req.Context(), e, body.LicenseKey)
 	if err != nil {
 		return err
 	}
-	return rest.JSON(w, http.StatusOK, libraryEntryResponse{Plugin: libraryView(res.(*state.LibraryEntry))})
+	return rest.JSON(w, http.StatusOK, libraryEntryResponse{Plugin: libraryView(next)})
 }
 
 func (a *API) deleteLicense(w http.ResponseWriter, req *http.Request) error {
@@ -403,66 +242,11 @@ func (a *API) deleteLicense(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := a.apply(req.Context(), fsm.SetLibraryLicense{ID: e.ID, At: a.now()}, apierr.NotFound(CodeLibraryEntryNotFound, "library entry"))
+	next, err := a.cfg.Library.ClearLicense(req.Context(), e)
 	if err != nil {
 		return err
 	}
-	return rest.JSON(w, http.StatusOK, libraryEntryResponse{Plugin: libraryView(res.(*state.LibraryEntry))})
-}
-
-// release is the part of a code host's latest release the Library uses.
-type release struct {
-	tag, asset string
-}
-
-// latestRelease asks the code host's releases API for the repository's
-// latest release and downloads its first .zip asset.
-func (a *API) latestRelease(ctx context.Context, repo string) (*release, []byte, error) {
-	base := strings.TrimRight(a.cfg.GitHubAPI, "/")
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/repos/"+repo+"/releases/latest", nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	hreq.Header.Set("Accept", "application/vnd.github+json")
-	hreq.Header.Set("User-Agent", "sandboxd")
-	resp, err := a.cfg.GitHubHTTP.Do(hreq)
-	if err != nil {
-		return nil, nil, apierr.Unavailable("the code host did not answer: %v", err)
-	}
-	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return nil, nil, apierr.Invalid("repository", "%s has no published release (or does not exist)", repo)
-	case resp.StatusCode != http.StatusOK:
-		return nil, nil, apierr.Unavailable("the code host answered %s", resp.Status)
-	}
-	var body struct {
-		TagName string `json:"tag_name"`
-		Assets  []struct {
-			Name string `json:"name"`
-			URL  string `json:"browser_download_url"`
-			Size int64  `json:"size"`
-		} `json:"assets"`
-	}
-	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 4<<20)).Decode(&body); err != nil {
-		return nil, nil, apierr.Unavailable("the code host's release answer is unreadable: %v", err)
-	}
-	for _, as := range body.Assets {
-		if !strings.HasSuffix(strings.ToLower(as.Name), ".zip") {
-			continue
-		}
-		if as.Size > MaxZipBytes {
-			return nil, nil, apierr.Invalid("repository", "the release asset %s is %d bytes; the limit is %d", as.Name, as.Size, MaxZipBytes)
-		}
-		zip, err := a.cfg.Fetch.Get(ctx, as.URL, MaxZipBytes, nil)
-		if err != nil {
-			return nil, nil, apierr.Invalid("repository", "downloading %s: %v", as.Name, err)
-		}
-		return &release{tag: body.TagName, asset: path.Base(as.Name)}, zip, nil
-	}
-	return nil, nil, apierr.Invalid("repository", "the latest release of %s (%s) has no .zip asset", repo, body.TagName)
+	return rest.JSON(w, http.StatusOK, libraryEntryResponse{Plugin: libraryView(next)})
 }
 
 func (a *API) registerBlobs(r *rest.Router) {
@@ -483,34 +267,14 @@ func (a *API) putBlob(w http.ResponseWriter, req *http.Request) error {
 		}
 		return apierr.Invalid("", "reading the blob: %v", err)
 	}
-	sum := sha256.Sum256(data)
-	if hex.EncodeToString(sum[:]) != req.PathValue("sha") {
-		return apierr.Invalid("sha", "the body does not hash to the path's SHA-256")
-	}
-	if _, err := a.cfg.Blobs.Put(data); err != nil {
+	if err := a.cfg.PeerBlobs.PutPeerBlob(req.PathValue("sha"), data); err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, okResponse{OK: true})
 }
 
-// storeZip keeps a ZIP on this server and on a peer before anything names
-// it in the replicated state.
-func (a *API) storeZip(ctx context.Context, zip []byte) (string, error) {
-	sha, err := a.cfg.Blobs.Put(zip)
-	if err != nil {
-		return "", fmt.Errorf("store zip: %w", err)
-	}
-	if a.cfg.ReplicateBlob != nil {
-		if err := a.cfg.ReplicateBlob(ctx, sha, zip); err != nil {
-			a.log.Warn("zip not replicated", "sha256", sha, "err", err)
-			return "", apierr.Unavailable("the ZIP could not be copied to another server; retry")
-		}
-	}
-	return sha, nil
-}
-
 func (a *API) getBlob(w http.ResponseWriter, req *http.Request) error {
-	data, err := a.cfg.Blobs.Get(req.PathValue("sha"))
+	data, err := a.cfg.PeerBlobs.Blob(req.PathValue("sha"))
 	if err != nil {
 		return apierr.New(http.StatusNotFound, apierr.CodeNotFound, "blob not held here")
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 )
 
@@ -77,17 +76,9 @@ func (a *API) readLicense(ctx context.Context, c *Caller, plugin string) (Licens
 	if e == nil {
 		return LicenseToolOutput{}, fmt.Errorf("%s: no Library entry %q in this workspace", CodeLibraryEntryNotFound, plugin)
 	}
-	if e.LicenseSealed == nil {
-		return LicenseToolOutput{}, fmt.Errorf("no license key is stored for %s", e.Slug)
-	}
-	key, err := a.cfg.Sealer.Open(e.LicenseSealed, e.ID)
+	key, err := a.cfg.Library.ReadLicense(ctx, e, c.Account.ID)
 	if err != nil {
-		a.log.Error("license key does not open", "library_id", e.ID, "err", err)
-		return LicenseToolOutput{}, errors.New("the stored license key cannot be read; set it again")
+		return LicenseToolOutput{}, err
 	}
-	if _, err := a.apply(ctx, fsm.MarkLicenseRead{ID: e.ID, At: a.now()}, nil); err != nil {
-		return LicenseToolOutput{}, fmt.Errorf("recording the read: %w", err)
-	}
-	a.log.Info("license key read", "library_id", e.ID, "workspace_id", c.Workspace.ID, "user_id", c.Account.ID)
 	return LicenseToolOutput{PluginID: e.ID, Slug: e.Slug, Name: e.Name, LicenseKey: key}, nil
 }

@@ -2,15 +2,11 @@ package api
 
 import (
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
-	"github.com/sandboxd/sandboxd/controlplane/jobs"
-	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
-	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
@@ -38,22 +34,17 @@ func (a *API) switchPHP(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	if !phpRE.MatchString(body.PHPVersion) || !slices.Contains(PHPVersions, body.PHPVersion) {
-		return apierr.Invalid("phpVersion", "phpVersion must be one of %s", strings.Join(PHPVersions, ", ")).With("allowed", PHPVersions)
+	if !sitespec.ValidPHP(body.PHPVersion) {
+		return apierr.Invalid("phpVersion", "phpVersion must be one of %s", strings.Join(sitespec.PHPVersions, ", ")).
+			With("allowed", sitespec.PHPVersions)
 	}
 	s, err := a.siteIn(req)
 	if err != nil {
 		return err
 	}
-	if s.Status != state.SiteReady {
-		return notReady(s)
-	}
-	job, err := jobs.New(jobspec.SwitchPHPVersion, s.WorkspaceID, s.ID, jobspec.SwitchPayload{PHPVersion: body.PHPVersion}, a.now())
+	job, err := a.cfg.Sites.SwitchPHP(req.Context(), s, body.PHPVersion)
 	if err != nil {
 		return err
 	}
-	if _, err := a.apply(req.Context(), fsm.CreateJob{Job: job}, nil); err != nil {
-		return err
-	}
-	return rest.JSON(w, http.StatusAccepted, phpVersionResponse{PHPVersion: body.PHPVersion, JobID: job.ID})
+	return rest.JSON(w, http.StatusAccepted, phpVersionResponse{PHPVersion: body.PHPVersion, JobID: job})
 }

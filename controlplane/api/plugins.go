@@ -1,31 +1,18 @@
 package api
 
 import (
+	"context"
 	"net/http"
-
-	"connectrpc.com/connect"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
-	"github.com/sandboxd/sandboxd/controlplane/jobs"
-	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
-	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/internal/apierr"
-	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 )
 
-// InstalledPlugin is a plugin or theme installed in a site.
-type InstalledPlugin struct {
-	Slug    string `json:"slug" doc:"Its directory under wp-content/plugins or wp-content/themes."`
-	Name    string `json:"name"`
-	Version string `json:"version"`
-	Active  bool   `json:"active"`
-	Kind    string `json:"kind" enum:"plugin,theme"`
-}
-
 type installedPluginsResponse struct {
-	Plugins []InstalledPlugin `json:"plugins"`
+	Plugins []sitespec.InstalledPlugin `json:"plugins"`
 }
 
 // DeployPluginRequest is the JSON body of POST …/plugins: one source.
@@ -34,10 +21,6 @@ type DeployPluginRequest struct {
 	ZipURL        *string `json:"zipUrl,omitempty" doc:"An http(s) URL of a ZIP (at most 64 MiB), downloaded by the deploy job, not the request: a failed download fails the job (error.code zip_fetch_failed, or payload_too_large). Private, loopback, link-local and metadata addresses are refused (an address in the URL at once, a resolved one by the job)."`
 	Activate      bool    `json:"activate,omitempty"`
 }
-
-// maxZipURL bounds a zipUrl, which travels in the replicated job (signed
-// download URLs run to a few KiB).
-const maxZipURL = 8 << 10
 
 type deployResponse struct {
 	JobID string `json:"jobId"`
@@ -60,19 +43,15 @@ func (a *API) registerPlugins(r *rest.Router) {
 }
 
 func (a *API) listPlugins(w http.ResponseWriter, req *http.Request) error {
-	s, agent, err := a.readyAgent(req)
+	s, err := a.siteIn(req)
 	if err != nil {
 		return err
 	}
-	resp, err := agent.ListPlugins(req.Context(), connect.NewRequest(&agentv1.SiteRef{SiteId: s.ID}))
+	ps, err := a.cfg.Tools.Plugins(req.Context(), s)
 	if err != nil {
-		return agentError(err)
+		return err
 	}
-	out := installedPluginsResponse{Plugins: []InstalledPlugin{}}
-	for _, p := range resp.Msg.Plugins {
-		out.Plugins = append(out.Plugins, InstalledPlugin{Slug: p.Slug, Name: p.Name, Version: p.Version, Active: p.Active, Kind: p.Kind})
-	}
-	return rest.JSON(w, http.StatusOK, out)
+	return rest.JSON(w, http.StatusOK, installedPluginsResponse{Plugins: ps})
 }
 
 func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
@@ -80,8 +59,7 @@ func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var p jobspec.DeployPayload
-	var zip []byte
+	var d sitespec.Deploy
 	if rest.IsMultipart(req) {
 		f, err := rest.ReadForm(req, []string{"file"}, []string{"activate"})
 		if err != nil {
@@ -90,53 +68,25 @@ func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 		if f.FileField == "" {
 			return apierr.Invalid("file", "the multipart body needs a file part named file holding the ZIP")
 		}
-		if p.Activate, err = f.FormBool("activate"); err != nil {
+		if d.Activate, err = f.FormBool("activate"); err != nil {
 			return err
 		}
-		zip, p.Source = f.File, "upload"
+		d.Upload = f.File
+		if d.Upload == nil {
+			d.Upload = []byte{}
+		}
 	} else {
 		var body DeployPluginRequest
 		if err := rest.DecodeJSON(req, &body); err != nil {
 			return err
 		}
-		p.Activate = body.Activate
-		switch {
-		case (body.LibraryPlugin == nil) == (body.ZipURL == nil):
-			return apierr.Invalid("", "give exactly one of libraryPlugin and zipUrl (or a multipart file)")
-		case body.LibraryPlugin != nil:
-			e, err := a.store.LibraryEntry(s.WorkspaceID, *body.LibraryPlugin)
-			if err != nil {
-				return err
-			}
-			if e == nil {
-				return apierr.NotFound(CodeLibraryEntryNotFound, "library entry")
-			}
-			p.BlobSHA256, p.Source = e.BlobSHA256, "library:"+e.Slug
-		default:
-			// Only checked here; the job downloads it (see DeployPayload).
-			if len(*body.ZipURL) > maxZipURL {
-				return apierr.Invalid("zipUrl", "the URL is longer than %d bytes", maxZipURL)
-			}
-			if _, err := a.cfg.Fetch.CheckURL(*body.ZipURL); err != nil {
-				return apierr.Invalid("zipUrl", "%v", err)
-			}
-			p.ZipURL, p.Source = *body.ZipURL, "url"
-		}
+		d.LibraryPlugin, d.ZipURL, d.Activate = body.LibraryPlugin, body.ZipURL, body.Activate
 	}
-	if s.Status != state.SiteReady {
-		return notReady(s)
-	}
-	if zip != nil {
-		if _, err := inspectZip("file", zip); err != nil {
-			return err
-		}
-		if p.BlobSHA256, err = a.storeZip(req.Context(), zip); err != nil {
-			return err
-		}
-	}
-	job, err := jobs.New(jobspec.DeployPlugin, s.WorkspaceID, s.ID, p, a.now())
-	if err != nil {
+	_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.CreateJob) any {
+		return deployResponse{JobID: cmd.Job.ID}
+	}, func(ctx context.Context) error {
+		_, err := a.cfg.Sites.Deploy(ctx, s, d)
 		return err
-	}
-	return a.commit(w, req, fsm.CreateJob{Job: job}, nil, http.StatusAccepted, deployResponse{JobID: job.ID})
+	})
+	return err
 }

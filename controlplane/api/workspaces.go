@@ -235,17 +235,6 @@ func validEmail(s string) (string, error) {
 	return s, nil
 }
 
-func (a *API) ownerPlan(ws *state.Workspace) (string, error) {
-	owner, err := a.store.Account(ws.OwnerID)
-	if err != nil {
-		return "", err
-	}
-	if owner == nil {
-		return state.PlanFree, nil
-	}
-	return owner.Plan, nil
-}
-
 func (a *API) invite(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	var body InviteRequest
@@ -267,7 +256,7 @@ func (a *API) invite(w http.ResponseWriter, req *http.Request) error {
 		}
 	}
 	now := a.now()
-	plan, err := a.ownerPlan(c.Workspace)
+	plan, err := a.store.PlanOf(c.Workspace)
 	if err != nil {
 		return err
 	}

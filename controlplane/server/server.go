@@ -8,9 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sandboxd/sandboxd/controlplane/blobs"
-	"github.com/sandboxd/sandboxd/internal/safefetch"
-	"github.com/sandboxd/sandboxd/internal/seal"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,6 +17,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/blobs"
+	"github.com/sandboxd/sandboxd/controlplane/library"
+	"github.com/sandboxd/sandboxd/controlplane/sites"
+	"github.com/sandboxd/sandboxd/internal/safefetch"
+	"github.com/sandboxd/sandboxd/internal/seal"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -273,7 +276,7 @@ func New(cfg Config) (_ *Server, err error) {
 	if cfg.GitHubAPI == "" {
 		cfg.GitHubAPI = "https://api.github.com"
 	}
-	s.blobSync = &blobs.Syncer{Store: blobStore, Wanted: func() ([]string, error) { return sitejobs.WantedBlobs(store) }, Peers: s.peerURLs, Token: cfg.ClusterToken,
+	s.blobSync = &blobs.Syncer{Store: blobStore, Wanted: func() ([]string, error) { return library.WantedBlobs(store) }, Peers: s.peerURLs, Token: cfg.ClusterToken,
 		Client: &http.Client{Timeout: 5 * time.Minute}, Interval: 2 * time.Second, Log: s.log.With("component", "blobs")}
 	fetch := safefetch.New(cfg.FetchAllow, 5*time.Minute)
 	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Blobs: blobStore, Fetch: fetch, Now: cfg.Now}
@@ -295,12 +298,18 @@ func New(cfg Config) (_ *Server, err error) {
 	metrics := rest.NewMetrics(s.metrics)
 
 	s.router = rest.NewRouter(cfg.Logger)
+	// Every writer the REST API starts goes through one applier that
+	// carries a request's Idempotency-Key record with its command.
+	writes := api.Claims(node)
+	lib := library.New(library.Config{Store: store, Raft: writes, Plans: cfg.Plans, Blobs: blobStore, Sealer: sealer, Fetch: fetch,
+		GitHubAPI: cfg.GitHubAPI, GitHubHTTP: &http.Client{Timeout: 30 * time.Second}, Replicate: s.blobSync.Push,
+		Now: cfg.Now, Logger: cfg.Logger})
+	siteService := sites.New(sites.Config{Store: store, Raft: writes, Plans: cfg.Plans, Nodes: s.registry, Strategy: cfg.Strategy,
+		SiteURL: s.siteURL, Zips: lib, CheckURL: func(raw string) error { _, err := fetch.CheckURL(raw); return err }, Now: cfg.Now})
 	s.api = api.New(api.Config{
-		Store: store, Raft: node, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
+		Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
 		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
-		Nodes: s.registry, Strategy: cfg.Strategy, SiteURL: s.siteURL,
-		Blobs: blobStore, Sealer: sealer, ReplaySealer: replaySealer, Fetch: fetch,
-		GitHubAPI: cfg.GitHubAPI, GitHubHTTP: &http.Client{Timeout: 30 * time.Second}, ReplicateBlob: s.blobSync.Push,
+		Sites: siteService, Tools: siteService, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer,
 		RateLimits: cfg.RateLimits, Metrics: metrics,
 	})
 	s.api.Register(s.router)

@@ -14,6 +14,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/blobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
+	"github.com/sandboxd/sandboxd/controlplane/library"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
 	"github.com/sandboxd/sandboxd/internal/wpzip"
@@ -55,7 +56,7 @@ func (r *Runners) deploy(ctx context.Context, j *state.Job, progress func(int)) 
 	// copy a crash leaves behind is collected by the leader (blobs.Syncer
 	// Collect), as nothing names it.
 	over := err == nil || errors.As(err, new(*jobs.Failure)) || p.ZipURL != ""
-	if sha != "" && over && !BlobInUse(r.Store, sha, j.ID) {
+	if sha != "" && over && !library.BlobInUse(r.Store, sha, j.ID) {
 		_ = r.Blobs.Delete(sha)
 	}
 	return err
@@ -135,52 +136,4 @@ func (r *Runners) fetchZip(ctx context.Context, raw string) ([]byte, error) {
 			Message: "the ZIP at " + host + ": " + strings.TrimPrefix(err.Error(), wpzip.ErrInvalid.Error()+": ")}
 	}
 	return data, nil
-}
-
-// BlobInUse reports whether a Library entry or an unfinished deploy job
-// other than exceptJob still needs a blob, so it is not dropped under it.
-func BlobInUse(store *state.Store, sha, exceptJob string) bool {
-	if inUse, err := store.LibraryBlobInUse(sha); err != nil || inUse {
-		return true
-	}
-	pending, err := pendingDeploys(store)
-	if err != nil {
-		return true
-	}
-	for jobID, blob := range pending {
-		if blob == sha && jobID != exceptJob {
-			return true
-		}
-	}
-	return false
-}
-
-// WantedBlobs are the ZIPs every server keeps: the Library's and those of
-// deploys not finished yet (a new leader may have to run them).
-func WantedBlobs(store *state.Store) ([]string, error) {
-	out, err := store.LibraryBlobs()
-	if err != nil {
-		return nil, err
-	}
-	pending, err := pendingDeploys(store)
-	for _, sha := range pending {
-		out = append(out, sha)
-	}
-	return out, err
-}
-
-// pendingDeploys maps each unfinished deploy job to its ZIP.
-func pendingDeploys(store *state.Store) (map[string]string, error) {
-	js, _, err := store.UnfinishedJobs()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, j := range js {
-		var p jobspec.DeployPayload
-		if j.Type == jobspec.DeployPlugin && json.Unmarshal(j.Payload, &p) == nil && p.BlobSHA256 != "" {
-			out[j.ID] = p.BlobSHA256
-		}
-	}
-	return out, nil
 }

@@ -11,6 +11,19 @@ func (s *Store) Account(id string) (*Account, error) {
 	return first[Account](s.read(), tableAccounts, "id", id)
 }
 
+// PlanOf is the plan a workspace's limits come from: its owner's
+// (free when the owner is gone).
+func (s *Store) PlanOf(ws *Workspace) (string, error) {
+	owner, err := s.Account(ws.OwnerID)
+	if err != nil {
+		return "", err
+	}
+	if owner == nil {
+		return PlanFree, nil
+	}
+	return owner.Plan, nil
+}
+
 // AccountByEmail returns the account with this email (case-insensitive), or nil.
 func (s *Store) AccountByEmail(email string) (*Account, error) {
 	return first[Account](s.read(), tableAccounts, "email", normEmail(email))

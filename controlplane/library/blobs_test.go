@@ -1,4 +1,4 @@
-package sitejobs
+package library
 
 import (
 	"strings"

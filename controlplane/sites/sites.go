@@ -1,0 +1,317 @@
+// Package sites is the service behind every site operation: it checks a
+// request against the rules and the plan, places new sites on a node,
+// queues the jobs that change them, and reaches a ready site's agent for
+// its toolbox, turning the agent's failures into the contract's errors.
+// It takes ids and state records, never an HTTP request.
+package sites
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/jobspec"
+	"github.com/sandboxd/sandboxd/controlplane/library"
+	"github.com/sandboxd/sandboxd/controlplane/plans"
+	"github.com/sandboxd/sandboxd/controlplane/sitespec"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/ids"
+	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
+	"github.com/sandboxd/sandboxd/scheduler"
+)
+
+// Nodes is what the service needs from the node registry: where a site
+// can go, and a client for the agent holding one.
+type Nodes interface {
+	Candidates() ([]scheduler.Node, error)
+	AvailablePHP() []string
+	Agent(nodeID string) (agentv1connect.AgentServiceClient, error)
+}
+
+// Zips stores a ZIP bound for a site where every server can read it
+// (the Library's blob store).
+type Zips interface {
+	StoreZip(ctx context.Context, zip []byte) (string, error)
+}
+
+// Config wires the service.
+type Config struct {
+	Store    *state.Store
+	Raft     fsm.Applier
+	Plans    plans.Config
+	Nodes    Nodes
+	Strategy scheduler.Strategy
+	// SiteURL gives a site's public URL from its slug.
+	SiteURL func(slug string) string
+	Zips    Zips
+	// CheckURL is safefetch's address check for a deploy's zipUrl.
+	CheckURL func(raw string) error
+	Now      func() time.Time
+}
+
+// Service changes sites and reaches their agents.
+type Service struct {
+	cfg Config
+}
+
+// New returns the sites service.
+func New(cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{cfg: cfg}
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
+
+// siteMemoryMB is what placement reserves for a site.
+const siteMemoryMB = 256
+
+// maxZipURL bounds a zipUrl, which travels in the replicated job (signed
+// download URLs run to a few KiB).
+const maxZipURL = 8 << 10
+
+var (
+	wpRE   = regexp.MustCompile(`^\d+\.\d+(\.\d+)?$`)
+	slugRE = regexp.MustCompile(`[^a-z0-9]+`)
+)
+
+// slugFor makes a DNS label from a name, with a random suffix so slugs
+// stay unique and unguessable.
+func slugFor(name string) string {
+	base := strings.Trim(slugRE.ReplaceAllString(strings.ToLower(name), "-"), "-")
+	if len(base) > 40 {
+		base = strings.Trim(base[:40], "-")
+	}
+	if base == "" {
+		base = "site"
+	}
+	return base + "-" + ids.Random(3)[:5]
+}
+
+// NotReady refuses an operation that needs a ready site.
+func NotReady(s *state.Site) error {
+	return apierr.Invalid("", "the site is %s; this needs a ready site", s.Status).With("status", s.Status)
+}
+
+// Create validates the request, places the site on a node and queues its
+// create job, all in one Raft entry with the plan's site quota.
+func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, string, error) {
+	name := strings.TrimSpace(in.Name)
+	if len(name) > 100 || strings.ContainsAny(name, "\x00\r\n") {
+		return nil, "", apierr.Invalid("name", "name must be at most 100 characters on one line")
+	}
+	php := in.PHPVersion
+	if php == "" {
+		php = sitespec.DefaultPHPVersion
+	}
+	if !sitespec.ValidPHP(php) {
+		return nil, "", invalidPHP()
+	}
+	if in.WordPressVersion != "" && !wpRE.MatchString(in.WordPressVersion) {
+		return nil, "", apierr.Invalid("wordpressVersion", "wordpressVersion must look like 6.1 or 6.1.1")
+	}
+	if in.TemplateID != "" {
+		return nil, "", apierr.Invalid("templateId", "creating a site from a template is not available yet")
+	}
+	now := s.now()
+	var expires *time.Time
+	if m := in.ExpiresInMinutes; m != nil {
+		if *m < 1 || *m > 43200 {
+			return nil, "", apierr.Invalid("expiresInMinutes", "expiresInMinutes must be between 1 and 43200")
+		}
+		t := now.Add(time.Duration(*m) * time.Minute)
+		expires = &t
+	}
+	nodeID, err := s.place(php)
+	if err != nil {
+		return nil, "", err
+	}
+	plan, err := s.cfg.Store.PlanOf(in.Workspace)
+	if err != nil {
+		return nil, "", err
+	}
+	quota, err := s.cfg.Plans.Quota(plan, plans.Sites)
+	if err != nil {
+		return nil, "", err
+	}
+	slug := slugFor(name)
+	if name == "" {
+		name = "WordPress sandbox"
+	}
+	site := state.Site{ID: ids.New(ids.Site), WorkspaceID: in.Workspace.ID, UserID: in.Workspace.OwnerID, CreatedByUserID: in.By.ID,
+		Name: name, Slug: slug, Status: state.SiteCreating, URL: s.cfg.SiteURL(slug), PHPVersion: php, NodeID: nodeID,
+		ExpiresAt: expires, CreatedAt: now, UpdatedAt: now}
+	payload := jobspec.CreatePayload{AdminUser: "admin", AdminEmail: in.By.Email, WordPressVersion: in.WordPressVersion,
+		DiskMB: s.cfg.Plans.For(plan).SiteDiskMB}
+	if !strings.Contains(payload.AdminEmail, ".") { // owner@localhost is no address WordPress accepts
+		payload.AdminEmail = "admin@example.com"
+	}
+	job, err := jobs.New(jobspec.CreateSite, in.Workspace.ID, site.ID, payload, now)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateSiteWithJob{Site: site, Job: job, Quota: quota}); err != nil {
+		return nil, "", err
+	}
+	return &site, job.ID, nil
+}
+
+func invalidPHP() error {
+	return apierr.Invalid("phpVersion", "phpVersion must be one of %s", strings.Join(sitespec.PHPVersions, ", ")).
+		With("allowed", sitespec.PHPVersions)
+}
+
+// place picks the node for a new site of this PHP version.
+func (s *Service) place(php string) (string, error) {
+	candidates, err := s.cfg.Nodes.Candidates()
+	if err != nil {
+		return "", err
+	}
+	placement, err := scheduler.Place(candidates, scheduler.Request{PHPVersion: php, Needs: scheduler.Resources{MemoryMB: siteMemoryMB}}, s.cfg.Strategy)
+	if err == nil {
+		return placement.NodeID, nil
+	}
+	var nofit *scheduler.NoFitError
+	if !errors.As(err, &nofit) {
+		return "", err
+	}
+	if nofit.Nodes == 0 {
+		return "", apierr.Unavailable("no node agent is registered")
+	}
+	if avail := s.cfg.Nodes.AvailablePHP(); !slices.Contains(avail, php) {
+		return "", apierr.New(http.StatusBadRequest, apierr.CodePHPVersionUnavailable,
+			"no runtime image for PHP %s is installed on any node (available: %s)", php, strings.Join(avail, ", ")).
+			With("field", "phpVersion").With("phpVersion", php).With("available", avail)
+	}
+	return "", apierr.Unavailable("no node can take a PHP %s site right now (%s)", php, nofit.Error())
+}
+
+// siteJob moves a site to status and queues a job of type jobType for
+// it; it returns the site as it now is.
+func (s *Service) siteJob(ctx context.Context, site *state.Site, status, jobType string) (*state.Site, string, error) {
+	now := s.now()
+	job, err := jobs.New(jobType, site.WorkspaceID, site.ID, nil, now)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := s.cfg.Raft.Apply(ctx, fsm.UpdateSiteWithJob{Update: state.SiteUpdate{ID: site.ID, Status: status, At: now}, Job: job}); err != nil {
+		if errors.Is(err, state.ErrNotFound) {
+			return nil, "", apierr.NotFound(apierr.CodeSiteNotFound, "site")
+		}
+		return nil, "", err
+	}
+	next := *site
+	next.Status, next.UpdatedAt = status, now
+	return &next, job.ID, nil
+}
+
+// Delete queues the removal of a site: its container, database and files.
+func (s *Service) Delete(ctx context.Context, site *state.Site) (*state.Site, string, error) {
+	return s.siteJob(ctx, site, state.SiteDeleting, jobspec.DeleteSite)
+}
+
+// Reset queues a fresh install of a ready site, keeping its id and URL.
+func (s *Service) Reset(ctx context.Context, site *state.Site) (*state.Site, string, error) {
+	if site.Status != state.SiteReady {
+		return nil, "", NotReady(site)
+	}
+	return s.siteJob(ctx, site, state.SiteCreating, jobspec.ResetSite)
+}
+
+// job queues one job for a ready site.
+func (s *Service) job(ctx context.Context, site *state.Site, jobType string, payload any) (string, error) {
+	if site.Status != state.SiteReady {
+		return "", NotReady(site)
+	}
+	job, err := jobs.New(jobType, site.WorkspaceID, site.ID, payload, s.now())
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateJob{Job: job}); err != nil {
+		return "", err
+	}
+	return job.ID, nil
+}
+
+// SwitchPHP queues a switch of a ready site's PHP version; the site's
+// version changes only once WordPress answers on the new runtime.
+func (s *Service) SwitchPHP(ctx context.Context, site *state.Site, version string) (string, error) {
+	if !sitespec.ValidPHP(version) {
+		return "", invalidPHP()
+	}
+	return s.job(ctx, site, jobspec.SwitchPHPVersion, jobspec.SwitchPayload{PHPVersion: version})
+}
+
+// SetPHPConfig checks changes to a ready site's php.ini settings and
+// queues the job that applies them; it returns the settings in effect
+// once it has.
+func (s *Service) SetPHPConfig(ctx context.Context, site *state.Site, settings map[string]any) (map[string]string, string, error) {
+	changes, err := sitespec.ParsePHPSettings(settings)
+	if err != nil {
+		return nil, "", err
+	}
+	next := map[string]string{}
+	for k, v := range site.PHPConfig {
+		next[k] = v
+	}
+	for k, v := range changes {
+		next[k] = v
+	}
+	id, err := s.job(ctx, site, jobspec.UpdatePHPConfig, jobspec.PHPConfigPayload{Settings: next})
+	if err != nil {
+		return nil, "", err
+	}
+	return sitespec.EffectivePHP(next), id, nil
+}
+
+// Deploy queues the install of a plugin or theme from one source. An
+// upload is checked and stored now; a URL only has its address checked,
+// the job downloads it.
+func (s *Service) Deploy(ctx context.Context, site *state.Site, d sitespec.Deploy) (string, error) {
+	p := jobspec.DeployPayload{Activate: d.Activate}
+	switch {
+	case d.Upload != nil:
+		p.Source = "upload"
+	case (d.LibraryPlugin == nil) == (d.ZipURL == nil):
+		return "", apierr.Invalid("", "give exactly one of libraryPlugin and zipUrl (or a multipart file)")
+	case d.LibraryPlugin != nil:
+		e, err := s.cfg.Store.LibraryEntry(site.WorkspaceID, *d.LibraryPlugin)
+		if err != nil {
+			return "", err
+		}
+		if e == nil {
+			return "", apierr.NotFound(library.CodeEntryNotFound, "library entry")
+		}
+		p.BlobSHA256, p.Source = e.BlobSHA256, "library:"+e.Slug
+	default:
+		if len(*d.ZipURL) > maxZipURL {
+			return "", apierr.Invalid("zipUrl", "the URL is longer than %d bytes", maxZipURL)
+		}
+		if err := s.cfg.CheckURL(*d.ZipURL); err != nil {
+			return "", apierr.Invalid("zipUrl", "%v", err)
+		}
+		p.ZipURL, p.Source = *d.ZipURL, "url"
+	}
+	if site.Status != state.SiteReady {
+		return "", NotReady(site)
+	}
+	if d.Upload != nil {
+		if _, err := library.Inspect("file", d.Upload); err != nil {
+			return "", err
+		}
+		sha, err := s.cfg.Zips.StoreZip(ctx, d.Upload)
+		if err != nil {
+			return "", err
+		}
+		p.BlobSHA256 = sha
+	}
+	return s.job(ctx, site, jobspec.DeployPlugin, p)
+}

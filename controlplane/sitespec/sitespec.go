@@ -1,0 +1,158 @@
+// Package sitespec holds the shapes and rules of site operations (what a
+// create asks for, what a site's toolbox answers, which php.ini settings
+// a tenant may change) shared by the sites service, which talks to
+// agents, and the REST API, which must not. It depends on neither.
+package sitespec
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/state"
+)
+
+// PHPVersions are the versions the contract allows.
+var PHPVersions = []string{"8.5", "8.4", "8.3", "8.2", "8.1", "7.4"}
+
+// DefaultPHPVersion is used when a request names none.
+const DefaultPHPVersion = "8.2"
+
+// ValidPHP reports whether v is a version the contract allows.
+func ValidPHP(v string) bool { return slices.Contains(PHPVersions, v) }
+
+// Create is what a new site is made from.
+type Create struct {
+	Workspace *state.Workspace
+	// By is the account asking; the site's admin email is theirs.
+	By               *state.Account
+	Name             string
+	PHPVersion       string
+	WordPressVersion string
+	TemplateID       string
+	ExpiresInMinutes *int
+}
+
+// Deploy is a plugin or theme bound for a site: exactly one of a Library
+// entry (slug or id), a URL the job downloads, or an uploaded ZIP.
+type Deploy struct {
+	LibraryPlugin *string
+	ZipURL        *string
+	// Upload is an uploaded ZIP; non-nil (even empty) means the request
+	// was an upload.
+	Upload   []byte
+	Activate bool
+}
+
+// LoginLink is the contract's one-time login link.
+type LoginLink struct {
+	Token     string    `json:"token"`
+	URL       string    `json:"url"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// DebugSettings are WordPress's debug constants of a site.
+type DebugSettings struct {
+	WPDebug        bool `json:"wpDebug"`
+	WPDebugLog     bool `json:"wpDebugLog"`
+	WPDebugDisplay bool `json:"wpDebugDisplay"`
+	ScriptDebug    bool `json:"scriptDebug"`
+}
+
+// DebugPatch changes any subset of the debug settings.
+type DebugPatch struct {
+	WPDebug        *bool `json:"wpDebug,omitempty"`
+	WPDebugLog     *bool `json:"wpDebugLog,omitempty"`
+	WPDebugDisplay *bool `json:"wpDebugDisplay,omitempty"`
+	ScriptDebug    *bool `json:"scriptDebug,omitempty"`
+}
+
+// DebugLog is the contract's debug log result.
+type DebugLog struct {
+	Content string `json:"content"`
+	Exists  bool   `json:"exists"`
+	Lines   int    `json:"lines"`
+	// Truncated says the log is longer than the end that was read (1 MiB).
+	Truncated bool `json:"truncated" doc:"The log is longer than the last MiB that was read; older lines are not shown."`
+}
+
+// Tail lengths of the debug log, from the contract.
+const (
+	DefaultLogLines = 500
+	MaxLogLines     = 2000
+)
+
+// DatabaseAccess is a site's own database: credentials that reach only it
+// and a one-time link to a database UI signed in to it.
+type DatabaseAccess struct {
+	Host       string    `json:"host" doc:"As the site's node sees it; reach it through adminerUrl."`
+	Port       int       `json:"port"`
+	Name       string    `json:"name"`
+	User       string    `json:"user"`
+	Password   string    `json:"password"`
+	AdminerURL string    `json:"adminerUrl" doc:"Opens Adminer signed in to this database; works once."`
+	ExpiresAt  time.Time `json:"adminerUrlExpiresAt"`
+}
+
+// Email is one message a site sent; it was captured, not delivered.
+type Email struct {
+	ID      string    `json:"id"`
+	From    string    `json:"from"`
+	To      string    `json:"to" doc:"Recipients, comma-separated."`
+	Subject string    `json:"subject"`
+	Date    time.Time `json:"date"`
+	Text    string    `json:"text"`
+	HTML    string    `json:"html"`
+}
+
+// InstalledPlugin is a plugin or theme installed in a site.
+type InstalledPlugin struct {
+	Slug    string `json:"slug" doc:"Its directory under wp-content/plugins or wp-content/themes."`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Active  bool   `json:"active"`
+	Kind    string `json:"kind" enum:"plugin,theme"`
+}
+
+// CodeFileNotFound answers a file-manager call on a path that does not exist.
+const CodeFileNotFound = "file_not_found"
+
+// File-manager operations.
+const (
+	FileList   = "list"
+	FileRead   = "read"
+	FileWrite  = "write"
+	FileUpload = "upload"
+	FileMkdir  = "mkdir"
+	FileDelete = "delete"
+	FileRename = "rename"
+	FileCopy   = "copy"
+)
+
+// FileOp is one file-manager operation, its paths relative to the
+// WordPress root.
+type FileOp struct {
+	Op             string
+	Path, From, To string
+	Content        []byte
+	// Filename is an upload's own name, kept when Path is a directory.
+	Filename string
+}
+
+// FileEntry is one directory entry of a listing.
+type FileEntry struct {
+	Name       string `json:"name"`
+	Type       string `json:"type" enum:"file,directory,symlink"`
+	SizeBytes  int64  `json:"sizeBytes"`
+	ModifiedAt string `json:"modifiedAt"`
+}
+
+// FileAnswer is what the file manager answers to an operation; which
+// fields are set depends on it.
+type FileAnswer struct {
+	Path, From, To string
+	SizeBytes      *int64
+	Entries        []FileEntry
+	// Truncated is set when a directory has more than 10,000 entries.
+	Truncated bool
+	Content   []byte
+}
