@@ -178,6 +178,9 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.daemon = d
+	if err := recordSocket(dir, socket); err != nil {
+		return nil, err
+	}
 	if a.rt, err = runtime.Connect(socket, cfg.Namespace); err != nil {
 		return nil, err
 	}
@@ -371,12 +374,15 @@ func StopEverything(ctx context.Context, dataDir string) error {
 	if err != nil {
 		return err
 	}
-	socket := filepath.Join(containerdDir(dir), "containerd.sock")
-	if !daemon.Answers(ctx, socket) {
-		socket = daemon.SystemSocket
+	socket := ""
+	for _, s := range []string{filepath.Join(containerdDir(dir), "containerd.sock"), recordedSocket(dir), daemon.SystemSocket} {
+		if s != "" && daemon.Answers(ctx, s) {
+			socket = s
+			break
+		}
 	}
 	var errs []error
-	if daemon.Answers(ctx, socket) {
+	if socket != "" {
 		rt, err := runtime.Connect(socket, Namespace(dir))
 		if err != nil {
 			return err
@@ -419,6 +425,36 @@ func Purge(ctx context.Context, dataDir, claimsDir string) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// socketRecord names the file in an agent's data dir that keeps the
+// socket of a containerd the agent did not start, so that stopping the
+// agent's containers later (sandboxd dev --stop) finds them.
+const socketRecord = "containerd-socket"
+
+// recordSocket keeps socket in the data dir, or removes the record when
+// the agent's containerd is its own (under the data dir).
+func recordSocket(dir, socket string) error {
+	path := filepath.Join(dir, socketRecord)
+	if filepath.Dir(socket) == containerdDir(dir) {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(socket+"\n"), 0o600)
+}
+
+// recordedSocket is the socket recordSocket kept, or "".
+func recordedSocket(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, socketRecord))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // NetworkName is the short id of the site network of the agent with this

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/agenttest"
+	"github.com/sandboxd/sandboxd/agent/runtime"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 )
 
@@ -36,10 +37,25 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build sandboxd:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := agenttest.Run(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// sharedContainerd is the test binary's one containerd, which the dev
+// systems of most tests share (each in its own namespace, as two agents
+// on one host do), so that each does not start a daemon and import every
+// image again. Tests of the own-containerd path (`make run`, dev --stop)
+// leave it out.
+func sharedContainerd(t *testing.T) []string {
+	t.Helper()
+	socket, _ := agenttest.Containerd(t)
+	shared.socket = socket
+	return []string{"--containerd-socket", socket}
+}
+
+// shared remembers the shared containerd once a test has started it.
+var shared struct{ socket string }
 
 func freeAddr(t *testing.T) string { return st.FreeAddr(t) }
 
@@ -55,6 +71,19 @@ func devDataDir(t *testing.T) string {
 		defer cancel()
 		if err := agent.Purge(ctx, filepath.Join(dir, "agent"), ""); err != nil {
 			t.Errorf("stop the dev system's containers: %v", err)
+		}
+		// On the shared containerd, Purge found the namespace through the
+		// socket the agent recorded: nothing of this system is left there.
+		if shared.socket != "" {
+			rt, err := runtime.Connect(shared.socket, agent.Namespace(filepath.Join(dir, "agent")))
+			if err != nil {
+				t.Errorf("connect to the shared containerd: %v", err)
+				return
+			}
+			defer rt.Close()
+			if ids, err := rt.Containers(ctx); err != nil || len(ids) > 0 {
+				t.Errorf("containers left on the shared containerd after the purge: %v %v", ids, err)
+			}
 		}
 	})
 	return dir

@@ -31,6 +31,8 @@ func TestSecretsCanary(t *testing.T) {
 	began := time.Now()
 	smtpAddr, _ := startSMTP(t)
 	const smtpPassword = "canary-smtp-Pa55word-7d1e"
+	// Its own containerd, under the data dir the canary walks: container
+	// specs and containerd's metadata are places a secret could leak to.
 	dir := devDataDir(t)
 	p := start(t, []string{"SANDBOXD_SMTP_PASSWORD=" + smtpPassword}, "dev", "--data-dir", dir,
 		"--api-addr", freeAddr(t), "--edge-addr", freeAddr(t), "--log-format", "json", "--log-level", "debug",

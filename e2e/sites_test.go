@@ -21,6 +21,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/agenttest"
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/internal/sitepath"
@@ -34,7 +35,20 @@ type devSystem struct {
 	owner          *st.Client
 }
 
+// startDev starts `sandboxd dev` on the test binary's shared containerd.
 func startDev(t *testing.T, dir, api, edge string, flags ...string) *devSystem {
+	t.Helper()
+	return launchDev(t, dir, api, edge, append(sharedContainerd(t), flags...)...)
+}
+
+// startDevOwnContainerd starts `sandboxd dev` as `make run` does, on a
+// containerd it starts under its data dir.
+func startDevOwnContainerd(t *testing.T, dir, api, edge string) *devSystem {
+	t.Helper()
+	return launchDev(t, dir, api, edge)
+}
+
+func launchDev(t *testing.T, dir, api, edge string, flags ...string) *devSystem {
 	t.Helper()
 	p := start(t, nil, append([]string{"dev", "--data-dir", dir, "--api-addr", api, "--edge-addr", edge, "--log-format", "json"}, flags...)...)
 	url := p.waitLine(t, "SANDBOX_URL=")
@@ -609,7 +623,11 @@ func TestSiteEndToEnd(t *testing.T) {
 		if n != 0 {
 			t.Fatal("database or user left behind")
 		}
-		rt, err := runtime.Connect(filepath.Join(agentDir, "containerd", "containerd.sock"), agent.Namespace(agentDir))
+		socket, _ := agenttest.Containerd(t)
+		if b, err := os.ReadFile(filepath.Join(agentDir, "containerd-socket")); err != nil || strings.TrimSpace(string(b)) != socket {
+			t.Fatalf("the agent did not record the shared containerd it uses: %q %v", b, err)
+		}
+		rt, err := runtime.Connect(socket, agent.Namespace(agentDir))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -621,12 +639,13 @@ func TestSiteEndToEnd(t *testing.T) {
 }
 
 // TestTwoDevInstancesSideBySide runs two `sandboxd dev` on one machine
-// with their own data dirs and ports: each serves its own site, and
-// stopping one leaves the other's site alone.
+// with their own data dirs, ports and containerds, as `make run` does:
+// each serves its own site, and stopping one leaves the other's site
+// alone.
 func TestTwoDevInstancesSideBySide(t *testing.T) {
 	dirA, dirB := devDataDir(t), devDataDir(t)
-	a := startDev(t, dirA, freeAddr(t), freeAddr(t))
-	b := startDev(t, dirB, freeAddr(t), freeAddr(t))
+	a := startDevOwnContainerd(t, dirA, freeAddr(t), freeAddr(t))
+	b := startDevOwnContainerd(t, dirB, freeAddr(t), freeAddr(t))
 	create := func(d *devSystem, name string) string {
 		r := d.owner.Do("POST", "/api/app/sites", map[string]string{"name": name}).Must(t, 202)
 		if job := d.waitJob(t, r.Str("jobId")); job["status"] != "succeeded" {

@@ -40,8 +40,8 @@ func TestInvitationEmailThroughSMTP(t *testing.T) {
 	smtpAddr, maildir := startSMTP(t)
 
 	dir := devDataDir(t)
-	dev := start(t, nil, "dev", "--data-dir", dir, "--api-addr", freeAddr(t), "--edge-addr", freeAddr(t),
-		"--smtp-addr", smtpAddr, "--smtp-from", "sandboxd@example.test")
+	dev := start(t, nil, append([]string{"dev", "--data-dir", dir, "--api-addr", freeAddr(t), "--edge-addr", freeAddr(t),
+		"--smtp-addr", smtpAddr, "--smtp-from", "sandboxd@example.test"}, sharedContainerd(t)...)...)
 	url := dev.waitLine(t, "SANDBOX_URL=")
 	owner := st.NewClient(t, url, dev.waitLine(t, "SANDBOX_TOKEN="))
 	ws := owner.Do("GET", "/api/account/me", nil).Must(t, 200).Str("user.personalWorkspaceId")

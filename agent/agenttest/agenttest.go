@@ -106,6 +106,12 @@ func Main(m *testing.M) {
 	if logwriter.Invoked() {
 		os.Exit(logwriter.Main(os.Args[1:]))
 	}
+	os.Exit(Run(m))
+}
+
+// Run runs the tests and then stops the package's containerd, returning
+// the exit code: for a TestMain with work of its own before or after.
+func Run(m *testing.M) int {
 	mainRuns = true
 	code := m.Run()
 	if shared.d != nil {
@@ -117,7 +123,7 @@ func Main(m *testing.M) {
 	if shared.dir != "" {
 		_ = os.RemoveAll(shared.dir)
 	}
-	os.Exit(code)
+	return code
 }
 
 // mainRuns is set by Main: Containerd refuses to start a daemon nothing

@@ -126,13 +126,14 @@ func runDev(args []string) error {
 	c.register(fs, "text")
 	edgeAddr := fs.String("edge-addr", "127.0.0.1:8081", "listen address of the edge that serves the sites")
 	imagesDir := fs.String("images-dir", images.DefaultDir(), "image cache filled by `make images`")
+	socket := fs.String("containerd-socket", "/run/containerd/containerd.sock", "containerd to use; one is started under the data dir when none answers")
 	stop := fs.Bool("stop", false, "stop the sites, MariaDB and containerd left running by an earlier `sandboxd dev` on this data dir, and exit")
 	var siteNet siteNetFlags
 	siteNet.register(fs, "none") // a developer's machine lends sites no network
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	acfg := agent.Config{DataDir: filepath.Join(c.cfg.DataDir, "agent"), ImagesDir: *imagesDir}
+	acfg := agent.Config{DataDir: filepath.Join(c.cfg.DataDir, "agent"), ImagesDir: *imagesDir, ContainerdSocket: *socket}
 	if err := siteNet.apply(&acfg); err != nil {
 		return err
 	}
