@@ -40,6 +40,8 @@ have pgrep || need_apt+=(procps)
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 # Tests deliver invitation email to a real SMTP server.
 /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null || need_apt+=(python3-aiosmtpd)
+# The URL rewriter's tests have real PHP unserialize() what it rewrote.
+have php || need_apt+=(php-cli)
 # Node and npm install Prism, the third-party OpenAPI validator the tests
 # run the API through.
 have node || need_apt+=(nodejs)
