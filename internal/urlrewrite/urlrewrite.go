@@ -19,6 +19,7 @@ import (
 type Rewriter struct {
 	pairs   []pair
 	hasPort bool
+	oldHost string
 	// needles are what a value must contain for a rewrite to be possible
 	// (the old host in each encoding), for a cheap first test.
 	needles []string
@@ -43,7 +44,7 @@ func New(oldURL, newURL string) (*Rewriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new URL: %w", err)
 	}
-	r := &Rewriter{hasPort: o.Port() != ""}
+	r := &Rewriter{hasPort: o.Port() != "", oldHost: o.Hostname()}
 	oldRest, newRest := o.Host+o.Path, n.Host+n.Path
 	newFull := n.Scheme + "://" + newRest
 	plain := func(s string) string { return s }
@@ -82,6 +83,11 @@ func parse(raw string) (*url.URL, error) {
 	u.Path = strings.TrimRight(u.Path, "/")
 	return u, nil
 }
+
+// OldHost is the old URL's host name (no port): every value that can
+// hold the old URL contains it, whatever its encoding, so it is the
+// filter a database query can apply first.
+func (r *Rewriter) OldHost() string { return r.oldHost }
 
 // Contains reports whether s may hold the old URL in some form: false
 // means Value would return s unchanged.

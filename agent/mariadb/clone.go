@@ -1,0 +1,185 @@
+package mariadb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/sandboxd/sandboxd/internal/urlrewrite"
+)
+
+// quoteIdent quotes a table or column name read from the catalogue: a
+// site's own PHP chooses them, so they are never trusted as SQL.
+func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+// tables lists the base tables of a database (views are not copied).
+func (s *Server) tables(ctx context.Context, db string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME", db)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// CopyDatabase copies every base table of from into to, which must exist
+// and be empty: structure first (CREATE TABLE … LIKE), then rows, inside
+// MariaDB. It is how a clone gets its template's database in
+// milliseconds.
+func (s *Server) CopyDatabase(ctx context.Context, from, to string) error {
+	if !ident.MatchString(from) || !ident.MatchString(to) {
+		return fmt.Errorf("mariadb: invalid database name %q/%q", from, to)
+	}
+	ts, err := s.tables(ctx, from)
+	if err != nil {
+		return fmt.Errorf("copy database %s: %w", from, err)
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for _, t := range ts {
+		src, dst := quoteIdent(from)+"."+quoteIdent(t), quoteIdent(to)+"."+quoteIdent(t)
+		for _, q := range []string{"CREATE TABLE " + dst + " LIKE " + src, "INSERT INTO " + dst + " SELECT * FROM " + src} {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("copy table %s: %w", t, err)
+			}
+		}
+	}
+	return nil
+}
+
+// MaxRewriteValue is the largest value RewriteURLs reads; a bigger one is
+// left as it is and counted, so a site cannot make the agent hold an
+// unbounded amount.
+const MaxRewriteValue = 16 << 20
+
+// RewriteStats says what a URL rewrite changed.
+type RewriteStats struct {
+	Rows    int // rows updated
+	Skipped int // values over MaxRewriteValue, left alone
+}
+
+// textTypes are the column types that can hold a URL.
+var textTypes = map[string]bool{"char": true, "varchar": true, "tinytext": true, "text": true, "mediumtext": true,
+	"longtext": true, "json": true}
+
+// RewriteURLs moves every value of db that holds the old URL to the new
+// one (urlrewrite: text, JSON, URL-encoded and PHP-serialized forms), in
+// every table with a primary key, one row at a time by its key.
+func (s *Server) RewriteURLs(ctx context.Context, db string, r *urlrewrite.Rewriter) (RewriteStats, error) {
+	var st RewriteStats
+	if !ident.MatchString(db) {
+		return st, fmt.Errorf("mariadb: invalid database name %q", db)
+	}
+	ts, err := s.tables(ctx, db)
+	if err != nil {
+		return st, err
+	}
+	for _, t := range ts {
+		keys, cols, err := s.columns(ctx, db, t)
+		if err != nil {
+			return st, err
+		}
+		if len(keys) == 0 || len(cols) == 0 {
+			continue // WordPress's tables all have one; a table without is the site's own business
+		}
+		for _, c := range cols {
+			n, skipped, err := s.rewriteColumn(ctx, db, t, keys, c, r)
+			st.Rows += n
+			st.Skipped += skipped
+			if err != nil {
+				return st, fmt.Errorf("rewrite %s.%s: %w", t, c, err)
+			}
+		}
+	}
+	return st, nil
+}
+
+// columns returns a table's primary key columns and its text columns.
+func (s *Server) columns(ctx context.Context, db, table string) (keys, text []string, err error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_KEY FROM information_schema.COLUMNS "+
+		"WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", db, table)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, typ, key string
+		if err := rows.Scan(&name, &typ, &key); err != nil {
+			return nil, nil, err
+		}
+		if key == "PRI" {
+			keys = append(keys, name)
+		}
+		if textTypes[strings.ToLower(typ)] {
+			text = append(text, name)
+		}
+	}
+	return keys, text, rows.Err()
+}
+
+// rewriteColumn updates the rows of one column whose value may hold the
+// old URL (MariaDB filters on the old host first).
+func (s *Server) rewriteColumn(ctx context.Context, db, table string, keys []string, col string, r *urlrewrite.Rewriter) (int, int, error) {
+	qt, qc := quoteIdent(db)+"."+quoteIdent(table), quoteIdent(col)
+	qkeys := make([]string, len(keys))
+	for i, k := range keys {
+		qkeys[i] = quoteIdent(k)
+	}
+	// The filter is a superset of the matches: the host appears in every
+	// form (encodings change only ':' and '/').
+	rows, err := s.db.QueryContext(ctx, "SELECT "+strings.Join(qkeys, ", ")+", LENGTH("+qc+") > ?, IF(LENGTH("+qc+") > ?, NULL, "+qc+") FROM "+qt+
+		" WHERE "+qc+" LIKE ?", MaxRewriteValue, MaxRewriteValue, "%"+likeEscape(r.OldHost())+"%")
+	if err != nil {
+		return 0, 0, err
+	}
+	where := make([]string, len(keys))
+	for i, k := range qkeys {
+		where[i] = k + " = ?"
+	}
+	update := "UPDATE " + qt + " SET " + qc + " = ? WHERE " + strings.Join(where, " AND ")
+	changed, skipped := 0, 0
+	defer rows.Close()
+	for rows.Next() {
+		key := make([]any, len(keys))
+		dest := make([]any, len(keys)+2)
+		for i := range key {
+			dest[i] = &key[i]
+		}
+		var tooBig bool
+		var val sql.NullString
+		dest[len(keys)], dest[len(keys)+1] = &tooBig, &val
+		if err := rows.Scan(dest...); err != nil {
+			return changed, skipped, err
+		}
+		if tooBig {
+			skipped++
+			continue
+		}
+		// One row at a time, updated as it is read (on another
+		// connection): memory holds one value, never a table.
+		if nv := r.Value(val.String); nv != val.String {
+			if _, err := s.db.ExecContext(ctx, update, append([]any{nv}, key...)...); err != nil {
+				return changed, skipped, err
+			}
+			changed++
+		}
+	}
+	return changed, skipped, rows.Err()
+}
+
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(s)
+}

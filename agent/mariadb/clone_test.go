@@ -1,0 +1,132 @@
+package mariadb_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sandboxd/sandboxd/agent/agenttest"
+	"github.com/sandboxd/sandboxd/agent/mariadb"
+	"github.com/sandboxd/sandboxd/internal/urlrewrite"
+)
+
+func ser(s string) string { return "s:" + strconv.Itoa(len(s)) + `:"` + s + `";` }
+
+// TestCopyAndRewrite: a template's database, made by the site's own user
+// (tables and columns named to break SQL), is copied inside MariaDB and
+// the copy moved to a new URL: serialized, JSON and plain values follow,
+// composite keys work, the source is untouched, and a table without a
+// primary key is left alone rather than guessed at.
+func TestCopyAndRewrite(t *testing.T) {
+	socket, dir := agenttest.Containerd(t)
+	rt := agenttest.Runtime(t, socket)
+	ctx := context.Background()
+	img, err := agenttest.Catalog(t).MariaDB(ctx, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mariadb.Start(ctx, rt, img, filepath.Join(dir, "mariadb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, db := range []string{"wp_src", "wp_dst"} {
+		if err := srv.CreateSiteDatabase(ctx, db, db, "pw-"+db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func(db string) *sql.DB {
+		c := mysql.NewConfig()
+		c.User, c.Passwd, c.Net, c.Addr, c.DBName = db, "pw-"+db, "tcp", srv.Addr(), db
+		d, err := sql.Open("mysql", c.FormatDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return d
+	}
+	const oldURL, newURL = "http://tpl.localhost:8081", "http://clone-1.localhost:8081"
+	serialized := "a:2:{" + ser("header") + ser(oldURL+"/h.jpg") + ser("n") + "i:3;}"
+	src := open("wp_src")
+	for _, q := range []string{
+		"CREATE TABLE wp_options (option_id bigint PRIMARY KEY AUTO_INCREMENT, option_name varchar(191), option_value longtext)",
+		"CREATE TABLE wp_posts (ID bigint PRIMARY KEY, post_content longtext, guid varchar(255), post_title text)",
+		"CREATE TABLE `evil``; DROP DATABASE wp_src; --` (a int, b varchar(20), `c``d` text, PRIMARY KEY (a, b))",
+		"CREATE TABLE nokey (v text)",
+	} {
+		if _, err := src.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	ins := []struct {
+		q    string
+		args []any
+	}{
+		{"INSERT INTO wp_options (option_name, option_value) VALUES (?, ?), (?, ?), (?, ?), (?, ?)",
+			[]any{"siteurl", oldURL, "theme_mods", serialized, "json", `{"u":"http:\/\/tpl.localhost:8081\/x"}`, "other", "http://tpl.localhost:80812/"}},
+		{"INSERT INTO wp_posts VALUES (1, ?, ?, ?)", []any{`<a href="` + oldURL + `/about">About</a>`, oldURL + "/?p=1", "Hello"}},
+		{"INSERT INTO `evil``; DROP DATABASE wp_src; --` VALUES (1, 'k', ?)", []any{"//tpl.localhost:8081/a.css"}},
+		{"INSERT INTO nokey VALUES (?)", []any{oldURL}},
+	}
+	for _, i := range ins {
+		if _, err := src.ExecContext(ctx, i.q, i.args...); err != nil {
+			t.Fatalf("%s: %v", i.q, err)
+		}
+	}
+
+	if err := srv.CopyDatabase(ctx, "wp_src", "wp_dst"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := urlrewrite.New(oldURL, newURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := srv.RewriteURLs(ctx, "wp_dst", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Rows != 6 || st.Skipped != 0 {
+		t.Errorf("stats %+v, want 6 rows", st)
+	}
+	dst := open("wp_dst")
+	get := func(d *sql.DB, q string) string {
+		t.Helper()
+		var v string
+		if err := d.QueryRowContext(ctx, q).Scan(&v); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return v
+	}
+	want := map[string]string{
+		"SELECT option_value FROM wp_options WHERE option_name = 'siteurl'":    newURL,
+		"SELECT option_value FROM wp_options WHERE option_name = 'theme_mods'": "a:2:{" + ser("header") + ser(newURL+"/h.jpg") + ser("n") + "i:3;}",
+		"SELECT option_value FROM wp_options WHERE option_name = 'json'":       `{"u":"http:\/\/clone-1.localhost:8081\/x"}`,
+		"SELECT option_value FROM wp_options WHERE option_name = 'other'":      "http://tpl.localhost:80812/",
+		"SELECT post_content FROM wp_posts":                                    `<a href="` + newURL + `/about">About</a>`,
+		"SELECT guid FROM wp_posts":                                            newURL + "/?p=1",
+		"SELECT `c``d` FROM `evil``; DROP DATABASE wp_src; --`":                "//clone-1.localhost:8081/a.css",
+		"SELECT v FROM nokey":                                                  oldURL,
+	}
+	for q, w := range want {
+		if got := get(dst, q); got != w {
+			t.Errorf("%s:\n got %s\nwant %s", q, got, w)
+		}
+	}
+	if got := get(src, "SELECT option_value FROM wp_options WHERE option_name = 'theme_mods'"); got != serialized {
+		t.Errorf("the source changed: %s", got)
+	}
+	if got := get(dst, "SELECT COUNT(*) FROM wp_options"); got != "4" {
+		t.Errorf("%s options copied", got)
+	}
+	// The copy keeps AUTO_INCREMENT going past the copied rows.
+	if _, err := dst.ExecContext(ctx, "INSERT INTO wp_options (option_name, option_value) VALUES ('new', 'x')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.CopyDatabase(ctx, "wp_src", "bad name"); err == nil {
+		t.Fatal("a bad database name was accepted")
+	}
+}
