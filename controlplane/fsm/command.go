@@ -66,6 +66,9 @@ var registry = map[Type]func() Command{
 	27: func() Command { return new(MarkLicenseRead) },
 	28: func() Command { return new(Idempotent) },
 	29: func() Command { return new(PruneIdempotency) },
+	30: func() Command { return new(CreateTemplateWithJob) },
+	31: func() Command { return new(PutTemplate) },
+	32: func() Command { return new(DeleteTemplate) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -209,6 +212,24 @@ type DeleteSite struct {
 type UpdateSiteWithJob struct {
 	Update state.SiteUpdate `json:"update"`
 	Job    state.Job        `json:"job"`
+}
+
+// CreateTemplateWithJob adds a building template, within the owner's
+// quota, with the job that freezes its source site.
+type CreateTemplateWithJob struct {
+	Template state.Template `json:"template"`
+	Job      state.Job      `json:"job"`
+	Quota    state.Quota    `json:"quota"`
+}
+
+// PutTemplate replaces a template (settings, or a freeze's outcome).
+type PutTemplate struct {
+	Template state.Template `json:"template"`
+}
+
+// DeleteTemplate removes a template.
+type DeleteTemplate struct {
+	ID string `json:"id"`
 }
 
 // PutLibraryEntry adds a Library entry or replaces one (refresh).

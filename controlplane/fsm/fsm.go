@@ -112,6 +112,11 @@ func (c DeleteSite) apply(tx *state.Tx) any        { return tx.DeleteSite(c.ID) 
 func (c UpsertNode) apply(tx *state.Tx) any        { return tx.UpsertNode(c.Node) }
 func (c SetNodeStatus) apply(tx *state.Tx) any     { return tx.SetNodeStatus(c.ID, c.Status, c.At) }
 func (c UpdateSiteWithJob) apply(tx *state.Tx) any { return tx.UpdateSiteWithJob(c.Update, c.Job) }
+func (c CreateTemplateWithJob) apply(tx *state.Tx) any {
+	return tx.CreateTemplateWithJob(c.Template, c.Job, c.Quota)
+}
+func (c PutTemplate) apply(tx *state.Tx) any    { return tx.PutTemplate(c.Template) }
+func (c DeleteTemplate) apply(tx *state.Tx) any { return tx.DeleteTemplate(c.ID) }
 func (c PutLibraryEntry) apply(tx *state.Tx) any {
 	return tx.PutLibraryEntry(c.Entry, c.Replace, c.Quota)
 }

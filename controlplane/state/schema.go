@@ -17,6 +17,7 @@ const (
 	tableNodes       = "nodes"
 	tableLibrary     = "library"
 	tableIdempotency = "idempotency"
+	tableTemplates   = "templates"
 )
 
 func idIndex() *memdb.IndexSchema {
@@ -89,6 +90,14 @@ func schema() *memdb.DBSchema {
 		tableIdempotency: {Name: tableIdempotency, Indexes: map[string]*memdb.IndexSchema{
 			"id": idIndex(),
 		}},
+		tableTemplates: {Name: tableTemplates, Indexes: map[string]*memdb.IndexSchema{
+			"id": idIndex(),
+			"slug": {Name: "slug", Unique: true, Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+				&memdb.StringFieldIndex{Field: "WorkspaceID"}, &memdb.StringFieldIndex{Field: "Slug"},
+			}}},
+			"workspace": fieldIndex("workspace", "WorkspaceID", false),
+			"user":      fieldIndex("user", "UserID", false),
+		}},
 	}}
 }
 
@@ -97,4 +106,5 @@ func schema() *memdb.DBSchema {
 var tables = []string{
 	tableAccounts, tableWorkspaces, tableRoles, tableMembers, tableTokens,
 	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary, tableIdempotency,
+	tableTemplates,
 }

@@ -186,6 +186,8 @@ func newRow(table string) (any, error) {
 		return new(LibraryEntry), nil
 	case tableIdempotency:
 		return new(Idempotency), nil
+	case tableTemplates:
+		return new(Template), nil
 	}
 	return nil, fmt.Errorf("unknown table %q", table)
 }

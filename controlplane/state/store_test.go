@@ -36,6 +36,16 @@ func seed(t *testing.T) *Store {
 	return s
 }
 
+// seedTemplate adds template tpl_1 (slug starter) to ws_a, with its job.
+func seedTemplate(t *testing.T, s *Store) {
+	t.Helper()
+	must(t, s.Update(func(tx *Tx) error {
+		return tx.CreateTemplateWithJob(Template{ID: "tpl_1", WorkspaceID: "ws_a", UserID: "usr_a", Slug: "starter", Status: TemplateBuilding,
+			Launch: Launch{QuotaMode: "visitor", Branding: LaunchBranding{Headline: "Try it"}}, CreatedAt: t0},
+			Job{ID: "job_tpl", Type: "snapshot_template", WorkspaceID: "ws_a", CreatedAt: t0}, Quota{})
+	}))
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -177,6 +187,7 @@ func TestInvitationAndJobLifecycle(t *testing.T) {
 
 func TestSnapshotRoundTrip(t *testing.T) {
 	s := seed(t)
+	seedTemplate(t, s)
 	var buf bytes.Buffer
 	if _, err := s.Snapshot().WriteTo(&buf); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,158 @@
+package state
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	memdb "github.com/hashicorp/go-memdb"
+)
+
+// Template statuses.
+const (
+	TemplateBuilding = "building"
+	TemplateReady    = "ready"
+	TemplateFailed   = "failed"
+)
+
+// LaunchBranding is how a template's public launcher looks.
+type LaunchBranding struct {
+	Eyebrow            string `json:"eyebrow"`
+	Headline           string `json:"headline"`
+	Subhead            string `json:"subhead"`
+	ButtonLabel        string `json:"buttonLabel"`
+	LogoURL            string `json:"logoUrl"`
+	BrandName          string `json:"brandName"`
+	AccentColor        string `json:"accentColor"`
+	BackgroundColor    string `json:"backgroundColor"`
+	BackgroundImageURL string `json:"backgroundImageUrl"`
+	HidePoweredBy      bool   `json:"hidePoweredBy"`
+}
+
+// Launch is a template's public launch link settings.
+type Launch struct {
+	Enabled               bool           `json:"enabled"`
+	Token                 string         `json:"token,omitempty"`
+	Count                 int            `json:"count"`
+	QuotaMode             string         `json:"quotaMode"`
+	EntryMode             string         `json:"entryMode"`
+	ExpirationMode        string         `json:"expirationMode"`
+	ExpirationMinutes     int            `json:"expirationMinutes"`
+	LandingPath           string         `json:"landingPath"`
+	Branding              LaunchBranding `json:"branding"`
+	Protected             bool           `json:"protected"`
+	ConsentEnabled        bool           `json:"consentEnabled"`
+	ConsentLabel          string         `json:"consentLabel"`
+	ConsentDefaultChecked bool           `json:"consentDefaultChecked"`
+}
+
+// Template is a frozen site (files and database) that sites are made
+// from. Its artifact (blob ArtifactSHA256) lets any node restore it; the
+// node that froze it keeps the tree.
+type Template struct {
+	ID               string `json:"id"`
+	WorkspaceID      string `json:"orgId"`
+	UserID           string `json:"userId"` // the workspace owner, whose plan counts it
+	CreatedByUserID  string `json:"createdByUserId"`
+	Name             string `json:"name"`
+	Slug             string `json:"slug"`
+	Description      string `json:"description"`
+	SourceSiteID     string `json:"sourceSiteId"`
+	Status           string `json:"status"`
+	FailureReason    string `json:"failureReason"`
+	WordPressVersion string `json:"wordpressVersion"`
+	PHPVersion       string `json:"phpVersion"`
+	SizeBytes        int64  `json:"sizeBytes"`
+	// ArtifactSHA256 is the blob of the files and SQL; NodeID the node
+	// holding the frozen tree.
+	ArtifactSHA256          string    `json:"artifactSha256,omitempty"`
+	NodeID                  string    `json:"nodeId,omitempty"`
+	WarmPoolSize            int       `json:"warmPoolSize"`
+	Launch                  Launch    `json:"launch"`
+	SourceBlueprintID       string    `json:"sourceBlueprintId,omitempty"`
+	SourceBlueprintRevision int       `json:"sourceBlueprintRevision,omitempty"`
+	CreatedAt               time.Time `json:"createdAt"`
+	UpdatedAt               time.Time `json:"updatedAt"`
+}
+
+// Template returns a template by id, or nil.
+func (s *Store) Template(id string) (*Template, error) {
+	return first[Template](s.read(), tableTemplates, "id", id)
+}
+
+// TemplatesOf lists a workspace's templates, oldest first (then by id).
+func (s *Store) TemplatesOf(workspaceID string) ([]*Template, error) {
+	out, err := all[Template](s.read(), tableTemplates, "workspace", workspaceID)
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, err
+}
+
+// CreateTemplateWithJob adds a building template within its owner's
+// quota (templates across the owner's workspaces) and queues the job
+// that freezes it, atomically.
+func (t *Tx) CreateTemplateWithJob(tpl Template, job Job, q Quota) error {
+	err := t.run(func(tx *memdb.Txn) error {
+		if w, err := first[Workspace](tx, tableWorkspaces, "id", tpl.WorkspaceID); err != nil {
+			return err
+		} else if w == nil {
+			return fmt.Errorf("%w: workspace %s", ErrNotFound, tpl.WorkspaceID)
+		}
+		if dup, err := first[Template](tx, tableTemplates, "id", tpl.ID); err != nil {
+			return err
+		} else if dup != nil {
+			return fmt.Errorf("%w: template id %s exists", ErrConflict, tpl.ID)
+		}
+		if dup, err := first[Template](tx, tableTemplates, "slug", tpl.WorkspaceID, tpl.Slug); err != nil {
+			return err
+		} else if dup != nil {
+			return fmt.Errorf("%w: the slug %q is taken in this workspace", ErrConflict, tpl.Slug)
+		}
+		have, err := all[Template](tx, tableTemplates, "user", tpl.UserID)
+		if err != nil {
+			return err
+		}
+		if err := q.check(len(have)); err != nil {
+			return err
+		}
+		return insert(tx, tableTemplates, &tpl)
+	})
+	if err != nil {
+		return err
+	}
+	return t.CreateJob(job)
+}
+
+// PutTemplate replaces a template with the same id (a PATCH, or a job
+// recording its outcome); workspace, owner and slug never change.
+func (t *Tx) PutTemplate(tpl Template) error {
+	return t.run(func(tx *memdb.Txn) error {
+		old, err := first[Template](tx, tableTemplates, "id", tpl.ID)
+		if err != nil {
+			return err
+		}
+		if old == nil {
+			return fmt.Errorf("%w: template %s", ErrNotFound, tpl.ID)
+		}
+		if old.WorkspaceID != tpl.WorkspaceID || old.UserID != tpl.UserID || old.Slug != tpl.Slug {
+			return fmt.Errorf("%w: a template keeps its workspace, owner and slug", ErrConflict)
+		}
+		return insert(tx, tableTemplates, &tpl)
+	})
+}
+
+// DeleteTemplate removes a template; a missing one is fine. Sites made
+// from it keep their own copies.
+func (t *Tx) DeleteTemplate(id string) error {
+	return t.run(func(tx *memdb.Txn) error {
+		old, err := first[Template](tx, tableTemplates, "id", id)
+		if err != nil || old == nil {
+			return err
+		}
+		return tx.Delete(tableTemplates, old)
+	})
+}

@@ -1,0 +1,71 @@
+package state
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestTemplates: a template and its freeze job come together or not at
+// all; the owner's quota counts templates across workspaces; slugs are
+// unique per workspace; a template keeps its workspace, owner and slug.
+func TestTemplates(t *testing.T) {
+	s := seed(t)
+	seedTemplate(t, s) // tpl_1, slug starter, in ws_a of usr_a
+	tpl := func(id, slug string) Template {
+		return Template{ID: id, WorkspaceID: "ws_a", UserID: "usr_a", Slug: slug, Status: TemplateBuilding, CreatedAt: t0}
+	}
+	job := func(id string) Job { return Job{ID: id, Type: "snapshot_template", WorkspaceID: "ws_a", CreatedAt: t0} }
+	q := Quota{Plan: PlanFree, Resource: "templates", Limit: 2}
+
+	err := s.Update(func(tx *Tx) error { return tx.CreateTemplateWithJob(tpl("tpl_2", "starter"), job("job_2"), q) })
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("a taken slug: %v", err)
+	}
+	must(t, s.Update(func(tx *Tx) error { return tx.CreateTemplateWithJob(tpl("tpl_2", "shop"), job("job_2"), q) }))
+	var quota *QuotaError
+	err = s.Update(func(tx *Tx) error { return tx.CreateTemplateWithJob(tpl("tpl_3", "blog"), job("job_3"), q) })
+	if !errors.As(err, &quota) {
+		t.Fatalf("a third template on a quota of two: %v", err)
+	}
+	if j, _ := s.Job("job_3"); j != nil {
+		t.Fatal("a refused template left its job")
+	}
+	// A deleted template frees its place in the quota; an unknown
+	// workspace is refused with nothing written.
+	must(t, s.Update(func(tx *Tx) error { return tx.DeleteTemplate("tpl_2") }))
+	orphan := tpl("tpl_4", "blog")
+	orphan.WorkspaceID = "ws_gone"
+	if err := s.Update(func(tx *Tx) error { return tx.CreateTemplateWithJob(orphan, job("job_4"), q) }); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("an unknown workspace: %v", err)
+	}
+	if j, _ := s.Job("job_4"); j != nil {
+		t.Fatal("the job of a refused template was kept")
+	}
+	must(t, s.Update(func(tx *Tx) error { return tx.CreateTemplateWithJob(tpl("tpl_5", "blog"), job("job_5"), q) }))
+
+	got, _ := s.Template("tpl_1")
+	next := *got
+	next.Status, next.SizeBytes = TemplateReady, 1234
+	must(t, s.Update(func(tx *Tx) error { return tx.PutTemplate(next) }))
+	moved := next
+	moved.Slug = "other"
+	if err := s.Update(func(tx *Tx) error { return tx.PutTemplate(moved) }); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a slug change: %v", err)
+	}
+	missing := next
+	missing.ID = "tpl_nope"
+	if err := s.Update(func(tx *Tx) error { return tx.PutTemplate(missing) }); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a missing template: %v", err)
+	}
+	list, _ := s.TemplatesOf("ws_a")
+	if len(list) != 2 {
+		t.Fatalf("list %+v", list)
+	}
+	for _, l := range list {
+		if l.ID == "tpl_1" && (l.Status != TemplateReady || l.SizeBytes != 1234) {
+			t.Fatalf("tpl_1 listed as %+v", l)
+		}
+	}
+	must(t, s.Update(func(tx *Tx) error { return tx.DeleteTemplate("tpl_1") }))
+	must(t, s.Update(func(tx *Tx) error { return tx.DeleteTemplate("tpl_1") })) // missing is fine
+}
