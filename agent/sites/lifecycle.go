@@ -25,6 +25,12 @@ import (
 // converges: a retry after a crash or a leader change finishes what the
 // first attempt started, and a site that already runs is left alone.
 func (m *Manager) Create(ctx context.Context, r CreateRequest) (*Site, error) {
+	return m.create(ctx, r, func(ctx context.Context, s *Site) error { return m.provision(ctx, s, r.WordPressVersion) })
+}
+
+// create makes the site's record and uid, then lays it out and starts it
+// with provision.
+func (m *Manager) create(ctx context.Context, r CreateRequest, provision func(context.Context, *Site) error) (*Site, error) {
 	if err := validate(&r); err != nil {
 		return nil, err
 	}
@@ -61,7 +67,7 @@ func (m *Manager) Create(ctx context.Context, r CreateRequest) (*Site, error) {
 			return nil, err
 		}
 	}
-	if err := m.provision(ctx, s, r.WordPressVersion); err != nil {
+	if err := provision(ctx, s); err != nil {
 		return nil, err
 	}
 	return m.get(r.ID), nil
@@ -71,6 +77,9 @@ func (m *Manager) provision(ctx context.Context, s *Site, wantWP string) error {
 	t0 := time.Now()
 	if err := m.writeFiles(s); err != nil {
 		return fmt.Errorf("site files: %w", err)
+	}
+	if err := m.mountTree(s); err != nil { // a clone's tree, after a stop or a restart
+		return err
 	}
 	t1 := time.Now()
 	if err := m.cfg.DB.CreateSiteDatabase(ctx, s.DBName, s.DBUser, s.DBPassword); err != nil {
@@ -418,6 +427,9 @@ func (m *Manager) teardown(ctx context.Context, s *Site) error {
 	if err := m.cfg.Network.Detach(ctx, s.ID); err != nil {
 		return err
 	}
+	if err := m.unmountTree(s); err != nil {
+		return err
+	}
 	if err := sitedisk.Unmount(m.Data(s.ID)); err != nil {
 		return err
 	}
@@ -441,7 +453,11 @@ func (m *Manager) Reset(ctx context.Context, id string) (*Site, error) {
 		return nil, err
 	}
 	s.DBPassword = secret.New("")
-	if err := m.provision(ctx, s, ""); err != nil {
+	provision := func() error { return m.provision(ctx, s, "") }
+	if s.Template != "" { // a clone goes back to its template
+		provision = func() error { return m.reclone(ctx, s) }
+	}
+	if err := provision(); err != nil {
 		return nil, err
 	}
 	return m.get(id), nil
@@ -498,6 +514,9 @@ func (m *Manager) Reattach(ctx context.Context) error {
 // and runs it; what still runs is left alone.
 func (m *Manager) restart(ctx context.Context, s *Site) error {
 	if err := sitedisk.Ensure(filepath.Join(m.FS(s.ID), "disk.img"), s.Limits.DiskMB, m.Data(s.ID)); err != nil {
+		return err
+	}
+	if err := m.mountTree(s); err != nil {
 		return err
 	}
 	netns, err := m.attach(ctx, s)

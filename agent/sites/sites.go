@@ -152,7 +152,11 @@ type Site struct {
 	Debug      Debug             `json:"debug"`
 	PHPConfig  map[string]string `json:"phpConfig,omitempty"`
 	Stopped    bool              `json:"stopped"`
-	CreatedAt  time.Time         `json:"createdAt"`
+	// Template is the template a clone's tree lies over (its files are an
+	// overlay); TemplateURL the URL its content was moved from.
+	Template    string    `json:"template,omitempty"`
+	TemplateURL string    `json:"templateUrl,omitempty"`
+	CreatedAt   time.Time `json:"createdAt"`
 }
 
 // Config wires a Manager.

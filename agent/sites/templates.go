@@ -1,0 +1,283 @@
+package sites
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent/cowfs"
+	"github.com/sandboxd/sandboxd/agent/mariadb"
+	"github.com/sandboxd/sandboxd/agent/sitedisk"
+	"github.com/sandboxd/sandboxd/agent/sitefile"
+	"github.com/sandboxd/sandboxd/internal/secret"
+	"github.com/sandboxd/sandboxd/internal/urlrewrite"
+)
+
+// TemplateUID owns every frozen template's files on the host. No site
+// has it (site uids start at 2,000,000) and no container mounts a
+// template directly: clones see its files id-mapped to their own uid.
+const TemplateUID = 1_999_999
+
+// TemplateLimits bound a freeze: what a site's tree may hold to become a
+// template.
+var TemplateLimits = sitefile.TreeLimits{Files: 200_000, Bytes: 8 << 30, Depth: 64}
+
+// Cloner is what templates need from the database server beyond a
+// site's own database.
+type Cloner interface {
+	CopyDatabase(ctx context.Context, from, to string) error
+	RewriteURLs(ctx context.Context, db string, r *urlrewrite.Rewriter) (mariadb.RewriteStats, error)
+	Exists(ctx context.Context, name, user string) (dbExists, userExists bool, err error)
+}
+
+// Template is the agent's record of a frozen site.
+type Template struct {
+	ID               string    `json:"id"`
+	SourceSiteID     string    `json:"sourceSiteId"`
+	URL              string    `json:"url"` // the source's URL, which clones rewrite
+	PHPVersion       string    `json:"phpVersion"`
+	WordPressVersion string    `json:"wordpressVersion"`
+	DBName           string    `json:"dbName"`
+	SizeBytes        int64     `json:"sizeBytes"`
+	CreatedAt        time.Time `json:"createdAt"`
+}
+
+var templateIDRE = regexp.MustCompile(`^tpl_[a-z0-9]{4,27}$`)
+
+func (m *Manager) templateDir(id string) string { return filepath.Join(m.cfg.Dir, "templates", id) }
+
+func templateDB(id string) string { return "tpl_" + id[len("tpl_"):] }
+
+// Template returns a template this node holds, or ErrNotFound.
+func (m *Manager) Template(id string) (*Template, error) {
+	if !templateIDRE.MatchString(id) {
+		return nil, fmt.Errorf("%w: template id %q", ErrInvalid, id)
+	}
+	b, err := os.ReadFile(filepath.Join(m.templateDir(id), "template.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("template %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var t Template
+	return &t, json.Unmarshal(b, &t)
+}
+
+// Freeze makes template id from a ready site: the site is stopped, its
+// files copied out (safely: they are the tenant's) and its database
+// copied inside MariaDB, then started again. Freezing an id that exists
+// returns it.
+func (m *Manager) Freeze(ctx context.Context, siteID, id string) (*Template, error) {
+	if t, err := m.Template(id); err == nil {
+		return t, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	cl, ok := m.cfg.DB.(Cloner)
+	if !ok {
+		return nil, errors.New("templates: the database server cannot copy databases")
+	}
+	defer m.lock(siteID)()
+	s := m.get(siteID)
+	if s == nil {
+		return nil, ErrNotFound
+	}
+	dir := m.templateDir(id)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return nil, err
+	}
+	tmp := dir + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return nil, err
+	}
+	ok = false
+	defer func() {
+		if !ok {
+			_ = os.RemoveAll(tmp)
+			_ = m.cfg.DB.DropSiteDatabase(context.WithoutCancel(ctx), templateDB(id), templateDB(id))
+		}
+	}()
+	// A consistent copy: nothing writes while it is taken.
+	if err := m.cfg.Runtime.Stop(ctx, containerID(s.ID), 10*time.Second); err != nil {
+		return nil, err
+	}
+	restart := func() error { return m.restart(context.WithoutCancel(ctx), s) }
+	st, err := sitefile.CopyTree(filepath.Join(m.Data(s.ID), "wordpress"), filepath.Join(tmp, "files"), TemplateUID, TemplateLimits)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("freeze %s: %w", s.ID, err), restart())
+	}
+	if err := m.cfg.DB.CreateSiteDatabase(ctx, templateDB(id), templateDB(id), secret.New("")); err != nil {
+		return nil, errors.Join(err, restart())
+	}
+	if err := cl.CopyDatabase(ctx, s.DBName, templateDB(id)); err != nil {
+		return nil, errors.Join(err, restart())
+	}
+	if err := restart(); err != nil {
+		return nil, err
+	}
+	if err := m.waitReady(ctx, s); err != nil {
+		return nil, err
+	}
+	t := &Template{ID: id, SourceSiteID: s.ID, URL: s.URL, PHPVersion: s.PHPVersion, WordPressVersion: s.WordPressVersion,
+		DBName: templateDB(id), SizeBytes: st.Bytes, CreatedAt: time.Now().UTC()}
+	b, _ := json.MarshalIndent(t, "", "  ")
+	if err := writeOwned(filepath.Join(tmp, "template.json"), b, 0o600, 0, 0); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return nil, err
+	}
+	ok = true
+	return t, nil
+}
+
+// cowLayout is a clone's tree: the template below, its own changes on
+// its disk above, mounted where its WordPress root is.
+func (m *Manager) cowLayout(s *Site) cowfs.Layout {
+	return cowfs.Layout{Lower: filepath.Join(m.templateDir(s.Template), "files"), LowerUID: TemplateUID,
+		Upper: filepath.Join(m.Data(s.ID), "wp-changes"), Work: filepath.Join(m.Data(s.ID), "wp-work"), SiteUID: s.UID,
+		Mapped: filepath.Join(m.FS(s.ID), "template-view"), Target: filepath.Join(m.Data(s.ID), "wordpress")}
+}
+
+// mountTree mounts a clone's tree unless it is mounted.
+func (m *Manager) mountTree(s *Site) error {
+	if s.Template == "" {
+		return nil
+	}
+	l := m.cowLayout(s)
+	if mounted, err := sitedisk.Mounted(l.Target); err != nil || mounted {
+		return err
+	}
+	return cowfs.Mount(l)
+}
+
+// Clone makes a site from a template this node holds: no install, its
+// tree an overlay over the template's, the template's database copied
+// and moved to the site's URL. Like Create it converges on a retry.
+func (m *Manager) Clone(ctx context.Context, r CreateRequest, templateID string) (*Site, error) {
+	t, err := m.Template(templateID)
+	if err != nil {
+		return nil, err
+	}
+	if r.PHPVersion == "" {
+		r.PHPVersion = t.PHPVersion
+	}
+	rw, err := urlrewrite.New(t.URL, r.URL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	cl, ok := m.cfg.DB.(Cloner)
+	if !ok {
+		return nil, errors.New("templates: the database server cannot copy databases")
+	}
+	return m.create(ctx, r, func(ctx context.Context, s *Site) error {
+		if s.Template == "" {
+			s.Template, s.TemplateURL, s.WordPressVersion = t.ID, t.URL, t.WordPressVersion
+			if err := m.save(s); err != nil {
+				return err
+			}
+		}
+		return m.provisionClone(ctx, s, t, cl, rw)
+	})
+}
+
+// provisionClone lays a clone out and starts it: markers that skip the
+// install, the overlay, the database copy and its URL rewrite.
+func (m *Manager) provisionClone(ctx context.Context, s *Site, t *Template, cl Cloner, rw *urlrewrite.Rewriter) error {
+	if err := m.writeFiles(s); err != nil {
+		return fmt.Errorf("site files: %w", err)
+	}
+	// The disk is new and no container has run on it: these names are
+	// still the agent's.
+	for _, marker := range []string{"core-copied", "installed"} {
+		if err := writeOwned(filepath.Join(m.Data(s.ID), "state", marker), nil, 0o644, s.UID, s.UID); err != nil {
+			return err
+		}
+	}
+	_ = os.Remove(filepath.Join(m.FS(s.ID), "secrets", "install.json"))
+	if err := m.mountTree(s); err != nil {
+		return err
+	}
+	exists, _, err := cl.Exists(ctx, s.DBName, s.DBUser)
+	if err != nil {
+		return err
+	}
+	if exists { // a retry: start over from the template
+		if err := m.cfg.DB.DropSiteDatabase(ctx, s.DBName, s.DBUser); err != nil {
+			return err
+		}
+	}
+	if err := m.cfg.DB.CreateSiteDatabase(ctx, s.DBName, s.DBUser, s.DBPassword); err != nil {
+		return err
+	}
+	if err := cl.CopyDatabase(ctx, t.DBName, s.DBName); err != nil {
+		return err
+	}
+	if _, err := cl.RewriteURLs(ctx, s.DBName, rw); err != nil {
+		return err
+	}
+	netns, err := m.attach(ctx, s)
+	if err != nil {
+		return err
+	}
+	s.Stopped = false
+	if err := m.save(s); err != nil {
+		return err
+	}
+	if err := m.cfg.Runtime.Run(ctx, m.spec(s, netns)); err != nil {
+		return err
+	}
+	return m.waitReady(ctx, s)
+}
+
+// unmountTree takes a clone's overlay down (before its disk).
+func (m *Manager) unmountTree(s *Site) error {
+	if s.Template == "" {
+		return nil
+	}
+	return cowfs.Unmount(m.cowLayout(s))
+}
+
+// DeleteTemplate removes a template this node holds: its tree and its
+// database. Clones mounted over it keep their view (the kernel holds the
+// tree until they unmount), so only a template no site uses should go;
+// the control plane keeps that rule.
+func (m *Manager) DeleteTemplate(ctx context.Context, id string) error {
+	t, err := m.Template(id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := m.cfg.DB.DropSiteDatabase(ctx, t.DBName, t.DBName); err != nil {
+		return err
+	}
+	return os.RemoveAll(m.templateDir(id))
+}
+
+// reclone brings a clone back to its template (its reset).
+func (m *Manager) reclone(ctx context.Context, s *Site) error {
+	t, err := m.Template(s.Template)
+	if err != nil {
+		return fmt.Errorf("the template of site %s: %w", s.ID, err)
+	}
+	cl, ok := m.cfg.DB.(Cloner)
+	if !ok {
+		return errors.New("templates: the database server cannot copy databases")
+	}
+	rw, err := urlrewrite.New(t.URL, s.URL)
+	if err != nil {
+		return err
+	}
+	return m.provisionClone(ctx, s, t, cl, rw)
+}

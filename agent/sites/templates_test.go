@@ -1,0 +1,108 @@
+package sites_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sandboxd/sandboxd/agent/sites"
+)
+
+// TestFreezeAndClone: a site with a file of its own and an option holding
+// its URL (PHP-serialized) is frozen into a template; a clone made from
+// it serves at its own URL with the file and the option moved there, its
+// writes stay its own, a reset brings it back to the template, and the
+// template's files are the template uid's, never the site's.
+func TestFreezeAndClone(t *testing.T) {
+	e := setUp(t)
+	ctx := context.Background()
+	src, err := e.mgr.Create(ctx, req("site_tpls0001", "tplsource", "Template Source"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = e.mgr.Delete(context.Background(), src.ID) })
+	php := func(s *sites.Site, code string) string {
+		t.Helper()
+		res, err := e.mgr.Exec(ctx, s.ID, []string{"php", "-r", `require "/srv/site/wordpress/wp-load.php"; ` + code}, nil)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("php in %s: %v %s %s", s.ID, err, res.Stdout, res.Stderr)
+		}
+		return string(res.Stdout)
+	}
+	php(src, `update_option("sbx_links", array("home" => home_url("/shop"), "n" => 3)); wp_insert_post(array("post_title" => "Frozen post", "post_status" => "publish", "post_content" => "<a href=\"".home_url("/about")."\">about</a>"));`)
+	if res, err := e.mgr.Exec(ctx, src.ID, []string{"sh", "-c", "echo original > /srv/site/wordpress/hello.txt"}, nil); err != nil || res.ExitCode != 0 {
+		t.Fatal(err, res)
+	}
+
+	tpl, err := e.mgr.Freeze(ctx, src.ID, "tpl_abcd0001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.mgr.DeleteTemplate(context.Background(), tpl.ID); err != nil {
+			t.Error(err)
+		}
+	})
+	if tpl.URL != src.URL || tpl.SizeBytes == 0 || tpl.WordPressVersion == "" {
+		t.Fatalf("template %+v", tpl)
+	}
+	// The source serves again after the freeze.
+	if resp, _ := get(t, src.Addr(), "tplsource.localhost:8081", "/"); resp.StatusCode != 200 {
+		t.Fatalf("source after freeze: %d", resp.StatusCode)
+	}
+
+	r := req("site_clone001", "clone-one", "")
+	clone, err := e.mgr.Clone(ctx, r, tpl.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = e.mgr.Delete(context.Background(), clone.ID) })
+	resp, body := get(t, clone.Addr(), "clone-one.localhost:8081", "/")
+	if resp.StatusCode != 200 || !strings.Contains(body, "Template Source") || !strings.Contains(body, "Frozen post") {
+		t.Fatalf("clone: %d %.300s", resp.StatusCode, body)
+	}
+	if _, body := get(t, clone.Addr(), "clone-one.localhost:8081", "/hello.txt"); body != "original\n" {
+		t.Fatalf("clone's hello.txt: %q", body)
+	}
+	if got := php(clone, `$o = get_option("sbx_links"); echo $o["home"], "|", get_option("siteurl");`); got != r.URL+"/shop|"+r.URL {
+		t.Fatalf("clone's URLs: %q", got)
+	}
+	if got := php(clone, `echo get_posts(array("title" => "Frozen post"))[0]->post_content;`); !strings.Contains(got, r.URL+"/about") {
+		t.Fatalf("clone's post: %q", got)
+	}
+
+	// The clone's writes are its own.
+	if res, err := e.mgr.Exec(ctx, clone.ID, []string{"sh", "-c", "echo changed > /srv/site/wordpress/hello.txt"}, nil); err != nil || res.ExitCode != 0 {
+		t.Fatal(err, res)
+	}
+	if _, body := get(t, src.Addr(), "tplsource.localhost:8081", "/hello.txt"); body != "original\n" {
+		t.Fatalf("the clone's write reached the source: %q", body)
+	}
+	files := filepath.Join(e.cfg.Dir, "templates", tpl.ID, "files")
+	if b, _ := os.ReadFile(filepath.Join(files, "hello.txt")); string(b) != "original\n" {
+		t.Fatalf("the clone's write reached the template: %q", b)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(files, "hello.txt"), &st); err != nil || st.Uid != sites.TemplateUID {
+		t.Fatalf("template file owner %d %v", st.Uid, err)
+	}
+
+	// Reset goes back to the template.
+	if _, err := e.mgr.Reset(ctx, clone.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := get(t, clone.Addr(), "clone-one.localhost:8081", "/hello.txt"); body != "original\n" {
+		t.Fatalf("after reset: %q", body)
+	}
+
+	// Unknown and malformed templates are refused.
+	if _, err := e.mgr.Clone(ctx, req("site_clone002", "clone-two", ""), "tpl_none0000"); err == nil {
+		t.Fatal("a clone of an unknown template")
+	}
+	if _, err := e.mgr.Clone(ctx, req("site_clone003", "clone-three", ""), "../etc"); err == nil {
+		t.Fatal("a clone of a path")
+	}
+}
