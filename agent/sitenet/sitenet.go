@@ -247,6 +247,12 @@ func (n *Network) Attach(ctx context.Context, id string, want netip.Addr) (Attac
 	if err != nil {
 		return Attachment{}, err
 	}
+	// The address may have been a site's before, on another veth: the
+	// host's neighbour entry for it would send the first half-minute of
+	// packets to a MAC that is gone (a reset site answered ~30 s late).
+	if out, err := exec.CommandContext(ctx, "ip", "neigh", "flush", "to", ip.String(), "dev", n.bridge).CombinedOutput(); err != nil {
+		n.log.Warn("flush the neighbour entry of a site address", "ip", ip, "err", err, "out", strings.TrimSpace(string(out)))
+	}
 	return Attachment{NetNS: path, IP: ip}, nil
 }
 

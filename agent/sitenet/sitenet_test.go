@@ -245,6 +245,9 @@ func TestSitePolicy(t *testing.T) {
 			if err != nil || again != a {
 				t.Fatalf("re-attach: %+v %v, had %+v", again, err, a)
 			}
+			if err := dial(netip.AddrPortFrom(a.IP, 8080)); err != nil { // the host learns its MAC
+				t.Fatalf("node to site: %v", err)
+			}
 			if err := n.Detach(ctx, "site_a"); err != nil {
 				t.Fatal(err)
 			}
@@ -254,6 +257,14 @@ func TestSitePolicy(t *testing.T) {
 			back, err := n.Attach(ctx, "site_a", a.IP)
 			if err != nil || back.IP != a.IP {
 				t.Fatalf("attach with the old address: %+v %v", back, err)
+			}
+			// The node reaches the address on its new interface at once: the
+			// neighbour entry of the old one (made by the dials above) is
+			// gone, not trusted for another half-minute.
+			relisten := listenIn(t, back.NetNS, netip.AddrPortFrom(back.IP, 8080))
+			defer relisten.Close()
+			if err := dial(netip.AddrPortFrom(back.IP, 8080)); err != nil {
+				t.Fatalf("node to the re-attached site: %v", err)
 			}
 		})
 	}

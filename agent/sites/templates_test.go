@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sandboxd/sandboxd/agent/sites"
 )
@@ -19,7 +20,9 @@ import (
 func TestFreezeAndClone(t *testing.T) {
 	e := setUp(t)
 	ctx := context.Background()
+	t0 := time.Now()
 	src, err := e.mgr.Create(ctx, req("site_tpls0001", "tplsource", "Template Source"))
+	t.Logf("source: %s", time.Since(t0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +40,9 @@ func TestFreezeAndClone(t *testing.T) {
 		t.Fatal(err, res)
 	}
 
+	t0 = time.Now()
 	tpl, err := e.mgr.Freeze(ctx, src.ID, "tpl_abcd0001")
+	t.Logf("freeze: %s", time.Since(t0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +60,9 @@ func TestFreezeAndClone(t *testing.T) {
 	}
 
 	r := req("site_clone001", "clone-one", "")
+	t0 = time.Now()
 	clone, err := e.mgr.Clone(ctx, r, tpl.ID)
+	t.Logf("clone to its first answer: %s", time.Since(t0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,9 +98,11 @@ func TestFreezeAndClone(t *testing.T) {
 	}
 
 	// Reset goes back to the template.
+	t0 = time.Now()
 	if _, err := e.mgr.Reset(ctx, clone.ID); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("reset: %s", time.Since(t0))
 	if _, body := get(t, clone.Addr(), "clone-one.localhost:8081", "/hello.txt"); body != "original\n" {
 		t.Fatalf("after reset: %q", body)
 	}
