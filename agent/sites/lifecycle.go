@@ -332,14 +332,9 @@ func (m *Manager) waitReady(ctx context.Context, s *Site) error {
 	u, _ := url.Parse(s.URL)
 	deadline := time.Now().Add(m.cfg.ReadyTimeout)
 	for {
-		// Each try is short: a SYN sent before the address's new interface
-		// is known (a reset site keeps its address on a new veth) is
-		// retried by a new try, not by TCP's backoff.
-		tctx, cancel := context.WithTimeout(ctx, time.Second)
-		req, _ := http.NewRequestWithContext(tctx, "GET", "http://"+s.Addr()+"/", nil)
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+s.Addr()+"/", nil)
 		req.Host = u.Host
 		resp, err := m.http.Do(req)
-		cancel()
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode < 500 {
