@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"syscall"
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/cowfs"
@@ -196,12 +197,11 @@ func (m *Manager) provisionClone(ctx context.Context, s *Site, t *Template, cl C
 	if err := m.writeFiles(s); err != nil {
 		return fmt.Errorf("site files: %w", err)
 	}
-	// The disk is new and no container has run on it: these names are
-	// still the agent's.
-	for _, marker := range []string{"core-copied", "installed"} {
-		if err := writeOwned(filepath.Join(m.Data(s.ID), "state", marker), nil, 0o644, s.UID, s.UID); err != nil {
-			return err
-		}
+	// state/ is the site's own (on a retry its PHP may have run): the
+	// markers are made through a root that no link leads out of, and
+	// chowned by descriptor.
+	if err := touchOwned(filepath.Join(m.Data(s.ID), "state"), s.UID, "core-copied", "installed"); err != nil {
+		return err
 	}
 	_ = os.Remove(filepath.Join(m.FS(s.ID), "secrets", "install.json"))
 	if err := m.mountTree(s); err != nil {
@@ -280,4 +280,37 @@ func (m *Manager) reclone(ctx context.Context, s *Site) error {
 		return err
 	}
 	return m.provisionClone(ctx, s, t, cl, rw)
+}
+
+// touchOwned makes empty files in dir, a directory the site can write,
+// owned by uid; what the site put there under those names (a link, a
+// directory) is refused rather than followed.
+func touchOwned(dir string, uid int, names ...string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, n := range names {
+		// O_NONBLOCK: a FIFO planted under the name fails the open
+		// instead of holding the agent until someone reads it.
+		f, err := root.OpenFile(n, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
+		if err != nil {
+			return fmt.Errorf("state marker %s: %w", n, err)
+		}
+		fi, err := f.Stat()
+		if err == nil && !fi.Mode().IsRegular() {
+			err = fmt.Errorf("state marker %s is not a regular file", n)
+		}
+		if err == nil {
+			err = f.Chown(uid, uid)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
