@@ -3,14 +3,11 @@ package mariadb_test
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
 	"strconv"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/sandboxd/sandboxd/agent/agenttest"
-	"github.com/sandboxd/sandboxd/agent/mariadb"
 	"github.com/sandboxd/sandboxd/internal/urlrewrite"
 )
 
@@ -22,18 +19,8 @@ func ser(s string) string { return "s:" + strconv.Itoa(len(s)) + `:"` + s + `";`
 // composite keys work, the source is untouched, and a table without a
 // primary key is left alone rather than guessed at.
 func TestCopyAndRewrite(t *testing.T) {
-	socket, dir := agenttest.Containerd(t)
-	rt := agenttest.Runtime(t, socket)
 	ctx := context.Background()
-	img, err := agenttest.Catalog(t).MariaDB(ctx, rt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := mariadb.Start(ctx, rt, img, filepath.Join(dir, "mariadb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv, _ := startServer(t)
 	for _, db := range []string{"wp_src", "wp_dst"} {
 		if err := srv.CreateSiteDatabase(ctx, db, db, "pw-"+db); err != nil {
 			t.Fatal(err)

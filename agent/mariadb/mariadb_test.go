@@ -12,7 +12,11 @@ import (
 	"github.com/sandboxd/sandboxd/agent/mariadb"
 )
 
-func TestSiteDatabases(t *testing.T) {
+// startServer runs a MariaDB in a namespace of the test's own on the
+// test binary's containerd, closed when the test ends; start starts it
+// again on the same data (Start's re-attach).
+func startServer(t *testing.T) (srv *mariadb.Server, start func() (*mariadb.Server, error)) {
+	t.Helper()
 	socket, dir := agenttest.Containerd(t)
 	rt := agenttest.Runtime(t, socket)
 	ctx := context.Background()
@@ -20,11 +24,17 @@ func TestSiteDatabases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := mariadb.Start(ctx, rt, img, filepath.Join(dir, "mariadb"))
-	if err != nil {
+	start = func() (*mariadb.Server, error) { return mariadb.Start(ctx, rt, img, filepath.Join(dir, "mariadb")) }
+	if srv, err = start(); err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	t.Cleanup(func() { srv.Close() })
+	return srv, start
+}
+
+func TestSiteDatabases(t *testing.T) {
+	ctx := context.Background()
+	srv, start := startServer(t)
 	if err := srv.CreateSiteDatabase(ctx, "wp_a", "wp_a", "pw-a"); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +83,7 @@ func TestSiteDatabases(t *testing.T) {
 		t.Fatal("wp_b gone too")
 	}
 	// A second Start re-attaches to the running server.
-	again, err := mariadb.Start(ctx, rt, img, filepath.Join(dir, "mariadb"))
+	again, err := start()
 	if err != nil {
 		t.Fatal(err)
 	}

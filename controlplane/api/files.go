@@ -154,9 +154,9 @@ func (a *API) fileOp(w http.ResponseWriter, req *http.Request) error {
 	op := sitespec.FileOp{Op: req.PathValue("op")}
 	var names []string
 	switch op.Op {
-	case "write", "upload", "mkdir", "delete":
+	case sitespec.FileWrite, sitespec.FileUpload, sitespec.FileMkdir, sitespec.FileDelete:
 		names = []string{"path"}
-	case "rename", "copy":
+	case sitespec.FileRename, sitespec.FileCopy:
 		names = []string{"from", "to"}
 	default:
 		return apierr.Invalid("op", "op must be one of write, mkdir, rename, copy, delete, upload")
@@ -166,11 +166,11 @@ func (a *API) fileOp(w http.ResponseWriter, req *http.Request) error {
 		return err
 	}
 	op.Path, op.From, op.To = ps["path"], ps["from"], ps["to"]
-	if (op.Op == "delete" || op.Op == "mkdir" || op.Op == "write") && op.Path == "" {
+	if (op.Op == sitespec.FileDelete || op.Op == sitespec.FileMkdir || op.Op == sitespec.FileWrite) && op.Path == "" {
 		return apierr.Invalid("path", "the WordPress root itself cannot be the target")
 	}
 	switch op.Op {
-	case "write":
+	case sitespec.FileWrite:
 		var body FileWrite
 		if err := rest.DecodeJSON(req, &body); err != nil {
 			return err
@@ -183,7 +183,7 @@ func (a *API) fileOp(w http.ResponseWriter, req *http.Request) error {
 			return apierr.Invalid("contentBase64", "contentBase64 is not standard base64: %v", err)
 		}
 		op.Content = content
-	case "upload":
+	case sitespec.FileUpload:
 		f, err := rest.ReadForm(req, []string{"file"}, nil)
 		if err != nil {
 			return err

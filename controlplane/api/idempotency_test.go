@@ -85,32 +85,7 @@ func TestIdempotencyKeyReplaysTheFirstAnswer(t *testing.T) {
 func TestIdempotencyKeyConcurrentTwins(t *testing.T) {
 	s := st.Single(t, st.Options{})
 	alice := st.NewAccount(t, s, "alice@example.com", "paid")
-	var wg sync.WaitGroup
-	bodies := make([][]byte, 8)
-	errs := make([]error, 8)
-	for i := range bodies {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := alice.DoErr("POST", "/api/app/workspaces", map[string]string{"name": "Twins"}, keyHeader, "twin")
-			if err == nil && r.Status != 201 {
-				err = &statusError{r.Status, string(r.Raw)}
-			}
-			if err == nil {
-				bodies[i] = r.Raw
-			}
-			errs[i] = err
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("twin %d: %v", i, err)
-		}
-		if !bytes.Equal(bodies[i], bodies[0]) {
-			t.Fatalf("twin %d got another answer:\n%s\n%s", i, bodies[i], bodies[0])
-		}
-	}
+	sendTwins(t, alice.Client, "/api/app/workspaces", map[string]string{"name": "Twins"}, "twin", 201)
 	named := 0
 	for _, ws := range alice.Do("GET", "/api/app/workspaces", nil).Must(t, 200).List("workspaces") {
 		if ws["name"] == "Twins" {
@@ -136,21 +111,10 @@ func TestOperatorKeys(t *testing.T) {
 	op.Do("POST", "/api/admin/accounts", body).Must(t, 409)
 }
 
-type statusError struct {
-	status int
-	body   string
-}
-
-func (e *statusError) Error() string { return e.body }
-
-// TestIdempotencyKeyThroughServices: creates that run in a service (a
-// site placed on a node, a Library upload that may retry its slug) keep
-// the key's promise too: eight concurrent twins make one site and all
-// get its answer; an upload replayed under its key makes no second entry.
-func TestIdempotencyKeyThroughServices(t *testing.T) {
-	s := st.Single(t, st.Options{})
-	fakeNode(t, s)
-	alice := st.NewAccount(t, s, "alice@example.com", "paid")
+// sendTwins POSTs body to path eight times at once under one key: every
+// twin must answer status with the same bytes.
+func sendTwins(t *testing.T, c *st.Client, path string, body any, key string, status int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	bodies := make([][]byte, 8)
 	errs := make([]error, 8)
@@ -158,8 +122,8 @@ func TestIdempotencyKeyThroughServices(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := alice.DoErr("POST", "/api/app/sites", map[string]string{"name": "Twin"}, keyHeader, "site-twin")
-			if err == nil && r.Status != 202 {
+			r, err := c.DoErr("POST", path, body, keyHeader, key)
+			if err == nil && r.Status != status {
 				err = &statusError{r.Status, string(r.Raw)}
 			}
 			if err == nil {
@@ -177,6 +141,24 @@ func TestIdempotencyKeyThroughServices(t *testing.T) {
 			t.Fatalf("twin %d got another answer:\n%s\n%s", i, bodies[i], bodies[0])
 		}
 	}
+}
+
+type statusError struct {
+	status int
+	body   string
+}
+
+func (e *statusError) Error() string { return e.body }
+
+// TestIdempotencyKeyThroughServices: creates that run in a service (a
+// site placed on a node, a Library upload that may retry its slug) keep
+// the key's promise too: eight concurrent twins make one site and all
+// get its answer; an upload replayed under its key makes no second entry.
+func TestIdempotencyKeyThroughServices(t *testing.T) {
+	s := st.Single(t, st.Options{})
+	fakeNode(t, s)
+	alice := st.NewAccount(t, s, "alice@example.com", "paid")
+	sendTwins(t, alice.Client, "/api/app/sites", map[string]string{"name": "Twin"}, "site-twin", 202)
 	if n := len(alice.Do("GET", "/api/app/sites", nil).Must(t, 200).List("sites")); n != 1 {
 		t.Fatalf("%d sites made by eight twins, want 1", n)
 	}
