@@ -76,5 +76,6 @@ func (a *Agent) heartbeat(ctx context.Context) *agentv1.HeartbeatRequest {
 		}
 		hb.Sites = append(hb.Sites, st)
 	}
+	hb.Templates = a.sites.Templates()
 	return hb
 }

@@ -57,7 +57,13 @@ func (v *service) CreateSite(ctx context.Context, req *connect.Request[agentv1.C
 		r.Limits = sites.Limits{MemoryMB: l.MemoryMb, CPUMilli: l.CpuMilli, Pids: m.PidsLimit}
 	}
 	r.Limits.DiskMB = m.DiskMb
-	s, err := v.sites.Create(ctx, r)
+	var s *sites.Site
+	var err error
+	if m.TemplateId != "" {
+		s, err = v.sites.Clone(ctx, r, m.TemplateId)
+	} else {
+		s, err = v.sites.Create(ctx, r)
+	}
 	if err != nil {
 		v.log.Warn("create site failed", "site_id", m.SiteId, "job_id", m.JobId, "err", err)
 		return nil, rpcError(err)
@@ -77,6 +83,36 @@ func (v *service) DeleteSite(ctx context.Context, req *connect.Request[agentv1.S
 func (v *service) ResetSite(ctx context.Context, req *connect.Request[agentv1.ResetSiteRequest]) (*connect.Response[agentv1.ResetSiteResponse], error) {
 	s, err := v.sites.Reset(ctx, req.Msg.SiteId)
 	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&agentv1.ResetSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY), WordpressVersion: s.WordPressVersion}), nil
+}
+
+func (v *service) FreezeTemplate(ctx context.Context, req *connect.Request[agentv1.FreezeTemplateRequest]) (*connect.Response[agentv1.TemplateInfo], error) {
+	start := time.Now()
+	t, err := v.sites.Freeze(ctx, req.Msg.SiteId, req.Msg.TemplateId)
+	if err != nil {
+		v.log.Warn("freeze template failed", "site_id", req.Msg.SiteId, "template_id", req.Msg.TemplateId, "job_id", req.Msg.JobId, "err", err)
+		return nil, rpcError(err)
+	}
+	v.log.Info("template frozen", "site_id", t.SourceSiteID, "template_id", t.ID, "size_bytes", t.SizeBytes,
+		"duration_ms", time.Since(start).Milliseconds())
+	return connect.NewResponse(&agentv1.TemplateInfo{TemplateId: t.ID, SourceSiteId: t.SourceSiteID, PhpVersion: t.PHPVersion,
+		WordpressVersion: t.WordPressVersion, SizeBytes: t.SizeBytes}), nil
+}
+
+func (v *service) DeleteTemplate(ctx context.Context, req *connect.Request[agentv1.TemplateRef]) (*connect.Response[agentv1.DeleteTemplateResponse], error) {
+	existed, err := v.sites.DeleteTemplate(ctx, req.Msg.TemplateId)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&agentv1.DeleteTemplateResponse{Existed: existed}), nil
+}
+
+func (v *service) RestoreSite(ctx context.Context, req *connect.Request[agentv1.RestoreSiteRequest]) (*connect.Response[agentv1.ResetSiteResponse], error) {
+	s, err := v.sites.Restore(ctx, req.Msg.SiteId, req.Msg.TemplateId)
+	if err != nil {
+		v.log.Warn("restore site failed", "site_id", req.Msg.SiteId, "template_id", req.Msg.TemplateId, "job_id", req.Msg.JobId, "err", err)
 		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&agentv1.ResetSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY), WordpressVersion: s.WordPressVersion}), nil

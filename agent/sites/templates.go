@@ -54,6 +54,19 @@ func (m *Manager) templateDir(id string) string { return filepath.Join(m.cfg.Dir
 
 func templateDB(id string) string { return "tpl_" + id[len("tpl_"):] }
 
+// Templates lists the ids of the templates this node holds (made ones:
+// a freeze in progress is not listed).
+func (m *Manager) Templates() []string {
+	ents, _ := os.ReadDir(filepath.Join(m.cfg.Dir, "templates"))
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && templateIDRE.MatchString(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
 // Template returns a template this node holds, or ErrNotFound.
 func (m *Manager) Template(id string) (*Template, error) {
 	if !templateIDRE.MatchString(id) {
@@ -249,20 +262,25 @@ func (m *Manager) unmountTree(s *Site) error {
 
 // DeleteTemplate removes a template this node holds: its tree and its
 // database. Clones mounted over it keep their view (the kernel holds the
-// tree until they unmount), so only a template no site uses should go;
-// the control plane keeps that rule.
-func (m *Manager) DeleteTemplate(ctx context.Context, id string) error {
+// tree until they unmount), so a template a site of this node is made
+// from is refused. It reports whether there was one.
+func (m *Manager) DeleteTemplate(ctx context.Context, id string) (bool, error) {
 	t, err := m.Template(id)
 	if errors.Is(err, ErrNotFound) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
+	}
+	for _, s := range m.List() {
+		if s.Template == id {
+			return true, fmt.Errorf("%w: template %s is under site %s", ErrInvalid, id, s.ID)
+		}
 	}
 	if err := m.cfg.DB.DropSiteDatabase(ctx, t.DBName, t.DBName); err != nil {
-		return err
+		return true, err
 	}
-	return os.RemoveAll(m.templateDir(id))
+	return true, os.RemoveAll(m.templateDir(id))
 }
 
 // reclone brings a clone back to its template (its reset).
@@ -280,6 +298,48 @@ func (m *Manager) reclone(ctx context.Context, s *Site) error {
 		return err
 	}
 	return m.provisionClone(ctx, s, t, cl, rw)
+}
+
+// Restore replaces a site's files and database with a template's,
+// keeping its id, URL, address and uid: the site becomes a clone of the
+// template (its PHP version the template's), and its reset goes back
+// there. A retry after a failure starts over from the template.
+func (m *Manager) Restore(ctx context.Context, id, templateID string) (*Site, error) {
+	t, err := m.Template(templateID)
+	if err != nil {
+		return nil, err
+	}
+	cl, ok := m.cfg.DB.(Cloner)
+	if !ok {
+		return nil, errors.New("templates: the database server cannot copy databases")
+	}
+	defer m.lock(id)()
+	s := m.get(id)
+	if s == nil {
+		return nil, ErrNotFound
+	}
+	rw, err := urlrewrite.New(t.URL, s.URL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	img, err := m.cfg.Images.PHP(ctx, m.cfg.Runtime, t.PHPVersion)
+	if err != nil {
+		return nil, err
+	}
+	// Down with the old tree first: its overlay (if it was a clone) is
+	// found through the template it had.
+	if err := m.teardown(ctx, s); err != nil {
+		return nil, err
+	}
+	s.Template, s.TemplateURL, s.WordPressVersion = t.ID, t.URL, t.WordPressVersion
+	s.PHPVersion, s.Image, s.DBPassword = t.PHPVersion, img, secret.New("")
+	if err := m.save(s); err != nil {
+		return nil, err
+	}
+	if err := m.provisionClone(ctx, s, t, cl, rw); err != nil {
+		return nil, err
+	}
+	return m.get(id), nil
 }
 
 // touchOwned makes empty files in dir, a directory the site can write,

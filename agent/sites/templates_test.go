@@ -47,7 +47,7 @@ func TestFreezeAndClone(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := e.mgr.DeleteTemplate(context.Background(), tpl.ID); err != nil {
+		if _, err := e.mgr.DeleteTemplate(context.Background(), tpl.ID); err != nil {
 			t.Error(err)
 		}
 	})
@@ -107,11 +107,51 @@ func TestFreezeAndClone(t *testing.T) {
 		t.Fatalf("after reset: %q", body)
 	}
 
+	// A template under a site stays.
+	if _, err := e.mgr.DeleteTemplate(ctx, tpl.ID); err == nil {
+		t.Fatal("a template deleted under its clone")
+	}
+
+	// Restore replaces the source's content with the template's, keeping
+	// its id and URL; the source is a clone of the template afterwards.
+	php(src, `update_option("blogname", "Changed after the freeze");`)
+	t0 = time.Now()
+	restored, err := e.mgr.Restore(ctx, src.ID, tpl.ID)
+	t.Logf("restore: %s", time.Since(t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restored.URL != src.URL || restored.Template != tpl.ID || restored.UID != src.UID {
+		t.Fatalf("restored %+v", restored)
+	}
+	if got := php(restored, `echo get_option("blogname"), "|", get_option("home");`); got != "Template Source|"+src.URL {
+		t.Fatalf("restored options: %q", got)
+	}
+	if _, err := e.mgr.Restore(ctx, src.ID, "tpl_none0000"); err == nil {
+		t.Fatal("a restore from an unknown template")
+	}
+	if _, err := e.mgr.Restore(ctx, "site_none0000", tpl.ID); err == nil {
+		t.Fatal("a restore of an unknown site")
+	}
+
 	// Unknown and malformed templates are refused.
 	if _, err := e.mgr.Clone(ctx, req("site_clone002", "clone-two", ""), "tpl_none0000"); err == nil {
 		t.Fatal("a clone of an unknown template")
 	}
 	if _, err := e.mgr.Clone(ctx, req("site_clone003", "clone-three", ""), "../etc"); err == nil {
 		t.Fatal("a clone of a path")
+	}
+
+	// Once no site is made from it, the template goes.
+	for _, id := range []string{clone.ID, src.ID} {
+		if _, err := e.mgr.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if existed, err := e.mgr.DeleteTemplate(ctx, tpl.ID); err != nil || !existed {
+		t.Fatalf("delete template: %v %v", existed, err)
+	}
+	if _, err := os.Stat(filepath.Join(e.cfg.Dir, "templates", tpl.ID)); !os.IsNotExist(err) {
+		t.Fatalf("template tree left: %v", err)
 	}
 }

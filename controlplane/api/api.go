@@ -61,6 +61,8 @@ type Config struct {
 	Sites SiteChanges
 	// Tools reaches a ready site's toolbox on its node.
 	Tools SiteTools
+	// Templates makes, changes and deletes templates.
+	Templates Templates
 	// Library keeps the workspace Library's entries and ZIPs.
 	Library Library
 	// PeerBlobs serves and takes ZIPs for peer servers.
@@ -385,6 +387,7 @@ func (a *API) Register(r *rest.Router) {
 	a.registerRoles(r)
 	a.registerJobs(r)
 	a.registerSites(r)
+	a.registerTemplates(r)
 	a.registerDebug(r)
 	a.registerFiles(r)
 	a.registerDatabase(r)

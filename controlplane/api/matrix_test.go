@@ -41,6 +41,10 @@ var sampleBodies = map[string]string{
 	"POST /api/app/plugin-library/github":             `{"repository":"acme/widgets"}`,
 	"PUT /api/app/plugin-library/{id}/license-key":    `{"licenseKey":"matrix-key-000"}`,
 	"POST /api/app/sites/{id}/plugins":                `{"libraryPlugin":"{library}"}`,
+	"POST /api/app/sites/{id}/restore":                `{"templateId":"{template}"}`,
+	"POST /api/app/templates":                         `{"siteId":"{site}","name":"matrix"}`,
+	"PATCH /api/app/templates/{id}":                   `{"name":"matrix2"}`,
+	"POST /api/app/templates/{id}/sites":              `{"name":"matrix"}`,
 	"POST /internal/cluster/join":                     `{"id":"x","raftAddr":"127.0.0.1:1","apiAddr":"http://127.0.0.1:1"}`,
 }
 
@@ -89,6 +93,7 @@ func setUp(t *testing.T, s *server.Server, owner *st.Account, invitee string) fi
 		"invitation": inv,
 		"fileop":     "write",
 		"library":    newLibraryEntry(t, s, owner.Personal),
+		"template":   newTemplate(t, s, owner),
 	}}
 }
 
@@ -102,6 +107,23 @@ func newLibraryEntry(t *testing.T, s *server.Server, workspaceID string) string 
 		t.Fatal(err)
 	}
 	return e.ID
+}
+
+// newTemplate adds a ready template directly through Raft (no node holds
+// it: the matrix only needs its row).
+func newTemplate(t *testing.T, s *server.Server, owner *st.Account) string {
+	t.Helper()
+	now := time.Now().UTC()
+	tpl := state.Template{ID: ids.New(ids.Template), WorkspaceID: owner.Personal, UserID: owner.ID, Name: "Matrix", Slug: "matrix",
+		Status: state.TemplateReady, PHPVersion: "8.2", NodeID: "node-fake", CreatedAt: now, UpdatedAt: now}
+	j, err := jobs.New("test_noop", owner.Personal, "", nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Node().Apply(context.Background(), fsm.CreateTemplateWithJob{Template: tpl, Job: j}); err != nil {
+		t.Fatal(err)
+	}
+	return tpl.ID
 }
 
 // fakeNode registers a node with a PHP 8.2 image that answers nothing:

@@ -68,6 +68,7 @@ type SiteChanges interface {
 	Create(ctx context.Context, in sitespec.Create) (*state.Site, string, error)
 	Delete(ctx context.Context, s *state.Site) (*state.Site, string, error)
 	Reset(ctx context.Context, s *state.Site) (*state.Site, string, error)
+	Restore(ctx context.Context, s *state.Site, templateID string) (*state.Site, string, error)
 	SwitchPHP(ctx context.Context, s *state.Site, version string) (string, error)
 	SetPHPConfig(ctx context.Context, s *state.Site, settings map[string]any) (map[string]string, string, error)
 	Deploy(ctx context.Context, s *state.Site, d sitespec.Deploy) (string, error)
@@ -97,7 +98,7 @@ func (a *API) registerSites(r *rest.Router) {
 		Summary: "Delete a site: its container, database and files.", Params: siteParam, Response: siteJobResponse{},
 		Errors: []string{apierr.CodeSiteNotFound}, Handler: a.deleteSite})
 	a.bearer(r, create, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/reset", Tag: "sites", Status: http.StatusAccepted,
-		Summary: "Reset a ready site to a fresh install, keeping its id and URL.", Params: siteParam, Response: siteJobResponse{}, Idempotent: true,
+		Summary: "Reset a ready site to what it was made from (a fresh install, or its template), keeping its id and URL.", Params: siteParam, Response: siteJobResponse{}, Idempotent: true,
 		Errors: []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest}, Handler: a.resetSite})
 	a.bearer(r, member, rest.Route{Method: "POST", Path: "/api/sites/{id}/magic-login", Tag: "sites",
 		Summary: "A one-time link that opens the site signed in to wp-admin.", Params: siteParam, Response: sitespec.LoginLink{},

@@ -30,7 +30,6 @@ func TestSitesAPIWithoutAgents(t *testing.T) {
 		{`{"phpVersion":"5.6"}`, "invalid_request", "phpVersion"},
 		{`{"phpVersion":"7.4"}`, "php_version_unavailable", "phpVersion"},
 		{`{"wordpressVersion":"latest"}`, "invalid_request", "wordpressVersion"},
-		{`{"templateId":"tpl_x"}`, "invalid_request", "templateId"},
 		{`{"expiresInMinutes":0}`, "invalid_request", "expiresInMinutes"},
 		{`{"name":"` + strings.Repeat("n", 101) + `"}`, "invalid_request", "name"},
 		{`{"slug":"mine"}`, "invalid_request", "slug"},
@@ -39,6 +38,9 @@ func TestSitesAPIWithoutAgents(t *testing.T) {
 		if r.Status != 400 || r.Code() != tc.code || r.Details()["field"] != tc.field {
 			t.Fatalf("%s: %d %s", tc.body, r.Status, r.Raw)
 		}
+	}
+	if r := alice.Do("POST", "/api/app/sites", `{"templateId":"tpl_x"}`); r.Status != 404 || r.Code() != "template_not_found" {
+		t.Fatalf("unknown template: %d %s", r.Status, r.Raw)
 	}
 	r := alice.Do("POST", "/api/app/sites", `{"phpVersion":"7.4"}`)
 	if avail, _ := r.Details()["available"].([]any); len(avail) != 1 || avail[0] != "8.2" {

@@ -15,7 +15,17 @@ const (
 	SwitchPHPVersion = "switch_php_version"
 	// DeployPlugin installs a plugin or theme ZIP into a ready site.
 	DeployPlugin = "deploy_plugin"
+	// SnapshotTemplate freezes a ready site into a template; the job's
+	// site is the source.
+	SnapshotTemplate = "snapshot_template"
+	// RestoreSite replaces a site's content with a template's.
+	RestoreSite = "restore_site"
 )
+
+// TemplatePayload is what snapshot_template and restore_site jobs carry.
+type TemplatePayload struct {
+	TemplateID string `json:"templateId"`
+}
 
 // SwitchPayload is what a switch_php_version job carries.
 type SwitchPayload struct {
@@ -35,6 +45,9 @@ type CreatePayload struct {
 	// DiskMB is the site's disk, from its owner's plan; 0 is the node's
 	// default.
 	DiskMB int `json:"diskMb,omitempty"`
+	// TemplateID makes the site a clone of this template instead of a
+	// fresh install.
+	TemplateID string `json:"templateId,omitempty"`
 }
 
 // DeployPayload is what a deploy_plugin job carries: the ZIP by its blob

@@ -186,6 +186,17 @@ func (r *Registry) Agent(nodeID string) (agentv1connect.AgentServiceClient, erro
 	return c, nil
 }
 
+// HeldTemplates lists the templates a node reported in its last
+// heartbeat to this leader.
+func (r *Registry) HeldTemplates(nodeID string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if hb := r.load[nodeID]; hb != nil {
+		return hb.Templates
+	}
+	return nil
+}
+
 // Candidates is the scheduler's view of the ready nodes: capacity from
 // registration, use from the sites placed on each.
 func (r *Registry) Candidates() ([]scheduler.Node, error) {

@@ -40,6 +40,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/routes"
 	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/templates"
 	"github.com/sandboxd/sandboxd/internal/ids"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/rpclimit"
@@ -284,6 +285,7 @@ func New(cfg Config) (_ *Server, err error) {
 	node.OnLeader(func(ctx context.Context) { s.blobSync.Collect(ctx, 10*time.Minute, time.Hour) })
 	node.OnLeader(s.dispatcher.Run)
 	node.OnLeader(s.registry.Monitor)
+	node.OnLeader(func(ctx context.Context) { runners.CollectTemplates(ctx, 10*time.Second, s.registry) })
 	node.OnLeader(func(ctx context.Context) { pruneIdempotency(ctx, node, cfg.Now, time.Hour, s.log) })
 	node.OnLeader(func(ctx context.Context) {
 		runners.Expire(ctx, 15*time.Second, func() ([]*state.Site, error) {
@@ -306,10 +308,11 @@ func New(cfg Config) (_ *Server, err error) {
 		Now: cfg.Now, Logger: cfg.Logger})
 	siteService := sites.New(sites.Config{Store: store, Raft: writes, Plans: cfg.Plans, Nodes: s.registry, Strategy: cfg.Strategy,
 		SiteURL: s.siteURL, Zips: lib, CheckURL: func(raw string) error { _, err := fetch.CheckURL(raw); return err }, Now: cfg.Now})
+	tpls := templates.New(templates.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now})
 	s.api = api.New(api.Config{
 		Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
 		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
-		Sites: siteService, Tools: siteService, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer,
+		Sites: siteService, Tools: siteService, Templates: tpls, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer,
 		RateLimits: cfg.RateLimits, Metrics: metrics,
 	})
 	s.api.Register(s.router)

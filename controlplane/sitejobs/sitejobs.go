@@ -47,6 +47,8 @@ func (r *Runners) Register(d *jobs.Dispatcher) {
 	d.Register(jobspec.UpdatePHPConfig, jobs.RunnerFunc(r.phpConfig))
 	d.Register(jobspec.SwitchPHPVersion, jobs.RunnerFunc(r.switchPHP))
 	d.Register(jobspec.DeployPlugin, jobs.RunnerFunc(r.deploy))
+	d.Register(jobspec.SnapshotTemplate, jobs.RunnerFunc(r.snapshot))
+	d.Register(jobspec.RestoreSite, jobs.RunnerFunc(r.restore))
 }
 
 func (r *Runners) now() time.Time {
@@ -114,7 +116,7 @@ func (r *Runners) create(ctx context.Context, j *state.Job, progress func(int)) 
 	progress(10)
 	resp, err := agent.CreateSite(ctx, connect.NewRequest(&agentv1.CreateSiteRequest{
 		SiteId: s.ID, JobId: j.ID, Slug: s.Slug, Name: s.Name, PhpVersion: s.PHPVersion, WordpressVersion: p.WordPressVersion,
-		Url: s.URL, AdminUser: p.AdminUser, AdminEmail: p.AdminEmail, DiskMb: int64(p.DiskMB),
+		Url: s.URL, AdminUser: p.AdminUser, AdminEmail: p.AdminEmail, DiskMb: int64(p.DiskMB), TemplateId: p.TemplateID,
 	}))
 	if err != nil {
 		if ctx.Err() != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/templates"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
@@ -118,10 +119,24 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 	if in.WordPressVersion != "" && !wpRE.MatchString(in.WordPressVersion) {
 		return nil, "", apierr.Invalid("wordpressVersion", "wordpressVersion must look like 6.1 or 6.1.1")
 	}
+	var tpl *state.Template
 	if in.TemplateID != "" {
-		return nil, "", apierr.Invalid("templateId", "creating a site from a template is not available yet")
+		t, err := templates.Ready(s.cfg.Store, in.Workspace.ID, in.TemplateID, "templateId")
+		if err != nil {
+			return nil, "", err
+		}
+		if in.PHPVersion != "" && in.PHPVersion != t.PHPVersion {
+			return nil, "", apierr.Invalid("phpVersion", "a site made from this template runs PHP %s, the template's; "+
+				"leave phpVersion out, or switch it once the site is ready", t.PHPVersion).With("templatePhpVersion", t.PHPVersion)
+		}
+		if in.WordPressVersion != "" && !strings.HasPrefix(t.WordPressVersion, in.WordPressVersion) {
+			return nil, "", apierr.Invalid("wordpressVersion", "a site made from this template has its WordPress %s", t.WordPressVersion).
+				With("templateWordpressVersion", t.WordPressVersion)
+		}
+		php, tpl = t.PHPVersion, t
 	}
 	now := s.now()
+	var err error
 	var expires *time.Time
 	if m := in.ExpiresInMinutes; m != nil {
 		if *m < 1 || *m > 43200 {
@@ -130,7 +145,12 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 		t := now.Add(time.Duration(*m) * time.Minute)
 		expires = &t
 	}
-	nodeID, err := s.place(php)
+	var nodeID string
+	if tpl != nil {
+		nodeID, err = s.placeOn(php, tpl.NodeID)
+	} else {
+		nodeID, err = s.place(php)
+	}
 	if err != nil {
 		return nil, "", err
 	}
@@ -142,6 +162,9 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 	if err != nil {
 		return nil, "", err
 	}
+	if name == "" && tpl != nil {
+		name = tpl.Name
+	}
 	slug := slugFor(name)
 	if name == "" {
 		name = "WordPress sandbox"
@@ -151,6 +174,9 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 		ExpiresAt: expires, CreatedAt: now, UpdatedAt: now}
 	payload := jobspec.CreatePayload{AdminUser: "admin", AdminEmail: in.By.Email, WordPressVersion: in.WordPressVersion,
 		DiskMB: s.cfg.Plans.For(plan).SiteDiskMB}
+	if tpl != nil {
+		site.TemplateID, payload.TemplateID = tpl.ID, tpl.ID
+	}
 	if !strings.Contains(payload.AdminEmail, ".") { // owner@localhost is no address WordPress accepts
 		payload.AdminEmail = "admin@example.com"
 	}
@@ -194,6 +220,26 @@ func (s *Service) place(php string) (string, error) {
 	return "", apierr.Unavailable("no node can take a PHP %s site right now (%s)", php, nofit.Error())
 }
 
+// placeOn places a site made from a template on the node that holds the
+// template, when that node can take it.
+func (s *Service) placeOn(php, nodeID string) (string, error) {
+	candidates, err := s.cfg.Nodes.Candidates()
+	if err != nil {
+		return "", err
+	}
+	for _, c := range candidates {
+		if c.ID != nodeID {
+			continue
+		}
+		if _, err := scheduler.Place([]scheduler.Node{c}, scheduler.Request{PHPVersion: php,
+			Needs: scheduler.Resources{MemoryMB: siteMemoryMB}}, s.cfg.Strategy); err != nil {
+			return "", apierr.Unavailable("the node that holds the template cannot take a site right now (%s)", err.Error())
+		}
+		return nodeID, nil
+	}
+	return "", apierr.Unavailable("the node that holds the template is not registered")
+}
+
 // siteJob moves a site to status and queues a job of type jobType for
 // it; it returns the site as it now is.
 func (s *Service) siteJob(ctx context.Context, site *state.Site, status, jobType string) (*state.Site, string, error) {
@@ -224,6 +270,41 @@ func (s *Service) Reset(ctx context.Context, site *state.Site) (*state.Site, str
 		return nil, "", NotReady(site)
 	}
 	return s.siteJob(ctx, site, state.SiteCreating, jobspec.ResetSite)
+}
+
+// Restore queues the replacement of a ready site's content (files and
+// database) with a ready template's, keeping its id and URL; the site is
+// made from the template afterwards, and its reset goes back there.
+func (s *Service) Restore(ctx context.Context, site *state.Site, templateID string) (*state.Site, string, error) {
+	if templateID == "" {
+		return nil, "", apierr.Invalid("templateId", "templateId is required")
+	}
+	t, err := templates.Ready(s.cfg.Store, site.WorkspaceID, templateID, "templateId")
+	if err != nil {
+		return nil, "", err
+	}
+	if site.Status != state.SiteReady {
+		return nil, "", NotReady(site)
+	}
+	if t.NodeID != site.NodeID {
+		return nil, "", apierr.Invalid("templateId", "the template is kept on another node than the site; "+
+			"make a new site from it instead")
+	}
+	now := s.now()
+	job, err := jobs.New(jobspec.RestoreSite, site.WorkspaceID, site.ID, jobspec.TemplatePayload{TemplateID: t.ID}, now)
+	if err != nil {
+		return nil, "", err
+	}
+	u := state.SiteUpdate{ID: site.ID, Status: state.SiteCreating, TemplateID: t.ID, At: now}
+	if _, err := s.cfg.Raft.Apply(ctx, fsm.UpdateSiteWithJob{Update: u, Job: job}); err != nil {
+		if errors.Is(err, state.ErrNotFound) {
+			return nil, "", apierr.NotFound(apierr.CodeSiteNotFound, "site")
+		}
+		return nil, "", err
+	}
+	next := *site
+	next.Status, next.TemplateID, next.UpdatedAt = u.Status, u.TemplateID, now
+	return &next, job.ID, nil
 }
 
 // job queues one job for a ready site.

@@ -2,6 +2,7 @@ package sites
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -130,7 +131,6 @@ func TestCreate(t *testing.T) {
 		{name: "no node", nodes: []scheduler.Node{}, code: apierr.CodeServiceUnavailable},
 		{name: "bad wordpress version", in: sitespec.Create{WordPressVersion: "latest"}, code: apierr.CodeInvalidRequest},
 		{name: "expiry out of range", in: sitespec.Create{ExpiresInMinutes: ptr(0)}, code: apierr.CodeInvalidRequest},
-		{name: "template not yet", in: sitespec.Create{TemplateID: "tpl_x"}, code: apierr.CodeInvalidRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,6 +178,140 @@ func TestCreateKeepsThePlanQuota(t *testing.T) {
 		if i == 3 && !errors.As(err, &quota) {
 			t.Fatalf("fourth site: %v, want a quota error", err)
 		}
+	}
+}
+
+// addTemplates stores templates: ready on node_1 (PHP 8.2, WordPress
+// 6.1.1), building, ready on an unknown node, and another workspace's.
+func addTemplates(t *testing.T, w *world) {
+	t.Helper()
+	other := state.Account{ID: "usr_b", Email: "b@x.io", Plan: state.PlanPaid, PersonalWorkspaceID: "ws_b"}
+	err := w.store.Update(func(tx *state.Tx) error {
+		if err := tx.CreateAccount(other, state.Workspace{ID: "ws_b", OwnerID: "usr_b", Name: "B"}); err != nil {
+			return err
+		}
+		for _, tpl := range []state.Template{
+			{ID: "tpl_ready", WorkspaceID: "ws_a", UserID: "usr_a", Name: "Shop", Slug: "shop", Status: state.TemplateReady, PHPVersion: "8.2", WordPressVersion: "6.1.1", NodeID: "node_1"},
+			{ID: "tpl_building", WorkspaceID: "ws_a", UserID: "usr_a", Name: "B", Slug: "b", Status: state.TemplateBuilding, PHPVersion: "8.2", NodeID: "node_1"},
+			{ID: "tpl_away", WorkspaceID: "ws_a", UserID: "usr_a", Name: "Away", Slug: "away", Status: state.TemplateReady, PHPVersion: "8.2", NodeID: "node_9"},
+			{ID: "tpl_bobs", WorkspaceID: "ws_b", UserID: "usr_b", Name: "Bob", Slug: "bob", Status: state.TemplateReady, PHPVersion: "8.2", NodeID: "node_1"},
+		} {
+			if err := tx.CreateTemplateWithJob(tpl, state.Job{ID: "job_" + tpl.ID, Type: jobspec.SnapshotTemplate, WorkspaceID: tpl.WorkspaceID, Status: state.JobSucceeded}, state.Quota{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCreateFromTemplate: a site from a ready template of the workspace
+// goes to the node that holds it, runs its PHP version, and its job says
+// which template; anything else is refused and writes nothing.
+func TestCreateFromTemplate(t *testing.T) {
+	tests := []struct {
+		name  string
+		in    sitespec.Create
+		code  string
+		field string
+	}{
+		{name: "ready", in: sitespec.Create{TemplateID: "tpl_ready"}},
+		{name: "ready, its PHP named", in: sitespec.Create{TemplateID: "tpl_ready", PHPVersion: "8.2", WordPressVersion: "6.1"}},
+		{name: "unknown", in: sitespec.Create{TemplateID: "tpl_none"}, code: apierr.CodeTemplateNotFound},
+		{name: "another workspace's", in: sitespec.Create{TemplateID: "tpl_bobs"}, code: apierr.CodeTemplateNotFound},
+		{name: "building", in: sitespec.Create{TemplateID: "tpl_building"}, code: apierr.CodeInvalidRequest, field: "templateId"},
+		{name: "other PHP", in: sitespec.Create{TemplateID: "tpl_ready", PHPVersion: "7.4"}, code: apierr.CodeInvalidRequest, field: "phpVersion"},
+		{name: "other WordPress", in: sitespec.Create{TemplateID: "tpl_ready", WordPressVersion: "5.7"}, code: apierr.CodeInvalidRequest, field: "wordpressVersion"},
+		{name: "its node is gone", in: sitespec.Create{TemplateID: "tpl_away"}, code: apierr.CodeServiceUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t, state.PlanPaid)
+			addTemplates(t, w)
+			tt.in.Workspace, tt.in.By = w.ws, w.acct
+			site, jobID, err := w.svc.Create(context.Background(), tt.in)
+			sites, _ := w.store.SitesOf(w.ws.ID)
+			if tt.code != "" {
+				var ae *apierr.Error
+				if code(err) != tt.code || (tt.field != "" && (!errors.As(err, &ae) || ae.Details["field"] != tt.field)) {
+					t.Fatalf("err %v, want %s field %q", err, tt.code, tt.field)
+				}
+				if len(sites) != 0 {
+					t.Fatalf("a refused create left %d sites", len(sites))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			job, _ := w.store.Job(jobID)
+			var p jobspec.CreatePayload
+			if job == nil || json.Unmarshal(job.Payload, &p) != nil || p.TemplateID != "tpl_ready" {
+				t.Fatalf("job %+v", job)
+			}
+			if site.TemplateID != "tpl_ready" || site.NodeID != "node_1" || site.PHPVersion != "8.2" || site.Name != "Shop" ||
+				!strings.HasPrefix(site.Slug, "shop-") {
+				t.Fatalf("site %+v", site)
+			}
+		})
+	}
+}
+
+// TestRestore: a ready site takes a ready template of its workspace held
+// on its node; the site is creating and made from it until the job ends.
+func TestRestore(t *testing.T) {
+	tests := []struct {
+		name     string
+		template string
+		creating bool
+		code     string
+	}{
+		{name: "ready", template: "tpl_ready"},
+		{name: "no template", template: "", code: apierr.CodeInvalidRequest},
+		{name: "unknown", template: "tpl_none", code: apierr.CodeTemplateNotFound},
+		{name: "another workspace's", template: "tpl_bobs", code: apierr.CodeTemplateNotFound},
+		{name: "building", template: "tpl_building", code: apierr.CodeInvalidRequest},
+		{name: "on another node", template: "tpl_away", code: apierr.CodeInvalidRequest},
+		{name: "site not ready", template: "tpl_ready", creating: true, code: apierr.CodeInvalidRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t, state.PlanPaid)
+			addTemplates(t, w)
+			site := readySite(t, w)
+			if !tt.creating {
+				if _, err := fsm.NewLocal(w.store).Apply(context.Background(), fsm.UpdateSite{Update: state.SiteUpdate{ID: site.ID, Status: state.SiteReady}}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				site.Status = state.SiteCreating
+			}
+			before, _ := w.store.Site(site.ID)
+			next, jobID, err := w.svc.Restore(context.Background(), site, tt.template)
+			after, _ := w.store.Site(site.ID)
+			if tt.code != "" {
+				if code(err) != tt.code {
+					t.Fatalf("err %v, want %s", err, tt.code)
+				}
+				if after.Status != before.Status || after.TemplateID != before.TemplateID || !after.UpdatedAt.Equal(before.UpdatedAt) {
+					t.Fatalf("a refused restore changed the site: %+v", after)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			job, _ := w.store.Job(jobID)
+			var p jobspec.TemplatePayload
+			if job == nil || job.Type != jobspec.RestoreSite || json.Unmarshal(job.Payload, &p) != nil || p.TemplateID != "tpl_ready" {
+				t.Fatalf("job %+v", job)
+			}
+			if next.Status != state.SiteCreating || after.Status != state.SiteCreating || after.TemplateID != "tpl_ready" || after.URL != site.URL {
+				t.Fatalf("answer %+v, stored %+v", next, after)
+			}
+		})
 	}
 }
 

@@ -107,14 +107,17 @@ func (t *Tx) CreateSite(site Site, q Quota) error {
 
 // SiteUpdate changes a site's lifecycle fields; empty fields stay.
 type SiteUpdate struct {
-	ID               string  `json:"id"`
-	Status           string  `json:"status,omitempty"`
-	NodeID           string  `json:"nodeId,omitempty"`
-	Port             int     `json:"port,omitempty"`
-	Address          string  `json:"address,omitempty"`
-	WordPressVersion string  `json:"wordpressVersion,omitempty"`
-	PHPVersion       string  `json:"phpVersion,omitempty"`
-	FailureReason    *string `json:"failureReason,omitempty"`
+	ID               string `json:"id"`
+	Status           string `json:"status,omitempty"`
+	NodeID           string `json:"nodeId,omitempty"`
+	Port             int    `json:"port,omitempty"`
+	Address          string `json:"address,omitempty"`
+	WordPressVersion string `json:"wordpressVersion,omitempty"`
+	PHPVersion       string `json:"phpVersion,omitempty"`
+	// TemplateID makes the site's record say it is made from this
+	// template (a restore).
+	TemplateID    string  `json:"templateId,omitempty"`
+	FailureReason *string `json:"failureReason,omitempty"`
 	// PHPConfig replaces the applied php.ini overrides when not nil.
 	PHPConfig map[string]string `json:"phpConfig,omitempty"`
 	At        time.Time         `json:"at"`
@@ -155,6 +158,9 @@ func (t *Tx) UpdateSite(u SiteUpdate) (*Site, error) {
 		}
 		if u.PHPVersion != "" {
 			c.PHPVersion = u.PHPVersion
+		}
+		if u.TemplateID != "" {
+			c.TemplateID = u.TemplateID
 		}
 		if u.FailureReason != nil {
 			c.FailureReason = *u.FailureReason

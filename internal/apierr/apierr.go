@@ -38,7 +38,10 @@ const (
 	CodeServiceUnavailable    = "service_unavailable"
 	CodeInternal              = "internal_error"
 	CodeSiteNotFound          = "site_not_found"
+	CodeTemplateNotFound      = "template_not_found"
 	CodePHPVersionUnavailable = "php_version_unavailable"
+	// CodeTemplateSharingRequiresPaidPlan: a launch link on a free plan.
+	CodeTemplateSharingRequiresPaidPlan = "template_sharing_requires_paid_plan"
 	// CodeOutcomeUnknown: the write went out and its answer was lost; it
 	// may or may not have been applied. Retry with the same Idempotency-Key.
 	CodeOutcomeUnknown = "outcome_unknown"
@@ -51,8 +54,8 @@ const (
 // _not_found is 404.
 var statusOf = map[string]int{
 	CodeInvalidRequest: http.StatusBadRequest, CodePHPVersionUnavailable: http.StatusBadRequest,
-	CodeAuthRequired:      http.StatusUnauthorized,
-	CodePlanLimitReached:  http.StatusPaymentRequired,
+	CodeAuthRequired:     http.StatusUnauthorized,
+	CodePlanLimitReached: http.StatusPaymentRequired, CodeTemplateSharingRequiresPaidPlan: http.StatusPaymentRequired,
 	CodeInsufficientScope: http.StatusForbidden, CodeCapabilityRequired: http.StatusForbidden, CodeOwnerRequired: http.StatusForbidden,
 	CodeMethodNotAllowed: http.StatusMethodNotAllowed, CodeNotFound: http.StatusNotFound,
 	CodeConflict: http.StatusConflict, CodeRoleInUse: http.StatusConflict, CodeIdempotencyKeyReused: http.StatusConflict,

@@ -379,12 +379,14 @@ func (x *SiteStatus) GetAddress() string {
 }
 
 type HeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Used          *Resources             `protobuf:"bytes,2,opt,name=used,proto3" json:"used,omitempty"`
-	Load1         float64                `protobuf:"fixed64,3,opt,name=load1,proto3" json:"load1,omitempty"`
-	Sites         []*SiteStatus          `protobuf:"bytes,4,rep,name=sites,proto3" json:"sites,omitempty"`
-	PhpVersions   []string               `protobuf:"bytes,5,rep,name=php_versions,json=phpVersions,proto3" json:"php_versions,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NodeId      string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Used        *Resources             `protobuf:"bytes,2,opt,name=used,proto3" json:"used,omitempty"`
+	Load1       float64                `protobuf:"fixed64,3,opt,name=load1,proto3" json:"load1,omitempty"`
+	Sites       []*SiteStatus          `protobuf:"bytes,4,rep,name=sites,proto3" json:"sites,omitempty"`
+	PhpVersions []string               `protobuf:"bytes,5,rep,name=php_versions,json=phpVersions,proto3" json:"php_versions,omitempty"`
+	// templates are the ids of the templates the node holds.
+	Templates     []string `protobuf:"bytes,6,rep,name=templates,proto3" json:"templates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -450,6 +452,13 @@ func (x *HeartbeatRequest) GetSites() []*SiteStatus {
 func (x *HeartbeatRequest) GetPhpVersions() []string {
 	if x != nil {
 		return x.PhpVersions
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetTemplates() []string {
+	if x != nil {
+		return x.Templates
 	}
 	return nil
 }
@@ -574,7 +583,11 @@ type CreateSiteRequest struct {
 	Limits     *Resources `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
 	PidsLimit  int64      `protobuf:"varint,11,opt,name=pids_limit,json=pidsLimit,proto3" json:"pids_limit,omitempty"`
 	// disk_mb is the size of the site's disk (the plan's); 0: the agent's default.
-	DiskMb        int64 `protobuf:"varint,12,opt,name=disk_mb,json=diskMb,proto3" json:"disk_mb,omitempty"`
+	DiskMb int64 `protobuf:"varint,12,opt,name=disk_mb,json=diskMb,proto3" json:"disk_mb,omitempty"`
+	// template_id makes the site a clone of a template this node holds:
+	// no install, the template's files below its own, its database copied
+	// and moved to url.
+	TemplateId    string `protobuf:"bytes,13,opt,name=template_id,json=templateId,proto3" json:"template_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -691,6 +704,13 @@ func (x *CreateSiteRequest) GetDiskMb() int64 {
 		return x.DiskMb
 	}
 	return 0
+}
+
+func (x *CreateSiteRequest) GetTemplateId() string {
+	if x != nil {
+		return x.TemplateId
+	}
+	return ""
 }
 
 type CreateSiteResponse struct {
@@ -2296,6 +2316,299 @@ func (x *InstallPluginResponse) GetPlugin() *Plugin {
 	return nil
 }
 
+type FreezeTemplateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SiteId        string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	TemplateId    string                 `protobuf:"bytes,2,opt,name=template_id,json=templateId,proto3" json:"template_id,omitempty"`
+	JobId         string                 `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreezeTemplateRequest) Reset() {
+	*x = FreezeTemplateRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeTemplateRequest) ProtoMessage() {}
+
+func (x *FreezeTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeTemplateRequest.ProtoReflect.Descriptor instead.
+func (*FreezeTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *FreezeTemplateRequest) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *FreezeTemplateRequest) GetTemplateId() string {
+	if x != nil {
+		return x.TemplateId
+	}
+	return ""
+}
+
+func (x *FreezeTemplateRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+type TemplateRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TemplateId    string                 `protobuf:"bytes,1,opt,name=template_id,json=templateId,proto3" json:"template_id,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TemplateRef) Reset() {
+	*x = TemplateRef{}
+	mi := &file_agent_v1_agent_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TemplateRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TemplateRef) ProtoMessage() {}
+
+func (x *TemplateRef) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TemplateRef.ProtoReflect.Descriptor instead.
+func (*TemplateRef) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *TemplateRef) GetTemplateId() string {
+	if x != nil {
+		return x.TemplateId
+	}
+	return ""
+}
+
+func (x *TemplateRef) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+type TemplateInfo struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	TemplateId       string                 `protobuf:"bytes,1,opt,name=template_id,json=templateId,proto3" json:"template_id,omitempty"`
+	SourceSiteId     string                 `protobuf:"bytes,2,opt,name=source_site_id,json=sourceSiteId,proto3" json:"source_site_id,omitempty"`
+	PhpVersion       string                 `protobuf:"bytes,3,opt,name=php_version,json=phpVersion,proto3" json:"php_version,omitempty"`
+	WordpressVersion string                 `protobuf:"bytes,4,opt,name=wordpress_version,json=wordpressVersion,proto3" json:"wordpress_version,omitempty"`
+	// size_bytes is what the template's files hold (its database not counted).
+	SizeBytes     int64 `protobuf:"varint,5,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TemplateInfo) Reset() {
+	*x = TemplateInfo{}
+	mi := &file_agent_v1_agent_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TemplateInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TemplateInfo) ProtoMessage() {}
+
+func (x *TemplateInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TemplateInfo.ProtoReflect.Descriptor instead.
+func (*TemplateInfo) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *TemplateInfo) GetTemplateId() string {
+	if x != nil {
+		return x.TemplateId
+	}
+	return ""
+}
+
+func (x *TemplateInfo) GetSourceSiteId() string {
+	if x != nil {
+		return x.SourceSiteId
+	}
+	return ""
+}
+
+func (x *TemplateInfo) GetPhpVersion() string {
+	if x != nil {
+		return x.PhpVersion
+	}
+	return ""
+}
+
+func (x *TemplateInfo) GetWordpressVersion() string {
+	if x != nil {
+		return x.WordpressVersion
+	}
+	return ""
+}
+
+func (x *TemplateInfo) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+type DeleteTemplateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Existed       bool                   `protobuf:"varint,1,opt,name=existed,proto3" json:"existed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTemplateResponse) Reset() {
+	*x = DeleteTemplateResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTemplateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTemplateResponse) ProtoMessage() {}
+
+func (x *DeleteTemplateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTemplateResponse.ProtoReflect.Descriptor instead.
+func (*DeleteTemplateResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *DeleteTemplateResponse) GetExisted() bool {
+	if x != nil {
+		return x.Existed
+	}
+	return false
+}
+
+type RestoreSiteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SiteId        string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	TemplateId    string                 `protobuf:"bytes,3,opt,name=template_id,json=templateId,proto3" json:"template_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreSiteRequest) Reset() {
+	*x = RestoreSiteRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreSiteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreSiteRequest) ProtoMessage() {}
+
+func (x *RestoreSiteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreSiteRequest.ProtoReflect.Descriptor instead.
+func (*RestoreSiteRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *RestoreSiteRequest) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *RestoreSiteRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *RestoreSiteRequest) GetTemplateId() string {
+	if x != nil {
+		return x.TemplateId
+	}
+	return ""
+}
+
 var File_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agent_v1_agent_proto_rawDesc = "" +
@@ -2326,19 +2639,20 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
 	"\fmemory_bytes\x18\x05 \x01(\x03R\vmemoryBytes\x12\x18\n" +
-	"\aaddress\x18\x06 \x01(\tR\aaddress\"\xcb\x01\n" +
+	"\aaddress\x18\x06 \x01(\tR\aaddress\"\xe9\x01\n" +
 	"\x10HeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x120\n" +
 	"\x04used\x18\x02 \x01(\v2\x1c.sandboxd.agent.v1.ResourcesR\x04used\x12\x14\n" +
 	"\x05load1\x18\x03 \x01(\x01R\x05load1\x123\n" +
 	"\x05sites\x18\x04 \x03(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x05sites\x12!\n" +
-	"\fphp_versions\x18\x05 \x03(\tR\vphpVersions\"a\n" +
+	"\fphp_versions\x18\x05 \x03(\tR\vphpVersions\x12\x1c\n" +
+	"\ttemplates\x18\x06 \x03(\tR\ttemplates\"a\n" +
 	"\x11HeartbeatResponse\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x01 \x01(\x03R\x13heartbeatIntervalMs\x12\x18\n" +
 	"\aunknown\x18\x02 \x01(\bR\aunknown\"9\n" +
 	"\aSiteRef\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
-	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xf9\x02\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x9a\x03\n" +
 	"\x11CreateSiteRequest\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x12\n" +
@@ -2356,7 +2670,9 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	" \x01(\v2\x1c.sandboxd.agent.v1.ResourcesR\x06limits\x12\x1d\n" +
 	"\n" +
 	"pids_limit\x18\v \x01(\x03R\tpidsLimit\x12\x17\n" +
-	"\adisk_mb\x18\f \x01(\x03R\x06diskMb\"x\n" +
+	"\adisk_mb\x18\f \x01(\x03R\x06diskMb\x12\x1f\n" +
+	"\vtemplate_id\x18\r \x01(\tR\n" +
+	"templateId\"x\n" +
 	"\x12CreateSiteResponse\x125\n" +
 	"\x06status\x18\x01 \x01(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x06status\x12+\n" +
 	"\x11wordpress_version\x18\x02 \x01(\tR\x10wordpressVersion\".\n" +
@@ -2484,7 +2800,32 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\bactivate\x18\x04 \x01(\bR\bactivate\x12\x12\n" +
 	"\x04kind\x18\x05 \x01(\tR\x04kind\"J\n" +
 	"\x15InstallPluginResponse\x121\n" +
-	"\x06plugin\x18\x01 \x01(\v2\x19.sandboxd.agent.v1.PluginR\x06plugin*\x9d\x01\n" +
+	"\x06plugin\x18\x01 \x01(\v2\x19.sandboxd.agent.v1.PluginR\x06plugin\"h\n" +
+	"\x15FreezeTemplateRequest\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x1f\n" +
+	"\vtemplate_id\x18\x02 \x01(\tR\n" +
+	"templateId\x12\x15\n" +
+	"\x06job_id\x18\x03 \x01(\tR\x05jobId\"E\n" +
+	"\vTemplateRef\x12\x1f\n" +
+	"\vtemplate_id\x18\x01 \x01(\tR\n" +
+	"templateId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xc2\x01\n" +
+	"\fTemplateInfo\x12\x1f\n" +
+	"\vtemplate_id\x18\x01 \x01(\tR\n" +
+	"templateId\x12$\n" +
+	"\x0esource_site_id\x18\x02 \x01(\tR\fsourceSiteId\x12\x1f\n" +
+	"\vphp_version\x18\x03 \x01(\tR\n" +
+	"phpVersion\x12+\n" +
+	"\x11wordpress_version\x18\x04 \x01(\tR\x10wordpressVersion\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x05 \x01(\x03R\tsizeBytes\"2\n" +
+	"\x16DeleteTemplateResponse\x12\x18\n" +
+	"\aexisted\x18\x01 \x01(\bR\aexisted\"e\n" +
+	"\x12RestoreSiteRequest\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x1f\n" +
+	"\vtemplate_id\x18\x03 \x01(\tR\n" +
+	"templateId*\x9d\x01\n" +
 	"\tSiteState\x12\x1a\n" +
 	"\x16SITE_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SITE_STATE_CREATING\x10\x01\x12\x14\n" +
@@ -2494,7 +2835,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x12SITE_STATE_DELETED\x10\x052\xbe\x01\n" +
 	"\x0fRegistryService\x12S\n" +
 	"\bRegister\x12\".sandboxd.agent.v1.RegisterRequest\x1a#.sandboxd.agent.v1.RegisterResponse\x12V\n" +
-	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse2\xfe\v\n" +
+	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse2\x94\x0e\n" +
 	"\fAgentService\x12Y\n" +
 	"\n" +
 	"CreateSite\x12$.sandboxd.agent.v1.CreateSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12O\n" +
@@ -2515,7 +2856,10 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\vGetDatabase\x12\x1a.sandboxd.agent.v1.SiteRef\x1a\x1f.sandboxd.agent.v1.DatabaseInfo\x12m\n" +
 	"\x12CreateAdminerLogin\x12*.sandboxd.agent.v1.CreateLoginTokenRequest\x1a+.sandboxd.agent.v1.CreateLoginTokenResponse\x12Q\n" +
 	"\vListPlugins\x12\x1a.sandboxd.agent.v1.SiteRef\x1a&.sandboxd.agent.v1.ListPluginsResponse\x12b\n" +
-	"\rInstallPlugin\x12'.sandboxd.agent.v1.InstallPluginRequest\x1a(.sandboxd.agent.v1.InstallPluginResponseB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
+	"\rInstallPlugin\x12'.sandboxd.agent.v1.InstallPluginRequest\x1a(.sandboxd.agent.v1.InstallPluginResponse\x12[\n" +
+	"\x0eFreezeTemplate\x12(.sandboxd.agent.v1.FreezeTemplateRequest\x1a\x1f.sandboxd.agent.v1.TemplateInfo\x12[\n" +
+	"\x0eDeleteTemplate\x12\x1e.sandboxd.agent.v1.TemplateRef\x1a).sandboxd.agent.v1.DeleteTemplateResponse\x12Z\n" +
+	"\vRestoreSite\x12%.sandboxd.agent.v1.RestoreSiteRequest\x1a$.sandboxd.agent.v1.ResetSiteResponseB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -2530,7 +2874,7 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(SiteState)(0),                   // 0: sandboxd.agent.v1.SiteState
 	(*Resources)(nil),                // 1: sandboxd.agent.v1.Resources
@@ -2567,21 +2911,26 @@ var file_agent_v1_agent_proto_goTypes = []any{
 	(*ListPluginsResponse)(nil),      // 32: sandboxd.agent.v1.ListPluginsResponse
 	(*InstallPluginRequest)(nil),     // 33: sandboxd.agent.v1.InstallPluginRequest
 	(*InstallPluginResponse)(nil),    // 34: sandboxd.agent.v1.InstallPluginResponse
-	nil,                              // 35: sandboxd.agent.v1.RegisterRequest.LabelsEntry
-	nil,                              // 36: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	nil,                              // 37: sandboxd.agent.v1.PHPConfig.SettingsEntry
+	(*FreezeTemplateRequest)(nil),    // 35: sandboxd.agent.v1.FreezeTemplateRequest
+	(*TemplateRef)(nil),              // 36: sandboxd.agent.v1.TemplateRef
+	(*TemplateInfo)(nil),             // 37: sandboxd.agent.v1.TemplateInfo
+	(*DeleteTemplateResponse)(nil),   // 38: sandboxd.agent.v1.DeleteTemplateResponse
+	(*RestoreSiteRequest)(nil),       // 39: sandboxd.agent.v1.RestoreSiteRequest
+	nil,                              // 40: sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	nil,                              // 41: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	nil,                              // 42: sandboxd.agent.v1.PHPConfig.SettingsEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
 	1,  // 0: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
-	35, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	40, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
 	0,  // 2: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
 	1,  // 3: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
 	4,  // 4: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
 	1,  // 5: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
 	4,  // 6: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
 	4,  // 7: sandboxd.agent.v1.ResetSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	36, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	37, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
+	41, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	42, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
 	22, // 10: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
 	4,  // 11: sandboxd.agent.v1.SwitchPHPVersionResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
 	28, // 12: sandboxd.agent.v1.FilesResponse.entries:type_name -> sandboxd.agent.v1.FileEntry
@@ -2606,27 +2955,33 @@ var file_agent_v1_agent_proto_depIdxs = []int32{
 	13, // 31: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
 	7,  // 32: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
 	33, // 33: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
-	3,  // 34: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
-	6,  // 35: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
-	9,  // 36: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	10, // 37: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
-	12, // 38: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	14, // 39: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	15, // 40: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	15, // 41: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	18, // 42: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
-	19, // 43: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
-	21, // 44: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
-	23, // 45: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
-	24, // 46: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
-	26, // 47: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
-	29, // 48: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
-	30, // 49: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
-	14, // 50: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	32, // 51: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
-	34, // 52: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
-	34, // [34:53] is the sub-list for method output_type
-	15, // [15:34] is the sub-list for method input_type
+	35, // 34: sandboxd.agent.v1.AgentService.FreezeTemplate:input_type -> sandboxd.agent.v1.FreezeTemplateRequest
+	36, // 35: sandboxd.agent.v1.AgentService.DeleteTemplate:input_type -> sandboxd.agent.v1.TemplateRef
+	39, // 36: sandboxd.agent.v1.AgentService.RestoreSite:input_type -> sandboxd.agent.v1.RestoreSiteRequest
+	3,  // 37: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
+	6,  // 38: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
+	9,  // 39: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	10, // 40: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
+	12, // 41: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	14, // 42: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	15, // 43: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	15, // 44: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	18, // 45: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
+	19, // 46: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
+	21, // 47: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
+	23, // 48: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
+	24, // 49: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
+	26, // 50: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
+	29, // 51: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
+	30, // 52: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
+	14, // 53: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	32, // 54: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
+	34, // 55: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
+	37, // 56: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	38, // 57: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
+	12, // 58: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	37, // [37:59] is the sub-list for method output_type
+	15, // [15:37] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
 	15, // [15:15] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name
@@ -2645,7 +3000,7 @@ func file_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -88,6 +88,15 @@ const (
 	// AgentServiceInstallPluginProcedure is the fully-qualified name of the AgentService's
 	// InstallPlugin RPC.
 	AgentServiceInstallPluginProcedure = "/sandboxd.agent.v1.AgentService/InstallPlugin"
+	// AgentServiceFreezeTemplateProcedure is the fully-qualified name of the AgentService's
+	// FreezeTemplate RPC.
+	AgentServiceFreezeTemplateProcedure = "/sandboxd.agent.v1.AgentService/FreezeTemplate"
+	// AgentServiceDeleteTemplateProcedure is the fully-qualified name of the AgentService's
+	// DeleteTemplate RPC.
+	AgentServiceDeleteTemplateProcedure = "/sandboxd.agent.v1.AgentService/DeleteTemplate"
+	// AgentServiceRestoreSiteProcedure is the fully-qualified name of the AgentService's RestoreSite
+	// RPC.
+	AgentServiceRestoreSiteProcedure = "/sandboxd.agent.v1.AgentService/RestoreSite"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -236,6 +245,18 @@ type AgentServiceClient interface {
 	// InstallPlugin unpacks a checked plugin or theme ZIP into the site
 	// (replacing an older copy) and optionally activates it.
 	InstallPlugin(context.Context, *connect.Request[v1.InstallPluginRequest]) (*connect.Response[v1.InstallPluginResponse], error)
+	// FreezeTemplate makes an immutable template on this node from a ready
+	// site: its files and a copy of its database. The site is stopped while
+	// the copy is taken and started again. Idempotent by template_id.
+	FreezeTemplate(context.Context, *connect.Request[v1.FreezeTemplateRequest]) (*connect.Response[v1.TemplateInfo], error)
+	// DeleteTemplate removes a template's tree and database from this node;
+	// a template this node does not hold is fine. The control plane calls it
+	// only once no site on the node is made from the template.
+	DeleteTemplate(context.Context, *connect.Request[v1.TemplateRef]) (*connect.Response[v1.DeleteTemplateResponse], error)
+	// RestoreSite replaces a site's files and database with a template's,
+	// keeping its id, URL and address; the site is a clone of the template
+	// afterwards (its reset goes back there).
+	RestoreSite(context.Context, *connect.Request[v1.RestoreSiteRequest]) (*connect.Response[v1.ResetSiteResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -351,6 +372,24 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("InstallPlugin")),
 			connect.WithClientOptions(opts...),
 		),
+		freezeTemplate: connect.NewClient[v1.FreezeTemplateRequest, v1.TemplateInfo](
+			httpClient,
+			baseURL+AgentServiceFreezeTemplateProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("FreezeTemplate")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteTemplate: connect.NewClient[v1.TemplateRef, v1.DeleteTemplateResponse](
+			httpClient,
+			baseURL+AgentServiceDeleteTemplateProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("DeleteTemplate")),
+			connect.WithClientOptions(opts...),
+		),
+		restoreSite: connect.NewClient[v1.RestoreSiteRequest, v1.ResetSiteResponse](
+			httpClient,
+			baseURL+AgentServiceRestoreSiteProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("RestoreSite")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -373,6 +412,9 @@ type agentServiceClient struct {
 	createAdminerLogin *connect.Client[v1.CreateLoginTokenRequest, v1.CreateLoginTokenResponse]
 	listPlugins        *connect.Client[v1.SiteRef, v1.ListPluginsResponse]
 	installPlugin      *connect.Client[v1.InstallPluginRequest, v1.InstallPluginResponse]
+	freezeTemplate     *connect.Client[v1.FreezeTemplateRequest, v1.TemplateInfo]
+	deleteTemplate     *connect.Client[v1.TemplateRef, v1.DeleteTemplateResponse]
+	restoreSite        *connect.Client[v1.RestoreSiteRequest, v1.ResetSiteResponse]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -460,6 +502,21 @@ func (c *agentServiceClient) InstallPlugin(ctx context.Context, req *connect.Req
 	return c.installPlugin.CallUnary(ctx, req)
 }
 
+// FreezeTemplate calls sandboxd.agent.v1.AgentService.FreezeTemplate.
+func (c *agentServiceClient) FreezeTemplate(ctx context.Context, req *connect.Request[v1.FreezeTemplateRequest]) (*connect.Response[v1.TemplateInfo], error) {
+	return c.freezeTemplate.CallUnary(ctx, req)
+}
+
+// DeleteTemplate calls sandboxd.agent.v1.AgentService.DeleteTemplate.
+func (c *agentServiceClient) DeleteTemplate(ctx context.Context, req *connect.Request[v1.TemplateRef]) (*connect.Response[v1.DeleteTemplateResponse], error) {
+	return c.deleteTemplate.CallUnary(ctx, req)
+}
+
+// RestoreSite calls sandboxd.agent.v1.AgentService.RestoreSite.
+func (c *agentServiceClient) RestoreSite(ctx context.Context, req *connect.Request[v1.RestoreSiteRequest]) (*connect.Response[v1.ResetSiteResponse], error) {
+	return c.restoreSite.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -502,6 +559,18 @@ type AgentServiceHandler interface {
 	// InstallPlugin unpacks a checked plugin or theme ZIP into the site
 	// (replacing an older copy) and optionally activates it.
 	InstallPlugin(context.Context, *connect.Request[v1.InstallPluginRequest]) (*connect.Response[v1.InstallPluginResponse], error)
+	// FreezeTemplate makes an immutable template on this node from a ready
+	// site: its files and a copy of its database. The site is stopped while
+	// the copy is taken and started again. Idempotent by template_id.
+	FreezeTemplate(context.Context, *connect.Request[v1.FreezeTemplateRequest]) (*connect.Response[v1.TemplateInfo], error)
+	// DeleteTemplate removes a template's tree and database from this node;
+	// a template this node does not hold is fine. The control plane calls it
+	// only once no site on the node is made from the template.
+	DeleteTemplate(context.Context, *connect.Request[v1.TemplateRef]) (*connect.Response[v1.DeleteTemplateResponse], error)
+	// RestoreSite replaces a site's files and database with a template's,
+	// keeping its id, URL and address; the site is a clone of the template
+	// afterwards (its reset goes back there).
+	RestoreSite(context.Context, *connect.Request[v1.RestoreSiteRequest]) (*connect.Response[v1.ResetSiteResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -613,6 +682,24 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("InstallPlugin")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceFreezeTemplateHandler := connect.NewUnaryHandler(
+		AgentServiceFreezeTemplateProcedure,
+		svc.FreezeTemplate,
+		connect.WithSchema(agentServiceMethods.ByName("FreezeTemplate")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceDeleteTemplateHandler := connect.NewUnaryHandler(
+		AgentServiceDeleteTemplateProcedure,
+		svc.DeleteTemplate,
+		connect.WithSchema(agentServiceMethods.ByName("DeleteTemplate")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceRestoreSiteHandler := connect.NewUnaryHandler(
+		AgentServiceRestoreSiteProcedure,
+		svc.RestoreSite,
+		connect.WithSchema(agentServiceMethods.ByName("RestoreSite")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -649,6 +736,12 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceListPluginsHandler.ServeHTTP(w, r)
 		case AgentServiceInstallPluginProcedure:
 			agentServiceInstallPluginHandler.ServeHTTP(w, r)
+		case AgentServiceFreezeTemplateProcedure:
+			agentServiceFreezeTemplateHandler.ServeHTTP(w, r)
+		case AgentServiceDeleteTemplateProcedure:
+			agentServiceDeleteTemplateHandler.ServeHTTP(w, r)
+		case AgentServiceRestoreSiteProcedure:
+			agentServiceRestoreSiteHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -724,4 +817,16 @@ func (UnimplementedAgentServiceHandler) ListPlugins(context.Context, *connect.Re
 
 func (UnimplementedAgentServiceHandler) InstallPlugin(context.Context, *connect.Request[v1.InstallPluginRequest]) (*connect.Response[v1.InstallPluginResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.InstallPlugin is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) FreezeTemplate(context.Context, *connect.Request[v1.FreezeTemplateRequest]) (*connect.Response[v1.TemplateInfo], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.FreezeTemplate is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) DeleteTemplate(context.Context, *connect.Request[v1.TemplateRef]) (*connect.Response[v1.DeleteTemplateResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.DeleteTemplate is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) RestoreSite(context.Context, *connect.Request[v1.RestoreSiteRequest]) (*connect.Response[v1.ResetSiteResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.RestoreSite is not implemented"))
 }

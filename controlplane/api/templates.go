@@ -1,0 +1,245 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/sitespec"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/templates"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+)
+
+// Templates is what the template routes need from the templates service.
+type Templates interface {
+	Create(ctx context.Context, in templates.Create) (*state.Template, string, error)
+	Update(ctx context.Context, t *state.Template, p templates.Patch) (*state.Template, error)
+	Delete(ctx context.Context, t *state.Template) error
+}
+
+// TemplateView is the contract's Template record.
+type TemplateView struct {
+	ID                          string               `json:"id"`
+	UserID                      string               `json:"userId"`
+	OrgID                       string               `json:"orgId"`
+	CreatedByUserID             string               `json:"createdByUserId"`
+	Name                        string               `json:"name"`
+	Slug                        string               `json:"slug"`
+	Description                 string               `json:"description"`
+	SourceSiteID                string               `json:"sourceSiteId"`
+	ArtifactID                  *string              `json:"artifactId" doc:"The blob holding the template's files and database; null until it is written."`
+	Status                      string               `json:"status" enum:"building,ready,failed"`
+	FailureReason               *string              `json:"failureReason"`
+	WordPressVersion            string               `json:"wordpressVersion"`
+	PHPVersion                  string               `json:"phpVersion"`
+	SizeBytes                   int64                `json:"sizeBytes"`
+	WarmPoolSize                int                  `json:"warmPoolSize"`
+	LaunchEnabled               bool                 `json:"launchEnabled"`
+	LaunchToken                 *string              `json:"launchToken" doc:"Made when launch is first enabled; null before."`
+	LaunchCount                 int                  `json:"launchCount"`
+	LaunchQuotaMode             string               `json:"launchQuotaMode" enum:"visitor,unlimited"`
+	LaunchEntryMode             string               `json:"launchEntryMode" enum:"anonymous,email"`
+	LaunchExpirationMode        string               `json:"launchExpirationMode" enum:"fixed,none"`
+	LaunchExpirationMinutes     int                  `json:"launchExpirationMinutes"`
+	LaunchLandingPath           string               `json:"launchLandingPath"`
+	LaunchBranding              state.LaunchBranding `json:"launchBranding"`
+	LaunchProtected             bool                 `json:"launchProtected"`
+	LaunchConsentEnabled        bool                 `json:"launchConsentEnabled"`
+	LaunchConsentLabel          string               `json:"launchConsentLabel"`
+	LaunchConsentDefaultChecked bool                 `json:"launchConsentDefaultChecked"`
+	SourceBlueprintID           *string              `json:"sourceBlueprintId"`
+	SourceBlueprintRevision     *int                 `json:"sourceBlueprintRevision"`
+	CreatedAt                   time.Time            `json:"createdAt"`
+	UpdatedAt                   time.Time            `json:"updatedAt"`
+}
+
+func templateView(t *state.Template) TemplateView {
+	l := t.Launch
+	v := TemplateView{ID: t.ID, UserID: t.UserID, OrgID: t.WorkspaceID, CreatedByUserID: t.CreatedByUserID, Name: t.Name,
+		Slug: t.Slug, Description: t.Description, SourceSiteID: t.SourceSiteID, ArtifactID: optional(t.ArtifactSHA256),
+		Status: t.Status, FailureReason: optional(t.FailureReason), WordPressVersion: t.WordPressVersion, PHPVersion: t.PHPVersion,
+		SizeBytes: t.SizeBytes, WarmPoolSize: t.WarmPoolSize, LaunchEnabled: l.Enabled, LaunchToken: optional(l.Token),
+		LaunchCount: l.Count, LaunchQuotaMode: l.QuotaMode, LaunchEntryMode: l.EntryMode, LaunchExpirationMode: l.ExpirationMode,
+		LaunchExpirationMinutes: l.ExpirationMinutes, LaunchLandingPath: l.LandingPath, LaunchBranding: l.Branding,
+		LaunchProtected: l.Protected, LaunchConsentEnabled: l.ConsentEnabled, LaunchConsentLabel: l.ConsentLabel,
+		LaunchConsentDefaultChecked: l.ConsentDefaultChecked, SourceBlueprintID: optional(t.SourceBlueprintID),
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
+	if t.SourceBlueprintID != "" {
+		rev := t.SourceBlueprintRevision
+		v.SourceBlueprintRevision = &rev
+	}
+	return v
+}
+
+type templateResponse struct {
+	Template TemplateView `json:"template"`
+}
+
+type templatesResponse struct {
+	Templates []TemplateView `json:"templates"`
+}
+
+type templateJobResponse struct {
+	Template TemplateView `json:"template"`
+	JobID    string       `json:"jobId"`
+}
+
+// CreateTemplateRequest is the body of POST /api/app/templates.
+type CreateTemplateRequest struct {
+	SiteID      string `json:"siteId" doc:"A ready site of the workspace; it is stopped for a moment while its files and database are copied."`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}
+
+// TemplateSiteRequest is the body of POST /api/app/templates/{id}/sites.
+type TemplateSiteRequest struct {
+	Name             string `json:"name,omitempty" doc:"Default: the template's name."`
+	ExpiresInMinutes *int   `json:"expiresInMinutes,omitempty" doc:"1..43200; the site is deleted when it expires."`
+}
+
+// RestoreSiteRequest is the body of POST /api/app/sites/{id}/restore.
+type RestoreSiteRequest struct {
+	TemplateID string `json:"templateId"`
+}
+
+var templateParam = map[string]string{"id": "template"}
+
+func (a *API) registerTemplates(r *rest.Router) {
+	read := guard{scope: scopeWorkspace}
+	write := guard{scope: scopeWorkspace, capability: access.Reusables}
+	create := guard{scope: scopeWorkspace, capability: access.Create}
+	nf := []string{apierr.CodeTemplateNotFound}
+	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/templates", Tag: "templates", Status: http.StatusAccepted,
+		Summary: "Make a template from a ready site: its files and database, frozen. Poll the job or the template until it is ready.",
+		Request: CreateTemplateRequest{}, Response: templateJobResponse{}, Idempotent: true,
+		Errors: []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest, apierr.CodePlanLimitReached}, Handler: a.createTemplate})
+	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/templates", Tag: "templates", Summary: "List the workspace's templates.",
+		Response: templatesResponse{}, Handler: a.listTemplates})
+	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/templates/{id}", Tag: "templates", Summary: "One template.",
+		Params: templateParam, Response: templateResponse{}, Errors: nf, Handler: func(w http.ResponseWriter, req *http.Request) error {
+			t, err := a.templateIn(req)
+			if err != nil {
+				return err
+			}
+			return rest.JSON(w, http.StatusOK, templateResponse{Template: templateView(t)})
+		}})
+	a.bearer(r, write, rest.Route{Method: "PATCH", Path: "/api/app/templates/{id}", Tag: "templates",
+		Summary: "Change a template's name, description, warm pool or launch settings.", Params: templateParam,
+		Request: templates.Patch{}, Response: templateResponse{},
+		Errors:  append(nf, apierr.CodeInvalidRequest, apierr.CodeTemplateSharingRequiresPaidPlan, apierr.CodePlanLimitReached),
+		Handler: a.patchTemplate})
+	a.bearer(r, write, rest.Route{Method: "DELETE", Path: "/api/app/templates/{id}", Tag: "templates",
+		Summary: "Delete a template; sites made from it keep working.", Params: templateParam, Response: deletedResponse{},
+		Errors: nf, Handler: a.deleteTemplate})
+	a.bearer(r, create, rest.Route{Method: "POST", Path: "/api/app/templates/{id}/sites", Tag: "templates", Status: http.StatusAccepted,
+		Summary: "Make a site from a ready template: its files and database, at the new site's URL.", Params: templateParam,
+		Request: TemplateSiteRequest{}, Response: siteJobResponse{}, Idempotent: true,
+		Errors: append(nf, apierr.CodeInvalidRequest, apierr.CodePlanLimitReached), Handler: a.siteFromTemplate})
+	a.bearer(r, create, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/restore", Tag: "sites", Status: http.StatusAccepted,
+		Summary: "Replace a ready site's files and database with a template's, keeping its id and URL.", Params: siteParam,
+		Request: RestoreSiteRequest{}, Response: siteJobResponse{}, Idempotent: true,
+		Errors: []string{apierr.CodeSiteNotFound, apierr.CodeTemplateNotFound, apierr.CodeInvalidRequest}, Handler: a.restoreSite})
+}
+
+func (a *API) templateIn(req *http.Request) (*state.Template, error) {
+	return templates.In(a.store, CallerFrom(req.Context()).Workspace.ID, req.PathValue("id"))
+}
+
+func (a *API) createTemplate(w http.ResponseWriter, req *http.Request) error {
+	c := CallerFrom(req.Context())
+	var body CreateTemplateRequest
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	in := templates.Create{Workspace: c.Workspace, By: c.Account, SiteID: body.SiteID, Name: body.Name, Description: body.Description}
+	_, err := changed(a, w, req, http.StatusAccepted, func(cmd fsm.CreateTemplateWithJob) any {
+		return templateJobResponse{Template: templateView(&cmd.Template), JobID: cmd.Job.ID}
+	}, func(ctx context.Context) error {
+		_, _, err := a.cfg.Templates.Create(ctx, in)
+		return err
+	})
+	return err
+}
+
+func (a *API) listTemplates(w http.ResponseWriter, req *http.Request) error {
+	ts, err := a.store.TemplatesOf(CallerFrom(req.Context()).Workspace.ID)
+	if err != nil {
+		return err
+	}
+	out := make([]TemplateView, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, templateView(t))
+	}
+	return rest.JSON(w, http.StatusOK, templatesResponse{Templates: out})
+}
+
+func (a *API) patchTemplate(w http.ResponseWriter, req *http.Request) error {
+	t, err := a.templateIn(req)
+	if err != nil {
+		return err
+	}
+	var body templates.Patch
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	next, err := a.cfg.Templates.Update(req.Context(), t, body)
+	if err != nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusOK, templateResponse{Template: templateView(next)})
+}
+
+func (a *API) deleteTemplate(w http.ResponseWriter, req *http.Request) error {
+	t, err := a.templateIn(req)
+	if err != nil {
+		return err
+	}
+	if err := a.cfg.Templates.Delete(req.Context(), t); err != nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
+}
+
+func (a *API) siteFromTemplate(w http.ResponseWriter, req *http.Request) error {
+	c := CallerFrom(req.Context())
+	t, err := a.templateIn(req)
+	if err != nil {
+		return err
+	}
+	var body TemplateSiteRequest
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	in := sitespec.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, TemplateID: t.ID, ExpiresInMinutes: body.ExpiresInMinutes}
+	_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.CreateSiteWithJob) any {
+		return siteJobResponse{Site: siteView(&cmd.Site), JobID: cmd.Job.ID}
+	}, func(ctx context.Context) error {
+		_, _, err := a.cfg.Sites.Create(ctx, in)
+		return err
+	})
+	return err
+}
+
+func (a *API) restoreSite(w http.ResponseWriter, req *http.Request) error {
+	s, err := a.siteIn(req)
+	if err != nil {
+		return err
+	}
+	var body RestoreSiteRequest
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.UpdateSiteWithJob) any {
+		next := *s
+		next.Status, next.TemplateID, next.UpdatedAt = cmd.Update.Status, cmd.Update.TemplateID, cmd.Update.At
+		return siteJobResponse{Site: siteView(&next), JobID: cmd.Job.ID}
+	}, func(ctx context.Context) error {
+		_, _, err := a.cfg.Sites.Restore(ctx, s, body.TemplateID)
+		return err
+	})
+	return err
+}

@@ -1,0 +1,221 @@
+package templates
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/ids"
+)
+
+// Patch is the body of PATCH /api/app/templates/{id}: a field left out
+// stays as it is.
+type Patch struct {
+	Name         *string `json:"name,omitempty"`
+	Description  *string `json:"description,omitempty"`
+	WarmPoolSize *int    `json:"warmPoolSize,omitempty" doc:"Ready sites of this template kept per node (paid plan; at most the operator's bound, 10 by default)."`
+	// Launch link settings (the public launcher uses them).
+	LaunchEnabled               *bool          `json:"launchEnabled,omitempty" doc:"A paid-plan feature: enabling it on a free plan answers 402 template_sharing_requires_paid_plan. launchToken is made when it is first enabled and never changes."`
+	LaunchQuotaMode             *string        `json:"launchQuotaMode,omitempty" enum:"visitor,unlimited"`
+	LaunchEntryMode             *string        `json:"launchEntryMode,omitempty" enum:"anonymous,email"`
+	LaunchExpirationMode        *string        `json:"launchExpirationMode,omitempty" enum:"fixed,none"`
+	LaunchExpirationMinutes     *int           `json:"launchExpirationMinutes,omitempty" doc:"1..43200"`
+	LaunchLandingPath           *string        `json:"launchLandingPath,omitempty" doc:"A path in the sandbox, starting with /."`
+	LaunchBranding              *BrandingPatch `json:"launchBranding,omitempty"`
+	LaunchProtected             *bool          `json:"launchProtected,omitempty"`
+	LaunchConsentEnabled        *bool          `json:"launchConsentEnabled,omitempty"`
+	LaunchConsentLabel          *string        `json:"launchConsentLabel,omitempty"`
+	LaunchConsentDefaultChecked *bool          `json:"launchConsentDefaultChecked,omitempty"`
+}
+
+// BrandingPatch changes some of a launcher's branding fields.
+type BrandingPatch struct {
+	Eyebrow            *string `json:"eyebrow,omitempty"`
+	Headline           *string `json:"headline,omitempty"`
+	Subhead            *string `json:"subhead,omitempty"`
+	ButtonLabel        *string `json:"buttonLabel,omitempty"`
+	LogoURL            *string `json:"logoUrl,omitempty" doc:"https URL or empty."`
+	BrandName          *string `json:"brandName,omitempty"`
+	AccentColor        *string `json:"accentColor,omitempty" doc:"Hex colour (#rgb, #rrggbb or #rrggbbaa) or empty."`
+	BackgroundColor    *string `json:"backgroundColor,omitempty" doc:"Hex colour or empty."`
+	BackgroundImageURL *string `json:"backgroundImageUrl,omitempty" doc:"https URL or empty."`
+	HidePoweredBy      *bool   `json:"hidePoweredBy,omitempty"`
+}
+
+var hexColour = regexp.MustCompile(`^#([0-9a-fA-F]{3}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})$`)
+
+// Update applies a PATCH: every field checked, launch and the warm pool
+// held to the plan, the launch token made once.
+func (s *Service) Update(ctx context.Context, t *state.Template, p Patch) (*state.Template, error) {
+	next := *t
+	var err error
+	if p.Name != nil {
+		if next.Name, err = checkName(*p.Name, true); err != nil {
+			return nil, err
+		}
+	}
+	if p.Description != nil {
+		if next.Description, err = checkDescription(*p.Description); err != nil {
+			return nil, err
+		}
+	}
+	if err := applyLaunch(&next.Launch, p); err != nil {
+		return nil, err
+	}
+	plan, err := s.planOf(t)
+	if err != nil {
+		return nil, err
+	}
+	if next.Launch.Enabled && !t.Launch.Enabled && plan != state.PlanPaid {
+		return nil, paidOnly("launchEnabled")
+	}
+	if p.WarmPoolSize != nil {
+		n := *p.WarmPoolSize
+		switch {
+		case n < 0 || n > s.cfg.MaxWarmPool:
+			return nil, apierr.Invalid("warmPoolSize", "warmPoolSize must be between 0 and %d", s.cfg.MaxWarmPool).With("max", s.cfg.MaxWarmPool)
+		case n > 0 && plan != state.PlanPaid:
+			return nil, apierr.PlanLimit(plan, "warmPoolSize", 0)
+		}
+		next.WarmPoolSize = n
+	}
+	if next.Launch.Enabled && next.Launch.Token == "" {
+		next.Launch.Token = ids.Random(16)
+	}
+	next.UpdatedAt = s.now()
+	if _, err := s.cfg.Raft.Apply(ctx, fsm.PutTemplate{Template: next}); err != nil {
+		if errors.Is(err, state.ErrNotFound) {
+			return nil, NotFound()
+		}
+		return nil, err
+	}
+	return &next, nil
+}
+
+// applyLaunch checks and applies the launch fields of a PATCH.
+func applyLaunch(l *state.Launch, p Patch) error {
+	oneOf := func(field string, v *string, dst *string, allowed ...string) error {
+		if v == nil {
+			return nil
+		}
+		for _, a := range allowed {
+			if *v == a {
+				*dst = a
+				return nil
+			}
+		}
+		return apierr.Invalid(field, "%s must be one of %s", field, strings.Join(allowed, ", ")).With("allowed", allowed)
+	}
+	if p.LaunchEnabled != nil {
+		l.Enabled = *p.LaunchEnabled
+	}
+	if err := oneOf("launchQuotaMode", p.LaunchQuotaMode, &l.QuotaMode, "visitor", "unlimited"); err != nil {
+		return err
+	}
+	if err := oneOf("launchEntryMode", p.LaunchEntryMode, &l.EntryMode, "anonymous", "email"); err != nil {
+		return err
+	}
+	if err := oneOf("launchExpirationMode", p.LaunchExpirationMode, &l.ExpirationMode, "fixed", "none"); err != nil {
+		return err
+	}
+	if v := p.LaunchExpirationMinutes; v != nil {
+		if *v < 1 || *v > 43200 {
+			return apierr.Invalid("launchExpirationMinutes", "launchExpirationMinutes must be between 1 and 43200")
+		}
+		l.ExpirationMinutes = *v
+	}
+	if v := p.LaunchLandingPath; v != nil {
+		if !strings.HasPrefix(*v, "/") || strings.HasPrefix(*v, "//") || strings.ContainsAny(*v, "\\") || len(*v) > 2000 || hasControl(*v) {
+			return apierr.Invalid("launchLandingPath", "launchLandingPath must be a path in the sandbox starting with / (at most 2000 characters)")
+		}
+		l.LandingPath = *v
+	}
+	for _, b := range []struct {
+		v   *bool
+		dst *bool
+	}{{p.LaunchProtected, &l.Protected}, {p.LaunchConsentEnabled, &l.ConsentEnabled}, {p.LaunchConsentDefaultChecked, &l.ConsentDefaultChecked}} {
+		if b.v != nil {
+			*b.dst = *b.v
+		}
+	}
+	if err := text("launchConsentLabel", p.LaunchConsentLabel, &l.ConsentLabel, 500); err != nil {
+		return err
+	}
+	if bp := p.LaunchBranding; bp != nil {
+		b := &l.Branding
+		for _, f := range []struct {
+			field string
+			v     *string
+			dst   *string
+			max   int
+		}{{"eyebrow", bp.Eyebrow, &b.Eyebrow, 80}, {"headline", bp.Headline, &b.Headline, 200}, {"subhead", bp.Subhead, &b.Subhead, 500},
+			{"buttonLabel", bp.ButtonLabel, &b.ButtonLabel, 60}, {"brandName", bp.BrandName, &b.BrandName, 100}} {
+			if err := text("launchBranding."+f.field, f.v, f.dst, f.max); err != nil {
+				return err
+			}
+		}
+		for _, f := range []struct {
+			field string
+			v     *string
+			dst   *string
+		}{{"accentColor", bp.AccentColor, &b.AccentColor}, {"backgroundColor", bp.BackgroundColor, &b.BackgroundColor}} {
+			if f.v != nil {
+				if *f.v != "" && !hexColour.MatchString(*f.v) {
+					return apierr.Invalid("launchBranding."+f.field, "%s must be a hex colour such as #1e40af", f.field)
+				}
+				*f.dst = *f.v
+			}
+		}
+		for _, f := range []struct {
+			field string
+			v     *string
+			dst   *string
+		}{{"logoUrl", bp.LogoURL, &b.LogoURL}, {"backgroundImageUrl", bp.BackgroundImageURL, &b.BackgroundImageURL}} {
+			if f.v != nil {
+				if *f.v != "" && !httpsURL(*f.v) {
+					return apierr.Invalid("launchBranding."+f.field, "%s must be an https URL (at most 2048 characters)", f.field)
+				}
+				*f.dst = *f.v
+			}
+		}
+		if bp.HidePoweredBy != nil {
+			b.HidePoweredBy = *bp.HidePoweredBy
+		}
+	}
+	return nil
+}
+
+// text checks a shown string: bounded, one line of printable text.
+func text(field string, v *string, dst *string, max int) error {
+	if v == nil {
+		return nil
+	}
+	if utf8.RuneCountInString(*v) > max || !utf8.ValidString(*v) || hasControl(*v) {
+		return apierr.Invalid(field, "%s must be at most %d characters of text on one line", field, max)
+	}
+	*dst = *v
+	return nil
+}
+
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+func httpsURL(raw string) bool {
+	if len(raw) > 2048 || hasControl(raw) {
+		return false
+	}
+	u, err := url.Parse(raw)
+	return err == nil && u.Scheme == "https" && u.Host != "" && u.User == nil
+}

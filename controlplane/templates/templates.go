@@ -1,0 +1,245 @@
+// Package templates is the service behind Templates: it freezes a ready
+// site into a template through a job, keeps a template's settings (name,
+// description, launch link, warm pool) valid, and deletes templates. A
+// template's tree on its node outlives its row while sites are made from
+// it; sitejobs collects it once none is. It takes ids and state records,
+// never an HTTP request.
+package templates
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/jobspec"
+	"github.com/sandboxd/sandboxd/controlplane/plans"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/ids"
+)
+
+// Config wires the service.
+type Config struct {
+	Store *state.Store
+	Raft  fsm.Applier
+	Plans plans.Config
+	// MaxWarmPool bounds a template's warmPoolSize; zero means 10.
+	MaxWarmPool int
+	Now         func() time.Time
+}
+
+// Service makes, changes and deletes templates.
+type Service struct {
+	cfg Config
+}
+
+// New returns the templates service.
+func New(cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxWarmPool == 0 {
+		cfg.MaxWarmPool = 10
+	}
+	return &Service{cfg: cfg}
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
+
+// Create is what a new template is made from.
+type Create struct {
+	Workspace   *state.Workspace
+	By          *state.Account
+	SiteID      string
+	Name        string
+	Description string
+}
+
+// Launch defaults: a new template's launch link, off until enabled.
+var defaultLaunch = state.Launch{QuotaMode: "visitor", EntryMode: "anonymous", ExpirationMode: "fixed",
+	ExpirationMinutes: 60, LandingPath: "/wp-admin/", ConsentLabel: "I agree to be contacted about this product.",
+	Branding: state.LaunchBranding{Headline: "Try it in a sandbox of your own", ButtonLabel: "Launch demo"}}
+
+// NotFound is the contract's 404 for a template.
+func NotFound() error { return apierr.NotFound(apierr.CodeTemplateNotFound, "template") }
+
+// In returns a template of the workspace: another workspace's is
+// indistinguishable from one that does not exist.
+func (s *Service) In(workspaceID, id string) (*state.Template, error) {
+	return In(s.cfg.Store, workspaceID, id)
+}
+
+// In returns a template of the workspace from the store, or the 404.
+func In(store *state.Store, workspaceID, id string) (*state.Template, error) {
+	t, err := store.Template(id)
+	if err != nil {
+		return nil, err
+	}
+	if t == nil || t.WorkspaceID != workspaceID {
+		return nil, NotFound()
+	}
+	return t, nil
+}
+
+// Ready returns a ready template of the workspace for a site to be made
+// from: an unknown one is 404, one still building or failed is
+// invalid_request (details.field, details.status).
+func Ready(store *state.Store, workspaceID, id, field string) (*state.Template, error) {
+	t, err := In(store, workspaceID, id)
+	if err != nil {
+		return nil, err
+	}
+	if t.Status != state.TemplateReady {
+		return nil, apierr.Invalid(field, "the template is %s; sites are made from ready templates", t.Status).With("status", t.Status)
+	}
+	return t, nil
+}
+
+// Create checks the source site, and queues the job that freezes it with
+// the building template, in one Raft entry within the owner's template
+// quota.
+func (s *Service) Create(ctx context.Context, in Create) (*state.Template, string, error) {
+	name, err := checkName(in.Name, true)
+	if err != nil {
+		return nil, "", err
+	}
+	desc, err := checkDescription(in.Description)
+	if err != nil {
+		return nil, "", err
+	}
+	if in.SiteID == "" {
+		return nil, "", apierr.Invalid("siteId", "siteId is required")
+	}
+	site, err := s.cfg.Store.Site(in.SiteID)
+	if err != nil {
+		return nil, "", err
+	}
+	if site == nil || site.WorkspaceID != in.Workspace.ID {
+		return nil, "", apierr.NotFound(apierr.CodeSiteNotFound, "site")
+	}
+	if site.Status != state.SiteReady {
+		return nil, "", apierr.Invalid("siteId", "the site is %s; a template is made from a ready site", site.Status).
+			With("status", site.Status)
+	}
+	plan, err := s.cfg.Store.PlanOf(in.Workspace)
+	if err != nil {
+		return nil, "", err
+	}
+	quota, err := s.cfg.Plans.Quota(plan, plans.Templates)
+	if err != nil {
+		return nil, "", err
+	}
+	now := s.now()
+	tpl := state.Template{ID: ids.New(ids.Template), WorkspaceID: in.Workspace.ID, UserID: in.Workspace.OwnerID,
+		CreatedByUserID: in.By.ID, Name: name, Description: desc, SourceSiteID: site.ID, Status: state.TemplateBuilding,
+		WordPressVersion: site.WordPressVersion, PHPVersion: site.PHPVersion, NodeID: site.NodeID, Launch: defaultLaunch,
+		CreatedAt: now, UpdatedAt: now}
+	job, err := jobs.New(jobspec.SnapshotTemplate, in.Workspace.ID, site.ID, jobspec.TemplatePayload{TemplateID: tpl.ID}, now)
+	if err != nil {
+		return nil, "", err
+	}
+	taken, err := s.slugsIn(in.Workspace.ID)
+	if err != nil {
+		return nil, "", err
+	}
+	// A slug is unique in its workspace: the name's, or with a suffix. A
+	// create racing for the same slug is refused by the store; one retry
+	// with a random suffix settles it.
+	for try := 0; ; try++ {
+		tpl.Slug = slugFor(name, taken, try > 0)
+		_, err = s.cfg.Raft.Apply(ctx, fsm.CreateTemplateWithJob{Template: tpl, Job: job, Quota: quota})
+		if !errors.Is(err, state.ErrConflict) || try > 0 {
+			break
+		}
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return &tpl, job.ID, nil
+}
+
+func (s *Service) slugsIn(workspaceID string) (map[string]bool, error) {
+	ts, err := s.cfg.Store.TemplatesOf(workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	taken := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		taken[t.Slug] = true
+	}
+	return taken, nil
+}
+
+var slugRE = regexp.MustCompile(`[^a-z0-9]+`)
+
+// slugFor is a template's slug from its name: the name itself when free,
+// else with the first free number, or a random suffix when forced.
+func slugFor(name string, taken map[string]bool, random bool) string {
+	base := strings.Trim(slugRE.ReplaceAllString(strings.ToLower(name), "-"), "-")
+	if len(base) > 48 {
+		base = strings.Trim(base[:48], "-")
+	}
+	if base == "" {
+		base = "template"
+	}
+	if random {
+		return base + "-" + ids.Random(3)[:5]
+	}
+	if !taken[base] {
+		return base
+	}
+	for n := 2; ; n++ {
+		if s := fmt.Sprintf("%s-%d", base, n); !taken[s] {
+			return s
+		}
+	}
+}
+
+func checkName(name string, required bool) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" && required {
+		return "", apierr.Invalid("name", "name is required")
+	}
+	if len(name) > 100 || strings.ContainsAny(name, "\x00\r\n") {
+		return "", apierr.Invalid("name", "name must be at most 100 characters on one line")
+	}
+	return name, nil
+}
+
+func checkDescription(d string) (string, error) {
+	if len(d) > 2000 || strings.ContainsRune(d, 0) {
+		return "", apierr.Invalid("description", "description must be at most 2000 characters")
+	}
+	return d, nil
+}
+
+// Delete removes a template. Sites made from it keep working: its tree
+// stays on its node until no site is made from it.
+func (s *Service) Delete(ctx context.Context, t *state.Template) error {
+	_, err := s.cfg.Raft.Apply(ctx, fsm.DeleteTemplate{ID: t.ID})
+	return err
+}
+
+// planOf is the plan of the template's workspace owner.
+func (s *Service) planOf(t *state.Template) (string, error) {
+	w, err := s.cfg.Store.Workspace(t.WorkspaceID)
+	if err != nil {
+		return "", err
+	}
+	if w == nil {
+		return "", NotFound()
+	}
+	return s.cfg.Store.PlanOf(w)
+}
+
+// paidOnly is the 402 for a setting the free plan does not have.
+func paidOnly(field string) error {
+	return apierr.New(http.StatusPaymentRequired, apierr.CodeTemplateSharingRequiresPaidPlan,
+		"%s needs a paid plan", field).With("field", field).With("plan", state.PlanFree)
+}
