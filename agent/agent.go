@@ -129,6 +129,8 @@ type Agent struct {
 	registeredOnce sync.Once
 	// imported is closed when the background image import has ended.
 	imported chan struct{}
+	// stockDone is closed when the first stock template's making ended.
+	stockDone chan struct{}
 }
 
 // New starts everything but the control-plane loop: containerd, images,
@@ -233,7 +235,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		resolvers = hostResolvers()
 	}
 	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: a.rt, Images: a.catalog, DB: a.db,
-		Network: a.net, UIDs: uids, LogWriter: cfg.LogWriter, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger}); err != nil {
+		Network: a.net, UIDs: uids, LogWriter: cfg.LogWriter, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger,
+		StockTemplates: true}); err != nil {
 		return nil, err
 	}
 	if err := a.sites.Reattach(ctx); err != nil {
@@ -326,6 +329,15 @@ func (a *Agent) PHPVersions() []string { return a.catalog.PHPVersions() }
 func (a *Agent) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
+	a.stockDone = make(chan struct{})
+	go func() {
+		defer close(a.stockDone)
+		// The default runtime's stock install is made ahead of the first
+		// create, which would otherwise wait for it.
+		if _, err := a.sites.Stock(ctx, DefaultPHPVersion); err != nil && ctx.Err() == nil && !errors.Is(err, images.ErrMissing) {
+			a.log.Warn("stock template", "php", DefaultPHPVersion, "err", err)
+		}
+	}()
 	go func() {
 		defer close(a.done)
 		a.loop(ctx)
@@ -338,6 +350,7 @@ func (a *Agent) Close() error {
 	if a.cancel != nil {
 		a.cancel()
 		<-a.done
+		<-a.stockDone
 	}
 	a.closeParts()
 	return nil
@@ -396,6 +409,13 @@ func StopEverything(ctx context.Context, dataDir string) error {
 	}
 	// With the containers gone, the sites' disks and namespaces go too
 	// (a later start makes them again, with the same addresses).
+	// A clone's tree (an overlay on its disk over an id-mapped view of
+	// its template) goes before the disk.
+	views, _ := filepath.Glob(filepath.Join(dir, "sites", "fs", "*", "template-view"))
+	trees, _ := filepath.Glob(filepath.Join(dir, "sites", "fs", "*", "disk", "wordpress"))
+	for _, p := range append(trees, views...) {
+		errs = append(errs, sitedisk.Unmount(p))
+	}
 	disks, _ := filepath.Glob(filepath.Join(dir, "sites", "fs", "*", "disk"))
 	for _, d := range disks {
 		errs = append(errs, sitedisk.Unmount(d))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sandboxd/sandboxd/internal/secret"
 	"github.com/sandboxd/sandboxd/internal/urlrewrite"
 )
 
@@ -182,4 +183,37 @@ func (s *Server) rewriteColumn(ctx context.Context, db, table string, keys []str
 
 func likeEscape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(s)
+}
+
+// Identity is who a copied WordPress database belongs to.
+type Identity struct {
+	Title      string
+	AdminUser  string
+	AdminEmail string
+}
+
+// SetIdentity gives a copied WordPress database (table prefix wp_) its
+// own title and first administrator, whose password becomes one that no
+// password matches: sign-in is by one-time links, and no two sites
+// share a password hash.
+func (s *Server) SetIdentity(ctx context.Context, db string, id Identity) error {
+	if !ident.MatchString(db) {
+		return fmt.Errorf("mariadb: invalid database name %q", db)
+	}
+	unusable := "$sbx$" + secret.New("") // neither a phpass, bcrypt nor md5 hash
+	opts, users := quoteIdent(db)+".`wp_options`", quoteIdent(db)+".`wp_users`"
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{"UPDATE " + opts + " SET option_value = ? WHERE option_name = 'blogname'", []any{id.Title}},
+		{"UPDATE " + opts + " SET option_value = ? WHERE option_name = 'admin_email'", []any{id.AdminEmail}},
+		{"UPDATE " + users + " SET user_login = ?, user_nicename = ?, display_name = ?, user_email = ?, user_pass = ? WHERE ID = 1",
+			[]any{id.AdminUser, id.AdminUser, id.AdminUser, id.AdminEmail, unusable}},
+	} {
+		if _, err := s.db.ExecContext(ctx, q.sql, q.args...); err != nil {
+			return fmt.Errorf("set identity of %s: %w", db, err)
+		}
+	}
+	return nil
 }

@@ -25,6 +25,12 @@ import (
 // converges: a retry after a crash or a leader change finishes what the
 // first attempt started, and a site that already runs is left alone.
 func (m *Manager) Create(ctx context.Context, r CreateRequest) (*Site, error) {
+	if err := validate(&r); err != nil {
+		return nil, err
+	}
+	if s, ok, err := m.createFromStock(ctx, r); ok || err != nil {
+		return s, err
+	}
 	return m.create(ctx, r, func(ctx context.Context, s *Site) error { return m.provision(ctx, s, r.WordPressVersion) })
 }
 
@@ -500,6 +506,13 @@ func (m *Manager) Running(ctx context.Context, id string) (bool, error) {
 func (m *Manager) Reattach(ctx context.Context) error {
 	var errs []error
 	for _, s := range m.List() {
+		if strings.HasPrefix(s.ID, stockSitePrefix) {
+			// A stock build cut short: its next build starts over.
+			if _, err := m.Delete(ctx, s.ID); err != nil {
+				errs = append(errs, fmt.Errorf("site %s: %w", s.ID, err))
+			}
+			continue
+		}
 		if s.Stopped || s.UID == 0 {
 			continue
 		}

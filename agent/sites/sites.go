@@ -154,9 +154,12 @@ type Site struct {
 	Stopped    bool              `json:"stopped"`
 	// Template is the template a clone's tree lies over (its files are an
 	// overlay); TemplateURL the URL its content was moved from.
-	Template    string    `json:"template,omitempty"`
-	TemplateURL string    `json:"templateUrl,omitempty"`
-	CreatedAt   time.Time `json:"createdAt"`
+	Template    string `json:"template,omitempty"`
+	TemplateURL string `json:"templateUrl,omitempty"`
+	// Stock says the template is the node's stock install: the clone has
+	// its own title and administrator, set again on every reset.
+	Stock     bool      `json:"stock,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // Config wires a Manager.
@@ -180,6 +183,9 @@ type Config struct {
 	Logger    *slog.Logger
 	// ReadyTimeout bounds the wait for a site's first HTTP answer.
 	ReadyTimeout time.Duration
+	// StockTemplates makes fresh sites clones of a stock install per
+	// runtime image (made once, on first need) instead of installing each.
+	StockTemplates bool
 }
 
 // Manager runs a node's sites.

@@ -32,7 +32,7 @@ type env struct {
 	cfg sites.Config
 }
 
-func setUp(t *testing.T) *env {
+func setUp(t *testing.T, opts ...func(*sites.Config)) *env {
 	t.Helper()
 	socket, dir := agenttest.Containerd(t)
 	rt := agenttest.Runtime(t, socket)
@@ -76,6 +76,9 @@ func setUp(t *testing.T) *env {
 		}
 	})
 	cfg := sites.Config{Dir: sitesDir, Runtime: rt, Images: cat, DB: db, Network: network, UIDs: uids, LogWriter: agenttest.LogWriter(t)}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	mgr, err := sites.New(cfg)
 	if err != nil {
 		t.Fatal(err)

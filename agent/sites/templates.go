@@ -54,9 +54,20 @@ func (m *Manager) templateDir(id string) string { return filepath.Join(m.cfg.Dir
 
 func templateDB(id string) string { return "tpl_" + id[len("tpl_"):] }
 
-// Templates lists the ids of the templates this node holds (made ones:
-// a freeze in progress is not listed).
+// Templates lists the ids of the control plane's templates this node
+// holds (made ones: a freeze in progress is not listed; stock templates
+// are the node's own).
 func (m *Manager) Templates() []string {
+	var out []string
+	for _, id := range m.allTemplates() {
+		if !IsStock(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (m *Manager) allTemplates() []string {
 	ents, _ := os.ReadDir(filepath.Join(m.cfg.Dir, "templates"))
 	var out []string
 	for _, e := range ents {
@@ -88,6 +99,15 @@ func (m *Manager) Template(id string) (*Template, error) {
 // copied inside MariaDB, then started again. Freezing an id that exists
 // returns it.
 func (m *Manager) Freeze(ctx context.Context, siteID, id string) (*Template, error) {
+	if IsStock(id) {
+		return nil, fmt.Errorf("%w: template id %q is a stock template's", ErrInvalid, id)
+	}
+	return m.freeze(ctx, siteID, id, true)
+}
+
+// freeze makes the template, starting the site again afterwards when
+// restart says so.
+func (m *Manager) freeze(ctx context.Context, siteID, id string, restart bool) (*Template, error) {
 	if t, err := m.Template(id); err == nil {
 		return t, nil
 	} else if !errors.Is(err, ErrNotFound) {
@@ -124,22 +144,24 @@ func (m *Manager) Freeze(ctx context.Context, siteID, id string) (*Template, err
 	if err := m.cfg.Runtime.Stop(ctx, containerID(s.ID), 10*time.Second); err != nil {
 		return nil, err
 	}
-	restart := func() error { return m.restart(context.WithoutCancel(ctx), s) }
+	start := func() error { return m.restart(context.WithoutCancel(ctx), s) }
 	st, err := sitefile.CopyTree(filepath.Join(m.Data(s.ID), "wordpress"), filepath.Join(tmp, "files"), TemplateUID, TemplateLimits)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("freeze %s: %w", s.ID, err), restart())
+		return nil, errors.Join(fmt.Errorf("freeze %s: %w", s.ID, err), start())
 	}
 	if err := m.cfg.DB.CreateSiteDatabase(ctx, templateDB(id), templateDB(id), secret.New("")); err != nil {
-		return nil, errors.Join(err, restart())
+		return nil, errors.Join(err, start())
 	}
 	if err := cl.CopyDatabase(ctx, s.DBName, templateDB(id)); err != nil {
-		return nil, errors.Join(err, restart())
+		return nil, errors.Join(err, start())
 	}
-	if err := restart(); err != nil {
-		return nil, err
-	}
-	if err := m.waitReady(ctx, s); err != nil {
-		return nil, err
+	if restart {
+		if err := start(); err != nil {
+			return nil, err
+		}
+		if err := m.waitReady(ctx, s); err != nil {
+			return nil, err
+		}
 	}
 	t := &Template{ID: id, SourceSiteID: s.ID, URL: s.URL, PHPVersion: s.PHPVersion, WordPressVersion: s.WordPressVersion,
 		DBName: templateDB(id), SizeBytes: st.Bytes, CreatedAt: time.Now().UTC()}
@@ -178,35 +200,47 @@ func (m *Manager) mountTree(s *Site) error {
 // tree an overlay over the template's, the template's database copied
 // and moved to the site's URL. Like Create it converges on a retry.
 func (m *Manager) Clone(ctx context.Context, r CreateRequest, templateID string) (*Site, error) {
+	if IsStock(templateID) {
+		return nil, fmt.Errorf("%w: template id %q is a stock template's", ErrInvalid, templateID)
+	}
 	t, err := m.Template(templateID)
 	if err != nil {
 		return nil, err
 	}
+	return m.clone(ctx, r, t, false)
+}
+
+// clone makes a site from template t; a stock clone gets its own title
+// and administrator.
+func (m *Manager) clone(ctx context.Context, r CreateRequest, t *Template, stock bool) (*Site, error) {
 	if r.PHPVersion == "" {
 		r.PHPVersion = t.PHPVersion
 	}
-	rw, err := urlrewrite.New(t.URL, r.URL)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	cl, ok := m.cfg.DB.(Cloner)
-	if !ok {
-		return nil, errors.New("templates: the database server cannot copy databases")
+	if r.PHPVersion != t.PHPVersion {
+		return nil, fmt.Errorf("%w: the template runs PHP %s, not %s", ErrInvalid, t.PHPVersion, r.PHPVersion)
 	}
 	return m.create(ctx, r, func(ctx context.Context, s *Site) error {
 		if s.Template == "" {
-			s.Template, s.TemplateURL, s.WordPressVersion = t.ID, t.URL, t.WordPressVersion
+			s.Template, s.TemplateURL, s.WordPressVersion, s.Stock = t.ID, t.URL, t.WordPressVersion, stock
 			if err := m.save(s); err != nil {
 				return err
 			}
 		}
-		return m.provisionClone(ctx, s, t, cl, rw)
+		return m.provisionClone(ctx, s, t)
 	})
 }
 
 // provisionClone lays a clone out and starts it: markers that skip the
 // install, the overlay, the database copy and its URL rewrite.
-func (m *Manager) provisionClone(ctx context.Context, s *Site, t *Template, cl Cloner, rw *urlrewrite.Rewriter) error {
+func (m *Manager) provisionClone(ctx context.Context, s *Site, t *Template) error {
+	cl, ok := m.cfg.DB.(Cloner)
+	if !ok {
+		return errors.New("templates: the database server cannot copy databases")
+	}
+	rw, err := rewriterFor(t, s)
+	if err != nil {
+		return err
+	}
 	if err := m.writeFiles(s); err != nil {
 		return fmt.Errorf("site files: %w", err)
 	}
@@ -237,6 +271,11 @@ func (m *Manager) provisionClone(ctx context.Context, s *Site, t *Template, cl C
 	}
 	if _, err := cl.RewriteURLs(ctx, s.DBName, rw); err != nil {
 		return err
+	}
+	if s.Stock {
+		if err := m.setIdentity(ctx, s); err != nil {
+			return err
+		}
 	}
 	netns, err := m.attach(ctx, s)
 	if err != nil {
@@ -289,15 +328,7 @@ func (m *Manager) reclone(ctx context.Context, s *Site) error {
 	if err != nil {
 		return fmt.Errorf("the template of site %s: %w", s.ID, err)
 	}
-	cl, ok := m.cfg.DB.(Cloner)
-	if !ok {
-		return errors.New("templates: the database server cannot copy databases")
-	}
-	rw, err := urlrewrite.New(t.URL, s.URL)
-	if err != nil {
-		return err
-	}
-	return m.provisionClone(ctx, s, t, cl, rw)
+	return m.provisionClone(ctx, s, t)
 }
 
 // Restore replaces a site's files and database with a template's,
@@ -305,22 +336,17 @@ func (m *Manager) reclone(ctx context.Context, s *Site) error {
 // template (its PHP version the template's), and its reset goes back
 // there. A retry after a failure starts over from the template.
 func (m *Manager) Restore(ctx context.Context, id, templateID string) (*Site, error) {
+	if IsStock(templateID) {
+		return nil, fmt.Errorf("%w: template id %q is a stock template's", ErrInvalid, templateID)
+	}
 	t, err := m.Template(templateID)
 	if err != nil {
 		return nil, err
-	}
-	cl, ok := m.cfg.DB.(Cloner)
-	if !ok {
-		return nil, errors.New("templates: the database server cannot copy databases")
 	}
 	defer m.lock(id)()
 	s := m.get(id)
 	if s == nil {
 		return nil, ErrNotFound
-	}
-	rw, err := urlrewrite.New(t.URL, s.URL)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	img, err := m.cfg.Images.PHP(ctx, m.cfg.Runtime, t.PHPVersion)
 	if err != nil {
@@ -331,12 +357,12 @@ func (m *Manager) Restore(ctx context.Context, id, templateID string) (*Site, er
 	if err := m.teardown(ctx, s); err != nil {
 		return nil, err
 	}
-	s.Template, s.TemplateURL, s.WordPressVersion = t.ID, t.URL, t.WordPressVersion
+	s.Template, s.TemplateURL, s.WordPressVersion, s.Stock = t.ID, t.URL, t.WordPressVersion, false
 	s.PHPVersion, s.Image, s.DBPassword = t.PHPVersion, img, secret.New("")
 	if err := m.save(s); err != nil {
 		return nil, err
 	}
-	if err := m.provisionClone(ctx, s, t, cl, rw); err != nil {
+	if err := m.provisionClone(ctx, s, t); err != nil {
 		return nil, err
 	}
 	return m.get(id), nil

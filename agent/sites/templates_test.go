@@ -2,6 +2,8 @@ package sites_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,5 +155,76 @@ func TestFreezeAndClone(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.cfg.Dir, "templates", tpl.ID)); !os.IsNotExist(err) {
 		t.Fatalf("template tree left: %v", err)
+	}
+}
+
+// TestStockClones: with stock templates, fresh sites are clones of one
+// install per runtime image, made once: each has its own title, admin
+// email and an unusable password hash of its own, the hidden site the
+// stock was made from is gone, a reset keeps the identity, and the stock
+// is the node's own (not listed for the control plane, refused as a
+// template id from outside).
+func TestStockClones(t *testing.T) {
+	e := setUp(t, func(c *sites.Config) { c.StockTemplates = true })
+	ctx := context.Background()
+	var made []*sites.Site
+	for i, name := range []string{"First Fresh", "Second Fresh"} {
+		r := req(fmt.Sprintf("site_stockuse%d", i), fmt.Sprintf("fresh-%d", i), name)
+		r.AdminEmail = fmt.Sprintf("owner%d@example.com", i)
+		t0 := time.Now()
+		s, err := e.mgr.Create(ctx, r)
+		t.Logf("create %d (stock made on the first): %s", i, time.Since(t0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = e.mgr.Delete(context.Background(), s.ID) })
+		made = append(made, s)
+	}
+	a, b := made[0], made[1]
+	if !sites.IsStock(a.Template) || a.Template != b.Template || !a.Stock || a.WordPressVersion == "" {
+		t.Fatalf("sites %+v %+v", a, b)
+	}
+	if ids := e.mgr.Templates(); len(ids) != 0 {
+		t.Fatalf("stock listed for the control plane: %v", ids)
+	}
+	if n := len(e.mgr.List()); n != 2 {
+		t.Fatalf("%d sites on the node; the stock's own site stayed?", n)
+	}
+	who := func(s *sites.Site) string {
+		t.Helper()
+		res, err := e.mgr.Exec(ctx, s.ID, []string{"php", "-r", `require "/srv/site/wordpress/wp-load.php"; $u = get_userdata(1);
+			echo get_option("blogname"), "|", get_option("admin_email"), "|", $u->user_login, "|", $u->user_email, "|", $u->user_pass, "|", home_url();`}, nil)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("php: %v %s %s", err, res.Stdout, res.Stderr)
+		}
+		return string(res.Stdout)
+	}
+	wa, wb := strings.Split(who(a), "|"), strings.Split(who(b), "|")
+	if wa[0] != "First Fresh" || wa[1] != "owner0@example.com" || wa[2] != "admin" || wa[3] != "owner0@example.com" || wa[5] != a.URL {
+		t.Fatalf("first site's identity %q", wa)
+	}
+	if wb[0] != "Second Fresh" || wb[3] != "owner1@example.com" || wb[5] != b.URL {
+		t.Fatalf("second site's identity %q", wb)
+	}
+	if wa[4] == wb[4] || !strings.HasPrefix(wa[4], "$sbx$") {
+		t.Fatalf("password hashes %q %q", wa[4], wb[4])
+	}
+	if resp, body := get(t, a.Addr(), "fresh-0.localhost:8081", "/"); resp.StatusCode != 200 || !strings.Contains(body, "First Fresh") {
+		t.Fatalf("first site: %d %.200s", resp.StatusCode, body)
+	}
+	if _, err := e.mgr.Reset(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Split(who(a), "|"); w[0] != "First Fresh" || w[1] != "owner0@example.com" || w[4] == wa[4] {
+		t.Fatalf("after reset %q", w)
+	}
+	for _, f := range []func() error{
+		func() error { _, err := e.mgr.Clone(ctx, req("site_stockx01", "stock-x", ""), a.Template); return err },
+		func() error { _, err := e.mgr.Freeze(ctx, a.ID, a.Template); return err },
+		func() error { _, err := e.mgr.Restore(ctx, b.ID, a.Template); return err },
+	} {
+		if err := f(); !errors.Is(err, sites.ErrInvalid) {
+			t.Fatalf("a stock template id from outside: %v", err)
+		}
 	}
 }

@@ -421,9 +421,19 @@ func (s *Server) Close() error {
 	if s.stopSync != nil {
 		s.stopSync()
 	}
+	// Requests in flight get a grace period; one still running after it
+	// (a write waiting on a quorum whose other servers are gone) has its
+	// connection closed: its client sees a transport error, which the
+	// README tells it to retry with the same Idempotency-Key.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	herr := s.http.Shutdown(ctx)
+	var herr error
+	if err := s.http.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {
+		s.log.Warn("requests still running after the shutdown grace period; closing their connections")
+		herr = s.http.Close()
+	} else {
+		herr = err
+	}
 	nerr := s.node.Shutdown()
 	return errors.Join(herr, nerr)
 }
