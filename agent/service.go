@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -268,4 +270,73 @@ func (v *service) InstallPlugin(ctx context.Context, req *connect.Request[agentv
 	}
 	v.log.Info("plugin installed", "site_id", m.SiteId, "job_id", m.JobId, "slug", p.Slug, "active", p.Active)
 	return connect.NewResponse(&agentv1.InstallPluginResponse{Plugin: pluginMsg(*p)}), nil
+}
+
+// chunkSize is how much of an artifact one stream message carries.
+const chunkSize = 1 << 20
+
+// chunkSender writes to a server stream in messages of chunkSize.
+type chunkSender struct {
+	stream *connect.ServerStream[agentv1.Chunk]
+}
+
+func (c chunkSender) Write(p []byte) (int, error) {
+	for off := 0; off < len(p); off += chunkSize {
+		end := min(off+chunkSize, len(p))
+		if err := c.stream.Send(&agentv1.Chunk{Data: p[off:end]}); err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}
+
+func (v *service) ExportTemplate(ctx context.Context, req *connect.Request[agentv1.TemplateRef], stream *connect.ServerStream[agentv1.Chunk]) error {
+	start := time.Now()
+	w := bufio.NewWriterSize(chunkSender{stream}, chunkSize)
+	if err := v.sites.ExportTemplate(ctx, req.Msg.TemplateId, w); err != nil {
+		v.log.Warn("export template failed", "template_id", req.Msg.TemplateId, "job_id", req.Msg.JobId, "err", err)
+		return rpcError(err)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	v.log.Info("template exported", "template_id", req.Msg.TemplateId, "duration_ms", time.Since(start).Milliseconds())
+	return nil
+}
+
+// chunkReader reads the data of a client stream's messages.
+type chunkReader struct {
+	stream *connect.ClientStream[agentv1.ImportTemplateRequest]
+	buf    []byte
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	for len(c.buf) == 0 {
+		if !c.stream.Receive() {
+			if err := c.stream.Err(); err != nil {
+				return 0, err
+			}
+			return 0, io.EOF
+		}
+		c.buf = c.stream.Msg().Data
+	}
+	n := copy(p, c.buf)
+	c.buf = c.buf[n:]
+	return n, nil
+}
+
+func (v *service) ImportTemplate(ctx context.Context, stream *connect.ClientStream[agentv1.ImportTemplateRequest]) (*connect.Response[agentv1.TemplateInfo], error) {
+	if !stream.Receive() {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("no template named"))
+	}
+	first := stream.Msg()
+	start := time.Now()
+	t, err := v.sites.ImportTemplate(ctx, first.TemplateId, &chunkReader{stream: stream, buf: first.Data})
+	if err != nil {
+		v.log.Warn("import template failed", "template_id", first.TemplateId, "job_id", first.JobId, "err", err)
+		return nil, rpcError(err)
+	}
+	v.log.Info("template imported", "template_id", t.ID, "duration_ms", time.Since(start).Milliseconds())
+	return connect.NewResponse(&agentv1.TemplateInfo{TemplateId: t.ID, SourceSiteId: t.SourceSiteID, PhpVersion: t.PHPVersion,
+		WordpressVersion: t.WordPressVersion, SizeBytes: t.SizeBytes}), nil
 }

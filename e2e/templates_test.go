@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/agent"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 )
 
@@ -215,4 +218,99 @@ func TestTemplatesEndToEnd(t *testing.T) {
 	if code, body := fetch(t, srcURL+"/"); code != 200 || !strings.Contains(body, "Template post") {
 		t.Fatalf("the source at the end: %d %.200s", code, body)
 	}
+}
+
+// TestTemplateOnAnotherNode: a template frozen on one node makes a site
+// on a second node (a separate `sandboxd agent` process) from its
+// artifact in the blob store, and restores a site of that node: the node
+// pulls the artifact once and keeps the copy.
+func TestTemplateOnAnotherNode(t *testing.T) {
+	dir := devDataDir(t)
+	// This machine's node takes one site: the template's source.
+	d := startDev(t, dir, freeAddr(t), freeAddr(t), "--max-sites", "1")
+	src := d.owner.Do("POST", "/api/app/sites", map[string]any{"name": "Node A source"}).Must(t, 202)
+	srcID := src.Str("site.id")
+	if job := d.waitJob(t, src.Str("jobId")); job["status"] != "succeeded" {
+		t.Fatalf("source: %v", job)
+	}
+	nodeA := d.owner.Do("GET", "/api/app/sites/"+srcID, nil).Must(t, 200).Str("site.nodeId")
+	d.putFile(t, srcID, "wp-content/plugins/e2e-banner/e2e-banner.php", bannerPlugin)
+	d.putFile(t, srcID, "setup.php", templateSetup)
+	d.putFile(t, srcID, "check.php", templateCheck)
+	if code, body := fetch(t, src.Str("site.url")+"/setup.php"); code != 200 || body != "ok" {
+		t.Fatalf("setup: %d %s", code, body)
+	}
+	made := d.owner.Do("POST", "/api/app/templates", map[string]any{"siteId": srcID, "name": "Portable"}).Must(t, 202)
+	tplID := made.Str("template.id")
+	if job := d.waitJob(t, made.Str("jobId")); job["status"] != "succeeded" {
+		t.Fatalf("snapshot: %v", job)
+	}
+	tpl := d.owner.Do("GET", "/api/app/templates/"+tplID, nil).Must(t, 200)
+	if tpl.Get("template.artifactId") == nil {
+		t.Fatalf("no artifact: %s", tpl.Raw)
+	}
+	// Node A is full: nothing can be made until a second node joins.
+	if r := d.owner.Do("POST", "/api/app/templates/"+tplID+"/sites", map[string]any{}); r.Status != 503 {
+		t.Fatalf("a site with no room: %d %s", r.Status, r.Raw)
+	}
+
+	token, err := os.ReadFile(filepath.Join(dir, "cluster-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirB := filepath.Join(filepath.Dir(dir), "b")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := agent.Purge(ctx, dirB, ""); err != nil {
+			t.Errorf("purge node B: %v", err)
+		}
+	})
+	b := start(t, []string{"SANDBOXD_CLUSTER_TOKEN=" + strings.TrimSpace(string(token))}, append([]string{"agent", "--control-plane", "http://" + d.api,
+		"--data-dir", dirB, "--listen-addr", freeAddr(t), "--site-egress", "none", "--log-format", "json"}, sharedContainerd(t)...)...)
+	b.waitLine(t, "sandboxd agent: AgentService")
+
+	var clone *st.Response
+	st.WaitFor(t, 2*time.Minute, "node B to take a site", func() bool {
+		clone = d.owner.Do("POST", "/api/app/templates/"+tplID+"/sites", map[string]any{"name": "On node B"})
+		return clone.Status == 202
+	})
+	if job := d.waitJob(t, clone.Str("jobId")); job["status"] != "succeeded" {
+		t.Fatalf("clone on node B: %v", job)
+	}
+	cloneID, cloneURL := clone.Str("site.id"), clone.Str("site.url")
+	site := d.owner.Do("GET", "/api/app/sites/"+cloneID, nil).Must(t, 200)
+	if site.Str("site.nodeId") == nodeA || site.Str("site.status") != "ready" {
+		t.Fatalf("clone: %s", site.Raw)
+	}
+	code, body := fetch(t, cloneURL+"/check.php")
+	want := `{"home":"` + strings.ReplaceAll(cloneURL, "/", `\/`) + `","serialized":true,"json":true,"post":true,"plugin":true,"blogname":"Node A source"}`
+	if code != 200 || body != want {
+		t.Fatalf("check on node B: %d %s\nwant %s", code, body, want)
+	}
+	if code, body := fetch(t, cloneURL+"/wp-content/uploads/e2e/pixel.txt"); code != 200 || body != "uploaded-pixel" {
+		t.Fatalf("upload on node B: %d %s", code, body)
+	}
+	// Node B keeps its copy, the template's uid's.
+	var st_ syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(dirB, "sites", "templates", tplID, "files", "check.php"), &st_); err != nil || st_.Uid != 1_999_999 {
+		t.Fatalf("node B's copy: %v uid %d", err, st_.Uid)
+	}
+
+	// A site of node B takes the template by restore.
+	other := d.owner.Do("POST", "/api/app/sites", map[string]any{"name": "B other"}).Must(t, 202)
+	d.waitJob(t, other.Str("jobId"))
+	rs := d.owner.Do("POST", "/api/app/sites/"+other.Str("site.id")+"/restore", map[string]any{"templateId": tplID}).Must(t, 202)
+	if job := d.waitJob(t, rs.Str("jobId")); job["status"] != "succeeded" {
+		t.Fatalf("restore on node B: %v", job)
+	}
+	code, body = fetch(t, other.Str("site.url")+"/check.php")
+	if code != 200 || !strings.Contains(body, `"serialized":true,"json":true,"post":true,"plugin":true`) {
+		t.Fatalf("restored on node B: %d %s", code, body)
+	}
+	for _, id := range []string{cloneID, other.Str("site.id")} {
+		del := d.owner.Do("DELETE", "/api/app/sites/"+id, nil).Must(t, 202)
+		d.waitJob(t, del.Str("jobId"))
+	}
+	b.stop(t)
 }

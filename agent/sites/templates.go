@@ -165,8 +165,7 @@ func (m *Manager) freeze(ctx context.Context, siteID, id string, restart bool) (
 	}
 	t := &Template{ID: id, SourceSiteID: s.ID, URL: s.URL, PHPVersion: s.PHPVersion, WordPressVersion: s.WordPressVersion,
 		DBName: templateDB(id), SizeBytes: st.Bytes, CreatedAt: time.Now().UTC()}
-	b, _ := json.MarshalIndent(t, "", "  ")
-	if err := writeOwned(filepath.Join(tmp, "template.json"), b, 0o600, 0, 0); err != nil {
+	if err := m.writeTemplate(tmp, t); err != nil {
 		return nil, err
 	}
 	if err := os.Rename(tmp, dir); err != nil {
@@ -174,6 +173,15 @@ func (m *Manager) freeze(ctx context.Context, siteID, id string, restart bool) (
 	}
 	ok = true
 	return t, nil
+}
+
+// writeTemplate writes a template's record into its (root-owned) directory.
+func (m *Manager) writeTemplate(dir string, t *Template) error {
+	b, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeOwned(filepath.Join(dir, "template.json"), b, 0o600, 0, 0)
 }
 
 // cowLayout is a clone's tree: the template below, its own changes on

@@ -128,12 +128,13 @@ func runDev(args []string) error {
 	imagesDir := fs.String("images-dir", images.DefaultDir(), "image cache filled by `make images`")
 	socket := fs.String("containerd-socket", "/run/containerd/containerd.sock", "containerd to use; one is started under the data dir when none answers")
 	stop := fs.Bool("stop", false, "stop the sites, MariaDB and containerd left running by an earlier `sandboxd dev` on this data dir, and exit")
+	maxSites := fs.Int("max-sites", 0, "most sites this machine's node takes (0: unlimited); more nodes join with `sandboxd agent`")
 	var siteNet siteNetFlags
 	siteNet.register(fs, "none") // a developer's machine lends sites no network
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	acfg := agent.Config{DataDir: filepath.Join(c.cfg.DataDir, "agent"), ImagesDir: *imagesDir, ContainerdSocket: *socket}
+	acfg := agent.Config{DataDir: filepath.Join(c.cfg.DataDir, "agent"), ImagesDir: *imagesDir, ContainerdSocket: *socket, MaxSites: *maxSites}
 	if err := siteNet.apply(&acfg); err != nil {
 		return err
 	}

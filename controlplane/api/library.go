@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
@@ -35,7 +36,7 @@ type Library interface {
 
 // PeerBlobs is what the peer blob routes need: ZIPs by SHA-256.
 type PeerBlobs interface {
-	Blob(sha string) ([]byte, error)
+	OpenBlob(sha string) (io.ReadCloser, int64, error)
 	PutPeerBlob(sha string, data []byte) error
 }
 
@@ -251,7 +252,7 @@ func (a *API) deleteLicense(w http.ResponseWriter, req *http.Request) error {
 
 func (a *API) registerBlobs(r *rest.Router) {
 	a.operator(r, rest.Route{Method: "GET", Path: "/internal/blobs/{sha}", Params: map[string]string{"sha": "blob"},
-		Summary: "A stored ZIP by its SHA-256, for peer servers replicating the Library (application/octet-stream).",
+		Summary: "A stored blob (a Library ZIP, a template artifact) by its SHA-256, for peer servers replicating it (application/octet-stream).",
 		Errors:  []string{apierr.CodeNotFound}, Handler: a.getBlob})
 	a.operator(r, rest.Route{Method: "PUT", Path: "/internal/blobs/{sha}", Params: map[string]string{"sha": "blob"},
 		Summary: "Store a ZIP a peer is about to name in the replicated state (application/octet-stream body; must hash to {sha}).",
@@ -274,12 +275,14 @@ func (a *API) putBlob(w http.ResponseWriter, req *http.Request) error {
 }
 
 func (a *API) getBlob(w http.ResponseWriter, req *http.Request) error {
-	data, err := a.cfg.PeerBlobs.Blob(req.PathValue("sha"))
+	f, size, err := a.cfg.PeerBlobs.OpenBlob(req.PathValue("sha"))
 	if err != nil {
 		return apierr.New(http.StatusNotFound, apierr.CodeNotFound, "blob not held here")
 	}
+	defer f.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.WriteHeader(http.StatusOK)
-	_, err = w.Write(data)
+	_, err = io.CopyN(w, f, size)
 	return err
 }

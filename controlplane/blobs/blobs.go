@@ -1,5 +1,5 @@
 // Package blobs keeps content-addressed files (Library ZIPs, uploaded
-// plugin ZIPs) on a server's disk: the replicated state names a blob by
+// plugin ZIPs, template artifacts) on a server's disk: the replicated state names a blob by
 // its SHA-256 and never carries its bytes.
 package blobs
 
@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -73,6 +74,66 @@ func (s *Store) Put(data []byte) (string, error) {
 		return "", err
 	}
 	return sha, os.Rename(f.Name(), p)
+}
+
+// PutStream stores what r yields, at most max bytes, without holding it
+// in memory, and returns its SHA-256 (hex) and size. More than max bytes
+// is ErrTooLarge and stores nothing.
+func (s *Store) PutStream(r io.Reader, max int64) (string, int64, error) {
+	f, err := os.CreateTemp(s.dir, ".put-*")
+	if err != nil {
+		return "", 0, err
+	}
+	defer os.Remove(f.Name())
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, max+1))
+	if err == nil && n > max {
+		err = fmt.Errorf("%w: over %d bytes", ErrTooLarge, max)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	sha := hex.EncodeToString(h.Sum(nil))
+	p, _ := s.path(sha)
+	if _, err := os.Stat(p); err == nil {
+		now := time.Now()
+		return sha, n, os.Chtimes(p, now, now)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return "", 0, err
+	}
+	return sha, n, os.Rename(f.Name(), p)
+}
+
+// ErrTooLarge is a blob past the bound its writer set.
+var ErrTooLarge = errors.New("blob too large")
+
+// Open opens a stored blob for reading, with its size. It does not check
+// the hash: whoever copies the blob does, at the end.
+func (s *Store) Open(sha string) (*os.File, int64, error) {
+	p, err := s.path(sha)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, fmt.Errorf("%w: %s", ErrMissing, sha)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
 }
 
 // Get reads a blob and checks it still has its hash.

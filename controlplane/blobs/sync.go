@@ -3,8 +3,6 @@ package blobs
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,8 +10,12 @@ import (
 	"time"
 )
 
-// MaxBlob bounds one blob fetched from a peer.
+// MaxBlob bounds one blob pushed to a peer in one request (Library ZIPs).
 const MaxBlob = 512 << 20
+
+// MaxFetch bounds one blob fetched from a peer: it streams to disk, so
+// template artifacts of a large site fit.
+const MaxFetch = 16 << 30
 
 // Syncer copies the blobs the replicated state names onto this server
 // from its peers, so a ZIP stays available when the server that took the
@@ -68,45 +70,42 @@ func (y *Syncer) Once(ctx context.Context) int {
 func (y *Syncer) fetch(ctx context.Context, sha string) error {
 	var last error = fmt.Errorf("no peer holds %s", sha)
 	for _, peer := range y.Peers() {
-		data, err := y.get(ctx, peer+"/internal/blobs/"+sha)
+		got, err := y.get(ctx, peer+"/internal/blobs/"+sha)
 		if err != nil {
 			last = err
 			continue
 		}
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != sha {
+		if got != sha {
+			// Stored under its own name, it is nothing anyone wants: the
+			// collector takes it.
 			last = fmt.Errorf("%s sent a blob that does not match %s", peer, sha)
 			continue
 		}
-		_, err = y.Store.Put(data)
-		return err
+		return nil
 	}
 	return last
 }
 
-func (y *Syncer) get(ctx context.Context, url string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+// get streams a peer's blob into the store and returns the hash of what
+// it stored.
+func (y *Syncer) get(ctx context.Context, url string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	req.Header.Set("Authorization", "Bearer "+y.Token)
 	resp, err := y.Client.Do(req)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+		return "", fmt.Errorf("%s: %s", url, resp.Status)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxBlob+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxBlob {
-		return nil, fmt.Errorf("%s: blob over %d bytes", url, MaxBlob)
-	}
-	return data, nil
+	sha, _, err := y.Store.PutStream(resp.Body, MaxFetch)
+	return sha, err
 }
 
 // Collect deletes, every interval, the blobs on this server that nothing

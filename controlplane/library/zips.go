@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -52,8 +53,9 @@ func (s *Service) PutPeerBlob(sha string, data []byte) error {
 	return err
 }
 
-// Blob returns a stored ZIP by its SHA-256, for peers replicating it.
-func (s *Service) Blob(sha string) ([]byte, error) { return s.cfg.Blobs.Get(sha) }
+// OpenBlob opens a stored blob (a ZIP, a template artifact) by its
+// SHA-256, with its size, for peers replicating it.
+func (s *Service) OpenBlob(sha string) (io.ReadCloser, int64, error) { return s.cfg.Blobs.Open(sha) }
 
 // BlobInUse reports whether a Library entry or an unfinished deploy job
 // other than exceptJob still needs a blob, so it is not dropped under it.

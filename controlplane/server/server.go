@@ -277,10 +277,11 @@ func New(cfg Config) (_ *Server, err error) {
 	if cfg.GitHubAPI == "" {
 		cfg.GitHubAPI = "https://api.github.com"
 	}
-	s.blobSync = &blobs.Syncer{Store: blobStore, Wanted: func() ([]string, error) { return library.WantedBlobs(store) }, Peers: s.peerURLs, Token: cfg.ClusterToken,
+	s.blobSync = &blobs.Syncer{Store: blobStore, Wanted: func() ([]string, error) { return wantedBlobs(store) }, Peers: s.peerURLs, Token: cfg.ClusterToken,
 		Client: &http.Client{Timeout: 5 * time.Minute}, Interval: 2 * time.Second, Log: s.log.With("component", "blobs")}
 	fetch := safefetch.New(cfg.FetchAllow, 5*time.Minute)
-	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Blobs: blobStore, Fetch: fetch, Now: cfg.Now}
+	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Blobs: blobStore, Fetch: fetch,
+		Artifacts: blobStore, Held: s.registry, Now: cfg.Now}
 	runners.Register(s.dispatcher)
 	node.OnLeader(func(ctx context.Context) { s.blobSync.Collect(ctx, 10*time.Minute, time.Hour) })
 	node.OnLeader(s.dispatcher.Run)
@@ -325,6 +326,17 @@ func New(cfg Config) (_ *Server, err error) {
 	s.http = &http.Server{Handler: s.handler, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	return s, nil
+}
+
+// wantedBlobs are the blobs every server keeps: the Library's ZIPs, those
+// of unfinished deploys, and template artifacts.
+func wantedBlobs(store *state.Store) ([]string, error) {
+	out, err := library.WantedBlobs(store)
+	if err != nil {
+		return nil, err
+	}
+	arts, err := store.TemplateArtifacts()
+	return append(out, arts...), err
 }
 
 // persistent reads a value kept in a file, making and storing it once.

@@ -36,7 +36,12 @@ type Runners struct {
 	// Fetch downloads the zipUrl of a deploy_plugin job; nil fails such
 	// jobs.
 	Fetch Fetcher
-	Now   func() time.Time
+	// Artifacts keeps template artifacts; Held says which templates a
+	// node holds (so a site is made from a template it lacks only after
+	// the artifact is copied there).
+	Artifacts Artifacts
+	Held      HeldTemplates
+	Now       func() time.Time
 }
 
 // Register adds the site job runners to a dispatcher.
@@ -114,6 +119,15 @@ func (r *Runners) create(ctx context.Context, j *state.Job, progress func(int)) 
 		return r.fail(ctx, s, state.SiteCreating, &jobs.Failure{Code: "node_unavailable", Message: err.Error()})
 	}
 	progress(10)
+	if p.TemplateID != "" {
+		if err := r.ensureTemplate(ctx, agent, s.NodeID, p.TemplateID, j.ID); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return r.fail(ctx, s, state.SiteCreating, err)
+		}
+		progress(40)
+	}
 	resp, err := agent.CreateSite(ctx, connect.NewRequest(&agentv1.CreateSiteRequest{
 		SiteId: s.ID, JobId: j.ID, Slug: s.Slug, Name: s.Name, PhpVersion: s.PHPVersion, WordpressVersion: p.WordPressVersion,
 		Url: s.URL, AdminUser: p.AdminUser, AdminEmail: p.AdminEmail, DiskMb: int64(p.DiskMB), TemplateId: p.TemplateID,

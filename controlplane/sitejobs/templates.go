@@ -52,8 +52,18 @@ func (r *Runners) snapshot(ctx context.Context, j *state.Job, progress func(int)
 		}
 		return r.templateFailed(ctx, tpl, failure("freezing the site", err))
 	}
+	progress(60)
+	// The artifact lets any node make sites of the template, and it
+	// outlives the node that froze it.
+	sha, err := r.exportArtifact(ctx, agent, tpl.ID, j.ID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return r.templateFailed(ctx, tpl, failure("writing the template's artifact", err))
+	}
 	return r.putTemplate(ctx, tpl.ID, func(t *state.Template) {
-		t.Status, t.FailureReason, t.NodeID = state.TemplateReady, "", s.NodeID
+		t.Status, t.FailureReason, t.NodeID, t.ArtifactSHA256 = state.TemplateReady, "", s.NodeID, sha
 		t.SizeBytes, t.PHPVersion, t.WordPressVersion = resp.Msg.SizeBytes, resp.Msg.PhpVersion, resp.Msg.WordpressVersion
 	})
 }
@@ -104,6 +114,12 @@ func (r *Runners) restore(ctx context.Context, j *state.Job, progress func(int))
 		return r.fail(ctx, s, state.SiteCreating, &jobs.Failure{Code: "node_unavailable", Message: err.Error()})
 	}
 	progress(10)
+	if err := r.ensureTemplate(ctx, agent, s.NodeID, p.TemplateID, j.ID); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return r.fail(ctx, s, state.SiteCreating, err)
+	}
 	resp, err := agent.RestoreSite(ctx, connect.NewRequest(&agentv1.RestoreSiteRequest{SiteId: s.ID, JobId: j.ID, TemplateId: p.TemplateID}))
 	if err != nil {
 		if ctx.Err() != nil {

@@ -34,6 +34,8 @@ type Nodes interface {
 	Candidates() ([]scheduler.Node, error)
 	AvailablePHP() []string
 	Agent(nodeID string) (agentv1connect.AgentServiceClient, error)
+	// HeldTemplates lists the templates a node reported holding.
+	HeldTemplates(nodeID string) []string
 }
 
 // Zips stores a ZIP bound for a site where every server can read it
@@ -147,7 +149,7 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 	}
 	var nodeID string
 	if tpl != nil {
-		nodeID, err = s.placeOn(php, tpl.NodeID)
+		nodeID, err = s.placeFrom(php, tpl)
 	} else {
 		nodeID, err = s.place(php)
 	}
@@ -220,24 +222,35 @@ func (s *Service) place(php string) (string, error) {
 	return "", apierr.Unavailable("no node can take a PHP %s site right now (%s)", php, nofit.Error())
 }
 
-// placeOn places a site made from a template on the node that holds the
-// template, when that node can take it.
-func (s *Service) placeOn(php, nodeID string) (string, error) {
+// holds reports whether a node holds a template (it froze it, or has a
+// copy).
+func (s *Service) holds(nodeID string, t *state.Template) bool {
+	return nodeID == t.NodeID || slices.Contains(s.cfg.Nodes.HeldTemplates(nodeID), t.ID)
+}
+
+// placeFrom places a site made from template t: on a node that holds it
+// when one can take the site (no copy to make), else, when the template
+// has an artifact to copy, wherever a site of its PHP version fits.
+func (s *Service) placeFrom(php string, t *state.Template) (string, error) {
 	candidates, err := s.cfg.Nodes.Candidates()
 	if err != nil {
 		return "", err
 	}
+	var holders []scheduler.Node
 	for _, c := range candidates {
-		if c.ID != nodeID {
-			continue
+		if s.holds(c.ID, t) {
+			holders = append(holders, c)
 		}
-		if _, err := scheduler.Place([]scheduler.Node{c}, scheduler.Request{PHPVersion: php,
-			Needs: scheduler.Resources{MemoryMB: siteMemoryMB}}, s.cfg.Strategy); err != nil {
-			return "", apierr.Unavailable("the node that holds the template cannot take a site right now (%s)", err.Error())
-		}
-		return nodeID, nil
 	}
-	return "", apierr.Unavailable("the node that holds the template is not registered")
+	req := scheduler.Request{PHPVersion: php, Needs: scheduler.Resources{MemoryMB: siteMemoryMB}}
+	p, err := scheduler.Place(holders, req, s.cfg.Strategy)
+	if err == nil {
+		return p.NodeID, nil
+	}
+	if t.ArtifactSHA256 == "" {
+		return "", apierr.Unavailable("the node that holds the template cannot take a site right now (%s)", err.Error())
+	}
+	return s.place(php)
 }
 
 // siteJob moves a site to status and queues a job of type jobType for
@@ -286,9 +299,9 @@ func (s *Service) Restore(ctx context.Context, site *state.Site, templateID stri
 	if site.Status != state.SiteReady {
 		return nil, "", NotReady(site)
 	}
-	if t.NodeID != site.NodeID {
-		return nil, "", apierr.Invalid("templateId", "the template is kept on another node than the site; "+
-			"make a new site from it instead")
+	if !s.holds(site.NodeID, t) && t.ArtifactSHA256 == "" {
+		return nil, "", apierr.Invalid("templateId", "the template is kept on another node than the site and has no artifact "+
+			"to copy there; make a new site from it instead")
 	}
 	now := s.now()
 	job, err := jobs.New(jobspec.RestoreSite, site.WorkspaceID, site.ID, jobspec.TemplatePayload{TemplateID: t.ID}, now)

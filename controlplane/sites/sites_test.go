@@ -24,10 +24,12 @@ import (
 // fakeNodes is a registry of nodes that are never dialled.
 type fakeNodes struct {
 	nodes []scheduler.Node
+	held  map[string][]string
 	agent agentv1connect.AgentServiceClient
 }
 
 func (f *fakeNodes) Candidates() ([]scheduler.Node, error) { return f.nodes, nil }
+func (f *fakeNodes) HeldTemplates(nodeID string) []string  { return f.held[nodeID] }
 func (f *fakeNodes) AvailablePHP() []string {
 	var out []string
 	for _, n := range f.nodes {
@@ -194,6 +196,8 @@ func addTemplates(t *testing.T, w *world) {
 			{ID: "tpl_ready", WorkspaceID: "ws_a", UserID: "usr_a", Name: "Shop", Slug: "shop", Status: state.TemplateReady, PHPVersion: "8.2", WordPressVersion: "6.1.1", NodeID: "node_1"},
 			{ID: "tpl_building", WorkspaceID: "ws_a", UserID: "usr_a", Name: "B", Slug: "b", Status: state.TemplateBuilding, PHPVersion: "8.2", NodeID: "node_1"},
 			{ID: "tpl_away", WorkspaceID: "ws_a", UserID: "usr_a", Name: "Away", Slug: "away", Status: state.TemplateReady, PHPVersion: "8.2", NodeID: "node_9"},
+			{ID: "tpl_copyable", WorkspaceID: "ws_a", UserID: "usr_a", Name: "Copyable", Slug: "copyable", Status: state.TemplateReady, PHPVersion: "8.2",
+				NodeID: "node_9", ArtifactSHA256: strings.Repeat("a", 64)},
 			{ID: "tpl_bobs", WorkspaceID: "ws_b", UserID: "usr_b", Name: "Bob", Slug: "bob", Status: state.TemplateReady, PHPVersion: "8.2", NodeID: "node_1"},
 		} {
 			if err := tx.CreateTemplateWithJob(tpl, state.Job{ID: "job_" + tpl.ID, Type: jobspec.SnapshotTemplate, WorkspaceID: tpl.WorkspaceID, Status: state.JobSucceeded}, state.Quota{}); err != nil {
@@ -224,7 +228,8 @@ func TestCreateFromTemplate(t *testing.T) {
 		{name: "building", in: sitespec.Create{TemplateID: "tpl_building"}, code: apierr.CodeInvalidRequest, field: "templateId"},
 		{name: "other PHP", in: sitespec.Create{TemplateID: "tpl_ready", PHPVersion: "7.4"}, code: apierr.CodeInvalidRequest, field: "phpVersion"},
 		{name: "other WordPress", in: sitespec.Create{TemplateID: "tpl_ready", WordPressVersion: "5.7"}, code: apierr.CodeInvalidRequest, field: "wordpressVersion"},
-		{name: "its node is gone", in: sitespec.Create{TemplateID: "tpl_away"}, code: apierr.CodeServiceUnavailable},
+		{name: "its node is gone, no artifact", in: sitespec.Create{TemplateID: "tpl_away"}, code: apierr.CodeServiceUnavailable},
+		{name: "its node is gone, an artifact to copy", in: sitespec.Create{TemplateID: "tpl_copyable"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -248,11 +253,13 @@ func TestCreateFromTemplate(t *testing.T) {
 			}
 			job, _ := w.store.Job(jobID)
 			var p jobspec.CreatePayload
-			if job == nil || json.Unmarshal(job.Payload, &p) != nil || p.TemplateID != "tpl_ready" {
+			if job == nil || json.Unmarshal(job.Payload, &p) != nil || p.TemplateID != tt.in.TemplateID {
 				t.Fatalf("job %+v", job)
 			}
-			if site.TemplateID != "tpl_ready" || site.NodeID != "node_1" || site.PHPVersion != "8.2" || site.Name != "Shop" ||
-				!strings.HasPrefix(site.Slug, "shop-") {
+			if site.TemplateID != tt.in.TemplateID || site.NodeID != "node_1" || site.PHPVersion != "8.2" {
+				t.Fatalf("site %+v", site)
+			}
+			if tt.in.TemplateID == "tpl_ready" && (site.Name != "Shop" || !strings.HasPrefix(site.Slug, "shop-")) {
 				t.Fatalf("site %+v", site)
 			}
 		})
@@ -273,7 +280,8 @@ func TestRestore(t *testing.T) {
 		{name: "unknown", template: "tpl_none", code: apierr.CodeTemplateNotFound},
 		{name: "another workspace's", template: "tpl_bobs", code: apierr.CodeTemplateNotFound},
 		{name: "building", template: "tpl_building", code: apierr.CodeInvalidRequest},
-		{name: "on another node", template: "tpl_away", code: apierr.CodeInvalidRequest},
+		{name: "on another node, no artifact", template: "tpl_away", code: apierr.CodeInvalidRequest},
+		{name: "on another node, an artifact to copy", template: "tpl_copyable"},
 		{name: "site not ready", template: "tpl_ready", creating: true, code: apierr.CodeInvalidRequest},
 	}
 	for _, tt := range tests {
@@ -305,10 +313,10 @@ func TestRestore(t *testing.T) {
 			}
 			job, _ := w.store.Job(jobID)
 			var p jobspec.TemplatePayload
-			if job == nil || job.Type != jobspec.RestoreSite || json.Unmarshal(job.Payload, &p) != nil || p.TemplateID != "tpl_ready" {
+			if job == nil || job.Type != jobspec.RestoreSite || json.Unmarshal(job.Payload, &p) != nil || p.TemplateID != tt.template {
 				t.Fatalf("job %+v", job)
 			}
-			if next.Status != state.SiteCreating || after.Status != state.SiteCreating || after.TemplateID != "tpl_ready" || after.URL != site.URL {
+			if next.Status != state.SiteCreating || after.Status != state.SiteCreating || after.TemplateID != tt.template || after.URL != site.URL {
 				t.Fatalf("answer %+v, stored %+v", next, after)
 			}
 		})

@@ -156,3 +156,16 @@ func (t *Tx) DeleteTemplate(id string) error {
 		return tx.Delete(tableTemplates, old)
 	})
 }
+
+// TemplateArtifacts lists the blobs of every template's artifact: every
+// server keeps them, so a template outlives its node.
+func (s *Store) TemplateArtifacts() ([]string, error) {
+	ts, err := all[Template](s.read(), tableTemplates, "id")
+	var out []string
+	for _, t := range ts {
+		if t.ArtifactSHA256 != "" {
+			out = append(out, t.ArtifactSHA256)
+		}
+	}
+	return out, err
+}

@@ -97,6 +97,12 @@ const (
 	// AgentServiceRestoreSiteProcedure is the fully-qualified name of the AgentService's RestoreSite
 	// RPC.
 	AgentServiceRestoreSiteProcedure = "/sandboxd.agent.v1.AgentService/RestoreSite"
+	// AgentServiceExportTemplateProcedure is the fully-qualified name of the AgentService's
+	// ExportTemplate RPC.
+	AgentServiceExportTemplateProcedure = "/sandboxd.agent.v1.AgentService/ExportTemplate"
+	// AgentServiceImportTemplateProcedure is the fully-qualified name of the AgentService's
+	// ImportTemplate RPC.
+	AgentServiceImportTemplateProcedure = "/sandboxd.agent.v1.AgentService/ImportTemplate"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -257,6 +263,13 @@ type AgentServiceClient interface {
 	// keeping its id, URL and address; the site is a clone of the template
 	// afterwards (its reset goes back there).
 	RestoreSite(context.Context, *connect.Request[v1.RestoreSiteRequest]) (*connect.Response[v1.ResetSiteResponse], error)
+	// ExportTemplate streams a template this node holds as its artifact: a
+	// zstd-compressed tar of its record, database dump and files.
+	ExportTemplate(context.Context, *connect.Request[v1.TemplateRef]) (*connect.ServerStreamForClient[v1.Chunk], error)
+	// ImportTemplate makes a template on this node from its artifact (the
+	// first message names the template; data follows in any message). A
+	// template the node holds already is kept as it is.
+	ImportTemplate(context.Context) *connect.ClientStreamForClient[v1.ImportTemplateRequest, v1.TemplateInfo]
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -390,6 +403,18 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("RestoreSite")),
 			connect.WithClientOptions(opts...),
 		),
+		exportTemplate: connect.NewClient[v1.TemplateRef, v1.Chunk](
+			httpClient,
+			baseURL+AgentServiceExportTemplateProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("ExportTemplate")),
+			connect.WithClientOptions(opts...),
+		),
+		importTemplate: connect.NewClient[v1.ImportTemplateRequest, v1.TemplateInfo](
+			httpClient,
+			baseURL+AgentServiceImportTemplateProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("ImportTemplate")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -415,6 +440,8 @@ type agentServiceClient struct {
 	freezeTemplate     *connect.Client[v1.FreezeTemplateRequest, v1.TemplateInfo]
 	deleteTemplate     *connect.Client[v1.TemplateRef, v1.DeleteTemplateResponse]
 	restoreSite        *connect.Client[v1.RestoreSiteRequest, v1.ResetSiteResponse]
+	exportTemplate     *connect.Client[v1.TemplateRef, v1.Chunk]
+	importTemplate     *connect.Client[v1.ImportTemplateRequest, v1.TemplateInfo]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -517,6 +544,16 @@ func (c *agentServiceClient) RestoreSite(ctx context.Context, req *connect.Reque
 	return c.restoreSite.CallUnary(ctx, req)
 }
 
+// ExportTemplate calls sandboxd.agent.v1.AgentService.ExportTemplate.
+func (c *agentServiceClient) ExportTemplate(ctx context.Context, req *connect.Request[v1.TemplateRef]) (*connect.ServerStreamForClient[v1.Chunk], error) {
+	return c.exportTemplate.CallServerStream(ctx, req)
+}
+
+// ImportTemplate calls sandboxd.agent.v1.AgentService.ImportTemplate.
+func (c *agentServiceClient) ImportTemplate(ctx context.Context) *connect.ClientStreamForClient[v1.ImportTemplateRequest, v1.TemplateInfo] {
+	return c.importTemplate.CallClientStream(ctx)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -571,6 +608,13 @@ type AgentServiceHandler interface {
 	// keeping its id, URL and address; the site is a clone of the template
 	// afterwards (its reset goes back there).
 	RestoreSite(context.Context, *connect.Request[v1.RestoreSiteRequest]) (*connect.Response[v1.ResetSiteResponse], error)
+	// ExportTemplate streams a template this node holds as its artifact: a
+	// zstd-compressed tar of its record, database dump and files.
+	ExportTemplate(context.Context, *connect.Request[v1.TemplateRef], *connect.ServerStream[v1.Chunk]) error
+	// ImportTemplate makes a template on this node from its artifact (the
+	// first message names the template; data follows in any message). A
+	// template the node holds already is kept as it is.
+	ImportTemplate(context.Context, *connect.ClientStream[v1.ImportTemplateRequest]) (*connect.Response[v1.TemplateInfo], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -700,6 +744,18 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("RestoreSite")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceExportTemplateHandler := connect.NewServerStreamHandler(
+		AgentServiceExportTemplateProcedure,
+		svc.ExportTemplate,
+		connect.WithSchema(agentServiceMethods.ByName("ExportTemplate")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceImportTemplateHandler := connect.NewClientStreamHandler(
+		AgentServiceImportTemplateProcedure,
+		svc.ImportTemplate,
+		connect.WithSchema(agentServiceMethods.ByName("ImportTemplate")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -742,6 +798,10 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceDeleteTemplateHandler.ServeHTTP(w, r)
 		case AgentServiceRestoreSiteProcedure:
 			agentServiceRestoreSiteHandler.ServeHTTP(w, r)
+		case AgentServiceExportTemplateProcedure:
+			agentServiceExportTemplateHandler.ServeHTTP(w, r)
+		case AgentServiceImportTemplateProcedure:
+			agentServiceImportTemplateHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -829,4 +889,12 @@ func (UnimplementedAgentServiceHandler) DeleteTemplate(context.Context, *connect
 
 func (UnimplementedAgentServiceHandler) RestoreSite(context.Context, *connect.Request[v1.RestoreSiteRequest]) (*connect.Response[v1.ResetSiteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.RestoreSite is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) ExportTemplate(context.Context, *connect.Request[v1.TemplateRef], *connect.ServerStream[v1.Chunk]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.ExportTemplate is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) ImportTemplate(context.Context, *connect.ClientStream[v1.ImportTemplateRequest]) (*connect.Response[v1.TemplateInfo], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.ImportTemplate is not implemented"))
 }
