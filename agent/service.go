@@ -340,3 +340,13 @@ func (v *service) ImportTemplate(ctx context.Context, stream *connect.ClientStre
 	return connect.NewResponse(&agentv1.TemplateInfo{TemplateId: t.ID, SourceSiteId: t.SourceSiteID, PhpVersion: t.PHPVersion,
 		WordpressVersion: t.WordPressVersion, SizeBytes: t.SizeBytes}), nil
 }
+
+func (v *service) RenameSite(ctx context.Context, req *connect.Request[agentv1.RenameSiteRequest]) (*connect.Response[agentv1.RenameSiteResponse], error) {
+	m := req.Msg
+	s, err := v.sites.Rename(ctx, m.SiteId, m.Slug, m.Url, m.Name, m.AdminEmail)
+	if err != nil {
+		v.log.Warn("rename site failed", "site_id", m.SiteId, "err", err)
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&agentv1.RenameSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY)}), nil
+}

@@ -236,17 +236,11 @@ func (m *Manager) writeFiles(s *Site) error {
 	if err != nil {
 		return err
 	}
-	var salts []salt
-	for _, n := range []string{"AUTH_KEY", "SECURE_AUTH_KEY", "LOGGED_IN_KEY", "NONCE_KEY", "AUTH_SALT", "SECURE_AUTH_SALT", "LOGGED_IN_SALT", "NONCE_SALT"} {
-		salts = append(salts, salt{Name: n, Value: secret.New("")})
-	}
-	config, err := render(wpConfig, map[string]any{"DBName": s.DBName, "DBUser": s.DBUser, "DBPassword": s.DBPassword,
-		"DBHost": "localhost:" + dbSocket, "URL": s.URL, "Salts": salts})
+	config, hosts, err := renderConfig(s)
 	if err != nil {
 		return err
 	}
 	adminerDB, _ := json.Marshal(map[string]any{"server": "localhost:" + dbSocket, "name": s.DBName, "user": s.DBUser, "password": s.DBPassword})
-	hosts := fmt.Sprintf("127.0.0.1\tlocalhost\n%s\t%s\n", orDefault(s.IP, "127.0.0.1"), s.Slug)
 	resolv := "# Written by the sandbox agent.\n"
 	for _, r := range m.cfg.Resolvers {
 		resolv += "nameserver " + r + "\n"
@@ -265,7 +259,7 @@ func (m *Manager) writeFiles(s *Site) error {
 		{filepath.Join(fs, "conf", "apache.conf"), apache, 0o644, 0, false},
 		{filepath.Join(fs, "conf", "adminer", "index.php"), adminerScript, 0o644, 0, false},
 		{filepath.Join(fs, "conf", "php", "90-sandbox.ini"), []byte(phpIni), 0o644, 0, false},
-		{filepath.Join(fs, "conf", "hosts"), []byte(hosts), 0o644, 0, false},
+		{filepath.Join(fs, "conf", "hosts"), hosts, 0o644, 0, false},
 		{filepath.Join(fs, "conf", "resolv.conf"), []byte(resolv), 0o644, 0, false},
 		// Readable by the site alone: its own credentials.
 		{filepath.Join(fs, "secrets", "adminer.json"), adminerDB, 0o640, uid, false},
@@ -294,6 +288,21 @@ func (m *Manager) writeFiles(s *Site) error {
 		}
 	}
 	return nil
+}
+
+// renderConfig makes a site's wp-config.php (with new salts) and its
+// /etc/hosts, which name its URL and slug.
+func renderConfig(s *Site) (config, hosts []byte, err error) {
+	var salts []salt
+	for _, n := range []string{"AUTH_KEY", "SECURE_AUTH_KEY", "LOGGED_IN_KEY", "NONCE_KEY", "AUTH_SALT", "SECURE_AUTH_SALT", "LOGGED_IN_SALT", "NONCE_SALT"} {
+		salts = append(salts, salt{Name: n, Value: secret.New("")})
+	}
+	config, err = render(wpConfig, map[string]any{"DBName": s.DBName, "DBUser": s.DBUser, "DBPassword": s.DBPassword,
+		"DBHost": "localhost:" + dbSocket, "URL": s.URL, "Salts": salts})
+	if err != nil {
+		return nil, nil, err
+	}
+	return config, []byte(fmt.Sprintf("127.0.0.1\tlocalhost\n%s\t%s\n", orDefault(s.IP, "127.0.0.1"), s.Slug)), nil
 }
 
 // dbSocket is where a site finds the node's MariaDB (SocketDir mounted at

@@ -21,6 +21,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/cluster"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/server"
+	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/edge"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
 )
@@ -34,6 +35,7 @@ type commonFlags struct {
 	fetchAllow     string
 	trustedProxies string
 	plansFile      string
+	pool           string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
@@ -51,6 +53,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", os.Getenv("SANDBOXD_TRUSTED_PROXIES"),
 		"addresses or CIDRs, comma-separated, of proxies in front of the API whose X-Forwarded-For names the client (default: none; the TCP peer is the client)")
 	fs.StringVar(&c.cfg.GitHubAPI, "github-api", os.Getenv("SANDBOXD_GITHUB_API"), "code host API base URL for Library repository entries (default https://api.github.com)")
+	fs.StringVar(&c.pool, "pool", "", "warm pools: comma-separated PHP=N, e.g. 8.2=4: every node keeps N ready fresh sites of that PHP version for creates to claim")
 	fs.StringVar(&c.plansFile, "plans", "", `JSON file of plan limits, {"free": {...}, "paid": {...}} with the fields of GET /api/account/usage's limits; what it leaves out keeps the default`)
 	c.cfg.SMTP.Password = os.Getenv("SANDBOXD_SMTP_PASSWORD")
 	c.cfg.ClusterToken = os.Getenv("SANDBOXD_CLUSTER_TOKEN")
@@ -67,6 +70,9 @@ func (c *commonFlags) start() (*server.Server, error) {
 	}
 	if c.cfg.TrustedProxies, err = safefetch.ParseAllow(c.trustedProxies); err != nil {
 		return nil, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	if c.cfg.Pool, err = poolSizes(c.pool); err != nil {
+		return nil, fmt.Errorf("--pool: %w", err)
 	}
 	if c.plansFile != "" {
 		if c.cfg.Plans, err = readPlans(c.plansFile); err != nil {
@@ -228,4 +234,25 @@ func readPlans(path string) (plans.Config, error) {
 		return cfg, fmt.Errorf("%s: %w", path, err)
 	}
 	return cfg, cfg.Validate()
+}
+
+// poolSizes reads --pool: PHP=N pairs, each version one of the contract's
+// and N at most 64.
+func poolSizes(s string) (map[string]int, error) {
+	kv, err := pairs(s)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for php, v := range kv {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 64 {
+			return nil, fmt.Errorf("%s=%s: the size must be 0 to 64", php, v)
+		}
+		if !sitespec.ValidPHP(php) {
+			return nil, fmt.Errorf("%s is not a PHP version (one of %s)", php, strings.Join(sitespec.PHPVersions, ", "))
+		}
+		out[php] = n
+	}
+	return out, nil
 }

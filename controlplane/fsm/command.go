@@ -195,6 +195,10 @@ type CreateSiteWithJob struct {
 	Site  state.Site  `json:"site"`
 	Job   state.Job   `json:"job"`
 	Quota state.Quota `json:"quota"`
+	// Claim makes the site by claiming the ready pooled site of the same
+	// id (state.Tx.ClaimPooledSite) instead of adding one: to its caller a
+	// claim is a create.
+	Claim bool `json:"claim,omitempty"`
 }
 
 // UpdateSite records a site's progress (status, node, port, versions).

@@ -105,6 +105,9 @@ func (c RevokeInvitation) apply(tx *state.Tx) any {
 	return tx.RevokeInvitation(c.WorkspaceID, c.InvitationID)
 }
 func (c CreateSiteWithJob) apply(tx *state.Tx) any {
+	if c.Claim {
+		return tx.ClaimPooledSite(c.Site, c.Job, c.Quota)
+	}
 	return tx.CreateSiteWithJob(c.Site, c.Job, c.Quota)
 }
 func (c UpdateSite) apply(tx *state.Tx) any        { return result(tx.UpdateSite(c.Update)) }

@@ -36,6 +36,9 @@ func New(store *state.Store, log *slog.Logger) *Service {
 func Table(sites []*state.Site, nodes map[string]*state.Node) map[string]*edgev1.Route {
 	out := map[string]*edgev1.Route{}
 	for _, s := range sites {
+		if s.Pool != "" {
+			continue // unclaimed: nobody's site, not served
+		}
 		u, err := url.Parse(s.URL)
 		if err != nil || u.Hostname() == "" {
 			continue

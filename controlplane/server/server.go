@@ -36,6 +36,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/mail"
 	"github.com/sandboxd/sandboxd/controlplane/nodes"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
+	"github.com/sandboxd/sandboxd/controlplane/pool"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/routes"
 	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
@@ -126,6 +127,10 @@ type Config struct {
 	SitePort   int
 	// Strategy places sites: spread or binpack.
 	Strategy scheduler.Strategy
+	// Pool is how many ready fresh sites of each PHP version every node
+	// keeps for creates to claim (made with the paid plan's disk, so paid
+	// creates claim them); empty keeps none. Templates set their own.
+	Pool map[string]int
 	// HeartbeatInterval is what agents are told to use; zero means 2s.
 	HeartbeatInterval time.Duration
 	// FetchAllow lists address ranges customer URLs (zipUrl, release
@@ -189,6 +194,7 @@ type Server struct {
 	dispatcher *jobs.Dispatcher
 	metrics    *prometheus.Registry
 	registry   *nodes.Registry
+	pool       *pool.Pool
 	listener   net.Listener
 	http       *http.Server
 	url        string
@@ -287,6 +293,9 @@ func New(cfg Config) (_ *Server, err error) {
 	node.OnLeader(s.dispatcher.Run)
 	node.OnLeader(s.registry.Monitor)
 	node.OnLeader(func(ctx context.Context) { runners.CollectTemplates(ctx, 10*time.Second, s.registry) })
+	s.pool = pool.New(pool.Config{Store: store, Raft: node, Nodes: s.registry, SiteURL: s.siteURL, Stock: cfg.Pool,
+		StockDiskMB: cfg.Plans.Paid.SiteDiskMB, TemplateDiskMB: cfg.Plans.Paid.SiteDiskMB, Now: cfg.Now, Logger: cfg.Logger})
+	node.OnLeader(func(ctx context.Context) { s.pool.Fill(ctx, 2*time.Second) })
 	node.OnLeader(func(ctx context.Context) { pruneIdempotency(ctx, node, cfg.Now, time.Hour, s.log) })
 	node.OnLeader(func(ctx context.Context) {
 		runners.Expire(ctx, 15*time.Second, func() ([]*state.Site, error) {
@@ -308,8 +317,10 @@ func New(cfg Config) (_ *Server, err error) {
 		GitHubAPI: cfg.GitHubAPI, GitHubHTTP: &http.Client{Timeout: 30 * time.Second}, Replicate: s.blobSync.Push,
 		Now: cfg.Now, Logger: cfg.Logger})
 	siteService := sites.New(sites.Config{Store: store, Raft: writes, Plans: cfg.Plans, Nodes: s.registry, Strategy: cfg.Strategy,
-		SiteURL: s.siteURL, Zips: lib, CheckURL: func(raw string) error { _, err := fetch.CheckURL(raw); return err }, Now: cfg.Now})
+		SiteURL: s.siteURL, Zips: lib, CheckURL: func(raw string) error { _, err := fetch.CheckURL(raw); return err }, Pools: s.pool,
+		Now: cfg.Now})
 	tpls := templates.New(templates.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now})
+	s.metrics.MustRegister(s.pool)
 	s.api = api.New(api.Config{
 		Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
 		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,

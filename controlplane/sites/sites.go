@@ -56,7 +56,19 @@ type Config struct {
 	Zips    Zips
 	// CheckURL is safefetch's address check for a deploy's zipUrl.
 	CheckURL func(raw string) error
-	Now      func() time.Time
+	// Pools hands out warm pooled sites; nil makes every site anew.
+	Pools Pools
+	Now   func() time.Time
+}
+
+// Pools hands out ready pooled sites: Take reserves one of a pool (nil
+// when none is ready), Release ends the reservation, Count records a hit
+// or a miss, Discard removes a pooled site that cannot be handed out.
+type Pools interface {
+	Take(key string) *state.Site
+	Release(siteID string)
+	Count(hit bool)
+	Discard(ctx context.Context, s *state.Site)
 }
 
 // Service changes sites and reaches their agents.
@@ -147,15 +159,6 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 		t := now.Add(time.Duration(*m) * time.Minute)
 		expires = &t
 	}
-	var nodeID string
-	if tpl != nil {
-		nodeID, err = s.placeFrom(php, tpl)
-	} else {
-		nodeID, err = s.place(php)
-	}
-	if err != nil {
-		return nil, "", err
-	}
 	plan, err := s.cfg.Store.PlanOf(in.Workspace)
 	if err != nil {
 		return nil, "", err
@@ -172,7 +175,7 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 		name = "WordPress sandbox"
 	}
 	site := state.Site{ID: ids.New(ids.Site), WorkspaceID: in.Workspace.ID, UserID: in.Workspace.OwnerID, CreatedByUserID: in.By.ID,
-		Name: name, Slug: slug, Status: state.SiteCreating, URL: s.cfg.SiteURL(slug), PHPVersion: php, NodeID: nodeID,
+		Name: name, Slug: slug, Status: state.SiteCreating, URL: s.cfg.SiteURL(slug), PHPVersion: php,
 		ExpiresAt: expires, CreatedAt: now, UpdatedAt: now}
 	payload := jobspec.CreatePayload{AdminUser: "admin", AdminEmail: in.By.Email, WordPressVersion: in.WordPressVersion,
 		DiskMB: s.cfg.Plans.For(plan).SiteDiskMB}
@@ -181,6 +184,17 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 	}
 	if !strings.Contains(payload.AdminEmail, ".") { // owner@localhost is no address WordPress accepts
 		payload.AdminEmail = "admin@example.com"
+	}
+	if claimed, jobID, ok, err := s.claim(ctx, site, payload, quota, in.WordPressVersion); ok || err != nil {
+		return claimed, jobID, err
+	}
+	if tpl != nil {
+		site.NodeID, err = s.placeFrom(php, tpl)
+	} else {
+		site.NodeID, err = s.place(php)
+	}
+	if err != nil {
+		return nil, "", err
 	}
 	job, err := jobs.New(jobspec.CreateSite, in.Workspace.ID, site.ID, payload, now)
 	if err != nil {

@@ -47,9 +47,11 @@ func (f *fakeNodes) Agent(string) (agentv1connect.AgentServiceClient, error) {
 // fakeAgent answers the calls a test gives it; any other panics.
 type fakeAgent struct {
 	agentv1connect.AgentServiceClient
-	calls int
-	files func(*agentv1.FilesRequest) (*agentv1.FilesResponse, error)
-	debug func() (*agentv1.DebugSettings, error)
+	calls     int
+	files     func(*agentv1.FilesRequest) (*agentv1.FilesResponse, error)
+	renamed   []*agentv1.RenameSiteRequest
+	renameErr error
+	debug     func() (*agentv1.DebugSettings, error)
 }
 
 func (f *fakeAgent) Files(_ context.Context, r *connect.Request[agentv1.FilesRequest]) (*connect.Response[agentv1.FilesResponse], error) {
@@ -456,5 +458,105 @@ func TestMagicLoginLinkNeedsTheAgent(t *testing.T) {
 	w.nodes.agent = nil
 	if _, err := w.svc.MagicLogin(context.Background(), site); code(err) != apierr.CodeServiceUnavailable {
 		t.Fatalf("login without a reachable node: %v", err)
+	}
+}
+
+// fakePools hands out one pooled site once.
+type fakePools struct {
+	site      *state.Site
+	taken     []string
+	released  []string
+	discarded []string
+	hits      int
+	misses    int
+}
+
+func (f *fakePools) Take(key string) *state.Site {
+	f.taken = append(f.taken, key)
+	s := f.site
+	f.site = nil
+	return s
+}
+func (f *fakePools) Release(id string) { f.released = append(f.released, id) }
+func (f *fakePools) Discard(_ context.Context, s *state.Site) {
+	f.discarded = append(f.discarded, s.ID)
+}
+func (f *fakePools) Count(hit bool) {
+	if hit {
+		f.hits++
+	} else {
+		f.misses++
+	}
+}
+
+func (f *fakeAgent) RenameSite(_ context.Context, r *connect.Request[agentv1.RenameSiteRequest]) (*connect.Response[agentv1.RenameSiteResponse], error) {
+	f.calls++
+	f.renamed = append(f.renamed, r.Msg)
+	if f.renameErr != nil {
+		return nil, f.renameErr
+	}
+	return connect.NewResponse(&agentv1.RenameSiteResponse{}), nil
+}
+
+// TestCreateClaimsAPooledSite: a create served from the pool renames the
+// pooled site on its node and gives it to the workspace in one entry with
+// a finished job; a rename that fails discards the pooled site and the
+// create makes a site anew; an empty pool is a miss.
+func TestCreateClaimsAPooledSite(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		renameErr error
+		empty     bool
+	}{{name: "hit"}, {name: "rename fails", renameErr: connect.NewError(connect.CodeInternal, errors.New("boom"))}, {name: "empty pool", empty: true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, state.PlanPaid)
+			agent := &fakeAgent{renameErr: tc.renameErr}
+			w.nodes.agent = agent
+			ctx := context.Background()
+			pooled := state.Site{ID: "site_pooled1", WorkspaceID: state.PoolWorkspace, UserID: state.PoolWorkspace, Slug: "pool-abc",
+				Status: state.SiteReady, URL: "http://pool-abc.sandbox.test", PHPVersion: "8.2", WordPressVersion: "6.1.1", NodeID: "node_1",
+				Port: 8080, Address: "10.200.0.9", Pool: "php:8.2/disk:10240"}
+			if err := w.store.Update(func(tx *state.Tx) error { return tx.CreateSite(pooled, state.Quota{}) }); err != nil {
+				t.Fatal(err)
+			}
+			pools := &fakePools{site: &pooled}
+			if tc.empty {
+				pools.site = nil
+			}
+			w.svc.cfg.Pools = pools
+			site, jobID, err := w.svc.Create(ctx, sitespec.Create{Workspace: w.ws, By: w.acct, Name: "Claimed"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(pools.taken) != 1 || pools.taken[0] != "php:8.2/disk:10240" {
+				t.Fatalf("pool asked %v", pools.taken)
+			}
+			job, _ := w.store.Job(jobID)
+			switch tc.name {
+			case "hit":
+				stored, _ := w.store.Site("site_pooled1")
+				if site.ID != "site_pooled1" || site.Status != state.SiteReady || stored.WorkspaceID != w.ws.ID || stored.Pool != "" ||
+					stored.Name != "Claimed" || !strings.HasPrefix(stored.Slug, "claimed-") || stored.URL != "http://"+stored.Slug+".sandbox.test" ||
+					stored.Address != "10.200.0.9" || stored.Port != 8080 || stored.WordPressVersion != "6.1.1" {
+					t.Fatalf("claimed %+v", stored)
+				}
+				if job == nil || job.Status != state.JobSucceeded || job.WorkspaceID != w.ws.ID || job.SiteID != site.ID {
+					t.Fatalf("job %+v", job)
+				}
+				if len(agent.renamed) != 1 || agent.renamed[0].Url != stored.URL || agent.renamed[0].Name != "Claimed" || agent.renamed[0].AdminEmail != "a@x.io" {
+					t.Fatalf("rename %+v", agent.renamed)
+				}
+				if pools.hits != 1 || len(pools.released) != 1 {
+					t.Fatalf("hits %d released %v", pools.hits, pools.released)
+				}
+			default:
+				if site.ID == "site_pooled1" || site.Status != state.SiteCreating || job == nil || job.Status != state.JobQueued || pools.misses != 1 {
+					t.Fatalf("site %+v job %+v misses %d", site, job, pools.misses)
+				}
+				if tc.renameErr != nil && (len(pools.discarded) != 1 || pools.discarded[0] != "site_pooled1") {
+					t.Fatalf("discarded %v", pools.discarded)
+				}
+			}
+		})
 	}
 }

@@ -197,9 +197,16 @@ type Site struct {
 	FailureReason string     `json:"failureReason"`
 	// PHPConfig holds the php.ini overrides applied to the site.
 	PHPConfig map[string]string `json:"phpConfig,omitempty"`
-	CreatedAt time.Time         `json:"createdAt"`
-	UpdatedAt time.Time         `json:"updatedAt"`
+	// Pool names the warm pool a site waits in, unclaimed (its workspace
+	// and owner are PoolWorkspace); empty for every claimed site.
+	Pool      string    `json:"pool,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
+
+// PoolWorkspace is the workspace and owner of unclaimed pooled sites: no
+// workspace has this id, so no listing, lookup or quota sees them.
+const PoolWorkspace = "pool"
 
 // Node statuses.
 const (

@@ -69,6 +69,10 @@ func countLive(tx *memdb.Txn, userID string) (int, error) {
 	return n, err
 }
 
+// LiveSitesOf counts an owner's sites that are not being deleted (what
+// the plan's site quota counts).
+func (s *Store) LiveSitesOf(userID string) (int, error) { return countLive(s.read(), userID) }
+
 // Node returns a node, or nil.
 func (s *Store) Node(id string) (*Node, error) { return first[Node](s.read(), tableNodes, "id", id) }
 
@@ -79,7 +83,12 @@ func (s *Store) Nodes() ([]*Node, error) { return all[Node](s.read(), tableNodes
 // slug must be free.
 func (t *Tx) CreateSite(site Site, q Quota) error {
 	return t.run(func(tx *memdb.Txn) error {
-		if w, err := first[Workspace](tx, tableWorkspaces, "id", site.WorkspaceID); err != nil {
+		if (site.Pool != "") != (site.WorkspaceID == PoolWorkspace) {
+			return fmt.Errorf("%w: a pooled site belongs to the pool and to no workspace", ErrInvalid)
+		}
+		if site.Pool != "" {
+			// no workspace: it waits to be claimed
+		} else if w, err := first[Workspace](tx, tableWorkspaces, "id", site.WorkspaceID); err != nil {
 			return err
 		} else if w == nil {
 			return fmt.Errorf("%w: workspace %s", ErrNotFound, site.WorkspaceID)
@@ -222,6 +231,54 @@ func (t *Tx) CreateSiteWithJob(site Site, job Job, q Quota) error {
 		return err
 	}
 	return t.CreateJob(job)
+}
+
+// ClaimPooledSite gives a ready pooled site to a workspace, within the
+// owner's quota, with its (already finished) create job: the site row
+// keeps its id and node and takes the claimed name, slug and URL. A site
+// that is no longer pooled, or not ready, is a conflict: the caller
+// makes a site the ordinary way instead.
+func (t *Tx) ClaimPooledSite(site Site, job Job, q Quota) error {
+	return t.run(func(tx *memdb.Txn) error {
+		old, err := first[Site](tx, tableSites, "id", site.ID)
+		if err != nil {
+			return err
+		}
+		if old == nil || old.Pool == "" || old.Status != SiteReady || old.NodeID != site.NodeID || site.Pool != "" {
+			return fmt.Errorf("%w: site %s is not a ready pooled site", ErrConflict, site.ID)
+		}
+		if w, err := first[Workspace](tx, tableWorkspaces, "id", site.WorkspaceID); err != nil {
+			return err
+		} else if w == nil {
+			return fmt.Errorf("%w: workspace %s", ErrNotFound, site.WorkspaceID)
+		}
+		if dup, err := first[Site](tx, tableSites, "slug", site.Slug); err != nil {
+			return err
+		} else if dup != nil && dup.ID != site.ID {
+			return fmt.Errorf("%w: the slug %q is taken", ErrConflict, site.Slug)
+		}
+		live, err := countLive(tx, site.UserID)
+		if err != nil {
+			return err
+		}
+		if err := q.check(live); err != nil {
+			return err
+		}
+		if err := insert(tx, tableSites, &site); err != nil {
+			return err
+		}
+		// The claim is the whole create: its job is recorded finished.
+		if dup, err := first[Job](tx, tableJobs, "id", job.ID); err != nil || dup != nil {
+			return err
+		}
+		job.Status, job.Progress = JobSucceeded, 100
+		return insert(tx, tableJobs, &job)
+	})
+}
+
+// PooledSites lists the sites waiting in warm pools.
+func (s *Store) PooledSites() ([]*Site, error) {
+	return all[Site](s.read(), tableSites, "workspace", PoolWorkspace)
 }
 
 // UpdateSiteWithJob moves a site to a new status and queues the job that

@@ -169,3 +169,8 @@ func (s *Store) TemplateArtifacts() ([]string, error) {
 	}
 	return out, err
 }
+
+// AllTemplates lists every template of every workspace.
+func (s *Store) AllTemplates() ([]*Template, error) {
+	return all[Template](s.read(), tableTemplates, "id")
+}

@@ -103,6 +103,8 @@ const (
 	// AgentServiceImportTemplateProcedure is the fully-qualified name of the AgentService's
 	// ImportTemplate RPC.
 	AgentServiceImportTemplateProcedure = "/sandboxd.agent.v1.AgentService/ImportTemplate"
+	// AgentServiceRenameSiteProcedure is the fully-qualified name of the AgentService's RenameSite RPC.
+	AgentServiceRenameSiteProcedure = "/sandboxd.agent.v1.AgentService/RenameSite"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -270,6 +272,11 @@ type AgentServiceClient interface {
 	// first message names the template; data follows in any message). A
 	// template the node holds already is kept as it is.
 	ImportTemplate(context.Context) *connect.ClientStreamForClient[v1.ImportTemplateRequest, v1.TemplateInfo]
+	// RenameSite moves a running clone to another slug and URL (its
+	// database, its configuration) and, for a clone of the stock install,
+	// gives it its title and administrator: how a pooled site is claimed.
+	// Repeating it converges.
+	RenameSite(context.Context, *connect.Request[v1.RenameSiteRequest]) (*connect.Response[v1.RenameSiteResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -415,6 +422,12 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("ImportTemplate")),
 			connect.WithClientOptions(opts...),
 		),
+		renameSite: connect.NewClient[v1.RenameSiteRequest, v1.RenameSiteResponse](
+			httpClient,
+			baseURL+AgentServiceRenameSiteProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("RenameSite")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -442,6 +455,7 @@ type agentServiceClient struct {
 	restoreSite        *connect.Client[v1.RestoreSiteRequest, v1.ResetSiteResponse]
 	exportTemplate     *connect.Client[v1.TemplateRef, v1.Chunk]
 	importTemplate     *connect.Client[v1.ImportTemplateRequest, v1.TemplateInfo]
+	renameSite         *connect.Client[v1.RenameSiteRequest, v1.RenameSiteResponse]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -554,6 +568,11 @@ func (c *agentServiceClient) ImportTemplate(ctx context.Context) *connect.Client
 	return c.importTemplate.CallClientStream(ctx)
 }
 
+// RenameSite calls sandboxd.agent.v1.AgentService.RenameSite.
+func (c *agentServiceClient) RenameSite(ctx context.Context, req *connect.Request[v1.RenameSiteRequest]) (*connect.Response[v1.RenameSiteResponse], error) {
+	return c.renameSite.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -615,6 +634,11 @@ type AgentServiceHandler interface {
 	// first message names the template; data follows in any message). A
 	// template the node holds already is kept as it is.
 	ImportTemplate(context.Context, *connect.ClientStream[v1.ImportTemplateRequest]) (*connect.Response[v1.TemplateInfo], error)
+	// RenameSite moves a running clone to another slug and URL (its
+	// database, its configuration) and, for a clone of the stock install,
+	// gives it its title and administrator: how a pooled site is claimed.
+	// Repeating it converges.
+	RenameSite(context.Context, *connect.Request[v1.RenameSiteRequest]) (*connect.Response[v1.RenameSiteResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -756,6 +780,12 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("ImportTemplate")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceRenameSiteHandler := connect.NewUnaryHandler(
+		AgentServiceRenameSiteProcedure,
+		svc.RenameSite,
+		connect.WithSchema(agentServiceMethods.ByName("RenameSite")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -802,6 +832,8 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceExportTemplateHandler.ServeHTTP(w, r)
 		case AgentServiceImportTemplateProcedure:
 			agentServiceImportTemplateHandler.ServeHTTP(w, r)
+		case AgentServiceRenameSiteProcedure:
+			agentServiceRenameSiteHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -897,4 +929,8 @@ func (UnimplementedAgentServiceHandler) ExportTemplate(context.Context, *connect
 
 func (UnimplementedAgentServiceHandler) ImportTemplate(context.Context, *connect.ClientStream[v1.ImportTemplateRequest]) (*connect.Response[v1.TemplateInfo], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.ImportTemplate is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) RenameSite(context.Context, *connect.Request[v1.RenameSiteRequest]) (*connect.Response[v1.RenameSiteResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.RenameSite is not implemented"))
 }

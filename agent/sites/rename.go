@@ -1,0 +1,85 @@
+package sites
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// Rename moves a running clone to another slug and URL and, when it is a
+// clone of the stock install, gives it name as its title and adminEmail
+// as its administrator's: how a pooled site is claimed. The container
+// keeps running (WordPress reads its configuration and options on every
+// request), so the claimed site answers at its new URL at once. A retry
+// converges: the database is moved from whatever URL it still holds.
+func (m *Manager) Rename(ctx context.Context, id, slug, url, name, adminEmail string) (*Site, error) {
+	r := CreateRequest{ID: id, Slug: slug, Name: name, PHPVersion: "-", URL: url, AdminUser: "admin", AdminEmail: orDefault(adminEmail, "admin@example.com")}
+	if err := validate(&r); err != nil {
+		return nil, err
+	}
+	cl, ok := m.cfg.DB.(Cloner)
+	if !ok {
+		return nil, errors.New("templates: the database server cannot copy databases")
+	}
+	defer m.lock(id)()
+	s := m.get(id)
+	if s == nil {
+		return nil, ErrNotFound
+	}
+	if s.Template == "" {
+		return nil, fmt.Errorf("%w: site %s is not a clone; only clones are renamed", ErrInvalid, id)
+	}
+	if s.URL != url {
+		rw, err := rewriterFor(&Template{URL: s.URL}, &Site{URL: url})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := cl.RewriteURLs(ctx, s.DBName, rw); err != nil {
+			return nil, err
+		}
+	}
+	s.Slug, s.URL, s.Name = slug, url, name
+	if adminEmail != "" {
+		s.AdminEmail = adminEmail
+	}
+	if s.Stock {
+		if err := m.setIdentity(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	config, hosts, err := renderConfig(s)
+	if err != nil {
+		return nil, err
+	}
+	// Both files are bind-mounted one by one into the running container,
+	// which holds their inodes: they are rewritten in place.
+	fs := m.FS(s.ID)
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{{filepath.Join(fs, "secrets", "wp-config.php"), config}, {filepath.Join(fs, "conf", "hosts"), hosts}} {
+		if err := rewriteInPlace(f.path, f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := m.save(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// rewriteInPlace replaces a root-owned file's content, keeping its inode.
+func rewriteInPlace(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
