@@ -64,6 +64,12 @@ func TestTemplatesEndToEnd(t *testing.T) {
 	dir := devDataDir(t)
 	d := startDev(t, dir, freeAddr(t), freeAddr(t))
 
+	// A site that expires while the rest of this test runs: the leader's
+	// reaper deletes it, container, files and all.
+	short := d.owner.Do("POST", "/api/app/sites", map[string]any{"name": "Short lived", "expiresInMinutes": 1}).Must(t, 202)
+	if short.Get("site.expiresAt") == nil {
+		t.Fatalf("no expiresAt: %s", short.Raw)
+	}
 	src := d.owner.Do("POST", "/api/app/sites", map[string]any{"name": "Template Source"}).Must(t, 202)
 	srcID, srcURL := src.Str("site.id"), src.Str("site.url")
 	// A site still creating cannot be frozen.
@@ -217,6 +223,17 @@ func TestTemplatesEndToEnd(t *testing.T) {
 	})
 	if code, body := fetch(t, srcURL+"/"); code != 200 || !strings.Contains(body, "Template post") {
 		t.Fatalf("the source at the end: %d %.200s", code, body)
+	}
+
+	shortID := short.Str("site.id")
+	st.WaitFor(t, 3*time.Minute, "the expired site to be deleted", func() bool {
+		return d.owner.Do("GET", "/api/app/sites/"+shortID, nil).Status == 404
+	})
+	if _, err := os.Stat(filepath.Join(dir, "agent", "sites", "records", shortID+".json")); !os.IsNotExist(err) {
+		t.Fatalf("the expired site's record on the node: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "agent", "sites", "fs", shortID)); !os.IsNotExist(err) {
+		t.Fatalf("the expired site's files on the node: %v", err)
 	}
 }
 

@@ -4,13 +4,15 @@
 //
 //   - create → first 200 through the edge (p50/p95 over -sites sites)
 //     next to the same provisioning steps called directly on the agent
-//     (database, files, container, install, first request), with no API,
-//     Raft, scheduler, job dispatch, RPC or edge in between;
+//     (a clone of the node's stock install: overlay, database copy, URL
+//     and identity, container, first request), with no API, Raft,
+//     scheduler, job dispatch, RPC or edge in between;
 //   - requests/s of a WordPress page through the edge next to direct to
 //     the site's port;
 //   - idle memory per site, from the containers' cgroups;
 //   - plugin deploy → its output served, through the API, job and edge,
-//     next to the agent's install called directly.
+//     next to the agent's install called directly;
+//   - templates and warm pools (templates.go).
 package main
 
 import (
@@ -34,6 +36,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/logwriter"
 	"github.com/sandboxd/sandboxd/agent/sites"
 	"github.com/sandboxd/sandboxd/apiclient"
+	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/edge"
 )
@@ -48,6 +51,9 @@ func main() {
 	dur := flag.Duration("duration", 5*time.Second, "length of each throughput run")
 	conc := flag.Int("concurrency", 8, "concurrent clients in throughput runs")
 	flag.StringVar(&sandbox, "runtime", agent.SandboxRunc, "what sites run under: runc or gvisor")
+	flag.IntVar(&claims, "claims", 20, "warm-pool claims measured")
+	flag.IntVar(&memSites, "mem-sites", 50, "clones of one template whose idle memory is measured")
+	flag.BoolVar(&withTemplates, "templates", true, "measure templates and warm pools too")
 	flag.Parse()
 	if err := run(*n, *dur, *conc); err != nil {
 		fmt.Fprintln(os.Stderr, "sitebench:", err)
@@ -57,6 +63,12 @@ func main() {
 
 // sandbox is the agent's runtime class for the run.
 var sandbox string
+
+// What the template phases measure.
+var (
+	claims, memSites int
+	withTemplates    bool
+)
 
 func freePort() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -90,6 +102,7 @@ func start(ctx context.Context) (*system, error) {
 	cfg.SitePort, _ = strconv.Atoi(port)
 	log := slog.New(slog.DiscardHandler)
 	cfg.Logger = log
+	cfg.RateLimits = api.RateLimits{} // the bench is one client writing fast, on purpose
 	s, err := server.New(cfg)
 	if err != nil {
 		return nil, err
@@ -279,7 +292,15 @@ func run(n int, dur time.Duration, conc int) error {
 	} else {
 		fmt.Println("  idle memory per site: cgroup memory files not found")
 	}
-	return nil
+	if !withTemplates {
+		return nil
+	}
+	for _, id := range ids {
+		if err := sys.deleteSite(ctx, id); err != nil {
+			return err
+		}
+	}
+	return templatePhases(ctx, sys, n, claims, memSites)
 }
 
 func throughput(addr, host string, dur time.Duration, conc int) float64 {

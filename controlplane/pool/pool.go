@@ -161,9 +161,20 @@ type want struct {
 	diskMB   int
 }
 
+// SetStock changes the stock pool sizes (PHP version → sites per node);
+// the next fill applies them.
+func (p *Pool) SetStock(sizes map[string]int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg.Stock = sizes
+}
+
 func (p *Pool) wanted(node scheduler.Node, templates []*state.Template) map[string]want {
 	out := map[string]want{}
-	for php, n := range p.cfg.Stock {
+	p.mu.Lock()
+	stock := p.cfg.Stock
+	p.mu.Unlock()
+	for php, n := range stock {
 		if n > 0 && slices.Contains(node.Images, php) {
 			out[StockKey(php, p.cfg.StockDiskMB)] = want{size: n, php: php, diskMB: p.cfg.StockDiskMB}
 		}

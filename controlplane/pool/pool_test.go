@@ -117,7 +117,7 @@ func TestFill(t *testing.T) {
 	}
 
 	// A pool that shrinks gives back its ready sites; a reserved one stays.
-	p.cfg.Stock = map[string]int{}
+	p.SetStock(map[string]int{})
 	reserved := p.Take(key)
 	p.fillOnce(ctx)
 	if got := byStatus(t, store, key); got[state.SiteReady] != 1 {
@@ -129,7 +129,7 @@ func TestFill(t *testing.T) {
 
 	// A down node is left alone.
 	nodes.nodes[0].Ready = false
-	p.cfg.Stock = map[string]int{"8.2": 9}
+	p.SetStock(map[string]int{"8.2": 9})
 	before, _ := store.PooledSites()
 	p.fillOnce(ctx)
 	if after, _ := store.PooledSites(); len(after) != len(before) {

@@ -4,6 +4,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,6 +128,9 @@ type Config struct {
 	SitePort   int
 	// Strategy places sites: spread or binpack.
 	Strategy scheduler.Strategy
+	// ExpireInterval is how often the leader deletes sites past their
+	// expiresAt; zero means 15s.
+	ExpireInterval time.Duration
 	// Pool is how many ready fresh sites of each PHP version every node
 	// keeps for creates to claim (made with the paid plan's disk, so paid
 	// creates claim them); empty keeps none. Templates set their own.
@@ -298,7 +302,7 @@ func New(cfg Config) (_ *Server, err error) {
 	node.OnLeader(func(ctx context.Context) { s.pool.Fill(ctx, 2*time.Second) })
 	node.OnLeader(func(ctx context.Context) { pruneIdempotency(ctx, node, cfg.Now, time.Hour, s.log) })
 	node.OnLeader(func(ctx context.Context) {
-		runners.Expire(ctx, 15*time.Second, func() ([]*state.Site, error) {
+		runners.Expire(ctx, cmp.Or(cfg.ExpireInterval, 15*time.Second), func() ([]*state.Site, error) {
 			sites, _, err := store.AllSites()
 			return sites, err
 		})
@@ -514,6 +518,9 @@ func (s *Server) siteURL(slug string) string {
 	}
 	return scheme + "://" + host
 }
+
+// Pool is the warm pools (benchmarks size them while running).
+func (s *Server) Pool() *pool.Pool { return s.pool }
 
 // Registry is the node registry (dev wiring and tests use it).
 func (s *Server) Registry() *nodes.Registry { return s.registry }
