@@ -3,7 +3,9 @@ package mariadb
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/sandboxd/sandboxd/internal/secret"
@@ -131,54 +133,93 @@ func (s *Server) columns(ctx context.Context, db, table string) (keys, text []st
 	return keys, text, rows.Err()
 }
 
+// rewritePage is how many matching keys one query of a rewrite reads.
+const rewritePage = 500
+
 // rewriteColumn updates the rows of one column whose value may hold the
-// old URL (MariaDB filters on the old host first).
+// old URL (MariaDB filters on the old host first). It reads the matching
+// keys a page at a time, then each value and its update one row at a
+// time: memory holds a page of keys and one value, never a table, and no
+// connection is held while another is needed (concurrent rewrites would
+// otherwise take the pool's every connection and wait on each other).
 func (s *Server) rewriteColumn(ctx context.Context, db, table string, keys []string, col string, r *urlrewrite.Rewriter) (int, int, error) {
 	qt, qc := quoteIdent(db)+"."+quoteIdent(table), quoteIdent(col)
 	qkeys := make([]string, len(keys))
+	where := make([]string, len(keys))
+	marks := make([]string, len(keys))
 	for i, k := range keys {
 		qkeys[i] = quoteIdent(k)
+		where[i] = qkeys[i] + " = ?"
+		marks[i] = "?"
 	}
+	keyList := strings.Join(qkeys, ", ")
+	byKey := strings.Join(where, " AND ")
 	// The filter is a superset of the matches: the host appears in every
 	// form (encodings change only ':' and '/').
-	rows, err := s.db.QueryContext(ctx, "SELECT "+strings.Join(qkeys, ", ")+", LENGTH("+qc+") > ?, IF(LENGTH("+qc+") > ?, NULL, "+qc+") FROM "+qt+
-		" WHERE "+qc+" LIKE ?", MaxRewriteValue, MaxRewriteValue, "%"+likeEscape(r.OldHost())+"%")
-	if err != nil {
-		return 0, 0, err
-	}
-	where := make([]string, len(keys))
-	for i, k := range qkeys {
-		where[i] = k + " = ?"
-	}
-	update := "UPDATE " + qt + " SET " + qc + " = ? WHERE " + strings.Join(where, " AND ")
+	like := "%" + likeEscape(r.OldHost()) + "%"
+	read := "SELECT LENGTH(" + qc + ") > ?, IF(LENGTH(" + qc + ") > ?, NULL, " + qc + ") FROM " + qt + " WHERE " + byKey
+	update := "UPDATE " + qt + " SET " + qc + " = ? WHERE " + byKey
 	changed, skipped := 0, 0
+	var after []any
+	for {
+		q := "SELECT " + keyList + " FROM " + qt + " WHERE " + qc + " LIKE ?"
+		args := []any{like}
+		if after != nil {
+			q += " AND (" + keyList + ") > (" + strings.Join(marks, ", ") + ")"
+			args = append(args, after...)
+		}
+		page, err := s.keyPage(ctx, q+" ORDER BY "+keyList+" LIMIT "+strconv.Itoa(rewritePage), args, len(keys))
+		if err != nil {
+			return changed, skipped, err
+		}
+		for _, key := range page {
+			var tooBig bool
+			var val sql.NullString
+			err := s.db.QueryRowContext(ctx, read, append([]any{MaxRewriteValue, MaxRewriteValue}, key...)...).Scan(&tooBig, &val)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue // gone meanwhile
+			}
+			if err != nil {
+				return changed, skipped, err
+			}
+			if tooBig {
+				skipped++
+				continue
+			}
+			if nv := r.Value(val.String); nv != val.String {
+				if _, err := s.db.ExecContext(ctx, update, append([]any{nv}, key...)...); err != nil {
+					return changed, skipped, err
+				}
+				changed++
+			}
+		}
+		if len(page) < rewritePage {
+			return changed, skipped, nil
+		}
+		after = page[len(page)-1]
+	}
+}
+
+// keyPage reads one page of key tuples.
+func (s *Server) keyPage(ctx context.Context, q string, args []any, n int) ([][]any, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
+	var out [][]any
 	for rows.Next() {
-		key := make([]any, len(keys))
-		dest := make([]any, len(keys)+2)
+		key := make([]any, n)
+		dest := make([]any, n)
 		for i := range key {
 			dest[i] = &key[i]
 		}
-		var tooBig bool
-		var val sql.NullString
-		dest[len(keys)], dest[len(keys)+1] = &tooBig, &val
 		if err := rows.Scan(dest...); err != nil {
-			return changed, skipped, err
+			return nil, err
 		}
-		if tooBig {
-			skipped++
-			continue
-		}
-		// One row at a time, updated as it is read (on another
-		// connection): memory holds one value, never a table.
-		if nv := r.Value(val.String); nv != val.String {
-			if _, err := s.db.ExecContext(ctx, update, append([]any{nv}, key...)...); err != nil {
-				return changed, skipped, err
-			}
-			changed++
-		}
+		out = append(out, key)
 	}
-	return changed, skipped, rows.Err()
+	return out, rows.Err()
 }
 
 func likeEscape(s string) string {

@@ -3,11 +3,15 @@ package mariadb_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/sandboxd/sandboxd/agent/mariadb"
 	"github.com/sandboxd/sandboxd/internal/urlrewrite"
 )
 
@@ -115,5 +119,71 @@ func TestCopyAndRewrite(t *testing.T) {
 	}
 	if err := srv.CopyDatabase(ctx, "wp_src", "bad name"); err == nil {
 		t.Fatal("a bad database name was accepted")
+	}
+}
+
+// TestConcurrentRewrites: more rewrites at once than the server's pool
+// has connections all finish (a rewrite that held a cursor while asking
+// for a second connection left a dozen of them waiting on each other),
+// and a table with more matching rows than one page is rewritten whole.
+func TestConcurrentRewrites(t *testing.T) {
+	ctx := context.Background()
+	srv, _ := startServer(t)
+	const n = 12
+	const oldURL, newURL = "http://pool-x.localhost", "http://claimed.localhost"
+	for i := range n {
+		db := fmt.Sprintf("wp_cr%d", i)
+		if err := srv.CreateSiteDatabase(ctx, db, db, "pw-"+db); err != nil {
+			t.Fatal(err)
+		}
+		c := mysql.NewConfig()
+		c.User, c.Passwd, c.Net, c.Addr, c.DBName = db, "pw-"+db, "tcp", srv.Addr(), db
+		d, err := sql.Open("mysql", c.FormatDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.ExecContext(ctx, "CREATE TABLE wp_posts (ID bigint PRIMARY KEY, guid varchar(255))"); err != nil {
+			t.Fatal(err)
+		}
+		rows := 3
+		if i == 0 {
+			rows = 1200 // past two pages of keys
+		}
+		for j := range rows {
+			if _, err := d.ExecContext(ctx, "INSERT INTO wp_posts VALUES (?, ?)", j+1, fmt.Sprintf("%s/?p=%d", oldURL, j+1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d.Close()
+	}
+	rw, err := urlrewrite.New(oldURL, newURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	stats := make([]mariadb.RewriteStats, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stats[i], errs[i] = srv.RewriteURLs(ctx, fmt.Sprintf("wp_cr%d", i), rw)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		want := 3
+		if i == 0 {
+			want = 1200
+		}
+		if errs[i] != nil || stats[i].Rows != want {
+			t.Fatalf("database %d: %d rows, %v; want %d", i, stats[i].Rows, errs[i], want)
+		}
+	}
+	var left int
+	if err := srv.Root().QueryRowContext(ctx, "SELECT COUNT(*) FROM wp_cr0.wp_posts WHERE guid LIKE 'http://pool-x%'").Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d rows left at the old URL (%v)", left, err)
 	}
 }
