@@ -112,6 +112,9 @@ func (a *API) registerTemplates(r *rest.Router) {
 	read := guard{scope: scopeWorkspace}
 	write := guard{scope: scopeWorkspace, capability: access.Reusables}
 	create := guard{scope: scopeWorkspace, capability: access.Create}
+	// Leads are people's email addresses: members who manage the
+	// workspace's outside connections see them.
+	leads := guard{scope: scopeWorkspace, capability: access.Integrations}
 	nf := []string{apierr.CodeTemplateNotFound}
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/templates", Tag: "templates", Status: http.StatusAccepted,
 		Summary: "Make a template from a ready site: its files and database, frozen. Poll the job or the template until it is ready.",
@@ -139,10 +142,43 @@ func (a *API) registerTemplates(r *rest.Router) {
 		Summary: "Make a site from a ready template: its files and database, at the new site's URL.", Params: templateParam,
 		Request: TemplateSiteRequest{}, Response: siteJobResponse{}, Idempotent: true,
 		Errors: append(nf, apierr.CodeInvalidRequest, apierr.CodePlanLimitReached), Handler: a.siteFromTemplate})
+	a.bearer(r, leads, rest.Route{Method: "GET", Path: "/api/app/templates/{id}/leads", Tag: "templates",
+		Summary: "The leads the template's public launcher captured (entry mode email), newest first.", Params: templateParam,
+		Response: leadsResponse{}, Errors: nf, Handler: a.listLeads})
 	a.bearer(r, create, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/restore", Tag: "sites", Status: http.StatusAccepted,
 		Summary: "Replace a ready site's files and database with a template's, keeping its id and URL.", Params: siteParam,
 		Request: RestoreSiteRequest{}, Response: siteJobResponse{}, Idempotent: true,
 		Errors: []string{apierr.CodeSiteNotFound, apierr.CodeTemplateNotFound, apierr.CodeInvalidRequest}, Handler: a.restoreSite})
+}
+
+// LeadView is the contract's Launch lead.
+type LeadView struct {
+	ID         string    `json:"id"`
+	TemplateID string    `json:"templateId"`
+	Email      string    `json:"email"`
+	SiteID     string    `json:"siteId"`
+	IPHash     string    `json:"ipHash"`
+	CreatedAt  time.Time `json:"createdAt"`
+}
+
+type leadsResponse struct {
+	Leads []LeadView `json:"leads"`
+}
+
+func (a *API) listLeads(w http.ResponseWriter, req *http.Request) error {
+	t, err := a.templateIn(req)
+	if err != nil {
+		return err
+	}
+	ls, err := a.store.LeadsOf(t.ID)
+	if err != nil {
+		return err
+	}
+	out := make([]LeadView, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, LeadView{ID: l.ID, TemplateID: l.TemplateID, Email: l.Email, SiteID: l.SiteID, IPHash: l.IPHash, CreatedAt: l.CreatedAt})
+	}
+	return rest.JSON(w, http.StatusOK, leadsResponse{Leads: out})
 }
 
 func (a *API) templateIn(req *http.Request) (*state.Template, error) {

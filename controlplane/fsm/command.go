@@ -69,6 +69,7 @@ var registry = map[Type]func() Command{
 	30: func() Command { return new(CreateTemplateWithJob) },
 	31: func() Command { return new(PutTemplate) },
 	32: func() Command { return new(DeleteTemplate) },
+	33: func() Command { return new(AddLead) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -229,6 +230,11 @@ type CreateTemplateWithJob struct {
 // PutTemplate replaces a template (settings, or a freeze's outcome).
 type PutTemplate struct {
 	Template state.Template `json:"template"`
+}
+
+// AddLead records a lead a template's public launcher captured.
+type AddLead struct {
+	Lead state.Lead `json:"lead"`
 }
 
 // DeleteTemplate removes a template.

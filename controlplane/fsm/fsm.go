@@ -120,6 +120,7 @@ func (c CreateTemplateWithJob) apply(tx *state.Tx) any {
 }
 func (c PutTemplate) apply(tx *state.Tx) any    { return tx.PutTemplate(c.Template) }
 func (c DeleteTemplate) apply(tx *state.Tx) any { return tx.DeleteTemplate(c.ID) }
+func (c AddLead) apply(tx *state.Tx) any        { return tx.AddLead(c.Lead) }
 func (c PutLibraryEntry) apply(tx *state.Tx) any {
 	return tx.PutLibraryEntry(c.Entry, c.Replace, c.Quota)
 }

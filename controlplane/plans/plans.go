@@ -41,6 +41,10 @@ type Limits struct {
 	// SiteDiskMB is each site's disk in MiB: WordPress, uploads, logs and
 	// mail. Writes past it fail. Zero leaves the node's default (1024).
 	SiteDiskMB int `json:"siteDiskMb"`
+	// SiteLifetimeMinutes is how long a site made without
+	// expiresInMinutes lives before it is deleted; zero keeps it until it
+	// is deleted.
+	SiteLifetimeMinutes int `json:"siteLifetimeMinutes"`
 }
 
 func (l Limits) of(resource string) (int, error) {
@@ -71,7 +75,8 @@ type Config struct {
 // templates; the rest are this service's choices, documented in the README.
 func Default() Config {
 	return Config{
-		Free: Limits{Sites: 3, Templates: 3, Workspaces: 2, APITokens: 10, MembersPerWorkspace: 5, LibraryEntries: 20, SiteDiskMB: 1024},
+		Free: Limits{Sites: 3, Templates: 3, Workspaces: 2, APITokens: 10, MembersPerWorkspace: 5, LibraryEntries: 20, SiteDiskMB: 1024,
+			SiteLifetimeMinutes: 7 * 24 * 60},
 		Paid: Limits{Sites: 500, Templates: 200, Workspaces: 50, APITokens: 100, MembersPerWorkspace: 200, LibraryEntries: 500, SiteDiskMB: 10240},
 	}
 }
@@ -81,6 +86,9 @@ func (c Config) Validate() error {
 	for name, l := range map[string]Limits{"free": c.Free, "paid": c.Paid} {
 		if l.Sites < 0 || l.Templates < 0 || l.Workspaces < 0 || l.APITokens < 0 || l.MembersPerWorkspace < 0 || l.LibraryEntries < 0 {
 			return fmt.Errorf("plans: %s limits must not be negative", name)
+		}
+		if l.SiteLifetimeMinutes < 0 || l.SiteLifetimeMinutes > 525600 {
+			return fmt.Errorf("plans: %s siteLifetimeMinutes must be 0 (no limit) to 525600 (a year)", name)
 		}
 		if l.SiteDiskMB != 0 && (l.SiteDiskMB < 64 || l.SiteDiskMB > 1<<20) {
 			return fmt.Errorf("plans: %s siteDiskMb must be 0 (the node's default) or 64 to 1048576", name)

@@ -163,6 +163,10 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 	if err != nil {
 		return nil, "", err
 	}
+	if m := s.cfg.Plans.For(plan).SiteLifetimeMinutes; expires == nil && m > 0 {
+		t := now.Add(time.Duration(m) * time.Minute)
+		expires = &t
+	}
 	quota, err := s.cfg.Plans.Quota(plan, plans.Sites)
 	if err != nil {
 		return nil, "", err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -558,5 +559,31 @@ func TestCreateClaimsAPooledSite(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlanLifetime: a site made without expiresInMinutes gets its plan's
+// lifetime (the free plan's week; none on the paid plan); an explicit
+// value wins.
+func TestPlanLifetime(t *testing.T) {
+	ptr := func(n int) *int { return &n }
+	for _, tc := range []struct {
+		plan    string
+		minutes *int
+		want    time.Duration
+	}{{state.PlanFree, nil, 7 * 24 * time.Hour}, {state.PlanPaid, nil, 0}, {state.PlanFree, ptr(30), 30 * time.Minute}, {state.PlanPaid, ptr(90), 90 * time.Minute}} {
+		w := newWorld(t, tc.plan)
+		now := time.Unix(1700000000, 0).UTC()
+		w.svc.cfg.Now = func() time.Time { return now }
+		site, _, err := w.svc.Create(context.Background(), sitespec.Create{Workspace: w.ws, By: w.acct, ExpiresInMinutes: tc.minutes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case tc.want == 0 && site.ExpiresAt != nil:
+			t.Fatalf("%s: expires %v", tc.plan, site.ExpiresAt)
+		case tc.want != 0 && (site.ExpiresAt == nil || !site.ExpiresAt.Equal(now.Add(tc.want))):
+			t.Fatalf("%s %v: expires %v, want %v", tc.plan, tc.minutes, site.ExpiresAt, now.Add(tc.want))
+		}
 	}
 }

@@ -18,6 +18,7 @@ const (
 	tableLibrary     = "library"
 	tableIdempotency = "idempotency"
 	tableTemplates   = "templates"
+	tableLeads       = "leads"
 )
 
 func idIndex() *memdb.IndexSchema {
@@ -98,6 +99,10 @@ func schema() *memdb.DBSchema {
 			"workspace": fieldIndex("workspace", "WorkspaceID", false),
 			"user":      fieldIndex("user", "UserID", false),
 		}},
+		tableLeads: {Name: tableLeads, Indexes: map[string]*memdb.IndexSchema{
+			"id":       idIndex(),
+			"template": fieldIndex("template", "TemplateID", false),
+		}},
 	}}
 }
 
@@ -106,5 +111,5 @@ func schema() *memdb.DBSchema {
 var tables = []string{
 	tableAccounts, tableWorkspaces, tableRoles, tableMembers, tableTokens,
 	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary, tableIdempotency,
-	tableTemplates,
+	tableTemplates, tableLeads,
 }

@@ -188,6 +188,8 @@ func newRow(table string) (any, error) {
 		return new(Idempotency), nil
 	case tableTemplates:
 		return new(Template), nil
+	case tableLeads:
+		return new(Lead), nil
 	}
 	return nil, fmt.Errorf("unknown table %q", table)
 }

@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 // TestTemplates: a template and its freeze job come together or not at
@@ -68,4 +69,30 @@ func TestTemplates(t *testing.T) {
 	}
 	must(t, s.Update(func(tx *Tx) error { return tx.DeleteTemplate("tpl_1") }))
 	must(t, s.Update(func(tx *Tx) error { return tx.DeleteTemplate("tpl_1") })) // missing is fine
+}
+
+// TestLeads: a lead is kept for a template of its own workspace only,
+// once per id, listed newest first.
+func TestLeads(t *testing.T) {
+	s := seed(t)
+	seedTemplate(t, s) // tpl_1 in ws_a
+	lead := func(id, ws string, at int) Lead {
+		return Lead{ID: id, TemplateID: "tpl_1", WorkspaceID: ws, Email: id + "@example.com", SiteID: "site_" + id,
+			IPHash: "h", CreatedAt: t0.Add(time.Duration(at) * time.Minute)}
+	}
+	must(t, s.Update(func(tx *Tx) error { return tx.AddLead(lead("lead_a", "ws_a", 1)) }))
+	must(t, s.Update(func(tx *Tx) error { return tx.AddLead(lead("lead_b", "ws_a", 2)) }))
+	must(t, s.Update(func(tx *Tx) error { return tx.AddLead(lead("lead_a", "ws_a", 1)) })) // again: kept once
+	if err := s.Update(func(tx *Tx) error { return tx.AddLead(lead("lead_x", "ws_b", 3)) }); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a lead for another workspace's template: %v", err)
+	}
+	bad := lead("lead_y", "ws_a", 4)
+	bad.TemplateID = "tpl_nope"
+	if err := s.Update(func(tx *Tx) error { return tx.AddLead(bad) }); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a lead for an unknown template: %v", err)
+	}
+	got, err := s.LeadsOf("tpl_1")
+	if err != nil || len(got) != 2 || got[0].ID != "lead_b" || got[1].ID != "lead_a" {
+		t.Fatalf("leads %+v %v", got, err)
+	}
 }
