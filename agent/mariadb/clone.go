@@ -86,68 +86,76 @@ func (s *Server) RewriteURLs(ctx context.Context, db string, r *urlrewrite.Rewri
 	if !ident.MatchString(db) {
 		return st, fmt.Errorf("mariadb: invalid database name %q", db)
 	}
-	ts, err := s.tables(ctx, db)
+	tables, err := s.tableColumns(ctx, db)
 	if err != nil {
 		return st, err
 	}
-	for _, t := range ts {
-		keys, cols, err := s.columns(ctx, db, t)
-		if err != nil {
-			return st, err
-		}
-		if len(keys) == 0 || len(cols) == 0 {
+	for _, t := range tables {
+		if len(t.keys) == 0 || len(t.text) == 0 {
 			continue // WordPress's tables all have one; a table without is the site's own business
 		}
-		for _, c := range cols {
-			n, skipped, err := s.rewriteColumn(ctx, db, t, keys, c, r)
-			st.Rows += n
-			st.Skipped += skipped
-			if err != nil {
-				return st, fmt.Errorf("rewrite %s.%s: %w", t, c, err)
-			}
+		n, skipped, err := s.rewriteTable(ctx, db, t, r)
+		st.Rows += n
+		st.Skipped += skipped
+		if err != nil {
+			return st, fmt.Errorf("rewrite %s: %w", t.name, err)
 		}
 	}
 	return st, nil
 }
 
-// columns returns a table's primary key columns and its text columns.
-func (s *Server) columns(ctx context.Context, db, table string) (keys, text []string, err error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_KEY FROM information_schema.COLUMNS "+
-		"WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", db, table)
+// tableInfo is a base table's primary key columns and text columns.
+type tableInfo struct {
+	name       string
+	keys, text []string
+}
+
+// tableColumns reads the keys and text columns of every base table of db
+// in one query of the catalogue.
+func (s *Server) tableColumns(ctx context.Context, db string) ([]tableInfo, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT c.TABLE_NAME, c.COLUMN_NAME, c.DATA_TYPE, c.COLUMN_KEY FROM information_schema.COLUMNS c "+
+		"JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME "+
+		"WHERE c.TABLE_SCHEMA = ? AND t.TABLE_TYPE = 'BASE TABLE' ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION", db)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer rows.Close()
+	var out []tableInfo
 	for rows.Next() {
-		var name, typ, key string
-		if err := rows.Scan(&name, &typ, &key); err != nil {
-			return nil, nil, err
+		var table, name, typ, key string
+		if err := rows.Scan(&table, &name, &typ, &key); err != nil {
+			return nil, err
 		}
+		if len(out) == 0 || out[len(out)-1].name != table {
+			out = append(out, tableInfo{name: table})
+		}
+		t := &out[len(out)-1]
 		if key == "PRI" {
-			keys = append(keys, name)
+			t.keys = append(t.keys, name)
 		}
 		if textTypes[strings.ToLower(typ)] {
-			text = append(text, name)
+			t.text = append(t.text, name)
 		}
 	}
-	return keys, text, rows.Err()
+	return out, rows.Err()
 }
 
 // rewritePage is how many matching keys one query of a rewrite reads.
 const rewritePage = 500
 
-// rewriteColumn updates the rows of one column whose value may hold the
-// old URL (MariaDB filters on the old host first). It reads the matching
-// keys a page at a time, then each value and its update one row at a
-// time: memory holds a page of keys and one value, never a table, and no
-// connection is held while another is needed (concurrent rewrites would
-// otherwise take the pool's every connection and wait on each other).
-func (s *Server) rewriteColumn(ctx context.Context, db, table string, keys []string, col string, r *urlrewrite.Rewriter) (int, int, error) {
-	qt, qc := quoteIdent(db)+"."+quoteIdent(table), quoteIdent(col)
-	qkeys := make([]string, len(keys))
-	where := make([]string, len(keys))
-	marks := make([]string, len(keys))
-	for i, k := range keys {
+// rewriteTable updates the rows of one table whose text may hold the old
+// URL (MariaDB filters on the old host first). It reads the matching
+// keys a page at a time; for each row, which columns match, then each
+// such value and its update: memory holds a page of keys and one value,
+// never a table, and no connection is held while another is needed
+// (concurrent rewrites would otherwise take the pool's every connection
+// and wait on each other).
+func (s *Server) rewriteTable(ctx context.Context, db string, t tableInfo, r *urlrewrite.Rewriter) (int, int, error) {
+	qt := quoteIdent(db) + "." + quoteIdent(t.name)
+	qkeys := make([]string, len(t.keys))
+	where := make([]string, len(t.keys))
+	marks := make([]string, len(t.keys))
+	for i, k := range t.keys {
 		qkeys[i] = quoteIdent(k)
 		where[i] = qkeys[i] + " = ?"
 		marks[i] = "?"
@@ -157,39 +165,57 @@ func (s *Server) rewriteColumn(ctx context.Context, db, table string, keys []str
 	// The filter is a superset of the matches: the host appears in every
 	// form (encodings change only ':' and '/').
 	like := "%" + likeEscape(r.OldHost()) + "%"
-	read := "SELECT LENGTH(" + qc + ") > ?, IF(LENGTH(" + qc + ") > ?, NULL, " + qc + ") FROM " + qt + " WHERE " + byKey
-	update := "UPDATE " + qt + " SET " + qc + " = ? WHERE " + byKey
+	qcols := make([]string, len(t.text))
+	likes := make([]string, len(t.text))
+	likeArgs := make([]any, len(t.text))
+	for i, c := range t.text {
+		qcols[i] = quoteIdent(c)
+		likes[i] = qcols[i] + " LIKE ?"
+		likeArgs[i] = like
+	}
+	anyLike := "(" + strings.Join(likes, " OR ") + ")"
+	which := "SELECT " + strings.Join(likes, ", ") + " FROM " + qt + " WHERE " + byKey
 	changed, skipped := 0, 0
 	var after []any
 	for {
-		q := "SELECT " + keyList + " FROM " + qt + " WHERE " + qc + " LIKE ?"
-		args := []any{like}
+		q := "SELECT " + keyList + " FROM " + qt + " WHERE " + anyLike
+		args := append([]any(nil), likeArgs...)
 		if after != nil {
 			q += " AND (" + keyList + ") > (" + strings.Join(marks, ", ") + ")"
 			args = append(args, after...)
 		}
-		page, err := s.keyPage(ctx, q+" ORDER BY "+keyList+" LIMIT "+strconv.Itoa(rewritePage), args, len(keys))
+		page, err := s.keyPage(ctx, q+" ORDER BY "+keyList+" LIMIT "+strconv.Itoa(rewritePage), args, len(t.keys))
 		if err != nil {
 			return changed, skipped, err
 		}
 		for _, key := range page {
-			var tooBig bool
-			var val sql.NullString
-			err := s.db.QueryRowContext(ctx, read, append([]any{MaxRewriteValue, MaxRewriteValue}, key...)...).Scan(&tooBig, &val)
+			hits := make([]sql.NullBool, len(t.text))
+			dest := make([]any, len(hits))
+			for i := range hits {
+				dest[i] = &hits[i]
+			}
+			err := s.db.QueryRowContext(ctx, which, append(append([]any(nil), likeArgs...), key...)...).Scan(dest...)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue // gone meanwhile
 			}
 			if err != nil {
 				return changed, skipped, err
 			}
-			if tooBig {
-				skipped++
-				continue
-			}
-			if nv := r.Value(val.String); nv != val.String {
-				if _, err := s.db.ExecContext(ctx, update, append([]any{nv}, key...)...); err != nil {
+			rowChanged := false
+			for i, hit := range hits {
+				if !hit.Bool {
+					continue
+				}
+				did, big, err := s.rewriteValue(ctx, qt, qcols[i], byKey, key, r)
+				if err != nil {
 					return changed, skipped, err
 				}
+				rowChanged = rowChanged || did
+				if big {
+					skipped++
+				}
+			}
+			if rowChanged {
 				changed++
 			}
 		}
@@ -198,6 +224,26 @@ func (s *Server) rewriteColumn(ctx context.Context, db, table string, keys []str
 		}
 		after = page[len(page)-1]
 	}
+}
+
+// rewriteValue rewrites one value of one row; a value over
+// MaxRewriteValue is left alone and reported.
+func (s *Server) rewriteValue(ctx context.Context, qt, qc, byKey string, key []any, r *urlrewrite.Rewriter) (changed, tooBig bool, err error) {
+	var val sql.NullString
+	err = s.db.QueryRowContext(ctx, "SELECT LENGTH("+qc+") > ?, IF(LENGTH("+qc+") > ?, NULL, "+qc+") FROM "+qt+" WHERE "+byKey,
+		append([]any{MaxRewriteValue, MaxRewriteValue}, key...)...).Scan(&tooBig, &val)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, false, nil
+	}
+	if err != nil || tooBig {
+		return false, tooBig, err
+	}
+	nv := r.Value(val.String)
+	if nv == val.String {
+		return false, false, nil
+	}
+	_, err = s.db.ExecContext(ctx, "UPDATE "+qt+" SET "+qc+" = ? WHERE "+byKey, append([]any{nv}, key...)...)
+	return err == nil, false, err
 }
 
 // keyPage reads one page of key tuples.
