@@ -123,8 +123,13 @@ func (a *API) createSite(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	in := sitespec.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, PHPVersion: body.PHPVersion,
-		WordPressVersion: body.WordPressVersion, TemplateID: body.TemplateID, ExpiresInMinutes: body.ExpiresInMinutes}
+	return a.create(w, req, sitespec.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, PHPVersion: body.PHPVersion,
+		WordPressVersion: body.WordPressVersion, TemplateID: body.TemplateID, ExpiresInMinutes: body.ExpiresInMinutes})
+}
+
+// create makes a site through the sites service and answers 202 {site,
+// jobId}, rendered from the command so a replay is the same answer.
+func (a *API) create(w http.ResponseWriter, req *http.Request, in sitespec.Create) error {
 	_, err := changed(a, w, req, http.StatusAccepted, func(cmd fsm.CreateSiteWithJob) any {
 		return siteJobResponse{Site: siteView(&cmd.Site), JobID: cmd.Job.ID}
 	}, func(ctx context.Context) error {

@@ -250,14 +250,8 @@ func (a *API) siteFromTemplate(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	in := sitespec.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, TemplateID: t.ID, ExpiresInMinutes: body.ExpiresInMinutes}
-	_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.CreateSiteWithJob) any {
-		return siteJobResponse{Site: siteView(&cmd.Site), JobID: cmd.Job.ID}
-	}, func(ctx context.Context) error {
-		_, _, err := a.cfg.Sites.Create(ctx, in)
-		return err
-	})
-	return err
+	return a.create(w, req, sitespec.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, TemplateID: t.ID,
+		ExpiresInMinutes: body.ExpiresInMinutes})
 }
 
 func (a *API) restoreSite(w http.ResponseWriter, req *http.Request) error {
