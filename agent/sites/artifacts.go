@@ -51,7 +51,9 @@ func (m *Manager) ExportTemplate(ctx context.Context, id string, w io.Writer) er
 		return err
 	}
 	defer os.Remove(f.Name())
-	err = ar.Dump(ctx, t.DBName, f)
+	// The database is the tenant's to grow: a dump past what an import
+	// takes fails here, before it fills the node's disk.
+	err = ar.Dump(ctx, t.DBName, &capped{w: f, left: artifactLimits.Database})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -137,4 +139,18 @@ func (m *Manager) ImportTemplate(ctx context.Context, id string, r io.Reader) (*
 	}
 	ok = true
 	return &t, nil
+}
+
+// capped writes to w until left bytes are used, then fails.
+type capped struct {
+	w    io.Writer
+	left int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		return 0, fmt.Errorf("%w: the database dump is over %d GiB, more than a template holds", ErrInvalid, artifactLimits.Database>>30)
+	}
+	c.left -= int64(len(p))
+	return c.w.Write(p)
 }
