@@ -364,6 +364,8 @@ func writeError(key string, err error) error {
 		return apierr.New(http.StatusConflict, apierr.CodeRoleInUse, "%s", message(err))
 	case errors.Is(err, state.ErrConflict):
 		return apierr.Conflict("%s", message(err))
+	case errors.Is(err, state.ErrStale):
+		return apierr.Conflict("it changed while this request was applied; retry the request")
 	case errors.Is(err, state.ErrInvalid):
 		return apierr.Invalid("", "%s", message(err))
 	}

@@ -230,6 +230,9 @@ type CreateTemplateWithJob struct {
 // PutTemplate replaces a template (settings, or a freeze's outcome).
 type PutTemplate struct {
 	Template state.Template `json:"template"`
+	// IfUpdatedAt, when set, applies the write only to the template as
+	// its writer read it (state.ErrStale otherwise).
+	IfUpdatedAt *time.Time `json:"ifUpdatedAt,omitempty"`
 }
 
 // AddLead records a lead a template's public launcher captured.

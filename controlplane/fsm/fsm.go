@@ -118,7 +118,7 @@ func (c UpdateSiteWithJob) apply(tx *state.Tx) any { return tx.UpdateSiteWithJob
 func (c CreateTemplateWithJob) apply(tx *state.Tx) any {
 	return tx.CreateTemplateWithJob(c.Template, c.Job, c.Quota)
 }
-func (c PutTemplate) apply(tx *state.Tx) any    { return tx.PutTemplate(c.Template) }
+func (c PutTemplate) apply(tx *state.Tx) any    { return tx.PutTemplate(c.Template, c.IfUpdatedAt) }
 func (c DeleteTemplate) apply(tx *state.Tx) any { return tx.DeleteTemplate(c.ID) }
 func (c AddLead) apply(tx *state.Tx) any        { return tx.AddLead(c.Lead) }
 func (c PutLibraryEntry) apply(tx *state.Tx) any {

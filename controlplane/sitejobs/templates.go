@@ -13,6 +13,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/templates"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 )
 
@@ -82,21 +83,28 @@ func (r *Runners) templateFailed(ctx context.Context, tpl *state.Template, err e
 	return err
 }
 
-// putTemplate changes the template as it is now (a PATCH may have
-// changed other fields meanwhile); a deleted template stays deleted.
+// putTemplate changes the template as it is now, and writes only over
+// that: a PATCH that lands meanwhile is read again and the change applied
+// to it. A deleted template stays deleted.
 func (r *Runners) putTemplate(ctx context.Context, id string, change func(*state.Template)) error {
-	t, err := r.Store.Template(id)
-	if err != nil || t == nil {
+	for try := 0; ; try++ {
+		t, err := r.Store.Template(id)
+		if err != nil || t == nil {
+			return err
+		}
+		next := *t
+		change(&next)
+		next.UpdatedAt = templates.Later(r.now(), t.UpdatedAt)
+		read := t.UpdatedAt
+		_, err = r.Raft.Apply(ctx, fsm.PutTemplate{Template: next, IfUpdatedAt: &read})
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			return nil
+		case errors.Is(err, state.ErrStale) && try < 4:
+			continue
+		}
 		return err
 	}
-	next := *t
-	change(&next)
-	next.UpdatedAt = r.now()
-	_, err = r.Raft.Apply(ctx, fsm.PutTemplate{Template: next})
-	if errors.Is(err, state.ErrNotFound) {
-		return nil
-	}
-	return err
 }
 
 // restore replaces the site's content with the template's on its node.

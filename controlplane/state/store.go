@@ -21,6 +21,9 @@ var (
 	ErrConflict  = errors.New("conflict")
 	ErrRoleInUse = errors.New("role in use")
 	ErrInvalid   = errors.New("invalid")
+	// ErrStale refuses a conditional write to a row that changed since
+	// the writer read it; the writer reads again and retries.
+	ErrStale = errors.New("changed meanwhile")
 )
 
 // Store is the in-memory indexed state. It is safe for concurrent use:

@@ -128,8 +128,11 @@ func (t *Tx) CreateTemplateWithJob(tpl Template, job Job, q Quota) error {
 }
 
 // PutTemplate replaces a template with the same id (a PATCH, or a job
-// recording its outcome); workspace, owner and slug never change.
-func (t *Tx) PutTemplate(tpl Template) error {
+// recording its outcome); workspace, owner and slug never change. With
+// ifUpdatedAt set, the template must not have changed since (its
+// UpdatedAt is that): a read-modify-write that lost a race is refused
+// with ErrStale, never applied over the other write.
+func (t *Tx) PutTemplate(tpl Template, ifUpdatedAt *time.Time) error {
 	return t.run(func(tx *memdb.Txn) error {
 		old, err := first[Template](tx, tableTemplates, "id", tpl.ID)
 		if err != nil {
@@ -137,6 +140,9 @@ func (t *Tx) PutTemplate(tpl Template) error {
 		}
 		if old == nil {
 			return fmt.Errorf("%w: template %s", ErrNotFound, tpl.ID)
+		}
+		if ifUpdatedAt != nil && !old.UpdatedAt.Equal(*ifUpdatedAt) {
+			return fmt.Errorf("%w: template %s changed meanwhile", ErrStale, tpl.ID)
 		}
 		if old.WorkspaceID != tpl.WorkspaceID || old.UserID != tpl.UserID || old.Slug != tpl.Slug {
 			return fmt.Errorf("%w: a template keeps its workspace, owner and slug", ErrConflict)

@@ -47,16 +47,31 @@ func TestTemplates(t *testing.T) {
 	got, _ := s.Template("tpl_1")
 	next := *got
 	next.Status, next.SizeBytes = TemplateReady, 1234
-	must(t, s.Update(func(tx *Tx) error { return tx.PutTemplate(next) }))
+	must(t, s.Update(func(tx *Tx) error { return tx.PutTemplate(next, nil) }))
 	moved := next
 	moved.Slug = "other"
-	if err := s.Update(func(tx *Tx) error { return tx.PutTemplate(moved) }); !errors.Is(err, ErrConflict) {
+	if err := s.Update(func(tx *Tx) error { return tx.PutTemplate(moved, nil) }); !errors.Is(err, ErrConflict) {
 		t.Fatalf("a slug change: %v", err)
 	}
 	missing := next
 	missing.ID = "tpl_nope"
-	if err := s.Update(func(tx *Tx) error { return tx.PutTemplate(missing) }); !errors.Is(err, ErrNotFound) {
+	if err := s.Update(func(tx *Tx) error { return tx.PutTemplate(missing, nil) }); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a missing template: %v", err)
+	}
+	// A conditional write over a template that changed since it was read
+	// is refused and writes nothing.
+	cur, _ := s.Template("tpl_1")
+	read := cur.UpdatedAt
+	newer := *cur
+	newer.Name, newer.UpdatedAt = "newer", read.Add(time.Second)
+	must(t, s.Update(func(tx *Tx) error { return tx.PutTemplate(newer, &read) }))
+	lost := *cur
+	lost.Name = "lost"
+	if err := s.Update(func(tx *Tx) error { return tx.PutTemplate(lost, &read) }); !errors.Is(err, ErrStale) {
+		t.Fatalf("a stale write: %v", err)
+	}
+	if got, _ := s.Template("tpl_1"); got.Name != "newer" {
+		t.Fatalf("after a stale write: %q", got.Name)
 	}
 	list, _ := s.TemplatesOf("ws_a")
 	if len(list) != 2 {

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
@@ -51,8 +52,33 @@ type BrandingPatch struct {
 var hexColour = regexp.MustCompile(`^#([0-9a-fA-F]{3}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})$`)
 
 // Update applies a PATCH: every field checked, launch and the warm pool
-// held to the plan, the launch token made once.
+// held to the plan, the launch token made once. It writes only over the
+// template it read: a freeze job that finished meanwhile is read again
+// and the PATCH applied to it.
 func (s *Service) Update(ctx context.Context, t *state.Template, p Patch) (*state.Template, error) {
+	for try := 0; ; try++ {
+		next, err := s.patched(t, p)
+		if err != nil {
+			return nil, err
+		}
+		read := t.UpdatedAt
+		_, err = s.cfg.Raft.Apply(ctx, fsm.PutTemplate{Template: *next, IfUpdatedAt: &read})
+		switch {
+		case err == nil:
+			return next, nil
+		case errors.Is(err, state.ErrNotFound):
+			return nil, NotFound()
+		case !errors.Is(err, state.ErrStale) || try == 4:
+			return nil, err
+		}
+		if t, err = s.In(t.WorkspaceID, t.ID); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// patched is template t with a PATCH applied and checked.
+func (s *Service) patched(t *state.Template, p Patch) (*state.Template, error) {
 	next := *t
 	var err error
 	if p.Name != nil {
@@ -88,14 +114,18 @@ func (s *Service) Update(ctx context.Context, t *state.Template, p Patch) (*stat
 	if next.Launch.Enabled && next.Launch.Token == "" {
 		next.Launch.Token = ids.Random(16)
 	}
-	next.UpdatedAt = s.now()
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.PutTemplate{Template: next}); err != nil {
-		if errors.Is(err, state.ErrNotFound) {
-			return nil, NotFound()
-		}
-		return nil, err
-	}
+	next.UpdatedAt = Later(s.now(), t.UpdatedAt)
 	return &next, nil
+}
+
+// Later is now, or just after prev when the clock has not moved past it:
+// a template's UpdatedAt always grows, so a conditional write that read
+// an older one is refused.
+func Later(now, prev time.Time) time.Time {
+	if now.After(prev) {
+		return now
+	}
+	return prev.Add(time.Millisecond)
 }
 
 // applyLaunch checks and applies the launch fields of a PATCH.

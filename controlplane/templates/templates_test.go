@@ -306,3 +306,28 @@ func TestReadyAndDelete(t *testing.T) {
 		t.Fatalf("deleted template: %v", err)
 	}
 }
+
+// TestPatchDoesNotUndoAFreeze: a PATCH whose caller read the template
+// before its freeze job recorded it ready applies to the ready template;
+// the job's outcome is not written back over.
+func TestPatchDoesNotUndoAFreeze(t *testing.T) {
+	w := newWorld(t, state.PlanPaid)
+	ctx := context.Background()
+	tpl, _, err := w.svc.Create(ctx, Create{Workspace: w.ws, By: w.acct, SiteID: "site_ready", Name: "Demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := *tpl
+	ready := *tpl
+	ready.Status, ready.SizeBytes, ready.UpdatedAt = state.TemplateReady, 42, tpl.UpdatedAt.Add(time.Second)
+	if _, err := fsm.NewLocal(w.store).Apply(ctx, fsm.PutTemplate{Template: ready}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.svc.Update(ctx, &stale, Patch{Name: ptr("Renamed")}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := w.store.Template(tpl.ID)
+	if got.Status != state.TemplateReady || got.SizeBytes != 42 || got.Name != "Renamed" || !got.UpdatedAt.After(ready.UpdatedAt) {
+		t.Fatalf("after the PATCH: %+v", got)
+	}
+}
