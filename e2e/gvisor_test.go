@@ -23,7 +23,7 @@ func TestSiteUnderGVisor(t *testing.T) {
 	if job := d.waitJob(t, created.Str("jobId")); job["status"] != "succeeded" {
 		t.Fatalf("create: %v", job)
 	}
-	if code, body := fetch(t, url+"/"); code != 200 || !strings.Contains(body, "Under gVisor") {
+	if code, body := served(t, url+"/"); code != 200 || !strings.Contains(body, "Under gVisor") {
 		t.Fatalf("home: %d %.200s", code, body)
 	}
 	page := `<?php echo php_uname('r'), ' ', (int)file_exists('/run/mysqld/mysqld.sock');`

@@ -68,7 +68,7 @@ func TestWarmPool(t *testing.T) {
 	if job := d.owner.Do("GET", "/api/app/jobs/"+created.Str("jobId"), nil).Must(t, 200); job.Str("job.status") != "succeeded" {
 		t.Fatalf("claim job: %s", job.Raw)
 	}
-	code, body := fetch(t, url+"/")
+	code, body := served(t, url+"/")
 	if code != 200 || !strings.Contains(body, "Claimed from the pool") {
 		t.Fatalf("claimed site: %d %.300s", code, body)
 	}
@@ -95,7 +95,7 @@ func TestWarmPool(t *testing.T) {
 	if warm.Str("site.status") != "ready" || warm.Str("site.templateId") != tplID {
 		t.Fatalf("template claim: %s", warm.Raw)
 	}
-	code, body = fetch(t, warm.Str("site.url")+"/check.php")
+	code, body = served(t, warm.Str("site.url")+"/check.php")
 	if code != 200 || !strings.Contains(body, `"home":"`+strings.ReplaceAll(warm.Str("site.url"), "/", `\/`)+`"`) {
 		t.Fatalf("template claim at its URL: %d %s", code, body)
 	}

@@ -87,6 +87,23 @@ var localhostClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.T
 	},
 }}
 
+// served fetches a site's page once the edge serves it: right after a
+// job ends (or a claim answers), the edge may not have the site's ready
+// route yet (its route table follows the state a moment later) and
+// answer 503 "being created" or 404 "No sandbox here".
+func served(t *testing.T, url string) (int, string) {
+	t.Helper()
+	var code int
+	var body string
+	st.WaitFor(t, time.Minute, "the edge to serve "+url, func() bool {
+		code, body = fetch(t, url)
+		creating := code == http.StatusServiceUnavailable && strings.Contains(body, "being created")
+		unknown := code == http.StatusNotFound && strings.Contains(body, "No sandbox here")
+		return !creating && !unknown
+	})
+	return code, body
+}
+
 func fetch(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := localhostClient.Get(url)

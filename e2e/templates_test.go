@@ -83,7 +83,7 @@ func TestTemplatesEndToEnd(t *testing.T) {
 	d.putFile(t, srcID, "wp-content/plugins/e2e-banner/e2e-banner.php", bannerPlugin)
 	d.putFile(t, srcID, "setup.php", templateSetup)
 	d.putFile(t, srcID, "check.php", templateCheck)
-	if code, body := fetch(t, srcURL+"/setup.php"); code != 200 || body != "ok" {
+	if code, body := served(t, srcURL+"/setup.php"); code != 200 || body != "ok" {
 		t.Fatalf("setup: %d %s", code, body)
 	}
 
@@ -136,7 +136,7 @@ func TestTemplatesEndToEnd(t *testing.T) {
 	}
 	checkMoved := func(t *testing.T, url, blogname string) {
 		t.Helper()
-		code, body := fetch(t, url+"/check.php")
+		code, body := served(t, url+"/check.php")
 		want := `{"home":"` + strings.ReplaceAll(url, "/", `\/`) + `","serialized":true,"json":true,"post":true,"plugin":true,"blogname":"` + blogname + `"}`
 		if code != 200 || body != want {
 			t.Fatalf("check at %s: %d %s\nwant %s", url, code, body, want)
@@ -254,7 +254,7 @@ func TestTemplateOnAnotherNode(t *testing.T) {
 	d.putFile(t, srcID, "wp-content/plugins/e2e-banner/e2e-banner.php", bannerPlugin)
 	d.putFile(t, srcID, "setup.php", templateSetup)
 	d.putFile(t, srcID, "check.php", templateCheck)
-	if code, body := fetch(t, src.Str("site.url")+"/setup.php"); code != 200 || body != "ok" {
+	if code, body := served(t, src.Str("site.url")+"/setup.php"); code != 200 || body != "ok" {
 		t.Fatalf("setup: %d %s", code, body)
 	}
 	made := d.owner.Do("POST", "/api/app/templates", map[string]any{"siteId": srcID, "name": "Portable"}).Must(t, 202)
@@ -300,7 +300,7 @@ func TestTemplateOnAnotherNode(t *testing.T) {
 	if site.Str("site.nodeId") == nodeA || site.Str("site.status") != "ready" {
 		t.Fatalf("clone: %s", site.Raw)
 	}
-	code, body := fetch(t, cloneURL+"/check.php")
+	code, body := served(t, cloneURL+"/check.php")
 	want := `{"home":"` + strings.ReplaceAll(cloneURL, "/", `\/`) + `","serialized":true,"json":true,"post":true,"plugin":true,"blogname":"Node A source"}`
 	if code != 200 || body != want {
 		t.Fatalf("check on node B: %d %s\nwant %s", code, body, want)
@@ -321,7 +321,7 @@ func TestTemplateOnAnotherNode(t *testing.T) {
 	if job := d.waitJob(t, rs.Str("jobId")); job["status"] != "succeeded" {
 		t.Fatalf("restore on node B: %v", job)
 	}
-	code, body = fetch(t, other.Str("site.url")+"/check.php")
+	code, body = served(t, other.Str("site.url")+"/check.php")
 	if code != 200 || !strings.Contains(body, `"serialized":true,"json":true,"post":true,"plugin":true`) {
 		t.Fatalf("restored on node B: %d %s", code, body)
 	}
