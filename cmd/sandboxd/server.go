@@ -36,6 +36,7 @@ type commonFlags struct {
 	trustedProxies string
 	plansFile      string
 	pool           string
+	webhookRetries string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
@@ -54,6 +55,8 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 		"addresses or CIDRs, comma-separated, of proxies in front of the API whose X-Forwarded-For names the client (default: none; the TCP peer is the client)")
 	fs.StringVar(&c.cfg.GitHubAPI, "github-api", os.Getenv("SANDBOXD_GITHUB_API"), "code host API base URL for Library repository entries (default https://api.github.com)")
 	fs.StringVar(&c.pool, "pool", "", "warm pools: comma-separated PHP=N, e.g. 8.2=4: every node keeps N ready fresh sites of that PHP version for creates to claim")
+	fs.StringVar(&c.webhookRetries, "webhook-retries", "",
+		"waits before each webhook retry, comma-separated durations (default 10s,30s,1m,5m,15m,1h,3h: 8 attempts); each varies by ±20%")
 	fs.StringVar(&c.plansFile, "plans", "", `JSON file of plan limits, {"free": {...}, "paid": {...}} with the fields of GET /api/account/usage's limits; what it leaves out keeps the default`)
 	c.cfg.SMTP.Password = os.Getenv("SANDBOXD_SMTP_PASSWORD")
 	c.cfg.ClusterToken = os.Getenv("SANDBOXD_CLUSTER_TOKEN")
@@ -70,6 +73,9 @@ func (c *commonFlags) start() (*server.Server, error) {
 	}
 	if c.cfg.TrustedProxies, err = safefetch.ParseAllow(c.trustedProxies); err != nil {
 		return nil, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	if c.cfg.WebhookSchedule, err = durations(c.webhookRetries); err != nil {
+		return nil, fmt.Errorf("--webhook-retries: %w", err)
 	}
 	if c.cfg.Pool, err = poolSizes(c.pool); err != nil {
 		return nil, fmt.Errorf("--pool: %w", err)
@@ -253,6 +259,25 @@ func poolSizes(s string) (map[string]int, error) {
 			return nil, fmt.Errorf("%s is not a PHP version (one of %s)", php, strings.Join(sitespec.PHPVersions, ", "))
 		}
 		out[php] = n
+	}
+	return out, nil
+}
+
+// durations reads a comma-separated list of durations; empty is nil.
+func durations(s string) ([]time.Duration, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%q is not a positive duration", f)
+		}
+		out = append(out, d)
+	}
+	if len(out) > 20 {
+		return nil, fmt.Errorf("at most 20 retries, got %d", len(out))
 	}
 	return out, nil
 }

@@ -63,6 +63,8 @@ type Config struct {
 	Tools SiteTools
 	// Templates makes, changes and deletes templates.
 	Templates Templates
+	// Webhooks keeps the workspace's demo-launch webhook.
+	Webhooks Webhooks
 	// Library keeps the workspace Library's entries and ZIPs.
 	Library Library
 	// PeerBlobs serves and takes ZIPs for peer servers.
@@ -390,6 +392,7 @@ func (a *API) Register(r *rest.Router) {
 	a.registerJobs(r)
 	a.registerSites(r)
 	a.registerTemplates(r)
+	a.registerWebhooks(r)
 	a.registerDebug(r)
 	a.registerFiles(r)
 	a.registerDatabase(r)

@@ -44,6 +44,7 @@ var sampleBodies = map[string]string{
 	"POST /api/app/sites/{id}/restore":                `{"templateId":"{template}"}`,
 	"POST /api/app/templates":                         `{"siteId":"{site}","name":"matrix"}`,
 	"PATCH /api/app/templates/{id}":                   `{"name":"matrix2"}`,
+	"PUT /api/account/webhooks/demo-launches":         `{"url":"https://hooks.example.com/sandboxd"}`,
 	"POST /api/app/templates/{id}/sites":              `{"name":"matrix"}`,
 	"POST /internal/cluster/join":                     `{"id":"x","raftAddr":"127.0.0.1:1","apiAddr":"http://127.0.0.1:1"}`,
 }

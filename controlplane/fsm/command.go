@@ -70,6 +70,12 @@ var registry = map[Type]func() Command{
 	31: func() Command { return new(PutTemplate) },
 	32: func() Command { return new(DeleteTemplate) },
 	33: func() Command { return new(AddLead) },
+	34: func() Command { return new(PutWebhook) },
+	35: func() Command { return new(DeleteWebhook) },
+	36: func() Command { return new(DemoReady) },
+	37: func() Command { return new(EndDemo) },
+	38: func() Command { return new(RecordAttempt) },
+	39: func() Command { return new(AddDelivery) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -200,6 +206,9 @@ type CreateSiteWithJob struct {
 	// id (state.Tx.ClaimPooledSite) instead of adding one: to its caller a
 	// claim is a create.
 	Claim bool `json:"claim,omitempty"`
+	// Launch, for a site launched from a template's public link, adds
+	// its demo, lead and launch count in the same entry.
+	Launch *state.DemoLaunch `json:"launch,omitempty"`
 }
 
 // UpdateSite records a site's progress (status, node, port, versions).
@@ -381,4 +390,37 @@ func decodeBody(t Type, body []byte) (Command, error) {
 		return nil, fmt.Errorf("decode command %d: %w", t, err)
 	}
 	return c, nil
+}
+
+// PutWebhook sets a workspace's demo-launch webhook.
+type PutWebhook struct {
+	Webhook state.Webhook `json:"webhook"`
+}
+
+// DeleteWebhook removes a workspace's webhook and its deliveries.
+type DeleteWebhook struct {
+	WorkspaceID string `json:"workspaceId"`
+}
+
+// DemoReady records a launched demo's site ready and queues demo.ready.
+type DemoReady struct {
+	DemoID   string          `json:"demoId"`
+	At       time.Time       `json:"at"`
+	Delivery *state.Delivery `json:"delivery,omitempty"`
+}
+
+// EndDemo removes an ended demo and queues demo.expired.
+type EndDemo struct {
+	DemoID   string          `json:"demoId"`
+	Delivery *state.Delivery `json:"delivery,omitempty"`
+}
+
+// RecordAttempt records a delivery attempt's outcome.
+type RecordAttempt struct {
+	Attempt state.Attempt `json:"attempt"`
+}
+
+// AddDelivery records a delivery sent at once (a test event).
+type AddDelivery struct {
+	Delivery state.Delivery `json:"delivery"`
 }

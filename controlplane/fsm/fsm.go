@@ -105,11 +105,26 @@ func (c RevokeInvitation) apply(tx *state.Tx) any {
 	return tx.RevokeInvitation(c.WorkspaceID, c.InvitationID)
 }
 func (c CreateSiteWithJob) apply(tx *state.Tx) any {
+	var err error
 	if c.Claim {
-		return tx.ClaimPooledSite(c.Site, c.Job, c.Quota)
+		err = tx.ClaimPooledSite(c.Site, c.Job, c.Quota)
+	} else {
+		err = tx.CreateSiteWithJob(c.Site, c.Job, c.Quota)
 	}
-	return tx.CreateSiteWithJob(c.Site, c.Job, c.Quota)
+	if err != nil || c.Launch == nil {
+		return err
+	}
+	if c.Launch.Demo.SiteID != c.Site.ID || c.Launch.Demo.WorkspaceID != c.Site.WorkspaceID {
+		return fmt.Errorf("%w: a launch's demo is its site's", state.ErrInvalid)
+	}
+	return tx.Launched(*c.Launch)
 }
+func (c PutWebhook) apply(tx *state.Tx) any        { return tx.PutWebhook(c.Webhook) }
+func (c DeleteWebhook) apply(tx *state.Tx) any     { return tx.DeleteWebhook(c.WorkspaceID) }
+func (c DemoReady) apply(tx *state.Tx) any         { return tx.DemoReady(c.DemoID, c.At, c.Delivery) }
+func (c EndDemo) apply(tx *state.Tx) any           { return tx.EndDemo(c.DemoID, c.Delivery) }
+func (c RecordAttempt) apply(tx *state.Tx) any     { return tx.RecordAttempt(c.Attempt) }
+func (c AddDelivery) apply(tx *state.Tx) any       { return tx.AddDelivery(c.Delivery) }
 func (c UpdateSite) apply(tx *state.Tx) any        { return result(tx.UpdateSite(c.Update)) }
 func (c DeleteSite) apply(tx *state.Tx) any        { return tx.DeleteSite(c.ID) }
 func (c UpsertNode) apply(tx *state.Tx) any        { return tx.UpsertNode(c.Node) }

@@ -6,6 +6,9 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/hkdf"
+	"crypto/sha256"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +37,8 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/cluster"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/launch"
+	"github.com/sandboxd/sandboxd/controlplane/launcher"
 	"github.com/sandboxd/sandboxd/controlplane/mail"
 	"github.com/sandboxd/sandboxd/controlplane/nodes"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
@@ -43,6 +48,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/controlplane/templates"
+	"github.com/sandboxd/sandboxd/controlplane/webhooks"
 	"github.com/sandboxd/sandboxd/internal/ids"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/rpclimit"
@@ -153,6 +159,19 @@ type Config struct {
 	// token and per address (429 rate_limited with Retry-After); the zero
 	// value limits nothing, DefaultConfig sets api.DefaultRateLimits.
 	RateLimits api.RateLimits
+	// LaunchLimits bound public launches per address and per template;
+	// the zero value limits nothing, DefaultConfig sets
+	// launcher.DefaultLimits.
+	LaunchLimits launcher.Limits
+	// WebhookSchedule is the wait before each webhook retry; nil means
+	// webhooks.DefaultSchedule (8 attempts in all).
+	WebhookSchedule []time.Duration
+	// WebhookRoots, when set, replaces the system's CA pool for webhook
+	// deliveries (tests; operators use SSL_CERT_FILE).
+	WebhookRoots *x509.CertPool
+	// DemoInterval is how often the leader looks for demos that became
+	// ready or ended; zero means 500ms.
+	DemoInterval time.Duration
 
 	// RaftHeartbeatTimeout and RaftElectionTimeout tune failure detection;
 	// zero keeps cluster's defaults.
@@ -169,7 +188,8 @@ type Config struct {
 // DefaultConfig is the embedded default: single node, data in ./.data.
 func DefaultConfig() Config {
 	return Config{DataDir: ".data", APIAddr: "127.0.0.1:8080", Bootstrap: true, Plans: plans.Default(),
-		SandboxDomain: "localhost", SiteScheme: "http", SitePort: 8081, RateLimits: api.DefaultRateLimits()}
+		SandboxDomain: "localhost", SiteScheme: "http", SitePort: 8081, RateLimits: api.DefaultRateLimits(),
+		LaunchLimits: launcher.DefaultLimits()}
 }
 
 // Validate reports an unusable configuration.
@@ -199,6 +219,7 @@ type Server struct {
 	metrics    *prometheus.Registry
 	registry   *nodes.Registry
 	pool       *pool.Pool
+	launcher   *launcher.Launcher
 	listener   net.Listener
 	http       *http.Server
 	url        string
@@ -324,14 +345,36 @@ func New(cfg Config) (_ *Server, err error) {
 		SiteURL: s.siteURL, Zips: lib, CheckURL: func(raw string) error { _, err := fetch.CheckURL(raw); return err }, Pools: s.pool,
 		Now: cfg.Now})
 	tpls := templates.New(templates.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now})
+	hookSealer, err := seal.New(cfg.ClusterToken, "webhook-signing")
+	if err != nil {
+		return nil, err
+	}
+	sender := webhooks.NewSender(cfg.FetchAllow, cfg.WebhookRoots)
+	hooks := webhooks.New(webhooks.Config{Store: store, Raft: writes, Sealer: hookSealer, Sender: sender, Allow: cfg.FetchAllow, Now: cfg.Now})
+	deliveries := &webhooks.Dispatcher{Store: store, Raft: node, Sender: sender, Secret: hooks.Secret, Schedule: cfg.WebhookSchedule,
+		Now: cfg.Now, Log: s.log.With("component", "webhooks")}
+	node.OnLeader(deliveries.Run)
+	s.metrics.MustRegister(deliveries)
+	ipKey, err := hkdf.Key(sha256.New, []byte(cfg.ClusterToken), nil, "sandboxd launch ip-hash v1", 32)
+	if err != nil {
+		return nil, err
+	}
+	launches := launch.New(launch.Config{Store: store, Raft: node, Sites: siteService, IPKey: ipKey, Now: cfg.Now,
+		Log: s.log.With("component", "launch")})
+	node.OnLeader(func(ctx context.Context) { launches.Watch(ctx, cmp.Or(cfg.DemoInterval, 500*time.Millisecond)) })
+	s.launcher = launcher.New(launcher.Config{Launches: launches, Limits: cfg.LaunchLimits, SiteOrigins: s.siteOrigins(),
+		Logger: s.log.With("component", "launcher")})
 	s.metrics.MustRegister(s.pool)
 	s.api = api.New(api.Config{
 		Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
 		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
-		Sites: siteService, Tools: siteService, Templates: tpls, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer,
+		Sites: siteService, Tools: siteService, Templates: tpls, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer, Webhooks: hooks,
 		RateLimits: cfg.RateLimits, Metrics: metrics,
 	})
 	s.api.Register(s.router)
+	for pattern, h := range s.launcher.Routes() {
+		s.router.HandleRaw(pattern, h)
+	}
 	s.registerInfra()
 	regPath, regHandler := agentv1connect.NewRegistryServiceHandler(s.registry, append(rpclimit.RegistryServer(), connect.WithInterceptors(auth))...)
 	s.router.HandleRaw(regPath, regHandler)
@@ -517,6 +560,12 @@ func (s *Server) siteURL(slug string) string {
 		host += ":" + strconv.Itoa(p)
 	}
 	return scheme + "://" + host
+}
+
+// siteOrigins is the CSP source matching every site's origin.
+func (s *Server) siteOrigins() string {
+	u := s.siteURL("x")
+	return strings.Replace(u, "://x.", "://*.", 1)
 }
 
 // Pool is the warm pools (benchmarks size them while running).

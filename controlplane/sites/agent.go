@@ -75,10 +75,16 @@ func oneTimeToken() (token, hash string) {
 // MagicLogin makes a one-time link that opens the site signed in to
 // wp-admin.
 func (s *Service) MagicLogin(ctx context.Context, site *state.Site) (*sitespec.LoginLink, error) {
+	return s.LoginLink(ctx, site, "")
+}
+
+// LoginLink makes a one-time link that signs into the site and lands on
+// redirect, a path in it (empty: wp-admin).
+func (s *Service) LoginLink(ctx context.Context, site *state.Site, redirect string) (*sitespec.LoginLink, error) {
 	token, hash := oneTimeToken()
 	expires := s.now().Add(LoginTTL)
 	if _, err := call(ctx, s, site, agentv1connect.AgentServiceClient.CreateLoginToken,
-		&agentv1.CreateLoginTokenRequest{SiteId: site.ID, TokenHash: hash, ExpiresUnix: expires.Unix()}); err != nil {
+		&agentv1.CreateLoginTokenRequest{SiteId: site.ID, TokenHash: hash, ExpiresUnix: expires.Unix(), RedirectPath: redirect}); err != nil {
 		return nil, err
 	}
 	return &sitespec.LoginLink{Token: token, URL: site.URL + "/?sandbox_login=" + token, ExpiresAt: expires}, nil

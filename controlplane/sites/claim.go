@@ -26,7 +26,8 @@ const renameTimeout = 10 * time.Second
 // (and, for a fresh one, its title and administrator), then one Raft
 // entry gives it to the workspace with a finished create job. ok is
 // false when the create must make a site the ordinary way.
-func (s *Service) claim(ctx context.Context, site state.Site, p jobspec.CreatePayload, quota state.Quota, wantWP string) (*state.Site, string, bool, error) {
+func (s *Service) claim(ctx context.Context, site state.Site, p jobspec.CreatePayload, quota state.Quota, wantWP string,
+	launch *state.DemoLaunch) (*state.Site, string, bool, error) {
 	if s.cfg.Pools == nil {
 		return nil, "", false, nil
 	}
@@ -72,7 +73,8 @@ func (s *Service) claim(ctx context.Context, site state.Site, p jobspec.CreatePa
 		return nil, "", false, err
 	}
 	job.Status, job.Progress, job.StartedAt, job.FinishedAt = state.JobSucceeded, 100, &now, &now
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateSiteWithJob{Site: claimed, Job: job, Quota: quota, Claim: true}); err != nil {
+	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateSiteWithJob{Site: claimed, Job: job, Quota: quota, Claim: true,
+		Launch: launchOf(launch, &claimed, job.ID)}); err != nil {
 		// The pooled site stays in its pool (a later claim renames it
 		// again); a conflict (it went meanwhile) makes the site anew.
 		if errors.Is(err, state.ErrConflict) {

@@ -189,7 +189,7 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 	if !strings.Contains(payload.AdminEmail, ".") { // owner@localhost is no address WordPress accepts
 		payload.AdminEmail = "admin@example.com"
 	}
-	if claimed, jobID, ok, err := s.claim(ctx, site, payload, quota, in.WordPressVersion); ok || err != nil {
+	if claimed, jobID, ok, err := s.claim(ctx, site, payload, quota, in.WordPressVersion, in.Launch); ok || err != nil {
 		return claimed, jobID, err
 	}
 	if tpl != nil {
@@ -204,10 +204,25 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 	if err != nil {
 		return nil, "", err
 	}
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateSiteWithJob{Site: site, Job: job, Quota: quota}); err != nil {
+	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateSiteWithJob{Site: site, Job: job, Quota: quota, Launch: launchOf(in.Launch, &site, job.ID)}); err != nil {
 		return nil, "", err
 	}
 	return &site, job.ID, nil
+}
+
+// launchOf is a launch's demo and lead bound to the site made for it.
+func launchOf(l *state.DemoLaunch, site *state.Site, jobID string) *state.DemoLaunch {
+	if l == nil {
+		return nil
+	}
+	out := *l
+	out.Demo.SiteID, out.Demo.SiteURL, out.Demo.JobID = site.ID, site.URL, jobID
+	if l.Lead != nil {
+		lead := *l.Lead
+		lead.SiteID = site.ID
+		out.Lead = &lead
+	}
+	return &out
 }
 
 func invalidPHP() error {

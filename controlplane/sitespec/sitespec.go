@@ -30,6 +30,9 @@ type Create struct {
 	WordPressVersion string
 	TemplateID       string
 	ExpiresInMinutes *int
+	// Launch, for a demo launched from the template's public link, is
+	// written with the site (its SiteID, SiteURL and JobID filled in).
+	Launch *state.DemoLaunch
 }
 
 // Deploy is a plugin or theme bound for a site: exactly one of a Library

@@ -1,6 +1,10 @@
 package state
 
-import memdb "github.com/hashicorp/go-memdb"
+import (
+	"fmt"
+
+	memdb "github.com/hashicorp/go-memdb"
+)
 
 // Table names.
 const (
@@ -19,6 +23,9 @@ const (
 	tableIdempotency = "idempotency"
 	tableTemplates   = "templates"
 	tableLeads       = "leads"
+	tableDemos       = "demos"
+	tableWebhooks    = "webhooks"
+	tableDeliveries  = "deliveries"
 )
 
 func idIndex() *memdb.IndexSchema {
@@ -98,12 +105,51 @@ func schema() *memdb.DBSchema {
 			}}},
 			"workspace": fieldIndex("workspace", "WorkspaceID", false),
 			"user":      fieldIndex("user", "UserID", false),
+			"launch":    {Name: "launch", Unique: true, AllowMissing: true, Indexer: launchTokenIndex{}},
 		}},
 		tableLeads: {Name: tableLeads, Indexes: map[string]*memdb.IndexSchema{
 			"id":       idIndex(),
 			"template": fieldIndex("template", "TemplateID", false),
 		}},
+		tableDemos: {Name: tableDemos, Indexes: map[string]*memdb.IndexSchema{
+			"id":       idIndex(),
+			"template": fieldIndex("template", "TemplateID", false),
+		}},
+		tableWebhooks: {Name: tableWebhooks, Indexes: map[string]*memdb.IndexSchema{
+			"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "WorkspaceID"}},
+		}},
+		tableDeliveries: {Name: tableDeliveries, Indexes: map[string]*memdb.IndexSchema{
+			"id":        idIndex(),
+			"workspace": fieldIndex("workspace", "WorkspaceID", false),
+			"done":      {Name: "done", Indexer: &memdb.BoolFieldIndex{Field: "Done"}},
+		}},
 	}}
+}
+
+// launchTokenIndex indexes templates by their launch token (those with
+// one), so the public launcher finds a template without a scan.
+type launchTokenIndex struct{}
+
+func (launchTokenIndex) FromObject(obj any) (bool, []byte, error) {
+	t, ok := obj.(*Template)
+	if !ok {
+		return false, nil, fmt.Errorf("launch index: %T is not a template", obj)
+	}
+	if t.Launch.Token == "" {
+		return false, nil, nil
+	}
+	return true, []byte(t.Launch.Token + "\x00"), nil
+}
+
+func (launchTokenIndex) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("launch index: one argument, got %d", len(args))
+	}
+	s, ok := args[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("launch index: %T is not a string", args[0])
+	}
+	return []byte(s + "\x00"), nil
 }
 
 // tables lists every table in snapshot order: parents before children so
@@ -111,5 +157,5 @@ func schema() *memdb.DBSchema {
 var tables = []string{
 	tableAccounts, tableWorkspaces, tableRoles, tableMembers, tableTokens,
 	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary, tableIdempotency,
-	tableTemplates, tableLeads,
+	tableTemplates, tableLeads, tableDemos, tableWebhooks, tableDeliveries,
 }

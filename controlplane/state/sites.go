@@ -233,6 +233,12 @@ func (t *Tx) CreateSiteWithJob(site Site, job Job, q Quota) error {
 	return t.CreateJob(job)
 }
 
+// Launched adds what a launch from a template's public link adds with
+// its site (see DemoLaunch): call it in the site's transaction.
+func (t *Tx) Launched(l DemoLaunch) error {
+	return t.run(func(tx *memdb.Txn) error { return launched(tx, l) })
+}
+
 // ClaimPooledSite gives a ready pooled site to a workspace, within the
 // owner's quota, with its (already finished) create job: the site row
 // keeps its id and node and takes the claimed name, slug and URL. A site

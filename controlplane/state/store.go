@@ -193,6 +193,12 @@ func newRow(table string) (any, error) {
 		return new(Template), nil
 	case tableLeads:
 		return new(Lead), nil
+	case tableDemos:
+		return new(Demo), nil
+	case tableWebhooks:
+		return new(Webhook), nil
+	case tableDeliveries:
+		return new(Delivery), nil
 	}
 	return nil, fmt.Errorf("unknown table %q", table)
 }

@@ -147,6 +147,12 @@ func (t *Tx) PutTemplate(tpl Template, ifUpdatedAt *time.Time) error {
 		if old.WorkspaceID != tpl.WorkspaceID || old.UserID != tpl.UserID || old.Slug != tpl.Slug {
 			return fmt.Errorf("%w: a template keeps its workspace, owner and slug", ErrConflict)
 		}
+		if old.Launch.Token != "" && tpl.Launch.Token != old.Launch.Token {
+			return fmt.Errorf("%w: a template's launch token never changes", ErrConflict)
+		}
+		// Launches own the count: a PATCH that read the template before a
+		// launch does not write the older count back.
+		tpl.Launch.Count = old.Launch.Count
 		return insert(tx, tableTemplates, &tpl)
 	})
 }
@@ -174,6 +180,15 @@ func (s *Store) TemplateArtifacts() ([]string, error) {
 		}
 	}
 	return out, err
+}
+
+// TemplateByLaunchToken returns the template a launch token belongs to,
+// or nil.
+func (s *Store) TemplateByLaunchToken(token string) (*Template, error) {
+	if token == "" {
+		return nil, nil
+	}
+	return first[Template](s.read(), tableTemplates, "launch", token)
 }
 
 // AllTemplates lists every template of every workspace.

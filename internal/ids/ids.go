@@ -25,6 +25,8 @@ const (
 	Library    = "lib"
 	Key        = "key"
 	Event      = "evt"
+	Delivery   = "dlv"
+	Demo       = "demo"
 	Invitation = "inv"
 	Mail       = "mail"
 )

@@ -1,0 +1,223 @@
+package state
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	memdb "github.com/hashicorp/go-memdb"
+)
+
+// Webhook is a workspace's demo-launch webhook: where its events go and
+// the key they are signed with, sealed (the Raft log and snapshots never
+// hold it in the clear).
+type Webhook struct {
+	WorkspaceID  string    `json:"workspaceId"`
+	URL          string    `json:"url"`
+	SendEvents   bool      `json:"sendEvents"`
+	SealedSecret []byte    `json:"sealedSecret"`
+	CreatedAt    time.Time `json:"createdAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+}
+
+// Delivery statuses. A queued delivery has not been attempted yet.
+const (
+	DeliveryQueued    = "queued"
+	DeliveryRetrying  = "retrying"
+	DeliveryDelivered = "delivered"
+	DeliveryFailed    = "failed"
+)
+
+// Delivery is one event on its way to a workspace's webhook: the body is
+// fixed when the event happens, so every attempt sends the same bytes
+// under the same EventID (the idempotency-key) and ID (the
+// x-service-delivery). Pending deliveries live in the replicated state,
+// so a new leader carries on where the old one stopped.
+type Delivery struct {
+	ID          string `json:"id"`
+	EventID     string `json:"eventId"`
+	WorkspaceID string `json:"workspaceId"`
+	Event       string `json:"event"`
+	Body        []byte `json:"body"`
+	// Attempt counts the attempts made; Done is set once the delivery is
+	// delivered or failed for good.
+	Attempt    int        `json:"attempt"`
+	Status     string     `json:"status"`
+	Done       bool       `json:"done"`
+	NextAt     time.Time  `json:"nextAt"`
+	HTTPStatus int        `json:"httpStatus,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	At         *time.Time `json:"at,omitempty"`
+	CreatedAt  time.Time  `json:"createdAt"`
+}
+
+// Attempt is the outcome of one delivery attempt.
+type Attempt struct {
+	ID         string    `json:"id"`
+	Attempt    int       `json:"attempt"`
+	Status     string    `json:"status"`
+	HTTPStatus int       `json:"httpStatus,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	At         time.Time `json:"at"`
+	NextAt     time.Time `json:"nextAt"`
+}
+
+// keptDeliveries is how many finished deliveries a workspace keeps.
+const keptDeliveries = 50
+
+// Webhook returns a workspace's webhook, or nil.
+func (s *Store) Webhook(workspaceID string) (*Webhook, error) {
+	return first[Webhook](s.read(), tableWebhooks, "id", workspaceID)
+}
+
+// PendingDeliveries lists the deliveries not yet delivered or failed.
+func (s *Store) PendingDeliveries() ([]*Delivery, error) {
+	return all[Delivery](s.read(), tableDeliveries, "done", false)
+}
+
+// Delivery returns a delivery by id, or nil.
+func (s *Store) Delivery(id string) (*Delivery, error) {
+	return first[Delivery](s.read(), tableDeliveries, "id", id)
+}
+
+// LastDelivery is a workspace's most recently attempted delivery, or nil.
+func (s *Store) LastDelivery(workspaceID string) (*Delivery, error) {
+	ds, err := all[Delivery](s.read(), tableDeliveries, "workspace", workspaceID)
+	var last *Delivery
+	for _, d := range ds {
+		if d.At != nil && (last == nil || d.At.After(*last.At) || d.At.Equal(*last.At) && d.ID > last.ID) {
+			last = d
+		}
+	}
+	return last, err
+}
+
+// PutWebhook sets a workspace's webhook (URL, sendEvents, secret).
+func (t *Tx) PutWebhook(w Webhook) error {
+	return t.run(func(tx *memdb.Txn) error {
+		if ws, err := first[Workspace](tx, tableWorkspaces, "id", w.WorkspaceID); err != nil {
+			return err
+		} else if ws == nil {
+			return fmt.Errorf("%w: workspace %s", ErrNotFound, w.WorkspaceID)
+		}
+		if w.URL == "" || len(w.SealedSecret) == 0 {
+			return fmt.Errorf("%w: a webhook has a URL and a secret", ErrInvalid)
+		}
+		return insert(tx, tableWebhooks, &w)
+	})
+}
+
+// DeleteWebhook removes a workspace's webhook with its deliveries, sent
+// and pending; none is fine.
+func (t *Tx) DeleteWebhook(workspaceID string) error {
+	return t.run(func(tx *memdb.Txn) error {
+		if _, err := tx.DeleteAll(tableWebhooks, "id", workspaceID); err != nil {
+			return err
+		}
+		_, err := tx.DeleteAll(tableDeliveries, "workspace", workspaceID)
+		return err
+	})
+}
+
+// enqueue adds a delivery when its workspace's webhook sends events; nil,
+// or a delivery already there, adds nothing.
+func enqueue(tx *memdb.Txn, d *Delivery) error {
+	if d == nil {
+		return nil
+	}
+	w, err := first[Webhook](tx, tableWebhooks, "id", d.WorkspaceID)
+	if err != nil || w == nil || !w.SendEvents {
+		return err
+	}
+	if dup, err := first[Delivery](tx, tableDeliveries, "id", d.ID); err != nil || dup != nil {
+		return err
+	}
+	next := *d
+	next.Attempt, next.Status, next.Done = 0, DeliveryQueued, false
+	return insert(tx, tableDeliveries, &next)
+}
+
+// AddDelivery records a delivery made outside the queue (a test event,
+// sent at once): it is kept as the workspace's latest result.
+func (t *Tx) AddDelivery(d Delivery) error {
+	return t.run(func(tx *memdb.Txn) error {
+		w, err := first[Webhook](tx, tableWebhooks, "id", d.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		if w == nil {
+			return fmt.Errorf("%w: no webhook in workspace %s", ErrNotFound, d.WorkspaceID)
+		}
+		if dup, err := first[Delivery](tx, tableDeliveries, "id", d.ID); err != nil || dup != nil {
+			return err
+		}
+		d.Done = true
+		if err := insert(tx, tableDeliveries, &d); err != nil {
+			return err
+		}
+		return pruneDeliveries(tx, d.WorkspaceID)
+	})
+}
+
+// RecordAttempt records the outcome of a delivery's next attempt: it is
+// refused with ErrStale unless the delivery is pending and a.Attempt is
+// its next attempt, so an attempt is counted once whoever records it.
+func (t *Tx) RecordAttempt(a Attempt) error {
+	return t.run(func(tx *memdb.Txn) error {
+		d, err := first[Delivery](tx, tableDeliveries, "id", a.ID)
+		if err != nil {
+			return err
+		}
+		if d == nil {
+			return fmt.Errorf("%w: delivery %s", ErrNotFound, a.ID)
+		}
+		if d.Done || a.Attempt != d.Attempt+1 {
+			return fmt.Errorf("%w: delivery %s is at attempt %d", ErrStale, a.ID, d.Attempt)
+		}
+		switch a.Status {
+		case DeliveryRetrying, DeliveryDelivered, DeliveryFailed:
+		default:
+			return fmt.Errorf("%w: delivery status %q", ErrInvalid, a.Status)
+		}
+		next := *d
+		at := a.At
+		next.Attempt, next.Status, next.HTTPStatus, next.Error, next.At, next.NextAt = a.Attempt, a.Status, a.HTTPStatus, a.Error, &at, a.NextAt
+		next.Done = a.Status != DeliveryRetrying
+		if err := insert(tx, tableDeliveries, &next); err != nil {
+			return err
+		}
+		if next.Done {
+			return pruneDeliveries(tx, d.WorkspaceID)
+		}
+		return nil
+	})
+}
+
+// pruneDeliveries keeps a workspace's latest finished deliveries.
+func pruneDeliveries(tx *memdb.Txn, workspaceID string) error {
+	ds, err := all[Delivery](tx, tableDeliveries, "workspace", workspaceID)
+	if err != nil {
+		return err
+	}
+	var done []*Delivery
+	for _, d := range ds {
+		if d.Done {
+			done = append(done, d)
+		}
+	}
+	if len(done) <= keptDeliveries {
+		return nil
+	}
+	sort.Slice(done, func(i, j int) bool {
+		if !done[i].CreatedAt.Equal(done[j].CreatedAt) {
+			return done[i].CreatedAt.Before(done[j].CreatedAt)
+		}
+		return done[i].ID < done[j].ID
+	})
+	for _, d := range done[:len(done)-keptDeliveries] {
+		if err := tx.Delete(tableDeliveries, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
