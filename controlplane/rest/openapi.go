@@ -19,6 +19,18 @@ type OpenAPIInfo struct {
 	Title       string
 	Version     string
 	Description string
+	// Webhooks are the requests the service sends to its customers'
+	// endpoints (OpenAPI 3.1's webhooks object).
+	Webhooks []Webhook
+}
+
+// Webhook is one kind of request the service sends: its body's type and
+// the headers it carries (name: meaning).
+type Webhook struct {
+	Name    string
+	Summary string
+	Body    any
+	Headers map[string]string
 }
 
 var pathParam = regexp.MustCompile(`\{([A-Za-z0-9_]+)\.{0,3}\}`)
@@ -140,10 +152,25 @@ func (rt *Router) OpenAPI(info OpenAPIInfo) map[string]any {
 			},
 		}},
 	}
+	hooks := map[string]any{}
+	for _, h := range info.Webhooks {
+		var params []any
+		for _, name := range sortedKeys(h.Headers) {
+			params = append(params, map[string]any{"name": name, "in": "header", "required": true, "description": h.Headers[name],
+				"schema": map[string]any{"type": "string"}})
+		}
+		hooks[h.Name] = map[string]any{"post": map[string]any{
+			"summary": h.Summary, "parameters": params,
+			"requestBody": map[string]any{"required": true, "content": map[string]any{
+				"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(h.Body))}}},
+			"responses": map[string]any{"2XX": map[string]any{"description": "Received; anything else is retried."}},
+		}}
+	}
 	return map[string]any{
-		"openapi": "3.1.0",
-		"info":    map[string]any{"title": info.Title, "version": info.Version, "description": info.Description},
-		"paths":   paths,
+		"openapi":  "3.1.0",
+		"info":     map[string]any{"title": info.Title, "version": info.Version, "description": info.Description},
+		"paths":    paths,
+		"webhooks": hooks,
 		"components": map[string]any{
 			"schemas": g.defs,
 			"securitySchemes": map[string]any{

@@ -576,6 +576,20 @@ func (s *Server) Registry() *nodes.Registry { return s.registry }
 
 // OpenAPI is the API's OpenAPI 3.1 document.
 func (s *Server) OpenAPI() map[string]any {
+	headers := map[string]string{
+		"x-service-signature": "sha256= followed by the unpadded base64url HMAC-SHA256 of the raw body, keyed with the signing secret. Compare in constant time before parsing.",
+		"x-service-event":     "The event type.",
+		"x-service-delivery":  "The delivery's id, the same on every attempt.",
+		"idempotency-key":     "The event's id, the same on every attempt: deduplicate on it.",
+	}
+	retries := " Delivered with a 10 s timeout, no redirect followed; a non-2xx answer is retried after 10 s, 30 s, 1 min, 5 min, 15 min, 1 h and 3 h (each ±20%), 8 attempts in all, then failed."
 	return s.router.OpenAPI(rest.OpenAPIInfo{Title: "sandboxd API", Version: Version,
-		Description: "Disposable WordPress sandboxes. Errors use the envelope {error: {code, message, details}}."})
+		Description: "Disposable WordPress sandboxes. Errors use the envelope {error: {code, message, details}}. " +
+			"A template's public launch link is served outside the API, at GET /launch/{launchToken} (HTML for people).",
+		Webhooks: []rest.Webhook{
+			{Name: webhooks.DemoReady, Summary: "A demo launched from a template's public link is ready at its URL." + retries,
+				Body: webhooks.Event{}, Headers: headers},
+			{Name: webhooks.DemoExpired, Summary: "A launched demo's lease ended (status expired); its site is being deleted." + retries,
+				Body: webhooks.Event{}, Headers: headers},
+		}})
 }
