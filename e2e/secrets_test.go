@@ -69,6 +69,14 @@ func TestSecretsCanary(t *testing.T) {
 	keep(owner.Do("PUT", "/api/app/plugin-library/canary/license-key", map[string]string{"licenseKey": secrets["license key"]}).Must(t, 200))
 	keep(owner.Do("GET", "/api/app/plugin-library", nil).Must(t, 200))
 
+	// A demo webhook's signing secret, set and rotated (paused: nothing is
+	// dialed), sealed at rest and shown only in those two answers.
+	secrets["webhook secret"] = owner.Do("PUT", "/api/account/webhooks/demo-launches",
+		map[string]any{"url": "https://hooks.example.test/sandboxd", "sendEvents": false}).Must(t, 200).Str("signingSecret")
+	secrets["rotated webhook secret"] = owner.Do("POST", "/api/account/webhooks/demo-launches/rotate-secret", nil).Must(t, 200).Str("signingSecret")
+	keep(owner.Do("GET", "/api/account/webhooks/demo-launches", nil).Must(t, 200))
+	keep(owner.Do("PUT", "/api/account/webhooks/demo-launches", map[string]any{"url": "https://hooks.example.test/v2", "sendEvents": false}).Must(t, 200))
+
 	// A site, signed in to with a magic link, its database opened in Adminer.
 	created := owner.Do("POST", "/api/app/sites", map[string]string{"name": "Canary"}).Must(t, 202)
 	id, siteURL := created.Str("site.id"), created.Str("site.url")

@@ -12,7 +12,8 @@
 //   - idle memory per site, from the containers' cgroups;
 //   - plugin deploy → its output served, through the API, job and edge,
 //     next to the agent's install called directly;
-//   - templates and warm pools (templates.go).
+//   - templates and warm pools (templates.go);
+//   - launch links and webhook deliveries (launch.go).
 package main
 
 import (
@@ -23,6 +24,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -37,6 +39,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/sites"
 	"github.com/sandboxd/sandboxd/apiclient"
 	"github.com/sandboxd/sandboxd/controlplane/api"
+	"github.com/sandboxd/sandboxd/controlplane/launcher"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/edge"
 )
@@ -54,6 +57,7 @@ func main() {
 	flag.IntVar(&claims, "claims", 20, "warm-pool claims measured")
 	flag.IntVar(&memSites, "mem-sites", 50, "clones of one template whose idle memory is measured")
 	flag.BoolVar(&withTemplates, "templates", true, "measure templates and warm pools too")
+	flag.BoolVar(&onlyLaunch, "only-launch", false, "measure launch links and webhooks only")
 	flag.Parse()
 	if err := run(*n, *dur, *conc); err != nil {
 		fmt.Fprintln(os.Stderr, "sitebench:", err)
@@ -68,6 +72,7 @@ var sandbox string
 var (
 	claims, memSites int
 	withTemplates    bool
+	onlyLaunch       bool
 )
 
 func freePort() (string, error) {
@@ -103,6 +108,8 @@ func start(ctx context.Context) (*system, error) {
 	log := slog.New(slog.DiscardHandler)
 	cfg.Logger = log
 	cfg.RateLimits = api.RateLimits{} // the bench is one client writing fast, on purpose
+	cfg.LaunchLimits = launcher.Limits{}
+	cfg.FetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} // the webhook receiver
 	s, err := server.New(cfg)
 	if err != nil {
 		return nil, err
@@ -203,6 +210,10 @@ func run(n int, dur time.Duration, conc int) error {
 		return err
 	}
 	defer sys.stop()
+	if onlyLaunch {
+		fmt.Println("launch links and webhooks")
+		return launchPhases(ctx, sys, n)
+	}
 	mgr := sys.agent.Sites()
 	edgeAddr := sys.edge.Addr()
 
@@ -300,7 +311,11 @@ func run(n int, dur time.Duration, conc int) error {
 			return err
 		}
 	}
-	return templatePhases(ctx, sys, n, claims, memSites)
+	if err := templatePhases(ctx, sys, n, claims, memSites); err != nil {
+		return err
+	}
+	fmt.Println("launch links and webhooks")
+	return launchPhases(ctx, sys, n)
 }
 
 func throughput(addr, host string, dur time.Duration, conc int) float64 {

@@ -19,6 +19,7 @@ import (
 	"net/mail"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -326,7 +327,8 @@ func (s *Service) Step(ctx context.Context) error {
 		return err
 	}
 	now := s.now()
-	var errs []error
+	var cmds []fsm.Command
+	var of []string
 	for _, d := range demos {
 		site, err := s.cfg.Store.Site(d.SiteID)
 		if err != nil {
@@ -339,21 +341,38 @@ func (s *Service) Step(ctx context.Context) error {
 			if leaseOver {
 				at = *d.ExpiresAt
 			}
-			_, err = s.cfg.Raft.Apply(ctx, fsm.EndDemo{DemoID: d.ID,
+			cmds = append(cmds, fsm.EndDemo{DemoID: d.ID,
 				Delivery: webhooks.Delivery(webhooks.DemoEvent(webhooks.DemoExpired, d, d.SiteURL, at), now)})
 		case d.ReadyAt == nil && site.Status == state.SiteReady:
 			at := site.UpdatedAt // when it became ready (a claim, or its job's end)
 			if at.Before(d.CreatedAt) {
 				at = d.CreatedAt
 			}
-			_, err = s.cfg.Raft.Apply(ctx, fsm.DemoReady{DemoID: d.ID, At: at,
+			cmds = append(cmds, fsm.DemoReady{DemoID: d.ID, At: at,
 				Delivery: webhooks.Delivery(webhooks.DemoEvent(webhooks.DemoReady, d, site.URL, at), now)})
 		default:
 			continue
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("demo %s: %w", d.ID, err))
-		}
+		of = append(of, d.ID)
 	}
+	// Applied side by side, so Raft commits many in one entry batch.
+	errs := make([]error, len(cmds))
+	sem := make(chan struct{}, stepParallel)
+	var wg sync.WaitGroup
+	for i, c := range cmds {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if _, err := s.cfg.Raft.Apply(ctx, c); err != nil {
+				errs[i] = fmt.Errorf("demo %s: %w", of[i], err)
+			}
+		}()
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// stepParallel bounds the demo transitions applied at once.
+const stepParallel = 32

@@ -94,6 +94,9 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	var mu sync.Mutex
 	inflight := map[string]bool{}
 	sem := make(chan struct{}, d.Workers)
+	// done wakes the loop when a worker frees up, so a backlog is worked
+	// off at the receivers' pace, not one round per Poll.
+	done := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -129,12 +132,17 @@ func (d *Dispatcher) Run(ctx context.Context) {
 				mu.Lock()
 				delete(inflight, p.ID)
 				mu.Unlock()
+				select {
+				case done <- struct{}{}:
+				default:
+				}
 			}(p, w)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-done:
 		}
 	}
 }
