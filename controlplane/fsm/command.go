@@ -395,6 +395,8 @@ func decodeBody(t Type, body []byte) (Command, error) {
 // PutWebhook sets a workspace's demo-launch webhook.
 type PutWebhook struct {
 	Webhook state.Webhook `json:"webhook"`
+	// Rotate replaces only the secret.
+	Rotate bool `json:"rotate,omitempty"`
 }
 
 // DeleteWebhook removes a workspace's webhook and its deliveries.

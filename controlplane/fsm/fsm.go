@@ -119,7 +119,7 @@ func (c CreateSiteWithJob) apply(tx *state.Tx) any {
 	}
 	return tx.Launched(*c.Launch)
 }
-func (c PutWebhook) apply(tx *state.Tx) any        { return tx.PutWebhook(c.Webhook) }
+func (c PutWebhook) apply(tx *state.Tx) any        { return tx.PutWebhook(c.Webhook, c.Rotate) }
 func (c DeleteWebhook) apply(tx *state.Tx) any     { return tx.DeleteWebhook(c.WorkspaceID) }
 func (c DemoReady) apply(tx *state.Tx) any         { return tx.DemoReady(c.DemoID, c.At, c.Delivery) }
 func (c EndDemo) apply(tx *state.Tx) any           { return tx.EndDemo(c.DemoID, c.Delivery) }

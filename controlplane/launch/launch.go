@@ -120,13 +120,20 @@ func VisitorHash(cookie string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// IPHash is the keyed hash of an address kept with leads and demos.
+// IPHash is the keyed hash of an address kept with leads and demos: an
+// IPv4 address, or an IPv6 address's /64 (one subscriber's, so the
+// visitor quota is not dodged by moving within it).
 func (s *Service) IPHash(ip netip.Addr) string {
 	if !ip.IsValid() {
 		return ""
 	}
+	key := ip.Unmap().String()
+	if ip.Is6() && !ip.Is4In6() {
+		p, _ := ip.Prefix(64) // what one subscriber is given
+		key = p.String()
+	}
 	m := hmac.New(sha256.New, s.cfg.IPKey)
-	m.Write([]byte(ip.Unmap().String()))
+	m.Write([]byte(key))
 	return hex.EncodeToString(m.Sum(nil))[:32]
 }
 

@@ -40,6 +40,10 @@ func TestIPHash(t *testing.T) {
 	if h == "" || strings.Contains(h, "203") || h != a.IPHash(netip.MustParseAddr("::ffff:203.0.113.7")) || h == b.IPHash(ip) {
 		t.Fatalf("IPHash: %q", h)
 	}
+	if a.IPHash(netip.MustParseAddr("2001:db8:1:2::1")) != a.IPHash(netip.MustParseAddr("2001:db8:1:2:ffff::9")) ||
+		a.IPHash(netip.MustParseAddr("2001:db8:1:2::1")) == a.IPHash(netip.MustParseAddr("2001:db8:1:3::1")) {
+		t.Fatal("IPv6 is not hashed by its /64")
+	}
 	if a.IPHash(netip.Addr{}) != "" {
 		t.Fatal("an unknown address hashed")
 	}

@@ -56,6 +56,9 @@ type Config struct {
 	// SiteOrigins is the CSP source of the sites' origins
 	// (http://*.localhost:8081): the form's submission ends there.
 	SiteOrigins string
+	// Secure marks the visitor cookie Secure: the public API URL is https
+	// (TLS may end at a proxy in front of the servers).
+	Secure bool
 	// PoweredBy is the product name in the footer.
 	PoweredBy string
 	Logger    *slog.Logger
@@ -121,7 +124,7 @@ func (l *Launcher) headers(w http.ResponseWriter) {
 
 // visitor returns the browser's visitor cookie, setting a new one when
 // set is true and there is none.
-func visitor(w http.ResponseWriter, r *http.Request, set bool) string {
+func (l *Launcher) visitor(w http.ResponseWriter, r *http.Request, set bool) string {
 	if c, err := r.Cookie(VisitorCookie); err == nil && len(c.Value) >= 20 && len(c.Value) <= 100 {
 		return c.Value
 	}
@@ -130,7 +133,7 @@ func visitor(w http.ResponseWriter, r *http.Request, set bool) string {
 	}
 	v := secret.New("")
 	http.SetCookie(w, &http.Cookie{Name: VisitorCookie, Value: v, Path: "/launch/", MaxAge: 30 * 24 * 3600,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode})
+		HttpOnly: true, Secure: l.cfg.Secure || r.TLS != nil, SameSite: http.SameSiteLaxMode})
 	return v
 }
 
@@ -185,7 +188,7 @@ func (l *Launcher) page(w http.ResponseWriter, r *http.Request) {
 		l.fail(w, r, err)
 		return
 	}
-	live, err := l.cfg.Launches.Live(t, visitor(w, r, true))
+	live, err := l.cfg.Launches.Live(t, l.visitor(w, r, true))
 	if err != nil {
 		l.fail(w, r, err)
 		return
@@ -204,7 +207,14 @@ func (l *Launcher) submit(w http.ResponseWriter, r *http.Request) {
 		l.fail(w, r, err)
 		return
 	}
-	cookie := visitor(w, r, false)
+	// A form posted from another site (a demo site is same-site with the
+	// launcher when they share a domain) launches nothing: browsers say
+	// where a request comes from.
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		l.message(w, http.StatusForbidden, "Start from the launch page", "Open the launch link itself to start a demo.", token)
+		return
+	}
+	cookie := l.visitor(w, r, false)
 	if cookie == "" {
 		// A browser that did not load the page (or refuses cookies, or a
 		// cross-site form: the cookie is SameSite=Lax) starts over there.
@@ -293,7 +303,7 @@ func (l *Launcher) enterOrWait(w http.ResponseWriter, r *http.Request, token, de
 
 func (l *Launcher) demo(w http.ResponseWriter, r *http.Request) {
 	l.headers(w)
-	l.enterOrWait(w, r, r.PathValue("token"), r.PathValue("demo"), visitor(w, r, false))
+	l.enterOrWait(w, r, r.PathValue("token"), r.PathValue("demo"), l.visitor(w, r, false))
 }
 
 // Status is the progress page's poll answer.
@@ -304,7 +314,7 @@ type Status struct {
 
 func (l *Launcher) status(w http.ResponseWriter, r *http.Request) {
 	l.headers(w)
-	_, _, site, job, err := l.cfg.Launches.Demo(r.PathValue("token"), r.PathValue("demo"), visitor(w, r, false))
+	_, _, site, job, err := l.cfg.Launches.Demo(r.PathValue("token"), r.PathValue("demo"), l.visitor(w, r, false))
 	if err != nil {
 		if errors.Is(err, launch.ErrNotFound) {
 			_ = rest.JSON(w, http.StatusNotFound, Status{State: "gone"})

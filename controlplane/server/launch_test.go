@@ -141,6 +141,21 @@ func newVisitor(t *testing.T, base string) *visitorBrowser {
 
 func (v *visitorBrowser) do(method, path string, form url.Values) (*http.Response, string) {
 	v.t.Helper()
+	return v.doWith(method, path, form)
+}
+
+func mustTime(t *testing.T, s string) time.Time {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+// doWith is do with extra request headers (name, value, …).
+func (v *visitorBrowser) doWith(method, path string, form url.Values, header ...string) (*http.Response, string) {
+	v.t.Helper()
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
@@ -151,6 +166,9 @@ func (v *visitorBrowser) do(method, path string, form url.Values) (*http.Respons
 	}
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	for k, val := range v.jar {
 		req.AddCookie(&http.Cookie{Name: k, Value: val})
@@ -290,6 +308,9 @@ func TestLaunchLink(t *testing.T) {
 	if resp.StatusCode != 200 || v.jar[launcher.VisitorCookie] == "" {
 		t.Fatalf("launch page: %d %v", resp.StatusCode, v.jar)
 	}
+	if c := resp.Cookies()[0]; !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/launch/" || c.Domain != "" {
+		t.Fatalf("visitor cookie: %+v", c)
+	}
 	csp := resp.Header.Get("Content-Security-Policy")
 	for _, want := range []string{"default-src 'none'", "script-src 'self'", "style-src 'self'", "frame-ancestors 'none'"} {
 		if !strings.Contains(csp, want) {
@@ -313,6 +334,11 @@ func TestLaunchLink(t *testing.T) {
 	// No email: the form comes back with a message, and nothing launched.
 	if resp, body := v.do("POST", "/launch/"+token, url.Values{"email": {"not an email"}}); resp.StatusCode != 400 || !strings.Contains(body, "email address") {
 		t.Fatalf("bad email: %d\n%s", resp.StatusCode, body)
+	}
+	// A form posted from another site, with the visitor's cookie, launches
+	// nothing.
+	if resp, _ := v.doWith("POST", "/launch/"+token, url.Values{"email": {"x@example.org"}}, "Sec-Fetch-Site", "same-site"); resp.StatusCode != 403 {
+		t.Fatalf("cross-site form: %d", resp.StatusCode)
 	}
 	login := v.launch(token, url.Values{"email": {"visitor@example.org"}, "consent": {"yes"}})
 	if !strings.Contains(login, ".localhost") {
@@ -348,10 +374,12 @@ func TestLaunchLink(t *testing.T) {
 	if n := owner.Do("GET", "/api/app/templates/"+tplID, nil).Must(t, 200).Get("template.launchCount"); n != float64(1) {
 		t.Fatalf("launchCount %v", n)
 	}
-	// Another browser from the same address: one demo per visitor.
+	// Another browser from the same address: one demo per visitor, told
+	// when it may launch.
 	other := newVisitor(t, s.URL())
 	other.do("GET", "/launch/"+token, nil)
-	if resp, body := other.do("POST", "/launch/"+token, url.Values{"email": {"b@example.org"}}); resp.StatusCode != 429 || !strings.Contains(body, "One demo at a time") {
+	if resp, body := other.do("POST", "/launch/"+token, url.Values{"email": {"b@example.org"}}); resp.StatusCode != 429 ||
+		!strings.Contains(body, "One demo at a time") || !strings.Contains(body, "try again after") {
 		t.Fatalf("second visitor on the address: %d\n%s", resp.StatusCode, body)
 	}
 	// Someone else's demo page is a 404 to this browser.
@@ -372,6 +400,10 @@ func TestLaunchLink(t *testing.T) {
 	st.WaitFor(t, 10*time.Second, "demo.expired", func() bool { return len(rcv.deliveries()) >= 2 })
 	expired := rcv.deliveries()[1]
 	checkEvent(t, expired, "demo.expired", "expired", owner.Personal, tplID, siteID)
+	// It happened when the lease ended, not when it was noticed.
+	if at, _ := time.Parse(time.RFC3339, expired.payload["occurredAt"].(string)); !at.Equal(mustTime(t, site.Str("site.expiresAt"))) {
+		t.Fatalf("demo.expired occurredAt %v, lease ended %s", expired.payload["occurredAt"], site.Str("site.expiresAt"))
+	}
 	if expired.key == ready.key || expired.deliveryID == ready.deliveryID {
 		t.Fatalf("two events share a key: %+v %+v", ready, expired)
 	}
@@ -530,6 +562,17 @@ func TestWebhookRetries(t *testing.T) {
 			t.Fatalf("signed with the old secret after a rotation: %+v", d)
 		}
 		rcv.setSecret(next)
+		rcv.mu.Lock()
+		rcv.got = nil // now with the new one
+		rcv.mu.Unlock()
+		v.launch(token, nil)
+		st.WaitFor(t, 10*time.Second, "a delivery", func() bool { return len(rcv.deliveries()) >= 1 })
+		if d := rcv.deliveries()[0]; !d.verified {
+			t.Fatalf("not signed with the new secret: %+v", d)
+		}
+		if h := owner.Do("PUT", "/api/account/webhooks/demo-launches", map[string]any{"url": rcv.srv.URL}).Must(t, 200); h.Get("signingSecret") != nil {
+			t.Fatalf("a PUT after a rotation showed a secret: %s", h.Raw)
+		}
 		test := owner.Do("POST", "/api/account/webhooks/demo-launches/test", nil).Must(t, 200)
 		if test.Str("delivery.status") != "delivered" || test.Get("delivery.attempt") != float64(1) {
 			t.Fatalf("test: %s", test.Raw)

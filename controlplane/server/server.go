@@ -363,6 +363,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Log: s.log.With("component", "launch")})
 	node.OnLeader(func(ctx context.Context) { launches.Watch(ctx, cmp.Or(cfg.DemoInterval, 500*time.Millisecond)) })
 	s.launcher = launcher.New(launcher.Config{Launches: launches, Limits: cfg.LaunchLimits, SiteOrigins: s.siteOrigins(),
+		Secure: strings.HasPrefix(s.url, "https://"),
 		Logger: s.log.With("component", "launcher")})
 	s.metrics.MustRegister(s.pool)
 	s.api = api.New(api.Config{

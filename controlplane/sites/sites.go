@@ -216,7 +216,7 @@ func launchOf(l *state.DemoLaunch, site *state.Site, jobID string) *state.DemoLa
 		return nil
 	}
 	out := *l
-	out.Demo.SiteID, out.Demo.SiteURL, out.Demo.JobID = site.ID, site.URL, jobID
+	out.Demo.SiteID, out.Demo.SiteURL, out.Demo.JobID, out.Demo.ExpiresAt = site.ID, site.URL, jobID, site.ExpiresAt
 	if l.Lead != nil {
 		lead := *l.Lead
 		lead.SiteID = site.ID

@@ -135,7 +135,7 @@ func TestDeliveries(t *testing.T) {
 		t.Fatalf("queued without a webhook: %d", len(ds))
 	}
 	hook := Webhook{WorkspaceID: "ws_a", URL: "https://h.example.com", SendEvents: true, SealedSecret: []byte{1}, CreatedAt: t0, UpdatedAt: t0}
-	must(t, s.Update(func(tx *Tx) error { return tx.PutWebhook(hook) }))
+	must(t, s.Update(func(tx *Tx) error { return tx.PutWebhook(hook, false) }))
 	// Already ready: a second DemoReady queues nothing.
 	must(t, s.Update(func(tx *Tx) error { return tx.DemoReady("demo_a", t0, del("dlv_1")) }))
 	if ds, _ := s.PendingDeliveries(); len(ds) != 0 {
@@ -168,7 +168,7 @@ func TestDeliveries(t *testing.T) {
 	}
 	// Paused: new events are not queued.
 	hook.SendEvents = false
-	must(t, s.Update(func(tx *Tx) error { return tx.PutWebhook(hook) }))
+	must(t, s.Update(func(tx *Tx) error { return tx.PutWebhook(hook, false) }))
 	must(t, s.Update(func(tx *Tx) error {
 		if err := tx.CreateSite(site("site_b", t0), Quota{Plan: PlanPaid, Limit: 10}); err != nil {
 			return err

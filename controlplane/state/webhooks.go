@@ -92,13 +92,30 @@ func (s *Store) LastDelivery(workspaceID string) (*Delivery, error) {
 	return last, err
 }
 
-// PutWebhook sets a workspace's webhook (URL, sendEvents, secret).
-func (t *Tx) PutWebhook(w Webhook) error {
+// PutWebhook sets a workspace's webhook's URL and sendEvents; its secret
+// is w's only when it has none yet, so two writers that raced keep one
+// secret. With rotate, only the secret (and UpdatedAt) change, on a
+// webhook that exists.
+func (t *Tx) PutWebhook(w Webhook, rotate bool) error {
 	return t.run(func(tx *memdb.Txn) error {
 		if ws, err := first[Workspace](tx, tableWorkspaces, "id", w.WorkspaceID); err != nil {
 			return err
 		} else if ws == nil {
 			return fmt.Errorf("%w: workspace %s", ErrNotFound, w.WorkspaceID)
+		}
+		old, err := first[Webhook](tx, tableWebhooks, "id", w.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case rotate && old == nil:
+			return fmt.Errorf("%w: no webhook in workspace %s", ErrNotFound, w.WorkspaceID)
+		case rotate:
+			next := *old
+			next.SealedSecret, next.UpdatedAt = w.SealedSecret, w.UpdatedAt
+			w = next
+		case old != nil:
+			w.SealedSecret, w.CreatedAt = old.SealedSecret, old.CreatedAt
 		}
 		if w.URL == "" || len(w.SealedSecret) == 0 {
 			return fmt.Errorf("%w: a webhook has a URL and a secret", ErrInvalid)

@@ -124,6 +124,15 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			mu.Lock()
 			inflight[p.ID] = true
 			mu.Unlock()
+			// The list was read before some worker recorded its attempt:
+			// read this one again now that no other worker has it.
+			if cur, err := d.Store.Delivery(p.ID); err != nil || cur == nil || cur.Done || cur.Attempt != p.Attempt || cur.NextAt.After(now) {
+				mu.Lock()
+				delete(inflight, p.ID)
+				mu.Unlock()
+				<-sem
+				continue
+			}
 			wg.Add(1)
 			go func(p *state.Delivery, w *state.Webhook) {
 				defer wg.Done()
@@ -149,19 +158,25 @@ func (d *Dispatcher) Run(ctx context.Context) {
 
 // attempt makes a delivery's next attempt and records it.
 func (d *Dispatcher) attempt(ctx context.Context, p *state.Delivery, w *state.Webhook) {
-	secret, err := d.Secret(w)
-	if err != nil {
+	var a state.Attempt
+	if secret, err := d.Secret(w); err != nil {
+		// Nothing can be signed: the delivery fails for good rather than
+		// spinning (a changed cluster token; the owner sets a new secret).
 		d.Log.Error("open a webhook's signing secret", "workspace", w.WorkspaceID, "err", err)
-		return
+		a = Outcome(d.Attempts(), d.Attempts(), d.Schedule, 0, errors.New("the signing secret could not be read; rotate it"), d.Now().UTC(), 0)
+		a.Attempt = p.Attempt + 1
+	} else {
+		code, sendErr := d.Sender.Send(ctx, Message{URL: w.URL, Secret: secret, DeliveryID: p.ID, EventID: p.EventID, Event: p.Event, Body: p.Body})
+		if ctx.Err() != nil {
+			return // no longer the leader: the next one makes this attempt
+		}
+		a = Outcome(p.Attempt+1, d.Attempts(), d.Schedule, code, sendErr, d.Now().UTC(), rand.Float64())
 	}
-	code, sendErr := d.Sender.Send(ctx, Message{URL: w.URL, Secret: secret, DeliveryID: p.ID, EventID: p.EventID, Event: p.Event, Body: p.Body})
-	if ctx.Err() != nil {
-		return // no longer the leader: the next one makes this attempt
-	}
-	a := Outcome(p.Attempt+1, d.Attempts(), d.Schedule, code, sendErr, d.Now().UTC(), rand.Float64())
 	a.ID = p.ID
-	if _, err := d.Raft.Apply(ctx, fsm.RecordAttempt{Attempt: a}); err != nil && !errors.Is(err, state.ErrStale) && !errors.Is(err, state.ErrNotFound) {
-		d.Log.Warn("record a delivery attempt", "delivery", p.ID, "err", err)
+	if _, err := d.Raft.Apply(ctx, fsm.RecordAttempt{Attempt: a}); err != nil {
+		if !errors.Is(err, state.ErrStale) && !errors.Is(err, state.ErrNotFound) {
+			d.Log.Warn("record a delivery attempt", "delivery", p.ID, "err", err)
+		}
 		return
 	}
 	d.attempts.WithLabelValues(a.Status).Inc()

@@ -138,8 +138,13 @@ func (s *Sender) Send(ctx context.Context, m Message) (int, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err // the URL is the customer's own; keep the cause
 		}
-		if errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
 			return 0, fmt.Errorf("no answer within %s", Timeout)
+		case errors.Is(err, safefetch.ErrBlocked):
+			// Not which address: that would tell a tenant what internal
+			// names resolve to.
+			return 0, fmt.Errorf("%w: the URL's host is a private, loopback or reserved address", safefetch.ErrBlocked)
 		}
 		return 0, err
 	}

@@ -7,6 +7,7 @@
 package webhooks
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -97,23 +98,23 @@ func (s *Service) Put(ctx context.Context, ws *state.Workspace, rawURL string, s
 	if err := s.CheckURL(ctx, rawURL); err != nil {
 		return nil, "", err
 	}
-	old, err := s.cfg.Store.Webhook(ws.ID)
-	if err != nil {
-		return nil, "", err
-	}
 	now := s.now()
-	w := state.Webhook{WorkspaceID: ws.ID, URL: rawURL, SendEvents: sendEvents, CreatedAt: now, UpdatedAt: now}
-	plain := ""
-	if old != nil {
-		w.SealedSecret, w.CreatedAt = old.SealedSecret, old.CreatedAt
-	} else {
-		plain = secret.New("whsec_")
-		w.SealedSecret = s.cfg.Sealer.Seal(plain, ws.ID)
-	}
+	// A secret for the case there is none yet; the state keeps an
+	// existing one, and this one is shown only if it is the one kept.
+	plain := secret.New("whsec_")
+	w := state.Webhook{WorkspaceID: ws.ID, URL: rawURL, SendEvents: sendEvents, SealedSecret: s.cfg.Sealer.Seal(plain, ws.ID),
+		CreatedAt: now, UpdatedAt: now}
 	if _, err := s.cfg.Raft.Apply(ctx, fsm.PutWebhook{Webhook: w}); err != nil {
 		return nil, "", err
 	}
-	return &w, plain, nil
+	kept, err := s.cfg.Store.Webhook(ws.ID)
+	if err != nil || kept == nil {
+		return nil, "", fmt.Errorf("read the webhook back: %v", err)
+	}
+	if !bytes.Equal(kept.SealedSecret, w.SealedSecret) {
+		plain = ""
+	}
+	return kept, plain, nil
 }
 
 // Rotate replaces the signing secret and returns the new one; deliveries
@@ -122,20 +123,19 @@ func (s *Service) Rotate(ctx context.Context, ws *state.Workspace) (*state.Webho
 	if err := s.paid(ws); err != nil {
 		return nil, "", err
 	}
-	old, err := s.cfg.Store.Webhook(ws.ID)
-	if err != nil {
-		return nil, "", err
-	}
-	if old == nil {
-		return nil, "", NotSet()
-	}
-	w := *old
 	plain := secret.New("whsec_")
-	w.SealedSecret, w.UpdatedAt = s.cfg.Sealer.Seal(plain, ws.ID), s.now()
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.PutWebhook{Webhook: w}); err != nil {
+	w := state.Webhook{WorkspaceID: ws.ID, SealedSecret: s.cfg.Sealer.Seal(plain, ws.ID), UpdatedAt: s.now()}
+	if _, err := s.cfg.Raft.Apply(ctx, fsm.PutWebhook{Webhook: w, Rotate: true}); err != nil {
+		if errors.Is(err, state.ErrNotFound) {
+			return nil, "", NotSet()
+		}
 		return nil, "", err
 	}
-	return &w, plain, nil
+	kept, err := s.cfg.Store.Webhook(ws.ID)
+	if err != nil || kept == nil {
+		return nil, "", fmt.Errorf("read the webhook back: %v", err)
+	}
+	return kept, plain, nil
 }
 
 // Delete removes the webhook, its secret and its delivery history,
