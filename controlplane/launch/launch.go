@@ -102,13 +102,21 @@ type Visitor struct {
 	Consent bool
 }
 
-// Link returns the template a launch token opens: enabled, and ready.
+// Link returns the template a launch token opens: enabled, of an owner on
+// the paid plan.
 func (s *Service) Link(token string) (*state.Template, error) {
 	t, err := s.cfg.Store.TemplateByLaunchToken(token)
 	if err != nil {
 		return nil, err
 	}
 	if t == nil || !t.Launch.Enabled {
+		return nil, ErrNotFound
+	}
+	// Sharing is a paid-plan feature: a link whose owner left the paid
+	// plan is off until they are back.
+	if owner, err := s.cfg.Store.Account(t.UserID); err != nil {
+		return nil, err
+	} else if owner == nil || owner.Plan != state.PlanPaid {
 		return nil, ErrNotFound
 	}
 	return t, nil
@@ -229,7 +237,7 @@ func (s *Service) Launch(ctx context.Context, token string, v Visitor) (*state.D
 	site, jobID, err := s.cfg.Sites.Create(ctx, in)
 	switch {
 	case err == nil:
-	case errors.Is(err, state.ErrConflict) && one:
+	case errors.Is(err, state.ErrLiveDemo):
 		// Another launch of this visitor won the race: theirs is the demo.
 		if d, rerr := s.returning(t.ID, visitor, ipHash, s.now()); d != nil || rerr != nil {
 			return d, rerr

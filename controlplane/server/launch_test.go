@@ -413,6 +413,18 @@ func TestLaunchLink(t *testing.T) {
 	}
 	st.WaitFor(t, 10*time.Second, "the expired demo's site to go", func() bool { return f.deleted.Load() >= 1 })
 
+	// An owner who leaves the paid plan takes the link down until they
+	// are back.
+	op := st.NewClient(t, s.URL(), s.ClusterToken())
+	op.Do("PUT", "/api/admin/accounts/"+owner.Email+"/plan", map[string]string{"plan": "free"}).Must(t, 200)
+	if resp, _ := v.do("GET", "/launch/"+token, nil); resp.StatusCode != 404 {
+		t.Fatalf("link of a free owner: %d", resp.StatusCode)
+	}
+	op.Do("PUT", "/api/admin/accounts/"+owner.Email+"/plan", map[string]string{"plan": "paid"}).Must(t, 200)
+	if resp, _ := v.do("GET", "/launch/"+token, nil); resp.StatusCode != 200 {
+		t.Fatalf("link of a paid owner again: %d", resp.StatusCode)
+	}
+
 	// Unknown and disabled links are a plain 404 page.
 	if resp, body := v.do("GET", "/launch/nosuchtoken", nil); resp.StatusCode != 404 || !strings.Contains(body, "does not exist") {
 		t.Fatalf("unknown token: %d %s", resp.StatusCode, body)

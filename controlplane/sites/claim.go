@@ -76,8 +76,9 @@ func (s *Service) claim(ctx context.Context, site state.Site, p jobspec.CreatePa
 	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateSiteWithJob{Site: claimed, Job: job, Quota: quota, Claim: true,
 		Launch: launchOf(launch, &claimed, job.ID)}); err != nil {
 		// The pooled site stays in its pool (a later claim renames it
-		// again); a conflict (it went meanwhile) makes the site anew.
-		if errors.Is(err, state.ErrConflict) {
+		// again); a conflict (it went meanwhile) makes the site anew, but
+		// a launch refused by its visitor quota is refused.
+		if errors.Is(err, state.ErrConflict) && !errors.Is(err, state.ErrLiveDemo) {
 			s.cfg.Pools.Count(false)
 			return nil, "", false, nil
 		}

@@ -39,6 +39,10 @@ type Demo struct {
 	ReadyAt *time.Time `json:"readyAt,omitempty"`
 }
 
+// ErrLiveDemo refuses a launch under the visitor quota: the visitor has
+// a live demo of the template. It is a conflict.
+var ErrLiveDemo = fmt.Errorf("%w: a live demo exists", ErrConflict)
+
 // DemoLaunch is what a launch adds with its site, in the site's Raft
 // entry: the demo, the lead (email entry mode) and one more launch on the
 // template. Token is the launch token the visitor used: a link disabled
@@ -112,7 +116,7 @@ func launched(tx *memdb.Txn, l DemoLaunch) error {
 			return err
 		}
 		if live != nil {
-			return fmt.Errorf("%w: the visitor has a live demo of %s", ErrConflict, d.TemplateID)
+			return fmt.Errorf("%w: the visitor has a live demo of %s", ErrLiveDemo, d.TemplateID)
 		}
 	}
 	if dup, err := first[Demo](tx, tableDemos, "id", d.ID); err != nil {

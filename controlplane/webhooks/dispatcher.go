@@ -113,8 +113,8 @@ func (d *Dispatcher) Run(ctx context.Context) {
 				continue
 			}
 			w, err := d.Store.Webhook(p.WorkspaceID)
-			if err != nil || w == nil || !w.SendEvents {
-				continue // paused: it waits, with its attempts, for sendEvents
+			if err != nil || w == nil || !w.SendEvents || !d.paid(p.WorkspaceID) {
+				continue // paused (or a plan without webhooks): it waits, with its attempts
 			}
 			select {
 			case sem <- struct{}{}:
@@ -154,6 +154,16 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		case <-done:
 		}
 	}
+}
+
+// paid reports whether a workspace's owner is on a plan with webhooks.
+func (d *Dispatcher) paid(workspaceID string) bool {
+	ws, err := d.Store.Workspace(workspaceID)
+	if err != nil || ws == nil {
+		return false
+	}
+	plan, err := d.Store.PlanOf(ws)
+	return err == nil && plan == state.PlanPaid
 }
 
 // attempt makes a delivery's next attempt and records it.

@@ -3,15 +3,19 @@ package webhooks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
+	"github.com/sandboxd/sandboxd/internal/seal"
 )
 
 // TestSign: the signature is "sha256=" and the unpadded base64url of the
@@ -101,5 +105,97 @@ func TestSender(t *testing.T) {
 	}
 	if _, err := allowed.Send(ctx, msg("ftp://127.0.0.1/x")); err == nil {
 		t.Fatal("an ftp URL was sent")
+	}
+}
+
+// TestDispatcherBacklog: a backlog of events, each failing once, is
+// worked off with exactly two attempts per event, recorded as such: no
+// attempt is sent twice from a stale read of the queue, whatever the
+// order workers finish in.
+func TestDispatcherBacklog(t *testing.T) {
+	const events = 150
+	store := state.NewStore()
+	raft := fsm.NewLocal(store)
+	ctx := context.Background()
+	t0 := time.Now().UTC()
+	apply := func(c fsm.Command) {
+		t.Helper()
+		if _, err := raft.Apply(ctx, c); err != nil {
+			t.Fatalf("%T: %v", c, err)
+		}
+	}
+	apply(fsm.CreateAccount{Account: state.Account{ID: "usr_1", Email: "o@example.com", Plan: state.PlanPaid, CreatedAt: t0},
+		Workspace: state.Workspace{ID: "ws_1", Name: "W", OwnerID: "usr_1", Personal: true, CreatedAt: t0}})
+	tpl := state.Template{ID: "tpl_1", WorkspaceID: "ws_1", UserID: "usr_1", Slug: "t", Status: state.TemplateReady,
+		Launch: state.Launch{Enabled: true, Token: "tok"}, CreatedAt: t0, UpdatedAt: t0}
+	apply(fsm.CreateTemplateWithJob{Template: tpl, Job: state.Job{ID: "job_t", Type: "noop", WorkspaceID: "ws_1", Status: state.JobQueued, CreatedAt: t0},
+		Quota: state.Quota{Plan: state.PlanPaid, Limit: 10}})
+
+	var mu sync.Mutex
+	seen := map[string]int{}
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get(HeaderDelivery)]++
+		n := seen[r.Header.Get(HeaderDelivery)]
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer rcv.Close()
+	sealer, err := seal.New("cluster-secret", "webhook-signing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(fsm.PutWebhook{Webhook: state.Webhook{WorkspaceID: "ws_1", URL: rcv.URL, SendEvents: true,
+		SealedSecret: sealer.Seal("whsec_x", "ws_1"), CreatedAt: t0, UpdatedAt: t0}})
+	for i := range events {
+		id := fmt.Sprintf("%03d", i)
+		site := state.Site{ID: "site_" + id, WorkspaceID: "ws_1", UserID: "usr_1", Slug: "s" + id, Status: state.SiteReady, CreatedAt: t0, UpdatedAt: t0}
+		demo := state.Demo{ID: "demo_" + id, TemplateID: "tpl_1", WorkspaceID: "ws_1", SiteID: site.ID, Visitor: id, CreatedAt: t0}
+		apply(fsm.CreateSiteWithJob{Site: site, Job: state.Job{ID: "job_" + id, Type: "noop", WorkspaceID: "ws_1", Status: state.JobQueued, CreatedAt: t0},
+			Quota: state.Quota{Plan: state.PlanPaid, Limit: 1000}, Launch: &state.DemoLaunch{Demo: demo, Token: "tok"}})
+		apply(fsm.DemoReady{DemoID: demo.ID, At: t0, Delivery: Delivery(DemoEvent(DemoReady, &demo, "http://s.localhost", t0), t0)})
+	}
+	d := &Dispatcher{Store: store, Raft: raft, Sender: NewSender([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, nil),
+		Secret: func(w *state.Webhook) (string, error) { return sealer.Open(w.SealedSecret, w.WorkspaceID) },
+		Schedule: []time.Duration{time.Millisecond, time.Millisecond}, Poll: time.Millisecond, Workers: 8}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	// On the free plan (a downgrade) nothing is sent: the queue waits.
+	apply(fsm.SetPlan{UserID: "usr_1", Plan: state.PlanFree, At: t0})
+	go func() { d.Run(runCtx); close(done) }()
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	if len(seen) != 0 {
+		t.Fatalf("%d sent on the free plan", len(seen))
+	}
+	mu.Unlock()
+	apply(fsm.SetPlan{UserID: "usr_1", Plan: state.PlanPaid, At: t0})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pending, _ := store.PendingDeliveries()
+		if len(pending) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deliveries still pending", len(pending))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != events {
+		t.Fatalf("%d events received, want %d", len(seen), events)
+	}
+	for id, n := range seen {
+		if n != 2 {
+			t.Fatalf("delivery %s sent %d times, want 2 (one failure, one success)", id, n)
+		}
+		if got, _ := store.Delivery(id); got != nil && (got.Attempt != 2 || got.Status != state.DeliveryDelivered) {
+			t.Fatalf("delivery %s recorded %+v", id, got)
+		}
 	}
 }
