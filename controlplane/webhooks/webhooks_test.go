@@ -158,7 +158,7 @@ func TestDispatcherBacklog(t *testing.T) {
 		apply(fsm.DemoReady{DemoID: demo.ID, At: t0, Delivery: Delivery(DemoEvent(DemoReady, &demo, "http://s.localhost", t0), t0)})
 	}
 	d := &Dispatcher{Store: store, Raft: raft, Sender: NewSender([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, nil),
-		Secret: func(w *state.Webhook) (string, error) { return sealer.Open(w.SealedSecret, w.WorkspaceID) },
+		Secret:   func(w *state.Webhook) (string, error) { return sealer.Open(w.SealedSecret, w.WorkspaceID) },
 		Schedule: []time.Duration{time.Millisecond, time.Millisecond}, Poll: time.Millisecond, Workers: 8}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
