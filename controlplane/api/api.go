@@ -63,6 +63,8 @@ type Config struct {
 	Tools SiteTools
 	// Templates makes, changes and deletes templates.
 	Templates Templates
+	// Blueprints checks and keeps Blueprints.
+	Blueprints Blueprints
 	// Webhooks keeps the workspace's demo-launch webhook.
 	Webhooks Webhooks
 	// Library keeps the workspace Library's entries and ZIPs.
@@ -156,6 +158,31 @@ const (
 // (RateLimits) and the guard's workspace and capability checks; rt
 // documents it.
 func (a *API) bearer(r *rest.Router, g guard, rt rest.Route) {
+	r.Handle(a.bearerRoute(g, rt))
+}
+
+// maybeBearer handles a route that anyone may call and a bearer may
+// call as itself: with an Authorization header it is a bearer route
+// (guarded by g), without one the handler runs with no caller.
+func (a *API) maybeBearer(r *rest.Router, g guard, rt rest.Route) {
+	public := rt.Handler
+	guarded := a.bearerRoute(g, rt)
+	rt = guarded
+	rt.OptionalAuth = true
+	rt.Handler = func(w http.ResponseWriter, req *http.Request) error {
+		if req.Header.Get("Authorization") != "" {
+			return guarded.Handler(w, req)
+		}
+		if err := a.limits.write(req, ""); err != nil {
+			return err
+		}
+		return writeError(req.Header.Get(IdempotencyHeader), public(w, req))
+	}
+	r.Handle(rt)
+}
+
+// bearerRoute is rt guarded by g for a bearer token.
+func (a *API) bearerRoute(g guard, rt rest.Route) rest.Route {
 	rt.Security = "bearer"
 	idempotent := rt.Idempotent
 	if g.capability != "" {
@@ -206,7 +233,7 @@ func (a *API) bearer(r *rest.Router, g guard, rt rest.Route) {
 		}
 		return writeError(req.Header.Get(IdempotencyHeader), next(w, req))
 	}
-	r.Handle(rt)
+	return rt
 }
 
 // operator handles a route authenticated with the cluster token. Failed
@@ -393,6 +420,7 @@ func (a *API) Register(r *rest.Router) {
 	a.registerSites(r)
 	a.registerTemplates(r)
 	a.registerWebhooks(r)
+	a.registerBlueprints(r)
 	a.registerDebug(r)
 	a.registerFiles(r)
 	a.registerDatabase(r)

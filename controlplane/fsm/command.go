@@ -76,6 +76,9 @@ var registry = map[Type]func() Command{
 	37: func() Command { return new(EndDemo) },
 	38: func() Command { return new(RecordAttempt) },
 	39: func() Command { return new(AddDelivery) },
+	40: func() Command { return new(CreateBlueprint) },
+	41: func() Command { return new(PutBlueprint) },
+	42: func() Command { return new(DeleteBlueprint) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -425,4 +428,22 @@ type RecordAttempt struct {
 // AddDelivery records a delivery sent at once (a test event).
 type AddDelivery struct {
 	Delivery state.Delivery `json:"delivery"`
+}
+
+// CreateBlueprint saves a new Blueprint within the owner's quota.
+type CreateBlueprint struct {
+	Blueprint state.Blueprint `json:"blueprint"`
+	Quota     state.Quota     `json:"quota"`
+}
+
+// PutBlueprint replaces a saved Blueprint read when it was updated at
+// IfUpdatedAt.
+type PutBlueprint struct {
+	Blueprint   state.Blueprint `json:"blueprint"`
+	IfUpdatedAt time.Time       `json:"ifUpdatedAt"`
+}
+
+// DeleteBlueprint removes a saved Blueprint.
+type DeleteBlueprint struct {
+	ID string `json:"id"`
 }

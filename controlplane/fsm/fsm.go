@@ -204,3 +204,7 @@ func (sn *snapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (sn *snapshot) Release() {}
+
+func (c CreateBlueprint) apply(tx *state.Tx) any { return tx.CreateBlueprint(c.Blueprint, c.Quota) }
+func (c PutBlueprint) apply(tx *state.Tx) any    { return tx.PutBlueprint(c.Blueprint, c.IfUpdatedAt) }
+func (c DeleteBlueprint) apply(tx *state.Tx) any { return tx.DeleteBlueprint(c.ID) }

@@ -66,6 +66,9 @@ func (rt *Router) OpenAPI(info OpenAPIInfo) map[string]any {
 				map[string]any{"name": "X-Service-Organization", "in": "header", "required": false, "deprecated": true,
 					"description": "Legacy alias of X-Service-Workspace.", "schema": map[string]any{"type": "string"}})
 			op["security"] = []any{map[string]any{r.Security: []string{}}}
+			if r.OptionalAuth {
+				op["security"] = []any{map[string]any{}, map[string]any{r.Security: []string{}}}
+			}
 			if r.Idempotent {
 				params = append(params, map[string]any{"name": "Idempotency-Key", "in": "header", "required": false,
 					"description": "Makes the request safe to retry: the same key (up to 255 printable ASCII characters, " +

@@ -28,6 +28,8 @@ type Route struct {
 	Tag     string
 	// Security names the credential: "bearer", "cluster" or "" for none.
 	Security string
+	// OptionalAuth marks a route that also answers without the credential.
+	OptionalAuth bool
 	// Capability is the workspace capability the route needs, if any.
 	Capability string
 	// Params names the kind of resource each path parameter identifies

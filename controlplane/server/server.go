@@ -22,9 +22,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxd/sandboxd/blueprint"
 	"github.com/sandboxd/sandboxd/controlplane/blobs"
+	"github.com/sandboxd/sandboxd/controlplane/blueprints"
 	"github.com/sandboxd/sandboxd/controlplane/library"
 	"github.com/sandboxd/sandboxd/controlplane/sites"
+	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
 	"github.com/sandboxd/sandboxd/internal/seal"
 
@@ -345,6 +348,8 @@ func New(cfg Config) (_ *Server, err error) {
 		SiteURL: s.siteURL, Zips: lib, CheckURL: func(raw string) error { _, err := fetch.CheckURL(raw); return err }, Pools: s.pool,
 		Now: cfg.Now})
 	tpls := templates.New(templates.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now})
+	bps := blueprints.New(blueprints.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now,
+		Env: func() blueprint.Env { return blueprintEnv(s.registry.AvailablePHP(), fetch) }})
 	hookSealer, err := seal.New(cfg.ClusterToken, "webhook-signing")
 	if err != nil {
 		return nil, err
@@ -370,6 +375,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
 		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
 		Sites: siteService, Tools: siteService, Templates: tpls, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer, Webhooks: hooks,
+		Blueprints: bps,
 		RateLimits: cfg.RateLimits, Metrics: metrics,
 	})
 	s.api.Register(s.router)
@@ -561,6 +567,20 @@ func (s *Server) siteURL(slug string) string {
 		host += ":" + strconv.Itoa(p)
 	}
 	return scheme + "://" + host
+}
+
+// blueprintEnv is what Blueprint checks know of this cluster: the PHP
+// images its ready nodes have (sorted, oldest first), with their
+// WordPress, and the fetcher's address check.
+func blueprintEnv(php []string, fetch *safefetch.Client) blueprint.Env {
+	env := blueprint.Env{Reach: func(raw string) error { _, err := fetch.CheckURL(raw); return err }}
+	for _, v := range php {
+		if wp, ok := sitespec.WordPressOf[v]; ok {
+			env.PHPVersions = append(env.PHPVersions, v)
+			env.WordPressVersions = append(env.WordPressVersions, wp)
+		}
+	}
+	return env
 }
 
 // siteOrigins is the CSP source matching every site's origin.

@@ -14,6 +14,10 @@ import (
 // PHPVersions are the versions the contract allows.
 var PHPVersions = []string{"8.5", "8.4", "8.3", "8.2", "8.1", "7.4"}
 
+// WordPressOf is the WordPress each PHP image carries (Debian's suites:
+// bullseye, bookworm, trixie).
+var WordPressOf = map[string]string{"7.4": "5.7", "8.2": "6.1", "8.4": "6.8"}
+
 // DefaultPHPVersion is used when a request names none.
 const DefaultPHPVersion = "8.2"
 

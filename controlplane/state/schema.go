@@ -26,6 +26,7 @@ const (
 	tableDemos       = "demos"
 	tableWebhooks    = "webhooks"
 	tableDeliveries  = "deliveries"
+	tableBlueprints  = "blueprints"
 )
 
 func idIndex() *memdb.IndexSchema {
@@ -111,6 +112,14 @@ func schema() *memdb.DBSchema {
 			"id":       idIndex(),
 			"template": fieldIndex("template", "TemplateID", false),
 		}},
+		tableBlueprints: {Name: tableBlueprints, Indexes: map[string]*memdb.IndexSchema{
+			"id": idIndex(),
+			"slug": {Name: "slug", Unique: true, Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+				&memdb.StringFieldIndex{Field: "WorkspaceID"}, &memdb.StringFieldIndex{Field: "Slug"},
+			}}},
+			"workspace": fieldIndex("workspace", "WorkspaceID", false),
+			"user":      fieldIndex("user", "UserID", false),
+		}},
 		tableDemos: {Name: tableDemos, Indexes: map[string]*memdb.IndexSchema{
 			"id":       idIndex(),
 			"template": fieldIndex("template", "TemplateID", false),
@@ -157,5 +166,5 @@ func (launchTokenIndex) FromArgs(args ...any) ([]byte, error) {
 var tables = []string{
 	tableAccounts, tableWorkspaces, tableRoles, tableMembers, tableTokens,
 	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary, tableIdempotency,
-	tableTemplates, tableLeads, tableDemos, tableWebhooks, tableDeliveries,
+	tableTemplates, tableLeads, tableDemos, tableWebhooks, tableDeliveries, tableBlueprints,
 }

@@ -199,6 +199,8 @@ func newRow(table string) (any, error) {
 		return new(Webhook), nil
 	case tableDeliveries:
 		return new(Delivery), nil
+	case tableBlueprints:
+		return new(Blueprint), nil
 	}
 	return nil, fmt.Errorf("unknown table %q", table)
 }

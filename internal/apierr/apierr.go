@@ -39,6 +39,7 @@ const (
 	CodeInternal              = "internal_error"
 	CodeSiteNotFound          = "site_not_found"
 	CodeTemplateNotFound      = "template_not_found"
+	CodeBlueprintNotFound     = "blueprint_not_found"
 	CodePHPVersionUnavailable = "php_version_unavailable"
 	// CodeTemplateSharingRequiresPaidPlan: a launch link on a free plan.
 	CodeTemplateSharingRequiresPaidPlan = "template_sharing_requires_paid_plan"

@@ -1,0 +1,234 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/sandboxd/sandboxd/blueprint"
+	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/blueprints"
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+)
+
+// Blueprints is what the Blueprint routes need from their service.
+type Blueprints interface {
+	Validate(src []byte, adapt bool) (*blueprints.Validation, error)
+	Create(ctx context.Context, in blueprints.Create) (*state.Blueprint, error)
+	Update(ctx context.Context, b *state.Blueprint, p blueprints.Patch) (*state.Blueprint, error)
+	Delete(ctx context.Context, b *state.Blueprint) error
+}
+
+// BlueprintView is the contract's Blueprint.
+type BlueprintView struct {
+	ID                      string              `json:"id"`
+	UserID                  string              `json:"userId"`
+	OrgID                   string              `json:"orgId"`
+	CreatedByUserID         string              `json:"createdByUserId"`
+	Name                    string              `json:"name"`
+	Slug                    string              `json:"slug"`
+	Description             string              `json:"description"`
+	SourceJSON              json.RawMessage     `json:"sourceJson" doc:"The recipe: WordPress Playground Blueprint JSON (format v1)."`
+	SchemaVersion           int                 `json:"schemaVersion"`
+	Revision                int                 `json:"revision" doc:"1 when saved; grows by one each time the source is replaced."`
+	CompatReport            []blueprint.Finding `json:"compatReport" doc:"What keeps the recipe from running here (error), what runs differently (warning), notes (info). Codes: see POST /api/app/blueprints/validate."`
+	HoistedPHPVersion       string              `json:"hoistedPhpVersion" doc:"preferredVersions.php as written; empty when not given."`
+	HoistedWordPressVersion string              `json:"hoistedWordpressVersion"`
+	HoistedMultisite        bool                `json:"hoistedMultisite"`
+	BundleSizeBytes         int64               `json:"bundleSizeBytes"`
+	BundleManifestDirectory string              `json:"bundleManifestDirectory"`
+	CreatedAt               time.Time           `json:"createdAt"`
+	UpdatedAt               time.Time           `json:"updatedAt"`
+}
+
+func blueprintView(b *state.Blueprint) BlueprintView {
+	report := []blueprint.Finding{}
+	_ = json.Unmarshal(b.CompatReport, &report)
+	return BlueprintView{ID: b.ID, UserID: b.UserID, OrgID: b.WorkspaceID, CreatedByUserID: b.CreatedByUserID, Name: b.Name, Slug: b.Slug,
+		Description: b.Description, SourceJSON: b.Source, SchemaVersion: b.SchemaVersion, Revision: b.Revision, CompatReport: report,
+		HoistedPHPVersion: b.HoistedPHPVersion, HoistedWordPressVersion: b.HoistedWordPressVersion, HoistedMultisite: b.HoistedMultisite,
+		BundleSizeBytes: b.BundleSizeBytes, BundleManifestDirectory: b.BundleManifestDirectory, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt}
+}
+
+type blueprintResponse struct {
+	Blueprint BlueprintView `json:"blueprint"`
+}
+
+type blueprintsResponse struct {
+	Blueprints []BlueprintView `json:"blueprints"`
+}
+
+// ValidateBlueprintRequest is the body of POST /api/app/blueprints/validate.
+type ValidateBlueprintRequest struct {
+	Source      json.RawMessage `json:"source,omitempty" doc:"The Blueprint JSON, as an object or a string. Optional with blueprintId (the saved source is checked)."`
+	Adapt       bool            `json:"adapt,omitempty" doc:"Also return a source that runs here, with every change made."`
+	BlueprintID string          `json:"blueprintId,omitempty" doc:"A saved Blueprint of the workspace; needs a bearer token."`
+}
+
+// SaveBlueprintRequest is the body of POST /api/app/blueprints.
+type SaveBlueprintRequest struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Source      json.RawMessage `json:"source,omitempty" doc:"The Blueprint JSON, as an object or a string."`
+	SourceJSON  json.RawMessage `json:"sourceJson,omitempty" doc:"Legacy alias of source."`
+}
+
+// PatchBlueprintRequest is the body of PATCH /api/app/blueprints/{id}.
+type PatchBlueprintRequest struct {
+	Name        *string         `json:"name,omitempty"`
+	Description *string         `json:"description,omitempty"`
+	Source      json.RawMessage `json:"source,omitempty" doc:"Replaces the source; the revision grows by one."`
+	SourceJSON  json.RawMessage `json:"sourceJson,omitempty" doc:"Legacy alias of source."`
+}
+
+var blueprintParam = map[string]string{"id": "blueprint"}
+
+func (a *API) registerBlueprints(r *rest.Router) {
+	read := guard{scope: scopeWorkspace}
+	write := guard{scope: scopeWorkspace, capability: access.Reusables}
+	nf := []string{apierr.CodeBlueprintNotFound}
+	codes := "Finding codes: "
+	for _, c := range []string{blueprint.CodeInvalidJSON, blueprint.CodeInvalidType, blueprint.CodeInvalidValue, blueprint.CodeUnknownProperty,
+		blueprint.CodeMissingProperty, blueprint.CodeUnknownStep, blueprint.CodeUnknownResource, blueprint.CodeDeprecated,
+		blueprint.CodeUnsupportedStep, blueprint.CodeUnsupportedVersion, blueprint.CodePHPVersionUnavailable, blueprint.CodeWPVersionUnavailable,
+		blueprint.CodeWPCLIUnsupported, blueprint.CodeResourceUnreachable, blueprint.CodePathOutsideSite, blueprint.CodeIgnoredStep,
+		blueprint.CodeBundledResource} {
+		codes += c + " (" + blueprint.Codes[c] + ") "
+	}
+	a.maybeBearer(r, read, rest.Route{Method: "POST", Path: "/api/app/blueprints/validate", Tag: "blueprints",
+		Summary: "Check a Blueprint without saving it; with adapt, also get a source that runs here and its changes. " +
+			"Needs no token unless blueprintId is given. " + codes,
+		Request: ValidateBlueprintRequest{}, Response: blueprints.Validation{}, Errors: append([]string{apierr.CodeInvalidRequest}, nf...),
+		Handler: a.validateBlueprint})
+	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/blueprints", Tag: "blueprints", Status: http.StatusCreated,
+		Summary: "Save a Blueprint (with its compatibility report; one with error findings is saved but cannot run until they are fixed).",
+		Request: SaveBlueprintRequest{}, Response: blueprintResponse{}, Idempotent: true,
+		Errors: []string{apierr.CodeInvalidRequest, apierr.CodePlanLimitReached}, Handler: a.saveBlueprint})
+	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/blueprints", Tag: "blueprints", Summary: "The workspace's saved Blueprints.",
+		Response: blueprintsResponse{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
+			bs, err := a.store.BlueprintsOf(CallerFrom(req.Context()).Workspace.ID)
+			if err != nil {
+				return err
+			}
+			out := make([]BlueprintView, 0, len(bs))
+			for _, b := range bs {
+				out = append(out, blueprintView(b))
+			}
+			return rest.JSON(w, http.StatusOK, blueprintsResponse{Blueprints: out})
+		}})
+	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/blueprints/{id}", Tag: "blueprints", Summary: "One saved Blueprint.",
+		Params: blueprintParam, Response: blueprintResponse{}, Errors: nf, Handler: func(w http.ResponseWriter, req *http.Request) error {
+			b, err := a.blueprintIn(req)
+			if err != nil {
+				return err
+			}
+			return rest.JSON(w, http.StatusOK, blueprintResponse{Blueprint: blueprintView(b)})
+		}})
+	a.bearer(r, write, rest.Route{Method: "PATCH", Path: "/api/app/blueprints/{id}", Tag: "blueprints",
+		Summary: "Rename, describe, or replace the source of a saved Blueprint (a new source is checked again and its revision grows by one).",
+		Params:  blueprintParam, Request: PatchBlueprintRequest{}, Response: blueprintResponse{},
+		Errors: append(nf, apierr.CodeInvalidRequest), Handler: a.patchBlueprint})
+	a.bearer(r, write, rest.Route{Method: "DELETE", Path: "/api/app/blueprints/{id}", Tag: "blueprints",
+		Summary: "Delete a saved Blueprint; templates baked from it keep their content.", Params: blueprintParam,
+		Response: deletedResponse{}, Errors: nf, Handler: func(w http.ResponseWriter, req *http.Request) error {
+			b, err := a.blueprintIn(req)
+			if err != nil {
+				return err
+			}
+			if err := a.cfg.Blueprints.Delete(req.Context(), b); err != nil {
+				return err
+			}
+			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
+		}})
+}
+
+func (a *API) blueprintIn(req *http.Request) (*state.Blueprint, error) {
+	return blueprints.In(a.store, CallerFrom(req.Context()).Workspace.ID, req.PathValue("id"))
+}
+
+func (a *API) validateBlueprint(w http.ResponseWriter, req *http.Request) error {
+	var body ValidateBlueprintRequest
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	var src []byte
+	if body.BlueprintID != "" {
+		c := CallerFrom(req.Context())
+		if c == nil {
+			return apierr.AuthRequired()
+		}
+		b, err := blueprints.In(a.store, c.Workspace.ID, body.BlueprintID)
+		if err != nil {
+			return err
+		}
+		src = b.Source
+	}
+	if len(body.Source) > 0 || src == nil {
+		var err error
+		if src, err = blueprints.Source(body.Source, "source"); err != nil {
+			return err
+		}
+	}
+	v, err := a.cfg.Blueprints.Validate(src, body.Adapt)
+	if err != nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusOK, v)
+}
+
+// sourceOf is a body's source, or its legacy sourceJson.
+func sourceOf(source, legacy json.RawMessage, required bool) ([]byte, error) {
+	switch {
+	case len(source) > 0:
+		return blueprints.Source(source, "source")
+	case len(legacy) > 0:
+		return blueprints.Source(legacy, "sourceJson")
+	case required:
+		return nil, apierr.Invalid("source", "source is required: the Blueprint JSON, as an object or a string")
+	}
+	return nil, nil
+}
+
+func (a *API) saveBlueprint(w http.ResponseWriter, req *http.Request) error {
+	c := CallerFrom(req.Context())
+	var body SaveBlueprintRequest
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	src, err := sourceOf(body.Source, body.SourceJSON, true)
+	if err != nil {
+		return err
+	}
+	in := blueprints.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, Description: body.Description, Source: src}
+	_, err = changed(a, w, req, http.StatusCreated, func(cmd fsm.CreateBlueprint) any {
+		return blueprintResponse{Blueprint: blueprintView(&cmd.Blueprint)}
+	}, func(ctx context.Context) error {
+		_, err := a.cfg.Blueprints.Create(ctx, in)
+		return err
+	})
+	return err
+}
+
+func (a *API) patchBlueprint(w http.ResponseWriter, req *http.Request) error {
+	b, err := a.blueprintIn(req)
+	if err != nil {
+		return err
+	}
+	var body PatchBlueprintRequest
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	src, err := sourceOf(body.Source, body.SourceJSON, false)
+	if err != nil {
+		return err
+	}
+	next, err := a.cfg.Blueprints.Update(req.Context(), b, blueprints.Patch{Name: body.Name, Description: body.Description, Source: src})
+	if err != nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusOK, blueprintResponse{Blueprint: blueprintView(next)})
+}

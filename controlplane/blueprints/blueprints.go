@@ -1,0 +1,292 @@
+// Package blueprints is the service behind saved Blueprints: it checks a
+// source (package blueprint) against what this service has, adapts it
+// when asked, and saves, replaces and deletes a workspace's Blueprints
+// with their compatibility report. It takes ids, sources and state
+// records, never an HTTP request.
+package blueprints
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/blueprint"
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/plans"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/ids"
+)
+
+// Config wires the service.
+type Config struct {
+	Store *state.Store
+	Raft  fsm.Applier
+	Plans plans.Config
+	// Env is what the checks know of this service now (images, fetcher).
+	Env func() blueprint.Env
+	Now func() time.Time
+}
+
+// Service checks and keeps Blueprints.
+type Service struct{ cfg Config }
+
+// New returns the service.
+func New(cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Env == nil {
+		cfg.Env = func() blueprint.Env { return blueprint.Env{} }
+	}
+	return &Service{cfg: cfg}
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
+
+// SchemaVersion is the Blueprint format version saved Blueprints are in.
+const SchemaVersion = 1
+
+// maxSource bounds a source (the API's JSON body limit leaves room for
+// the rest of a request).
+const maxSource = 512 << 10
+
+// NotFound is the contract's 404 for a Blueprint.
+func NotFound() error { return apierr.NotFound(apierr.CodeBlueprintNotFound, "blueprint") }
+
+// In returns a Blueprint of the workspace; another workspace's is
+// indistinguishable from none.
+func In(store *state.Store, workspaceID, id string) (*state.Blueprint, error) {
+	b, err := store.Blueprint(id)
+	if err != nil {
+		return nil, err
+	}
+	if b == nil || b.WorkspaceID != workspaceID {
+		return nil, NotFound()
+	}
+	return b, nil
+}
+
+// Source reads a source as the API takes it: a JSON object, or a string
+// holding one. field names it in errors.
+func Source(raw json.RawMessage, field string) ([]byte, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, apierr.Invalid(field, "%s is required: the Blueprint JSON, as an object or a string", field)
+	}
+	if raw[0] == '"' {
+		var text string
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return nil, apierr.Invalid(field, "%s is not a JSON string", field)
+		}
+		raw = bytes.TrimSpace([]byte(text))
+	}
+	if len(raw) > maxSource {
+		return nil, apierr.Invalid(field, "%s is larger than %d KiB", field, maxSource>>10)
+	}
+	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
+		return nil, apierr.Invalid(field, "%s must be a JSON object (a Playground Blueprint)", field).
+			With("finding", blueprint.Check(raw, blueprint.Env{}).Report)
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, raw); err != nil {
+		return nil, apierr.Invalid(field, "%s: %v", field, err)
+	}
+	return out.Bytes(), nil
+}
+
+// Validation is a check's answer.
+type Validation struct {
+	Valid        bool                `json:"valid"`
+	CompatReport []blueprint.Finding `json:"compatReport"`
+	Adapted      *Adaptation         `json:"adapted,omitempty" doc:"With adapt: true: a source that runs here and the changes made to get it."`
+}
+
+// Adaptation is an adapted source and its changes.
+type Adaptation struct {
+	Source  json.RawMessage    `json:"source"`
+	Changes []blueprint.Change `json:"changes"`
+	Valid   bool               `json:"valid" doc:"Whether the adapted source has no error finding left."`
+}
+
+// Validate checks a source, and adapts it when asked.
+func (s *Service) Validate(src []byte, adapt bool) (*Validation, error) {
+	env := s.cfg.Env()
+	res := blueprint.Check(src, env)
+	v := &Validation{Valid: res.Valid, CompatReport: res.Report}
+	if adapt {
+		ad, err := blueprint.Adapt(src, env)
+		if err != nil {
+			return nil, apierr.Invalid("source", "%v", err)
+		}
+		v.Adapted = &Adaptation{Source: ad.Source, Changes: ad.Changes, Valid: ad.Result.Valid}
+	}
+	return v, nil
+}
+
+// Create is what a new Blueprint is saved from.
+type Create struct {
+	Workspace   *state.Workspace
+	By          *state.Account
+	Name        string
+	Description string
+	Source      []byte
+}
+
+// Create saves a Blueprint with its report, within the owner's quota.
+// A source with error findings is saved too: the report says what keeps
+// it from running.
+func (s *Service) Create(ctx context.Context, in Create) (*state.Blueprint, error) {
+	name, err := checkName(in.Name)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := checkDescription(in.Description)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := s.cfg.Store.PlanOf(in.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	quota, err := s.cfg.Plans.Quota(plan, plans.Blueprints)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	b := state.Blueprint{ID: ids.New(ids.Blueprint), WorkspaceID: in.Workspace.ID, UserID: in.Workspace.OwnerID, CreatedByUserID: in.By.ID,
+		Name: name, Description: desc, SchemaVersion: SchemaVersion, Revision: 1, CreatedAt: now, UpdatedAt: now}
+	s.setSource(&b, in.Source)
+	existing, err := s.cfg.Store.BlueprintsOf(in.Workspace.ID)
+	if err != nil {
+		return nil, err
+	}
+	taken := map[string]bool{}
+	for _, x := range existing {
+		taken[x.Slug] = true
+	}
+	for try := 0; ; try++ {
+		b.Slug = slugFor(name, taken, try > 0)
+		_, err = s.cfg.Raft.Apply(ctx, fsm.CreateBlueprint{Blueprint: b, Quota: quota})
+		if err == nil || !errors.Is(err, state.ErrConflict) || try == 3 {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// setSource sets a Blueprint's source, report and hoisted fields.
+func (s *Service) setSource(b *state.Blueprint, src []byte) {
+	res := blueprint.Check(src, s.cfg.Env())
+	report, _ := json.Marshal(res.Report)
+	b.Source, b.CompatReport = src, report
+	b.HoistedPHPVersion, b.HoistedWordPressVersion, b.HoistedMultisite = "", "", false
+	if bp := res.Blueprint; bp != nil {
+		b.HoistedPHPVersion, b.HoistedWordPressVersion, b.HoistedMultisite = bp.PHPVersion, bp.WordPressVersion, bp.Multisite
+	}
+}
+
+// Patch is the body of PATCH /api/app/blueprints/{id}.
+type Patch struct {
+	Name        *string
+	Description *string
+	// Source, when set, replaces the source: the revision grows by one.
+	Source []byte
+}
+
+// Update applies a PATCH over the Blueprint it read; one that changed
+// meanwhile is read again and the PATCH applied to it.
+func (s *Service) Update(ctx context.Context, b *state.Blueprint, p Patch) (*state.Blueprint, error) {
+	for try := 0; ; try++ {
+		next := *b
+		var err error
+		if p.Name != nil {
+			if next.Name, err = checkName(*p.Name); err != nil {
+				return nil, err
+			}
+		}
+		if p.Description != nil {
+			if next.Description, err = checkDescription(*p.Description); err != nil {
+				return nil, err
+			}
+		}
+		if p.Source != nil {
+			s.setSource(&next, p.Source)
+			next.Revision = b.Revision + 1
+		}
+		next.UpdatedAt = s.now()
+		if !next.UpdatedAt.After(b.UpdatedAt) {
+			next.UpdatedAt = b.UpdatedAt.Add(time.Millisecond)
+		}
+		_, err = s.cfg.Raft.Apply(ctx, fsm.PutBlueprint{Blueprint: next, IfUpdatedAt: b.UpdatedAt})
+		switch {
+		case err == nil:
+			return &next, nil
+		case errors.Is(err, state.ErrNotFound):
+			return nil, NotFound()
+		case !errors.Is(err, state.ErrStale) || try == 4:
+			return nil, err
+		}
+		if b, err = In(s.cfg.Store, b.WorkspaceID, b.ID); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Delete removes a saved Blueprint. Templates baked from it keep their
+// content.
+func (s *Service) Delete(ctx context.Context, b *state.Blueprint) error {
+	_, err := s.cfg.Raft.Apply(ctx, fsm.DeleteBlueprint{ID: b.ID})
+	return err
+}
+
+func checkName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return "", apierr.Invalid("name", "name is required")
+	}
+	if len(name) > 100 || strings.ContainsAny(name, "\x00\r\n") {
+		return "", apierr.Invalid("name", "name must be at most 100 characters on one line")
+	}
+	return name, nil
+}
+
+func checkDescription(d string) (string, error) {
+	if len(d) > 2000 || strings.ContainsRune(d, 0) {
+		return "", apierr.Invalid("description", "description must be at most 2000 characters")
+	}
+	return d, nil
+}
+
+var slugRE = regexp.MustCompile(`[^a-z0-9]+`)
+
+// slugFor is a slug from a name: the name when free, else the first
+// free number, or a random suffix when forced.
+func slugFor(name string, taken map[string]bool, random bool) string {
+	base := strings.Trim(slugRE.ReplaceAllString(strings.ToLower(name), "-"), "-")
+	if len(base) > 48 {
+		base = strings.Trim(base[:48], "-")
+	}
+	if base == "" {
+		base = "blueprint"
+	}
+	if random {
+		return base + "-" + ids.Random(3)[:5]
+	}
+	if !taken[base] {
+		return base
+	}
+	for n := 2; ; n++ {
+		if s := fmt.Sprintf("%s-%d", base, n); !taken[s] {
+			return s
+		}
+	}
+}
