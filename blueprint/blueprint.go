@@ -823,3 +823,25 @@ func Nearest(want string, have []string) string {
 	}
 	return best
 }
+
+// RawURL turns a code host's page URL of a file into the URL of the file
+// itself: github.com/o/r/blob/ref/path → raw.githubusercontent.com/o/r/ref/path,
+// and a gist page → its raw form. Any other URL is returned as it is.
+func RawURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "https" && u.Scheme != "http" {
+		return raw
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	switch strings.ToLower(u.Host) {
+	case "github.com", "www.github.com":
+		if len(parts) >= 5 && (parts[2] == "blob" || parts[2] == "raw") {
+			return "https://raw.githubusercontent.com/" + strings.Join(append(parts[:2:2], parts[3:]...), "/")
+		}
+	case "gist.github.com":
+		if len(parts) == 2 {
+			return "https://gist.githubusercontent.com/" + parts[0] + "/" + parts[1] + "/raw"
+		}
+	}
+	return raw
+}

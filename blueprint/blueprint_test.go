@@ -233,3 +233,18 @@ func TestNearestAndInSite(t *testing.T) {
 		}
 	}
 }
+
+func TestRawURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://github.com/WordPress/blueprints/blob/trunk/blueprints/tt5-demo/blueprint.json": "https://raw.githubusercontent.com/WordPress/blueprints/trunk/blueprints/tt5-demo/blueprint.json",
+		"https://github.com/o/r/raw/v1.2/a/b.json":                                              "https://raw.githubusercontent.com/o/r/v1.2/a/b.json",
+		"https://gist.github.com/ndiego/456b74b243d86c97cda89264c68cbdee":                       "https://gist.githubusercontent.com/ndiego/456b74b243d86c97cda89264c68cbdee/raw",
+		"https://raw.githubusercontent.com/o/r/main/x.json":                                     "https://raw.githubusercontent.com/o/r/main/x.json",
+		"https://github.com/o/r":                                                                "https://github.com/o/r",
+		"http://127.0.0.1:8080/bp.json":                                                         "http://127.0.0.1:8080/bp.json",
+	} {
+		if got := RawURL(in); got != want {
+			t.Errorf("RawURL(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

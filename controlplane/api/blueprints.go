@@ -18,6 +18,7 @@ import (
 // Blueprints is what the Blueprint routes need from their service.
 type Blueprints interface {
 	Validate(src []byte, adapt bool) (*blueprints.Validation, error)
+	Import(ctx context.Context, url string) ([]byte, string, error)
 	Create(ctx context.Context, in blueprints.Create) (*state.Blueprint, error)
 	Update(ctx context.Context, b *state.Blueprint, p blueprints.Patch) (*state.Blueprint, error)
 	Delete(ctx context.Context, b *state.Blueprint) error
@@ -85,6 +86,17 @@ type PatchBlueprintRequest struct {
 	SourceJSON  json.RawMessage `json:"sourceJson,omitempty" doc:"Legacy alias of source."`
 }
 
+// ImportBlueprintRequest is the body of POST /api/app/blueprints/import.
+type ImportBlueprintRequest struct {
+	URL string `json:"url" doc:"http(s) URL of a Blueprint's JSON; a code host's page URL of the file is fetched raw. ZIP bundles go to POST /api/app/blueprints/upload."`
+}
+
+// ImportBlueprintResponse is what an import fetched.
+type ImportBlueprintResponse struct {
+	Source    string `json:"source" doc:"The JSON as fetched (not saved)."`
+	SourceURL string `json:"sourceUrl" doc:"The URL fetched, after normalisation."`
+}
+
 var blueprintParam = map[string]string{"id": "blueprint"}
 
 func (a *API) registerBlueprints(r *rest.Router) {
@@ -108,6 +120,20 @@ func (a *API) registerBlueprints(r *rest.Router) {
 		Summary: "Save a Blueprint (with its compatibility report; one with error findings is saved but cannot run until they are fixed).",
 		Request: SaveBlueprintRequest{}, Response: blueprintResponse{}, Idempotent: true,
 		Errors: []string{apierr.CodeInvalidRequest, apierr.CodePlanLimitReached}, Handler: a.saveBlueprint})
+	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/blueprints/import", Tag: "blueprints",
+		Summary: "Fetch a Blueprint's JSON from a URL without saving it (through the address guard; ZIPs refused).",
+		Request: ImportBlueprintRequest{}, Response: ImportBlueprintResponse{}, Errors: []string{apierr.CodeInvalidRequest},
+		Handler: func(w http.ResponseWriter, req *http.Request) error {
+			var body ImportBlueprintRequest
+			if err := rest.DecodeJSON(req, &body); err != nil {
+				return err
+			}
+			src, u, err := a.cfg.Blueprints.Import(req.Context(), body.URL)
+			if err != nil {
+				return err
+			}
+			return rest.JSON(w, http.StatusOK, ImportBlueprintResponse{Source: string(src), SourceURL: u})
+		}})
 	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/blueprints", Tag: "blueprints", Summary: "The workspace's saved Blueprints.",
 		Response: blueprintsResponse{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
 			bs, err := a.store.BlueprintsOf(CallerFrom(req.Context()).Workspace.ID)

@@ -1,10 +1,14 @@
 package api_test
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/controlplane/server"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 )
 
@@ -113,4 +117,52 @@ func hasFinding(fs []map[string]any, code, path, mention string) bool {
 		}
 	}
 	return false
+}
+
+// TestBlueprintImport: a Blueprint's JSON is fetched and returned without
+// being saved; a ZIP (by name or by content), a page that is not JSON,
+// and an address the guard refuses are 400s.
+func TestBlueprintImport(t *testing.T) {
+	tt5, err := os.ReadFile("../../blueprint/testdata/gallery/tt5-demo/blueprint.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/bp.json":
+			w.Write(tt5)
+		case "/bundle":
+			w.Write([]byte("PK\x03\x04 a zip"))
+		case "/page":
+			w.Write([]byte("<html>not json</html>"))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer files.Close()
+	open := st.Single(t, st.Options{Configure: func(c *server.Config) { c.FetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} }})
+	alice := st.NewAccount(t, open, "alice@example.com", "paid")
+	r := alice.Do("POST", "/api/app/blueprints/import", map[string]any{"url": files.URL + "/bp.json"}).Must(t, 200)
+	if r.Str("source") != strings.TrimSpace(string(tt5)) || r.Str("sourceUrl") != files.URL+"/bp.json" {
+		t.Fatalf("import: %.200s", r.Raw)
+	}
+	if n := len(alice.Do("GET", "/api/app/blueprints", nil).Must(t, 200).List("blueprints")); n != 0 {
+		t.Fatalf("an import saved %d", n)
+	}
+	for _, c := range []struct{ url, mention string }{
+		{files.URL + "/bundle", "ZIP"}, {files.URL + "/x.zip", "ZIP"}, {files.URL + "/page", "not a Blueprint"},
+		{files.URL + "/missing", "could not be fetched"}, {"ftp://example.com/a.json", "http(s)"}, {"", "http(s)"},
+	} {
+		if r := alice.Do("POST", "/api/app/blueprints/import", map[string]any{"url": c.url}); r.Status != 400 || r.Details()["field"] != "url" ||
+			!strings.Contains(r.Str("error.message"), c.mention) {
+			t.Fatalf("%s: %d %s", c.url, r.Status, r.Raw)
+		}
+	}
+	// Without the allow-list, loopback is out of reach.
+	closed := st.Single(t, st.Options{})
+	bob := st.NewAccount(t, closed, "bob@example.com", "paid")
+	if r := bob.Do("POST", "/api/app/blueprints/import", map[string]any{"url": files.URL + "/bp.json"}); r.Status != 400 ||
+		!strings.Contains(r.Str("error.message"), "not allowed") {
+		t.Fatalf("loopback without the allow-list: %d %s", r.Status, r.Raw)
+	}
 }

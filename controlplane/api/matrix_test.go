@@ -46,6 +46,7 @@ var sampleBodies = map[string]string{
 	"PATCH /api/app/templates/{id}":                   `{"name":"matrix2"}`,
 	"PUT /api/account/webhooks/demo-launches":         `{"url":"https://hooks.example.com/sandboxd"}`,
 	"POST /api/app/blueprints/validate":               `{"source":{"steps":[]}}`,
+	"POST /api/app/blueprints/import":                 `{"url":"http://127.0.0.1:1/blueprint.json"}`,
 	"POST /api/app/blueprints":                        `{"name":"matrix","source":{"steps":[]}}`,
 	"PATCH /api/app/blueprints/{id}":                  `{"name":"matrix2"}`,
 	"POST /api/app/templates/{id}/sites":              `{"name":"matrix"}`,

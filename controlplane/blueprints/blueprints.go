@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -30,7 +31,10 @@ type Config struct {
 	Plans plans.Config
 	// Env is what the checks know of this service now (images, fetcher).
 	Env func() blueprint.Env
-	Now func() time.Time
+	// Fetch downloads a customer's URL through the address guard, up to
+	// max bytes (safefetch).
+	Fetch func(ctx context.Context, url string, max int64) ([]byte, error)
+	Now   func() time.Time
 }
 
 // Service checks and keeps Blueprints.
@@ -127,6 +131,42 @@ func (s *Service) Validate(src []byte, adapt bool) (*Validation, error) {
 		v.Adapted = &Adaptation{Source: ad.Source, Changes: ad.Changes, Valid: ad.Result.Valid}
 	}
 	return v, nil
+}
+
+// Import downloads a Blueprint's JSON from a URL without saving it: a
+// code host's page URL is fetched in its raw form; a ZIP is refused (it
+// is a bundle, for the upload route).
+func (s *Service) Import(ctx context.Context, rawURL string) (source []byte, sourceURL string, err error) {
+	if len(rawURL) > 4096 {
+		return nil, "", apierr.Invalid("url", "url is longer than 4096 characters")
+	}
+	u, perr := url.Parse(strings.TrimSpace(rawURL))
+	if perr != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return nil, "", apierr.Invalid("url", "url must be an http(s) URL without credentials")
+	}
+	sourceURL = blueprint.RawURL(u.String())
+	if strings.HasSuffix(strings.ToLower(strings.SplitN(sourceURL, "?", 2)[0]), ".zip") {
+		return nil, "", zipRefused()
+	}
+	if s.cfg.Fetch == nil {
+		return nil, "", apierr.Unavailable("fetching URLs is not configured")
+	}
+	body, err := s.cfg.Fetch(ctx, sourceURL, maxSource)
+	if err != nil {
+		return nil, "", apierr.Invalid("url", "%s could not be fetched: %v", sourceURL, err).With("sourceUrl", sourceURL)
+	}
+	if bytes.HasPrefix(body, []byte("PK\x03\x04")) {
+		return nil, "", zipRefused()
+	}
+	trimmed := bytes.TrimSpace(bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")))
+	if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(trimmed) {
+		return nil, "", apierr.Invalid("url", "%s is not a Blueprint's JSON (a JSON object)", sourceURL).With("sourceUrl", sourceURL)
+	}
+	return trimmed, sourceURL, nil
+}
+
+func zipRefused() error {
+	return apierr.Invalid("url", "this is a ZIP bundle: upload it with POST /api/app/blueprints/upload (bundle or bundleUrl)")
 }
 
 // Create is what a new Blueprint is saved from.

@@ -349,7 +349,8 @@ func New(cfg Config) (_ *Server, err error) {
 		Now: cfg.Now})
 	tpls := templates.New(templates.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now})
 	bps := blueprints.New(blueprints.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now,
-		Env: func() blueprint.Env { return blueprintEnv(s.registry.AvailablePHP(), fetch) }})
+		Fetch: func(ctx context.Context, u string, max int64) ([]byte, error) { return fetch.Get(ctx, u, max, nil) },
+		Env:   func() blueprint.Env { return blueprintEnv(s.registry.AvailablePHP(), fetch) }})
 	hookSealer, err := seal.New(cfg.ClusterToken, "webhook-signing")
 	if err != nil {
 		return nil, err
