@@ -28,8 +28,10 @@ type Env struct {
 	// address guard); nil checks nothing.
 	Reach func(rawURL string) error
 	// Bundle is set when the source came in a bundle (bundled resources
-	// resolve inside it).
-	Bundle bool
+	// resolve inside it); BundleFiles, when set, are its files, and a
+	// bundled resource must name one of them.
+	Bundle      bool
+	BundleFiles map[string]int64
 }
 
 // Step is one step to run, shorthands expanded: Path is where it came
@@ -668,6 +670,8 @@ func checkResource(p string, v any, kind resourceKind, env Env, r *report) {
 			r.err(p, CodeBundledResource, "a bundled resource (%s) needs the Blueprint uploaded as a bundle with its files", bp)
 		} else if !inBundle(bp) {
 			r.err(p+".path", CodePathOutsideSite, "%q leaves the bundle", bp)
+		} else if _, ok := env.BundleFiles[path.Clean(bp)]; env.BundleFiles != nil && !ok {
+			r.err(p+".path", CodeBundledFileMissing, "the bundle has no file %q", bp)
 		}
 	case "vfs":
 		vp, _ := m["path"].(string)

@@ -34,6 +34,7 @@ const (
 	CodePathOutsideSite       = "path_outside_site"
 	CodeIgnoredStep           = "ignored_step"
 	CodeBundledResource       = "bundled_resource_needs_bundle"
+	CodeBundledFileMissing    = "bundled_file_missing"
 )
 
 // Codes explains every finding code, for the OpenAPI document.
@@ -55,6 +56,7 @@ var Codes = map[string]string{
 	CodePathOutsideSite:       "error: a path outside the site's WordPress directory (/wordpress).",
 	CodeIgnoredStep:           "info: a falsy or non-object entry of steps, skipped as Playground skips it.",
 	CodeBundledResource:       "error: a bundled resource outside a bundle upload (POST /api/app/blueprints/upload).",
+	CodeBundledFileMissing:    "error: a bundled resource names a file the bundle does not have.",
 }
 
 // Finding is one compatReport item.

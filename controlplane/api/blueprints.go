@@ -19,6 +19,7 @@ import (
 type Blueprints interface {
 	Validate(src []byte, adapt bool) (*blueprints.Validation, error)
 	Import(ctx context.Context, url string) ([]byte, string, error)
+	Upload(ctx context.Context, in blueprints.Upload) (*blueprints.UploadResult, error)
 	Create(ctx context.Context, in blueprints.Create) (*state.Blueprint, error)
 	Update(ctx context.Context, b *state.Blueprint, p blueprints.Patch) (*state.Blueprint, error)
 	Delete(ctx context.Context, b *state.Blueprint) error
@@ -97,6 +98,13 @@ type ImportBlueprintResponse struct {
 	SourceURL string `json:"sourceUrl" doc:"The URL fetched, after normalisation."`
 }
 
+// uploadResponse is an upload's answer: the Blueprint (on a preview, not
+// saved and without an id) and the adaptation it needed.
+type uploadResponse struct {
+	Blueprint BlueprintView          `json:"blueprint"`
+	Adapted   *blueprints.Adaptation `json:"adapted,omitempty" doc:"On a preview: the changes blueprint.json needs to run here (applied on save when none needs review, or with adaptationsAccepted)."`
+}
+
 var blueprintParam = map[string]string{"id": "blueprint"}
 
 func (a *API) registerBlueprints(r *rest.Router) {
@@ -134,6 +142,15 @@ func (a *API) registerBlueprints(r *rest.Router) {
 			}
 			return rest.JSON(w, http.StatusOK, ImportBlueprintResponse{Source: string(src), SourceURL: u})
 		}})
+	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/blueprints/upload", Tag: "blueprints", Status: http.StatusCreated,
+		Summary: "Save a Blueprint bundle: a ZIP (up to 64 MiB, the Library's ZIP rules) with exactly one blueprint.json at its root or in its one " +
+			"top-level directory, and the files its bundled resources name. With preview=1 nothing is saved (200). Changes that need review " +
+			"are applied only with adaptationsAccepted=true; a bundle that still cannot run is refused.",
+		Multipart: map[string]string{"bundle": "file: the ZIP (or bundleUrl).", "bundleUrl": "http(s) URL of the ZIP.", "name": "Default: meta.title.",
+			"description": "", "adaptationsAccepted": "true to accept changes that need review."},
+		Query:    map[string]string{"preview": "1 to inspect compatibility and adaptations without saving (answers 200)."},
+		Response: uploadResponse{}, MaxBody: blueprint.MaxBundle + 1<<20, Idempotent: true,
+		Errors: []string{apierr.CodeInvalidRequest, apierr.CodePayloadTooLarge, apierr.CodePlanLimitReached}, Handler: a.uploadBlueprint})
 	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/blueprints", Tag: "blueprints", Summary: "The workspace's saved Blueprints.",
 		Response: blueprintsResponse{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
 			bs, err := a.store.BlueprintsOf(CallerFrom(req.Context()).Workspace.ID)
@@ -257,4 +274,38 @@ func (a *API) patchBlueprint(w http.ResponseWriter, req *http.Request) error {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, blueprintResponse{Blueprint: blueprintView(next)})
+}
+
+func (a *API) uploadBlueprint(w http.ResponseWriter, req *http.Request) error {
+	c := CallerFrom(req.Context())
+	f, err := rest.ReadForm(req, []string{"bundle"}, []string{"bundleUrl", "name", "description", "adaptationsAccepted"})
+	if err != nil {
+		return err
+	}
+	accepted := false
+	switch v := f.Field["adaptationsAccepted"]; v {
+	case "", "false", "0":
+	case "true", "1":
+		accepted = true
+	default:
+		return apierr.Invalid("adaptationsAccepted", "adaptationsAccepted is true or false")
+	}
+	in := blueprints.Upload{Workspace: c.Workspace, By: c.Account, Name: f.Field["name"], Description: f.Field["description"],
+		Bundle: f.File, BundleURL: f.Field["bundleUrl"], AdaptationsAccepted: accepted, Preview: req.URL.Query().Get("preview") == "1"}
+	if in.Preview {
+		res, err := a.cfg.Blueprints.Upload(req.Context(), in)
+		if err != nil {
+			return err
+		}
+		return rest.JSON(w, http.StatusOK, uploadResponse{Blueprint: blueprintView(res.Blueprint), Adapted: res.Adapted})
+	}
+	// The saved answer is the Blueprint as saved (its source adapted when
+	// it was); preview=1 lists the changes.
+	_, err = changed(a, w, req, http.StatusCreated, func(cmd fsm.CreateBlueprint) any {
+		return uploadResponse{Blueprint: blueprintView(&cmd.Blueprint)}
+	}, func(ctx context.Context) error {
+		_, err := a.cfg.Blueprints.Upload(ctx, in)
+		return err
+	})
+	return err
 }

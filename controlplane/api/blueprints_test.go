@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/wpzip"
 )
 
 // TestBlueprintsAPI: validate without a token (plain and adapted, source
@@ -165,4 +166,90 @@ func TestBlueprintImport(t *testing.T) {
 		!strings.Contains(r.Str("error.message"), "not allowed") {
 		t.Fatalf("loopback without the allow-list: %d %s", r.Status, r.Raw)
 	}
+}
+
+// TestBlueprintUpload: a bundle is previewed without saving, refused
+// while a change it needs is not accepted, saved once it is (the source
+// adapted, the bundle's size and manifest directory kept), fetched from
+// a bundleUrl; a bundle with a missing file, two manifests, or both a
+// file and a URL is refused and saves nothing; a replayed upload saves
+// once.
+func TestBlueprintUpload(t *testing.T) {
+	var zipServed []byte
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(zipServed) }))
+	defer files.Close()
+	s := st.Single(t, st.Options{Configure: func(c *server.Config) { c.FetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} }})
+	fakeNode(t, s) // PHP 8.2 only
+	alice := st.NewAccount(t, s, "alice@example.com", "paid")
+	source := `{"meta":{"title":"Shop in a box","author":"me"},"preferredVersions":{"php":"8.0","wp":"latest"},
+		"steps":[{"step":"runSql","sql":{"resource":"bundled","path":"./db.sql"}},{"step":"importWxr","file":{"resource":"bundled","path":"content/site.xml"}}]}`
+	bundle := wpzip.BuildRaw([2]string{"shop/blueprint.json", source}, [2]string{"shop/db.sql", "SELECT 1;"}, [2]string{"shop/content/site.xml", "<rss/>"})
+	upload := func(fields map[string]string, zip []byte, query string) *st.Response {
+		file := ""
+		if zip != nil {
+			file = "bundle"
+		}
+		body, ct := st.Multipart(fields, file, "bundle.zip", zip)
+		return alice.Do("POST", "/api/app/blueprints/upload"+query, body, "Content-Type", ct)
+	}
+	count := func() int { return len(alice.Do("GET", "/api/app/blueprints", nil).Must(t, 200).List("blueprints")) }
+
+	pre := upload(nil, bundle, "?preview=1").Must(t, 200)
+	if pre.Str("blueprint.id") != "" || pre.Str("blueprint.name") != "Shop in a box" || pre.Str("blueprint.bundleManifestDirectory") != "shop" ||
+		!hasChange(pre.List("adapted.changes"), "preferredVersions.php", true) || count() != 0 {
+		t.Fatalf("preview: %s", pre.Raw)
+	}
+	if r := upload(nil, bundle, ""); r.Status != 400 || r.Details()["field"] != "adaptationsAccepted" || count() != 0 {
+		t.Fatalf("unaccepted: %d %s", r.Status, r.Raw)
+	}
+	// A replay sends the same bytes (one multipart boundary).
+	keyed, ct := st.Multipart(map[string]string{"adaptationsAccepted": "true", "name": "Shop"}, "bundle", "bundle.zip", bundle)
+	saved := alice.Do("POST", "/api/app/blueprints/upload", keyed, "Content-Type", ct, "Idempotency-Key", "up-1").Must(t, 201)
+	if saved.Str("blueprint.sourceJson.preferredVersions.php") != "8.2" || saved.Get("blueprint.bundleSizeBytes") != float64(len(bundle)) ||
+		saved.Str("blueprint.bundleManifestDirectory") != "shop" || len(saved.List("blueprint.compatReport")) != 0 || saved.Str("blueprint.name") != "Shop" {
+		t.Fatalf("saved: %s", saved.Raw)
+	}
+	again := alice.Do("POST", "/api/app/blueprints/upload", keyed, "Content-Type", ct, "Idempotency-Key", "up-1").Must(t, 201)
+	if again.Str("blueprint.id") != saved.Str("blueprint.id") || count() != 1 {
+		t.Fatalf("replay: %s", again.Raw)
+	}
+	zipServed = bundle
+	fromURL := upload(map[string]string{"bundleUrl": files.URL + "/b.zip", "adaptationsAccepted": "1"}, nil, "").Must(t, 201)
+	if fromURL.Str("blueprint.bundleManifestDirectory") != "shop" || count() != 2 {
+		t.Fatalf("from a URL: %s", fromURL.Raw)
+	}
+
+	missing := wpzip.BuildRaw([2]string{"blueprint.json", source}, [2]string{"db.sql", "x"})
+	for name, c := range map[string]struct {
+		fields map[string]string
+		zip    []byte
+		field  string
+	}{
+		"missing file":  {map[string]string{"adaptationsAccepted": "true"}, missing, "bundle"},
+		"two manifests": {nil, wpzip.BuildRaw([2]string{"blueprint.json", "{}"}, [2]string{"a/blueprint.json", "{}"}), "bundle"},
+		"escape":        {nil, wpzip.BuildRaw([2]string{"blueprint.json", "{}"}, [2]string{"../x.php", "x"}), "bundle"},
+		"file and url":  {map[string]string{"bundleUrl": files.URL + "/b.zip"}, bundle, "bundle"},
+		"neither":       {map[string]string{"name": "x"}, nil, "bundle"},
+		"not json":      {nil, wpzip.BuildRaw([2]string{"blueprint.json", "steps: []"}), "bundle"},
+		"bad flag":      {map[string]string{"adaptationsAccepted": "maybe"}, bundle, "adaptationsAccepted"},
+	} {
+		if r := upload(c.fields, c.zip, ""); r.Status != 400 || r.Details()["field"] != c.field {
+			t.Fatalf("%s: %d %s", name, r.Status, r.Raw)
+		}
+	}
+	if n := count(); n != 2 {
+		t.Fatalf("refused uploads saved: %d", n)
+	}
+	if r := upload(map[string]string{"adaptationsAccepted": "true"}, missing, ""); !strings.Contains(string(r.Raw), "bundled_file_missing") {
+		t.Fatalf("missing file not named: %s", r.Raw)
+	}
+}
+
+func hasChange(cs []map[string]any, path string, review bool) bool {
+	for _, c := range cs {
+		if c["path"] == path && c["reviewRequired"] == review {
+			return true
+		}
+	}
+	return false
 }

@@ -34,7 +34,11 @@ type Config struct {
 	// Fetch downloads a customer's URL through the address guard, up to
 	// max bytes (safefetch).
 	Fetch func(ctx context.Context, url string, max int64) ([]byte, error)
-	Now   func() time.Time
+	// Zips stores a bundle where every server keeps it (the blob store).
+	Zips interface {
+		StoreZip(ctx context.Context, zip []byte) (string, error)
+	}
+	Now func() time.Time
 }
 
 // Service checks and keeps Blueprints.
@@ -169,6 +173,145 @@ func zipRefused() error {
 	return apierr.Invalid("url", "this is a ZIP bundle: upload it with POST /api/app/blueprints/upload (bundle or bundleUrl)")
 }
 
+// Upload is a bundle upload: exactly one of Bundle (the ZIP) and
+// BundleURL. Preview inspects without saving.
+type Upload struct {
+	Workspace           *state.Workspace
+	By                  *state.Account
+	Name, Description   string
+	Bundle              []byte
+	BundleURL           string
+	AdaptationsAccepted bool
+	Preview             bool
+}
+
+// UploadResult is an upload's Blueprint (not saved on a preview) and the
+// adaptation it needed, if any.
+type UploadResult struct {
+	Blueprint *state.Blueprint
+	Adapted   *Adaptation
+}
+
+// Upload checks a bundle (the Library's ZIP rules, one blueprint.json,
+// bundled files present) and saves its Blueprint with the bundle. When
+// the source needs changes to run here, adapted changes are applied; a
+// change that needs review is applied only when AdaptationsAccepted,
+// else the upload is refused, as is one whose source still cannot run.
+// A preview answers what a save would do.
+func (s *Service) Upload(ctx context.Context, in Upload) (*UploadResult, error) {
+	zip, err := s.bundleOf(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	b, err := blueprint.ReadBundle(zip)
+	if err != nil {
+		return nil, apierr.Invalid("bundle", "%v", err)
+	}
+	src, err := Source(b.Source, "bundle")
+	if err != nil {
+		return nil, err
+	}
+	env := s.cfg.Env()
+	env.Bundle, env.BundleFiles = true, b.Files
+	ad, err := blueprint.Adapt(src, env)
+	if err != nil {
+		return nil, apierr.Invalid("bundle", "blueprint.json: %v", err)
+	}
+	res := &UploadResult{}
+	chosen := src
+	if len(ad.Changes) > 0 {
+		res.Adapted = &Adaptation{Source: ad.Source, Changes: ad.Changes, Valid: ad.Result.Valid}
+		if !ad.ReviewRequired() || in.AdaptationsAccepted {
+			chosen = ad.Source
+		} else if !in.Preview {
+			return nil, apierr.Invalid("adaptationsAccepted", "the Blueprint runs here only with changes that need review; "+
+				"send adaptationsAccepted=true to accept them (preview=1 lists them)").With("changes", ad.Changes)
+		}
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, chosen); err != nil {
+		return nil, apierr.Invalid("bundle", "blueprint.json: %v", err)
+	}
+	chosen = compact.Bytes()
+	name := in.Name
+	if strings.TrimSpace(name) == "" {
+		name = titleOf(chosen)
+	}
+	if name, err = checkName(name); err != nil {
+		return nil, err
+	}
+	desc, err := checkDescription(in.Description)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	bp := &state.Blueprint{WorkspaceID: in.Workspace.ID, UserID: in.Workspace.OwnerID, CreatedByUserID: in.By.ID, Name: name,
+		Description: desc, SchemaVersion: SchemaVersion, Revision: 1, BundleSizeBytes: int64(len(zip)),
+		BundleManifestDirectory: b.ManifestDirectory, CreatedAt: now, UpdatedAt: now}
+	s.setSourceIn(bp, chosen, env)
+	res.Blueprint = bp
+	if in.Preview {
+		return res, nil
+	}
+	if report := blueprint.Check(chosen, env); !report.Valid {
+		return nil, apierr.Invalid("bundle", "the Blueprint cannot run here; see details.compatReport").With("compatReport", report.Report)
+	}
+	if s.cfg.Zips == nil {
+		return nil, apierr.Unavailable("bundles cannot be stored")
+	}
+	if bp.BundleSHA256, err = s.cfg.Zips.StoreZip(ctx, zip); err != nil {
+		return nil, err
+	}
+	saved, err := s.save(ctx, *bp)
+	if err != nil {
+		return nil, err
+	}
+	res.Blueprint = saved
+	return res, nil
+}
+
+// bundleOf is an upload's ZIP, from the request or its URL.
+func (s *Service) bundleOf(ctx context.Context, in Upload) ([]byte, error) {
+	switch {
+	case len(in.Bundle) > 0 && in.BundleURL != "":
+		return nil, apierr.Invalid("bundle", "send a bundle file or a bundleUrl, not both")
+	case len(in.Bundle) > 0:
+		return in.Bundle, nil
+	case in.BundleURL == "":
+		return nil, apierr.Invalid("bundle", "a bundle (multipart file part bundle) or a bundleUrl is required")
+	}
+	u, err := url.Parse(strings.TrimSpace(in.BundleURL))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || len(in.BundleURL) > 4096 {
+		return nil, apierr.Invalid("bundleUrl", "bundleUrl must be an http(s) URL without credentials")
+	}
+	if s.cfg.Fetch == nil {
+		return nil, apierr.Unavailable("fetching URLs is not configured")
+	}
+	raw := blueprint.RawURL(u.String())
+	zip, err := s.cfg.Fetch(ctx, raw, blueprint.MaxBundle)
+	if err != nil {
+		return nil, apierr.Invalid("bundleUrl", "%s could not be fetched: %v", raw, err)
+	}
+	return zip, nil
+}
+
+// titleOf is a source's meta.title, or a default name.
+func titleOf(src []byte) string {
+	var doc struct {
+		Meta struct {
+			Title string `json:"title"`
+		} `json:"meta"`
+	}
+	if json.Unmarshal(src, &doc) == nil && strings.TrimSpace(doc.Meta.Title) != "" {
+		t := strings.TrimSpace(doc.Meta.Title)
+		if len(t) > 100 {
+			t = t[:100]
+		}
+		return strings.ToValidUTF8(t, "")
+	}
+	return "Uploaded Blueprint"
+}
+
 // Create is what a new Blueprint is saved from.
 type Create struct {
 	Workspace   *state.Workspace
@@ -190,7 +333,23 @@ func (s *Service) Create(ctx context.Context, in Create) (*state.Blueprint, erro
 	if err != nil {
 		return nil, err
 	}
-	plan, err := s.cfg.Store.PlanOf(in.Workspace)
+	now := s.now()
+	b := state.Blueprint{WorkspaceID: in.Workspace.ID, UserID: in.Workspace.OwnerID, CreatedByUserID: in.By.ID,
+		Name: name, Description: desc, SchemaVersion: SchemaVersion, Revision: 1, CreatedAt: now, UpdatedAt: now}
+	s.setSource(&b, in.Source)
+	return s.save(ctx, b)
+}
+
+// save adds a new Blueprint under a free slug within the owner's quota.
+func (s *Service) save(ctx context.Context, b state.Blueprint) (*state.Blueprint, error) {
+	ws, err := s.cfg.Store.Workspace(b.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	if ws == nil {
+		return nil, fmt.Errorf("workspace %s: %w", b.WorkspaceID, state.ErrNotFound)
+	}
+	plan, err := s.cfg.Store.PlanOf(ws)
 	if err != nil {
 		return nil, err
 	}
@@ -198,11 +357,9 @@ func (s *Service) Create(ctx context.Context, in Create) (*state.Blueprint, erro
 	if err != nil {
 		return nil, err
 	}
-	now := s.now()
-	b := state.Blueprint{ID: ids.New(ids.Blueprint), WorkspaceID: in.Workspace.ID, UserID: in.Workspace.OwnerID, CreatedByUserID: in.By.ID,
-		Name: name, Description: desc, SchemaVersion: SchemaVersion, Revision: 1, CreatedAt: now, UpdatedAt: now}
-	s.setSource(&b, in.Source)
-	existing, err := s.cfg.Store.BlueprintsOf(in.Workspace.ID)
+	b.ID = ids.New(ids.Blueprint)
+	name := b.Name
+	existing, err := s.cfg.Store.BlueprintsOf(b.WorkspaceID)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +382,16 @@ func (s *Service) Create(ctx context.Context, in Create) (*state.Blueprint, erro
 
 // setSource sets a Blueprint's source, report and hoisted fields.
 func (s *Service) setSource(b *state.Blueprint, src []byte) {
-	res := blueprint.Check(src, s.cfg.Env())
+	env := s.cfg.Env()
+	if b.BundleSHA256 != "" {
+		env.Bundle = true // its files were checked at upload
+	}
+	s.setSourceIn(b, src, env)
+}
+
+// setSourceIn is setSource checked in env.
+func (s *Service) setSourceIn(b *state.Blueprint, src []byte, env blueprint.Env) {
+	res := blueprint.Check(src, env)
 	report, _ := json.Marshal(res.Report)
 	b.Source, b.CompatReport = src, report
 	b.HoistedPHPVersion, b.HoistedWordPressVersion, b.HoistedMultisite = "", "", false

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -62,6 +63,9 @@ func (s *Service) OpenBlob(sha string) (io.ReadCloser, int64, error) { return s.
 func BlobInUse(store *state.Store, sha, exceptJob string) bool {
 	if inUse, err := store.LibraryBlobInUse(sha); err != nil || inUse {
 		return true
+	}
+	if bundles, err := store.BlueprintBundles(); err != nil || slices.Contains(bundles, sha) {
+		return true // the same bytes uploaded as a Blueprint bundle
 	}
 	pending, err := pendingDeploys(store)
 	if err != nil {

@@ -348,7 +348,7 @@ func New(cfg Config) (_ *Server, err error) {
 		SiteURL: s.siteURL, Zips: lib, CheckURL: func(raw string) error { _, err := fetch.CheckURL(raw); return err }, Pools: s.pool,
 		Now: cfg.Now})
 	tpls := templates.New(templates.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now})
-	bps := blueprints.New(blueprints.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now,
+	bps := blueprints.New(blueprints.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now, Zips: lib,
 		Fetch: func(ctx context.Context, u string, max int64) ([]byte, error) { return fetch.Get(ctx, u, max, nil) },
 		Env:   func() blueprint.Env { return blueprintEnv(s.registry.AvailablePHP(), fetch) }})
 	hookSealer, err := seal.New(cfg.ClusterToken, "webhook-signing")
@@ -395,14 +395,18 @@ func New(cfg Config) (_ *Server, err error) {
 }
 
 // wantedBlobs are the blobs every server keeps: the Library's ZIPs, those
-// of unfinished deploys, and template artifacts.
+// of unfinished deploys, template artifacts and Blueprint bundles.
 func wantedBlobs(store *state.Store) ([]string, error) {
 	out, err := library.WantedBlobs(store)
 	if err != nil {
 		return nil, err
 	}
 	arts, err := store.TemplateArtifacts()
-	return append(out, arts...), err
+	if err != nil {
+		return nil, err
+	}
+	bundles, err := store.BlueprintBundles()
+	return append(append(out, arts...), bundles...), err
 }
 
 // persistent reads a value kept in a file, making and storing it once.

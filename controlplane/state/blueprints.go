@@ -120,3 +120,17 @@ func (t *Tx) DeleteBlueprint(id string) error {
 		return tx.Delete(tableBlueprints, old)
 	})
 }
+
+// BlueprintBundles lists the blobs of saved Blueprints' bundles.
+func (s *Store) BlueprintBundles() ([]string, error) {
+	bs, err := all[Blueprint](s.read(), tableBlueprints, "id")
+	seen := map[string]bool{}
+	var out []string
+	for _, b := range bs {
+		if b.BundleSHA256 != "" && !seen[b.BundleSHA256] {
+			seen[b.BundleSHA256] = true
+			out = append(out, b.BundleSHA256)
+		}
+	}
+	return out, err
+}

@@ -202,3 +202,63 @@ func header(head []byte, field string) string {
 	}
 	return ""
 }
+
+// Walk checks every entry of a ZIP by the same rules as Inspect (no
+// absolute or escaping paths, no symlinks or special files, the entry
+// count and the decompressed bytes bounded) and hands each file to fn
+// with its clean path and a reader of at most the bytes left. Directory
+// entries are checked but not handed over.
+func Walk(data []byte, lim Limits, fn func(name string, r io.Reader) error) error {
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return fmt.Errorf("%w: not a ZIP archive: %v", ErrInvalid, err)
+	}
+	if len(zr.File) == 0 {
+		return fmt.Errorf("%w: the archive is empty", ErrInvalid)
+	}
+	if len(zr.File) > lim.MaxEntries {
+		return fmt.Errorf("%w: %d entries; the limit is %d", ErrInvalid, len(zr.File), lim.MaxEntries)
+	}
+	var used int64
+	for _, f := range zr.File {
+		name, err := entryName(f)
+		if err != nil {
+			return err
+		}
+		if name == "" || f.Mode().IsDir() {
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			return fmt.Errorf("%w: entry %q: %v", ErrInvalid, f.Name, err)
+		}
+		cr := &countingReader{r: io.LimitReader(rc, lim.MaxBytes-used+1)}
+		err = fn(name, cr)
+		if err == nil {
+			_, err = io.Copy(io.Discard, cr) // what fn left is counted and its checksum checked too
+		}
+		rc.Close()
+		used += cr.n
+		if used > lim.MaxBytes {
+			return fmt.Errorf("%w: unpacks to more than the limit", ErrInvalid)
+		}
+		if err != nil {
+			if errors.Is(err, ErrInvalid) {
+				return err
+			}
+			return fmt.Errorf("%w: entry %q: %v", ErrInvalid, f.Name, err)
+		}
+	}
+	return nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
