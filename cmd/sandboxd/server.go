@@ -23,6 +23,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/edge"
+	"github.com/sandboxd/sandboxd/internal/mirror"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
 )
 
@@ -37,6 +38,8 @@ type commonFlags struct {
 	plansFile      string
 	pool           string
 	webhookRetries string
+	mirror         string
+	mirrorOnly     bool
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
@@ -55,6 +58,9 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 		"addresses or CIDRs, comma-separated, of proxies in front of the API whose X-Forwarded-For names the client (default: none; the TCP peer is the client)")
 	fs.StringVar(&c.cfg.GitHubAPI, "github-api", os.Getenv("SANDBOXD_GITHUB_API"), "code host API base URL for Library repository entries (default https://api.github.com)")
 	fs.StringVar(&c.pool, "pool", "", "warm pools: comma-separated PHP=N, e.g. 8.2=4: every node keeps N ready fresh sites of that PHP version for creates to claim")
+	fs.StringVar(&c.mirror, "resource-mirror", os.Getenv("SANDBOXD_RESOURCE_MIRROR"),
+		"where Blueprint resources are fetched from: host[/path]=base-URL rules, comma-separated, e.g. downloads.wordpress.org=http://10.0.0.5/wporg")
+	fs.BoolVar(&c.mirrorOnly, "resource-mirror-only", false, "fetch Blueprint resources only through --resource-mirror (an egress proxy); unmapped URLs are unreachable")
 	fs.StringVar(&c.webhookRetries, "webhook-retries", "",
 		"waits before each webhook retry, comma-separated durations (default 10s,30s,1m,5m,15m,1h,3h: 8 attempts); each varies by ±20%")
 	fs.StringVar(&c.plansFile, "plans", "", `JSON file of plan limits, {"free": {...}, "paid": {...}} with the fields of GET /api/account/usage's limits; what it leaves out keeps the default`)
@@ -73,6 +79,9 @@ func (c *commonFlags) start() (*server.Server, error) {
 	}
 	if c.cfg.TrustedProxies, err = safefetch.ParseAllow(c.trustedProxies); err != nil {
 		return nil, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	if c.cfg.ResourceMirror, err = mirror.Parse(c.mirror, !c.mirrorOnly); err != nil {
+		return nil, fmt.Errorf("--resource-mirror: %w", err)
 	}
 	if c.cfg.WebhookSchedule, err = durations(c.webhookRetries); err != nil {
 		return nil, fmt.Errorf("--webhook-retries: %w", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/mirror"
 	"github.com/sandboxd/sandboxd/internal/wpzip"
 )
 
@@ -252,4 +253,40 @@ func hasChange(cs []map[string]any, path string, review bool) bool {
 		}
 	}
 	return false
+}
+
+// TestResourceMirror: with the operator's mirror, a code host's page URL
+// imports from the mirror, and validation reports a URL the mirror does
+// not map as unreachable when only the mirror may be used.
+func TestResourceMirror(t *testing.T) {
+	tt5, _ := os.ReadFile("../../blueprint/testdata/gallery/tt5-demo/blueprint.json")
+	var asked []string
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.URL.Path)
+		w.Write(tt5)
+	}))
+	defer files.Close()
+	m, err := mirror.Parse("raw.githubusercontent.com="+files.URL+"/gh,downloads.wordpress.org="+files.URL+"/wporg", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := st.Single(t, st.Options{Configure: func(c *server.Config) {
+		c.FetchAllow, c.ResourceMirror = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, m
+	}})
+	alice := st.NewAccount(t, s, "alice@example.com", "paid")
+	r := alice.Do("POST", "/api/app/blueprints/import", map[string]any{"url": "https://github.com/WordPress/blueprints/blob/trunk/blueprints/tt5-demo/blueprint.json"}).Must(t, 200)
+	if r.Str("sourceUrl") != "https://raw.githubusercontent.com/WordPress/blueprints/trunk/blueprints/tt5-demo/blueprint.json" ||
+		len(asked) != 1 || asked[0] != "/gh/WordPress/blueprints/trunk/blueprints/tt5-demo/blueprint.json" {
+		t.Fatalf("import through the mirror: %s, asked %v", r.Raw, asked)
+	}
+	if r := alice.Do("POST", "/api/app/blueprints/import", map[string]any{"url": "https://example.com/blueprint.json"}); r.Status != 400 ||
+		!strings.Contains(r.Str("error.message"), "not mirrored") {
+		t.Fatalf("unmapped import: %d %s", r.Status, r.Raw)
+	}
+	v := alice.Do("POST", "/api/app/blueprints/validate", map[string]any{"source": map[string]any{"plugins": []any{"woocommerce"},
+		"steps": []any{map[string]any{"step": "importWxr", "file": map[string]any{"resource": "url", "url": "https://example.com/a.xml"}}}}}).Must(t, 200)
+	if !hasFinding(v.List("compatReport"), "resource_unreachable", "steps[0].file.url", "not mirrored") ||
+		hasFinding(v.List("compatReport"), "resource_unreachable", "plugins[0].slug", "") {
+		t.Fatalf("reach through the mirror: %s", v.Raw)
+	}
 }

@@ -53,6 +53,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/templates"
 	"github.com/sandboxd/sandboxd/controlplane/webhooks"
 	"github.com/sandboxd/sandboxd/internal/ids"
+	"github.com/sandboxd/sandboxd/internal/mirror"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	"github.com/sandboxd/sandboxd/internal/secret"
@@ -149,6 +150,9 @@ type Config struct {
 	// FetchAllow lists address ranges customer URLs (zipUrl, release
 	// assets) may reach although private or loopback; empty allows none.
 	FetchAllow []netip.Prefix
+	// ResourceMirror maps the remote URLs Blueprints name (wordpress.org,
+	// code hosts) to the operator's mirror; nil fetches them directly.
+	ResourceMirror *mirror.Mirror
 	// GitHubAPI is the code host's API base URL for Library repository
 	// entries; empty means https://api.github.com.
 	GitHubAPI string
@@ -349,8 +353,14 @@ func New(cfg Config) (_ *Server, err error) {
 		Now: cfg.Now})
 	tpls := templates.New(templates.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now})
 	bps := blueprints.New(blueprints.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now, Zips: lib,
-		Fetch: func(ctx context.Context, u string, max int64) ([]byte, error) { return fetch.Get(ctx, u, max, nil) },
-		Env:   func() blueprint.Env { return blueprintEnv(s.registry.AvailablePHP(), fetch) }})
+		Fetch: func(ctx context.Context, u string, max int64) ([]byte, error) {
+			to, err := cfg.ResourceMirror.Resolve(u)
+			if err != nil {
+				return nil, err
+			}
+			return fetch.Get(ctx, to, max, nil)
+		},
+		Env: func() blueprint.Env { return blueprintEnv(s.registry.AvailablePHP(), cfg.ResourceMirror, fetch) }})
 	hookSealer, err := seal.New(cfg.ClusterToken, "webhook-signing")
 	if err != nil {
 		return nil, err
@@ -576,9 +586,17 @@ func (s *Server) siteURL(slug string) string {
 
 // blueprintEnv is what Blueprint checks know of this cluster: the PHP
 // images its ready nodes have (sorted, oldest first), with their
-// WordPress, and the fetcher's address check.
-func blueprintEnv(php []string, fetch *safefetch.Client) blueprint.Env {
-	env := blueprint.Env{Reach: func(raw string) error { _, err := fetch.CheckURL(raw); return err }}
+// WordPress, and whether the fetcher may reach a URL (through the
+// mirror; the address guard).
+func blueprintEnv(php []string, m *mirror.Mirror, fetch *safefetch.Client) blueprint.Env {
+	env := blueprint.Env{Reach: func(raw string) error {
+		to, err := m.Resolve(raw)
+		if err != nil {
+			return err
+		}
+		_, err = fetch.CheckURL(to)
+		return err
+	}}
 	for _, v := range php {
 		if wp, ok := sitespec.WordPressOf[v]; ok {
 			env.PHPVersions = append(env.PHPVersions, v)
