@@ -121,6 +121,11 @@ func (a *adapter) versions(pv map[string]any) {
 		case php == "7.2" || php == "7.3":
 			pv["php"] = "7.4"
 			a.change(false, "preferredVersions.php", CodeDeprecated, "PHP %s runs as 7.4", php)
+			if len(a.env.PHPVersions) > 0 && !slices.Contains(a.env.PHPVersions, "7.4") {
+				near := Nearest("7.4", a.env.PHPVersions)
+				pv["php"] = near
+				a.change(true, "preferredVersions.php", CodePHPVersionUnavailable, "PHP 7.4 has no image here: runs on PHP %s", near)
+			}
 		case php != "latest" && len(a.env.PHPVersions) > 0 && !slices.Contains(a.env.PHPVersions, php):
 			near := Nearest(php, a.env.PHPVersions)
 			pv["php"] = near
@@ -135,6 +140,12 @@ func (a *adapter) versions(pv map[string]any) {
 		}
 		pv["wp"] = near
 		a.change(true, "preferredVersions.wp", CodeWPVersionUnavailable, "WordPress %s is not available here: runs on WordPress %s", wp, near)
+	}
+	php, _ := pv["php"].(string)
+	wp, _ := pv["wp"].(string)
+	if want, ok := a.env.WordPressOf[php]; ok && versionLike(wp) && !sameRelease(wp, want) {
+		pv["wp"] = want
+		a.change(true, "preferredVersions.wp", CodeWPVersionUnavailable, "PHP %s comes with WordPress %s here: runs on WordPress %s", php, want, want)
 	}
 }
 
@@ -156,6 +167,9 @@ func (a *adapter) options(path string, o map[string]any) {
 // step adapts one step; false drops it.
 func (a *adapter) step(p string, m map[string]any) bool {
 	name, _ := m["step"].(string)
+	if name == "" {
+		return true // no name to guess from: left for the author
+	}
 	spec, known := steps[name]
 	if !known {
 		to := suggest(name, keysOf(steps))

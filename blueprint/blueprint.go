@@ -24,6 +24,8 @@ type Env struct {
 	// PHPVersions and WordPressVersions have images here, oldest first.
 	PHPVersions       []string
 	WordPressVersions []string
+	// WordPressOf is the WordPress each PHP image carries.
+	WordPressOf map[string]string
 	// Reach says whether the resource fetcher can fetch a URL (mirror,
 	// address guard); nil checks nothing.
 	Reach func(rawURL string) error
@@ -111,6 +113,9 @@ func jsonType(v any) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
+
+// maxSteps bounds a Blueprint's steps.
+const maxSteps = 1000
 
 // check walks a decoded source.
 func check(doc map[string]any, env Env, r *report) *Blueprint {
@@ -201,8 +206,15 @@ func check(doc map[string]any, env Env, r *report) *Blueprint {
 				data := x
 				if s, ok := x.(string); ok {
 					data = map[string]any{"resource": "wordpress.org/plugins", "slug": s}
+					var sub report
+					checkResource(p, data, fileResource, env, &sub)
+					for _, f := range sub.items { // the shorthand is the slug itself
+						f.Path = p
+						r.items = append(r.items, f)
+					}
+				} else {
+					checkResource(p, data, fileResource, env, r)
 				}
-				checkResource(p, data, fileResource, env, r)
 				b.Steps = append(b.Steps, Step{Name: "installPlugin", Path: p, Args: map[string]any{"pluginData": data}})
 			}
 		}
@@ -223,6 +235,10 @@ func check(doc map[string]any, env Env, r *report) *Blueprint {
 		if a, ok := v.([]any); !ok {
 			r.err("steps", CodeInvalidType, "steps must be an array")
 		} else {
+			if len(a) > maxSteps {
+				r.err("steps", CodeTooManySteps, "%d steps; a Blueprint has at most %d", len(a), maxSteps)
+				a = a[:maxSteps]
+			}
 			for i, x := range a {
 				p := fmt.Sprintf("steps[%d]", i)
 				switch x := x.(type) {
@@ -745,6 +761,10 @@ func checkVersions(m map[string]any, env Env, r *report) (php, wp string) {
 		case s == "7.2" || s == "7.3":
 			php = s
 			r.add(SeverityWarning, "preferredVersions.php", CodeDeprecated, "PHP %s is deprecated and runs as 7.4", s)
+			if len(env.PHPVersions) > 0 && !slices.Contains(env.PHPVersions, "7.4") {
+				r.err("preferredVersions.php", CodePHPVersionUnavailable, "PHP 7.4 has no image here (available: %s); the nearest is %s",
+					strings.Join(env.PHPVersions, ", "), Nearest("7.4", env.PHPVersions))
+			}
 		case !slices.Contains([]string{"next", "5.2", "7.4", "8.0", "8.1", "8.2", "8.3", "8.4", "8.5"}, s):
 			r.err("preferredVersions.php", CodeInvalidValue, "%q is not a PHP version of the format", s)
 		default:
@@ -781,7 +801,22 @@ func checkVersions(m map[string]any, env Env, r *report) (php, wp string) {
 			r.err("preferredVersions.wp", CodeInvalidType, "preferredVersions.wp must be a string or false")
 		}
 	}
+	// Each image pairs one PHP with one WordPress.
+	if want, ok := env.WordPressOf[php]; ok && versionLike(wp) && !sameRelease(wp, want) &&
+		slices.ContainsFunc(env.WordPressVersions, func(h string) bool { return sameRelease(wp, h) }) {
+		r.err("preferredVersions", CodeWPVersionUnavailable, "PHP %s comes with WordPress %s here, not %s; pick PHP and WordPress of one image (%s)",
+			php, want, wp, pairs(env))
+	}
 	return php, wp
+}
+
+// pairs lists the images' PHP and WordPress versions.
+func pairs(env Env) string {
+	var out []string
+	for _, p := range env.PHPVersions {
+		out = append(out, "PHP "+p+" with WordPress "+env.WordPressOf[p])
+	}
+	return strings.Join(out, ", ")
 }
 
 // versionLike reports a dotted numeric version (6.1, 6.1.1).

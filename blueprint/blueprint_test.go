@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-var here = Env{PHPVersions: []string{"7.4", "8.2", "8.4"}, WordPressVersions: []string{"5.7", "6.1", "6.8"}}
+var here = Env{PHPVersions: []string{"7.4", "8.2", "8.4"}, WordPressVersions: []string{"5.7", "6.1", "6.8"},
+	WordPressOf: map[string]string{"7.4": "5.7", "8.2": "6.1", "8.4": "6.8"}}
 
 // TestBrokenSourcesAgreeWithSchema: sources broken in one way each are
 // refused by the schema and by the checker, with the code and path the
@@ -92,7 +93,7 @@ func TestWhatThisServiceRuns(t *testing.T) {
 		{"relative traversal", `{"steps":[{"step":"mkdir","path":"../../root"}]}`, CodePathOutsideSite, "steps[0].path", "", SeverityError},
 		{"bundled without a bundle", `{"steps":[{"step":"runSql","sql":{"resource":"bundled","path":"db.sql"}}]}`, CodeBundledResource, "steps[0].sql", "bundle", SeverityError},
 		{"unreachable", `{"steps":[{"step":"importWxr","file":{"resource":"url","url":"https://unreachable.example/a.xml"}}]}`, CodeResourceUnreachable, "steps[0].file.url", "not mirrored", SeverityError},
-		{"unreachable plugin", `{"plugins":["unreachable-plugin"]}`, CodeResourceUnreachable, "plugins[0].slug", "not mirrored", SeverityError},
+		{"unreachable plugin", `{"plugins":["unreachable-plugin"]}`, CodeResourceUnreachable, "plugins[0]", "not mirrored", SeverityError},
 		{"not http", `{"steps":[{"step":"importWxr","file":{"resource":"url","url":"file:///etc/passwd"}}]}`, CodeInvalidValue, "steps[0].file.url", "", SeverityError},
 		{"credentials", `{"steps":[{"step":"importWxr","file":{"resource":"url","url":"https://u:p@example.com/a.xml"}}]}`, CodeInvalidValue, "steps[0].file.url", "", SeverityError},
 		{"version 2", `{"version":2}`, CodeUnsupportedVersion, "version", "version 1", SeverityError},
@@ -246,5 +247,46 @@ func TestRawURL(t *testing.T) {
 		if got := RawURL(in); got != want {
 			t.Errorf("RawURL(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// TestBoundsAndGuesses: a hostile source costs bounded work (no guesses
+// for long names, at most 1000 steps, at most 200 findings); a guess
+// needs most of the name right; a step without a name is left alone by
+// Adapt; PHP and WordPress must be one image's pair.
+func TestBoundsAndGuesses(t *testing.T) {
+	long := `{"steps":[{"step":"` + strings.Repeat("x", 100000) + `"}]}`
+	if res := Check([]byte(long), here); res.Valid || strings.Contains(res.Report[0].Message, "did you mean") {
+		t.Fatalf("long name: %.200v", res.Report)
+	}
+	many := `{"steps":[` + strings.TrimSuffix(strings.Repeat(`{},`, 5000), ",") + `]}`
+	res := Check([]byte(many), here)
+	if len(res.Report) != maxFindings+1 || res.Report[maxFindings].Code != CodeTooManyFindings || res.Report[0].Code != CodeTooManySteps {
+		t.Fatalf("%d findings: first %+v last %+v", len(res.Report), res.Report[0], res.Report[len(res.Report)-1])
+	}
+	for name, want := range map[string]string{"run": "", "": "", "instalPlugin": "installPlugin", "rmDir": "rmdir", "wpcli": "wp-cli"} {
+		if got := suggest(name, keysOf(steps)); got != want {
+			t.Errorf("suggest(%q) = %q, want %q", name, got, want)
+		}
+	}
+	ad, err := Adapt([]byte(`{"steps":[{"path":"/wordpress/x"},{"step":"run","path":"/wordpress/y"}]}`), here)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(ad.Source), `"cp"`) || strings.Contains(string(ad.Source), `"rm"`) || !strings.Contains(string(ad.Source), `"/wordpress/x"`) {
+		t.Fatalf("guessed steps: %s", ad.Source)
+	}
+	if res := Check([]byte(`{"preferredVersions":{"php":"8.4","wp":"5.7"}}`), here); res.Valid || !has(res.Report, CodeWPVersionUnavailable, "preferredVersions", "WordPress 6.8") {
+		t.Fatalf("mismatched pair: %+v", res.Report)
+	}
+	if ad, _ := Adapt([]byte(`{"preferredVersions":{"php":"8.4","wp":"5.7"}}`), here); !ad.Result.Valid || !strings.Contains(string(ad.Source), `"6.8"`) {
+		t.Fatalf("pair adapted: %s %+v", ad.Source, ad.Result.Report)
+	}
+	only82 := Env{PHPVersions: []string{"8.2"}, WordPressVersions: []string{"6.1"}, WordPressOf: map[string]string{"8.2": "6.1"}}
+	if res := Check([]byte(`{"preferredVersions":{"php":"7.3","wp":"latest"}}`), only82); res.Valid {
+		t.Fatalf("7.3 without a 7.4 image: %+v", res.Report)
+	}
+	if ad, _ := Adapt([]byte(`{"preferredVersions":{"php":"7.3","wp":"latest"}}`), only82); !ad.Result.Valid || !strings.Contains(string(ad.Source), `"8.2"`) {
+		t.Fatalf("7.3 adapted: %s", ad.Source)
 	}
 }

@@ -1,11 +1,11 @@
 package blueprint
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"path"
-	"sort"
 	"strings"
 
 	"github.com/sandboxd/sandboxd/internal/wpzip"
@@ -46,8 +46,11 @@ func ReadBundle(zip []byte) (*Bundle, error) {
 		if name == "__MACOSX" || strings.HasPrefix(name, "__MACOSX/") {
 			return nil
 		}
-		if path.Base(name) == "blueprint.json" {
+		if path.Base(name) == "blueprint.json" && strings.Count(name, "/") <= 1 {
 			manifests = append(manifests, name)
+			if len(manifests) > 1 {
+				return fmt.Errorf("%w: %d blueprint.json files (%s); a bundle has exactly one", ErrBundle, len(manifests), strings.Join(manifests, ", "))
+			}
 			b, err := io.ReadAll(io.LimitReader(r, maxManifest+1))
 			if err != nil {
 				return err
@@ -55,7 +58,10 @@ func ReadBundle(zip []byte) (*Bundle, error) {
 			if len(b) > maxManifest {
 				return fmt.Errorf("%w: %s is larger than %d KiB", ErrBundle, name, maxManifest>>10)
 			}
-			sources[name] = b
+			sources[name] = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // a BOM some editors write
+		}
+		if _, dup := files[name]; dup {
+			return fmt.Errorf("%w: %s appears twice", ErrBundle, name)
 		}
 		n, err := io.Copy(io.Discard, r)
 		files[name] = n + int64(len(sources[name]))
@@ -65,21 +71,11 @@ func ReadBundle(zip []byte) (*Bundle, error) {
 		if errors.Is(err, ErrBundle) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w: %v", ErrBundle, strings.TrimPrefix(err.Error(), wpzip.ErrInvalid.Error()+": "))
+		return nil, fmt.Errorf("%w: %s", ErrBundle, strings.TrimPrefix(err.Error(), wpzip.ErrInvalid.Error()+": "))
 	}
-	var candidates []string
-	for _, m := range manifests {
-		if m == "blueprint.json" || strings.Count(m, "/") == 1 {
-			candidates = append(candidates, m)
-		}
-	}
-	sort.Strings(candidates)
-	switch len(candidates) {
-	case 0:
+	candidates := manifests
+	if len(candidates) == 0 {
 		return nil, fmt.Errorf("%w: no blueprint.json at the root or in a top-level directory", ErrBundle)
-	case 1:
-	default:
-		return nil, fmt.Errorf("%w: %d blueprint.json files (%s); a bundle has exactly one", ErrBundle, len(candidates), strings.Join(candidates, ", "))
 	}
 	b := &Bundle{Source: sources[candidates[0]], ManifestDirectory: path.Dir(candidates[0]), Files: map[string]int64{}}
 	if b.ManifestDirectory == "." {

@@ -51,6 +51,10 @@ func TestReadBundle(t *testing.T) {
 		{"absolute entry", wpzip.BuildRaw([2]string{"blueprint.json", "{}"}, [2]string{"/etc/cron.d/x", "x"}), "", "", "absolute", ""},
 		{"symlink", symlink(), "", "", "symlink", ""},
 		{"not a zip", []byte("{}"), "", "", "not a ZIP", ""},
+		{"a BOM", wpzip.BuildRaw([2]string{"blueprint.json", "\xef\xbb\xbf{}"}), "", "blueprint.json", "", ""},
+		{"a deeper blueprint.json is a file", wpzip.BuildRaw([2]string{"blueprint.json", "{}"}, [2]string{"a/b/blueprint.json", "{}"}),
+			"", "a/b/blueprint.json,blueprint.json", "", ""},
+		{"a duplicate entry", wpzip.BuildRaw([2]string{"blueprint.json", "{}"}, [2]string{"x", "1"}, [2]string{"x", "2"}), "", "", "twice", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b, err := ReadBundle(c.zip)

@@ -35,6 +35,8 @@ const (
 	CodeIgnoredStep           = "ignored_step"
 	CodeBundledResource       = "bundled_resource_needs_bundle"
 	CodeBundledFileMissing    = "bundled_file_missing"
+	CodeTooManyFindings       = "too_many_findings"
+	CodeTooManySteps          = "too_many_steps"
 )
 
 // Codes explains every finding code, for the OpenAPI document.
@@ -57,6 +59,8 @@ var Codes = map[string]string{
 	CodeIgnoredStep:           "info: a falsy or non-object entry of steps, skipped as Playground skips it.",
 	CodeBundledResource:       "error: a bundled resource outside a bundle upload (POST /api/app/blueprints/upload).",
 	CodeBundledFileMissing:    "error: a bundled resource names a file the bundle does not have.",
+	CodeTooManyFindings:       "error: the report stops at 200 findings.",
+	CodeTooManySteps:          "error: more steps than a Blueprint may have (1000).",
 }
 
 // Finding is one compatReport item.
@@ -71,7 +75,13 @@ type Finding struct {
 type report struct{ items []Finding }
 
 func (r *report) add(sev, path, code, format string, args ...any) {
-	r.items = append(r.items, Finding{Severity: sev, Path: path, Code: code, Message: fmt.Sprintf(format, args...)})
+	switch {
+	case len(r.items) < maxFindings:
+		r.items = append(r.items, Finding{Severity: sev, Path: path, Code: code, Message: fmt.Sprintf(format, args...)})
+	case len(r.items) == maxFindings:
+		r.items = append(r.items, Finding{Severity: SeverityError, Code: CodeTooManyFindings,
+			Message: fmt.Sprintf("more than %d findings; the rest are left out", maxFindings)})
+	}
 }
 
 func (r *report) err(path, code, format string, args ...any) {
@@ -92,6 +102,9 @@ func HasErrors(fs []Finding) bool {
 // different case, a missing or extra letter or two, or one a prefix of
 // the other.
 func suggest(s string, known []string) string {
+	if s == "" || len(s) > maxSuggest {
+		return ""
+	}
 	best, bestD := "", 1<<30
 	for _, k := range known {
 		if strings.EqualFold(s, k) {
@@ -102,12 +115,20 @@ func suggest(s string, known []string) string {
 			best, bestD = k, d
 		}
 	}
-	limit := max(2, len(s)/4)
-	if bestD <= limit {
+	// Close means a few edits, and fewer than half the name: "run" is
+	// not "rm".
+	if limit := max(2, len(s)/4); bestD <= limit && 2*bestD < len(s) {
 		return best
 	}
 	return ""
 }
+
+// maxSuggest bounds the names suggestions are looked for (the distance
+// costs the product of the lengths).
+const maxSuggest = 64
+
+// maxFindings bounds a report; past it one info finding says so.
+const maxFindings = 200
 
 // didYouMean is " (did you mean X?)" or "".
 func didYouMean(s string, known []string) string {

@@ -17,7 +17,7 @@ import (
 
 // Blueprints is what the Blueprint routes need from their service.
 type Blueprints interface {
-	Validate(src []byte, adapt bool) (*blueprints.Validation, error)
+	Validate(src []byte, adapt bool, saved *state.Blueprint) (*blueprints.Validation, error)
 	Import(ctx context.Context, url string) ([]byte, string, error)
 	Upload(ctx context.Context, in blueprints.Upload) (*blueprints.UploadResult, error)
 	Create(ctx context.Context, in blueprints.Create) (*state.Blueprint, error)
@@ -199,6 +199,7 @@ func (a *API) validateBlueprint(w http.ResponseWriter, req *http.Request) error 
 		return err
 	}
 	var src []byte
+	var saved *state.Blueprint
 	if body.BlueprintID != "" {
 		c := CallerFrom(req.Context())
 		if c == nil {
@@ -208,7 +209,7 @@ func (a *API) validateBlueprint(w http.ResponseWriter, req *http.Request) error 
 		if err != nil {
 			return err
 		}
-		src = b.Source
+		src, saved = b.Source, b
 	}
 	if len(body.Source) > 0 || src == nil {
 		var err error
@@ -216,7 +217,7 @@ func (a *API) validateBlueprint(w http.ResponseWriter, req *http.Request) error 
 			return err
 		}
 	}
-	v, err := a.cfg.Blueprints.Validate(src, body.Adapt)
+	v, err := a.cfg.Blueprints.Validate(src, body.Adapt, saved)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,14 @@
 package api_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sandboxd/sandboxd/controlplane/server"
@@ -214,6 +217,10 @@ func TestBlueprintUpload(t *testing.T) {
 	if again.Str("blueprint.id") != saved.Str("blueprint.id") || count() != 1 {
 		t.Fatalf("replay: %s", again.Raw)
 	}
+	// Checked again later, its bundled files still count.
+	if v := alice.Do("POST", "/api/app/blueprints/validate", map[string]any{"blueprintId": saved.Str("blueprint.id")}).Must(t, 200); v.Get("valid") != true {
+		t.Fatalf("a saved bundle checked again: %s", v.Raw)
+	}
 	zipServed = bundle
 	fromURL := upload(map[string]string{"bundleUrl": files.URL + "/b.zip", "adaptationsAccepted": "1"}, nil, "").Must(t, 201)
 	if fromURL.Str("blueprint.bundleManifestDirectory") != "shop" || count() != 2 {
@@ -244,6 +251,41 @@ func TestBlueprintUpload(t *testing.T) {
 	if r := upload(map[string]string{"adaptationsAccepted": "true"}, missing, ""); !strings.Contains(string(r.Raw), "bundled_file_missing") {
 		t.Fatalf("missing file not named: %s", r.Raw)
 	}
+
+	// Deleting the last Blueprint of a bundle drops the bundle's blob; an
+	// upload past the quota stores none.
+	store := s.BlobSync().Store
+	blueprintSHA := func(id string) string {
+		b, _ := s.Node().Store().Blueprint(id)
+		return b.BundleSHA256
+	}
+	other := wpzip.BuildRaw([2]string{"blueprint.json", `{"steps":[]}`}, [2]string{"extra.txt", "distinct bytes"})
+	third := upload(nil, other, "").Must(t, 201)
+	sha := blueprintSHA(third.Str("blueprint.id"))
+	if !store.Has(sha) || sha != sha256hex(other) {
+		t.Fatalf("the bundle's blob is not stored under its SHA-256: %s", sha)
+	}
+	alice.Do("DELETE", "/api/app/blueprints/"+third.Str("blueprint.id"), nil).Must(t, 200)
+	if store.Has(sha) {
+		t.Fatal("a deleted Blueprint's bundle is kept")
+	}
+	bob := st.NewAccount(t, s, "bob@example.com", "free")
+	for i := 0; i < 10; i++ {
+		bob.Do("POST", "/api/app/blueprints", map[string]any{"name": "Fill", "source": map[string]any{}}).Must(t, 201)
+	}
+	overQuota := wpzip.BuildRaw([2]string{"blueprint.json", `{"steps":[]}`}, [2]string{"over.txt", "never stored"})
+	body, ct := st.Multipart(nil, "bundle", "b.zip", overQuota)
+	if r := bob.Do("POST", "/api/app/blueprints/upload", body, "Content-Type", ct); r.Status != 402 {
+		t.Fatalf("over the quota: %d %s", r.Status, r.Raw)
+	}
+	if store.Has(sha256hex(overQuota)) {
+		t.Fatal("an upload refused by the quota stored its bundle")
+	}
+}
+
+func sha256hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 func hasChange(cs []map[string]any, path string, review bool) bool {
@@ -260,9 +302,12 @@ func hasChange(cs []map[string]any, path string, review bool) bool {
 // not map as unreachable when only the mirror may be used.
 func TestResourceMirror(t *testing.T) {
 	tt5, _ := os.ReadFile("../../blueprint/testdata/gallery/tt5-demo/blueprint.json")
+	var mu sync.Mutex
 	var asked []string
 	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
 		asked = append(asked, r.URL.Path)
+		mu.Unlock()
 		w.Write(tt5)
 	}))
 	defer files.Close()
@@ -270,14 +315,27 @@ func TestResourceMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := st.Single(t, st.Options{Configure: func(c *server.Config) {
-		c.FetchAllow, c.ResourceMirror = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, m
-	}})
+	// No --fetch-allow: the mirror (on loopback here, as on a private
+	// network) is reached by its own client, and only it.
+	s := st.Single(t, st.Options{Configure: func(c *server.Config) { c.ResourceMirror = m }})
 	alice := st.NewAccount(t, s, "alice@example.com", "paid")
 	r := alice.Do("POST", "/api/app/blueprints/import", map[string]any{"url": "https://github.com/WordPress/blueprints/blob/trunk/blueprints/tt5-demo/blueprint.json"}).Must(t, 200)
+	mu.Lock()
+	got := append([]string(nil), asked...)
+	mu.Unlock()
 	if r.Str("sourceUrl") != "https://raw.githubusercontent.com/WordPress/blueprints/trunk/blueprints/tt5-demo/blueprint.json" ||
-		len(asked) != 1 || asked[0] != "/gh/WordPress/blueprints/trunk/blueprints/tt5-demo/blueprint.json" {
-		t.Fatalf("import through the mirror: %s, asked %v", r.Raw, asked)
+		len(got) != 1 || got[0] != "/gh/WordPress/blueprints/trunk/blueprints/tt5-demo/blueprint.json" {
+		t.Fatalf("import through the mirror: %s, asked %v", r.Raw, got)
+	}
+	// The mirror's address is not open to tenant URLs, nor may a URL
+	// climb out of a mapped directory.
+	if r := alice.Do("POST", "/api/app/blueprints/validate", map[string]any{"source": map[string]any{"steps": []any{
+		map[string]any{"step": "importWxr", "file": map[string]any{"resource": "url", "url": files.URL + "/x.xml"}}}}}).Must(t, 200); r.Get("valid") != false {
+		t.Fatalf("the mirror's address reachable as a tenant URL: %s", r.Raw)
+	}
+	if r := alice.Do("POST", "/api/app/blueprints/import", map[string]any{"url": "https://raw.githubusercontent.com/../admin/x.json"}); r.Status != 400 ||
+		!strings.Contains(r.Str("error.message"), "segments") {
+		t.Fatalf("dot segments: %d %s", r.Status, r.Raw)
 	}
 	if r := alice.Do("POST", "/api/app/blueprints/import", map[string]any{"url": "https://example.com/blueprint.json"}); r.Status != 400 ||
 		!strings.Contains(r.Str("error.message"), "not mirrored") {
@@ -286,7 +344,7 @@ func TestResourceMirror(t *testing.T) {
 	v := alice.Do("POST", "/api/app/blueprints/validate", map[string]any{"source": map[string]any{"plugins": []any{"woocommerce"},
 		"steps": []any{map[string]any{"step": "importWxr", "file": map[string]any{"resource": "url", "url": "https://example.com/a.xml"}}}}}).Must(t, 200)
 	if !hasFinding(v.List("compatReport"), "resource_unreachable", "steps[0].file.url", "not mirrored") ||
-		hasFinding(v.List("compatReport"), "resource_unreachable", "plugins[0].slug", "") {
+		hasFinding(v.List("compatReport"), "resource_unreachable", "plugins[0]", "") {
 		t.Fatalf("reach through the mirror: %s", v.Raw)
 	}
 }

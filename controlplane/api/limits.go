@@ -119,16 +119,17 @@ func (l *limiters) authFailed(req *http.Request, err error) {
 	}
 }
 
-// write charges a write to the token and to the address; reads are free,
-// and so is a refused write (both buckets are checked before either is
-// charged; two writes racing for a last token may both pass).
+// write charges a write to the token (none for an anonymous caller) and
+// to the address; reads are free, and so is a refused write (both
+// buckets are checked before either is charged; two writes racing for a
+// last token may both pass).
 func (l *limiters) write(req *http.Request, tokenID string) error {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return nil
 	}
 	ip := clientKey(req)
-	if wait := l.tokenWrites.Wait(tokenID); wait > 0 {
+	if wait := l.tokenWrites.Wait(tokenID); tokenID != "" && wait > 0 {
 		l.metrics.RateLimited(LimitTokenWrites)
 		return apierr.RateLimited(wait, LimitTokenWrites, "too many writes with this token; retry later")
 	}
@@ -136,7 +137,9 @@ func (l *limiters) write(req *http.Request, tokenID string) error {
 		l.metrics.RateLimited(LimitIPWrites)
 		return apierr.RateLimited(wait, LimitIPWrites, "too many writes from your address; retry later")
 	}
-	l.tokenWrites.Allow(tokenID)
+	if tokenID != "" {
+		l.tokenWrites.Allow(tokenID)
+	}
 	l.ipWrites.Allow(ip)
 	return nil
 }

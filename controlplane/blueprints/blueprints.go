@@ -37,6 +37,8 @@ type Config struct {
 	// Zips stores a bundle where every server keeps it (the blob store).
 	Zips interface {
 		StoreZip(ctx context.Context, zip []byte) (string, error)
+		// Drop deletes a stored ZIP nothing uses any more.
+		Drop(sha string)
 	}
 	Now func() time.Time
 }
@@ -122,9 +124,10 @@ type Adaptation struct {
 	Valid   bool               `json:"valid" doc:"Whether the adapted source has no error finding left."`
 }
 
-// Validate checks a source, and adapts it when asked.
-func (s *Service) Validate(src []byte, adapt bool) (*Validation, error) {
-	env := s.cfg.Env()
+// Validate checks a source, and adapts it when asked; saved, when set,
+// is the Blueprint it belongs to (a bundle's files count).
+func (s *Service) Validate(src []byte, adapt bool, saved *state.Blueprint) (*Validation, error) {
+	env := s.EnvOf(saved)
 	res := blueprint.Check(src, env)
 	v := &Validation{Valid: res.Valid, CompatReport: res.Report}
 	if adapt {
@@ -259,15 +262,42 @@ func (s *Service) Upload(ctx context.Context, in Upload) (*UploadResult, error) 
 	if s.cfg.Zips == nil {
 		return nil, apierr.Unavailable("bundles cannot be stored")
 	}
+	// The quota first, so a refused upload stores nothing (the save
+	// checks it again, atomically).
+	if err := s.roomFor(in.Workspace); err != nil {
+		return nil, err
+	}
 	if bp.BundleSHA256, err = s.cfg.Zips.StoreZip(ctx, zip); err != nil {
 		return nil, err
 	}
+	bp.BundleFiles = b.Files
 	saved, err := s.save(ctx, *bp)
 	if err != nil {
+		s.cfg.Zips.Drop(bp.BundleSHA256)
 		return nil, err
 	}
 	res.Blueprint = saved
 	return res, nil
+}
+
+// roomFor refuses a new Blueprint past the owner's quota.
+func (s *Service) roomFor(ws *state.Workspace) error {
+	plan, err := s.cfg.Store.PlanOf(ws)
+	if err != nil {
+		return err
+	}
+	quota, err := s.cfg.Plans.Quota(plan, plans.Blueprints)
+	if err != nil {
+		return err
+	}
+	have, err := s.cfg.Store.BlueprintsOwnedBy(ws.OwnerID)
+	if err != nil {
+		return err
+	}
+	if quota.Exceeded(have) {
+		return &state.QuotaError{Quota: quota}
+	}
+	return nil
 }
 
 // bundleOf is an upload's ZIP, from the request or its URL.
@@ -382,11 +412,20 @@ func (s *Service) save(ctx context.Context, b state.Blueprint) (*state.Blueprint
 
 // setSource sets a Blueprint's source, report and hoisted fields.
 func (s *Service) setSource(b *state.Blueprint, src []byte) {
+	s.setSourceIn(b, src, s.EnvOf(b))
+}
+
+// EnvOf is the check environment of a saved Blueprint: a bundle's
+// Blueprint resolves bundled resources among its bundle's files.
+func (s *Service) EnvOf(b *state.Blueprint) blueprint.Env {
 	env := s.cfg.Env()
-	if b.BundleSHA256 != "" {
-		env.Bundle = true // its files were checked at upload
+	if b != nil && b.BundleSHA256 != "" {
+		env.Bundle, env.BundleFiles = true, b.BundleFiles
+		if env.BundleFiles == nil {
+			env.BundleFiles = map[string]int64{}
+		}
 	}
-	s.setSourceIn(b, src, env)
+	return env
 }
 
 // setSourceIn is setSource checked in env.
@@ -450,8 +489,13 @@ func (s *Service) Update(ctx context.Context, b *state.Blueprint, p Patch) (*sta
 // Delete removes a saved Blueprint. Templates baked from it keep their
 // content.
 func (s *Service) Delete(ctx context.Context, b *state.Blueprint) error {
-	_, err := s.cfg.Raft.Apply(ctx, fsm.DeleteBlueprint{ID: b.ID})
-	return err
+	if _, err := s.cfg.Raft.Apply(ctx, fsm.DeleteBlueprint{ID: b.ID}); err != nil {
+		return err
+	}
+	if b.BundleSHA256 != "" && s.cfg.Zips != nil {
+		s.cfg.Zips.Drop(b.BundleSHA256)
+	}
+	return nil
 }
 
 func checkName(name string) (string, error) {

@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -352,11 +353,17 @@ func New(cfg Config) (_ *Server, err error) {
 		SiteURL: s.siteURL, Zips: lib, CheckURL: func(raw string) error { _, err := fetch.CheckURL(raw); return err }, Pools: s.pool,
 		Now: cfg.Now})
 	tpls := templates.New(templates.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now})
+	// The operator's mirror may be on their private network: its own
+	// client reaches its addresses, which tenant URLs still cannot.
+	mirrorFetch := safefetch.New(append(slices.Clone(cfg.FetchAllow), addressesOf(cfg.ResourceMirror.Targets())...), 5*time.Minute)
 	bps := blueprints.New(blueprints.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now, Zips: lib,
 		Fetch: func(ctx context.Context, u string, max int64) ([]byte, error) {
-			to, err := cfg.ResourceMirror.Resolve(u)
-			if err != nil {
+			to, mapped, err := cfg.ResourceMirror.Resolve(u)
+			switch {
+			case err != nil:
 				return nil, err
+			case mapped:
+				return mirrorFetch.Get(ctx, to, max, nil)
 			}
 			return fetch.Get(ctx, to, max, nil)
 		},
@@ -590,9 +597,9 @@ func (s *Server) siteURL(slug string) string {
 // mirror; the address guard).
 func blueprintEnv(php []string, m *mirror.Mirror, fetch *safefetch.Client) blueprint.Env {
 	env := blueprint.Env{Reach: func(raw string) error {
-		to, err := m.Resolve(raw)
-		if err != nil {
-			return err
+		to, mapped, err := m.Resolve(raw)
+		if err != nil || mapped {
+			return err // a mapped URL goes to the operator's mirror
 		}
 		_, err = fetch.CheckURL(to)
 		return err
@@ -601,9 +608,32 @@ func blueprintEnv(php []string, m *mirror.Mirror, fetch *safefetch.Client) bluep
 		if wp, ok := sitespec.WordPressOf[v]; ok {
 			env.PHPVersions = append(env.PHPVersions, v)
 			env.WordPressVersions = append(env.WordPressVersions, wp)
+			if env.WordPressOf == nil {
+				env.WordPressOf = map[string]string{}
+			}
+			env.WordPressOf[v] = wp
 		}
 	}
 	return env
+}
+
+// addressesOf resolves the mirror's hosts to the prefixes its client
+// may reach (a name that does not resolve now adds nothing).
+func addressesOf(hosts []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, h := range hosts {
+		if a, err := netip.ParseAddr(h); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		addrs, _ := net.DefaultResolver.LookupNetIP(ctx, "ip", h)
+		cancel()
+		for _, a := range addrs {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		}
+	}
+	return out
 }
 
 // siteOrigins is the CSP source matching every site's origin.

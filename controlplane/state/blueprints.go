@@ -30,11 +30,14 @@ type Blueprint struct {
 	HoistedMultisite        bool            `json:"hoistedMultisite"`
 	// BundleSHA256 is the blob of the uploaded bundle; empty for a plain
 	// source.
-	BundleSHA256            string    `json:"bundleSha256,omitempty"`
-	BundleSizeBytes         int64     `json:"bundleSizeBytes"`
-	BundleManifestDirectory string    `json:"bundleManifestDirectory"`
-	CreatedAt               time.Time `json:"createdAt"`
-	UpdatedAt               time.Time `json:"updatedAt"`
+	BundleSHA256 string `json:"bundleSha256,omitempty"`
+	// BundleFiles are the bundle's files (relative to its manifest) and
+	// sizes, which bundled resources must name.
+	BundleFiles             map[string]int64 `json:"bundleFiles,omitempty"`
+	BundleSizeBytes         int64            `json:"bundleSizeBytes"`
+	BundleManifestDirectory string           `json:"bundleManifestDirectory"`
+	CreatedAt               time.Time        `json:"createdAt"`
+	UpdatedAt               time.Time        `json:"updatedAt"`
 }
 
 // Blueprint returns a saved Blueprint by id, or nil.
@@ -119,6 +122,12 @@ func (t *Tx) DeleteBlueprint(id string) error {
 		}
 		return tx.Delete(tableBlueprints, old)
 	})
+}
+
+// BlueprintsOwnedBy counts the saved Blueprints of an owner's workspaces.
+func (s *Store) BlueprintsOwnedBy(userID string) (int, error) {
+	bs, err := all[Blueprint](s.read(), tableBlueprints, "user", userID)
+	return len(bs), err
 }
 
 // BlueprintBundles lists the blobs of saved Blueprints' bundles.

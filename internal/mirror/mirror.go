@@ -92,11 +92,35 @@ func (m *Mirror) Map(raw string) (string, bool) {
 	return raw, false
 }
 
-// Resolve is the URL to fetch for raw, or ErrNotMirrored.
-func (m *Mirror) Resolve(raw string) (string, error) {
+// ErrDotSegment refuses a URL whose path climbs with . or .. segments,
+// which a mirror would resolve outside the mapped directory.
+var ErrDotSegment = errors.New("the URL's path has . or .. segments")
+
+// Resolve is the URL to fetch for raw and whether the mirror maps it, or
+// ErrNotMirrored, or ErrDotSegment.
+func (m *Mirror) Resolve(raw string) (string, bool, error) {
+	if u, err := url.Parse(raw); err == nil {
+		for _, seg := range strings.Split(u.Path, "/") {
+			if seg == "." || seg == ".." {
+				return "", false, ErrDotSegment
+			}
+		}
+	}
 	to, ok := m.Map(raw)
 	if !ok && m != nil && !m.Direct {
-		return "", ErrNotMirrored
+		return "", false, ErrNotMirrored
 	}
-	return to, nil
+	return to, ok, nil
+}
+
+// Targets are the hosts (host or host:port) the rules map to.
+func (m *Mirror) Targets() []string {
+	if m == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range m.rules {
+		out = append(out, r.to.Hostname())
+	}
+	return out
 }

@@ -23,16 +23,25 @@ func TestMap(t *testing.T) {
 			t.Errorf("Map(%s) = %s %v, want %s", in, got, ok, want)
 		}
 	}
-	if _, err := m.Resolve("https://example.com/a.zip"); !errors.Is(err, ErrNotMirrored) {
+	if _, _, err := m.Resolve("https://example.com/a.zip"); !errors.Is(err, ErrNotMirrored) {
 		t.Errorf("unmapped without direct: %v", err)
 	}
+	for _, climb := range []string{"https://downloads.wordpress.org/../admin/x.json", "https://downloads.wordpress.org/plugin/%2e%2e/%2E%2E/x",
+		"https://downloads.wordpress.org/./x"} {
+		if _, _, err := m.Resolve(climb); !errors.Is(err, ErrDotSegment) {
+			t.Errorf("%s: %v", climb, err)
+		}
+	}
 	direct, _ := Parse("", true)
-	if got, err := direct.Resolve("https://example.com/a.zip"); err != nil || got != "https://example.com/a.zip" {
+	if got, mapped, err := direct.Resolve("https://example.com/a.zip"); err != nil || mapped || got != "https://example.com/a.zip" {
 		t.Errorf("direct: %s %v", got, err)
 	}
 	var none *Mirror
-	if got, err := none.Resolve("https://example.com/a"); err != nil || got != "https://example.com/a" {
+	if got, _, err := none.Resolve("https://example.com/a"); err != nil || got != "https://example.com/a" {
 		t.Errorf("nil mirror: %s %v", got, err)
+	}
+	if got := m.Targets(); len(got) != 3 || got[0] != "127.0.0.1" {
+		t.Errorf("targets %v", got)
 	}
 	for _, bad := range []string{"nohost", "=http://x", "a.org=ftp://x", "a.org=http://u:p@x", "a b=http://x", "a.org=http://x/?q=1"} {
 		if _, err := Parse(bad, true); err == nil {

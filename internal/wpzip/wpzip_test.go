@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"errors"
+	"io"
 	"io/fs"
 	"strings"
 	"testing"
@@ -102,5 +103,38 @@ func TestInspectLyingSize(t *testing.T) {
 	copy(data[i+24:i+28], []byte{10, 0, 0, 0})
 	if _, err := Inspect(data, DefaultLimits); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestWalk: Walk hands over every file with its clean name, counts the
+// bytes a callback leaves unread, and stops a bomb at the limit.
+func TestWalk(t *testing.T) {
+	var seen []string
+	err := Walk(BuildRaw([2]string{"a/b.txt", "hello"}, [2]string{"c/", ""}, [2]string{"./d.txt", "x"}), DefaultLimits, func(name string, r io.Reader) error {
+		seen = append(seen, name)
+		return nil
+	})
+	if err != nil || strings.Join(seen, ",") != "a/b.txt,d.txt" {
+		t.Fatalf("walk: %v %v", seen, err)
+	}
+	bomb := BuildRaw([2]string{"zeros", strings.Repeat("\x00", 4<<20)})
+	if len(bomb) > 64<<10 {
+		t.Fatalf("the bomb is %d bytes compressed", len(bomb))
+	}
+	err = Walk(bomb, Limits{MaxEntries: 10, MaxBytes: 1 << 20}, func(string, io.Reader) error { return nil })
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "more than the limit") {
+		t.Fatalf("bomb unread by the callback: %v", err)
+	}
+	err = Walk(bomb, Limits{MaxEntries: 10, MaxBytes: 1 << 20}, func(_ string, r io.Reader) error { _, err := io.Copy(io.Discard, r); return err })
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bomb read by the callback: %v", err)
+	}
+	for _, bad := range [][2]string{{"../x", "x"}, {"/abs", "x"}, {`a\b`, "x"}} {
+		if err := Walk(BuildRaw(bad), DefaultLimits, func(string, io.Reader) error { return nil }); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v", bad[0], err)
+		}
+	}
+	if err := Walk(BuildRaw([2]string{"a", "1"}, [2]string{"b", "2"}), Limits{MaxEntries: 1, MaxBytes: 100}, func(string, io.Reader) error { return nil }); err == nil {
+		t.Error("too many entries")
 	}
 }
