@@ -12,12 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/blueprint"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/naming"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -240,10 +240,10 @@ func (s *Service) Upload(ctx context.Context, in Upload) (*UploadResult, error) 
 	if strings.TrimSpace(name) == "" {
 		name = titleOf(chosen)
 	}
-	if name, err = checkName(name); err != nil {
+	if name, err = naming.Name(name); err != nil {
 		return nil, err
 	}
-	desc, err := checkDescription(in.Description)
+	desc, err := naming.Description(in.Description)
 	if err != nil {
 		return nil, err
 	}
@@ -355,11 +355,11 @@ type Create struct {
 // A source with error findings is saved too: the report says what keeps
 // it from running.
 func (s *Service) Create(ctx context.Context, in Create) (*state.Blueprint, error) {
-	name, err := checkName(in.Name)
+	name, err := naming.Name(in.Name)
 	if err != nil {
 		return nil, err
 	}
-	desc, err := checkDescription(in.Description)
+	desc, err := naming.Description(in.Description)
 	if err != nil {
 		return nil, err
 	}
@@ -398,7 +398,7 @@ func (s *Service) save(ctx context.Context, b state.Blueprint) (*state.Blueprint
 		taken[x.Slug] = true
 	}
 	for try := 0; ; try++ {
-		b.Slug = slugFor(name, taken, try > 0)
+		b.Slug = naming.Slug(name, "blueprint", taken, try > 0)
 		_, err = s.cfg.Raft.Apply(ctx, fsm.CreateBlueprint{Blueprint: b, Quota: quota})
 		if err == nil || !errors.Is(err, state.ErrConflict) || try == 3 {
 			break
@@ -454,12 +454,12 @@ func (s *Service) Update(ctx context.Context, b *state.Blueprint, p Patch) (*sta
 		next := *b
 		var err error
 		if p.Name != nil {
-			if next.Name, err = checkName(*p.Name); err != nil {
+			if next.Name, err = naming.Name(*p.Name); err != nil {
 				return nil, err
 			}
 		}
 		if p.Description != nil {
-			if next.Description, err = checkDescription(*p.Description); err != nil {
+			if next.Description, err = naming.Description(*p.Description); err != nil {
 				return nil, err
 			}
 		}
@@ -496,47 +496,4 @@ func (s *Service) Delete(ctx context.Context, b *state.Blueprint) error {
 		s.cfg.Zips.Drop(b.BundleSHA256)
 	}
 	return nil
-}
-
-func checkName(name string) (string, error) {
-	name = strings.TrimSpace(name)
-	if name == "" {
-		return "", apierr.Invalid("name", "name is required")
-	}
-	if len(name) > 100 || strings.ContainsAny(name, "\x00\r\n") {
-		return "", apierr.Invalid("name", "name must be at most 100 characters on one line")
-	}
-	return name, nil
-}
-
-func checkDescription(d string) (string, error) {
-	if len(d) > 2000 || strings.ContainsRune(d, 0) {
-		return "", apierr.Invalid("description", "description must be at most 2000 characters")
-	}
-	return d, nil
-}
-
-var slugRE = regexp.MustCompile(`[^a-z0-9]+`)
-
-// slugFor is a slug from a name: the name when free, else the first
-// free number, or a random suffix when forced.
-func slugFor(name string, taken map[string]bool, random bool) string {
-	base := strings.Trim(slugRE.ReplaceAllString(strings.ToLower(name), "-"), "-")
-	if len(base) > 48 {
-		base = strings.Trim(base[:48], "-")
-	}
-	if base == "" {
-		base = "blueprint"
-	}
-	if random {
-		return base + "-" + ids.Random(3)[:5]
-	}
-	if !taken[base] {
-		return base
-	}
-	for n := 2; ; n++ {
-		if s := fmt.Sprintf("%s-%d", base, n); !taken[s] {
-			return s
-		}
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/naming"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
@@ -82,12 +83,12 @@ func (s *Service) patched(t *state.Template, p Patch) (*state.Template, error) {
 	next := *t
 	var err error
 	if p.Name != nil {
-		if next.Name, err = checkName(*p.Name, true); err != nil {
+		if next.Name, err = naming.Name(*p.Name); err != nil {
 			return nil, err
 		}
 	}
 	if p.Description != nil {
-		if next.Description, err = checkDescription(*p.Description); err != nil {
+		if next.Description, err = naming.Description(*p.Description); err != nil {
 			return nil, err
 		}
 	}

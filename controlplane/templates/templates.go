@@ -9,15 +9,13 @@ package templates
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"regexp"
-	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
+	"github.com/sandboxd/sandboxd/controlplane/naming"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -105,11 +103,11 @@ func Ready(store *state.Store, workspaceID, id, field string) (*state.Template, 
 // the building template, in one Raft entry within the owner's template
 // quota.
 func (s *Service) Create(ctx context.Context, in Create) (*state.Template, string, error) {
-	name, err := checkName(in.Name, true)
+	name, err := naming.Name(in.Name)
 	if err != nil {
 		return nil, "", err
 	}
-	desc, err := checkDescription(in.Description)
+	desc, err := naming.Description(in.Description)
 	if err != nil {
 		return nil, "", err
 	}
@@ -152,7 +150,7 @@ func (s *Service) Create(ctx context.Context, in Create) (*state.Template, strin
 	// create racing for the same slug is refused by the store; one retry
 	// with a random suffix settles it.
 	for try := 0; ; try++ {
-		tpl.Slug = slugFor(name, taken, try > 0)
+		tpl.Slug = naming.Slug(name, "template", taken, try > 0)
 		_, err = s.cfg.Raft.Apply(ctx, fsm.CreateTemplateWithJob{Template: tpl, Job: job, Quota: quota})
 		if !errors.Is(err, state.ErrConflict) || try > 0 {
 			break
@@ -174,49 +172,6 @@ func (s *Service) slugsIn(workspaceID string) (map[string]bool, error) {
 		taken[t.Slug] = true
 	}
 	return taken, nil
-}
-
-var slugRE = regexp.MustCompile(`[^a-z0-9]+`)
-
-// slugFor is a template's slug from its name: the name itself when free,
-// else with the first free number, or a random suffix when forced.
-func slugFor(name string, taken map[string]bool, random bool) string {
-	base := strings.Trim(slugRE.ReplaceAllString(strings.ToLower(name), "-"), "-")
-	if len(base) > 48 {
-		base = strings.Trim(base[:48], "-")
-	}
-	if base == "" {
-		base = "template"
-	}
-	if random {
-		return base + "-" + ids.Random(3)[:5]
-	}
-	if !taken[base] {
-		return base
-	}
-	for n := 2; ; n++ {
-		if s := fmt.Sprintf("%s-%d", base, n); !taken[s] {
-			return s
-		}
-	}
-}
-
-func checkName(name string, required bool) (string, error) {
-	name = strings.TrimSpace(name)
-	if name == "" && required {
-		return "", apierr.Invalid("name", "name is required")
-	}
-	if len(name) > 100 || strings.ContainsAny(name, "\x00\r\n") {
-		return "", apierr.Invalid("name", "name must be at most 100 characters on one line")
-	}
-	return name, nil
-}
-
-func checkDescription(d string) (string, error) {
-	if len(d) > 2000 || strings.ContainsRune(d, 0) {
-		return "", apierr.Invalid("description", "description must be at most 2000 characters")
-	}
-	return d, nil
 }
 
 // Delete removes a template. Sites made from it keep working: its tree
