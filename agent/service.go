@@ -3,7 +3,9 @@ package agent
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -349,4 +351,35 @@ func (v *service) RenameSite(ctx context.Context, req *connect.Request[agentv1.R
 		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&agentv1.RenameSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY)}), nil
+}
+
+// RunnerVersion names the Blueprint step runner this agent carries.
+const RunnerVersion = "sandboxd-runner/1"
+
+func (v *service) RunBlueprintStep(ctx context.Context, req *connect.Request[agentv1.RunBlueprintStepRequest]) (*connect.Response[agentv1.RunBlueprintStepResponse], error) {
+	m := req.Msg
+	in := sites.StepRequest{Step: m.Step, Blobs: m.Blobs}
+	if err := json.Unmarshal(m.ArgsJson, &in.Args); err != nil || in.Args == nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("args_json: not a JSON object"))
+	}
+	if len(m.ExtrasJson) > 0 {
+		if err := json.Unmarshal(m.ExtrasJson, &in); err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("extras_json: %v", err))
+		}
+		in.Step, in.Blobs = m.Step, m.Blobs
+	}
+	out := &agentv1.RunBlueprintStepResponse{RunnerVersion: RunnerVersion}
+	res, err := v.sites.RunBlueprintStep(ctx, m.SiteId, in)
+	var se *sites.StepError
+	switch {
+	case errors.As(err, &se):
+		out.ErrorCode, out.ErrorMessage, out.Log = se.Code, se.Message, se.Log
+		v.log.Info("blueprint step failed", "site_id", m.SiteId, "job_id", m.JobId, "step", m.Step, "code", se.Code)
+	case err != nil:
+		v.log.Warn("blueprint step could not run", "site_id", m.SiteId, "job_id", m.JobId, "step", m.Step, "err", err)
+		return nil, rpcError(err)
+	default:
+		out.Ok, out.Log, out.User = true, res.Log, res.User
+	}
+	return connect.NewResponse(out), nil
 }

@@ -42,6 +42,8 @@ type Step struct {
 	Name string         `json:"step"`
 	Args map[string]any `json:"args"`
 	Path string         `json:"path"`
+	// Caption is the step's progress.caption, when it has one.
+	Caption string `json:"caption,omitempty"`
 }
 
 // Blueprint is a checked source, ready for the runner.
@@ -416,7 +418,11 @@ func checkStep(p string, m map[string]any, env Env, r *report) (Step, bool) {
 		r.err(p, CodeUnsupportedStep, "%s cannot run here: %s", name, spec.unsupported)
 	}
 	checkStepValues(p, name, m, r)
-	return Step{Name: name, Args: args, Path: p}, true
+	caption := ""
+	if pr, ok := m["progress"].(map[string]any); ok {
+		caption, _ = pr["caption"].(string)
+	}
+	return Step{Name: name, Args: args, Path: p, Caption: caption}, true
 }
 
 func oldNameOf(spec stepSpec, cur string) string {
@@ -485,6 +491,8 @@ func checkStepValues(p, name string, m map[string]any, r *report) {
 			for _, k := range keysOf(c) {
 				if !constName(k) {
 					r.err(p+".consts."+k, CodeInvalidValue, "%q is not a PHP constant name", k)
+				} else if slices.Contains(reservedConsts, k) {
+					r.err(p+".consts."+k, CodeReservedConstant, "%s is set by the service and cannot be changed", k)
 				}
 			}
 		} else if m["consts"] != nil {

@@ -37,6 +37,7 @@ const (
 	CodeBundledFileMissing    = "bundled_file_missing"
 	CodeTooManyFindings       = "too_many_findings"
 	CodeTooManySteps          = "too_many_steps"
+	CodeReservedConstant      = "reserved_constant"
 )
 
 // Codes explains every finding code, for the OpenAPI document.
@@ -61,6 +62,7 @@ var Codes = map[string]string{
 	CodeBundledFileMissing:    "error: a bundled resource names a file the bundle does not have.",
 	CodeTooManyFindings:       "error: the report stops at 200 findings.",
 	CodeTooManySteps:          "error: more steps than a Blueprint may have (1000).",
+	CodeReservedConstant:      "error: a wp-config constant the service sets itself (database, salts, URLs, updates).",
 }
 
 // Finding is one compatReport item.

@@ -100,6 +100,11 @@ define('WP_HTTP_BLOCK_EXTERNAL', true);
 define('AUTOMATIC_UPDATER_DISABLED', true);
 define('WP_AUTO_UPDATE_CORE', false);
 define('FS_METHOD', 'direct');
+// Constants a Blueprint defined (defineWpConfigConsts): a file of the
+// site's own, each definition guarded, so the ones above always win.
+if (is_file('/srv/site/state/constants.php')) {
+    include '/srv/site/state/constants.php';
+}
 // Debug constants come from a file the agent rewrites; read per request
 // (not through opcache), so a change applies at once.
 $sandbox_debug = json_decode((string) @file_get_contents('/srv/site/conf/debug.json'), true) ?: array();

@@ -198,7 +198,8 @@ func (m *Manager) writeFiles(s *Site) error {
 		mode os.FileMode
 	}{
 		{fs, 0, 0o711}, {filepath.Join(fs, "conf"), 0, 0o755}, {filepath.Join(fs, "conf", "php"), 0, 0o755},
-		{filepath.Join(fs, "conf", "adminer"), 0, 0o755}, {filepath.Join(fs, "secrets"), uid, 0o750},
+		{filepath.Join(fs, "conf", "adminer"), 0, 0o755}, {filepath.Join(fs, "conf", "blueprint"), 0, 0o755},
+		{filepath.Join(fs, "secrets"), uid, 0o750},
 		{filepath.Join(fs, "login"), uid, 0o750}, {filepath.Join(fs, "logs"), 0, 0o700},
 	} {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {
@@ -264,6 +265,17 @@ func (m *Manager) writeFiles(s *Site) error {
 		// Readable by the site alone: its own credentials.
 		{filepath.Join(fs, "secrets", "adminer.json"), adminerDB, 0o640, uid, false},
 		{filepath.Join(fs, "secrets", "wp-config.php"), config, 0o640, uid, true},
+	}
+	runner, _ := blueprintFiles.ReadDir("files/blueprint")
+	for _, e := range runner {
+		b, _ := blueprintFiles.ReadFile("files/blueprint/" + e.Name())
+		files = append(files, struct {
+			path string
+			data []byte
+			mode os.FileMode
+			gid  int
+			keep bool
+		}{filepath.Join(fs, "conf", "blueprint", e.Name()), b, 0o644, 0, false})
 	}
 	for _, f := range files {
 		if f.keep {

@@ -15,7 +15,7 @@ package sites
 
 import (
 	"context"
-	_ "embed"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,6 +49,10 @@ var (
 	adminerScript []byte
 	//go:embed files/sendmail
 	sendmailScript []byte
+	// blueprintFiles is the Blueprint step runner, written to
+	// conf/blueprint/ of every site.
+	//go:embed files/blueprint/*.php
+	blueprintFiles embed.FS
 )
 
 // Port is where every site's web server listens in its own namespace.

@@ -65,6 +65,8 @@ type Config struct {
 	Templates Templates
 	// Blueprints checks and keeps Blueprints.
 	Blueprints Blueprints
+	// Runs starts and reads Blueprint runs (nil: no run routes).
+	Runs BlueprintRuns
 	// Webhooks keeps the workspace's demo-launch webhook.
 	Webhooks Webhooks
 	// Library keeps the workspace Library's entries and ZIPs.
@@ -421,6 +423,9 @@ func (a *API) Register(r *rest.Router) {
 	a.registerTemplates(r)
 	a.registerWebhooks(r)
 	a.registerBlueprints(r)
+	if a.cfg.Runs != nil {
+		a.registerBlueprintRuns(r)
+	}
 	a.registerDebug(r)
 	a.registerFiles(r)
 	a.registerDatabase(r)

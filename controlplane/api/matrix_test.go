@@ -50,6 +50,9 @@ var sampleBodies = map[string]string{
 	"POST /api/app/blueprints":                        `{"name":"matrix","source":{"steps":[]}}`,
 	"PATCH /api/app/blueprints/{id}":                  `{"name":"matrix2"}`,
 	"POST /api/app/templates/{id}/sites":              `{"name":"matrix"}`,
+	"POST /api/app/blueprints/{id}/sites":             `{"name":"matrix"}`,
+	"POST /api/app/blueprints/{id}/bake":              `{"name":"matrix"}`,
+	"POST /api/app/sites/{id}/blueprint":              `{"blueprintId":"{blueprint}"}`,
 	"POST /internal/cluster/join":                     `{"id":"x","raftAddr":"127.0.0.1:1","apiAddr":"http://127.0.0.1:1"}`,
 }
 
@@ -88,6 +91,7 @@ func setUp(t *testing.T, s *server.Server, owner *st.Account, invitee string) fi
 	// A token of its own: revoking it must not cut the caller's session.
 	spare := c.Do("POST", "/api/account/tokens", map[string]any{"name": "spare"}).Must(t, 201).Str("token.id")
 	site := c.Do("POST", "/api/app/sites", map[string]any{"name": "fixture"}).Must(t, 202).Str("site.id")
+	bp := c.Do("POST", "/api/app/blueprints", map[string]any{"name": "fixture", "source": map[string]any{"steps": []any{}}}).Must(t, 201).Str("blueprint.id")
 	return fixture{ids: map[string]string{
 		"site":       site,
 		"workspace":  owner.Personal,
@@ -99,8 +103,25 @@ func setUp(t *testing.T, s *server.Server, owner *st.Account, invitee string) fi
 		"fileop":     "write",
 		"library":    newLibraryEntry(t, s, owner.Personal),
 		"template":   newTemplate(t, s, owner),
-		"blueprint":  c.Do("POST", "/api/app/blueprints", map[string]any{"name": "fixture", "source": map[string]any{"steps": []any{}}}).Must(t, 201).Str("blueprint.id"),
+		"blueprint":  bp,
+		"run":        newRun(t, s, owner.Personal, bp, site),
 	}}
+}
+
+// newRun adds a finished run of a Blueprint directly through Raft.
+func newRun(t *testing.T, s *server.Server, workspaceID, blueprintID, siteID string) string {
+	t.Helper()
+	now := time.Now().UTC()
+	j, err := jobs.New("test_noop", workspaceID, siteID, nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := state.BlueprintRun{ID: ids.New(ids.Run), BlueprintID: blueprintID, WorkspaceID: workspaceID, SiteID: siteID, JobID: j.ID,
+		Mode: state.RunApply, Status: state.RunSucceeded, Source: []byte(`{"steps":[]}`), CreatedAt: now}
+	if _, err := s.Node().Apply(context.Background(), fsm.CreateRunWithJob{Run: run, Job: j}); err != nil {
+		t.Fatal(err)
+	}
+	return run.ID
 }
 
 // newLibraryEntry adds a Library entry directly through Raft (its ZIP is

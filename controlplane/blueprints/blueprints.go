@@ -40,7 +40,9 @@ type Config struct {
 		// Drop deletes a stored ZIP nothing uses any more.
 		Drop(sha string)
 	}
-	Now func() time.Time
+	// Sites makes the sites Blueprints run on.
+	Sites SiteMaker
+	Now   func() time.Time
 }
 
 // Service checks and keeps Blueprints.

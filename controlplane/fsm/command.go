@@ -79,6 +79,10 @@ var registry = map[Type]func() Command{
 	40: func() Command { return new(CreateBlueprint) },
 	41: func() Command { return new(PutBlueprint) },
 	42: func() Command { return new(DeleteBlueprint) },
+	43: func() Command { return new(CreateRunWithJob) },
+	44: func() Command { return new(PutRun) },
+	45: func() Command { return new(StartBake) },
+	46: func() Command { return new(ReplaceTemplate) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -212,6 +216,9 @@ type CreateSiteWithJob struct {
 	// Launch, for a site launched from a template's public link, adds
 	// its demo, lead and launch count in the same entry.
 	Launch *state.DemoLaunch `json:"launch,omitempty"`
+	// Run, for a site made from a Blueprint, is the run its job carries
+	// out once the site is ready.
+	Run *state.BlueprintRun `json:"run,omitempty"`
 }
 
 // UpdateSite records a site's progress (status, node, port, versions).
@@ -446,4 +453,34 @@ type PutBlueprint struct {
 // DeleteBlueprint removes a saved Blueprint.
 type DeleteBlueprint struct {
 	ID string `json:"id"`
+}
+
+// CreateRunWithJob starts a Blueprint run on a ready site: the run
+// (pending) and the job that carries it out.
+type CreateRunWithJob struct {
+	Run state.BlueprintRun `json:"run"`
+	Job state.Job          `json:"job"`
+}
+
+// PutRun records a run's progress.
+type PutRun struct {
+	Run state.BlueprintRun `json:"run"`
+}
+
+// StartBake starts baking a Blueprint into a Template: the scratch site,
+// the template (building), the run and the job, all or nothing.
+type StartBake struct {
+	Site          state.Site         `json:"site"`
+	Template      state.Template     `json:"template"`
+	Run           state.BlueprintRun `json:"run"`
+	Job           state.Job          `json:"job"`
+	SiteQuota     state.Quota        `json:"siteQuota"`
+	TemplateQuota state.Quota        `json:"templateQuota"`
+}
+
+// ReplaceTemplate retires a template in favour of its ready rebuild.
+type ReplaceTemplate struct {
+	OldID string    `json:"oldId"`
+	NewID string    `json:"newId"`
+	At    time.Time `json:"at"`
 }

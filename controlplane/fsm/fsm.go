@@ -111,6 +111,12 @@ func (c CreateSiteWithJob) apply(tx *state.Tx) any {
 	} else {
 		err = tx.CreateSiteWithJob(c.Site, c.Job, c.Quota)
 	}
+	if err == nil && c.Run != nil {
+		if c.Run.SiteID != c.Site.ID || c.Run.WorkspaceID != c.Site.WorkspaceID || c.Run.JobID != c.Job.ID {
+			return fmt.Errorf("%w: a run is its site's and its job's", state.ErrInvalid)
+		}
+		err = tx.CreateRun(*c.Run)
+	}
 	if err != nil || c.Launch == nil {
 		return err
 	}
@@ -207,4 +213,27 @@ func (sn *snapshot) Release() {}
 
 func (c CreateBlueprint) apply(tx *state.Tx) any { return tx.CreateBlueprint(c.Blueprint, c.Quota) }
 func (c PutBlueprint) apply(tx *state.Tx) any    { return tx.PutBlueprint(c.Blueprint, c.IfUpdatedAt) }
+func (c PutRun) apply(tx *state.Tx) any          { return tx.PutRun(c.Run) }
+func (c ReplaceTemplate) apply(tx *state.Tx) any { return tx.ReplaceTemplate(c.OldID, c.NewID, c.At) }
+func (c CreateRunWithJob) apply(tx *state.Tx) any {
+	if c.Run.SiteID != c.Job.SiteID || c.Run.JobID != c.Job.ID || c.Run.WorkspaceID != c.Job.WorkspaceID {
+		return fmt.Errorf("%w: a run is its job's", state.ErrInvalid)
+	}
+	if err := tx.CreateRun(c.Run); err != nil {
+		return err
+	}
+	return tx.CreateJob(c.Job)
+}
+func (c StartBake) apply(tx *state.Tx) any {
+	if c.Run.SiteID != c.Site.ID || c.Run.JobID != c.Job.ID || c.Run.TemplateID != c.Template.ID || c.Template.WorkspaceID != c.Site.WorkspaceID {
+		return fmt.Errorf("%w: a bake's run, site, job and template belong together", state.ErrInvalid)
+	}
+	if err := tx.CreateSiteWithJob(c.Site, c.Job, c.SiteQuota); err != nil {
+		return err
+	}
+	if err := tx.CreateTemplate(c.Template, c.TemplateQuota); err != nil {
+		return err
+	}
+	return tx.CreateRun(c.Run)
+}
 func (c DeleteBlueprint) apply(tx *state.Tx) any { return tx.DeleteBlueprint(c.ID) }

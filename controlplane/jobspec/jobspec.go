@@ -20,7 +20,17 @@ const (
 	SnapshotTemplate = "snapshot_template"
 	// RestoreSite replaces a site's content with a template's.
 	RestoreSite = "restore_site"
+	// ApplyBlueprint runs a Blueprint on a ready site.
+	ApplyBlueprint = "apply_blueprint"
+	// BakeBlueprint makes a scratch site, runs a Blueprint on it, freezes
+	// it into a template and removes it.
+	BakeBlueprint = "bake_blueprint"
 )
+
+// RunPayload is what an apply_blueprint job carries.
+type RunPayload struct {
+	RunID string `json:"runId"`
+}
 
 // TemplatePayload is what snapshot_template and restore_site jobs carry.
 type TemplatePayload struct {
@@ -48,6 +58,9 @@ type CreatePayload struct {
 	// TemplateID makes the site a clone of this template instead of a
 	// fresh install.
 	TemplateID string `json:"templateId,omitempty"`
+	// RunID is the Blueprint run the job carries out once the site is
+	// ready (a site made from a Blueprint, or a bake).
+	RunID string `json:"runId,omitempty"`
 }
 
 // DeployPayload is what a deploy_plugin job carries: the ZIP by its blob

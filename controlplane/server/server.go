@@ -25,6 +25,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/blueprint"
 	"github.com/sandboxd/sandboxd/controlplane/blobs"
+	"github.com/sandboxd/sandboxd/controlplane/blueprintrun"
 	"github.com/sandboxd/sandboxd/controlplane/blueprints"
 	"github.com/sandboxd/sandboxd/controlplane/library"
 	"github.com/sandboxd/sandboxd/controlplane/sites"
@@ -356,18 +357,35 @@ func New(cfg Config) (_ *Server, err error) {
 	// The operator's mirror may be on their private network: its own
 	// client reaches its addresses, which tenant URLs still cannot.
 	mirrorFetch := safefetch.New(append(slices.Clone(cfg.FetchAllow), addressesOf(cfg.ResourceMirror.Targets())...), 5*time.Minute)
+	resourceFetch := func(ctx context.Context, u string, max int64) ([]byte, error) {
+		to, mapped, err := cfg.ResourceMirror.Resolve(u)
+		switch {
+		case err != nil:
+			return nil, err
+		case mapped:
+			return mirrorFetch.Get(ctx, to, max, nil)
+		}
+		return fetch.Get(ctx, to, max, nil)
+	}
+	env := func() blueprint.Env { return blueprintEnv(s.registry.AvailablePHP(), cfg.ResourceMirror, fetch) }
 	bps := blueprints.New(blueprints.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now, Zips: lib,
-		Fetch: func(ctx context.Context, u string, max int64) ([]byte, error) {
-			to, mapped, err := cfg.ResourceMirror.Resolve(u)
+		Fetch: resourceFetch, Env: env, Sites: siteService})
+	runners.Blueprints = blueprintrun.New(blueprintrun.Config{Store: store, Raft: node, Agents: s.registry, Fetch: resourceFetch,
+		Blob: blobStore.Get, Env: env, Now: cfg.Now, Logger: cfg.Logger,
+		// git connects by itself: the URL is the mirror's, or one the
+		// address guard lets through as it stands.
+		GitURL: func(raw string) (string, error) {
+			to, mapped, err := cfg.ResourceMirror.Resolve(raw)
 			switch {
 			case err != nil:
-				return nil, err
+				return "", err
 			case mapped:
-				return mirrorFetch.Get(ctx, to, max, nil)
+				_, err = mirrorFetch.CheckURL(to)
+			default:
+				_, err = fetch.CheckURL(to)
 			}
-			return fetch.Get(ctx, to, max, nil)
-		},
-		Env: func() blueprint.Env { return blueprintEnv(s.registry.AvailablePHP(), cfg.ResourceMirror, fetch) }})
+			return to, err
+		}})
 	hookSealer, err := seal.New(cfg.ClusterToken, "webhook-signing")
 	if err != nil {
 		return nil, err
@@ -394,6 +412,7 @@ func New(cfg Config) (_ *Server, err error) {
 		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
 		Sites: siteService, Tools: siteService, Templates: tpls, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer, Webhooks: hooks,
 		Blueprints: bps,
+		Runs:       bps,
 		RateLimits: cfg.RateLimits, Metrics: metrics,
 	})
 	s.api.Register(s.router)

@@ -41,7 +41,9 @@ type Runners struct {
 	// the artifact is copied there).
 	Artifacts Artifacts
 	Held      HeldTemplates
-	Now       func() time.Time
+	// Blueprints carries out Blueprint runs; nil fails jobs that need it.
+	Blueprints BlueprintRunner
+	Now        func() time.Time
 }
 
 // Register adds the site job runners to a dispatcher.
@@ -54,6 +56,8 @@ func (r *Runners) Register(d *jobs.Dispatcher) {
 	d.Register(jobspec.DeployPlugin, jobs.RunnerFunc(r.deploy))
 	d.Register(jobspec.SnapshotTemplate, jobs.RunnerFunc(r.snapshot))
 	d.Register(jobspec.RestoreSite, jobs.RunnerFunc(r.restore))
+	d.Register(jobspec.ApplyBlueprint, jobs.RunnerFunc(r.apply))
+	d.Register(jobspec.BakeBlueprint, jobs.RunnerFunc(r.bake))
 }
 
 func (r *Runners) now() time.Time {
@@ -104,15 +108,29 @@ func (r *Runners) fail(ctx context.Context, s *state.Site, onlyIf string, err er
 }
 
 func (r *Runners) create(ctx context.Context, j *state.Job, progress func(int)) error {
-	s, err := r.site(j)
-	if err != nil {
-		return err
-	}
 	var p jobspec.CreatePayload
 	if len(j.Payload) > 0 {
 		if err := json.Unmarshal(j.Payload, &p); err != nil {
-			return fmt.Errorf("create_site payload: %w", err)
+			return fmt.Errorf("%s payload: %w", j.Type, err)
 		}
+	}
+	if p.RunID == "" {
+		return r.makeSite(ctx, j, p, progress)
+	}
+	// A site made for a Blueprint: the run follows once it is ready.
+	if err := r.makeSite(ctx, j, p, func(pc int) { progress(pc / 2) }); err != nil {
+		if ctx.Err() == nil {
+			r.abortRun(ctx, p.RunID, "the site could not be made: "+failureMessage(err))
+		}
+		return err
+	}
+	return r.runBlueprint(ctx, p.RunID, func(pc int) { progress(50 + pc/2) })
+}
+
+func (r *Runners) makeSite(ctx context.Context, j *state.Job, p jobspec.CreatePayload, progress func(int)) error {
+	s, err := r.site(j)
+	if err != nil {
+		return err
 	}
 	agent, err := r.Agents.Agent(s.NodeID)
 	if err != nil {

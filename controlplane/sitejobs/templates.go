@@ -41,6 +41,12 @@ func (r *Runners) snapshot(ctx context.Context, j *state.Job, progress func(int)
 	if err != nil {
 		return r.templateFailed(ctx, tpl, err)
 	}
+	return r.freezeInto(ctx, j, s, tpl, progress, nil)
+}
+
+// freezeInto freezes site s into template tpl and records it ready (with
+// also applied to it), or failed.
+func (r *Runners) freezeInto(ctx context.Context, j *state.Job, s *state.Site, tpl *state.Template, progress func(int), also func(*state.Template)) error {
 	agent, err := r.Agents.Agent(s.NodeID)
 	if err != nil {
 		return r.templateFailed(ctx, tpl, &jobs.Failure{Code: "node_unavailable", Message: err.Error()})
@@ -66,6 +72,9 @@ func (r *Runners) snapshot(ctx context.Context, j *state.Job, progress func(int)
 	return r.putTemplate(ctx, tpl.ID, func(t *state.Template) {
 		t.Status, t.FailureReason, t.NodeID, t.ArtifactSHA256 = state.TemplateReady, "", s.NodeID, sha
 		t.SizeBytes, t.PHPVersion, t.WordPressVersion = resp.Msg.SizeBytes, resp.Msg.PhpVersion, resp.Msg.WordpressVersion
+		if also != nil {
+			also(t)
+		}
 	})
 }
 

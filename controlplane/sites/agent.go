@@ -83,8 +83,12 @@ func (s *Service) MagicLogin(ctx context.Context, site *state.Site) (*sitespec.L
 func (s *Service) LoginLink(ctx context.Context, site *state.Site, redirect string) (*sitespec.LoginLink, error) {
 	token, hash := oneTimeToken()
 	expires := s.now().Add(LoginTTL)
+	if redirect == "" {
+		redirect = site.Entry.Path // a Blueprint's landingPage
+	}
 	if _, err := call(ctx, s, site, agentv1connect.AgentServiceClient.CreateLoginToken,
-		&agentv1.CreateLoginTokenRequest{SiteId: site.ID, TokenHash: hash, ExpiresUnix: expires.Unix(), RedirectPath: redirect}); err != nil {
+		&agentv1.CreateLoginTokenRequest{SiteId: site.ID, TokenHash: hash, ExpiresUnix: expires.Unix(), RedirectPath: redirect,
+			UserLogin: site.Entry.User}); err != nil {
 		return nil, err
 	}
 	return &sitespec.LoginLink{Token: token, URL: site.URL + "/?sandbox_login=" + token, ExpiresAt: expires}, nil

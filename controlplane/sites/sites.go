@@ -184,13 +184,15 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 	payload := jobspec.CreatePayload{AdminUser: "admin", AdminEmail: in.By.Email, WordPressVersion: in.WordPressVersion,
 		DiskMB: s.cfg.Plans.For(plan).SiteDiskMB}
 	if tpl != nil {
-		site.TemplateID, payload.TemplateID = tpl.ID, tpl.ID
+		site.TemplateID, payload.TemplateID, site.Entry = tpl.ID, tpl.ID, tpl.Entry
 	}
 	if !strings.Contains(payload.AdminEmail, ".") { // owner@localhost is no address WordPress accepts
 		payload.AdminEmail = "admin@example.com"
 	}
-	if claimed, jobID, ok, err := s.claim(ctx, site, payload, quota, in.WordPressVersion, in.Launch); ok || err != nil {
-		return claimed, jobID, err
+	if in.Run == nil {
+		if claimed, jobID, ok, err := s.claim(ctx, site, payload, quota, in.WordPressVersion, in.Launch); ok || err != nil {
+			return claimed, jobID, err
+		}
 	}
 	if tpl != nil {
 		site.NodeID, err = s.placeFrom(php, tpl)
@@ -200,11 +202,29 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 	if err != nil {
 		return nil, "", err
 	}
-	job, err := jobs.New(jobspec.CreateSite, in.Workspace.ID, site.ID, payload, now)
+	jobType := jobspec.CreateSite
+	if in.Run != nil {
+		payload.RunID = in.Run.ID
+		if in.Bake != nil {
+			jobType = jobspec.BakeBlueprint
+		}
+	}
+	job, err := jobs.New(jobType, in.Workspace.ID, site.ID, payload, now)
 	if err != nil {
 		return nil, "", err
 	}
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateSiteWithJob{Site: site, Job: job, Quota: quota, Launch: launchOf(in.Launch, &site, job.ID)}); err != nil {
+	var cmd fsm.Command = fsm.CreateSiteWithJob{Site: site, Job: job, Quota: quota, Launch: launchOf(in.Launch, &site, job.ID)}
+	if in.Run != nil {
+		in.Run.SiteID, in.Run.JobID = site.ID, job.ID
+		run := *in.Run
+		if in.Bake != nil {
+			in.Bake.SourceSiteID = site.ID
+			cmd = fsm.StartBake{Site: site, Template: *in.Bake, Run: run, Job: job, SiteQuota: quota, TemplateQuota: in.BakeQuota}
+		} else {
+			cmd = fsm.CreateSiteWithJob{Site: site, Job: job, Quota: quota, Run: &run}
+		}
+	}
+	if _, err := s.cfg.Raft.Apply(ctx, cmd); err != nil {
 		return nil, "", err
 	}
 	return &site, job.ID, nil

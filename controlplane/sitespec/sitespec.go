@@ -37,6 +37,13 @@ type Create struct {
 	// Launch, for a demo launched from the template's public link, is
 	// written with the site (its SiteID, SiteURL and JobID filled in).
 	Launch *state.DemoLaunch
+	// Run, for a site made from a Blueprint, is the run its job carries
+	// out once the site is ready (its SiteID and JobID are filled in).
+	Run *state.BlueprintRun
+	// Bake, with Run, makes the site a bake's scratch site: the template
+	// (building, within BakeQuota) is added with it.
+	Bake      *state.Template
+	BakeQuota state.Quota
 }
 
 // Deploy is a plugin or theme bound for a site: exactly one of a Library

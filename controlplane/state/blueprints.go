@@ -130,16 +130,33 @@ func (s *Store) BlueprintsOwnedBy(userID string) (int, error) {
 	return len(bs), err
 }
 
-// BlueprintBundles lists the blobs of saved Blueprints' bundles.
+// BlueprintBundles lists the blobs of saved Blueprints' bundles, and of
+// unfinished runs (whose Blueprint may be gone).
 func (s *Store) BlueprintBundles() ([]string, error) {
-	bs, err := all[Blueprint](s.read(), tableBlueprints, "id")
+	tx := s.read()
+	bs, err := all[Blueprint](tx, tableBlueprints, "id")
+	if err != nil {
+		return nil, err
+	}
+	rs, err := all[BlueprintRun](tx, tableRuns, "id")
+	if err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	var out []string
-	for _, b := range bs {
-		if b.BundleSHA256 != "" && !seen[b.BundleSHA256] {
-			seen[b.BundleSHA256] = true
-			out = append(out, b.BundleSHA256)
+	add := func(sha string) {
+		if sha != "" && !seen[sha] {
+			seen[sha] = true
+			out = append(out, sha)
 		}
 	}
-	return out, err
+	for _, b := range bs {
+		add(b.BundleSHA256)
+	}
+	for _, r := range rs {
+		if !r.Terminal() {
+			add(r.BundleSHA256)
+		}
+	}
+	return out, nil
 }

@@ -199,7 +199,10 @@ type Site struct {
 	PHPConfig map[string]string `json:"phpConfig,omitempty"`
 	// Pool names the warm pool a site waits in, unclaimed (its workspace
 	// and owner are PoolWorkspace); empty for every claimed site.
-	Pool      string    `json:"pool,omitempty"`
+	Pool string `json:"pool,omitempty"`
+	// Entry is where a one-time login lands and as whom: set by a
+	// Blueprint's login and landingPage (empty: the admin, wp-admin).
+	Entry     SiteEntry `json:"entry,omitzero"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
 }
@@ -251,4 +254,11 @@ type LibraryEntry struct {
 	LicenseLastReadAt *time.Time `json:"licenseLastReadAt,omitempty"`
 	CreatedAt         time.Time  `json:"createdAt"`
 	UpdatedAt         time.Time  `json:"updatedAt"`
+}
+
+// SiteEntry is whom a site's one-time logins sign in as, and where they
+// land.
+type SiteEntry struct {
+	User string `json:"user,omitempty"`
+	Path string `json:"path,omitempty"`
 }

@@ -27,6 +27,7 @@ const (
 	tableWebhooks    = "webhooks"
 	tableDeliveries  = "deliveries"
 	tableBlueprints  = "blueprints"
+	tableRuns        = "blueprint_runs"
 )
 
 func idIndex() *memdb.IndexSchema {
@@ -120,6 +121,10 @@ func schema() *memdb.DBSchema {
 			"workspace": fieldIndex("workspace", "WorkspaceID", false),
 			"user":      fieldIndex("user", "UserID", false),
 		}},
+		tableRuns: {Name: tableRuns, Indexes: map[string]*memdb.IndexSchema{
+			"id":        idIndex(),
+			"blueprint": fieldIndex("blueprint", "BlueprintID", false),
+		}},
 		tableDemos: {Name: tableDemos, Indexes: map[string]*memdb.IndexSchema{
 			"id":       idIndex(),
 			"template": fieldIndex("template", "TemplateID", false),
@@ -166,5 +171,5 @@ func (launchTokenIndex) FromArgs(args ...any) ([]byte, error) {
 var tables = []string{
 	tableAccounts, tableWorkspaces, tableRoles, tableMembers, tableTokens,
 	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary, tableIdempotency,
-	tableTemplates, tableLeads, tableDemos, tableWebhooks, tableDeliveries, tableBlueprints,
+	tableTemplates, tableLeads, tableDemos, tableWebhooks, tableDeliveries, tableBlueprints, tableRuns,
 }

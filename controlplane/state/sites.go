@@ -127,6 +127,8 @@ type SiteUpdate struct {
 	// template (a restore).
 	TemplateID    string  `json:"templateId,omitempty"`
 	FailureReason *string `json:"failureReason,omitempty"`
+	// Entry replaces the site's login entry when not nil.
+	Entry *SiteEntry `json:"entry,omitempty"`
 	// PHPConfig replaces the applied php.ini overrides when not nil.
 	PHPConfig map[string]string `json:"phpConfig,omitempty"`
 	At        time.Time         `json:"at"`
@@ -170,6 +172,9 @@ func (t *Tx) UpdateSite(u SiteUpdate) (*Site, error) {
 		}
 		if u.TemplateID != "" {
 			c.TemplateID = u.TemplateID
+		}
+		if u.Entry != nil {
+			c.Entry = *u.Entry
 		}
 		if u.FailureReason != nil {
 			c.FailureReason = *u.FailureReason

@@ -201,6 +201,8 @@ func newRow(table string) (any, error) {
 		return new(Delivery), nil
 	case tableBlueprints:
 		return new(Blueprint), nil
+	case tableRuns:
+		return new(BlueprintRun), nil
 	}
 	return nil, fmt.Errorf("unknown table %q", table)
 }

@@ -65,14 +65,16 @@ type Template struct {
 	SizeBytes        int64  `json:"sizeBytes"`
 	// ArtifactSHA256 is the blob of the files and SQL; NodeID the node
 	// holding the frozen tree.
-	ArtifactSHA256          string    `json:"artifactSha256,omitempty"`
-	NodeID                  string    `json:"nodeId,omitempty"`
-	WarmPoolSize            int       `json:"warmPoolSize"`
-	Launch                  Launch    `json:"launch"`
-	SourceBlueprintID       string    `json:"sourceBlueprintId,omitempty"`
-	SourceBlueprintRevision int       `json:"sourceBlueprintRevision,omitempty"`
-	CreatedAt               time.Time `json:"createdAt"`
-	UpdatedAt               time.Time `json:"updatedAt"`
+	ArtifactSHA256          string `json:"artifactSha256,omitempty"`
+	NodeID                  string `json:"nodeId,omitempty"`
+	WarmPoolSize            int    `json:"warmPoolSize"`
+	Launch                  Launch `json:"launch"`
+	SourceBlueprintID       string `json:"sourceBlueprintId,omitempty"`
+	SourceBlueprintRevision int    `json:"sourceBlueprintRevision,omitempty"`
+	// Entry is the login entry sites made from the template start with.
+	Entry     SiteEntry `json:"entry,omitzero"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // Template returns a template by id, or nil.
@@ -96,7 +98,16 @@ func (s *Store) TemplatesOf(workspaceID string) ([]*Template, error) {
 // quota (templates across the owner's workspaces) and queues the job
 // that freezes it, atomically.
 func (t *Tx) CreateTemplateWithJob(tpl Template, job Job, q Quota) error {
-	err := t.run(func(tx *memdb.Txn) error {
+	if err := t.CreateTemplate(tpl, q); err != nil {
+		return err
+	}
+	return t.CreateJob(job)
+}
+
+// CreateTemplate adds a building template within its owner's quota; its
+// id and slug must be new.
+func (t *Tx) CreateTemplate(tpl Template, q Quota) error {
+	return t.run(func(tx *memdb.Txn) error {
 		if w, err := first[Workspace](tx, tableWorkspaces, "id", tpl.WorkspaceID); err != nil {
 			return err
 		} else if w == nil {
@@ -121,10 +132,6 @@ func (t *Tx) CreateTemplateWithJob(tpl Template, job Job, q Quota) error {
 		}
 		return insert(tx, tableTemplates, &tpl)
 	})
-	if err != nil {
-		return err
-	}
-	return t.CreateJob(job)
 }
 
 // PutTemplate replaces a template with the same id (a PATCH, or a job
@@ -194,4 +201,65 @@ func (s *Store) TemplateByLaunchToken(token string) (*Template, error) {
 // AllTemplates lists every template of every workspace.
 func (s *Store) AllTemplates() ([]*Template, error) {
 	return all[Template](s.read(), tableTemplates, "id")
+}
+
+// ReplaceTemplate retires a template in favour of its rebuild: the new
+// one (ready) takes the old one's slug, launch settings and token, launch
+// count, warm pool size, leads and demos; the old row goes, and its tree
+// is collected once its sites are gone, as for any deleted template.
+func (t *Tx) ReplaceTemplate(oldID, newID string, at time.Time) error {
+	return t.run(func(tx *memdb.Txn) error {
+		old, err := first[Template](tx, tableTemplates, "id", oldID)
+		if err != nil {
+			return err
+		}
+		next, err := first[Template](tx, tableTemplates, "id", newID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case old == nil:
+			return fmt.Errorf("%w: template %s", ErrNotFound, oldID)
+		case next == nil:
+			return fmt.Errorf("%w: template %s", ErrNotFound, newID)
+		case old.WorkspaceID != next.WorkspaceID || old.ID == next.ID:
+			return fmt.Errorf("%w: a template is replaced by another of its workspace", ErrConflict)
+		case next.Status != TemplateReady:
+			return fmt.Errorf("%w: template %s is not ready", ErrConflict, newID)
+		}
+		if err := tx.Delete(tableTemplates, old); err != nil {
+			return err
+		}
+		n := *next
+		n.Slug, n.Launch, n.WarmPoolSize, n.UpdatedAt = old.Slug, old.Launch, old.WarmPoolSize, at
+		if err := tx.Delete(tableTemplates, next); err != nil {
+			return err
+		}
+		if err := insert(tx, tableTemplates, &n); err != nil {
+			return err
+		}
+		leads, err := all[Lead](tx, tableLeads, "template", oldID)
+		if err != nil {
+			return err
+		}
+		for _, l := range leads {
+			c := *l
+			c.TemplateID = newID
+			if err := insert(tx, tableLeads, &c); err != nil {
+				return err
+			}
+		}
+		demos, err := all[Demo](tx, tableDemos, "template", oldID)
+		if err != nil {
+			return err
+		}
+		for _, d := range demos {
+			c := *d
+			c.TemplateID = newID
+			if err := insert(tx, tableDemos, &c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -60,7 +60,8 @@ type Create struct {
 }
 
 // Launch defaults: a new template's launch link, off until enabled.
-var defaultLaunch = state.Launch{QuotaMode: "visitor", EntryMode: "anonymous", ExpirationMode: "fixed",
+// DefaultLaunch is the launch settings a new template starts with.
+var DefaultLaunch = state.Launch{QuotaMode: "visitor", EntryMode: "anonymous", ExpirationMode: "fixed",
 	ExpirationMinutes: 60, LandingPath: "/wp-admin/", ConsentLabel: "I agree to be contacted about this product.",
 	Branding: state.LaunchBranding{Headline: "Try it in a sandbox of your own", ButtonLabel: "Launch demo"}}
 
@@ -136,7 +137,7 @@ func (s *Service) Create(ctx context.Context, in Create) (*state.Template, strin
 	now := s.now()
 	tpl := state.Template{ID: ids.New(ids.Template), WorkspaceID: in.Workspace.ID, UserID: in.Workspace.OwnerID,
 		CreatedByUserID: in.By.ID, Name: name, Description: desc, SourceSiteID: site.ID, Status: state.TemplateBuilding,
-		WordPressVersion: site.WordPressVersion, PHPVersion: site.PHPVersion, NodeID: site.NodeID, Launch: defaultLaunch,
+		WordPressVersion: site.WordPressVersion, PHPVersion: site.PHPVersion, NodeID: site.NodeID, Launch: DefaultLaunch,
 		CreatedAt: now, UpdatedAt: now}
 	job, err := jobs.New(jobspec.SnapshotTemplate, in.Workspace.ID, site.ID, jobspec.TemplatePayload{TemplateID: tpl.ID}, now)
 	if err != nil {

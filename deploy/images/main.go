@@ -10,9 +10,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,6 +91,9 @@ func build(dir string, r Recipe, mirror string) (imagecache.Entry, error) {
 	args := []string{"--variant=apt", "--include=" + strings.Join(r.Packages, ","), "--format=tar", "--quiet"}
 	for _, ex := range pathExcludes {
 		args = append(args, "--dpkgopt=path-exclude="+ex)
+	}
+	for _, from := range slices.Sorted(maps.Keys(r.Links)) {
+		args = append(args, fmt.Sprintf(`--customize-hook=ln -sfn %q "$1"%q`, r.Links[from], from))
 	}
 	args = append(args, r.Suite, rootfs, fmt.Sprintf("deb %s %s main", mirror, r.Suite))
 	cmd := exec.Command("mmdebstrap", args...)

@@ -19,6 +19,10 @@ type Recipe struct {
 	PHPVersion string   `json:"phpVersion,omitempty"`
 	Suite      string   `json:"suite"`
 	Packages   []string `json:"packages"`
+	// Links are symlinks made in the image (path → target): PHP images
+	// give /wordpress, the path Playground Blueprints use, as the site's
+	// WordPress directory.
+	Links map[string]string `json:"links,omitempty"`
 }
 
 // formatVersion changes whenever the way images are assembled changes, so
@@ -50,7 +54,7 @@ func php(version, suite string, extra ...string) Recipe {
 		pkgs = append(pkgs, "php"+version+"-"+ext)
 	}
 	return Recipe{Name: "php-" + version, Ref: "sandboxd.local/php:" + version, PHPVersion: version, Suite: suite,
-		Packages: append(pkgs, extra...)}
+		Packages: append(pkgs, extra...), Links: map[string]string{"/wordpress": "/srv/site/wordpress"}}
 }
 
 // Recipes are every image this project builds. Debian ships PHP 7.4 in

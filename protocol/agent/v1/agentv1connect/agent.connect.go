@@ -105,6 +105,9 @@ const (
 	AgentServiceImportTemplateProcedure = "/sandboxd.agent.v1.AgentService/ImportTemplate"
 	// AgentServiceRenameSiteProcedure is the fully-qualified name of the AgentService's RenameSite RPC.
 	AgentServiceRenameSiteProcedure = "/sandboxd.agent.v1.AgentService/RenameSite"
+	// AgentServiceRunBlueprintStepProcedure is the fully-qualified name of the AgentService's
+	// RunBlueprintStep RPC.
+	AgentServiceRunBlueprintStepProcedure = "/sandboxd.agent.v1.AgentService/RunBlueprintStep"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -277,6 +280,10 @@ type AgentServiceClient interface {
 	// gives it its title and administrator: how a pooled site is claimed.
 	// Repeating it converges.
 	RenameSite(context.Context, *connect.Request[v1.RenameSiteRequest]) (*connect.Response[v1.RenameSiteResponse], error)
+	// RunBlueprintStep runs one Blueprint step inside the site's container
+	// as the site's user, with the resources the control plane fetched for
+	// it. A step that ran and failed is an answer (ok false), not an error.
+	RunBlueprintStep(context.Context, *connect.Request[v1.RunBlueprintStepRequest]) (*connect.Response[v1.RunBlueprintStepResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -428,6 +435,12 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("RenameSite")),
 			connect.WithClientOptions(opts...),
 		),
+		runBlueprintStep: connect.NewClient[v1.RunBlueprintStepRequest, v1.RunBlueprintStepResponse](
+			httpClient,
+			baseURL+AgentServiceRunBlueprintStepProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("RunBlueprintStep")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -456,6 +469,7 @@ type agentServiceClient struct {
 	exportTemplate     *connect.Client[v1.TemplateRef, v1.Chunk]
 	importTemplate     *connect.Client[v1.ImportTemplateRequest, v1.TemplateInfo]
 	renameSite         *connect.Client[v1.RenameSiteRequest, v1.RenameSiteResponse]
+	runBlueprintStep   *connect.Client[v1.RunBlueprintStepRequest, v1.RunBlueprintStepResponse]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -573,6 +587,11 @@ func (c *agentServiceClient) RenameSite(ctx context.Context, req *connect.Reques
 	return c.renameSite.CallUnary(ctx, req)
 }
 
+// RunBlueprintStep calls sandboxd.agent.v1.AgentService.RunBlueprintStep.
+func (c *agentServiceClient) RunBlueprintStep(ctx context.Context, req *connect.Request[v1.RunBlueprintStepRequest]) (*connect.Response[v1.RunBlueprintStepResponse], error) {
+	return c.runBlueprintStep.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -639,6 +658,10 @@ type AgentServiceHandler interface {
 	// gives it its title and administrator: how a pooled site is claimed.
 	// Repeating it converges.
 	RenameSite(context.Context, *connect.Request[v1.RenameSiteRequest]) (*connect.Response[v1.RenameSiteResponse], error)
+	// RunBlueprintStep runs one Blueprint step inside the site's container
+	// as the site's user, with the resources the control plane fetched for
+	// it. A step that ran and failed is an answer (ok false), not an error.
+	RunBlueprintStep(context.Context, *connect.Request[v1.RunBlueprintStepRequest]) (*connect.Response[v1.RunBlueprintStepResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -786,6 +809,12 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("RenameSite")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceRunBlueprintStepHandler := connect.NewUnaryHandler(
+		AgentServiceRunBlueprintStepProcedure,
+		svc.RunBlueprintStep,
+		connect.WithSchema(agentServiceMethods.ByName("RunBlueprintStep")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -834,6 +863,8 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceImportTemplateHandler.ServeHTTP(w, r)
 		case AgentServiceRenameSiteProcedure:
 			agentServiceRenameSiteHandler.ServeHTTP(w, r)
+		case AgentServiceRunBlueprintStepProcedure:
+			agentServiceRunBlueprintStepHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -933,4 +964,8 @@ func (UnimplementedAgentServiceHandler) ImportTemplate(context.Context, *connect
 
 func (UnimplementedAgentServiceHandler) RenameSite(context.Context, *connect.Request[v1.RenameSiteRequest]) (*connect.Response[v1.RenameSiteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.RenameSite is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) RunBlueprintStep(context.Context, *connect.Request[v1.RunBlueprintStepRequest]) (*connect.Response[v1.RunBlueprintStepResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.RunBlueprintStep is not implemented"))
 }

@@ -1,0 +1,142 @@
+package sitejobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/jobspec"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+)
+
+// BlueprintRunner carries out a Blueprint run on its ready site; Abort
+// ends a run that cannot start. Run's error wraps ErrRunFailed when the
+// run itself failed.
+type BlueprintRunner interface {
+	Run(ctx context.Context, runID string, progress func(int)) error
+	Abort(ctx context.Context, runID, reason string) error
+	Failed(err error) bool
+}
+
+func failureMessage(err error) string {
+	var f *jobs.Failure
+	if errors.As(err, &f) {
+		return f.Message
+	}
+	return err.Error()
+}
+
+func (r *Runners) abortRun(ctx context.Context, runID, reason string) {
+	if r.Blueprints != nil {
+		_ = r.Blueprints.Abort(context.WithoutCancel(ctx), runID, reason)
+	}
+}
+
+// runBlueprint runs a Blueprint and records the site's login entry; a
+// failed run fails the job with the run's reason.
+func (r *Runners) runBlueprint(ctx context.Context, runID string, progress func(int)) error {
+	if r.Blueprints == nil {
+		return &jobs.Failure{Code: "blueprints_unavailable", Message: "this control plane runs no Blueprints"}
+	}
+	err := r.Blueprints.Run(ctx, runID, progress)
+	switch {
+	case err != nil && r.Blueprints.Failed(err):
+		return &jobs.Failure{Code: "blueprint_run_failed", Message: err.Error()}
+	case err != nil:
+		return err
+	}
+	run, err := r.Store.BlueprintRun(runID)
+	if err != nil || run == nil {
+		return err
+	}
+	if run.LoginUser != "" || run.LandingPage != "" {
+		entry := state.SiteEntry{User: run.LoginUser, Path: run.LandingPage}
+		_, err = r.Raft.Apply(ctx, fsm.UpdateSite{Update: state.SiteUpdate{ID: run.SiteID, Entry: &entry, At: r.now()}})
+		if errors.Is(err, state.ErrNotFound) {
+			return nil
+		}
+	}
+	return err
+}
+
+// apply runs a Blueprint on a ready site.
+func (r *Runners) apply(ctx context.Context, j *state.Job, progress func(int)) error {
+	var p jobspec.RunPayload
+	if err := json.Unmarshal(j.Payload, &p); err != nil {
+		return fmt.Errorf("%s payload: %w", j.Type, err)
+	}
+	return r.runBlueprint(ctx, p.RunID, progress)
+}
+
+// bake makes the scratch site, runs the Blueprint on it, freezes it into
+// the run's template and removes it. A rebake's template then takes the
+// place of the one it rebuilds. Whatever fails, the scratch site goes.
+func (r *Runners) bake(ctx context.Context, j *state.Job, progress func(int)) error {
+	var p jobspec.CreatePayload
+	if err := json.Unmarshal(j.Payload, &p); err != nil {
+		return fmt.Errorf("%s payload: %w", j.Type, err)
+	}
+	run, err := r.Store.BlueprintRun(p.RunID)
+	if err != nil || run == nil {
+		return err
+	}
+	tpl, err := r.Store.Template(run.TemplateID)
+	if err != nil {
+		return err
+	}
+	if tpl == nil { // deleted meanwhile
+		r.abortRun(ctx, run.ID, "the template being baked was deleted")
+		return r.discardScratch(ctx, j.SiteID)
+	}
+	if err := r.create(ctx, j, func(pc int) { progress(pc * 7 / 10) }); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errors.Join(r.templateFailed(ctx, tpl, err), r.discardScratch(ctx, j.SiteID))
+	}
+	run, err = r.Store.BlueprintRun(p.RunID)
+	if err != nil || run == nil {
+		return err
+	}
+	s, err := r.site(j)
+	if err != nil {
+		return r.templateFailed(ctx, tpl, err)
+	}
+	entry := state.SiteEntry{User: run.LoginUser, Path: run.LandingPage}
+	if err := r.freezeInto(ctx, j, s, tpl, func(pc int) { progress(70 + pc/4) }, func(t *state.Template) {
+		t.Entry = entry
+		if entry.Path != "" && (t.Launch.LandingPath == "" || t.Launch.LandingPath == "/wp-admin/") {
+			t.Launch.LandingPath = entry.Path
+		}
+	}); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errors.Join(err, r.discardScratch(ctx, j.SiteID))
+	}
+	progress(95)
+	if run.ReplacesTemplateID != "" {
+		_, err := r.Raft.Apply(ctx, fsm.ReplaceTemplate{OldID: run.ReplacesTemplateID, NewID: tpl.ID, At: r.now()})
+		if err != nil && !errors.Is(err, state.ErrNotFound) {
+			return err
+		}
+	}
+	return r.discardScratch(ctx, j.SiteID)
+}
+
+// discardScratch queues the removal of a bake's scratch site.
+func (r *Runners) discardScratch(ctx context.Context, siteID string) error {
+	s, err := r.Store.Site(siteID)
+	if err != nil || s == nil || s.Status == state.SiteDeleting {
+		return err
+	}
+	j, err := jobs.New(jobspec.DeleteSite, s.WorkspaceID, s.ID, nil, r.now())
+	if err != nil {
+		return err
+	}
+	_, err = r.Raft.Apply(context.WithoutCancel(ctx), fsm.UpdateSiteWithJob{Update: state.SiteUpdate{ID: s.ID, Status: state.SiteDeleting, At: r.now()}, Job: j})
+	return err
+}
