@@ -41,10 +41,19 @@ func Adapt(src []byte, env Env) (*Adapted, error) {
 	if err != nil {
 		return nil, fmt.Errorf("adapt: %w", err)
 	}
+	res := Check(out, env)
+	// A wordpress.org resource the Library has is installed from it: the
+	// source keeps its form (it still runs on Playground), the change is
+	// listed.
+	for _, f := range res.Report {
+		if f.Code == CodeFromLibrary {
+			a.change(false, f.Path, CodeFromLibrary, "%s", f.Message)
+		}
+	}
 	if a.changes == nil {
 		a.changes = []Change{}
 	}
-	return &Adapted{Source: out, Changes: a.changes, Result: Check(out, env)}, nil
+	return &Adapted{Source: out, Changes: a.changes, Result: res}, nil
 }
 
 type adapter struct {

@@ -34,6 +34,10 @@ type Env struct {
 	// bundled resource must name one of them.
 	Bundle      bool
 	BundleFiles map[string]int64
+	// Library is the workspace's Library: "plugin:<slug>" or
+	// "theme:<slug>" → version. A wordpress.org resource of a slug it
+	// has is installed from it.
+	Library map[string]string
 }
 
 // Step is one step to run, shorthands expanded: Path is where it came
@@ -681,6 +685,14 @@ func checkResource(p string, v any, kind resourceKind, env Env, r *report) {
 		slug, _ := m["slug"].(string)
 		if !slugOK(slug) {
 			r.err(p+".slug", CodeInvalidValue, "%q is not a wordpress.org slug", slug)
+			return
+		}
+		kind := strings.TrimSuffix(strings.TrimPrefix(typ, "wordpress.org/"), "s")
+		if v, ok := env.Library[kind+":"+slug]; ok {
+			if v != "" {
+				v = " (version " + v + ")"
+			}
+			r.add(SeverityInfo, p, CodeFromLibrary, "the %s %s comes from the workspace's Library%s, not wordpress.org", kind, slug, v)
 			return
 		}
 		if env.Reach != nil {

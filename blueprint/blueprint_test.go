@@ -290,3 +290,28 @@ func TestBoundsAndGuesses(t *testing.T) {
 		t.Fatalf("7.3 adapted: %s", ad.Source)
 	}
 }
+
+// TestLibraryEntryReplacesWordPressOrg: a wordpress.org plugin the
+// workspace's Library has is installed from the Library, even where
+// wordpress.org cannot be reached; adapt lists the change.
+func TestLibraryEntryReplacesWordPressOrg(t *testing.T) {
+	env := Env{Library: map[string]string{"plugin:woocommerce": "8.1.0"},
+		Reach: func(string) error { return errors.New("not mirrored") }}
+	src := []byte(`{"plugins":["woocommerce","friends"]}`)
+	res := Check(src, env)
+	var codes []string
+	for _, f := range res.Report {
+		codes = append(codes, f.Path+"="+f.Code)
+	}
+	if got := strings.Join(codes, ","); got != "plugins[0]=from_library,plugins[1]=resource_unreachable" {
+		t.Fatalf("findings: %s", got)
+	}
+	ad, err := Adapt(src, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ad.Changes) != 1 || ad.Changes[0].Code != CodeFromLibrary || ad.Changes[0].ReviewRequired ||
+		!strings.Contains(ad.Changes[0].Message, "8.1.0") {
+		t.Fatalf("changes: %+v", ad.Changes)
+	}
+}

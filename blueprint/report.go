@@ -38,6 +38,7 @@ const (
 	CodeTooManyFindings       = "too_many_findings"
 	CodeTooManySteps          = "too_many_steps"
 	CodeReservedConstant      = "reserved_constant"
+	CodeFromLibrary           = "from_library"
 )
 
 // Codes explains every finding code, for the OpenAPI document.
@@ -63,6 +64,7 @@ var Codes = map[string]string{
 	CodeTooManyFindings:       "error: the report stops at 200 findings.",
 	CodeTooManySteps:          "error: more steps than a Blueprint may have (1000).",
 	CodeReservedConstant:      "error: a wp-config constant the service sets itself (database, salts, URLs, updates).",
+	CodeFromLibrary:           "info: a wordpress.org plugin or theme the workspace's Library has: the Library's ZIP is installed.",
 }
 
 // Finding is one compatReport item.

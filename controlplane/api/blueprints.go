@@ -17,7 +17,7 @@ import (
 
 // Blueprints is what the Blueprint routes need from their service.
 type Blueprints interface {
-	Validate(src []byte, adapt bool, saved *state.Blueprint) (*blueprints.Validation, error)
+	Validate(src []byte, adapt bool, saved *state.Blueprint, workspaceID string) (*blueprints.Validation, error)
 	Import(ctx context.Context, url string) ([]byte, string, error)
 	Upload(ctx context.Context, in blueprints.Upload) (*blueprints.UploadResult, error)
 	Create(ctx context.Context, in blueprints.Create) (*state.Blueprint, error)
@@ -116,7 +116,8 @@ func (a *API) registerBlueprints(r *rest.Router) {
 		blueprint.CodeMissingProperty, blueprint.CodeUnknownStep, blueprint.CodeUnknownResource, blueprint.CodeDeprecated,
 		blueprint.CodeUnsupportedStep, blueprint.CodeUnsupportedVersion, blueprint.CodePHPVersionUnavailable, blueprint.CodeWPVersionUnavailable,
 		blueprint.CodeWPCLIUnsupported, blueprint.CodeResourceUnreachable, blueprint.CodePathOutsideSite, blueprint.CodeIgnoredStep,
-		blueprint.CodeBundledResource} {
+		blueprint.CodeBundledResource, blueprint.CodeBundledFileMissing, blueprint.CodeTooManyFindings, blueprint.CodeTooManySteps,
+		blueprint.CodeReservedConstant, blueprint.CodeFromLibrary} {
 		codes += c + " (" + blueprint.Codes[c] + ") "
 	}
 	a.maybeBearer(r, read, rest.Route{Method: "POST", Path: "/api/app/blueprints/validate", Tag: "blueprints",
@@ -217,7 +218,11 @@ func (a *API) validateBlueprint(w http.ResponseWriter, req *http.Request) error 
 			return err
 		}
 	}
-	v, err := a.cfg.Blueprints.Validate(src, body.Adapt, saved)
+	ws := ""
+	if c := CallerFrom(req.Context()); c != nil && c.Workspace != nil {
+		ws = c.Workspace.ID
+	}
+	v, err := a.cfg.Blueprints.Validate(src, body.Adapt, saved, ws)
 	if err != nil {
 		return err
 	}

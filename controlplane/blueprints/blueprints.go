@@ -127,9 +127,10 @@ type Adaptation struct {
 }
 
 // Validate checks a source, and adapts it when asked; saved, when set,
-// is the Blueprint it belongs to (a bundle's files count).
-func (s *Service) Validate(src []byte, adapt bool, saved *state.Blueprint) (*Validation, error) {
-	env := s.EnvOf(saved)
+// is the Blueprint it belongs to (a bundle's files count); workspaceID,
+// when set, the caller's workspace (its Library counts).
+func (s *Service) Validate(src []byte, adapt bool, saved *state.Blueprint, workspaceID string) (*Validation, error) {
+	env := s.EnvIn(workspaceID, saved)
 	res := blueprint.Check(src, env)
 	v := &Validation{Valid: res.Valid, CompatReport: res.Report}
 	if adapt {
@@ -216,7 +217,7 @@ func (s *Service) Upload(ctx context.Context, in Upload) (*UploadResult, error) 
 	if err != nil {
 		return nil, err
 	}
-	env := s.cfg.Env()
+	env := s.EnvIn(in.Workspace.ID, nil)
 	env.Bundle, env.BundleFiles = true, b.Files
 	ad, err := blueprint.Adapt(src, env)
 	if err != nil {
@@ -420,7 +421,24 @@ func (s *Service) setSource(b *state.Blueprint, src []byte) {
 // EnvOf is the check environment of a saved Blueprint: a bundle's
 // Blueprint resolves bundled resources among its bundle's files.
 func (s *Service) EnvOf(b *state.Blueprint) blueprint.Env {
+	if b == nil {
+		return s.EnvIn("", nil)
+	}
+	return s.EnvIn(b.WorkspaceID, b)
+}
+
+// EnvIn is the check environment in a workspace (its Library), of a
+// saved Blueprint b when not nil.
+func (s *Service) EnvIn(workspaceID string, b *state.Blueprint) blueprint.Env {
 	env := s.cfg.Env()
+	if workspaceID != "" {
+		if lib, err := s.cfg.Store.LibraryOf(workspaceID); err == nil && len(lib) > 0 {
+			env.Library = map[string]string{}
+			for _, e := range lib {
+				env.Library[e.Kind+":"+e.Slug] = e.Version
+			}
+		}
+	}
 	if b != nil && b.BundleSHA256 != "" {
 		env.Bundle, env.BundleFiles = true, b.BundleFiles
 		if env.BundleFiles == nil {

@@ -123,7 +123,8 @@ func schema() *memdb.DBSchema {
 		}},
 		tableRuns: {Name: tableRuns, Indexes: map[string]*memdb.IndexSchema{
 			"id":        idIndex(),
-			"blueprint": fieldIndex("blueprint", "BlueprintID", false),
+			// A source applied without saving has no Blueprint.
+			"blueprint": {Name: "blueprint", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "BlueprintID"}},
 		}},
 		tableDemos: {Name: tableDemos, Indexes: map[string]*memdb.IndexSchema{
 			"id":       idIndex(),
