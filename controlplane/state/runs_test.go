@@ -63,7 +63,9 @@ func TestReplaceTemplate(t *testing.T) {
 	must(t, s.Update(func(tx *Tx) error {
 		return tx.CreateTemplate(Template{ID: "tpl_2", WorkspaceID: "ws_a", UserID: "usr_a", Slug: "starter-rebake-x", Status: TemplateBuilding, CreatedAt: t0}, Quota{})
 	}))
-	must(t, s.Update(func(tx *Tx) error { return tx.AddLead(Lead{ID: "lead_1", TemplateID: "tpl_1", WorkspaceID: "ws_a", Email: "a@b.c"}) }))
+	must(t, s.Update(func(tx *Tx) error {
+		return tx.AddLead(Lead{ID: "lead_1", TemplateID: "tpl_1", WorkspaceID: "ws_a", Email: "a@b.c"})
+	}))
 	if err := s.Update(func(tx *Tx) error { return tx.ReplaceTemplate("tpl_1", "tpl_2", t0) }); !errors.Is(err, ErrConflict) {
 		t.Fatalf("a building rebuild: %v", err)
 	}

@@ -122,7 +122,7 @@ func schema() *memdb.DBSchema {
 			"user":      fieldIndex("user", "UserID", false),
 		}},
 		tableRuns: {Name: tableRuns, Indexes: map[string]*memdb.IndexSchema{
-			"id":        idIndex(),
+			"id": idIndex(),
 			// A source applied without saving has no Blueprint.
 			"blueprint": {Name: "blueprint", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "BlueprintID"}},
 		}},
