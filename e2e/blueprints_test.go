@@ -17,8 +17,9 @@ import (
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 )
 
-// galleryDir holds the community gallery Blueprints and their data files.
-const galleryDir = "../../shared/blueprints/gallery"
+// galleryDir holds the community gallery Blueprints and their data files
+// (a copy of ../shared/blueprints/gallery, kept in the repository).
+const galleryDir = "../blueprint/testdata/gallery"
 
 // codeStandIns are the code files the gallery's Blueprints fetch and the
 // gallery leaves out (by the end of their URL path).

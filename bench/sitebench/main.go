@@ -58,6 +58,7 @@ func main() {
 	flag.IntVar(&memSites, "mem-sites", 50, "clones of one template whose idle memory is measured")
 	flag.BoolVar(&withTemplates, "templates", true, "measure templates and warm pools too")
 	flag.BoolVar(&onlyLaunch, "only-launch", false, "measure launch links and webhooks only")
+	flag.BoolVar(&onlyBlueprints, "only-blueprints", false, "measure Blueprint runs and bakes only")
 	flag.Parse()
 	if err := run(*n, *dur, *conc); err != nil {
 		fmt.Fprintln(os.Stderr, "sitebench:", err)
@@ -73,6 +74,7 @@ var (
 	claims, memSites int
 	withTemplates    bool
 	onlyLaunch       bool
+	onlyBlueprints   bool
 )
 
 func freePort() (string, error) {
@@ -90,6 +92,8 @@ type system struct {
 	edge  *edge.Edge
 	token string
 	dir   string
+	// closeMirror stops the resource mirror Blueprints fetch from.
+	closeMirror func()
 }
 
 func start(ctx context.Context) (*system, error) {
@@ -110,6 +114,11 @@ func start(ctx context.Context) (*system, error) {
 	cfg.RateLimits = api.RateLimits{} // the bench is one client writing fast, on purpose
 	cfg.LaunchLimits = launcher.Limits{}
 	cfg.FetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} // the webhook receiver
+	m, closeMirror, err := benchMirror()
+	if err != nil {
+		return nil, err
+	}
+	cfg.ResourceMirror = m
 	s, err := server.New(cfg)
 	if err != nil {
 		return nil, err
@@ -138,13 +147,14 @@ func start(ctx context.Context) (*system, error) {
 	}
 	e.Start()
 	<-e.Ready()
-	return &system{srv: s, agent: a, edge: e, token: token, dir: dir}, nil
+	return &system{srv: s, agent: a, edge: e, token: token, dir: dir, closeMirror: closeMirror}, nil
 }
 
 func (s *system) stop() {
 	s.edge.Close()
 	s.agent.Close()
 	s.srv.Close()
+	s.closeMirror()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_ = agent.Purge(ctx, filepath.Join(s.dir, "agent"), "")
@@ -213,6 +223,10 @@ func run(n int, dur time.Duration, conc int) error {
 	if onlyLaunch {
 		fmt.Println("launch links and webhooks")
 		return launchPhases(ctx, sys, n)
+	}
+	if onlyBlueprints {
+		fmt.Println("Blueprints")
+		return blueprintPhases(ctx, sys, n)
 	}
 	mgr := sys.agent.Sites()
 	edgeAddr := sys.edge.Addr()
@@ -315,7 +329,11 @@ func run(n int, dur time.Duration, conc int) error {
 		return err
 	}
 	fmt.Println("launch links and webhooks")
-	return launchPhases(ctx, sys, n)
+	if err := launchPhases(ctx, sys, n); err != nil {
+		return err
+	}
+	fmt.Println("Blueprints")
+	return blueprintPhases(ctx, sys, n)
 }
 
 func throughput(addr, host string, dur time.Duration, conc int) float64 {

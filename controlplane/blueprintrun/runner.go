@@ -146,7 +146,10 @@ func (r *Runner) Run(ctx context.Context, runID string, progress func(int)) erro
 			return err
 		}
 		t0 := time.Now()
-		log, user, stepErr := r.step(ctx, agent, res, s)
+		log, user, version, stepErr := r.step(ctx, agent, res, s)
+		if version != "" {
+			run.RunnerVersion = version // the node's runner did the step
+		}
 		st.DurationMs = time.Since(t0).Milliseconds()
 		r.appendLog(run, fmt.Sprintf("== %s %s (%d ms)\n%s", s.Path, s.Name, st.DurationMs, clip(log, maxStepLog)))
 		if stepErr != nil {
@@ -172,42 +175,42 @@ func (r *Runner) Run(ctx context.Context, runID string, progress func(int)) erro
 	return r.finish(ctx, run, "")
 }
 
-// RunnerVersion names this runner in run records; the agent's step
-// runner adds its own version to each step's log.
+// RunnerVersion names this runner in run records until a node's step
+// runner (which names itself) has run a step.
 const RunnerVersion = "sandboxd-blueprints/1"
 
 // step fetches a step's resources and has the agent run it; the error is
 // the step's, in words for the run's failure reason.
-func (r *Runner) step(ctx context.Context, agent agentv1connect.AgentServiceClient, res *resolver, s blueprint.Step) (log, user string, err error) {
+func (r *Runner) step(ctx context.Context, agent agentv1connect.AgentServiceClient, res *resolver, s blueprint.Step) (log, user, version string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, stepTimeout)
 	defer cancel()
 	in, err := res.prepare(ctx, s)
 	if err != nil {
-		return res.notes(), "", err
+		return res.notes(), "", "", err
 	}
 	args, err := json.Marshal(in.args)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	extras, err := json.Marshal(in.extras)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	resp, err := agent.RunBlueprintStep(ctx, connect.NewRequest(&agentv1.RunBlueprintStepRequest{
 		SiteId: res.site.ID, JobId: res.run.JobID, Step: s.Name, ArgsJson: args, Blobs: in.blobs, ExtrasJson: extras}))
 	if err != nil {
 		var ce *connect.Error
 		if errors.As(err, &ce) {
-			return res.notes(), "", fmt.Errorf("the site's node could not run the step: %s", ce.Message())
+			return res.notes(), "", "", fmt.Errorf("the site's node could not run the step: %s", ce.Message())
 		}
-		return res.notes(), "", fmt.Errorf("the site's node could not run the step: %v", err)
+		return res.notes(), "", "", fmt.Errorf("the site's node could not run the step: %v", err)
 	}
 	m := resp.Msg
 	log = res.notes() + m.Log
 	if !m.Ok {
-		return log, "", fmt.Errorf("%s", m.ErrorMessage)
+		return log, "", m.RunnerVersion, fmt.Errorf("%s", m.ErrorMessage)
 	}
-	return log, m.User, nil
+	return log, m.User, m.RunnerVersion, nil
 }
 
 func caption(s blueprint.Step) string {
