@@ -339,7 +339,7 @@ func (res *resolver) git(ctx context.Context, raw, ref, refType, sub string) (ma
 	run := func(args ...string) error {
 		cmd := exec.CommandContext(ctx, "timeout", append([]string{fmt.Sprint(gitCloneTimeout), "git",
 			"-c", "http.followRedirects=false", "-c", "protocol.allow=never", "-c", "protocol.http.allow=always",
-			"-c", "protocol.https.allow=always", "-c", "core.symlinks=false"}, args...)...)
+			"-c", "protocol.https.allow=always"}, args...)...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_ALLOW_PROTOCOL=http:https")
 		out, err := cmd.CombinedOutput()
@@ -383,7 +383,7 @@ func (res *resolver) git(ctx context.Context, raw, ref, refType, sub string) (ma
 			return filepath.SkipDir
 		}
 		if !d.Type().IsRegular() {
-			return nil // directories; links are not followed
+			return nil // directories, and links: never followed (a link may lead out of the clone)
 		}
 		rel, _ := filepath.Rel(root, p)
 		if len(files) >= maxGitFiles {
