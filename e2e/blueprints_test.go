@@ -51,12 +51,16 @@ func zipOf(t *testing.T, files map[string]string) []byte {
 	return buf.Bytes()
 }
 
-// emptyMO is a valid gettext catalogue with no messages.
-func emptyMO() string {
+// moFile is a gettext catalogue with one message: its header, which
+// names the language (WordPress's reader cannot take an empty one).
+func moFile(lang string) string {
+	header := "Language: " + lang + "\nContent-Type: text/plain; charset=UTF-8\n"
 	var b bytes.Buffer
-	for _, v := range []uint32{0x950412de, 0, 0, 28, 28, 0, 28} {
+	// magic, revision, count, originals at 28, translations at 36, no hash.
+	for _, v := range []uint32{0x950412de, 0, 1, 28, 36, 0, 44, 0, 44, uint32(len(header)), 45} {
 		mobin.Write(&b, mobin.LittleEndian, v)
 	}
+	b.WriteString("\x00" + header + "\x00")
 	return b.String()
 }
 
@@ -85,17 +89,19 @@ func resourceMirror(t *testing.T) (*httptest.Server, string) {
 			w.Write(theme(strings.TrimSuffix(strings.TrimPrefix(p, "/dl/theme/"), ".zip")))
 		case strings.HasPrefix(p, "/dl/translation/core/"):
 			lang := strings.TrimSuffix(filepath.Base(p), ".zip")
-			w.Write(zipOf(t, map[string]string{lang + ".mo": emptyMO(), lang + ".po": "msgid \"\"\nmsgstr \"\"\n"}))
+			w.Write(zipOf(t, map[string]string{lang + ".mo": moFile(lang), lang + ".po": "msgid \"\"\nmsgstr \"Language: " + lang + "\\n\"\n"}))
 		case strings.HasPrefix(p, "/ghp/proxy"):
 			w.Write(theme(strings.TrimPrefix(r.URL.Query().Get("repo"), "richtabor/")))
 		case strings.HasPrefix(p, "/gist/"):
 			fmt.Fprint(w, "<?php\n/* Plugin Name: Block Hooks Demo */\n")
 		case strings.HasPrefix(p, "/raw/"):
-			_, rest, ok := strings.Cut(p, "/blueprints/")
-			if !ok {
+			// .../blueprints/<gallery name>/<file>: the last such segment.
+			i := strings.LastIndex(p, "/blueprints/")
+			if i < 0 {
 				http.NotFound(w, r)
 				return
 			}
+			rest := p[i+len("/blueprints/"):]
 			if c, ok := codeStandIns[rest]; ok {
 				fmt.Fprint(w, c)
 				return
@@ -265,11 +271,19 @@ func TestBlueprintsOnRealSites(t *testing.T) {
 	siteB, urlB := made.Str("site.id"), made.Str("site.url")
 	succeeded(t, "wpcli-post-with-image", d.waitRun(t, wpcli, made.Str("run.id")))
 	succeeded(t, "posts-via-wp-cli", d.apply(t, siteB, "", gallery(t, "posts-via-wp-cli")))
-	succeeded(t, "install-activate-setup-theme-from-gh-repo", d.apply(t, siteB, "", gallery(t, "install-activate-setup-theme-from-gh-repo")))
-	succeeded(t, "stylish-press", d.apply(t, siteB, "", d.adapted(t, gallery(t, "stylish-press"))))
 	b := d.check(t, siteB, urlB)
-	for k, want := range map[string]any{"welcome_thumb": true, "dated_1999": 12.0, "first_name": "Rich", "stylesheet": "stylish-press-theme",
-		"products": 18.0, "attachments_with_files": 16.0, "blogname": "Stylish Press"} {
+	if b["welcome_thumb"] != true || b["dated_1999"] != 12.0 {
+		t.Errorf("site B after the wp-cli Blueprints: %v", b)
+	}
+	// Both of these start with resetData: the posts above go.
+	succeeded(t, "install-activate-setup-theme-from-gh-repo", d.apply(t, siteB, "", gallery(t, "install-activate-setup-theme-from-gh-repo")))
+	if b := d.check(t, siteB, urlB); b["stylesheet"] != "kanso" || b["dated_1999"] != 0.0 || b["blogname"] != "Rich Tabor" {
+		t.Errorf("site B after the theme Blueprint: %v", b)
+	}
+	succeeded(t, "stylish-press", d.apply(t, siteB, "", d.adapted(t, gallery(t, "stylish-press"))))
+	b = d.check(t, siteB, urlB)
+	for k, want := range map[string]any{"first_name": "Rich", "stylesheet": "stylish-press-theme",
+		"products": 18.0, "attachments_with_files": 22.0, "attachments_without": 0.0, "blogname": "Stylish Press"} {
 		if b[k] != want {
 			t.Errorf("site B %s = %v, want %v", k, b[k], want)
 		}

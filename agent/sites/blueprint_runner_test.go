@@ -551,6 +551,16 @@ func TestBlueprintRunner(t *testing.T) {
 		if got := b.php(t, `echo get_option("stylesheet");`); got != "twentytwentythree" {
 			t.Fatalf("theme after a failed activation %q", got)
 		}
+		// A theme written without templates yet is switched to, as
+		// Playground does (stylish-press writes its parts one by one),
+		// with a warning; then the previous theme comes back.
+		b.ok(t, step("writeFile", map[string]any{"path": "/wordpress/wp-content/themes/bare/style.css", "data": "/*\nTheme Name: Bare\n*/\n"}))
+		res = b.ok(t, step("activateTheme", map[string]any{"themeFolderName": "bare"}))
+		wantLog(t, res, "warning: WordPress finds the theme bare incomplete")
+		if got := b.php(t, `echo get_option("stylesheet");`); got != "bare" {
+			t.Fatalf("theme %q", got)
+		}
+		b.ok(t, step("activateTheme", map[string]any{"themeFolderName": "twentytwentythree"}))
 	})
 
 	t.Run("setSiteLanguage", func(t *testing.T) {
