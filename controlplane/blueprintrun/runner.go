@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,6 +90,7 @@ func (r *Runner) Run(ctx context.Context, runID string, progress func(int)) erro
 	if run == nil {
 		return fmt.Errorf("run %s: %w", runID, state.ErrNotFound)
 	}
+	run = own(run)
 	if run.Terminal() {
 		if run.Status == state.RunFailed {
 			return fmt.Errorf("%w: %s", ErrRunFailed, run.FailureReason)
@@ -327,7 +329,7 @@ func (r *Runner) Abort(ctx context.Context, runID, reason string) error {
 	if err != nil || run == nil || run.Terminal() {
 		return err
 	}
-	if err := r.finish(ctx, run, reason); !errors.Is(err, ErrRunFailed) {
+	if err := r.finish(ctx, own(run), reason); !errors.Is(err, ErrRunFailed) {
 		return err
 	}
 	return nil
@@ -336,3 +338,11 @@ func (r *Runner) Abort(ctx context.Context, runID, reason string) error {
 // Failed reports whether err is a run that failed (rather than one that
 // could not be carried on, which its job retries).
 func (r *Runner) Failed(err error) bool { return errors.Is(err, ErrRunFailed) }
+
+// own copies a run read from the store, which shares its rows with every
+// reader: the runner changes its copy and writes it back through Raft.
+func own(run *state.BlueprintRun) *state.BlueprintRun {
+	c := *run
+	c.Steps = slices.Clone(run.Steps)
+	return &c
+}
