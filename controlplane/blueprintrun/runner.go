@@ -318,8 +318,12 @@ func (r *Runner) finish(ctx context.Context, run *state.BlueprintRun, reason str
 	return nil
 }
 
+// put records the run's progress; the source (up to 512 KiB) stays out
+// of the Raft entry, which every step writes.
 func (r *Runner) put(ctx context.Context, run *state.BlueprintRun) error {
-	_, err := r.cfg.Raft.Apply(ctx, fsm.PutRun{Run: *run})
+	rec := *run
+	rec.Source = nil
+	_, err := r.cfg.Raft.Apply(ctx, fsm.PutRun{Run: rec})
 	return err
 }
 

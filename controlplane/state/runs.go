@@ -44,7 +44,7 @@ type BlueprintRun struct {
 	FailureReason     string    `json:"failureReason"`
 	// Source is the Blueprint run; BundleSHA256 its bundle's blob, which
 	// bundled resources are read from.
-	Source       json.RawMessage `json:"source"`
+	Source       json.RawMessage `json:"source,omitempty"`
 	BundleSHA256 string          `json:"bundleSha256,omitempty"`
 	// TemplateID is the template a bake makes; ReplacesTemplateID the one
 	// a rebake retires once that template is ready.
@@ -102,7 +102,8 @@ func (t *Tx) CreateRun(r BlueprintRun) error {
 }
 
 // PutRun records a run's progress. A finished run stays finished, and a
-// run keeps its identity (blueprint, workspace, site, mode, source).
+// run keeps its identity (blueprint, workspace, site, mode, source); a
+// record without a source keeps the stored one.
 func (t *Tx) PutRun(r BlueprintRun) error {
 	return t.run(func(tx *memdb.Txn) error {
 		old, err := first[BlueprintRun](tx, tableRuns, "id", r.ID)
@@ -114,6 +115,9 @@ func (t *Tx) PutRun(r BlueprintRun) error {
 		}
 		if old.Terminal() {
 			return fmt.Errorf("%w: run %s has finished", ErrConflict, r.ID)
+		}
+		if r.Source == nil {
+			r.Source = old.Source // progress records leave the source out
 		}
 		if old.BlueprintID != r.BlueprintID || old.WorkspaceID != r.WorkspaceID || old.SiteID != r.SiteID || old.Mode != r.Mode ||
 			string(old.Source) != string(r.Source) || !old.CreatedAt.Equal(r.CreatedAt) {

@@ -37,6 +37,12 @@ func TestRuns(t *testing.T) {
 			t.Fatalf("an identity change: %v", err)
 		}
 	}
+	progress := run
+	progress.Source, progress.Status = nil, RunRunning
+	must(t, s.Update(func(tx *Tx) error { return tx.PutRun(progress) }))
+	if got, _ := s.BlueprintRun("bpr_1"); string(got.Source) != `{"steps":[]}` || got.Status != RunRunning {
+		t.Fatalf("a record without its source: %+v", got)
+	}
 	done := run
 	done.Status, done.Log = RunSucceeded, "ok"
 	must(t, s.Update(func(tx *Tx) error { return tx.PutRun(done) }))
