@@ -324,9 +324,14 @@ func (res *resolver) git(ctx context.Context, raw, ref, refType, sub string) (ma
 	if res.r.cfg.GitURL == nil {
 		return nil, "", fmt.Errorf("git:directory resources are not enabled here")
 	}
-	u, err := res.r.cfg.GitURL(raw)
+	u, pin, err := res.r.cfg.GitURL(ctx, raw)
 	if err != nil {
 		return nil, "", fmt.Errorf("cannot clone %s: %v", raw, err)
+	}
+	// git resolves names by itself: it is held to the address checked.
+	pinned := []string{}
+	if pin != "" {
+		pinned = []string{"-c", "http.curloptResolve=" + pin}
 	}
 	if ref == "" || strings.HasPrefix(ref, "-") || strings.ContainsAny(ref, " \x00") {
 		return nil, "", fmt.Errorf("git ref %q is not usable", ref)
@@ -337,9 +342,10 @@ func (res *resolver) git(ctx context.Context, raw, ref, refType, sub string) (ma
 	}
 	defer os.RemoveAll(dir)
 	run := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, "timeout", append([]string{fmt.Sprint(gitCloneTimeout), "git",
+		argv := append([]string{fmt.Sprint(gitCloneTimeout), "git",
 			"-c", "http.followRedirects=false", "-c", "protocol.allow=never", "-c", "protocol.http.allow=always",
-			"-c", "protocol.https.allow=always"}, args...)...)
+			"-c", "protocol.https.allow=always"}, pinned...)
+		cmd := exec.CommandContext(ctx, "timeout", append(argv, args...)...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_ALLOW_PROTOCOL=http:https")
 		out, err := cmd.CombinedOutput()

@@ -57,11 +57,15 @@ func gitRepo(t *testing.T) string {
 
 func TestGitDirectory(t *testing.T) {
 	u := gitRepo(t)
-	res := &resolver{r: New(Config{GitURL: func(raw string) (string, error) {
+	// The pin leads git to the test server whatever the URL's host says.
+	srv := strings.TrimPrefix(u, "http://")
+	srv = srv[:strings.Index(srv, "/")]
+	res := &resolver{r: New(Config{GitURL: func(_ context.Context, raw string) (string, string, error) {
 		if strings.Contains(raw, "forbidden") {
-			return "", errors.New("refused by the address guard")
+			return "", "", errors.New("refused by the address guard")
 		}
-		return raw, nil
+		_, port, _ := strings.Cut(srv, ":")
+		return strings.Replace(raw, srv, "repo.example:"+port, 1), "repo.example:" + port + ":127.0.0.1", nil
 	}}), run: &state.BlueprintRun{}}
 	ctx := context.Background()
 	for _, tc := range []struct {

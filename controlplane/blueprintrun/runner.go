@@ -39,8 +39,10 @@ type Config struct {
 	// address guard, up to max bytes.
 	Fetch func(ctx context.Context, url string, max int64) ([]byte, error)
 	// GitURL is the URL git may clone for a git:directory resource
-	// (mapped by the mirror, checked by the guard), or why not.
-	GitURL func(raw string) (string, error)
+	// (mapped by the mirror, checked by the guard) with the address git
+	// must connect to ("host:port:addr", empty for the operator's
+	// mirror), or why not.
+	GitURL func(ctx context.Context, raw string) (url, pin string, err error)
 	// Blob reads a stored blob (bundles, Library ZIPs).
 	Blob func(sha string) ([]byte, error)
 	// Env is what the checks know of this service.

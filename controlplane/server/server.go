@@ -372,19 +372,19 @@ func New(cfg Config) (_ *Server, err error) {
 		Fetch: resourceFetch, Env: env, Sites: siteService})
 	runners.Blueprints = blueprintrun.New(blueprintrun.Config{Store: store, Raft: node, Agents: s.registry, Fetch: resourceFetch,
 		Blob: blobStore.Get, Env: env, Now: cfg.Now, Logger: cfg.Logger,
-		// git connects by itself: the URL is the mirror's, or one the
-		// address guard lets through as it stands.
-		GitURL: func(raw string) (string, error) {
+		// git connects by itself: the URL is the mirror's, or one whose
+		// every address the guard allows, and git is pinned to one.
+		GitURL: func(ctx context.Context, raw string) (string, string, error) {
 			to, mapped, err := cfg.ResourceMirror.Resolve(raw)
 			switch {
 			case err != nil:
-				return "", err
+				return "", "", err
 			case mapped:
 				_, err = mirrorFetch.CheckURL(to)
-			default:
-				_, err = fetch.CheckURL(to)
+				return to, "", err
 			}
-			return to, err
+			pin, err := fetch.Pin(ctx, to)
+			return to, pin, err
 		}})
 	hookSealer, err := seal.New(cfg.ClusterToken, "webhook-signing")
 	if err != nil {

@@ -182,3 +182,36 @@ func ParseAllow(s string) ([]netip.Prefix, error) {
 	}
 	return out, nil
 }
+
+// Pin resolves the host of raw and checks every address it has, for a
+// client that connects by itself (git): it returns the URL's host, port
+// and the address to pin the connection to (curl's --resolve form
+// "host:port:addr"), so a second lookup cannot lead elsewhere.
+func (c *Client) Pin(ctx context.Context, raw string) (string, error) {
+	u, err := c.CheckURL(raw)
+	if err != nil {
+		return "", err
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	host := u.Hostname()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", host, err)
+	}
+	for _, a := range addrs {
+		if !Allowed(a.Unmap(), c.allow) {
+			return "", fmt.Errorf("%w: %s resolves to %s, a private, loopback, link-local or reserved address", ErrBlocked, host, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return "", fmt.Errorf("resolve %s: no address", host)
+	}
+	a := addrs[0].Unmap().String()
+	if addrs[0].Unmap().Is6() {
+		a = "[" + a + "]"
+	}
+	return host + ":" + port + ":" + a, nil
+}

@@ -118,3 +118,25 @@ func TestClientCheckURL(t *testing.T) {
 		}
 	}
 }
+
+// TestPin: a host is pinned only when every address it resolves to may
+// be reached; the pin names the address git must connect to.
+func TestPin(t *testing.T) {
+	ctx := context.Background()
+	guarded := New(nil, time.Second)
+	for _, raw := range []string{"http://localhost/repo.git", "http://127.0.0.1:8080/r.git", "https://[::1]/r.git", "ftp://example.com/x",
+		"http://user:pw@example.com/x"} {
+		if pin, err := guarded.Pin(ctx, raw); err == nil {
+			t.Errorf("%s pinned to %s", raw, pin)
+		}
+	}
+	if _, err := guarded.Pin(ctx, "http://localhost/repo.git"); !errors.Is(err, ErrBlocked) {
+		t.Errorf("localhost: %v", err)
+	}
+	open := New([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, time.Second)
+	for raw, want := range map[string]string{"http://127.0.0.1:8080/r.git": "127.0.0.1:8080:127.0.0.1", "https://127.0.0.1/r.git": "127.0.0.1:443:127.0.0.1"} {
+		if pin, err := open.Pin(ctx, raw); err != nil || pin != want {
+			t.Errorf("%s: %q %v, want %q", raw, pin, err, want)
+		}
+	}
+}
