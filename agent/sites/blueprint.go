@@ -55,6 +55,9 @@ type StepError struct {
 
 func (e *StepError) Error() string { return e.Message }
 
+// maxStepLog bounds the log of one step.
+const maxStepLog = 64 << 10
+
 // MaxStepInput bounds what one step sends into a site (its resources): what one agent request carries (rpclimit.AgentRequest) less room for its envelope.
 const MaxStepInput = 64 << 20
 
@@ -136,6 +139,11 @@ func (m *Manager) RunBlueprintStep(ctx context.Context, id string, req StepReque
 			msg = "…" + msg[len(msg)-2000:]
 		}
 		return nil, &StepError{Code: "runner_failed", Message: fmt.Sprintf("the step stopped (exit %d): %s", res.ExitCode, msg), Log: msg}
+	}
+	// run.php keeps its log short; what answers is the site's, so the
+	// agent bounds it again.
+	if len(out.Log) > maxStepLog {
+		out.Log = out.Log[:maxStepLog] + "\n… (cut)\n"
 	}
 	log := strings.Join(append(debugLog, out.Log), "")
 	if out.Error != nil {

@@ -6,14 +6,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/url"
 	"os"
 	"os/exec"
 	"path"
-	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/sandboxd/sandboxd/blueprint"
@@ -29,6 +28,8 @@ const (
 	maxGitFiles     = 5000
 	maxDirFiles     = 5000
 	gitCloneTimeout = 5 * 60 // seconds
+	// maxGitPack bounds any file git writes while fetching.
+	maxGitPack = 256 << 20
 )
 
 // resolver turns a step's resources into blobs for its site.
@@ -318,8 +319,10 @@ func (res *resolver) bundled(p string) ([]byte, error) {
 	return nil, fmt.Errorf("the bundle has no file %q", p)
 }
 
-// git clones a git:directory resource with the real git and reads the
-// tree at path.
+// git fetches a git:directory resource with the real git and reads the
+// tree at path from git's objects: nothing is checked out, so no link in
+// the repository is ever followed, and every file's size is known (and
+// bounded) before it is read.
 func (res *resolver) git(ctx context.Context, raw, ref, refType, sub string) (map[string][]byte, string, error) {
 	if res.r.cfg.GitURL == nil {
 		return nil, "", fmt.Errorf("git:directory resources are not enabled here")
@@ -327,11 +330,6 @@ func (res *resolver) git(ctx context.Context, raw, ref, refType, sub string) (ma
 	u, pin, err := res.r.cfg.GitURL(ctx, raw)
 	if err != nil {
 		return nil, "", fmt.Errorf("cannot clone %s: %v", raw, err)
-	}
-	// git resolves names by itself: it is held to the address checked.
-	pinned := []string{}
-	if pin != "" {
-		pinned = []string{"-c", "http.curloptResolve=" + pin}
 	}
 	if ref == "" || strings.HasPrefix(ref, "-") || strings.ContainsAny(ref, " \x00") {
 		return nil, "", fmt.Errorf("git ref %q is not usable", ref)
@@ -341,20 +339,28 @@ func (res *resolver) git(ctx context.Context, raw, ref, refType, sub string) (ma
 		return nil, "", err
 	}
 	defer os.RemoveAll(dir)
-	run := func(args ...string) error {
-		argv := append([]string{fmt.Sprint(gitCloneTimeout), "git",
-			"-c", "http.followRedirects=false", "-c", "protocol.allow=never", "-c", "protocol.http.allow=always",
-			"-c", "protocol.https.allow=always"}, pinned...)
-		cmd := exec.CommandContext(ctx, "timeout", append(argv, args...)...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_ALLOW_PROTOCOL=http:https")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(clip(string(out), 500)))
-		}
-		return nil
+	// git resolves names by itself: it is held to the address checked,
+	// and sees no proxy, no user or system configuration, no helpers.
+	conf := []string{"-c", "http.followRedirects=false", "-c", "protocol.allow=never", "-c", "protocol.http.allow=always",
+		"-c", "protocol.https.allow=always", "-c", "http.proxy=", "-c", "credential.helper=", "-c", "core.hooksPath=/dev/null"}
+	if pin != "" {
+		conf = append(conf, "-c", "http.curloptResolve="+pin)
 	}
-	if err := run("init", "--quiet", "."); err != nil {
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_ALLOW_PROTOCOL=http:https"}
+	run := func(args ...string) ([]byte, error) {
+		// Bounded in time and in the size of any file git writes (its pack).
+		argv := append([]string{"-c", fmt.Sprintf(`ulimit -f %d; exec timeout %d git "$@"`, maxGitPack/512, gitCloneTimeout), "sh"}, conf...)
+		cmd := exec.CommandContext(ctx, "sh", append(argv, args...)...)
+		cmd.Dir, cmd.Env = dir, env
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(clip(errb.String(), 500)))
+		}
+		return out.Bytes(), nil
+	}
+	if _, err := run("init", "--quiet", "--bare", "."); err != nil {
 		return nil, "", err
 	}
 	fetchRef := ref
@@ -364,53 +370,64 @@ func (res *resolver) git(ctx context.Context, raw, ref, refType, sub string) (ma
 	case "tag":
 		fetchRef = "refs/tags/" + ref
 	}
-	if err := run("fetch", "--quiet", "--no-tags", "--", u, fetchRef); err != nil {
+	if _, err := run("fetch", "--quiet", "--no-tags", "--", u, fetchRef); err != nil {
 		return nil, "", fmt.Errorf("cannot fetch %s of %s: %v", ref, raw, err)
 	}
-	if err := run("checkout", "--quiet", "FETCH_HEAD"); err != nil {
+	res.note("fetched %s at %s", raw, ref)
+	clean := ""
+	if sub != "" {
+		clean = path.Clean("/" + sub)[1:]
+	}
+	args := []string{"ls-tree", "-r", "-l", "-z", "FETCH_HEAD"}
+	if clean != "" {
+		args = append(args, "--", clean)
+	}
+	list, err := run(args...)
+	if err != nil {
 		return nil, "", err
 	}
-	res.note("cloned %s at %s", raw, ref)
-	root := dir
-	if sub != "" {
-		clean := path.Clean("/" + sub)[1:]
-		if clean == "" || strings.HasPrefix(clean, "..") {
-			clean = "."
+	type blob struct{ sha, rel string }
+	var blobs []blob
+	var total int64
+	for _, e := range bytes.Split(list, []byte{0}) {
+		meta, name, ok := strings.Cut(string(e), "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 4 || f[1] != "blob" || (f[0] != "100644" && f[0] != "100755") {
+			continue // links, submodules: never read
 		}
-		root = filepath.Join(dir, filepath.FromSlash(clean))
+		rel := name
+		if clean != "" {
+			if !strings.HasPrefix(name, clean+"/") {
+				continue
+			}
+			rel = strings.TrimPrefix(name, clean+"/")
+		}
+		size, err := strconv.ParseInt(f[3], 10, 64)
+		if err != nil {
+			continue
+		}
+		if total += size; total > maxResource {
+			return nil, "", fmt.Errorf("git:directory %s: the files are larger than %d MiB", raw, maxResource>>20)
+		}
+		if len(blobs) >= maxGitFiles {
+			return nil, "", fmt.Errorf("git:directory %s: more than %d files", raw, maxGitFiles)
+		}
+		blobs = append(blobs, blob{f[2], rel})
+	}
+	if len(blobs) == 0 {
+		return nil, "", fmt.Errorf("git:directory %s has no files at %q", raw, sub)
 	}
 	files := map[string][]byte{}
-	var total int64
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	for _, b := range blobs {
+		data, err := run("cat-file", "blob", b.sha)
 		if err != nil {
-			return err
+			return nil, "", err
 		}
-		if d.IsDir() && d.Name() == ".git" {
-			return filepath.SkipDir
-		}
-		if !d.Type().IsRegular() {
-			return nil // directories, and links: never followed (a link may lead out of the clone)
-		}
-		rel, _ := filepath.Rel(root, p)
-		if len(files) >= maxGitFiles {
-			return fmt.Errorf("the repository has more than %d files", maxGitFiles)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if total += int64(len(b)); total > maxResource {
-			return fmt.Errorf("the repository's files are larger than %d MiB", maxResource>>20)
-		}
-		files[filepath.ToSlash(rel)] = b
-		return nil
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("git:directory %s: %v", raw, err)
+		files[b.rel] = data
 	}
 	name := path.Base(strings.TrimSuffix(strings.TrimSuffix(raw, "/"), ".git"))
-	if sub != "" {
-		name = path.Base(path.Clean("/" + sub))
+	if clean != "" {
+		name = path.Base(clean)
 	}
 	return files, name, nil
 }

@@ -42,6 +42,7 @@ func gitRepo(t *testing.T) string {
 	os.WriteFile(filepath.Join(work, "plugins", "hello", "hello.php"), []byte("<?php /* Plugin Name: Hello v1 */"), 0o644)
 	os.WriteFile(filepath.Join(work, "README.md"), []byte("readme"), 0o644)
 	os.Symlink("/etc/passwd", filepath.Join(work, "plugins", "hello", "leak"))
+	os.Symlink("/", filepath.Join(work, "up"))
 	run(work, "add", "-A")
 	run(work, "commit", "-qm", "v1")
 	run(work, "tag", "v1")
@@ -98,11 +99,14 @@ func TestGitDirectory(t *testing.T) {
 			}
 		}
 	}
-	for _, tc := range []struct{ url, ref string }{
-		{u, "no-such-branch"}, {u, "--upload-pack=touch /tmp/x"}, {"https://forbidden.example/repo.git", "main"},
+	for _, tc := range []struct{ url, ref, path string }{
+		{u, "no-such-branch", ""}, {u, "--upload-pack=touch /tmp/x", ""}, {"https://forbidden.example/repo.git", "main", ""},
+		// A link in the middle of the path leads nowhere: nothing of the
+		// host's is read.
+		{u, "main", "up/etc"}, {u, "main", "up"}, {u, "main", "../../etc"},
 	} {
-		if _, _, err := res.git(ctx, tc.url, tc.ref, "branch", ""); err == nil {
-			t.Errorf("%v: no error", tc)
+		if files, _, err := res.git(ctx, tc.url, tc.ref, "branch", tc.path); err == nil {
+			t.Errorf("%v: no error, %d files", tc, len(files))
 		}
 	}
 }

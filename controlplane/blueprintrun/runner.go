@@ -277,6 +277,11 @@ func clip(s string, n int) string {
 }
 
 func (r *Runner) appendLog(run *state.BlueprintRun, s string) {
+	if strings.HasPrefix(s, "error: ") {
+		// The failing step's error always gets in.
+		run.Log += clip(s, 4<<10)
+		return
+	}
 	if len(run.Log)+len(s) > maxLog {
 		if !strings.HasSuffix(run.Log, "(log full)\n") {
 			run.Log += "… (log full)\n"

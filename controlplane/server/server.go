@@ -324,7 +324,6 @@ func New(cfg Config) (_ *Server, err error) {
 		Artifacts: blobStore, Held: s.registry, Now: cfg.Now}
 	runners.Register(s.dispatcher)
 	node.OnLeader(func(ctx context.Context) { s.blobSync.Collect(ctx, 10*time.Minute, time.Hour) })
-	node.OnLeader(s.dispatcher.Run)
 	node.OnLeader(s.registry.Monitor)
 	node.OnLeader(func(ctx context.Context) { runners.CollectTemplates(ctx, 10*time.Second, s.registry) })
 	s.pool = pool.New(pool.Config{Store: store, Raft: node, Nodes: s.registry, SiteURL: s.siteURL, Stock: cfg.Pool,
@@ -386,6 +385,8 @@ func New(cfg Config) (_ *Server, err error) {
 			pin, err := fetch.Pin(ctx, to)
 			return to, pin, err
 		}})
+	// Jobs run once every runner is in place.
+	node.OnLeader(s.dispatcher.Run)
 	hookSealer, err := seal.New(cfg.ClusterToken, "webhook-signing")
 	if err != nil {
 		return nil, err

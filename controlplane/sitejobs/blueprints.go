@@ -45,8 +45,12 @@ func (r *Runners) runBlueprint(ctx context.Context, runID string, progress func(
 	switch {
 	case err != nil && r.Blueprints.Failed(err):
 		return &jobs.Failure{Code: "blueprint_run_failed", Message: err.Error()}
+	case err != nil && ctx.Err() != nil:
+		return err // leadership lost: the next leader carries the run on
 	case err != nil:
-		return err
+		// The job will not be tried again: the run ends with it.
+		r.abortRun(ctx, runID, "the run could not be carried on: "+err.Error())
+		return &jobs.Failure{Code: "blueprint_run_failed", Message: err.Error()}
 	}
 	run, err := r.Store.BlueprintRun(runID)
 	if err != nil || run == nil {
@@ -91,6 +95,11 @@ func (r *Runners) bake(ctx context.Context, j *state.Job, progress func(int)) er
 		r.abortRun(ctx, run.ID, "the template being baked was deleted")
 		return r.discardScratch(ctx, j.SiteID)
 	}
+	if run.Status == state.RunSucceeded && tpl.Status == state.TemplateReady {
+		// Run again after it finished (a new leader): only what follows
+		// the freeze is left.
+		return r.afterBake(ctx, j, run, tpl)
+	}
 	if err := r.create(ctx, j, func(pc int) { progress(pc * 7 / 10) }); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -118,6 +127,11 @@ func (r *Runners) bake(ctx context.Context, j *state.Job, progress func(int)) er
 		return errors.Join(err, r.discardScratch(ctx, j.SiteID))
 	}
 	progress(95)
+	return r.afterBake(ctx, j, run, tpl)
+}
+
+// afterBake retires the template a rebake replaces and the scratch site.
+func (r *Runners) afterBake(ctx context.Context, j *state.Job, run *state.BlueprintRun, tpl *state.Template) error {
 	if run.ReplacesTemplateID != "" {
 		_, err := r.Raft.Apply(ctx, fsm.ReplaceTemplate{OldID: run.ReplacesTemplateID, NewID: tpl.ID, At: r.now()})
 		if err != nil && !errors.Is(err, state.ErrNotFound) {

@@ -117,7 +117,12 @@ func (r *Runners) create(ctx context.Context, j *state.Job, progress func(int)) 
 	if p.RunID == "" {
 		return r.makeSite(ctx, j, p, progress)
 	}
-	// A site made for a Blueprint: the run follows once it is ready.
+	// A site made for a Blueprint: the run follows once it is ready. A
+	// job run again (a new leader) finds it ready and does not make it
+	// twice: that would start its content over under the finished steps.
+	if s, err := r.Store.Site(j.SiteID); err == nil && s != nil && s.Status == state.SiteReady {
+		return r.runBlueprint(ctx, p.RunID, progress)
+	}
 	if err := r.makeSite(ctx, j, p, func(pc int) { progress(pc / 2) }); err != nil {
 		if ctx.Err() == nil {
 			r.abortRun(ctx, p.RunID, "the site could not be made: "+failureMessage(err))

@@ -86,7 +86,13 @@ func (r *Runners) templateFailed(ctx context.Context, tpl *state.Template, err e
 	if errors.As(err, &f) {
 		msg = f.Message
 	}
-	if perr := r.putTemplate(ctx, tpl.ID, func(t *state.Template) { t.Status, t.FailureReason = state.TemplateFailed, msg }); perr != nil {
+	// Only a template still building fails: a ready one (a job run again
+	// after it finished) stays as it is.
+	if perr := r.putTemplate(ctx, tpl.ID, func(t *state.Template) {
+		if t.Status == state.TemplateBuilding {
+			t.Status, t.FailureReason = state.TemplateFailed, msg
+		}
+	}); perr != nil {
 		return errors.Join(err, perr)
 	}
 	return err
