@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -194,7 +195,7 @@ func (res *resolver) resource(ctx context.Context, p *prepared, where string, v 
 			return nil, err
 		}
 		tree := map[string]any{}
-		for _, f := range slices.Sorted(mapsKeys(files)) {
+		for _, f := range slices.Sorted(maps.Keys(files)) {
 			i, err := p.add(files[f])
 			if err != nil {
 				return nil, err
@@ -204,16 +205,6 @@ func (res *resolver) resource(ctx context.Context, p *prepared, where string, v 
 		return map[string]any{"$dir": map[string]any{"name": name, "files": tree}}, nil
 	default:
 		return nil, fmt.Errorf("%s: resource type %q cannot be fetched here", where, typ)
-	}
-}
-
-func mapsKeys(m map[string][]byte) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 
@@ -435,7 +426,7 @@ func (res *resolver) git(ctx context.Context, raw, ref, refType, sub string) (ma
 func zipOf(files map[string][]byte) ([]byte, error) {
 	var buf bytes.Buffer
 	w := zip.NewWriter(&buf)
-	for _, n := range slices.Sorted(mapsKeys(files)) {
+	for _, n := range slices.Sorted(maps.Keys(files)) {
 		f, err := w.Create(n)
 		if err != nil {
 			return nil, err

@@ -113,13 +113,11 @@ func (s *Service) Apply(ctx context.Context, c Caller, site *state.Site, b *stat
 	} else if len(src) > maxSource {
 		return nil, apierr.Invalid("source", "source is larger than %d KiB", maxSource>>10)
 	}
-	bp, err := s.runnable(src, env)
-	if err != nil {
-		return nil, err
-	}
 	// A Blueprint applied to a site runs on the site's own versions (its
 	// preferredVersions pick those of sites made from it).
-	_ = bp
+	if _, err := s.runnable(src, env); err != nil {
+		return nil, err
+	}
 	run := s.newRun(c, b, src, state.RunApply)
 	run.SiteID = site.ID
 	job, err := jobs.New(jobspec.ApplyBlueprint, c.Workspace.ID, site.ID, jobspec.RunPayload{RunID: run.ID}, run.CreatedAt)

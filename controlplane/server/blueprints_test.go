@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,9 +18,7 @@ import (
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/mirror"
-	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
-	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 )
 
 // stepAgent is a node agent that makes sites at once and records the
@@ -58,16 +55,7 @@ func (f *stepAgent) recorded() []*agentv1.RunBlueprintStepRequest {
 func startStepAgent(t *testing.T, s *server.Server) *stepAgent {
 	t.Helper()
 	f := &stepAgent{}
-	mux := http.NewServeMux()
-	mux.Handle(agentv1connect.NewAgentServiceHandler(f))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux, Protocols: rpcauth.Protocols()}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	f.url = "http://" + ln.Addr().String()
+	f.url = serveAgent(t, f)
 	n := state.Node{ID: "node-fake", Address: f.url, BackendHost: "127.0.0.1", PHPVersions: []string{"8.2"}, Status: state.NodeReady,
 		MemoryMB: 64 << 10, MaxSites: 100}
 	if _, err := s.Node().Apply(context.Background(), fsm.UpsertNode{Node: n}); err != nil {

@@ -74,8 +74,15 @@ func (f *fakeAgent) CreateLoginToken(_ context.Context, req *connect.Request[age
 func startFakeAgent(t *testing.T) *fakeAgent {
 	t.Helper()
 	f := &fakeAgent{}
+	f.url = serveAgent(t, f)
+	return f
+}
+
+// serveAgent serves an agent handler on loopback and returns its URL.
+func serveAgent(t *testing.T, h agentv1connect.AgentServiceHandler) string {
+	t.Helper()
 	mux := http.NewServeMux()
-	mux.Handle(agentv1connect.NewAgentServiceHandler(f))
+	mux.Handle(agentv1connect.NewAgentServiceHandler(h))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -83,8 +90,7 @@ func startFakeAgent(t *testing.T) *fakeAgent {
 	srv := &http.Server{Handler: mux, Protocols: rpcauth.Protocols()}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	f.url = "http://" + ln.Addr().String()
-	return f
+	return "http://" + ln.Addr().String()
 }
 
 // launchable seeds what a launch link needs on the leader: the fake node,
