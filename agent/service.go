@@ -383,3 +383,50 @@ func (v *service) RunBlueprintStep(ctx context.Context, req *connect.Request[age
 	}
 	return connect.NewResponse(out), nil
 }
+
+// restoreReader reads the data of a restore stream's messages.
+type restoreReader struct {
+	stream *connect.ClientStream[agentv1.RestoreArchiveRequest]
+	buf    []byte
+}
+
+func (c *restoreReader) Read(p []byte) (int, error) {
+	for len(c.buf) == 0 {
+		if !c.stream.Receive() {
+			if err := c.stream.Err(); err != nil {
+				return 0, err
+			}
+			return 0, io.EOF
+		}
+		c.buf = c.stream.Msg().Data
+	}
+	n := copy(p, c.buf)
+	c.buf = c.buf[n:]
+	return n, nil
+}
+
+func (v *service) RestoreArchive(ctx context.Context, stream *connect.ClientStream[agentv1.RestoreArchiveRequest]) (*connect.Response[agentv1.RestoreArchiveResponse], error) {
+	if !stream.Receive() || stream.Msg().Header == nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("a restore starts with its header"))
+	}
+	first := stream.Msg()
+	h := first.Header
+	req := sites.RestoreRequest{JobID: h.JobId, SourceURL: h.SourceUrl}
+	for _, p := range h.Parts {
+		if p.Size < 0 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("a part has a negative size"))
+		}
+		req.Parts = append(req.Parts, sites.RestorePart{Kind: p.Kind, Name: p.Name, Size: p.Size})
+	}
+	start := time.Now()
+	res, err := v.sites.RestoreArchive(ctx, h.SiteId, req, &restoreReader{stream: stream, buf: first.Data})
+	if err != nil {
+		v.log.Warn("restore failed", "site_id", h.SiteId, "job_id", h.JobId, "err", err)
+		return nil, rpcError(err)
+	}
+	v.log.Info("archive restored", "site_id", h.SiteId, "job_id", h.JobId, "files", res.Files, "bytes", res.Bytes,
+		"statements", res.Statements, "tables", res.Tables, "duration_ms", time.Since(start).Milliseconds())
+	return connect.NewResponse(&agentv1.RestoreArchiveResponse{Files: res.Files, Bytes: res.Bytes, Statements: res.Statements,
+		Tables: int32(res.Tables), TablePrefix: res.Prefix, RewrittenValues: res.Rewritten, AdminLogin: res.AdminLogin,
+		SkippedEntries: res.Skipped, Format: res.Format, Notes: res.Notes}), nil
+}

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -395,6 +396,12 @@ func (c *capped) Write(p []byte) (int, error) {
 
 // Exec runs argv in the running container as uid:gid and waits for it.
 func (r *Runtime) Exec(ctx context.Context, id string, argv []string, env []string, uid, gid uint32, stdin []byte) (*ExecResult, error) {
+	return r.ExecReader(ctx, id, argv, env, uid, gid, bytes.NewReader(stdin))
+}
+
+// ExecReader is Exec with stdin streamed from a reader (an archive
+// unpacked inside the container): the process reads it to EOF.
+func (r *Runtime) ExecReader(ctx context.Context, id string, argv []string, env []string, uid, gid uint32, stdin io.Reader) (*ExecResult, error) {
 	ctx = r.ctx(ctx)
 	c, err := r.client.LoadContainer(ctx, id)
 	if err != nil {
@@ -414,7 +421,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, argv []string, env []stri
 	p.User = specs.User{UID: uid, GID: gid}
 	p.Terminal = false
 	stdout, stderr := &capped{max: MaxExecOutput}, &capped{max: MaxExecStderr}
-	in := &eofReader{r: bytes.NewReader(stdin), eof: make(chan struct{})}
+	in := &eofReader{r: stdin, eof: make(chan struct{})}
 	execID := fmt.Sprintf("exec-%d", time.Now().UnixNano())
 	proc, err := task.Exec(ctx, execID, &p, cio.NewCreator(cio.WithStreams(in, stdout, stderr)))
 	if err != nil {
@@ -457,7 +464,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, argv []string, env []stri
 
 // eofReader tells, by closing eof, that its reader has been drained.
 type eofReader struct {
-	r    *bytes.Reader
+	r    io.Reader
 	eof  chan struct{}
 	once bool
 }

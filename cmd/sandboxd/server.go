@@ -64,6 +64,14 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 	fs.StringVar(&c.webhookRetries, "webhook-retries", "",
 		"waits before each webhook retry, comma-separated durations (default 10s,30s,1m,5m,15m,1h,3h: 8 attempts); each varies by ±20%")
 	fs.StringVar(&c.plansFile, "plans", "", `JSON file of plan limits, {"free": {...}, "paid": {...}} with the fields of GET /api/account/usage's limits; what it leaves out keeps the default`)
+	fs.StringVar(&c.cfg.ImportStore.Endpoint, "import-store", os.Getenv("SANDBOXD_IMPORT_STORE"),
+		"S3-compatible object store URL for direct multipart import uploads, e.g. http://127.0.0.1:7070 (keys from "+
+			"SANDBOXD_IMPORT_STORE_ACCESS_KEY and SANDBOXD_IMPORT_STORE_SECRET_KEY; default: none, multipart answers mode local)")
+	fs.Int64Var(&c.cfg.MaxImportBytes, "max-import-bytes", 20<<30, "largest archive an import may upload, in bytes")
+	fs.StringVar(&c.cfg.ImportStore.Bucket, "import-store-bucket", "sandboxd-imports", "bucket of --import-store (made if missing)")
+	fs.StringVar(&c.cfg.ImportStore.Region, "import-store-region", "us-east-1", "region of --import-store")
+	c.cfg.ImportStore.AccessKey = os.Getenv("SANDBOXD_IMPORT_STORE_ACCESS_KEY")
+	c.cfg.ImportStore.SecretKey = os.Getenv("SANDBOXD_IMPORT_STORE_SECRET_KEY")
 	c.cfg.SMTP.Password = os.Getenv("SANDBOXD_SMTP_PASSWORD")
 	c.cfg.ClusterToken = os.Getenv("SANDBOXD_CLUSTER_TOKEN")
 }

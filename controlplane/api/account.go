@@ -52,8 +52,8 @@ type memberResponse struct {
 
 func (a *API) registerAccount(r *rest.Router) {
 	acct := guard{scope: scopeAccount}
-	a.bearer(r, acct, rest.Route{Method: "GET", Path: "/api/account/me", Tag: "account",
-		Summary: "The calling account's identity.", Response: userResponse{},
+	a.bearer(r, guard{scope: scopeAccount, oauthScope: anyScope}, rest.Route{Method: "GET", Path: "/api/account/me", Tag: "account",
+		Summary: "The calling account's identity (also with a connector's scoped token).", Response: userResponse{},
 		Handler: func(w http.ResponseWriter, req *http.Request) error {
 			return rest.JSON(w, http.StatusOK, userResponse{User: userView(CallerFrom(req.Context()).Account)})
 		}})
@@ -61,7 +61,7 @@ func (a *API) registerAccount(r *rest.Router) {
 		Summary: "Counts of what the account holds next to its plan's limits.", Response: usageResponse{},
 		Handler: a.usage})
 	a.bearer(r, acct, rest.Route{Method: "GET", Path: "/api/account/tokens", Tag: "account",
-		Summary: "List personal API tokens (never their secrets).", Response: tokensResponse{},
+		Summary: "List the account's tokens, personal and those given to OAuth connectors (never their secrets).", Response: tokensResponse{},
 		Handler: a.listTokens})
 	a.bearer(r, acct, rest.Route{Method: "POST", Path: "/api/account/tokens", Tag: "account",
 		Summary: "Create a personal API token; the secret is returned once.", Status: http.StatusCreated,

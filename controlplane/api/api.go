@@ -67,6 +67,11 @@ type Config struct {
 	Blueprints Blueprints
 	// Runs starts and reads Blueprint runs (nil: no run routes).
 	Runs BlueprintRuns
+	// Imports keeps imports and their uploads (nil: no import routes).
+	Imports Imports
+	// OAuth registers connector clients and exchanges their codes (nil:
+	// no connect routes).
+	OAuth OAuth
 	// Webhooks keeps the workspace's demo-launch webhook.
 	Webhooks Webhooks
 	// Library keeps the workspace Library's entries and ZIPs.
@@ -130,7 +135,14 @@ type guard struct {
 	capability string
 	// ownerOnly routes are for the workspace owner alone.
 	ownerOnly bool
+	// oauthScope, when set, lets a scoped OAuth token call the route if
+	// it holds this scope (anyScope: any); without it a scoped token is
+	// unauthenticated.
+	oauthScope string
 }
+
+// anyScope lets any scoped token call a route (account identity).
+const anyScope = "*"
 
 // Caller is the authenticated account making a request, with the
 // workspace it selected and what it may do there.
@@ -200,6 +212,10 @@ func (a *API) bearerRoute(g guard, rt rest.Route) rest.Route {
 	if g.ownerOnly {
 		rt.Errors = append(rt.Errors, apierr.CodeOwnerRequired)
 	}
+	if g.oauthScope != "" {
+		rt.OAuthScope = g.oauthScope
+		rt.Errors = append(rt.Errors, apierr.CodeInsufficientScope)
+	}
 	rt.Errors = append(rt.Errors, writeErrors(rt)...)
 	next := rt.Handler
 	rt.Handler = func(w http.ResponseWriter, req *http.Request) error {
@@ -210,6 +226,17 @@ func (a *API) bearerRoute(g guard, rt rest.Route) rest.Route {
 		if err != nil {
 			a.limits.authFailed(req, err)
 			return err
+		}
+		if c.Token.Scoped() {
+			// A connector's token works only where its scopes do; on any
+			// other route it is no credential at all.
+			if g.oauthScope == "" {
+				return apierr.AuthRequired()
+			}
+			if !hasScope(c.Token.Scope, g.oauthScope) {
+				return apierr.New(http.StatusForbidden, apierr.CodeInsufficientScope, "this token lacks the %s scope", g.oauthScope).
+					With("scope", g.oauthScope)
+			}
 		}
 		if err := a.limits.write(req, c.Token.ID); err != nil {
 			return err
@@ -280,6 +307,17 @@ func writeErrors(rt rest.Route) []string {
 		codes = append(codes, apierr.CodeIdempotencyKeyReused)
 	}
 	return codes
+}
+
+// hasScope reports whether a space-separated scope list holds want
+// ("*": any scope).
+func hasScope(list, want string) bool {
+	for _, s := range strings.Fields(list) {
+		if s == want || want == anyScope {
+			return true
+		}
+	}
+	return false
 }
 
 func bearerToken(r *http.Request) (string, bool) {
@@ -426,6 +464,8 @@ func (a *API) Register(r *rest.Router) {
 	if a.cfg.Runs != nil {
 		a.registerBlueprintRuns(r)
 	}
+	a.registerImports(r)
+	a.registerConnect(r)
 	a.registerDebug(r)
 	a.registerFiles(r)
 	a.registerDatabase(r)

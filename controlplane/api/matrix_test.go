@@ -24,36 +24,43 @@ import (
 // fails for a new write route missing here, so it cannot be forgotten.
 // An id in a body is written {kind} and filled like path parameters.
 var sampleBodies = map[string]string{
-	"POST /api/account/tokens":                        `{"name":"matrix"}`,
-	"POST /api/app/workspaces":                        `{"name":"matrix"}`,
-	"POST /api/app/sites":                             `{"name":"matrix"}`,
-	"PUT /api/app/sites/{id}/php-config":              `{"settings":{"memory_limit":"128M"}}`,
-	"PUT /api/app/sites/{id}/php-version":             `{"phpVersion":"7.4"}`,
-	"PUT /api/app/sites/{id}/debug":                   `{"wpDebug":true}`,
-	"POST /api/app/workspaces/{id}/members":           `{"email":"matrix@example.com"}`,
-	"PATCH /api/app/workspaces/{id}/members/{userId}": `{"customRoleId":null}`,
-	"POST /api/app/workspaces/{id}/roles":             `{"name":"matrix","capabilities":[]}`,
-	"PATCH /api/app/workspaces/{id}/roles/{roleId}":   `{"name":"matrix2"}`,
-	"POST /api/admin/accounts":                        `{"email":"m@example.com","plan":"free"}`,
-	"PUT /api/admin/accounts/{email}/plan":            `{"plan":"paid"}`,
-	"POST /api/admin/tokens":                          `{"email":"m@example.com"}`,
-	"POST /api/app/sites/{id}/files/{op}":             `{"contentBase64":""}`,
-	"POST /api/app/plugin-library/github":             `{"repository":"acme/widgets"}`,
-	"PUT /api/app/plugin-library/{id}/license-key":    `{"licenseKey":"matrix-key-000"}`,
-	"POST /api/app/sites/{id}/plugins":                `{"libraryPlugin":"{library}"}`,
-	"POST /api/app/sites/{id}/restore":                `{"templateId":"{template}"}`,
-	"POST /api/app/templates":                         `{"siteId":"{site}","name":"matrix"}`,
-	"PATCH /api/app/templates/{id}":                   `{"name":"matrix2"}`,
-	"PUT /api/account/webhooks/demo-launches":         `{"url":"https://hooks.example.com/sandboxd"}`,
-	"POST /api/app/blueprints/validate":               `{"source":{"steps":[]}}`,
-	"POST /api/app/blueprints/import":                 `{"url":"http://127.0.0.1:1/blueprint.json"}`,
-	"POST /api/app/blueprints":                        `{"name":"matrix","source":{"steps":[]}}`,
-	"PATCH /api/app/blueprints/{id}":                  `{"name":"matrix2"}`,
-	"POST /api/app/templates/{id}/sites":              `{"name":"matrix"}`,
-	"POST /api/app/blueprints/{id}/sites":             `{"name":"matrix"}`,
-	"POST /api/app/blueprints/{id}/bake":              `{"name":"matrix"}`,
-	"POST /api/app/sites/{id}/blueprint":              `{"blueprintId":"{blueprint}"}`,
-	"POST /internal/cluster/join":                     `{"id":"x","raftAddr":"127.0.0.1:1","apiAddr":"http://127.0.0.1:1"}`,
+	"POST /api/account/tokens":                             `{"name":"matrix"}`,
+	"POST /api/app/workspaces":                             `{"name":"matrix"}`,
+	"POST /api/app/sites":                                  `{"name":"matrix"}`,
+	"PUT /api/app/sites/{id}/php-config":                   `{"settings":{"memory_limit":"128M"}}`,
+	"PUT /api/app/sites/{id}/php-version":                  `{"phpVersion":"7.4"}`,
+	"PUT /api/app/sites/{id}/debug":                        `{"wpDebug":true}`,
+	"POST /api/app/workspaces/{id}/members":                `{"email":"matrix@example.com"}`,
+	"PATCH /api/app/workspaces/{id}/members/{userId}":      `{"customRoleId":null}`,
+	"POST /api/app/workspaces/{id}/roles":                  `{"name":"matrix","capabilities":[]}`,
+	"PATCH /api/app/workspaces/{id}/roles/{roleId}":        `{"name":"matrix2"}`,
+	"POST /api/admin/accounts":                             `{"email":"m@example.com","plan":"free"}`,
+	"PUT /api/admin/accounts/{email}/plan":                 `{"plan":"paid"}`,
+	"POST /api/admin/tokens":                               `{"email":"m@example.com"}`,
+	"POST /api/app/sites/{id}/files/{op}":                  `{"contentBase64":""}`,
+	"POST /api/app/plugin-library/github":                  `{"repository":"acme/widgets"}`,
+	"PUT /api/app/plugin-library/{id}/license-key":         `{"licenseKey":"matrix-key-000"}`,
+	"POST /api/app/sites/{id}/plugins":                     `{"libraryPlugin":"{library}"}`,
+	"POST /api/app/sites/{id}/restore":                     `{"templateId":"{template}"}`,
+	"POST /api/app/templates":                              `{"siteId":"{site}","name":"matrix"}`,
+	"PATCH /api/app/templates/{id}":                        `{"name":"matrix2"}`,
+	"PUT /api/account/webhooks/demo-launches":              `{"url":"https://hooks.example.com/sandboxd"}`,
+	"POST /api/app/blueprints/validate":                    `{"source":{"steps":[]}}`,
+	"POST /api/app/blueprints/import":                      `{"url":"http://127.0.0.1:1/blueprint.json"}`,
+	"POST /api/app/blueprints":                             `{"name":"matrix","source":{"steps":[]}}`,
+	"PATCH /api/app/blueprints/{id}":                       `{"name":"matrix2"}`,
+	"POST /api/app/templates/{id}/sites":                   `{"name":"matrix"}`,
+	"POST /api/app/blueprints/{id}/sites":                  `{"name":"matrix"}`,
+	"POST /api/app/blueprints/{id}/bake":                   `{"name":"matrix"}`,
+	"POST /api/app/sites/{id}/blueprint":                   `{"blueprintId":"{blueprint}"}`,
+	"POST /api/app/imports":                                `{"sourceUrl":"https://live.example.com","sizeBytes":10}`,
+	"POST /api/app/imports/{id}/multipart/init":            `{"objects":[{"key":"a.tar","sizeBytes":10}]}`,
+	"POST /api/app/imports/{id}/multipart/part-url":        `{"key":"a.tar","partNumber":1}`,
+	"POST /api/app/imports/{id}/multipart/complete-object": `{"key":"a.tar"}`,
+	"POST /api/app/imports/{id}/multipart/finalize":        `{"manifest":{"objects":[{"key":"a.tar","kind":"archive"}]}}`,
+	"POST /api/connect/register":                           `{"redirect_uris":["https://ok.example.com/cb"]}`,
+	"POST /api/connect/token":                              `{"grant_type":"authorization_code"}`,
+	"POST /internal/cluster/join":                          `{"id":"x","raftAddr":"127.0.0.1:1","apiAddr":"http://127.0.0.1:1"}`,
 }
 
 // fixture is one workspace's resources, one id per parameter kind.
@@ -105,6 +112,8 @@ func setUp(t *testing.T, s *server.Server, owner *st.Account, invitee string) fi
 		"template":   newTemplate(t, s, owner),
 		"blueprint":  bp,
 		"run":        newRun(t, s, owner.Personal, bp, site),
+		"import": c.Do("POST", "/api/app/imports", map[string]any{"sourceUrl": "https://live.example.com", "sizeBytes": 10}).
+			Must(t, 201).Str("import.id"),
 	}}
 }
 
@@ -256,6 +265,14 @@ func TestCrossWorkspaceMatrix(t *testing.T) {
 			t.Run("user token refused/"+rt.Pattern(), func(t *testing.T) {
 				path := fill(t, rt, func(string) string { return "x" })
 				if r := checked(t, rt, alice.Do(rt.Method, path, payload(alicesID))); r.Status != http.StatusUnauthorized || r.Code() != "auth_required" {
+					t.Fatalf("%d %s", r.Status, r.Raw)
+				}
+			})
+			continue
+		case "":
+			// The OAuth client's own endpoints: open to anyone, never a 5xx.
+			t.Run("public/"+rt.Pattern(), func(t *testing.T) {
+				if r := checked(t, rt, alice.As("").Do(rt.Method, fill(t, rt, alicesID), payload(alicesID))); r.Status >= 500 {
 					t.Fatalf("%d %s", r.Status, r.Raw)
 				}
 			})

@@ -26,16 +26,24 @@ func userView(a *state.Account) User {
 
 // APIToken is a personal token without its secret.
 type APIToken struct {
-	ID        string     `json:"id"`
-	Name      string     `json:"name"`
-	Prefix    string     `json:"prefix" doc:"First characters of the secret, to recognise it."`
-	CreatedAt time.Time  `json:"createdAt"`
-	ExpiresAt *time.Time `json:"expiresAt"`
-	Current   bool       `json:"current" doc:"True for the token that made this request."`
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Prefix     string     `json:"prefix" doc:"First characters of the secret, to recognise it."`
+	CreatedAt  time.Time  `json:"createdAt"`
+	ExpiresAt  *time.Time `json:"expiresAt"`
+	Current    bool       `json:"current" doc:"True for the token that made this request."`
+	Kind       string     `json:"kind" enum:"personal,oauth" doc:"oauth: given to a connector through the OAuth flow; it works only on /api/account/me and the Imports routes."`
+	ClientName *string    `json:"clientName,omitempty" doc:"For oauth tokens: the client it was given to."`
+	Scope      *string    `json:"scope,omitempty" doc:"For oauth tokens: its scopes, space-separated."`
 }
 
 func tokenView(t *state.Token, current string) APIToken {
-	return APIToken{ID: t.ID, Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, Current: t.ID == current}
+	v := APIToken{ID: t.ID, Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, Current: t.ID == current,
+		Kind: state.TokenPersonal}
+	if t.Scoped() {
+		v.Kind, v.ClientName, v.Scope = state.TokenOAuth, &t.ClientName, &t.Scope
+	}
+	return v
 }
 
 // WorkspaceView is a workspace with the caller's place in it.

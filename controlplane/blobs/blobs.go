@@ -111,6 +111,32 @@ func (s *Store) PutStream(r io.Reader, max int64) (string, int64, error) {
 	return sha, n, os.Rename(f.Name(), p)
 }
 
+// Adopt stores the file at path, which must be on the store's
+// filesystem, as a blob without copying it: it is hashed and linked into
+// place. The file itself stays where it is for its owner to remove.
+func (s *Store) Adopt(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, fmt.Errorf("blobs: adopt: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, fmt.Errorf("blobs: adopt %s: %w", path, err)
+	}
+	sha := hex.EncodeToString(h.Sum(nil))
+	p, _ := s.path(sha)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return "", 0, err
+	}
+	if err := os.Link(path, p); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", 0, fmt.Errorf("blobs: adopt %s: %w", path, err)
+	}
+	now := time.Now()
+	return sha, n, os.Chtimes(p, now, now)
+}
+
 // ErrTooLarge is a blob past the bound its writer set.
 var ErrTooLarge = errors.New("blob too large")
 

@@ -83,6 +83,13 @@ var registry = map[Type]func() Command{
 	44: func() Command { return new(PutRun) },
 	45: func() Command { return new(StartBake) },
 	46: func() Command { return new(ReplaceTemplate) },
+	47: func() Command { return new(CreateImport) },
+	48: func() Command { return new(PutImport) },
+	49: func() Command { return new(DeleteImport) },
+	50: func() Command { return new(StartImport) },
+	51: func() Command { return new(RegisterOAuthClient) },
+	52: func() Command { return new(CreateOAuthCode) },
+	53: func() Command { return new(RedeemOAuthCode) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -229,6 +236,8 @@ type UpdateSite struct {
 // DeleteSite deletes a site's row once its node has cleaned up.
 type DeleteSite struct {
 	ID string `json:"id"`
+	// At stamps the imports the site's deletion moves on.
+	At time.Time `json:"at,omitzero"`
 }
 
 // UpdateSiteWithJob moves a site to a new status and queues the job that carries
@@ -483,4 +492,51 @@ type ReplaceTemplate struct {
 	OldID string    `json:"oldId"`
 	NewID string    `json:"newId"`
 	At    time.Time `json:"at"`
+}
+
+// CreateImport adds an import awaiting its upload.
+type CreateImport struct {
+	Import state.Import `json:"import"`
+}
+
+// PutImport records an import's progress; IfStatus, when set, applies it
+// only to an import in one of those statuses.
+type PutImport struct {
+	Import   state.Import `json:"import"`
+	IfStatus []string     `json:"ifStatus,omitempty"`
+}
+
+// DeleteImport removes an import's row.
+type DeleteImport struct {
+	ID string `json:"id"`
+}
+
+// StartImport seals an import's upload and queues its restore: the
+// import (restoring) and the job, with the new site the job makes when
+// Site is set, all or nothing.
+type StartImport struct {
+	Import    state.Import `json:"import"`
+	IfStatus  []string     `json:"ifStatus"`
+	Job       state.Job    `json:"job"`
+	Site      *state.Site  `json:"site,omitempty"`
+	SiteQuota state.Quota  `json:"siteQuota"`
+}
+
+// RegisterOAuthClient adds a public OAuth client.
+type RegisterOAuthClient struct {
+	Client state.OAuthClient `json:"client"`
+}
+
+// CreateOAuthCode stores an approved authorization code (by its hash).
+type CreateOAuthCode struct {
+	Code state.OAuthCode `json:"code"`
+	At   time.Time       `json:"at"`
+}
+
+// RedeemOAuthCode exchanges a code for a token once; a replay revokes
+// that token instead.
+type RedeemOAuthCode struct {
+	CodeHash string      `json:"codeHash"`
+	Token    state.Token `json:"token"`
+	At       time.Time   `json:"at"`
 }

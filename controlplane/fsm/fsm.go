@@ -132,7 +132,7 @@ func (c EndDemo) apply(tx *state.Tx) any           { return tx.EndDemo(c.DemoID,
 func (c RecordAttempt) apply(tx *state.Tx) any     { return tx.RecordAttempt(c.Attempt) }
 func (c AddDelivery) apply(tx *state.Tx) any       { return tx.AddDelivery(c.Delivery) }
 func (c UpdateSite) apply(tx *state.Tx) any        { return result(tx.UpdateSite(c.Update)) }
-func (c DeleteSite) apply(tx *state.Tx) any        { return tx.DeleteSite(c.ID) }
+func (c DeleteSite) apply(tx *state.Tx) any        { return tx.DeleteSite(c.ID, c.At) }
 func (c UpsertNode) apply(tx *state.Tx) any        { return tx.UpsertNode(c.Node) }
 func (c SetNodeStatus) apply(tx *state.Tx) any     { return tx.SetNodeStatus(c.ID, c.Status, c.At) }
 func (c UpdateSiteWithJob) apply(tx *state.Tx) any { return tx.UpdateSiteWithJob(c.Update, c.Job) }
@@ -237,3 +237,25 @@ func (c StartBake) apply(tx *state.Tx) any {
 	return tx.CreateRun(c.Run)
 }
 func (c DeleteBlueprint) apply(tx *state.Tx) any { return tx.DeleteBlueprint(c.ID) }
+
+func (c CreateImport) apply(tx *state.Tx) any { return tx.CreateImport(c.Import) }
+func (c PutImport) apply(tx *state.Tx) any    { return tx.PutImport(c.Import, c.IfStatus) }
+func (c DeleteImport) apply(tx *state.Tx) any { return tx.DeleteImport(c.ID) }
+func (c StartImport) apply(tx *state.Tx) any {
+	if c.Import.Status != state.ImportRestoring || c.Import.JobID != c.Job.ID || c.Import.SiteID != c.Job.SiteID ||
+		c.Import.WorkspaceID != c.Job.WorkspaceID || (c.Site != nil && c.Site.ID != c.Import.SiteID) {
+		return fmt.Errorf("%w: an import's restore is its job's and its site's", state.ErrInvalid)
+	}
+	if err := tx.PutImport(c.Import, c.IfStatus); err != nil {
+		return err
+	}
+	if c.Site != nil {
+		return tx.CreateSiteWithJob(*c.Site, c.Job, c.SiteQuota)
+	}
+	return tx.CreateJob(c.Job)
+}
+func (c RegisterOAuthClient) apply(tx *state.Tx) any { return tx.RegisterOAuthClient(c.Client) }
+func (c CreateOAuthCode) apply(tx *state.Tx) any     { return tx.CreateOAuthCode(c.Code, c.At) }
+func (c RedeemOAuthCode) apply(tx *state.Tx) any {
+	return result(tx.RedeemOAuthCode(c.CodeHash, c.Token, c.At))
+}

@@ -25,6 +25,9 @@ const (
 	// BakeBlueprint makes a scratch site, runs a Blueprint on it, freezes
 	// it into a template and removes it.
 	BakeBlueprint = "bake_blueprint"
+	// ImportRestore restores an import's archive into its site (making
+	// the site first when the import asked for a new one).
+	ImportRestore = "import_restore"
 )
 
 // RunPayload is what an apply_blueprint job carries.
@@ -61,6 +64,9 @@ type CreatePayload struct {
 	// RunID is the Blueprint run the job carries out once the site is
 	// ready (a site made from a Blueprint, or a bake).
 	RunID string `json:"runId,omitempty"`
+	// ImportID is the import an import_restore job restores once the
+	// site is ready.
+	ImportID string `json:"importId,omitempty"`
 }
 
 // DeployPayload is what a deploy_plugin job carries: the ZIP by its blob

@@ -69,6 +69,13 @@ func (rt *Router) OpenAPI(info OpenAPIInfo) map[string]any {
 			if r.OptionalAuth {
 				op["security"] = []any{map[string]any{}, map[string]any{r.Security: []string{}}}
 			}
+			if r.OAuthScope != "" {
+				scopes := []string{r.OAuthScope}
+				if r.OAuthScope == "*" {
+					scopes = []string{}
+				}
+				op["security"] = []any{map[string]any{r.Security: []string{}}, map[string]any{"oauth": scopes}}
+			}
 			if r.Idempotent {
 				params = append(params, map[string]any{"name": "Idempotency-Key", "in": "header", "required": false,
 					"description": "Makes the request safe to retry: the same key (up to 255 printable ASCII characters, " +
@@ -179,6 +186,12 @@ func (rt *Router) OpenAPI(info OpenAPIInfo) map[string]any {
 			"securitySchemes": map[string]any{
 				"bearer":  map[string]any{"type": "http", "scheme": "bearer", "description": "Personal API token."},
 				"cluster": map[string]any{"type": "http", "scheme": "bearer", "description": "Cluster token (operators and cluster members)."},
+				"oauth": map[string]any{"type": "oauth2", "description": "A connector's token from the OAuth flow (public client, " +
+					"S256 PKCE, no refresh token): accepted only by GET /api/account/me and the Imports routes.",
+					"flows": map[string]any{"authorizationCode": map[string]any{
+						"authorizationUrl": "/connect/authorize", "tokenUrl": "/api/connect/token",
+						"scopes": map[string]any{"import:read": "Read imports.",
+							"import:write": "Create, upload, complete, cancel and delete imports."}}}},
 			},
 		},
 	}

@@ -32,6 +32,9 @@ type Route struct {
 	OptionalAuth bool
 	// Capability is the workspace capability the route needs, if any.
 	Capability string
+	// OAuthScope is the scope a connector's OAuth token needs to call the
+	// route; empty means such tokens are refused (401).
+	OAuthScope string
 	// Params names the kind of resource each path parameter identifies
 	// (workspace, role, member, token, job, invitation). Tests use it to
 	// build the cross-workspace matrix.

@@ -35,7 +35,7 @@ func local(path string) bool {
 		return true
 	}
 	return !(strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/internal/") || path == "/mcp" ||
-		strings.HasPrefix(path, "/launch/") ||
+		strings.HasPrefix(path, "/launch/") || strings.HasPrefix(path, "/connect/") ||
 		strings.HasPrefix(path, "/"+agentv1connect.RegistryServiceName+"/"))
 }
 

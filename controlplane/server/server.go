@@ -27,9 +27,12 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/blobs"
 	"github.com/sandboxd/sandboxd/controlplane/blueprintrun"
 	"github.com/sandboxd/sandboxd/controlplane/blueprints"
+	"github.com/sandboxd/sandboxd/controlplane/imports"
 	"github.com/sandboxd/sandboxd/controlplane/library"
+	"github.com/sandboxd/sandboxd/controlplane/oauth"
 	"github.com/sandboxd/sandboxd/controlplane/sites"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
+	"github.com/sandboxd/sandboxd/internal/objstore"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
 	"github.com/sandboxd/sandboxd/internal/seal"
 
@@ -155,6 +158,13 @@ type Config struct {
 	// ResourceMirror maps the remote URLs Blueprints name (wordpress.org,
 	// code hosts) to the operator's mirror; nil fetches them directly.
 	ResourceMirror *mirror.Mirror
+	// ImportStore is the S3-compatible store clients upload large
+	// imports to directly; an empty Endpoint means none (multipart
+	// answers mode local).
+	ImportStore objstore.Config
+	// MaxImportBytes bounds one import's archive; zero means
+	// imports.DefaultMaxSize.
+	MaxImportBytes int64
 	// GitHubAPI is the code host's API base URL for Library repository
 	// entries; empty means https://api.github.com.
 	GitHubAPI string
@@ -385,6 +395,28 @@ func New(cfg Config) (_ *Server, err error) {
 			pin, err := fetch.Pin(ctx, to)
 			return to, pin, err
 		}})
+	var objects imports.ObjectStore
+	if cfg.ImportStore.Endpoint != "" {
+		octx, ocancel := context.WithTimeout(context.Background(), 30*time.Second)
+		bucket, err := objstore.New(octx, cfg.ImportStore)
+		ocancel()
+		if err != nil {
+			return nil, fmt.Errorf("import store: %w", err)
+		}
+		objects = bucket
+	}
+	importService, err := imports.New(imports.Config{Store: store, Raft: writes, Sites: siteService, Blobs: blobStore,
+		Dir: filepath.Join(cfg.DataDir, "imports"), MaxSize: cfg.MaxImportBytes, Objects: objects, Now: cfg.Now})
+	if err != nil {
+		return nil, err
+	}
+	runners.Imports = importService
+	connectKey, err := hkdf.Key(sha256.New, []byte(cfg.ClusterToken), nil, "sandboxd connect session v1", 32)
+	if err != nil {
+		return nil, err
+	}
+	connector := oauth.New(oauth.Config{Store: store, Raft: node, Mailer: mailer, PublicURL: s.url, Key: connectKey,
+		Secure: strings.HasPrefix(s.url, "https://"), Now: cfg.Now, Log: s.log.With("component", "oauth")})
 	// Jobs run once every runner is in place.
 	node.OnLeader(s.dispatcher.Run)
 	hookSealer, err := seal.New(cfg.ClusterToken, "webhook-signing")
@@ -414,10 +446,15 @@ func New(cfg Config) (_ *Server, err error) {
 		Sites: siteService, Tools: siteService, Templates: tpls, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer, Webhooks: hooks,
 		Blueprints: bps,
 		Runs:       bps,
+		Imports:    importService,
+		OAuth:      connector,
 		RateLimits: cfg.RateLimits, Metrics: metrics,
 	})
 	s.api.Register(s.router)
 	for pattern, h := range s.launcher.Routes() {
+		s.router.HandleRaw(pattern, h)
+	}
+	for pattern, h := range connector.Routes() {
 		s.router.HandleRaw(pattern, h)
 	}
 	s.registerInfra()
@@ -443,7 +480,11 @@ func wantedBlobs(store *state.Store) ([]string, error) {
 		return nil, err
 	}
 	bundles, err := store.BlueprintBundles()
-	return append(append(out, arts...), bundles...), err
+	if err != nil {
+		return nil, err
+	}
+	uploads, err := store.ImportArtifacts()
+	return append(append(append(out, arts...), bundles...), uploads...), err
 }
 
 // persistent reads a value kept in a file, making and storing it once.

@@ -43,7 +43,9 @@ type Runners struct {
 	Held      HeldTemplates
 	// Blueprints carries out Blueprint runs; nil fails jobs that need it.
 	Blueprints BlueprintRunner
-	Now        func() time.Time
+	// Imports tracks restores; nil fails import_restore jobs.
+	Imports Imports
+	Now     func() time.Time
 }
 
 // Register adds the site job runners to a dispatcher.
@@ -58,6 +60,7 @@ func (r *Runners) Register(d *jobs.Dispatcher) {
 	d.Register(jobspec.RestoreSite, jobs.RunnerFunc(r.restore))
 	d.Register(jobspec.ApplyBlueprint, jobs.RunnerFunc(r.apply))
 	d.Register(jobspec.BakeBlueprint, jobs.RunnerFunc(r.bake))
+	d.Register(jobspec.ImportRestore, jobs.RunnerFunc(r.importRestore))
 }
 
 func (r *Runners) now() time.Time {
@@ -194,7 +197,7 @@ func (r *Runners) delete(ctx context.Context, j *state.Job, _ func(int)) error {
 			return failure("deleting the site", err)
 		}
 	}
-	_, err = r.Raft.Apply(ctx, fsm.DeleteSite{ID: s.ID})
+	_, err = r.Raft.Apply(ctx, fsm.DeleteSite{ID: s.ID, At: r.now()})
 	return err
 }
 

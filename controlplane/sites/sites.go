@@ -189,7 +189,7 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 	if !strings.Contains(payload.AdminEmail, ".") { // owner@localhost is no address WordPress accepts
 		payload.AdminEmail = "admin@example.com"
 	}
-	if in.Run == nil {
+	if in.Run == nil && in.Import == nil {
 		if claimed, jobID, ok, err := s.claim(ctx, site, payload, quota, in.WordPressVersion, in.Launch); ok || err != nil {
 			return claimed, jobID, err
 		}
@@ -209,11 +209,19 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 			jobType = jobspec.BakeBlueprint
 		}
 	}
+	if in.Import != nil {
+		jobType, payload.ImportID = jobspec.ImportRestore, in.Import.ID
+	}
 	job, err := jobs.New(jobType, in.Workspace.ID, site.ID, payload, now)
 	if err != nil {
 		return nil, "", err
 	}
 	var cmd fsm.Command = fsm.CreateSiteWithJob{Site: site, Job: job, Quota: quota, Launch: launchOf(in.Launch, &site, job.ID)}
+	if in.Import != nil {
+		imp := *in.Import
+		imp.SiteID, imp.JobID = site.ID, job.ID
+		cmd = fsm.StartImport{Import: imp, IfStatus: in.ImportIfStatus, Job: job, Site: &site, SiteQuota: quota}
+	}
 	if in.Run != nil {
 		in.Run.SiteID, in.Run.JobID = site.ID, job.ID
 		run := *in.Run

@@ -44,6 +44,11 @@ type Create struct {
 	// (building, within BakeQuota) is added with it.
 	Bake      *state.Template
 	BakeQuota state.Quota
+	// Import, for a sandbox an import makes, moves the import (from one
+	// of ImportIfStatus) to restoring with its site and job, in the same
+	// entry; the job restores the archive once the site is ready.
+	Import         *state.Import
+	ImportIfStatus []string
 }
 
 // Deploy is a plugin or theme bound for a site: exactly one of a Library

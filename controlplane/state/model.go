@@ -67,7 +67,17 @@ type Token struct {
 	Prefix    string     `json:"prefix"`
 	CreatedAt time.Time  `json:"createdAt"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Kind is TokenPersonal (empty in older entries) or TokenOAuth; an
+	// OAuth token carries its client and the scopes it was granted, and
+	// works only where those scopes do.
+	Kind       string `json:"kind,omitempty"`
+	Scope      string `json:"scope,omitempty"`
+	ClientID   string `json:"clientId,omitempty"`
+	ClientName string `json:"clientName,omitempty"`
 }
+
+// Scoped reports whether the token is limited to its scopes.
+func (t *Token) Scoped() bool { return t.Kind == TokenOAuth }
 
 // Invitation statuses.
 const (

@@ -8,26 +8,29 @@ import (
 
 // Table names.
 const (
-	tableAccounts    = "accounts"
-	tableWorkspaces  = "workspaces"
-	tableMembers     = "members"
-	tableRoles       = "roles"
-	tableTokens      = "tokens"
-	tableInvitations = "invitations"
-	tableJobs        = "jobs"
-	tableServers     = "servers"
-	tableOutbox      = "outbox"
-	tableSites       = "sites"
-	tableNodes       = "nodes"
-	tableLibrary     = "library"
-	tableIdempotency = "idempotency"
-	tableTemplates   = "templates"
-	tableLeads       = "leads"
-	tableDemos       = "demos"
-	tableWebhooks    = "webhooks"
-	tableDeliveries  = "deliveries"
-	tableBlueprints  = "blueprints"
-	tableRuns        = "blueprint_runs"
+	tableAccounts     = "accounts"
+	tableWorkspaces   = "workspaces"
+	tableMembers      = "members"
+	tableRoles        = "roles"
+	tableTokens       = "tokens"
+	tableInvitations  = "invitations"
+	tableJobs         = "jobs"
+	tableServers      = "servers"
+	tableOutbox       = "outbox"
+	tableSites        = "sites"
+	tableNodes        = "nodes"
+	tableLibrary      = "library"
+	tableIdempotency  = "idempotency"
+	tableTemplates    = "templates"
+	tableLeads        = "leads"
+	tableDemos        = "demos"
+	tableWebhooks     = "webhooks"
+	tableDeliveries   = "deliveries"
+	tableBlueprints   = "blueprints"
+	tableRuns         = "blueprint_runs"
+	tableImports      = "imports"
+	tableOAuthClients = "oauth_clients"
+	tableOAuthCodes   = "oauth_codes"
 )
 
 func idIndex() *memdb.IndexSchema {
@@ -126,6 +129,17 @@ func schema() *memdb.DBSchema {
 			// A source applied without saving has no Blueprint.
 			"blueprint": {Name: "blueprint", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "BlueprintID"}},
 		}},
+		tableImports: {Name: tableImports, Indexes: map[string]*memdb.IndexSchema{
+			"id":        idIndex(),
+			"workspace": fieldIndex("workspace", "WorkspaceID", false),
+			"site":      {Name: "site", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "SiteID"}},
+		}},
+		tableOAuthClients: {Name: tableOAuthClients, Indexes: map[string]*memdb.IndexSchema{
+			"id": idIndex(),
+		}},
+		tableOAuthCodes: {Name: tableOAuthCodes, Indexes: map[string]*memdb.IndexSchema{
+			"id": idIndex(),
+		}},
 		tableDemos: {Name: tableDemos, Indexes: map[string]*memdb.IndexSchema{
 			"id":       idIndex(),
 			"template": fieldIndex("template", "TemplateID", false),
@@ -173,4 +187,5 @@ var tables = []string{
 	tableAccounts, tableWorkspaces, tableRoles, tableMembers, tableTokens,
 	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary, tableIdempotency,
 	tableTemplates, tableLeads, tableDemos, tableWebhooks, tableDeliveries, tableBlueprints, tableRuns,
+	tableImports, tableOAuthClients, tableOAuthCodes,
 }

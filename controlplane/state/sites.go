@@ -190,13 +190,16 @@ func (t *Tx) UpdateSite(u SiteUpdate) (*Site, error) {
 }
 
 // DeleteSite removes a site's row; a missing one is fine.
-func (t *Tx) DeleteSite(id string) error {
+func (t *Tx) DeleteSite(id string, at time.Time) error {
 	return t.run(func(tx *memdb.Txn) error {
 		s, err := first[Site](tx, tableSites, "id", id)
 		if err != nil || s == nil {
 			return err
 		}
-		return remove(tx, tableSites, s)
+		if err := remove(tx, tableSites, s); err != nil {
+			return err
+		}
+		return siteGone(tx, id, at)
 	})
 }
 

@@ -203,6 +203,12 @@ func newRow(table string) (any, error) {
 		return new(Blueprint), nil
 	case tableRuns:
 		return new(BlueprintRun), nil
+	case tableImports:
+		return new(Import), nil
+	case tableOAuthClients:
+		return new(OAuthClient), nil
+	case tableOAuthCodes:
+		return new(OAuthCode), nil
 	}
 	return nil, fmt.Errorf("unknown table %q", table)
 }

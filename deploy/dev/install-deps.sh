@@ -68,3 +68,14 @@ if [ "$("$prism_dir/node_modules/.bin/prism" --version 2>/dev/null)" != "$PRISM_
   SCARF_ANALYTICS=false npm install --prefix "$prism_dir" --no-audit --no-fund --loglevel=error \
     "@stoplight/prism-cli@$PRISM_VERSION" >/dev/null
 fi
+
+# VersityGW, pinned: an S3-compatible server over a directory, for the
+# tests of direct (multipart) import uploads. Built from the Go module
+# proxy into the user's cache.
+VERSITYGW_VERSION=v1.8.0
+vgw_dir="${XDG_CACHE_HOME:-$HOME/.cache}/sandboxd/versitygw-$VERSITYGW_VERSION"
+if [ ! -x "$vgw_dir/versitygw" ]; then
+  echo "install-deps: building VersityGW $VERSITYGW_VERSION into $vgw_dir" >&2
+  mkdir -p "$vgw_dir"
+  GOFLAGS=-mod=mod GOBIN="$vgw_dir" go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+fi

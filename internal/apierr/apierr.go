@@ -16,30 +16,34 @@ import (
 
 // Codes the contract and its addendum fix. Clients branch on these.
 const (
-	CodeInvalidRequest        = "invalid_request"
-	CodeAuthRequired          = "auth_required"
-	CodeInsufficientScope     = "insufficient_scope"
-	CodeCapabilityRequired    = "capability_required"
-	CodeOwnerRequired         = "owner_required"
-	CodeWorkspaceNotFound     = "workspace_not_found"
-	CodeJobNotFound           = "job_not_found"
-	CodeTokenNotFound         = "token_not_found"
-	CodeRoleNotFound          = "role_not_found"
-	CodeMemberNotFound        = "member_not_found"
-	CodeInvitationNotFound    = "invitation_not_found"
-	CodeAccountNotFound       = "account_not_found"
-	CodeNotFound              = "not_found"
-	CodeMethodNotAllowed      = "method_not_allowed"
-	CodeRoleInUse             = "role_in_use"
-	CodeConflict              = "conflict"
-	CodePlanLimitReached      = "plan_limit_reached"
-	CodePayloadTooLarge       = "payload_too_large"
-	CodeRateLimited           = "rate_limited"
-	CodeServiceUnavailable    = "service_unavailable"
-	CodeInternal              = "internal_error"
-	CodeSiteNotFound          = "site_not_found"
-	CodeTemplateNotFound      = "template_not_found"
-	CodeBlueprintNotFound     = "blueprint_not_found"
+	CodeInvalidRequest     = "invalid_request"
+	CodeAuthRequired       = "auth_required"
+	CodeInsufficientScope  = "insufficient_scope"
+	CodeCapabilityRequired = "capability_required"
+	CodeOwnerRequired      = "owner_required"
+	CodeWorkspaceNotFound  = "workspace_not_found"
+	CodeJobNotFound        = "job_not_found"
+	CodeTokenNotFound      = "token_not_found"
+	CodeRoleNotFound       = "role_not_found"
+	CodeMemberNotFound     = "member_not_found"
+	CodeInvitationNotFound = "invitation_not_found"
+	CodeAccountNotFound    = "account_not_found"
+	CodeNotFound           = "not_found"
+	CodeMethodNotAllowed   = "method_not_allowed"
+	CodeRoleInUse          = "role_in_use"
+	CodeConflict           = "conflict"
+	CodePlanLimitReached   = "plan_limit_reached"
+	CodePayloadTooLarge    = "payload_too_large"
+	CodeRateLimited        = "rate_limited"
+	CodeServiceUnavailable = "service_unavailable"
+	CodeInternal           = "internal_error"
+	CodeSiteNotFound       = "site_not_found"
+	CodeTemplateNotFound   = "template_not_found"
+	CodeBlueprintNotFound  = "blueprint_not_found"
+	CodeImportNotFound     = "import_not_found"
+	// CodeOffsetMismatch: an upload chunk at another offset than the
+	// bytes received; details.expectedOffset says where to go on.
+	CodeOffsetMismatch        = "offset_mismatch"
 	CodePHPVersionUnavailable = "php_version_unavailable"
 	// CodeTemplateSharingRequiresPaidPlan: a launch link on a free plan.
 	CodeTemplateSharingRequiresPaidPlan = "template_sharing_requires_paid_plan"
@@ -55,11 +59,14 @@ const (
 // _not_found is 404.
 var statusOf = map[string]int{
 	CodeInvalidRequest: http.StatusBadRequest, CodePHPVersionUnavailable: http.StatusBadRequest,
+	// The OAuth endpoints' own codes (RFC 6749 5.2, RFC 7591 3.2.2).
+	"invalid_grant": http.StatusBadRequest, "invalid_client": http.StatusBadRequest, "unsupported_grant_type": http.StatusBadRequest,
+	"invalid_scope": http.StatusBadRequest, "invalid_redirect_uri": http.StatusBadRequest, "invalid_client_metadata": http.StatusBadRequest,
 	CodeAuthRequired:     http.StatusUnauthorized,
 	CodePlanLimitReached: http.StatusPaymentRequired, CodeTemplateSharingRequiresPaidPlan: http.StatusPaymentRequired,
 	CodeInsufficientScope: http.StatusForbidden, CodeCapabilityRequired: http.StatusForbidden, CodeOwnerRequired: http.StatusForbidden,
 	CodeMethodNotAllowed: http.StatusMethodNotAllowed, CodeNotFound: http.StatusNotFound,
-	CodeConflict: http.StatusConflict, CodeRoleInUse: http.StatusConflict, CodeIdempotencyKeyReused: http.StatusConflict,
+	CodeConflict: http.StatusConflict, CodeRoleInUse: http.StatusConflict, CodeOffsetMismatch: http.StatusConflict, CodeIdempotencyKeyReused: http.StatusConflict,
 	CodePayloadTooLarge:    http.StatusRequestEntityTooLarge,
 	CodeRateLimited:        http.StatusTooManyRequests,
 	CodeInternal:           http.StatusInternalServerError,

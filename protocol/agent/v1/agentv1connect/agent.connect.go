@@ -108,6 +108,9 @@ const (
 	// AgentServiceRunBlueprintStepProcedure is the fully-qualified name of the AgentService's
 	// RunBlueprintStep RPC.
 	AgentServiceRunBlueprintStepProcedure = "/sandboxd.agent.v1.AgentService/RunBlueprintStep"
+	// AgentServiceRestoreArchiveProcedure is the fully-qualified name of the AgentService's
+	// RestoreArchive RPC.
+	AgentServiceRestoreArchiveProcedure = "/sandboxd.agent.v1.AgentService/RestoreArchive"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -284,6 +287,15 @@ type AgentServiceClient interface {
 	// as the site's user, with the resources the control plane fetched for
 	// it. A step that ran and failed is an answer (ok false), not an error.
 	RunBlueprintStep(context.Context, *connect.Request[v1.RunBlueprintStepRequest]) (*connect.Response[v1.RunBlueprintStepResponse], error)
+	// RestoreArchive restores an import into a ready site: the first
+	// message names the site and the parts (archives, SQL dumps) whose
+	// bytes follow in order. Files go into the site's wp-content and dumps
+	// into its database, staged beside them (as the site's user, inside
+	// its container; dumps over the site's own database account), then
+	// URLs move from source_url to the site's and the staged content takes
+	// the place of the old. A failure or a cancelled stream leaves the
+	// site as it was.
+	RestoreArchive(context.Context) *connect.ClientStreamForClient[v1.RestoreArchiveRequest, v1.RestoreArchiveResponse]
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -441,6 +453,12 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("RunBlueprintStep")),
 			connect.WithClientOptions(opts...),
 		),
+		restoreArchive: connect.NewClient[v1.RestoreArchiveRequest, v1.RestoreArchiveResponse](
+			httpClient,
+			baseURL+AgentServiceRestoreArchiveProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("RestoreArchive")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -470,6 +488,7 @@ type agentServiceClient struct {
 	importTemplate     *connect.Client[v1.ImportTemplateRequest, v1.TemplateInfo]
 	renameSite         *connect.Client[v1.RenameSiteRequest, v1.RenameSiteResponse]
 	runBlueprintStep   *connect.Client[v1.RunBlueprintStepRequest, v1.RunBlueprintStepResponse]
+	restoreArchive     *connect.Client[v1.RestoreArchiveRequest, v1.RestoreArchiveResponse]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -592,6 +611,11 @@ func (c *agentServiceClient) RunBlueprintStep(ctx context.Context, req *connect.
 	return c.runBlueprintStep.CallUnary(ctx, req)
 }
 
+// RestoreArchive calls sandboxd.agent.v1.AgentService.RestoreArchive.
+func (c *agentServiceClient) RestoreArchive(ctx context.Context) *connect.ClientStreamForClient[v1.RestoreArchiveRequest, v1.RestoreArchiveResponse] {
+	return c.restoreArchive.CallClientStream(ctx)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -662,6 +686,15 @@ type AgentServiceHandler interface {
 	// as the site's user, with the resources the control plane fetched for
 	// it. A step that ran and failed is an answer (ok false), not an error.
 	RunBlueprintStep(context.Context, *connect.Request[v1.RunBlueprintStepRequest]) (*connect.Response[v1.RunBlueprintStepResponse], error)
+	// RestoreArchive restores an import into a ready site: the first
+	// message names the site and the parts (archives, SQL dumps) whose
+	// bytes follow in order. Files go into the site's wp-content and dumps
+	// into its database, staged beside them (as the site's user, inside
+	// its container; dumps over the site's own database account), then
+	// URLs move from source_url to the site's and the staged content takes
+	// the place of the old. A failure or a cancelled stream leaves the
+	// site as it was.
+	RestoreArchive(context.Context, *connect.ClientStream[v1.RestoreArchiveRequest]) (*connect.Response[v1.RestoreArchiveResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -815,6 +848,12 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("RunBlueprintStep")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceRestoreArchiveHandler := connect.NewClientStreamHandler(
+		AgentServiceRestoreArchiveProcedure,
+		svc.RestoreArchive,
+		connect.WithSchema(agentServiceMethods.ByName("RestoreArchive")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -865,6 +904,8 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceRenameSiteHandler.ServeHTTP(w, r)
 		case AgentServiceRunBlueprintStepProcedure:
 			agentServiceRunBlueprintStepHandler.ServeHTTP(w, r)
+		case AgentServiceRestoreArchiveProcedure:
+			agentServiceRestoreArchiveHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -968,4 +1009,8 @@ func (UnimplementedAgentServiceHandler) RenameSite(context.Context, *connect.Req
 
 func (UnimplementedAgentServiceHandler) RunBlueprintStep(context.Context, *connect.Request[v1.RunBlueprintStepRequest]) (*connect.Response[v1.RunBlueprintStepResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.RunBlueprintStep is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) RestoreArchive(context.Context, *connect.ClientStream[v1.RestoreArchiveRequest]) (*connect.Response[v1.RestoreArchiveResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.RestoreArchive is not implemented"))
 }

@@ -1,0 +1,116 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+
+	"github.com/sandboxd/sandboxd/controlplane/oauth"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+)
+
+// OAuth is what the connector flow's REST routes need.
+type OAuth interface {
+	Register(ctx context.Context, m oauth.ClientMetadata) (*oauth.ClientInfo, error)
+	Exchange(ctx context.Context, r oauth.TokenRequest) (*oauth.TokenResponse, error)
+}
+
+func (a *API) registerConnect(r *rest.Router) {
+	if a.cfg.OAuth == nil {
+		return
+	}
+	r.Handle(rest.Route{Method: "POST", Path: "/api/connect/register", Tag: "oauth", Status: http.StatusCreated,
+		Summary: "Register a public OAuth client (RFC 7591) for the connector flow: exact redirect URIs (https, or http " +
+			"on localhost-like hosts; no fragment), token_endpoint_auth_method none. No secret is issued; metadata " +
+			"this server does not know is ignored.",
+		Request: oauth.ClientMetadata{}, Response: oauth.ClientInfo{}, MaxBody: 64 << 10,
+		Errors: []string{apierr.CodeInvalidRequest, oauth.CodeInvalidRedirectURI, oauth.CodeInvalidClientMetadata,
+			apierr.CodeRateLimited, apierr.CodePayloadTooLarge},
+		Handler: a.registerClient})
+	r.Handle(rest.Route{Method: "POST", Path: "/api/connect/token", Tag: "oauth",
+		Summary: "Exchange an authorization code with its PKCE verifier (S256) for a scoped access token " +
+			"(application/json or application/x-www-form-urlencoded). No refresh token; a code works once, and " +
+			"presenting it again revokes the token it gave.",
+		Request: oauth.TokenRequest{}, Response: oauth.TokenResponse{}, MaxBody: 64 << 10,
+		Errors: []string{apierr.CodeInvalidRequest, oauth.CodeInvalidGrant, oauth.CodeUnsupportedGrantType,
+			apierr.CodeRateLimited, apierr.CodePayloadTooLarge},
+		Handler: a.exchangeCode})
+}
+
+func (a *API) registerClient(w http.ResponseWriter, req *http.Request) error {
+	if err := a.limits.write(req, ""); err != nil {
+		return err
+	}
+	if mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); mt != "application/json" {
+		return apierr.Invalid("", "Content-Type must be application/json")
+	}
+	var m oauth.ClientMetadata
+	if err := json.NewDecoder(req.Body).Decode(&m); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return apierr.New(http.StatusRequestEntityTooLarge, apierr.CodePayloadTooLarge, "the registration is too large")
+		}
+		return apierr.New(http.StatusBadRequest, oauth.CodeInvalidClientMetadata, "the body is not a JSON client metadata object")
+	}
+	info, err := a.cfg.OAuth.Register(req.Context(), m)
+	if err != nil {
+		return writeError("", err)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	return rest.JSON(w, http.StatusCreated, info)
+}
+
+func (a *API) exchangeCode(w http.ResponseWriter, req *http.Request) error {
+	if err := a.limits.authGate(req); err != nil {
+		return err
+	}
+	if err := a.limits.write(req, ""); err != nil {
+		return err
+	}
+	var tr oauth.TokenRequest
+	mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	switch mt {
+	case "application/json":
+		if err := json.NewDecoder(req.Body).Decode(&tr); err != nil {
+			return apierr.Invalid("", "the body is not a JSON object")
+		}
+	case "application/x-www-form-urlencoded":
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return apierr.Invalid("", "the body could not be read")
+		}
+		f, err := url.ParseQuery(string(body))
+		if err != nil {
+			return apierr.Invalid("", "the form is malformed")
+		}
+		for k, v := range f {
+			if len(v) > 1 {
+				return apierr.Invalid(k, "%s is repeated", k)
+			}
+		}
+		tr = oauth.TokenRequest{GrantType: f.Get("grant_type"), Code: f.Get("code"), ClientID: f.Get("client_id"),
+			RedirectURI: f.Get("redirect_uri"), CodeVerifier: f.Get("code_verifier")}
+	default:
+		return apierr.Invalid("", "Content-Type must be application/json or application/x-www-form-urlencoded")
+	}
+	res, err := a.cfg.OAuth.Exchange(req.Context(), tr)
+	if errors.Is(err, oauth.ErrBadGrant) {
+		// A wrong code or verifier counts like a wrong token.
+		a.limits.authFailed(req, apierr.AuthRequired())
+	}
+	if err != nil {
+		var ae *apierr.Error
+		if errors.As(err, &ae) {
+			return ae
+		}
+		return writeError("", err)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Pragma", "no-cache")
+	return rest.JSON(w, http.StatusOK, res)
+}

@@ -1,0 +1,352 @@
+// Package oauth is the authorization server of the connector flow: a
+// public client registers (RFC 7591: exact redirect URIs, no secret), the
+// account holder signs in on the consent page and approves, and the
+// client exchanges the single-use code with its PKCE verifier (S256
+// only) for a token limited to the import scopes. Codes and tokens are
+// stored as hashes; a code presented twice revokes what it gave.
+package oauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/ids"
+	"github.com/sandboxd/sandboxd/internal/secret"
+)
+
+// Scopes a client may ask for.
+const (
+	ScopeImportRead  = "import:read"
+	ScopeImportWrite = "import:write"
+)
+
+// AllScopes are every scope, in order.
+var AllScopes = []string{ScopeImportRead, ScopeImportWrite}
+
+// CodeLife is how long an authorization code can be exchanged.
+const CodeLife = 60 * time.Second
+
+// TokenLife is how long a connector's token works.
+const TokenLife = 30 * 24 * time.Hour
+
+// ClonerSoftwareID marks the connector plugin's registrations: their
+// token answers also carry the account's email and the site's URL.
+const ClonerSoftwareID = "sandboxd-connector"
+
+// Error codes of the registration and token endpoints (RFC 7591 3.2.2,
+// RFC 6749 5.2), in the error envelope.
+const (
+	CodeInvalidRedirectURI    = "invalid_redirect_uri"
+	CodeInvalidClientMetadata = "invalid_client_metadata"
+	CodeInvalidClient         = "invalid_client"
+	CodeInvalidGrant          = "invalid_grant"
+	CodeUnsupportedGrantType  = "unsupported_grant_type"
+	CodeInvalidScope          = "invalid_scope"
+)
+
+// Mailer sends the consent page's sign-in links.
+type Mailer interface {
+	Send(ctx context.Context, m state.Mail) error
+}
+
+// Config wires the service.
+type Config struct {
+	Store *state.Store
+	Raft  fsm.Applier
+	// Mailer delivers sign-in links (SMTP, or the outbox).
+	Mailer Mailer
+	// PublicURL is the API's base URL, for sign-in links.
+	PublicURL string
+	// Key signs the consent page's sessions and forms.
+	Key []byte
+	// Secure marks cookies Secure (the API is served over https).
+	Secure bool
+	Now    func() time.Time
+	Log    *slog.Logger
+}
+
+// Service registers clients, issues codes and exchanges them.
+type Service struct {
+	cfg     Config
+	signins *signins
+}
+
+// New returns the service.
+func New(cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{cfg: cfg, signins: newSignins()}
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
+
+func oauthErr(code, format string, args ...any) *apierr.Error {
+	return apierr.New(http.StatusBadRequest, code, format, args...)
+}
+
+// ClientMetadata is a registration request (RFC 7591 2).
+type ClientMetadata struct {
+	RedirectURIs            []string `json:"redirect_uris" doc:"Exact redirect URIs: https, or http on a localhost-like host; no fragment."`
+	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method,omitempty" enum:"none" doc:"none (public client) or omitted."`
+	GrantTypes              []string `json:"grant_types,omitempty" doc:"authorization_code only."`
+	ResponseTypes           []string `json:"response_types,omitempty" doc:"code only."`
+	ClientName              string   `json:"client_name,omitempty"`
+	ClientURI               string   `json:"client_uri,omitempty"`
+	Scope                   string   `json:"scope,omitempty" doc:"Space-separated, within import:read import:write (the default)."`
+	SoftwareID              string   `json:"software_id,omitempty"`
+	SoftwareVersion         string   `json:"software_version,omitempty"`
+}
+
+// ClientInfo is a registered client (RFC 7591 3.2.1); it has no secret.
+type ClientInfo struct {
+	ClientID                string   `json:"client_id"`
+	ClientIDIssuedAt        int64    `json:"client_id_issued_at"`
+	ClientName              string   `json:"client_name"`
+	RedirectURIs            []string `json:"redirect_uris"`
+	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
+	GrantTypes              []string `json:"grant_types"`
+	ResponseTypes           []string `json:"response_types"`
+	Scope                   string   `json:"scope"`
+	ClientURI               string   `json:"client_uri,omitempty"`
+	SoftwareID              string   `json:"software_id,omitempty"`
+}
+
+// LocalHost reports whether host (no port) is a development host on
+// which a plain-http redirect URI is allowed.
+func LocalHost(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// checkRedirect validates a redirect URI a client registers.
+func checkRedirect(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || !u.IsAbs() || u.Host == "" || len(raw) > 2000:
+		return oauthErr(CodeInvalidRedirectURI, "redirect URI %q is not an absolute URL", raw)
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return oauthErr(CodeInvalidRedirectURI, "redirect URI %q has a fragment", raw)
+	case u.User != nil:
+		return oauthErr(CodeInvalidRedirectURI, "redirect URI %q carries credentials", raw)
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && LocalHost(u.Hostname()):
+		return nil
+	case u.Scheme == "http":
+		return oauthErr(CodeInvalidRedirectURI, "redirect URI %q must use https (plain http is for localhost only)", raw)
+	}
+	return oauthErr(CodeInvalidRedirectURI, "redirect URI %q must be an https URL", raw)
+}
+
+// normalScope checks a space-separated scope request against allowed and
+// returns it in canonical order; empty asks for all of allowed.
+func normalScope(raw string, allowed []string) (string, bool) {
+	want := strings.Fields(raw)
+	if len(want) == 0 {
+		return strings.Join(allowed, " "), true
+	}
+	var out []string
+	for _, sc := range AllScopes {
+		if slices.Contains(want, sc) {
+			if !slices.Contains(allowed, sc) {
+				return "", false
+			}
+			out = append(out, sc)
+		}
+	}
+	for _, w := range want {
+		if !slices.Contains(AllScopes, w) {
+			return "", false
+		}
+	}
+	return strings.Join(out, " "), true
+}
+
+var softwareRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// Register adds a public client.
+func (s *Service) Register(ctx context.Context, m ClientMetadata) (*ClientInfo, error) {
+	if len(m.RedirectURIs) == 0 {
+		return nil, oauthErr(CodeInvalidRedirectURI, "redirect_uris must list at least one URI")
+	}
+	if len(m.RedirectURIs) > 10 {
+		return nil, oauthErr(CodeInvalidRedirectURI, "at most 10 redirect URIs")
+	}
+	for _, u := range m.RedirectURIs {
+		if err := checkRedirect(u); err != nil {
+			return nil, err
+		}
+	}
+	if m.TokenEndpointAuthMethod != "" && m.TokenEndpointAuthMethod != "none" {
+		return nil, oauthErr(CodeInvalidClientMetadata, "token_endpoint_auth_method must be none: clients are public and get no secret")
+	}
+	if len(m.GrantTypes) > 0 && !slices.Equal(m.GrantTypes, []string{"authorization_code"}) {
+		return nil, oauthErr(CodeInvalidClientMetadata, "grant_types must be [authorization_code] (there are no refresh tokens)")
+	}
+	if len(m.ResponseTypes) > 0 && !slices.Equal(m.ResponseTypes, []string{"code"}) {
+		return nil, oauthErr(CodeInvalidClientMetadata, "response_types must be [code]")
+	}
+	scope, ok := normalScope(m.Scope, AllScopes)
+	if !ok {
+		return nil, oauthErr(CodeInvalidClientMetadata, "scope must be within %s", strings.Join(AllScopes, " "))
+	}
+	name := strings.TrimSpace(m.ClientName)
+	if name == "" {
+		name = "Unnamed client"
+	}
+	if len(name) > 100 || strings.ContainsAny(name, "\x00\r\n") {
+		return nil, oauthErr(CodeInvalidClientMetadata, "client_name must be at most 100 characters on one line")
+	}
+	if m.ClientURI != "" {
+		if u, err := url.Parse(m.ClientURI); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(m.ClientURI) > 2000 {
+			return nil, oauthErr(CodeInvalidClientMetadata, "client_uri must be an http(s) URL")
+		}
+	}
+	if m.SoftwareID != "" && !softwareRE.MatchString(m.SoftwareID) {
+		return nil, oauthErr(CodeInvalidClientMetadata, "software_id must be 1 to 64 letters, digits, dots, dashes or underscores")
+	}
+	c := state.OAuthClient{ID: "cli_" + ids.Random(16), Name: name, RedirectURIs: slices.Clone(m.RedirectURIs), Scope: scope,
+		SoftwareID: m.SoftwareID, ClientURI: m.ClientURI, CreatedAt: s.now()}
+	if _, err := s.cfg.Raft.Apply(ctx, fsm.RegisterOAuthClient{Client: c}); err != nil {
+		return nil, err
+	}
+	return infoOf(&c), nil
+}
+
+func infoOf(c *state.OAuthClient) *ClientInfo {
+	return &ClientInfo{ClientID: c.ID, ClientIDIssuedAt: c.CreatedAt.Unix(), ClientName: c.Name, RedirectURIs: c.RedirectURIs,
+		TokenEndpointAuthMethod: "none", GrantTypes: []string{"authorization_code"}, ResponseTypes: []string{"code"},
+		Scope: c.Scope, ClientURI: c.ClientURI, SoftwareID: c.SoftwareID}
+}
+
+// TokenRequest is an exchange at the token endpoint (RFC 6749 4.1.3,
+// RFC 7636 4.5).
+type TokenRequest struct {
+	GrantType    string `json:"grant_type"`
+	Code         string `json:"code"`
+	ClientID     string `json:"client_id"`
+	RedirectURI  string `json:"redirect_uri"`
+	CodeVerifier string `json:"code_verifier"`
+}
+
+// TokenResponse is what an exchange gives (RFC 6749 5.1); there is no
+// refresh token.
+type TokenResponse struct {
+	AccessToken  string  `json:"access_token"`
+	TokenType    string  `json:"token_type" enum:"Bearer"`
+	ExpiresIn    int64   `json:"expires_in"`
+	Scope        string  `json:"scope"`
+	AccountEmail *string `json:"account_email,omitempty" doc:"Cloner exchanges (the connector plugin): the account that approved."`
+	SiteURL      *string `json:"site_url,omitempty" doc:"Cloner exchanges: the site the connector was registered from (its client_uri)."`
+}
+
+var verifierRE = regexp.MustCompile(`^[A-Za-z0-9._~-]{43,128}$`)
+
+// challengeOf is the S256 challenge of a verifier.
+func challengeOf(verifier string) string {
+	sum := sha256.Sum256([]byte(verifier))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// ErrBadGrant is an exchange refused for its code, client, redirect URI
+// or verifier; callers count it as a failed authentication.
+var ErrBadGrant = errors.New("oauth: bad grant")
+
+func badGrant(format string, args ...any) error {
+	return fmt.Errorf("%w: %w", ErrBadGrant, oauthErr(CodeInvalidGrant, format, args...))
+}
+
+// Exchange turns a code into a token. A code already exchanged revokes
+// the token it gave (RFC 6749 4.1.2) and is refused.
+func (s *Service) Exchange(ctx context.Context, r TokenRequest) (*TokenResponse, error) {
+	switch {
+	case r.GrantType != "authorization_code":
+		return nil, oauthErr(CodeUnsupportedGrantType, "grant_type must be authorization_code")
+	case r.Code == "" || r.ClientID == "" || r.RedirectURI == "":
+		return nil, oauthErr(apierr.CodeInvalidRequest, "code, client_id and redirect_uri are required")
+	case r.CodeVerifier == "":
+		return nil, oauthErr(apierr.CodeInvalidRequest, "code_verifier is required: this server takes PKCE (S256) only")
+	}
+	hash := secret.Hash(r.Code)
+	code, err := s.cfg.Store.OAuthCode(hash)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	if code == nil || (!code.Used && !now.Before(code.ExpiresAt)) {
+		return nil, badGrant("the code is unknown or has expired")
+	}
+	if code.Used {
+		if _, err := s.cfg.Raft.Apply(ctx, fsm.RedeemOAuthCode{CodeHash: hash, At: now}); err != nil {
+			return nil, err
+		}
+		s.cfg.Log.Warn("authorization code presented twice; the token it gave is revoked", "client_id", code.ClientID)
+		return nil, badGrant("the code was already used; the token it gave is revoked")
+	}
+	if code.ClientID != r.ClientID {
+		return nil, badGrant("the code was issued to another client")
+	}
+	if code.RedirectURI != r.RedirectURI {
+		return nil, badGrant("redirect_uri differs from the one the code was issued for")
+	}
+	if !verifierRE.MatchString(r.CodeVerifier) ||
+		subtle.ConstantTimeCompare([]byte(challengeOf(r.CodeVerifier)), []byte(code.Challenge)) != 1 {
+		return nil, badGrant("code_verifier does not match the code's challenge")
+	}
+	client, err := s.cfg.Store.OAuthClient(code.ClientID)
+	if err != nil {
+		return nil, err
+	}
+	acct, err := s.cfg.Store.Account(code.UserID)
+	if err != nil {
+		return nil, err
+	}
+	if client == nil || acct == nil {
+		return nil, badGrant("the code's client or account is gone")
+	}
+	plain := secret.New(secret.TokenPrefix)
+	exp := now.Add(TokenLife)
+	tok := state.Token{ID: ids.New(ids.Token), UserID: acct.ID, Name: "OAuth: " + client.Name, Hash: secret.Hash(plain),
+		Prefix: secret.Display(plain), CreatedAt: now, ExpiresAt: &exp, Kind: state.TokenOAuth, Scope: code.Scope,
+		ClientID: client.ID, ClientName: client.Name}
+	res, err := s.cfg.Raft.Apply(ctx, fsm.RedeemOAuthCode{CodeHash: hash, Token: tok, At: now})
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, badGrant("the code has expired")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if red, ok := res.(*state.Redemption); ok && red.Reused {
+		return nil, badGrant("the code was already used; the token it gave is revoked")
+	}
+	out := &TokenResponse{AccessToken: plain, TokenType: "Bearer", ExpiresIn: int64(TokenLife / time.Second), Scope: code.Scope}
+	if client.SoftwareID == ClonerSoftwareID {
+		out.AccountEmail = &acct.Email
+		site := client.ClientURI
+		out.SiteURL = &site
+	}
+	return out, nil
+}

@@ -1,0 +1,465 @@
+package oauth
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"html/template"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/ids"
+	"github.com/sandboxd/sandboxd/internal/ratelimit"
+	"github.com/sandboxd/sandboxd/internal/secret"
+)
+
+// sessionCookie holds the consent page's signed-in account.
+const sessionCookie = "sbx_connect"
+
+// sessionLife is how long a consent page sign-in lasts.
+const sessionLife = 30 * time.Minute
+
+// signinLife is how long a mailed sign-in link works.
+const signinLife = 15 * time.Minute
+
+// Routes are the consent page's handlers, by ServeMux pattern.
+func (s *Service) Routes() map[string]http.Handler {
+	return map[string]http.Handler{
+		"GET /connect/authorize":  http.HandlerFunc(s.authorize),
+		"POST /connect/authorize": http.HandlerFunc(s.decide),
+		"GET /connect/signin":     http.HandlerFunc(s.signin),
+	}
+}
+
+// signins are the one-time sign-in links in flight, by their hash. They
+// live on the leader only: a link from before a leader change is asked
+// for again.
+type signins struct {
+	mu      sync.Mutex
+	pending map[string]pendingSignin
+	byIP    *ratelimit.Limiter
+	byEmail *ratelimit.Limiter
+	tokens  *ratelimit.Limiter
+}
+
+type pendingSignin struct {
+	userID  string
+	next    string
+	expires time.Time
+}
+
+func newSignins() *signins {
+	return &signins{pending: map[string]pendingSignin{},
+		byIP:    ratelimit.New(ratelimit.PerMinute(10), 10000, time.Now),
+		byEmail: ratelimit.New(ratelimit.Rule{Rate: 3.0 / 3600, Burst: 3}, 10000, time.Now),
+		tokens:  ratelimit.New(ratelimit.PerMinute(10), 10000, time.Now)}
+}
+
+// request is a checked authorization request.
+type request struct {
+	raw       string
+	client    *state.OAuthClient
+	redirect  string
+	state     string
+	scope     string
+	challenge string
+}
+
+// pageError is shown when the request cannot go back to the client (its
+// client or redirect URI is wrong: RFC 6749 4.1.2.1).
+type pageError struct{ msg string }
+
+// parseRequest checks an authorization request. An error that can be
+// sent to the client comes back as a redirect URL; one that cannot, as
+// a pageError.
+func (s *Service) parseRequest(raw string) (*request, string, *pageError) {
+	q, err := url.ParseQuery(raw)
+	if err != nil || len(raw) > 8000 {
+		return nil, "", &pageError{"The authorization request is malformed."}
+	}
+	one := func(k string) string {
+		if len(q[k]) > 1 {
+			return "\x00dup"
+		}
+		return q.Get(k)
+	}
+	clientID, redirect := one("client_id"), one("redirect_uri")
+	client, err := s.cfg.Store.OAuthClient(clientID)
+	if err != nil || client == nil || clientID == "" {
+		return nil, "", &pageError{"This application is not registered (unknown client_id)."}
+	}
+	registered := false
+	for _, u := range client.RedirectURIs {
+		if u == redirect { // exact match: no prefix, no normalisation
+			registered = true
+		}
+	}
+	if !registered {
+		return nil, "", &pageError{"The redirect_uri is not one this application registered."}
+	}
+	st := one("state")
+	back := func(code, desc string) string {
+		return withParams(redirect, "error", code, "error_description", desc, "state", st)
+	}
+	switch {
+	case st == "\x00dup" || len(st) > 1000:
+		return nil, back("invalid_request", "state is repeated or too long"), nil
+	case one("response_type") != "code":
+		return nil, back("unsupported_response_type", "response_type must be code"), nil
+	case one("code_challenge_method") != "S256":
+		return nil, back("invalid_request", "PKCE is required with code_challenge_method S256"), nil
+	}
+	challenge := one("code_challenge")
+	if len(challenge) != 43 || strings.Trim(challenge, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+		return nil, back("invalid_request", "code_challenge must be the base64url SHA-256 of the verifier (43 characters)"), nil
+	}
+	scope, ok := normalScope(one("scope"), strings.Fields(client.Scope))
+	if !ok {
+		return nil, back("invalid_scope", "the scope must be within "+client.Scope), nil
+	}
+	return &request{raw: raw, client: client, redirect: redirect, state: st, scope: scope, challenge: challenge}, "", nil
+}
+
+// withParams adds query parameters to a redirect URI (keeping its own).
+func withParams(base string, kv ...string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return base
+	}
+	q := u.Query()
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" || kv[i] == "code" {
+			q.Set(kv[i], kv[i+1])
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func (s *Service) headers(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+}
+
+func (s *Service) authorize(w http.ResponseWriter, r *http.Request) {
+	s.headers(w)
+	req, back, perr := s.parseRequest(r.URL.RawQuery)
+	switch {
+	case perr != nil:
+		s.render(w, http.StatusBadRequest, page{Title: "Cannot authorize", Error: perr.msg})
+		return
+	case back != "":
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	s.show(w, r, req, "")
+}
+
+// show renders the consent page for the signed-in account, or the
+// sign-in form.
+func (s *Service) show(w http.ResponseWriter, r *http.Request, req *request, notice string) {
+	p := page{Title: "Connect " + req.client.Name, Client: req.client.Name, Request: req.raw, Notice: notice,
+		Scopes: scopeText(req.scope)}
+	if u, err := url.Parse(req.redirect); err == nil {
+		p.RedirectHost = u.Host
+	}
+	if acct := s.account(r); acct != nil {
+		p.Email = acct.Email
+		p.CSRF = s.csrf(r, req.raw)
+	}
+	s.render(w, http.StatusOK, p)
+}
+
+func scopeText(scope string) []string {
+	var out []string
+	for _, sc := range strings.Fields(scope) {
+		switch sc {
+		case ScopeImportRead:
+			out = append(out, "See your imports and their sandboxes")
+		case ScopeImportWrite:
+			out = append(out, "Upload sites as imports, which make sandboxes in your workspace")
+		}
+	}
+	return out
+}
+
+// sameOrigin refuses a form posted from another site.
+func sameOrigin(r *http.Request) bool {
+	if sfs := r.Header.Get("Sec-Fetch-Site"); sfs != "" {
+		return sfs == "same-origin"
+	}
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+		u, err := url.Parse(o)
+		return err == nil && u.Host == r.Host
+	}
+	return true
+}
+
+func (s *Service) decide(w http.ResponseWriter, r *http.Request) {
+	s.headers(w)
+	if !sameOrigin(r) {
+		s.render(w, http.StatusForbidden, page{Title: "Cannot authorize", Error: "This form was sent from another site."})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		s.render(w, http.StatusBadRequest, page{Title: "Cannot authorize", Error: "The form could not be read."})
+		return
+	}
+	req, back, perr := s.parseRequest(r.PostForm.Get("request"))
+	switch {
+	case perr != nil:
+		s.render(w, http.StatusBadRequest, page{Title: "Cannot authorize", Error: perr.msg})
+		return
+	case back != "":
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	ip := clientIP(r)
+	switch r.PostForm.Get("action") {
+	case "token":
+		if ok, _ := s.signins.tokens.Allow(ip); !ok {
+			s.show(w, r, req, "Too many attempts; wait a minute.")
+			return
+		}
+		acct := s.personalTokenAccount(r.PostForm.Get("token"))
+		if acct == nil {
+			s.show(w, r, req, "That is not a valid personal API token.")
+			return
+		}
+		s.setSession(w, acct.ID)
+		http.Redirect(w, r, "/connect/authorize?"+req.raw, http.StatusSeeOther)
+	case "email":
+		s.mailSignin(r.Context(), ip, strings.TrimSpace(r.PostForm.Get("email")), req)
+		s.show(w, r, req, "If an account has that address, a sign-in link is on its way. Open it in this browser.")
+	case "approve", "deny":
+		acct := s.account(r)
+		if acct == nil || !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(s.csrf(r, req.raw))) {
+			s.show(w, r, req, "Your sign-in expired; sign in again.")
+			return
+		}
+		if r.PostForm.Get("action") == "deny" {
+			http.Redirect(w, r, withParams(req.redirect, "error", "access_denied", "error_description",
+				"the account holder denied access", "state", req.state), http.StatusSeeOther)
+			return
+		}
+		code := secret.New("")
+		c := state.OAuthCode{ID: secret.Hash(code), ClientID: req.client.ID, UserID: acct.ID, RedirectURI: req.redirect,
+			Challenge: req.challenge, Scope: req.scope, ExpiresAt: s.now().Add(CodeLife)}
+		if _, err := s.cfg.Raft.Apply(r.Context(), fsm.CreateOAuthCode{Code: c, At: s.now()}); err != nil {
+			s.cfg.Log.Warn("store authorization code", "err", err)
+			s.render(w, http.StatusServiceUnavailable, page{Title: "Cannot authorize", Error: "The service is busy; go back and try again."})
+			return
+		}
+		http.Redirect(w, r, withParams(req.redirect, "code", code, "state", req.state), http.StatusSeeOther)
+	default:
+		s.show(w, r, req, "")
+	}
+}
+
+// personalTokenAccount is the account of a valid personal API token (a
+// connector's own token does not sign in).
+func (s *Service) personalTokenAccount(tok string) *state.Account {
+	tok = strings.TrimSpace(tok)
+	if !secret.LooksLikeToken(tok) {
+		return nil
+	}
+	t, err := s.cfg.Store.TokenByHash(secret.Hash(tok))
+	if err != nil || t == nil || t.Scoped() || (t.ExpiresAt != nil && !s.now().Before(*t.ExpiresAt)) {
+		return nil
+	}
+	acct, err := s.cfg.Store.Account(t.UserID)
+	if err != nil {
+		return nil
+	}
+	return acct
+}
+
+// mailSignin sends a one-time sign-in link to the account of email, if
+// there is one; the answer never says whether there was.
+func (s *Service) mailSignin(ctx context.Context, ip, email string, req *request) {
+	if ok, _ := s.signins.byIP.Allow(ip); !ok || email == "" || len(email) > 254 {
+		return
+	}
+	if ok, _ := s.signins.byEmail.Allow(strings.ToLower(email)); !ok {
+		return
+	}
+	acct, err := s.cfg.Store.AccountByEmail(email)
+	if err != nil || acct == nil {
+		return
+	}
+	tok := secret.New("")
+	s.signins.mu.Lock()
+	now := time.Now()
+	for k, p := range s.signins.pending {
+		if now.After(p.expires) {
+			delete(s.signins.pending, k)
+		}
+	}
+	s.signins.pending[secret.Hash(tok)] = pendingSignin{userID: acct.ID, next: "/connect/authorize?" + req.raw, expires: now.Add(signinLife)}
+	s.signins.mu.Unlock()
+	link := strings.TrimRight(s.cfg.PublicURL, "/") + "/connect/signin?t=" + url.QueryEscape(tok)
+	m := state.Mail{ID: ids.New(ids.Mail), To: acct.Email, Subject: "Sign in to connect " + req.client.Name,
+		Text: fmt.Sprintf("Someone (hopefully you) asked to connect %q to your account.\n\nSign in with this link within 15 minutes, "+
+			"in the browser you asked from:\n\n%s\n\nIf it was not you, ignore this message.\n", req.client.Name, link), CreatedAt: s.now()}
+	if err := s.cfg.Mailer.Send(ctx, m); err != nil {
+		s.cfg.Log.Warn("send sign-in link", "err", err)
+	}
+}
+
+func (s *Service) signin(w http.ResponseWriter, r *http.Request) {
+	s.headers(w)
+	h := secret.Hash(r.URL.Query().Get("t"))
+	s.signins.mu.Lock()
+	p, ok := s.signins.pending[h]
+	delete(s.signins.pending, h)
+	s.signins.mu.Unlock()
+	if !ok || time.Now().After(p.expires) {
+		s.render(w, http.StatusBadRequest, page{Title: "Sign-in link", Error: "This sign-in link was used or has expired; ask for a new one."})
+		return
+	}
+	s.setSession(w, p.userID)
+	http.Redirect(w, r, p.next, http.StatusSeeOther)
+}
+
+func (s *Service) mac(parts ...string) string {
+	m := hmac.New(sha256.New, s.cfg.Key)
+	for _, p := range parts {
+		m.Write([]byte(p))
+		m.Write([]byte{0})
+	}
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func (s *Service) setSession(w http.ResponseWriter, userID string) {
+	exp := s.now().Add(sessionLife).Unix()
+	v := userID + "." + strconv.FormatInt(exp, 10)
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: v + "." + s.mac("session", v), Path: "/connect/",
+		HttpOnly: true, Secure: s.cfg.Secure, SameSite: http.SameSiteLaxMode, MaxAge: int(sessionLife / time.Second)})
+}
+
+// account is the consent page's signed-in account, or nil.
+func (s *Service) account(r *http.Request) *state.Account {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return nil
+	}
+	i := strings.LastIndexByte(c.Value, '.')
+	if i < 0 {
+		return nil
+	}
+	v, sig := c.Value[:i], c.Value[i+1:]
+	if !hmac.Equal([]byte(sig), []byte(s.mac("session", v))) {
+		return nil
+	}
+	userID, expRaw, ok := strings.Cut(v, ".")
+	exp, err := strconv.ParseInt(expRaw, 10, 64)
+	if !ok || err != nil || s.now().Unix() >= exp {
+		return nil
+	}
+	acct, err := s.cfg.Store.Account(userID)
+	if err != nil {
+		return nil
+	}
+	return acct
+}
+
+// csrf binds the consent form to the session and the request.
+func (s *Service) csrf(r *http.Request, raw string) string {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return ""
+	}
+	return s.mac("csrf", c.Value, raw)
+}
+
+// clientIP is the client's address as the server's middleware found it
+// (trusted proxies honoured), or the TCP peer's.
+func clientIP(r *http.Request) string {
+	if ip := rest.ClientIP(r.Context()); ip.IsValid() {
+		return ip.String()
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+type page struct {
+	Title        string
+	Error        string
+	Notice       string
+	Client       string
+	RedirectHost string
+	Scopes       []string
+	Request      string
+	Email        string
+	CSRF         string
+}
+
+func (s *Service) render(w http.ResponseWriter, status int, p page) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	if err := pageTmpl.Execute(w, p); err != nil {
+		s.cfg.Log.Warn("render consent page", "err", err)
+	}
+}
+
+var pageTmpl = template.Must(template.New("consent").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>
+body{font:16px/1.5 system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;color:#1d2327}
+h1{font-size:1.4rem} .box{border:1px solid #dcdcde;border-radius:8px;padding:1rem 1.25rem;margin:1rem 0}
+.err{color:#b32d2e} .note{background:#f0f6fc;padding:.5rem .75rem;border-radius:6px}
+input[type=text],input[type=email],input[type=password]{width:100%;box-sizing:border-box;padding:.5rem;margin:.25rem 0 .5rem}
+button{padding:.5rem 1rem;font-size:1rem;cursor:pointer} .row{display:flex;gap:.75rem}
+.host{font-family:ui-monospace,monospace}
+</style></head><body>
+<h1>{{.Title}}</h1>
+{{if .Error}}<p class="err" id="error">{{.Error}}</p>{{else}}
+{{if .Notice}}<p class="note" id="notice">{{.Notice}}</p>{{end}}
+<div class="box">
+<p><strong>{{.Client}}</strong> asks for access to your account. After you approve, your browser goes back to
+<span class="host" id="redirect-host">{{.RedirectHost}}</span>.</p>
+<p>It will be able to:</p><ul id="scopes">{{range .Scopes}}<li>{{.}}</li>{{end}}</ul>
+<p>It will not see your password or personal API tokens, and cannot reach anything else in your account.</p>
+</div>
+{{if .Email}}
+<p>Signed in as <strong id="account">{{.Email}}</strong>.</p>
+<form method="post" action="/connect/authorize" class="row">
+<input type="hidden" name="request" value="{{.Request}}"><input type="hidden" name="csrf" value="{{.CSRF}}">
+<button type="submit" name="action" value="approve" id="approve">Approve</button>
+<button type="submit" name="action" value="deny" id="deny">Deny</button>
+</form>
+{{else}}
+<div class="box"><h2>Sign in</h2>
+<form method="post" action="/connect/authorize">
+<input type="hidden" name="request" value="{{.Request}}">
+<label for="email">Email a one-time sign-in link to</label>
+<input type="email" name="email" id="email" autocomplete="email">
+<button type="submit" name="action" value="email" id="signin-email">Send link</button>
+</form>
+<form method="post" action="/connect/authorize">
+<input type="hidden" name="request" value="{{.Request}}">
+<label for="token">Or paste a personal API token (it is not kept)</label>
+<input type="password" name="token" id="token" autocomplete="off">
+<button type="submit" name="action" value="token" id="signin-token">Sign in</button>
+</form></div>
+{{end}}{{end}}
+</body></html>`))

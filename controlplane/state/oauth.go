@@ -1,0 +1,156 @@
+package state
+
+import (
+	"fmt"
+	"time"
+
+	memdb "github.com/hashicorp/go-memdb"
+)
+
+// Token kinds: a personal API token, or one an OAuth client was given.
+const (
+	TokenPersonal = "personal"
+	TokenOAuth    = "oauth"
+)
+
+// OAuthClient is a public client (RFC 7591) registered for the connector
+// flow: it has no secret, only exact redirect URIs.
+type OAuthClient struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	RedirectURIs []string  `json:"redirectUris"`
+	Scope        string    `json:"scope"`
+	SoftwareID   string    `json:"softwareId,omitempty"`
+	ClientURI    string    `json:"clientUri,omitempty"`
+	CreatedAt    time.Time `json:"createdAt"`
+}
+
+// OAuthCode is an authorization code, kept by its hash: single use,
+// bound to its client, redirect URI, PKCE challenge and the account that
+// approved it.
+type OAuthCode struct {
+	ID            string    `json:"id"` // SHA-256 of the code
+	ClientID      string    `json:"clientId"`
+	UserID        string    `json:"userId"`
+	RedirectURI   string    `json:"redirectUri"`
+	Challenge     string    `json:"challenge"`
+	Scope         string    `json:"scope"`
+	ExpiresAt     time.Time `json:"expiresAt"`
+	Used          bool      `json:"used,omitempty"`
+	IssuedTokenID string    `json:"issuedTokenId,omitempty"`
+}
+
+// codeKeep is how long a used or expired code is remembered, so a replay
+// within it still revokes what the code gave.
+const codeKeep = 10 * time.Minute
+
+// OAuthClient returns a registered client, or nil.
+func (s *Store) OAuthClient(id string) (*OAuthClient, error) {
+	return first[OAuthClient](s.read(), tableOAuthClients, "id", id)
+}
+
+// OAuthCode returns a code by its hash, or nil.
+func (s *Store) OAuthCode(hash string) (*OAuthCode, error) {
+	return first[OAuthCode](s.read(), tableOAuthCodes, "id", hash)
+}
+
+// RegisterOAuthClient adds a client.
+func (t *Tx) RegisterOAuthClient(c OAuthClient) error {
+	return t.run(func(tx *memdb.Txn) error {
+		if dup, err := first[OAuthClient](tx, tableOAuthClients, "id", c.ID); err != nil {
+			return err
+		} else if dup != nil {
+			return fmt.Errorf("%w: client id %s exists", ErrConflict, c.ID)
+		}
+		return insert(tx, tableOAuthClients, &c)
+	})
+}
+
+// CreateOAuthCode stores a code approved at at, and forgets codes past
+// their keeping time.
+func (t *Tx) CreateOAuthCode(c OAuthCode, at time.Time) error {
+	return t.run(func(tx *memdb.Txn) error {
+		if cl, err := first[OAuthClient](tx, tableOAuthClients, "id", c.ClientID); err != nil {
+			return err
+		} else if cl == nil {
+			return fmt.Errorf("%w: client %s", ErrNotFound, c.ClientID)
+		}
+		if acct, err := first[Account](tx, tableAccounts, "id", c.UserID); err != nil {
+			return err
+		} else if acct == nil {
+			return fmt.Errorf("%w: account %s", ErrNotFound, c.UserID)
+		}
+		if dup, err := first[OAuthCode](tx, tableOAuthCodes, "id", c.ID); err != nil {
+			return err
+		} else if dup != nil {
+			return fmt.Errorf("%w: code exists", ErrConflict)
+		}
+		it, err := tx.Get(tableOAuthCodes, "id")
+		if err != nil {
+			return err
+		}
+		var stale []*OAuthCode
+		for raw := it.Next(); raw != nil; raw = it.Next() {
+			if old := raw.(*OAuthCode); at.After(old.ExpiresAt.Add(codeKeep)) {
+				stale = append(stale, old)
+			}
+		}
+		for _, old := range stale {
+			if err := remove(tx, tableOAuthCodes, old); err != nil {
+				return err
+			}
+		}
+		return insert(tx, tableOAuthCodes, &c)
+	})
+}
+
+// Redemption is what redeeming a code did.
+type Redemption struct {
+	// Reused: the code had been redeemed; the token it gave is revoked
+	// and no new one is issued.
+	Reused bool
+}
+
+// RedeemOAuthCode exchanges a code (by hash) for tok, once. A second
+// redemption revokes the token the first one issued (RFC 6749 4.1.2); an
+// expired or unknown code is ErrNotFound. The caller has checked the
+// client, redirect URI and verifier against the code as read.
+func (t *Tx) RedeemOAuthCode(hash string, tok Token, at time.Time) (*Redemption, error) {
+	var out *Redemption
+	err := t.run(func(tx *memdb.Txn) error {
+		c, err := first[OAuthCode](tx, tableOAuthCodes, "id", hash)
+		if err != nil {
+			return err
+		}
+		if c == nil || (!c.Used && !at.Before(c.ExpiresAt)) {
+			return fmt.Errorf("%w: code", ErrNotFound)
+		}
+		if c.Used {
+			if issued, err := first[Token](tx, tableTokens, "id", c.IssuedTokenID); err != nil {
+				return err
+			} else if issued != nil {
+				if err := remove(tx, tableTokens, issued); err != nil {
+					return err
+				}
+			}
+			out = &Redemption{Reused: true}
+			return nil
+		}
+		if tok.UserID != c.UserID || tok.ClientID != c.ClientID || tok.Kind != TokenOAuth {
+			return fmt.Errorf("%w: a code's token is its account's and client's", ErrInvalid)
+		}
+		if dup, err := first[Token](tx, tableTokens, "id", tok.ID); err != nil {
+			return err
+		} else if dup != nil {
+			return fmt.Errorf("%w: token id %s exists", ErrConflict, tok.ID)
+		}
+		used := *c
+		used.Used, used.IssuedTokenID = true, tok.ID
+		if err := insert(tx, tableOAuthCodes, &used); err != nil {
+			return err
+		}
+		out = &Redemption{}
+		return insert(tx, tableTokens, &tok)
+	})
+	return out, err
+}
