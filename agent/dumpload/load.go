@@ -25,6 +25,12 @@ type Options struct {
 	MaxStatement int
 	// Progress, when set, is told the bytes read so far (about every MiB).
 	Progress func(bytesRead int64)
+	// Rewrite, when set, rewrites every string literal of INSERT and
+	// REPLACE statements that contains RewriteNeedle (lower case) before
+	// it is sent: URLs move as the dump streams in, not in a pass over
+	// the database afterwards.
+	Rewrite       func(string) string
+	RewriteNeedle string
 }
 
 // Stats is what a load did.
@@ -34,6 +40,8 @@ type Stats struct {
 	// SkipReasons are the first few reasons statements were skipped.
 	SkipReasons []string
 	Bytes       int64
+	// Rewritten counts the literals Rewrite changed.
+	Rewritten int
 }
 
 // Load runs a dump on x, statement by statement; the first refusal or
@@ -71,6 +79,13 @@ func Load(ctx context.Context, x Execer, r io.Reader, opt Options) (Stats, error
 				st.SkipReasons = append(st.SkipReasons, fmt.Sprintf("line %d: %s", stmt.Line, text))
 			}
 			continue
+		}
+		if opt.Rewrite != nil && opt.RewriteNeedle != "" {
+			if w := words(text[:min(len(text), 64)]); len(w) > 0 && (w[0] == "INSERT" || w[0] == "REPLACE") {
+				var n int
+				text, n = rewriteLiterals(text, opt.RewriteNeedle, opt.Rewrite)
+				st.Rewritten += n
+			}
 		}
 		if _, err := x.ExecContext(ctx, text); err != nil {
 			return st, fmt.Errorf("line %d: %w (in %s)", stmt.Line, err, clip(text, 120))

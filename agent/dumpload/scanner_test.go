@@ -197,3 +197,20 @@ func BenchmarkScanner(b *testing.B) {
 		}
 	}
 }
+
+func TestRewriteLiterals(t *testing.T) {
+	up := func(s string) string { return strings.ReplaceAll(s, "old.example", "new.example.org") }
+	for _, c := range []struct{ in, want string }{
+		{`INSERT INTO t VALUES (1,'http://old.example/a','x')`, `INSERT INTO t VALUES (1,'http://new.example.org/a','x')`},
+		{`INSERT INTO t VALUES ('it\'s http://old.example\n', "dq old.example")`, `INSERT INTO t VALUES ('it\'s http://new.example.org\n', 'dq new.example.org')`},
+		{"INSERT INTO `old.example` VALUES ('none')", "INSERT INTO `old.example` VALUES ('none')"},
+		{`INSERT INTO t VALUES ('a''b old.example')`, `INSERT INTO t VALUES ('a\'b new.example.org')`},
+		{`INSERT INTO t VALUES ('100\% old.example')`, `INSERT INTO t VALUES ('100\\% new.example.org')`},
+		{`INSERT INTO t VALUES ('nothing here')`, `INSERT INTO t VALUES ('nothing here')`},
+	} {
+		got, _ := rewriteLiterals(c.in, "old.example", up)
+		if got != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.in, got, c.want)
+		}
+	}
+}

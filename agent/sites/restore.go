@@ -2,7 +2,6 @@ package sites
 
 import (
 	"archive/tar"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -17,11 +16,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
+
 	"github.com/sandboxd/sandboxd/agent/dumpload"
-	"github.com/sandboxd/sandboxd/agent/importarchive"
-	"github.com/sandboxd/sandboxd/agent/mariadb"
+	"github.com/sandboxd/sandboxd/agent/sitearchive"
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	"github.com/sandboxd/sandboxd/internal/urlrewrite"
 )
@@ -34,7 +35,6 @@ type Restorer interface {
 	StageDatabase(ctx context.Context, staging, user string) error
 	DropStaging(ctx context.Context, staging, user string) error
 	DetectPrefix(ctx context.Context, db string) (string, error)
-	RewriteURLs(ctx context.Context, db string, r *urlrewrite.Rewriter) (mariadb.RewriteStats, error)
 	TakeOver(ctx context.Context, staging, site, prefix string) (int, error)
 	FirstAdmin(ctx context.Context, db string) (string, error)
 }
@@ -45,7 +45,7 @@ type streamExec interface {
 }
 
 // ImportLimits bound what one import may unpack into a site.
-var ImportLimits = importarchive.DefaultLimits
+var ImportLimits = sitearchive.DefaultLimits
 
 // RestorePart is one part of an import's stream: an archive or a dump.
 type RestorePart struct {
@@ -126,7 +126,7 @@ func (m *Manager) RestoreArchive(ctx context.Context, id string, req RestoreRequ
 			discard()
 		}
 	}()
-	res, err := m.unpack(ctx, s, ex, stage, stagingDB, req, r)
+	res, err := m.unpack(ctx, s, ex, stage, stagingDB, req, r, rw)
 	if err != nil {
 		return nil, err
 	}
@@ -134,14 +134,6 @@ func (m *Manager) RestoreArchive(ctx context.Context, id string, req RestoreRequ
 		if res.Prefix, err = db.DetectPrefix(ctx, stagingDB); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
-	}
-	st, err := db.RewriteURLs(ctx, stagingDB, rw)
-	if err != nil {
-		return nil, fmt.Errorf("move URLs: %w", err)
-	}
-	res.Rewritten = int64(st.Rows)
-	if st.Skipped > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("%d values too large to rewrite were left as they were", st.Skipped))
 	}
 	// The point of no return: the staged database and files take the
 	// site's place.
@@ -170,7 +162,8 @@ func (m *Manager) RestoreArchive(ctx context.Context, id string, req RestoreRequ
 
 // unpack reads the parts: archives' files go through a clean tar into
 // the container's tar, dumps into the staging database.
-func (m *Manager) unpack(ctx context.Context, s *Site, ex streamExec, stage, stagingDB string, req RestoreRequest, r io.Reader) (*RestoreResult, error) {
+func (m *Manager) unpack(ctx context.Context, s *Site, ex streamExec, stage, stagingDB string, req RestoreRequest, r io.Reader,
+	rw *urlrewrite.Rewriter) (*RestoreResult, error) {
 	spool := filepath.Join(m.cfg.Dir, "spool")
 	if err := os.MkdirAll(spool, 0o700); err != nil {
 		return nil, err
@@ -195,7 +188,11 @@ func (m *Manager) unpack(ctx context.Context, s *Site, ex streamExec, stage, sta
 		pr.CloseWithError(errors.New("the site's tar has ended"))
 		done <- outcome{res, err}
 	}()
-	h := &restoreHandler{ctx: ctx, tw: tar.NewWriter(pw), conn: conn}
+	loadCtx, cancelLoad := context.WithCancel(ctx)
+	defer cancelLoad()
+	h := &restoreHandler{ctx: loadCtx, tw: tar.NewWriter(pw), conn: conn, rw: rw, spool: spool,
+		dumps: make(chan spooled, 4), loaded: make(chan struct{})}
+	go h.loadDumps()
 	res := &RestoreResult{}
 	var dumps int
 	readErr := func() error {
@@ -203,7 +200,7 @@ func (m *Manager) unpack(ctx context.Context, s *Site, ex streamExec, stage, sta
 			lr := &io.LimitedReader{R: r, N: p.Size}
 			switch p.Kind {
 			case "archive":
-				sum, err := importarchive.Read(lr, spool, ImportLimits, h)
+				sum, err := sitearchive.Read(lr, spool, ImportLimits, h)
 				if err != nil {
 					return fmt.Errorf("%w: %s: %v", ErrInvalid, partName(p, i), err)
 				}
@@ -220,7 +217,7 @@ func (m *Manager) unpack(ctx context.Context, s *Site, ex streamExec, stage, sta
 					h.charset = sum.DBCharset
 				}
 			case "sql":
-				if err := h.SQL(p.Name, lr); err != nil {
+				if err := h.SQL(p.Name, io.LimitReader(lr, ImportLimits.MaxBytes)); err != nil {
 					return fmt.Errorf("%w: %s: %v", ErrInvalid, partName(p, i), err)
 				}
 				dumps++
@@ -239,6 +236,17 @@ func (m *Manager) unpack(ctx context.Context, s *Site, ex streamExec, stage, sta
 		readErr = h.tw.Close()
 	}
 	pw.CloseWithError(readErr)
+	if readErr != nil {
+		cancelLoad() // the import fails anyway: a dump loading stops
+	}
+	close(h.dumps)
+	<-h.loaded
+	if readErr == nil {
+		readErr = h.loadErr()
+		if readErr != nil {
+			readErr = fmt.Errorf("%w: %v", ErrInvalid, readErr)
+		}
+	}
 	out := <-done
 	switch {
 	case readErr != nil:
@@ -253,7 +261,7 @@ func (m *Manager) unpack(ctx context.Context, s *Site, ex streamExec, stage, sta
 	case dumps == 0:
 		return nil, fmt.Errorf("%w: the import holds no database dump (a .sql file beside wp-content/)", ErrInvalid)
 	}
-	res.Bytes, res.Statements = h.bytes, h.statements
+	res.Bytes, res.Statements, res.Rewritten = h.bytes, h.statements, h.rewritten
 	res.Notes = append(res.Notes, h.notes...)
 	return res, nil
 }
@@ -285,19 +293,29 @@ type restoreHandler struct {
 	ctx        context.Context
 	tw         *tar.Writer
 	conn       *sql.Conn
+	spool      string
+	dumps      chan spooled
+	loaded     chan struct{}
+	mu         sync.Mutex
+	err        error
 	charset    string
+	rw         *urlrewrite.Rewriter
+	rewritten  int64
 	bytes      int64
 	statements int64
 	notes      []string
 }
 
-var _ importarchive.Handler = (*restoreHandler)(nil)
+var _ sitearchive.Handler = (*restoreHandler)(nil)
 
 func (h *restoreHandler) Dir(rel string, mode fs.FileMode) error {
 	return h.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: rel + "/", Mode: 0o755, ModTime: time.Now()})
 }
 
 func (h *restoreHandler) File(rel string, mode fs.FileMode, size int64, r io.Reader) error {
+	if err := h.loadErr(); err != nil {
+		return err // a dump failed: stop reading
+	}
 	if err := h.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: int64(mode.Perm()), Size: size, ModTime: time.Now()}); err != nil {
 		return err
 	}
@@ -314,7 +332,60 @@ func (h *restoreHandler) Hardlink(rel, target string) error {
 	return h.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeLink, Name: rel, Linkname: target, ModTime: time.Now()})
 }
 
+// SQL spools a dump to the node's disk and queues it: dumps load in
+// order on one connection while the archive's files go on unpacking.
 func (h *restoreHandler) SQL(name string, r io.Reader) error {
+	if err := h.loadErr(); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(h.spool, "dump-*.sql")
+	if err != nil {
+		return fmt.Errorf("spool %s: %w", name, err)
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	h.dumps <- spooled{name: name, f: f}
+	return nil
+}
+
+// spooled is a dump waiting to load.
+type spooled struct {
+	name string
+	f    *os.File
+}
+
+// loadDumps loads the queued dumps in order until the queue closes; the
+// first error stops the loading (the rest are dropped).
+func (h *restoreHandler) loadDumps() {
+	defer close(h.loaded)
+	for d := range h.dumps {
+		if h.loadErr() == nil {
+			if err := h.loadOne(d.name, d.f); err != nil {
+				h.mu.Lock()
+				h.err = fmt.Errorf("%s: %w", d.name, err)
+				h.mu.Unlock()
+			}
+		}
+		d.f.Close()
+		os.Remove(d.f.Name())
+	}
+}
+
+func (h *restoreHandler) loadErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+func (h *restoreHandler) loadOne(name string, r io.Reader) error {
 	if strings.HasSuffix(strings.ToLower(name), ".gz") {
 		if zr, err := gzip.NewReader(r); err == nil {
 			defer zr.Close()
@@ -329,8 +400,11 @@ func (h *restoreHandler) SQL(name string, r io.Reader) error {
 			return fmt.Errorf("charset %s: %w", h.charset, err)
 		}
 	}
-	st, err := dumpload.Load(h.ctx, h.conn, r, dumpload.Options{})
+	// URLs move as the dump streams in: every string literal of its rows
+	// that names the old host goes through the rewriter.
+	st, err := dumpload.Load(h.ctx, h.conn, r, dumpload.Options{Rewrite: h.rw.Value, RewriteNeedle: strings.ToLower(h.rw.OldHost())})
 	h.statements += int64(st.Statements)
+	h.rewritten += int64(st.Rewritten)
 	if st.Skipped > 0 {
 		h.notes = append(h.notes, fmt.Sprintf("%s: %d statements that select or make a database were skipped "+
 			"(the dump loads into the site's own database)", name, st.Skipped))

@@ -27,6 +27,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,8 +60,22 @@ func main() {
 	flag.BoolVar(&withTemplates, "templates", true, "measure templates and warm pools too")
 	flag.BoolVar(&onlyLaunch, "only-launch", false, "measure launch links and webhooks only")
 	flag.BoolVar(&onlyBlueprints, "only-blueprints", false, "measure Blueprint runs and bakes only")
+	flag.BoolVar(&onlyImports, "only-imports", false, "measure import restores only")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (control plane and agent) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sitebench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*n, *dur, *conc); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "sitebench:", err)
 		os.Exit(1)
 	}
@@ -75,6 +90,7 @@ var (
 	withTemplates    bool
 	onlyLaunch       bool
 	onlyBlueprints   bool
+	onlyImports      bool
 )
 
 func freePort() (string, error) {
@@ -227,6 +243,10 @@ func run(n int, dur time.Duration, conc int) error {
 	if onlyBlueprints {
 		fmt.Println("Blueprints")
 		return blueprintPhases(ctx, sys, n)
+	}
+	if onlyImports {
+		fmt.Println("Imports")
+		return importPhases(ctx, sys, n)
 	}
 	mgr := sys.agent.Sites()
 	edgeAddr := sys.edge.Addr()

@@ -137,6 +137,23 @@ func (s *Store) Adopt(path string) (string, int64, error) {
 	return sha, n, os.Chtimes(p, now, now)
 }
 
+// AdoptAs is Adopt for a file whose SHA-256 its caller computed while
+// writing it (an upload hashed chunk by chunk), so it is not read again.
+func (s *Store) AdoptAs(path, sha string) error {
+	p, err := s.path(sha)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	if err := os.Link(path, p); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("blobs: adopt %s: %w", path, err)
+	}
+	now := time.Now()
+	return os.Chtimes(p, now, now)
+}
+
 // ErrTooLarge is a blob past the bound its writer set.
 var ErrTooLarge = errors.New("blob too large")
 

@@ -8,8 +8,12 @@ package imports
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net/http"
 	"net/url"
@@ -35,6 +39,7 @@ const DefaultMaxSize = 20 << 30
 // Blobs seals finished uploads.
 type Blobs interface {
 	Adopt(path string) (string, int64, error)
+	AdoptAs(path, sha string) error
 }
 
 // Sites makes the sandbox a new import is restored into.
@@ -66,6 +71,15 @@ type Service struct {
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex
 	progress map[string]Progress
+	// hashes are the running SHA-256 of uploads this server took from
+	// their first byte, so sealing one need not read it again.
+	hashes map[string]*runningHash
+}
+
+// runningHash is an upload's hash up to offset.
+type runningHash struct {
+	h      hash.Hash
+	offset int64
 }
 
 // New returns the service; it makes cfg.Dir.
@@ -79,7 +93,7 @@ func New(cfg Config) (*Service, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("imports: %w", err)
 	}
-	return &Service{cfg: cfg, locks: map[string]*sync.Mutex{}, progress: map[string]Progress{}}, nil
+	return &Service{cfg: cfg, locks: map[string]*sync.Mutex{}, progress: map[string]Progress{}, hashes: map[string]*runningHash{}}, nil
 }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
@@ -253,8 +267,30 @@ func (s *Service) Upload(ctx context.Context, imp *state.Import, offset int64, b
 	if _, err := f.Seek(have, io.SeekStart); err != nil {
 		return 0, err
 	}
-	written, err := io.Copy(f, io.LimitReader(body, room+1))
-	undo := func() { _ = f.Truncate(have) }
+	s.mu.Lock()
+	rh := s.hashes[cur.ID]
+	if rh == nil && have == 0 {
+		rh = &runningHash{h: sha256.New()}
+		s.hashes[cur.ID] = rh
+	}
+	s.mu.Unlock()
+	var dst io.Writer = f
+	var before []byte
+	if rh != nil && rh.offset == have {
+		if before, err = rh.h.(encoding.BinaryMarshaler).MarshalBinary(); err != nil {
+			return 0, err
+		}
+		dst = io.MultiWriter(f, rh.h)
+	} else {
+		rh = nil
+	}
+	written, err := io.Copy(dst, io.LimitReader(body, room+1))
+	undo := func() {
+		_ = f.Truncate(have)
+		if rh != nil {
+			_ = rh.h.(encoding.BinaryUnmarshaler).UnmarshalBinary(before)
+		}
+	}
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -275,6 +311,9 @@ func (s *Service) Upload(ctx context.Context, imp *state.Import, offset int64, b
 	if err := f.Sync(); err != nil {
 		undo()
 		return 0, fmt.Errorf("sync upload: %w", err)
+	}
+	if rh != nil {
+		rh.offset = have + written
 	}
 	if cur.Status == state.ImportAwaitingUpload {
 		next := *cur
@@ -323,7 +362,7 @@ func (s *Service) Complete(ctx context.Context, c Caller, imp *state.Import) (*s
 		return nil, "", apierr.Invalid("", "%d of %d bytes are uploaded; send the rest from byte %d first", have, cur.SizeBytes, have).
 			With("receivedBytes", have).With("sizeBytes", cur.SizeBytes).With("expectedOffset", have)
 	}
-	sha, _, err := s.cfg.Blobs.Adopt(s.partPath(cur.ID))
+	sha, err := s.seal(cur)
 	if err != nil {
 		return nil, "", fmt.Errorf("seal import %s: %w", cur.ID, err)
 	}
@@ -335,6 +374,21 @@ func (s *Service) Complete(ctx context.Context, c Caller, imp *state.Import) (*s
 	}
 	_ = os.Remove(s.partPath(cur.ID)) // the blob keeps the bytes
 	return out, jobID, nil
+}
+
+// seal makes an uploaded archive a blob, with the hash taken while it
+// came in when this server took all of it.
+func (s *Service) seal(imp *state.Import) (string, error) {
+	s.mu.Lock()
+	rh := s.hashes[imp.ID]
+	delete(s.hashes, imp.ID)
+	s.mu.Unlock()
+	if rh != nil && rh.offset == imp.SizeBytes {
+		sha := hex.EncodeToString(rh.h.Sum(nil))
+		return sha, s.cfg.Blobs.AdoptAs(s.partPath(imp.ID), sha)
+	}
+	sha, _, err := s.cfg.Blobs.Adopt(s.partPath(imp.ID))
+	return sha, err
 }
 
 // start queues an import's restore (into its site, or a new one) with
@@ -436,6 +490,7 @@ func (s *Service) Delete(ctx context.Context, imp *state.Import) error {
 	s.mu.Lock()
 	delete(s.progress, imp.ID)
 	delete(s.locks, imp.ID)
+	delete(s.hashes, imp.ID)
 	s.mu.Unlock()
 	return nil
 }
@@ -444,6 +499,9 @@ func (s *Service) Delete(ctx context.Context, imp *state.Import) error {
 // object store.
 func (s *Service) discard(ctx context.Context, imp *state.Import) {
 	_ = os.Remove(s.partPath(imp.ID))
+	s.mu.Lock()
+	delete(s.hashes, imp.ID)
+	s.mu.Unlock()
 	if imp.Multipart != nil && s.cfg.Objects != nil {
 		s.abortObjects(ctx, imp)
 	}

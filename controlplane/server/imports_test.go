@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -224,7 +226,8 @@ func TestImports(t *testing.T) {
 	}
 	done := alice.Do("POST", "/api/app/imports/"+id+"/complete", nil).Must(t, 202)
 	siteID, jobID := done.Str("import.siteId"), done.Str("jobId")
-	if done.Str("import.status") != "restoring" || siteID == "" || jobID == "" || done.Str("import.artifactId") == "" {
+	sum := sha256.Sum256(archive)
+	if done.Str("import.status") != "restoring" || siteID == "" || jobID == "" || done.Str("import.artifactId") != hex.EncodeToString(sum[:]) {
 		t.Fatalf("complete: %s", done.Raw)
 	}
 	again := alice.Do("POST", "/api/app/imports/"+id+"/complete", nil).Must(t, 202)

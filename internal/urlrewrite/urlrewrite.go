@@ -23,6 +23,8 @@ type Rewriter struct {
 	// needles are what a value must contain for a rewrite to be possible
 	// (the old host in each encoding), for a cheap first test.
 	needles []string
+	// leadN is how far into any form of the old URL its host lies.
+	leadN int
 }
 
 // pair is one form of the old URL and what replaces it.
@@ -63,6 +65,7 @@ func New(oldURL, newURL string) (*Rewriter, error) {
 		r.pairs = append(r.pairs, pair{old: f.enc("//" + oldRest), new: f.enc("//" + newRest), colon: f.colon})
 		r.needles = append(r.needles, strings.ToLower(f.enc(o.Host)))
 	}
+	r.leadN = r.lead()
 	return r, nil
 }
 
@@ -117,13 +120,32 @@ func (r *Rewriter) Value(s string) string {
 // ends where a URL's origin (or path) ends.
 func (r *Rewriter) Text(s string) string {
 	var b strings.Builder
+	// Every form of the old URL holds the host (encodings change only
+	// ':' and '/'), at most lead bytes in: only the positions up to lead
+	// before an occurrence of the host can start a match.
+	low := asciiLower(s)
+	host := strings.ToLower(r.oldHost)
+	lead := r.leadN
 	i, last := 0, 0
 	for i < len(s) {
-		p, ok := r.matchAt(s, i)
+		j := strings.Index(low[i:], host)
+		if j < 0 {
+			break
+		}
+		j += i
+		var p pair
+		ok := false
+		k := max(i, j-lead)
+		for ; k <= j; k++ {
+			if p, ok = r.matchAt(s, k); ok {
+				break
+			}
+		}
 		if !ok {
-			i++
+			i = j + 1
 			continue
 		}
+		i = k
 		if b.Len() == 0 {
 			b.Grow(len(s) + 64)
 		}
@@ -180,4 +202,34 @@ func (r *Rewriter) boundary(rest, colon string) bool {
 		}
 	}
 	return true
+}
+
+// lead is the furthest the host lies into any form of the old URL.
+func (r *Rewriter) lead() int {
+	host := strings.ToLower(r.oldHost)
+	n := 0
+	for _, p := range r.pairs {
+		if k := strings.Index(strings.ToLower(p.old), host); k > n {
+			n = k
+		}
+	}
+	return n
+}
+
+// asciiLower lowers ASCII letters only, so offsets stay those of s.
+func asciiLower(s string) string {
+	i := 0
+	for i < len(s) && !(s[i] >= 'A' && s[i] <= 'Z') {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	b := []byte(s)
+	for ; i < len(b); i++ {
+		if c := b[i]; c >= 'A' && c <= 'Z' {
+			b[i] = c + 32
+		}
+	}
+	return string(b)
 }
