@@ -22,8 +22,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/sandboxd/sandboxd/agent/dumpload"
-	"github.com/sandboxd/sandboxd/agent/sitearchive"
 	"github.com/sandboxd/sandboxd/agent/runtime"
+	"github.com/sandboxd/sandboxd/agent/sitearchive"
 	"github.com/sandboxd/sandboxd/internal/urlrewrite"
 )
 
