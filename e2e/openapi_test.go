@@ -147,6 +147,31 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 	do(u, "DELETE", "/api/app/plugin-library/"+lib, nil, 200)
 	do(u, "GET", "/api/app/plugin-library/"+lib, nil, 404)
 
+	// Imports: the chunked protocol and its refusals (no node: the
+	// restore is not reached), multipart in local mode.
+	imp := do(u, "POST", "/api/app/imports", map[string]any{"sourceUrl": "https://live.example.com", "sizeBytes": 8}, 201).Str("import.id")
+	do(u, "POST", "/api/app/imports", map[string]any{"sourceUrl": "ftp://x", "sizeBytes": 8}, 400)
+	do(u, "GET", "/api/app/imports", nil, 200)
+	do(u, "GET", "/api/app/imports/imp_nope", nil, 404)
+	do(u, "PUT", "/api/app/imports/"+imp+"/upload", []byte("abcd"), 200, "Content-Type", "application/octet-stream", "X-Service-Offset", "0")
+	do(u, "PUT", "/api/app/imports/"+imp+"/upload", []byte("efgh"), 409, "Content-Type", "application/octet-stream", "X-Service-Offset", "2")
+	do(u, "POST", "/api/app/imports/"+imp+"/complete", nil, 400)
+	do(u, "GET", "/api/app/imports/"+imp, nil, 200)
+	do(u, "POST", "/api/app/imports/"+imp+"/multipart/init", map[string]any{"objects": []map[string]any{{"key": "a.tar", "sizeBytes": 8}}}, 400)
+	do(u, "DELETE", "/api/app/imports/"+imp, nil, 200)
+	do(u, "DELETE", "/api/app/imports/"+imp, nil, 409)
+	imp2 := do(u, "POST", "/api/app/imports", map[string]any{"sourceUrl": "https://live.example.com", "sizeBytes": 8}, 201).Str("import.id")
+	do(u, "POST", "/api/app/imports/"+imp2+"/multipart/init", map[string]any{"objects": []map[string]any{{"key": "a.tar", "sizeBytes": 8}}}, 200)
+	do(u, "POST", "/api/app/imports/"+imp2+"/multipart/abort", nil, 200)
+	do(u, "DELETE", "/api/app/imports/"+imp2+"?action=delete", nil, 200)
+	// The connector's OAuth endpoints.
+	anon := st.NewClient(t, base, "")
+	do(anon, "POST", "/api/connect/register", map[string]any{"redirect_uris": []string{"https://live.example.com/cb"}, "client_name": "Prism"}, 201)
+	do(anon, "POST", "/api/connect/register", map[string]any{"redirect_uris": []string{"http://live.example.com/cb"}}, 400)
+	do(anon, "POST", "/api/connect/token", map[string]any{"grant_type": "authorization_code", "code": "x", "client_id": "y",
+		"redirect_uri": "https://live.example.com/cb", "code_verifier": strings.Repeat("v", 43)}, 400)
+	do(anon, "POST", "/api/connect/token", map[string]any{"grant_type": "client_credentials"}, 400)
+
 	for _, r := range answers {
 		if strings.Contains(string(r.Raw), "stoplight.io/prism/errors") {
 			t.Errorf("Prism refused an answer: %s", r.Raw)

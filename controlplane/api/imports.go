@@ -76,6 +76,12 @@ type importResponse struct {
 	Import ImportView `json:"import"`
 }
 
+// importDeleteResponse is a cancel's import, or a removal's deleted.
+type importDeleteResponse struct {
+	Import  *ImportView `json:"import,omitempty" doc:"Without action: the cancelled import."`
+	Deleted *bool       `json:"deleted,omitempty" doc:"With action=delete: true."`
+}
+
 type importsResponse struct {
 	Imports []ImportView `json:"imports"`
 }
@@ -163,7 +169,7 @@ func (a *API) registerImports(r *rest.Router) {
 	a.bearer(r, write, rest.Route{Method: "DELETE", Path: "/api/app/imports/{id}", Tag: "imports", Params: importParam,
 		Query: map[string]string{"action": "delete: remove the history row (cancelling the import first if unfinished); " +
 			"an already-made sandbox stays. Without it: cancel an unfinished import and keep its row."},
-		Summary: "Cancel an import, or with ?action=delete remove its row.", Response: importResponse{},
+		Summary: "Cancel an import, or with ?action=delete remove its row.", Response: importDeleteResponse{},
 		Errors: append([]string{apierr.CodeInvalidRequest, apierr.CodeConflict}, nf...), Handler: a.deleteImport})
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/imports/{id}/multipart/init", Tag: "imports", Params: importParam,
 		Summary: "Declare the objects of a direct upload to the object store (mode direct), or learn that there is " +
@@ -326,12 +332,14 @@ func (a *API) deleteImport(w http.ResponseWriter, req *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return rest.JSON(w, http.StatusOK, importResponse{Import: a.importView(out)})
+		v := a.importView(out)
+		return rest.JSON(w, http.StatusOK, importDeleteResponse{Import: &v})
 	case "delete":
 		if err := a.cfg.Imports.Delete(req.Context(), imp); err != nil {
 			return err
 		}
-		return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
+		yes := true
+		return rest.JSON(w, http.StatusOK, importDeleteResponse{Deleted: &yes})
 	}
 	return apierr.Invalid("action", "action must be delete, or left out to cancel")
 }
