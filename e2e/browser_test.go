@@ -13,6 +13,12 @@ import (
 // person's browser with no cookies.
 func browser(t *testing.T) (context.Context, context.CancelFunc) {
 	t.Helper()
+	return browserFor(t, 60*time.Second)
+}
+
+// browserFor is browser with its own time limit (a long flow in one page).
+func browserFor(t *testing.T, limit time.Duration) (context.Context, context.CancelFunc) {
+	t.Helper()
 	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
 		t.Fatal("chromium is not installed (deploy/dev/install-deps.sh installs it)")
 	}
@@ -27,7 +33,7 @@ func browser(t *testing.T) (context.Context, context.CancelFunc) {
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, limit)
 	return ctx, func() { cancelTimeout(); cancelCtx(); cancelAlloc() }
 }
 

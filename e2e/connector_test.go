@@ -30,7 +30,7 @@ import (
 // as a live site reaches the service over the internet), with a
 // database of its own on the node's MariaDB.
 type liveSite struct {
-	url, dir, password string
+	url, dir, password, log string
 }
 
 // liveSetup gives the live site what the connector must carry: posts
@@ -112,7 +112,7 @@ define('DB_HOST', '127.0.0.1:%s'); define('DB_CHARSET', 'utf8mb4'); define('DB_C
 $table_prefix = 'shop_';
 define('WP_HOME', '%s'); define('WP_SITEURL', '%s');
 define('AUTH_KEY', '%s'); define('SECURE_AUTH_KEY', '%s'); define('LOGGED_IN_KEY', '%s'); define('NONCE_KEY', '%s');
-define('FS_METHOD', 'direct');
+define('FS_METHOD', 'direct'); define('DISABLE_WP_CRON', true);
 if (!defined('ABSPATH')) { define('ABSPATH', '/live/wp/'); }
 require_once ABSPATH . 'wp-settings.php';
 `, pw, dbPort, live.url, live.url, secret.New(""), secret.New(""), secret.New(""), secret.New("")))
@@ -131,20 +131,23 @@ php /live/setup.php
 exec php -S "$LIVE_HOST" -t /live/wp`
 	logPath := filepath.Join(agenttest.ShortDir(t), "live.log")
 	err = rt.Run(ctx, runtime.Spec{ID: "live-site", Image: img, Args: []string{"/bin/sh", "-c", script},
-		Env:    []string{"LIVE_HOST=" + addr, "LIVE_PASSWORD=" + live.password, "PHP_CLI_SERVER_WORKERS=4", "HOME=/tmp"},
+		Env:    []string{"LIVE_HOST=" + addr, "LIVE_PASSWORD=" + live.password, "PHP_CLI_SERVER_WORKERS=24", "HOME=/tmp"},
 		Mounts: []runtime.Mount{{Source: live.dir, Target: "/live"}}, LogPath: logPath})
 	if err != nil {
 		t.Fatalf("start the live site: %v", err)
 	}
 	st.WaitFor(t, 2*time.Minute, "the live site", func() bool {
-		code, _ := fetch(t, live.url+"/")
-		if code == 0 {
-			if b, _ := os.ReadFile(logPath); strings.Contains(string(b), "Fatal") || strings.Contains(string(b), "rror") {
+		resp, err := http.Get(live.url + "/")
+		if err != nil {
+			if b, _ := os.ReadFile(logPath); strings.Contains(string(b), "Fatal") || strings.Contains(string(b), "exit") {
 				t.Fatalf("live site: %s", b)
 			}
+			return false
 		}
-		return code == 200
+		resp.Body.Close()
+		return resp.StatusCode == 200
 	})
+	live.log = logPath
 	return live
 }
 
@@ -163,19 +166,32 @@ func TestConnectorPlugin(t *testing.T) {
 	port := fmt.Sprint(d.owner.Do("GET", "/api/app/sites/"+probe.Str("site.id")+"/database", nil).Must(t, 200).Get("database.port"))
 	live := startLiveSite(t, d, port)
 
-	ctx, cancel := browser(t)
+	t0 := time.Now()
+	if resp, err := http.Get(live.url + "/wp-login.php"); err != nil {
+		t.Fatalf("live login page: %v", err)
+	} else {
+		resp.Body.Close()
+		t.Logf("live login page: %d in %s", resp.StatusCode, time.Since(t0))
+	}
+	ctx, cancel := browserFor(t, 6*time.Minute)
 	defer cancel()
-	ctx, cancelLong := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancelLong()
+	// The browser belongs to the first call's context: start it on the
+	// test's, so a step's own time limit does not close it.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatal(err)
+	}
 	fail := func(what string, err error) {
 		t.Helper()
 		loc, _ := chromedp.Run(ctx, chromedp.Location())
 		text, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-		t.Fatalf("%s: %v\nat %s\n%.2000s", what, err, loc, text)
+		logged, _ := os.ReadFile(live.log)
+		t.Fatalf("%s: %v\nat %s\n%.2000s\nlive site log:\n%.3000s", what, err, loc, text, logged)
 	}
 	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
+		sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
 			fail(what, err)
 		}
 	}
@@ -191,8 +207,8 @@ func TestConnectorPlugin(t *testing.T) {
 	run("sign in to the live wp-admin",
 		chromedp.Navigate(live.url+"/wp-login.php"),
 		chromedp.WaitVisible(css("#user_login")),
-		chromedp.SendKeys(css("#user_login"), "owner"),
-		chromedp.SendKeys(css("#user_pass"), live.password),
+		chromedp.SetValue(css("#user_login"), "owner"),
+		chromedp.SetValue(css("#user_pass"), live.password),
 		chromedp.Click(css("#wp-submit")),
 		chromedp.WaitVisible(css("#wpadminbar")))
 	run("set the service URL",
@@ -204,7 +220,7 @@ func TestConnectorPlugin(t *testing.T) {
 	run("connect: the service's consent page, signed in with a personal token",
 		chromedp.Click(css("#sbx-connect")),
 		chromedp.WaitVisible(css("#signin-token")),
-		chromedp.SendKeys(css("#token"), d.owner.Token),
+		chromedp.SetValue(css("#token"), d.owner.Token),
 		chromedp.Click(css("#signin-token")),
 		chromedp.WaitVisible(css("#approve")))
 	scopes, host := text("#scopes"), text("#redirect-host")
@@ -215,7 +231,20 @@ func TestConnectorPlugin(t *testing.T) {
 	if status := text("#sbx-status"); !strings.Contains(status, "owner@") && !strings.Contains(strings.ToLower(status), "connected") {
 		t.Fatalf("status after connecting: %q", status)
 	}
-	run("copy the site", chromedp.Click(css("#sbx-start")), chromedp.WaitVisible(css(`#sbx-progress[data-state="ready"]`)))
+	run("copy the site", chromedp.Click(css("#sbx-start")))
+	// The page works through its steps; follow it as a person would.
+	var state string
+	st.WaitFor(t, 4*time.Minute, "the copy to be ready", func() bool {
+		a, err := chromedp.Run(ctx, chromedp.AttributeValue(css("#sbx-progress"), "data-state"))
+		if err != nil {
+			fail("read the progress", err)
+		}
+		state = a.Value
+		if state == "failed" {
+			fail("the copy failed: "+text("#sbx-error"), nil)
+		}
+		return state == "ready"
+	})
 	result := text("#sbx-result-url")
 
 	// The import, as the API sees it.

@@ -121,6 +121,10 @@ func TestOAuthConnector(t *testing.T) {
 		t.Fatalf("register: %s", reg.Raw)
 	}
 
+	// The plugin a site owner installs is served ready to upload to wp-admin.
+	if zr := anon.Do("GET", "/connect/sandboxd-connector.zip", nil).Must(t, 200); len(zr.Raw) < 1000 || zr.Header.Get("Content-Type") != "application/zip" {
+		t.Fatalf("plugin zip: %d bytes, %s", len(zr.Raw), zr.Header.Get("Content-Type"))
+	}
 	cfg := &oauth2.Config{ClientID: clientID, RedirectURL: redirect, Scopes: []string{"import:read", "import:write"},
 		Endpoint: oauth2.Endpoint{AuthURL: s.URL() + "/connect/authorize", TokenURL: s.URL() + "/api/connect/token", AuthStyle: oauth2.AuthStyleInParams}}
 	b := newConsentBrowser(t, s.URL())

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"time"
 
+	pluginzip "github.com/sandboxd/sandboxd/connector"
+
 	"github.com/sandboxd/sandboxd/blueprint"
 	"github.com/sandboxd/sandboxd/controlplane/blobs"
 	"github.com/sandboxd/sandboxd/controlplane/blueprintrun"
@@ -32,6 +34,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/oauth"
 	"github.com/sandboxd/sandboxd/controlplane/sites"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
+	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/objstore"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
 	"github.com/sandboxd/sandboxd/internal/seal"
@@ -457,6 +460,17 @@ func New(cfg Config) (_ *Server, err error) {
 	for pattern, h := range connector.Routes() {
 		s.router.HandleRaw(pattern, h)
 	}
+	// The connector plugin, ready to install on a live site.
+	s.router.HandleRaw("GET /connect/sandboxd-connector.zip", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		zip, err := pluginzip.PluginZip()
+		if err != nil {
+			apierr.Write(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/zip")
+		w.Header().Set("Content-Disposition", `attachment; filename="sandboxd-connector.zip"`)
+		_, _ = w.Write(zip)
+	}))
 	s.registerInfra()
 	regPath, regHandler := agentv1connect.NewRegistryServiceHandler(s.registry, append(rpclimit.RegistryServer(), connect.WithInterceptors(auth))...)
 	s.router.HandleRaw(regPath, regHandler)
