@@ -41,6 +41,7 @@ test-short:
 bench: deps images
 	$(GO) run ./bench/raftbench
 	$(GO) run ./bench/sitebench
+	$(GO) run ./bench/sitebench -only-imports -sites 5
 	@echo "scheduler: one placement over 1,000 simulated nodes"
 	@$(GO) test -run '^$$' -bench . ./scheduler | awk -f bench/ratios.awk
 
