@@ -353,6 +353,17 @@ func (v *service) RenameSite(ctx context.Context, req *connect.Request[agentv1.R
 	return connect.NewResponse(&agentv1.RenameSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY)}), nil
 }
 
+func (v *service) SetSiteURL(ctx context.Context, req *connect.Request[agentv1.SetSiteURLRequest]) (*connect.Response[agentv1.SetSiteURLResponse], error) {
+	m := req.Msg
+	s, err := v.sites.SetURL(ctx, m.SiteId, m.Url)
+	if err != nil {
+		v.log.Warn("set site url failed", "site_id", m.SiteId, "job_id", m.JobId, "err", err)
+		return nil, rpcError(err)
+	}
+	v.log.Info("site url set", "site_id", m.SiteId, "job_id", m.JobId)
+	return connect.NewResponse(&agentv1.SetSiteURLResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY)}), nil
+}
+
 // RunnerVersion names the Blueprint step runner this agent carries.
 const RunnerVersion = "sandboxd-runner/1"
 

@@ -6,6 +6,7 @@
 package edge
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -15,7 +16,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,12 +42,19 @@ type Config struct {
 	ClusterToken string
 	// Addr is the HTTP listen address.
 	Addr string
-	// TLSAddr, with TLSCertFile and TLSKeyFile, also serves HTTPS for the
-	// sandbox domain from one configured certificate.
+	// TLSAddr also serves HTTPS: sandbox hosts with the certificate in
+	// TLSCertFile and TLSKeyFile (a wildcard for the sandbox domain), when
+	// given, and active custom domains with certificates from ACME, when
+	// its CA is set. One of the two is needed.
 	TLSAddr     string
 	TLSCertFile string
 	TLSKeyFile  string
-	Logger      *slog.Logger
+	// ACME gets custom domains their certificates (see ACMEConfig).
+	ACME ACMEConfig
+	// HTTPSPort is the port plain-HTTP requests for custom domains are
+	// redirected to; zero means TLSAddr's port (left out when 443).
+	HTTPSPort int
+	Logger    *slog.Logger
 
 	// ReadHeaderTimeout bounds how long a visitor may take to send a
 	// request's line and headers; zero means 10s.
@@ -91,6 +101,8 @@ type Edge struct {
 	servers   []*http.Server
 	addr      string
 	tlsAddr   string
+	httpsPort int
+	acme      *acme
 	ready     chan struct{}
 	readyOnce sync.Once
 	cancel    context.CancelFunc
@@ -124,27 +136,53 @@ func New(cfg Config) (*Edge, error) {
 		return nil, fmt.Errorf("edge listen %s: %w", cfg.Addr, err)
 	}
 	e.addr = ln.Addr().String()
+	var tln net.Listener
+	if cfg.TLSAddr != "" {
+		if tln, err = e.listenTLS(cfg); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
 	srv := e.server()
 	e.servers = append(e.servers, srv)
 	go func() { _ = srv.Serve(ln) }()
-	if cfg.TLSAddr != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
-		if err != nil {
-			e.Close()
-			return nil, fmt.Errorf("edge certificate: %w", err)
-		}
-		tln, err := tls.Listen("tcp", cfg.TLSAddr, &tls.Config{MinVersion: tls.VersionTLS12,
-			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }})
-		if err != nil {
-			e.Close()
-			return nil, fmt.Errorf("edge TLS listen %s: %w", cfg.TLSAddr, err)
-		}
-		e.tlsAddr = tln.Addr().String()
+	if tln != nil {
 		tsrv := e.server()
 		e.servers = append(e.servers, tsrv)
 		go func() { _ = tsrv.Serve(tln) }()
 	}
 	return e, nil
+}
+
+// listenTLS binds the HTTPS listener with the configured certificate
+// and, when ACME is on, certmagic for custom domains.
+func (e *Edge) listenTLS(cfg Config) (net.Listener, error) {
+	if cfg.ACME.CA == "" && (cfg.TLSCertFile == "" || cfg.TLSKeyFile == "") {
+		return nil, errors.New("edge: an HTTPS listener needs a certificate (--tls-cert, --tls-key) or an ACME CA (--acme-ca)")
+	}
+	var fixed *tls.Certificate
+	if cfg.TLSCertFile != "" || cfg.TLSKeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("edge certificate: %w", err)
+		}
+		fixed = &cert
+	}
+	raw, err := net.Listen("tcp", cfg.TLSAddr)
+	if err != nil {
+		return nil, fmt.Errorf("edge TLS listen %s: %w", cfg.TLSAddr, err)
+	}
+	e.tlsAddr = raw.Addr().String()
+	tlsPort := raw.Addr().(*net.TCPAddr).Port
+	e.httpsPort = cmp.Or(cfg.HTTPSPort, tlsPort)
+	if cfg.ACME.CA != "" {
+		if cfg.ACME.Storage == nil {
+			cfg.ACME.Storage = NewCertStorage(cfg.ControlPlane, cfg.ClusterToken, cfg.ID)
+		}
+		httpPort := int(netip.MustParseAddrPort(e.addr).Port())
+		e.acme = newACME(cfg.ACME, httpPort, tlsPort, e.log, e.allowCertificate)
+	}
+	return tls.NewListener(raw, e.tlsConfig(fixed)), nil
 }
 
 // server is one listener's HTTP server with the configured bounds.
@@ -185,6 +223,9 @@ func (e *Edge) Close() error {
 	}
 	for _, s := range e.servers {
 		_ = s.Close()
+	}
+	if e.acme != nil {
+		e.acme.stop()
 	}
 	e.transport.CloseIdleConnections()
 	return nil
@@ -246,10 +287,21 @@ func hostOnly(h string) string {
 	return strings.ToLower(strings.TrimSuffix(h, "."))
 }
 
-// ServeHTTP routes one request by its Host.
+// ServeHTTP routes one request by its Host. Over plain HTTP it first
+// answers ACME HTTP-01 challenges (whichever edge ordered the
+// certificate) and sends active custom domains to https.
 func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.TLS == nil && e.acme != nil && e.acme.issuer.HandleHTTPChallenge(w, r) {
+		return
+	}
 	route := e.Route(hostOnly(r.Host))
 	switch {
+	case route != nil && route.Custom && r.TLS == nil && e.tlsAddr != "":
+		target := "https://" + hostOnly(r.Host)
+		if e.httpsPort != 443 {
+			target += ":" + strconv.Itoa(e.httpsPort)
+		}
+		http.Redirect(w, r, target+r.URL.RequestURI(), http.StatusPermanentRedirect)
 	case route == nil:
 		page(w, http.StatusNotFound, "No sandbox here", "There is no sandbox at "+hostOnly(r.Host)+". It may have been deleted or never existed.", false)
 	case route.Status == edgev1.RouteStatus_ROUTE_STATUS_CREATING:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
@@ -72,16 +73,22 @@ func runEdge(args []string) error {
 	fs.StringVar(&cfg.ClusterToken, "cluster-token", os.Getenv("SANDBOXD_CLUSTER_TOKEN"), "cluster token (or SANDBOXD_CLUSTER_TOKEN)")
 	fs.StringVar(&cfg.ID, "id", "", "edge id in the control plane's logs (default: hostname)")
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8081", "HTTP listen address")
-	fs.StringVar(&cfg.TLSAddr, "tls-addr", "", "HTTPS listen address (needs --tls-cert and --tls-key)")
+	fs.StringVar(&cfg.TLSAddr, "tls-addr", "", "HTTPS listen address (needs --tls-cert and --tls-key, or --acme-ca)")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "certificate (PEM) for the sandbox domain, e.g. a wildcard")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key (PEM) of --tls-cert")
+	fs.IntVar(&cfg.HTTPSPort, "https-port", 0, "port plain-HTTP requests for custom domains are redirected to (default: --tls-addr's)")
+	var acmeF acmeFlags
+	acmeF.register(fs)
 	fs.StringVar(&logFormat, "log-format", "json", "log format: text or json")
 	fs.StringVar(&logLevel, "log-level", "info", "log level")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if cfg.TLSAddr != "" && (cfg.TLSCertFile == "" || cfg.TLSKeyFile == "") {
-		return fmt.Errorf("--tls-addr needs --tls-cert and --tls-key")
+	if err := acmeF.apply(&cfg); err != nil {
+		return err
+	}
+	if cfg.TLSAddr != "" && cfg.ACME.CA == "" && (cfg.TLSCertFile == "" || cfg.TLSKeyFile == "") {
+		return fmt.Errorf("--tls-addr needs --tls-cert and --tls-key, or --acme-ca")
 	}
 	if cfg.ID == "" {
 		cfg.ID, _ = os.Hostname()
@@ -102,6 +109,38 @@ func runEdge(args []string) error {
 	fmt.Println()
 	waitSignal()
 	return e.Close()
+}
+
+// acmeFlags configure an edge's certificates for custom domains.
+type acmeFlags struct {
+	ca, email, root       string
+	noHTTP01, noTLSALPN01 bool
+}
+
+func (f *acmeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.ca, "acme-ca", os.Getenv("SANDBOXD_ACME_CA"), "ACME directory URL for custom domains' certificates, e.g. https://acme-v02.api.letsencrypt.org/directory (needs an HTTPS listener)")
+	fs.StringVar(&f.email, "acme-email", os.Getenv("SANDBOXD_ACME_EMAIL"), "contact address of the ACME account")
+	fs.StringVar(&f.root, "acme-ca-root", "", "PEM file of the CA certificate the ACME server's own HTTPS is trusted by (a private CA such as Pebble)")
+	fs.BoolVar(&f.noHTTP01, "acme-disable-http01", false, "do not use the HTTP-01 challenge (port 80 does not reach the edges)")
+	fs.BoolVar(&f.noTLSALPN01, "acme-disable-tlsalpn01", false, "do not use the TLS-ALPN-01 challenge (TLS ends before the edges)")
+}
+
+func (f *acmeFlags) apply(cfg *edge.Config) error {
+	cfg.ACME = edge.ACMEConfig{CA: f.ca, Email: f.email, DisableHTTPChallenge: f.noHTTP01, DisableTLSALPNChallenge: f.noTLSALPN01}
+	if f.ca != "" && cfg.TLSAddr == "" {
+		return fmt.Errorf("--acme-ca needs an HTTPS listener (--tls-addr, or --edge-tls-addr in dev)")
+	}
+	if f.root != "" {
+		pem, err := os.ReadFile(f.root)
+		if err != nil {
+			return fmt.Errorf("--acme-ca-root: %w", err)
+		}
+		cfg.ACME.Roots = x509.NewCertPool()
+		if !cfg.ACME.Roots.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--acme-ca-root: %s holds no PEM certificate", f.root)
+		}
+	}
+	return nil
 }
 
 func pairs(s string) (map[string]string, error) {

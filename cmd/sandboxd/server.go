@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -40,6 +41,7 @@ type commonFlags struct {
 	webhookRetries string
 	mirror         string
 	mirrorOnly     bool
+	edgeAddrs      string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
@@ -70,6 +72,11 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 	fs.Int64Var(&c.cfg.MaxImportBytes, "max-import-bytes", 20<<30, "largest archive an import may upload, in bytes")
 	fs.StringVar(&c.cfg.ImportStore.Bucket, "import-store-bucket", "sandboxd-imports", "bucket of --import-store (made if missing)")
 	fs.StringVar(&c.cfg.ImportStore.Region, "import-store-region", "us-east-1", "region of --import-store")
+	fs.StringVar(&c.cfg.SandboxDomain, "sandbox-domain", c.cfg.SandboxDomain, "domain sites live under: <slug>.<domain> (a wildcard DNS name pointing at the edges)")
+	fs.StringVar(&c.cfg.SiteScheme, "site-scheme", c.cfg.SiteScheme, "scheme of site URLs: http, or https when the edges hold a wildcard certificate")
+	fs.IntVar(&c.cfg.SitePort, "site-port", c.cfg.SitePort, "port of site URLs (80 and 443 are left out); dev takes --edge-addr's")
+	fs.StringVar(&c.cfg.DNSResolver, "dns-resolver", os.Getenv("SANDBOXD_DNS_RESOLVER"), "host:port of the DNS resolver custom-domain checks ask (default: the first nameserver in /etc/resolv.conf)")
+	fs.StringVar(&c.edgeAddrs, "edge-addresses", os.Getenv("SANDBOXD_EDGE_ADDRESSES"), "comma-separated public IPs of the edges: apex custom domains point A/AAAA records at them (without any, only subdomains can be connected)")
 	c.cfg.ImportStore.AccessKey = os.Getenv("SANDBOXD_IMPORT_STORE_ACCESS_KEY")
 	c.cfg.ImportStore.SecretKey = os.Getenv("SANDBOXD_IMPORT_STORE_SECRET_KEY")
 	c.cfg.SMTP.Password = os.Getenv("SANDBOXD_SMTP_PASSWORD")
@@ -96,6 +103,9 @@ func (c *commonFlags) start() (*server.Server, error) {
 	}
 	if c.cfg.Pool, err = poolSizes(c.pool); err != nil {
 		return nil, fmt.Errorf("--pool: %w", err)
+	}
+	if c.cfg.EdgeAddrs, err = addrList(c.edgeAddrs); err != nil {
+		return nil, fmt.Errorf("--edge-addresses: %w", err)
 	}
 	if c.plansFile != "" {
 		if c.cfg.Plans, err = readPlans(c.plansFile); err != nil {
@@ -154,6 +164,9 @@ func runDev(args []string) error {
 	var c commonFlags
 	c.register(fs, "text")
 	edgeAddr := fs.String("edge-addr", "127.0.0.1:8081", "listen address of the edge that serves the sites")
+	edgeTLSAddr := fs.String("edge-tls-addr", "", "HTTPS listen address of the edge (with --acme-ca: certificates for custom domains)")
+	var acmeF acmeFlags
+	acmeF.register(fs)
 	imagesDir := fs.String("images-dir", images.DefaultDir(), "image cache filled by `make images`")
 	socket := fs.String("containerd-socket", "/run/containerd/containerd.sock", "containerd to use; one is started under the data dir when none answers")
 	stop := fs.Bool("stop", false, "stop the sites, MariaDB and containerd left running by an earlier `sandboxd dev` on this data dir, and exit")
@@ -208,7 +221,13 @@ func runDev(args []string) error {
 		return fmt.Errorf("node agent: %w", err)
 	}
 	a.Start()
-	e, err := edge.New(edge.Config{ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Addr: *edgeAddr, Logger: c.cfg.Logger})
+	ecfg := edge.Config{ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Addr: *edgeAddr, TLSAddr: *edgeTLSAddr, Logger: c.cfg.Logger}
+	if err := acmeF.apply(&ecfg); err != nil {
+		a.Close()
+		s.Close()
+		return err
+	}
+	e, err := edge.New(ecfg)
 	if err != nil {
 		a.Close()
 		s.Close()
@@ -276,6 +295,22 @@ func poolSizes(s string) (map[string]int, error) {
 			return nil, fmt.Errorf("%s is not a PHP version (one of %s)", php, strings.Join(sitespec.PHPVersions, ", "))
 		}
 		out[php] = n
+	}
+	return out, nil
+}
+
+// addrList reads a comma-separated list of IP addresses.
+func addrList(s string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an IP address", f)
+		}
+		out = append(out, a.Unmap())
 	}
 	return out, nil
 }

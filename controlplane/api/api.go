@@ -74,6 +74,8 @@ type Config struct {
 	OAuth OAuth
 	// Webhooks keeps the workspace's demo-launch webhook.
 	Webhooks Webhooks
+	// Domains keeps sites' custom domains (nil: no domain routes).
+	Domains Domains
 	// Library keeps the workspace Library's entries and ZIPs.
 	Library Library
 	// PeerBlobs serves and takes ZIPs for peer servers.
@@ -476,5 +478,6 @@ func (a *API) Register(r *rest.Router) {
 	a.registerPHPConfig(r)
 	a.registerEmail(r)
 	a.registerPHPVersion(r)
+	a.registerDomains(r)
 	a.registerAdmin(r)
 }

@@ -90,6 +90,13 @@ var registry = map[Type]func() Command{
 	51: func() Command { return new(RegisterOAuthClient) },
 	52: func() Command { return new(CreateOAuthCode) },
 	53: func() Command { return new(RedeemOAuthCode) },
+	54: func() Command { return new(ConnectDomain) },
+	55: func() Command { return new(PutDomain) },
+	56: func() Command { return new(DisconnectDomain) },
+	57: func() Command { return new(PutCertData) },
+	58: func() Command { return new(DeleteCertData) },
+	59: func() Command { return new(LockCert) },
+	60: func() Command { return new(UnlockCert) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -539,4 +546,50 @@ type RedeemOAuthCode struct {
 	CodeHash string      `json:"codeHash"`
 	Token    state.Token `json:"token"`
 	At       time.Time   `json:"at"`
+}
+
+// ConnectDomain adds a site's custom domain (pending_dns).
+type ConnectDomain struct {
+	Domain state.Domain `json:"domain"`
+}
+
+// PutDomain records a DNS check's or a job's outcome on a site's domain,
+// with the job it starts when Job is set; IfStatus, when set, applies it
+// only to a domain in one of those statuses.
+type PutDomain struct {
+	Domain   state.Domain `json:"domain"`
+	IfStatus []string     `json:"ifStatus,omitempty"`
+	Job      *state.Job   `json:"job,omitempty"`
+}
+
+// DisconnectDomain removes a site's custom domain, with the job that
+// points WordPress back at the sandbox URL when Job is set.
+type DisconnectDomain struct {
+	SiteID   string     `json:"siteId"`
+	Hostname string     `json:"hostname"`
+	Job      *state.Job `json:"job,omitempty"`
+}
+
+// PutCertData stores an entry of the edges' shared certificate storage
+// (sealed).
+type PutCertData struct {
+	Data state.CertData `json:"data"`
+}
+
+// DeleteCertData removes an entry of the certificate storage and every
+// entry under it.
+type DeleteCertData struct {
+	Key string `json:"key"`
+}
+
+// LockCert takes or renews an edge's lease on a certificate operation.
+type LockCert struct {
+	Lock state.CertLock `json:"lock"`
+	At   time.Time      `json:"at"`
+}
+
+// UnlockCert releases an edge's lease.
+type UnlockCert struct {
+	Name  string `json:"name"`
+	Owner string `json:"owner"`
 }

@@ -259,3 +259,13 @@ func (c CreateOAuthCode) apply(tx *state.Tx) any     { return tx.CreateOAuthCode
 func (c RedeemOAuthCode) apply(tx *state.Tx) any {
 	return result(tx.RedeemOAuthCode(c.CodeHash, c.Token, c.At))
 }
+
+func (c ConnectDomain) apply(tx *state.Tx) any { return result(tx.ConnectDomain(c.Domain)) }
+func (c PutDomain) apply(tx *state.Tx) any     { return result(tx.PutDomain(c.Domain, c.IfStatus, c.Job)) }
+func (c DisconnectDomain) apply(tx *state.Tx) any {
+	return result(tx.DisconnectDomain(c.SiteID, c.Hostname, c.Job))
+}
+func (c PutCertData) apply(tx *state.Tx) any    { return tx.PutCertData(c.Data) }
+func (c DeleteCertData) apply(tx *state.Tx) any { return tx.DeleteCertData(c.Key) }
+func (c LockCert) apply(tx *state.Tx) any       { return tx.LockCert(c.Lock, c.At) }
+func (c UnlockCert) apply(tx *state.Tx) any     { return tx.UnlockCert(c.Name, c.Owner) }

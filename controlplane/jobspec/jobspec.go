@@ -28,7 +28,18 @@ const (
 	// ImportRestore restores an import's archive into its site (making
 	// the site first when the import asked for a new one).
 	ImportRestore = "import_restore"
+	// SetSiteDomain moves a site's WordPress to its custom domain, or
+	// back to its sandbox URL: whichever the site's domain wants when the
+	// job runs.
+	SetSiteDomain = "set_site_domain"
 )
+
+// DomainPayload is what a set_site_domain job carries: the domain it was
+// queued for (the job converges on the domain's state when it runs).
+type DomainPayload struct {
+	Hostname   string `json:"hostname"`
+	Disconnect bool   `json:"disconnect,omitempty"`
+}
 
 // RunPayload is what an apply_blueprint job carries.
 type RunPayload struct {

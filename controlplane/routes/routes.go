@@ -32,9 +32,13 @@ func New(store *state.Store, log *slog.Logger) *Service {
 	return &Service{store: store, log: log.With("component", "routes")}
 }
 
-// Table computes the routes of every site that has a host to serve.
-func Table(sites []*state.Site, nodes map[string]*state.Node) map[string]*edgev1.Route {
+// Table computes the routes of every site that has a host to serve, and
+// of every active custom domain (the same backend as its site's sandbox
+// host, marked custom: the edge redirects it to https and may get it a
+// certificate).
+func Table(sites []*state.Site, nodes map[string]*state.Node, domains []*state.Domain) map[string]*edgev1.Route {
 	out := map[string]*edgev1.Route{}
+	bySite := map[string]*edgev1.Route{}
 	for _, s := range sites {
 		if s.Pool != "" {
 			continue // unclaimed: nobody's site, not served
@@ -63,6 +67,16 @@ func Table(sites []*state.Site, nodes map[string]*state.Node) map[string]*edgev1
 			continue // failed and deleting sites are not served
 		}
 		out[r.Host] = r
+		bySite[s.ID] = r
+	}
+	for _, d := range domains {
+		site := bySite[d.SiteID]
+		if site == nil || !d.Serving() {
+			continue
+		}
+		r := proto.CloneOf(site)
+		r.Host, r.Custom = d.Hostname, true
+		out[r.Host] = r
 	}
 	return out
 }
@@ -76,6 +90,10 @@ func (s *Service) table() (map[string]*edgev1.Route, <-chan error, func(), error
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	domains, err := s.store.Domains()
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	byID := map[string]*state.Node{}
 	for _, n := range nodes {
 		byID[n.ID] = n
@@ -83,7 +101,7 @@ func (s *Service) table() (map[string]*edgev1.Route, <-chan error, func(), error
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan error, 1)
 	go func() { ch <- ws.WatchCtx(ctx) }()
-	return Table(sites, byID), ch, cancel, nil
+	return Table(sites, byID, domains), ch, cancel, nil
 }
 
 // WatchRoutes streams the table: a snapshot first, then the difference

@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
+	"github.com/sandboxd/sandboxd/protocol/edge/v1/edgev1connect"
 )
 
 // forwardedHeader marks a request a follower passed on, so it is never
@@ -27,8 +28,8 @@ const forwardedHeader = "X-Sandboxd-Forwarded-By"
 // local reports whether a path is answered by whichever node receives it:
 // health, metrics, the document, the launcher's static files and the
 // edge's route stream (any node's replica will do). The API, the public
-// launch pages (they launch demos) and agent registration go to the
-// leader.
+// launch pages (they launch demos), agent registration and the edges'
+// certificate storage go to the leader.
 func local(path string) bool {
 	// Blobs are served by the server that holds them, not the leader.
 	if path == "/healthz" || path == "/metrics" || path == "/api/openapi.json" || strings.HasPrefix(path, "/internal/blobs/") {
@@ -36,7 +37,8 @@ func local(path string) bool {
 	}
 	return !(strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/internal/") || path == "/mcp" ||
 		strings.HasPrefix(path, "/launch/") || strings.HasPrefix(path, "/connect/") ||
-		strings.HasPrefix(path, "/"+agentv1connect.RegistryServiceName+"/"))
+		strings.HasPrefix(path, "/"+agentv1connect.RegistryServiceName+"/") ||
+		strings.HasPrefix(path, "/"+edgev1connect.CertStorageServiceName+"/"))
 }
 
 // forward sends API requests to the leader, so every write goes through

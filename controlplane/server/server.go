@@ -29,6 +29,8 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/blobs"
 	"github.com/sandboxd/sandboxd/controlplane/blueprintrun"
 	"github.com/sandboxd/sandboxd/controlplane/blueprints"
+	"github.com/sandboxd/sandboxd/controlplane/certstore"
+	"github.com/sandboxd/sandboxd/controlplane/domains"
 	"github.com/sandboxd/sandboxd/controlplane/imports"
 	"github.com/sandboxd/sandboxd/controlplane/library"
 	"github.com/sandboxd/sandboxd/controlplane/oauth"
@@ -194,6 +196,13 @@ type Config struct {
 	// DemoInterval is how often the leader looks for demos that became
 	// ready or ended; zero means 500ms.
 	DemoInterval time.Duration
+	// DNSResolver is host:port of the DNS server custom-domain checks
+	// ask; empty means the first nameserver in /etc/resolv.conf.
+	DNSResolver string
+	// EdgeAddrs are the edges' public addresses: what apex custom domains
+	// point their A/AAAA records at. Without any, only subdomains (a
+	// CNAME to the site's sandbox host) can be connected.
+	EdgeAddrs []netip.Addr
 
 	// RaftHeartbeatTimeout and RaftElectionTimeout tune failure detection;
 	// zero keeps cluster's defaults.
@@ -443,6 +452,13 @@ func New(cfg Config) (_ *Server, err error) {
 		Secure: strings.HasPrefix(s.url, "https://"),
 		Logger: s.log.With("component", "launcher")})
 	s.metrics.MustRegister(s.pool)
+	resolver, err := domains.NewResolver(cfg.DNSResolver)
+	if err != nil {
+		s.log.Warn("custom domains cannot be checked", "err", err)
+		resolver = nil
+	}
+	domainService := domains.New(domains.Config{Store: store, Raft: writes, Resolver: resolver, EdgeAddrs: cfg.EdgeAddrs,
+		SandboxDomain: cfg.SandboxDomain, Now: cfg.Now})
 	s.api = api.New(api.Config{
 		Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
 		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
@@ -451,6 +467,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Runs:       bps,
 		Imports:    importService,
 		OAuth:      connector,
+		Domains:    domainService,
 		RateLimits: cfg.RateLimits, Metrics: metrics,
 	})
 	s.api.Register(s.router)
@@ -476,6 +493,13 @@ func New(cfg Config) (_ *Server, err error) {
 	s.router.HandleRaw(regPath, regHandler)
 	routePath, routeHandler := edgev1connect.NewRouteServiceHandler(routes.New(store, cfg.Logger), append(rpclimit.RoutesServer(), connect.WithInterceptors(auth))...)
 	s.router.HandleRaw(routePath, routeHandler)
+	certSealer, err := seal.New(cfg.ClusterToken, "edge-certificates")
+	if err != nil {
+		return nil, err
+	}
+	certPath, certHandler := edgev1connect.NewCertStorageServiceHandler(certstore.New(store, node, certSealer, cfg.Now),
+		append(rpclimit.CertServer(), connect.WithInterceptors(auth))...)
+	s.router.HandleRaw(certPath, certHandler)
 	s.handler = rest.Observe(s.clientIP(s.deadlines(s.forward(s.router))), cfg.Logger, metrics)
 	s.http = &http.Server{Handler: s.handler, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}

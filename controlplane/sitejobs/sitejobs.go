@@ -61,6 +61,7 @@ func (r *Runners) Register(d *jobs.Dispatcher) {
 	d.Register(jobspec.ApplyBlueprint, jobs.RunnerFunc(r.apply))
 	d.Register(jobspec.BakeBlueprint, jobs.RunnerFunc(r.bake))
 	d.Register(jobspec.ImportRestore, jobs.RunnerFunc(r.importRestore))
+	d.Register(jobspec.SetSiteDomain, jobs.RunnerFunc(r.setDomain))
 }
 
 func (r *Runners) now() time.Time {

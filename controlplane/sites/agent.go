@@ -91,7 +91,17 @@ func (s *Service) LoginLink(ctx context.Context, site *state.Site, redirect stri
 			UserLogin: site.Entry.User}); err != nil {
 		return nil, err
 	}
-	return &sitespec.LoginLink{Token: token, URL: site.URL + "/?sandbox_login=" + token, ExpiresAt: expires}, nil
+	return &sitespec.LoginLink{Token: token, URL: s.PublicURL(site) + "/?sandbox_login=" + token, ExpiresAt: expires}, nil
+}
+
+// PublicURL is where a site answers for people: https://<its custom
+// domain> once that is active (WordPress lives there, and so must its
+// sign-in cookies), else its sandbox URL.
+func (s *Service) PublicURL(site *state.Site) string {
+	if d, err := s.cfg.Store.SiteDomain(site.ID); err == nil && d.Serving() {
+		return "https://" + d.Hostname
+	}
+	return site.URL
 }
 
 func debugSettings(d *agentv1.DebugSettings) *sitespec.DebugSettings {

@@ -208,6 +208,9 @@ func (t *Tx) DeleteImport(id string) error {
 // siteGone moves the imports of a deleted site on: a ready one to
 // site_deleted, one still restoring into it to failed.
 func siteGone(tx *memdb.Txn, siteID string, at time.Time) error {
+	if err := domainGone(tx, siteID); err != nil {
+		return err
+	}
 	linked, err := all[Import](tx, tableImports, "site", siteID)
 	if err != nil {
 		return err

@@ -31,6 +31,9 @@ const (
 	tableImports      = "imports"
 	tableOAuthClients = "oauth_clients"
 	tableOAuthCodes   = "oauth_codes"
+	tableDomains      = "domains"
+	tableCertData     = "cert_data"
+	tableCertLocks    = "cert_locks"
 )
 
 func idIndex() *memdb.IndexSchema {
@@ -140,6 +143,16 @@ func schema() *memdb.DBSchema {
 		tableOAuthCodes: {Name: tableOAuthCodes, Indexes: map[string]*memdb.IndexSchema{
 			"id": idIndex(),
 		}},
+		tableDomains: {Name: tableDomains, Indexes: map[string]*memdb.IndexSchema{
+			"id":       {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "SiteID"}},
+			"hostname": fieldIndex("hostname", "Hostname", true),
+		}},
+		tableCertData: {Name: tableCertData, Indexes: map[string]*memdb.IndexSchema{
+			"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Key"}},
+		}},
+		tableCertLocks: {Name: tableCertLocks, Indexes: map[string]*memdb.IndexSchema{
+			"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Name"}},
+		}},
 		tableDemos: {Name: tableDemos, Indexes: map[string]*memdb.IndexSchema{
 			"id":       idIndex(),
 			"template": fieldIndex("template", "TemplateID", false),
@@ -187,5 +200,5 @@ var tables = []string{
 	tableAccounts, tableWorkspaces, tableRoles, tableMembers, tableTokens,
 	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary, tableIdempotency,
 	tableTemplates, tableLeads, tableDemos, tableWebhooks, tableDeliveries, tableBlueprints, tableRuns,
-	tableImports, tableOAuthClients, tableOAuthCodes,
+	tableImports, tableOAuthClients, tableOAuthCodes, tableDomains, tableCertData, tableCertLocks,
 }

@@ -44,12 +44,14 @@ func (s *Store) AllSites() ([]*Site, memdb.WatchSet, error) {
 	for raw := it.Next(); raw != nil; raw = it.Next() {
 		out = append(out, raw.(*Site))
 	}
-	// Nodes feed routes too (their backend host).
-	nit, err := tx.Get(tableNodes, "id")
-	if err != nil {
-		return nil, nil, err
+	// Nodes feed routes too (their backend host), and so do custom domains.
+	for _, table := range []string{tableNodes, tableDomains} {
+		it, err := tx.Get(table, "id")
+		if err != nil {
+			return nil, nil, err
+		}
+		ws.Add(it.WatchCh())
 	}
-	ws.Add(nit.WatchCh())
 	return out, ws, nil
 }
 

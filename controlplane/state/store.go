@@ -209,6 +209,12 @@ func newRow(table string) (any, error) {
 		return new(OAuthClient), nil
 	case tableOAuthCodes:
 		return new(OAuthCode), nil
+	case tableDomains:
+		return new(Domain), nil
+	case tableCertData:
+		return new(CertData), nil
+	case tableCertLocks:
+		return new(CertLock), nil
 	}
 	return nil, fmt.Errorf("unknown table %q", table)
 }

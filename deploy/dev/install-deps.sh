@@ -42,6 +42,12 @@ have pgrep || need_apt+=(procps)
 /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null || need_apt+=(python3-aiosmtpd)
 # The URL rewriter's tests have real PHP unserialize() what it rewrote.
 have php || need_apt+=(php-cli)
+# Custom domains get certificates from Pebble (the ACME test CA) in tests;
+# Git deploy and SSH access are tested with Debian's OpenSSH server.
+have pebble || need_apt+=(pebble)
+[ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
+have ssh || need_apt+=(openssh-client)
+have sftp || need_apt+=(openssh-client)
 # Node and npm install Prism, the third-party OpenAPI validator the tests
 # run the API through.
 have node || need_apt+=(nodejs)
@@ -55,7 +61,17 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   echo "install-deps: installing ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  # Packages that ship a service (openssh-server) must not start it here:
+  # tests run their own. policy-rc.d says so to invoke-rc.d, and is put
+  # back as it was.
+  policy=/usr/sbin/policy-rc.d
+  saved=""
+  if [ -e "$policy" ]; then saved=$(mktemp); cp -p "$policy" "$saved"; fi
+  printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod 755 "$policy"
+  status=0
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null || status=$?
+  if [ -n "$saved" ]; then mv "$saved" "$policy"; else rm -f "$policy"; fi
+  [ "$status" -eq 0 ] || exit "$status"
 fi
 
 # Stoplight Prism, pinned, in the user's cache (not system-wide); its

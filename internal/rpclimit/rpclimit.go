@@ -42,6 +42,17 @@ func RegistryClient() []connect.ClientOption {
 	return []connect.ClientOption{connect.WithSendMaxBytes(Control), connect.WithReadMaxBytes(Control)}
 }
 
+// CertServer is the control plane's options for the edges' certificate
+// storage: values are certificates, keys and ACME records, a few KiB.
+func CertServer() []connect.HandlerOption {
+	return []connect.HandlerOption{connect.WithReadMaxBytes(Control), connect.WithSendMaxBytes(Control)}
+}
+
+// CertClient is an edge's options for its certificate storage.
+func CertClient() []connect.ClientOption {
+	return []connect.ClientOption{connect.WithSendMaxBytes(Control), connect.WithReadMaxBytes(Control)}
+}
+
 // RoutesServer is the control plane's options for the route stream.
 func RoutesServer() []connect.HandlerOption {
 	return []connect.HandlerOption{connect.WithReadMaxBytes(Control), connect.WithSendMaxBytes(Routes)}

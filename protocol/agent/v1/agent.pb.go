@@ -3309,6 +3309,110 @@ func (x *RestoreArchiveResponse) GetNotes() []string {
 	return nil
 }
 
+type SetSiteURLRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SiteId        string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Url           string                 `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSiteURLRequest) Reset() {
+	*x = SetSiteURLRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSiteURLRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSiteURLRequest) ProtoMessage() {}
+
+func (x *SetSiteURLRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSiteURLRequest.ProtoReflect.Descriptor instead.
+func (*SetSiteURLRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *SetSiteURLRequest) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *SetSiteURLRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SetSiteURLRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+type SetSiteURLResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        *SiteStatus            `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSiteURLResponse) Reset() {
+	*x = SetSiteURLResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSiteURLResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSiteURLResponse) ProtoMessage() {}
+
+func (x *SetSiteURLResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSiteURLResponse.ProtoReflect.Descriptor instead.
+func (*SetSiteURLResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *SetSiteURLResponse) GetStatus() *SiteStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 var File_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agent_v1_agent_proto_rawDesc = "" +
@@ -3585,7 +3689,13 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fskipped_entries\x18\b \x01(\x03R\x0eskippedEntries\x12\x16\n" +
 	"\x06format\x18\t \x01(\tR\x06format\x12\x14\n" +
 	"\x05notes\x18\n" +
-	" \x03(\tR\x05notes*\x9d\x01\n" +
+	" \x03(\tR\x05notes\"U\n" +
+	"\x11SetSiteURLRequest\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\"K\n" +
+	"\x12SetSiteURLResponse\x125\n" +
+	"\x06status\x18\x01 \x01(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x06status*\x9d\x01\n" +
 	"\tSiteState\x12\x1a\n" +
 	"\x16SITE_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SITE_STATE_CREATING\x10\x01\x12\x14\n" +
@@ -3595,7 +3705,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x12SITE_STATE_DELETED\x10\x052\xbe\x01\n" +
 	"\x0fRegistryService\x12S\n" +
 	"\bRegister\x12\".sandboxd.agent.v1.RegisterRequest\x1a#.sandboxd.agent.v1.RegisterResponse\x12V\n" +
-	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse2\xf2\x11\n" +
+	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse2\xcd\x12\n" +
 	"\fAgentService\x12Y\n" +
 	"\n" +
 	"CreateSite\x12$.sandboxd.agent.v1.CreateSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12O\n" +
@@ -3625,7 +3735,9 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"RenameSite\x12$.sandboxd.agent.v1.RenameSiteRequest\x1a%.sandboxd.agent.v1.RenameSiteResponse\x12k\n" +
 	"\x10RunBlueprintStep\x12*.sandboxd.agent.v1.RunBlueprintStepRequest\x1a+.sandboxd.agent.v1.RunBlueprintStepResponse\x12g\n" +
-	"\x0eRestoreArchive\x12(.sandboxd.agent.v1.RestoreArchiveRequest\x1a).sandboxd.agent.v1.RestoreArchiveResponse(\x01B8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
+	"\x0eRestoreArchive\x12(.sandboxd.agent.v1.RestoreArchiveRequest\x1a).sandboxd.agent.v1.RestoreArchiveResponse(\x01\x12Y\n" +
+	"\n" +
+	"SetSiteURL\x12$.sandboxd.agent.v1.SetSiteURLRequest\x1a%.sandboxd.agent.v1.SetSiteURLResponseB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -3640,7 +3752,7 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(SiteState)(0),                   // 0: sandboxd.agent.v1.SiteState
 	(*Resources)(nil),                // 1: sandboxd.agent.v1.Resources
@@ -3692,21 +3804,23 @@ var file_agent_v1_agent_proto_goTypes = []any{
 	(*RestoreHeader)(nil),            // 47: sandboxd.agent.v1.RestoreHeader
 	(*RestorePart)(nil),              // 48: sandboxd.agent.v1.RestorePart
 	(*RestoreArchiveResponse)(nil),   // 49: sandboxd.agent.v1.RestoreArchiveResponse
-	nil,                              // 50: sandboxd.agent.v1.RegisterRequest.LabelsEntry
-	nil,                              // 51: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	nil,                              // 52: sandboxd.agent.v1.PHPConfig.SettingsEntry
+	(*SetSiteURLRequest)(nil),        // 50: sandboxd.agent.v1.SetSiteURLRequest
+	(*SetSiteURLResponse)(nil),       // 51: sandboxd.agent.v1.SetSiteURLResponse
+	nil,                              // 52: sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	nil,                              // 53: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	nil,                              // 54: sandboxd.agent.v1.PHPConfig.SettingsEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
 	1,  // 0: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
-	50, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	52, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
 	0,  // 2: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
 	1,  // 3: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
 	4,  // 4: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
 	1,  // 5: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
 	4,  // 6: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
 	4,  // 7: sandboxd.agent.v1.ResetSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	51, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	52, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
+	53, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	54, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
 	22, // 10: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
 	4,  // 11: sandboxd.agent.v1.SwitchPHPVersionResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
 	28, // 12: sandboxd.agent.v1.FilesResponse.entries:type_name -> sandboxd.agent.v1.FileEntry
@@ -3715,65 +3829,68 @@ var file_agent_v1_agent_proto_depIdxs = []int32{
 	4,  // 15: sandboxd.agent.v1.RenameSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
 	47, // 16: sandboxd.agent.v1.RestoreArchiveRequest.header:type_name -> sandboxd.agent.v1.RestoreHeader
 	48, // 17: sandboxd.agent.v1.RestoreHeader.parts:type_name -> sandboxd.agent.v1.RestorePart
-	2,  // 18: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
-	5,  // 19: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
-	8,  // 20: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
-	7,  // 21: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
-	11, // 22: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.ResetSiteRequest
-	13, // 23: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	7,  // 24: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
-	16, // 25: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
-	17, // 26: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
-	7,  // 27: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
-	20, // 28: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
-	7,  // 29: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
-	7,  // 30: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
-	25, // 31: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
-	27, // 32: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
-	7,  // 33: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
-	13, // 34: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	7,  // 35: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
-	33, // 36: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
-	35, // 37: sandboxd.agent.v1.AgentService.FreezeTemplate:input_type -> sandboxd.agent.v1.FreezeTemplateRequest
-	36, // 38: sandboxd.agent.v1.AgentService.DeleteTemplate:input_type -> sandboxd.agent.v1.TemplateRef
-	39, // 39: sandboxd.agent.v1.AgentService.RestoreSite:input_type -> sandboxd.agent.v1.RestoreSiteRequest
-	36, // 40: sandboxd.agent.v1.AgentService.ExportTemplate:input_type -> sandboxd.agent.v1.TemplateRef
-	41, // 41: sandboxd.agent.v1.AgentService.ImportTemplate:input_type -> sandboxd.agent.v1.ImportTemplateRequest
-	42, // 42: sandboxd.agent.v1.AgentService.RenameSite:input_type -> sandboxd.agent.v1.RenameSiteRequest
-	44, // 43: sandboxd.agent.v1.AgentService.RunBlueprintStep:input_type -> sandboxd.agent.v1.RunBlueprintStepRequest
-	46, // 44: sandboxd.agent.v1.AgentService.RestoreArchive:input_type -> sandboxd.agent.v1.RestoreArchiveRequest
-	3,  // 45: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
-	6,  // 46: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
-	9,  // 47: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	10, // 48: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
-	12, // 49: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	14, // 50: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	15, // 51: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	15, // 52: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	18, // 53: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
-	19, // 54: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
-	21, // 55: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
-	23, // 56: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
-	24, // 57: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
-	26, // 58: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
-	29, // 59: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
-	30, // 60: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
-	14, // 61: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	32, // 62: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
-	34, // 63: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
-	37, // 64: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	38, // 65: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
-	12, // 66: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	40, // 67: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
-	37, // 68: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	43, // 69: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
-	45, // 70: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
-	49, // 71: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
-	45, // [45:72] is the sub-list for method output_type
-	18, // [18:45] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	4,  // 18: sandboxd.agent.v1.SetSiteURLResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	2,  // 19: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
+	5,  // 20: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
+	8,  // 21: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
+	7,  // 22: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
+	11, // 23: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.ResetSiteRequest
+	13, // 24: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	7,  // 25: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
+	16, // 26: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
+	17, // 27: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
+	7,  // 28: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
+	20, // 29: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
+	7,  // 30: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
+	7,  // 31: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
+	25, // 32: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
+	27, // 33: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
+	7,  // 34: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
+	13, // 35: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	7,  // 36: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
+	33, // 37: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
+	35, // 38: sandboxd.agent.v1.AgentService.FreezeTemplate:input_type -> sandboxd.agent.v1.FreezeTemplateRequest
+	36, // 39: sandboxd.agent.v1.AgentService.DeleteTemplate:input_type -> sandboxd.agent.v1.TemplateRef
+	39, // 40: sandboxd.agent.v1.AgentService.RestoreSite:input_type -> sandboxd.agent.v1.RestoreSiteRequest
+	36, // 41: sandboxd.agent.v1.AgentService.ExportTemplate:input_type -> sandboxd.agent.v1.TemplateRef
+	41, // 42: sandboxd.agent.v1.AgentService.ImportTemplate:input_type -> sandboxd.agent.v1.ImportTemplateRequest
+	42, // 43: sandboxd.agent.v1.AgentService.RenameSite:input_type -> sandboxd.agent.v1.RenameSiteRequest
+	44, // 44: sandboxd.agent.v1.AgentService.RunBlueprintStep:input_type -> sandboxd.agent.v1.RunBlueprintStepRequest
+	46, // 45: sandboxd.agent.v1.AgentService.RestoreArchive:input_type -> sandboxd.agent.v1.RestoreArchiveRequest
+	50, // 46: sandboxd.agent.v1.AgentService.SetSiteURL:input_type -> sandboxd.agent.v1.SetSiteURLRequest
+	3,  // 47: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
+	6,  // 48: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
+	9,  // 49: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	10, // 50: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
+	12, // 51: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	14, // 52: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	15, // 53: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	15, // 54: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	18, // 55: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
+	19, // 56: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
+	21, // 57: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
+	23, // 58: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
+	24, // 59: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
+	26, // 60: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
+	29, // 61: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
+	30, // 62: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
+	14, // 63: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	32, // 64: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
+	34, // 65: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
+	37, // 66: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	38, // 67: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
+	12, // 68: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	40, // 69: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
+	37, // 70: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	43, // 71: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
+	45, // 72: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
+	49, // 73: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
+	51, // 74: sandboxd.agent.v1.AgentService.SetSiteURL:output_type -> sandboxd.agent.v1.SetSiteURLResponse
+	47, // [47:75] is the sub-list for method output_type
+	19, // [19:47] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_agent_proto_init() }
@@ -3789,7 +3906,7 @@ func file_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   52,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

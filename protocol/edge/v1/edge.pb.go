@@ -270,6 +270,527 @@ func (x *RouteEvent) GetIndex() uint64 {
 	return 0
 }
 
+type CertKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CertKeyRequest) Reset() {
+	*x = CertKeyRequest{}
+	mi := &file_edge_v1_edge_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CertKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CertKeyRequest) ProtoMessage() {}
+
+func (x *CertKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_edge_v1_edge_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CertKeyRequest.ProtoReflect.Descriptor instead.
+func (*CertKeyRequest) Descriptor() ([]byte, []int) {
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CertKeyRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type CertValue struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Exists         bool                   `protobuf:"varint,1,opt,name=exists,proto3" json:"exists,omitempty"`
+	Value          []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	ModifiedUnixMs int64                  `protobuf:"varint,3,opt,name=modified_unix_ms,json=modifiedUnixMs,proto3" json:"modified_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CertValue) Reset() {
+	*x = CertValue{}
+	mi := &file_edge_v1_edge_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CertValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CertValue) ProtoMessage() {}
+
+func (x *CertValue) ProtoReflect() protoreflect.Message {
+	mi := &file_edge_v1_edge_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CertValue.ProtoReflect.Descriptor instead.
+func (*CertValue) Descriptor() ([]byte, []int) {
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CertValue) GetExists() bool {
+	if x != nil {
+		return x.Exists
+	}
+	return false
+}
+
+func (x *CertValue) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *CertValue) GetModifiedUnixMs() int64 {
+	if x != nil {
+		return x.ModifiedUnixMs
+	}
+	return 0
+}
+
+type PutCertRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutCertRequest) Reset() {
+	*x = PutCertRequest{}
+	mi := &file_edge_v1_edge_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutCertRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutCertRequest) ProtoMessage() {}
+
+func (x *PutCertRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_edge_v1_edge_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutCertRequest.ProtoReflect.Descriptor instead.
+func (*PutCertRequest) Descriptor() ([]byte, []int) {
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PutCertRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *PutCertRequest) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+type CertEmpty struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CertEmpty) Reset() {
+	*x = CertEmpty{}
+	mi := &file_edge_v1_edge_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CertEmpty) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CertEmpty) ProtoMessage() {}
+
+func (x *CertEmpty) ProtoReflect() protoreflect.Message {
+	mi := &file_edge_v1_edge_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CertEmpty.ProtoReflect.Descriptor instead.
+func (*CertEmpty) Descriptor() ([]byte, []int) {
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{6}
+}
+
+type ListCertsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Recursive     bool                   `protobuf:"varint,2,opt,name=recursive,proto3" json:"recursive,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCertsRequest) Reset() {
+	*x = ListCertsRequest{}
+	mi := &file_edge_v1_edge_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCertsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCertsRequest) ProtoMessage() {}
+
+func (x *ListCertsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_edge_v1_edge_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCertsRequest.ProtoReflect.Descriptor instead.
+func (*ListCertsRequest) Descriptor() ([]byte, []int) {
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListCertsRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *ListCertsRequest) GetRecursive() bool {
+	if x != nil {
+		return x.Recursive
+	}
+	return false
+}
+
+type ListCertsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []string               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCertsResponse) Reset() {
+	*x = ListCertsResponse{}
+	mi := &file_edge_v1_edge_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCertsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCertsResponse) ProtoMessage() {}
+
+func (x *ListCertsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_edge_v1_edge_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCertsResponse.ProtoReflect.Descriptor instead.
+func (*ListCertsResponse) Descriptor() ([]byte, []int) {
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListCertsResponse) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type CertInfo struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Exists         bool                   `protobuf:"varint,1,opt,name=exists,proto3" json:"exists,omitempty"`
+	Key            string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	ModifiedUnixMs int64                  `protobuf:"varint,3,opt,name=modified_unix_ms,json=modifiedUnixMs,proto3" json:"modified_unix_ms,omitempty"`
+	Size           int64                  `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	// terminal is false for a "directory" (a prefix of other keys).
+	Terminal      bool `protobuf:"varint,5,opt,name=terminal,proto3" json:"terminal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CertInfo) Reset() {
+	*x = CertInfo{}
+	mi := &file_edge_v1_edge_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CertInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CertInfo) ProtoMessage() {}
+
+func (x *CertInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_edge_v1_edge_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CertInfo.ProtoReflect.Descriptor instead.
+func (*CertInfo) Descriptor() ([]byte, []int) {
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CertInfo) GetExists() bool {
+	if x != nil {
+		return x.Exists
+	}
+	return false
+}
+
+func (x *CertInfo) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *CertInfo) GetModifiedUnixMs() int64 {
+	if x != nil {
+		return x.ModifiedUnixMs
+	}
+	return 0
+}
+
+func (x *CertInfo) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *CertInfo) GetTerminal() bool {
+	if x != nil {
+		return x.Terminal
+	}
+	return false
+}
+
+type LockCertRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	LeaseMs       int64                  `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockCertRequest) Reset() {
+	*x = LockCertRequest{}
+	mi := &file_edge_v1_edge_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockCertRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockCertRequest) ProtoMessage() {}
+
+func (x *LockCertRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_edge_v1_edge_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockCertRequest.ProtoReflect.Descriptor instead.
+func (*LockCertRequest) Descriptor() ([]byte, []int) {
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *LockCertRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LockCertRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *LockCertRequest) GetLeaseMs() int64 {
+	if x != nil {
+		return x.LeaseMs
+	}
+	return 0
+}
+
+type LockCertResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acquired      bool                   `protobuf:"varint,1,opt,name=acquired,proto3" json:"acquired,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockCertResponse) Reset() {
+	*x = LockCertResponse{}
+	mi := &file_edge_v1_edge_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockCertResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockCertResponse) ProtoMessage() {}
+
+func (x *LockCertResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_edge_v1_edge_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockCertResponse.ProtoReflect.Descriptor instead.
+func (*LockCertResponse) Descriptor() ([]byte, []int) {
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *LockCertResponse) GetAcquired() bool {
+	if x != nil {
+		return x.Acquired
+	}
+	return false
+}
+
+type UnlockCertRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnlockCertRequest) Reset() {
+	*x = UnlockCertRequest{}
+	mi := &file_edge_v1_edge_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnlockCertRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnlockCertRequest) ProtoMessage() {}
+
+func (x *UnlockCertRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_edge_v1_edge_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnlockCertRequest.ProtoReflect.Descriptor instead.
+func (*UnlockCertRequest) Descriptor() ([]byte, []int) {
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *UnlockCertRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UnlockCertRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
 var File_edge_v1_edge_proto protoreflect.FileDescriptor
 
 const file_edge_v1_edge_proto_rawDesc = "" +
@@ -288,14 +809,54 @@ const file_edge_v1_edge_proto_rawDesc = "" +
 	"\bsnapshot\x18\x01 \x01(\bR\bsnapshot\x121\n" +
 	"\aupserts\x18\x02 \x03(\v2\x17.sandboxd.edge.v1.RouteR\aupserts\x12#\n" +
 	"\rremoved_hosts\x18\x03 \x03(\tR\fremovedHosts\x12\x14\n" +
-	"\x05index\x18\x04 \x01(\x04R\x05index*x\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index\"\"\n" +
+	"\x0eCertKeyRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\"c\n" +
+	"\tCertValue\x12\x16\n" +
+	"\x06exists\x18\x01 \x01(\bR\x06exists\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12(\n" +
+	"\x10modified_unix_ms\x18\x03 \x01(\x03R\x0emodifiedUnixMs\"8\n" +
+	"\x0ePutCertRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\v\n" +
+	"\tCertEmpty\"H\n" +
+	"\x10ListCertsRequest\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1c\n" +
+	"\trecursive\x18\x02 \x01(\bR\trecursive\"'\n" +
+	"\x11ListCertsResponse\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\"\x8e\x01\n" +
+	"\bCertInfo\x12\x16\n" +
+	"\x06exists\x18\x01 \x01(\bR\x06exists\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12(\n" +
+	"\x10modified_unix_ms\x18\x03 \x01(\x03R\x0emodifiedUnixMs\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x03R\x04size\x12\x1a\n" +
+	"\bterminal\x18\x05 \x01(\bR\bterminal\"V\n" +
+	"\x0fLockCertRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x19\n" +
+	"\blease_ms\x18\x03 \x01(\x03R\aleaseMs\".\n" +
+	"\x10LockCertResponse\x12\x1a\n" +
+	"\bacquired\x18\x01 \x01(\bR\bacquired\"=\n" +
+	"\x11UnlockCertRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner*x\n" +
 	"\vRouteStatus\x12\x1c\n" +
 	"\x18ROUTE_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ROUTE_STATUS_CREATING\x10\x01\x12\x16\n" +
 	"\x12ROUTE_STATUS_READY\x10\x02\x12\x18\n" +
 	"\x14ROUTE_STATUS_STOPPED\x10\x032c\n" +
 	"\fRouteService\x12S\n" +
-	"\vWatchRoutes\x12$.sandboxd.edge.v1.WatchRoutesRequest\x1a\x1c.sandboxd.edge.v1.RouteEvent0\x01B6Z4github.com/sandboxd/sandboxd/protocol/edge/v1;edgev1b\x06proto3"
+	"\vWatchRoutes\x12$.sandboxd.edge.v1.WatchRoutesRequest\x1a\x1c.sandboxd.edge.v1.RouteEvent0\x012\xb8\x04\n" +
+	"\x12CertStorageService\x12H\n" +
+	"\aGetCert\x12 .sandboxd.edge.v1.CertKeyRequest\x1a\x1b.sandboxd.edge.v1.CertValue\x12H\n" +
+	"\aPutCert\x12 .sandboxd.edge.v1.PutCertRequest\x1a\x1b.sandboxd.edge.v1.CertEmpty\x12K\n" +
+	"\n" +
+	"DeleteCert\x12 .sandboxd.edge.v1.CertKeyRequest\x1a\x1b.sandboxd.edge.v1.CertEmpty\x12T\n" +
+	"\tListCerts\x12\".sandboxd.edge.v1.ListCertsRequest\x1a#.sandboxd.edge.v1.ListCertsResponse\x12H\n" +
+	"\bStatCert\x12 .sandboxd.edge.v1.CertKeyRequest\x1a\x1a.sandboxd.edge.v1.CertInfo\x12Q\n" +
+	"\bLockCert\x12!.sandboxd.edge.v1.LockCertRequest\x1a\".sandboxd.edge.v1.LockCertResponse\x12N\n" +
+	"\n" +
+	"UnlockCert\x12#.sandboxd.edge.v1.UnlockCertRequest\x1a\x1b.sandboxd.edge.v1.CertEmptyB6Z4github.com/sandboxd/sandboxd/protocol/edge/v1;edgev1b\x06proto3"
 
 var (
 	file_edge_v1_edge_proto_rawDescOnce sync.Once
@@ -310,23 +871,47 @@ func file_edge_v1_edge_proto_rawDescGZIP() []byte {
 }
 
 var file_edge_v1_edge_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_edge_v1_edge_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_edge_v1_edge_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_edge_v1_edge_proto_goTypes = []any{
 	(RouteStatus)(0),           // 0: sandboxd.edge.v1.RouteStatus
 	(*WatchRoutesRequest)(nil), // 1: sandboxd.edge.v1.WatchRoutesRequest
 	(*Route)(nil),              // 2: sandboxd.edge.v1.Route
 	(*RouteEvent)(nil),         // 3: sandboxd.edge.v1.RouteEvent
+	(*CertKeyRequest)(nil),     // 4: sandboxd.edge.v1.CertKeyRequest
+	(*CertValue)(nil),          // 5: sandboxd.edge.v1.CertValue
+	(*PutCertRequest)(nil),     // 6: sandboxd.edge.v1.PutCertRequest
+	(*CertEmpty)(nil),          // 7: sandboxd.edge.v1.CertEmpty
+	(*ListCertsRequest)(nil),   // 8: sandboxd.edge.v1.ListCertsRequest
+	(*ListCertsResponse)(nil),  // 9: sandboxd.edge.v1.ListCertsResponse
+	(*CertInfo)(nil),           // 10: sandboxd.edge.v1.CertInfo
+	(*LockCertRequest)(nil),    // 11: sandboxd.edge.v1.LockCertRequest
+	(*LockCertResponse)(nil),   // 12: sandboxd.edge.v1.LockCertResponse
+	(*UnlockCertRequest)(nil),  // 13: sandboxd.edge.v1.UnlockCertRequest
 }
 var file_edge_v1_edge_proto_depIdxs = []int32{
-	0, // 0: sandboxd.edge.v1.Route.status:type_name -> sandboxd.edge.v1.RouteStatus
-	2, // 1: sandboxd.edge.v1.RouteEvent.upserts:type_name -> sandboxd.edge.v1.Route
-	1, // 2: sandboxd.edge.v1.RouteService.WatchRoutes:input_type -> sandboxd.edge.v1.WatchRoutesRequest
-	3, // 3: sandboxd.edge.v1.RouteService.WatchRoutes:output_type -> sandboxd.edge.v1.RouteEvent
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	0,  // 0: sandboxd.edge.v1.Route.status:type_name -> sandboxd.edge.v1.RouteStatus
+	2,  // 1: sandboxd.edge.v1.RouteEvent.upserts:type_name -> sandboxd.edge.v1.Route
+	1,  // 2: sandboxd.edge.v1.RouteService.WatchRoutes:input_type -> sandboxd.edge.v1.WatchRoutesRequest
+	4,  // 3: sandboxd.edge.v1.CertStorageService.GetCert:input_type -> sandboxd.edge.v1.CertKeyRequest
+	6,  // 4: sandboxd.edge.v1.CertStorageService.PutCert:input_type -> sandboxd.edge.v1.PutCertRequest
+	4,  // 5: sandboxd.edge.v1.CertStorageService.DeleteCert:input_type -> sandboxd.edge.v1.CertKeyRequest
+	8,  // 6: sandboxd.edge.v1.CertStorageService.ListCerts:input_type -> sandboxd.edge.v1.ListCertsRequest
+	4,  // 7: sandboxd.edge.v1.CertStorageService.StatCert:input_type -> sandboxd.edge.v1.CertKeyRequest
+	11, // 8: sandboxd.edge.v1.CertStorageService.LockCert:input_type -> sandboxd.edge.v1.LockCertRequest
+	13, // 9: sandboxd.edge.v1.CertStorageService.UnlockCert:input_type -> sandboxd.edge.v1.UnlockCertRequest
+	3,  // 10: sandboxd.edge.v1.RouteService.WatchRoutes:output_type -> sandboxd.edge.v1.RouteEvent
+	5,  // 11: sandboxd.edge.v1.CertStorageService.GetCert:output_type -> sandboxd.edge.v1.CertValue
+	7,  // 12: sandboxd.edge.v1.CertStorageService.PutCert:output_type -> sandboxd.edge.v1.CertEmpty
+	7,  // 13: sandboxd.edge.v1.CertStorageService.DeleteCert:output_type -> sandboxd.edge.v1.CertEmpty
+	9,  // 14: sandboxd.edge.v1.CertStorageService.ListCerts:output_type -> sandboxd.edge.v1.ListCertsResponse
+	10, // 15: sandboxd.edge.v1.CertStorageService.StatCert:output_type -> sandboxd.edge.v1.CertInfo
+	12, // 16: sandboxd.edge.v1.CertStorageService.LockCert:output_type -> sandboxd.edge.v1.LockCertResponse
+	7,  // 17: sandboxd.edge.v1.CertStorageService.UnlockCert:output_type -> sandboxd.edge.v1.CertEmpty
+	10, // [10:18] is the sub-list for method output_type
+	2,  // [2:10] is the sub-list for method input_type
+	2,  // [2:2] is the sub-list for extension type_name
+	2,  // [2:2] is the sub-list for extension extendee
+	0,  // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_edge_v1_edge_proto_init() }
@@ -340,9 +925,9 @@ func file_edge_v1_edge_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_edge_v1_edge_proto_rawDesc), len(file_edge_v1_edge_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   13,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_edge_v1_edge_proto_goTypes,
 		DependencyIndexes: file_edge_v1_edge_proto_depIdxs,

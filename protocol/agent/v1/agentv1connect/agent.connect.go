@@ -111,6 +111,8 @@ const (
 	// AgentServiceRestoreArchiveProcedure is the fully-qualified name of the AgentService's
 	// RestoreArchive RPC.
 	AgentServiceRestoreArchiveProcedure = "/sandboxd.agent.v1.AgentService/RestoreArchive"
+	// AgentServiceSetSiteURLProcedure is the fully-qualified name of the AgentService's SetSiteURL RPC.
+	AgentServiceSetSiteURLProcedure = "/sandboxd.agent.v1.AgentService/SetSiteURL"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -296,6 +298,11 @@ type AgentServiceClient interface {
 	// the place of the old. A failure or a cancelled stream leaves the
 	// site as it was.
 	RestoreArchive(context.Context) *connect.ClientStreamForClient[v1.RestoreArchiveRequest, v1.RestoreArchiveResponse]
+	// SetSiteURL moves a site's WordPress to another URL: its home and site
+	// URL, and every URL in its database (PHP-serialized values kept
+	// intact). A custom domain is switched on and off with it; the site
+	// keeps its slug and keeps running. Repeating it converges.
+	SetSiteURL(context.Context, *connect.Request[v1.SetSiteURLRequest]) (*connect.Response[v1.SetSiteURLResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -459,6 +466,12 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("RestoreArchive")),
 			connect.WithClientOptions(opts...),
 		),
+		setSiteURL: connect.NewClient[v1.SetSiteURLRequest, v1.SetSiteURLResponse](
+			httpClient,
+			baseURL+AgentServiceSetSiteURLProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("SetSiteURL")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -489,6 +502,7 @@ type agentServiceClient struct {
 	renameSite         *connect.Client[v1.RenameSiteRequest, v1.RenameSiteResponse]
 	runBlueprintStep   *connect.Client[v1.RunBlueprintStepRequest, v1.RunBlueprintStepResponse]
 	restoreArchive     *connect.Client[v1.RestoreArchiveRequest, v1.RestoreArchiveResponse]
+	setSiteURL         *connect.Client[v1.SetSiteURLRequest, v1.SetSiteURLResponse]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -616,6 +630,11 @@ func (c *agentServiceClient) RestoreArchive(ctx context.Context) *connect.Client
 	return c.restoreArchive.CallClientStream(ctx)
 }
 
+// SetSiteURL calls sandboxd.agent.v1.AgentService.SetSiteURL.
+func (c *agentServiceClient) SetSiteURL(ctx context.Context, req *connect.Request[v1.SetSiteURLRequest]) (*connect.Response[v1.SetSiteURLResponse], error) {
+	return c.setSiteURL.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -695,6 +714,11 @@ type AgentServiceHandler interface {
 	// the place of the old. A failure or a cancelled stream leaves the
 	// site as it was.
 	RestoreArchive(context.Context, *connect.ClientStream[v1.RestoreArchiveRequest]) (*connect.Response[v1.RestoreArchiveResponse], error)
+	// SetSiteURL moves a site's WordPress to another URL: its home and site
+	// URL, and every URL in its database (PHP-serialized values kept
+	// intact). A custom domain is switched on and off with it; the site
+	// keeps its slug and keeps running. Repeating it converges.
+	SetSiteURL(context.Context, *connect.Request[v1.SetSiteURLRequest]) (*connect.Response[v1.SetSiteURLResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -854,6 +878,12 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("RestoreArchive")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceSetSiteURLHandler := connect.NewUnaryHandler(
+		AgentServiceSetSiteURLProcedure,
+		svc.SetSiteURL,
+		connect.WithSchema(agentServiceMethods.ByName("SetSiteURL")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -906,6 +936,8 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceRunBlueprintStepHandler.ServeHTTP(w, r)
 		case AgentServiceRestoreArchiveProcedure:
 			agentServiceRestoreArchiveHandler.ServeHTTP(w, r)
+		case AgentServiceSetSiteURLProcedure:
+			agentServiceSetSiteURLHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1013,4 +1045,8 @@ func (UnimplementedAgentServiceHandler) RunBlueprintStep(context.Context, *conne
 
 func (UnimplementedAgentServiceHandler) RestoreArchive(context.Context, *connect.ClientStream[v1.RestoreArchiveRequest]) (*connect.Response[v1.RestoreArchiveResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.RestoreArchive is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) SetSiteURL(context.Context, *connect.Request[v1.SetSiteURLRequest]) (*connect.Response[v1.SetSiteURLResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.SetSiteURL is not implemented"))
 }

@@ -25,6 +25,8 @@ const _ = connect.IsAtLeastVersion1_13_0
 const (
 	// RouteServiceName is the fully-qualified name of the RouteService service.
 	RouteServiceName = "sandboxd.edge.v1.RouteService"
+	// CertStorageServiceName is the fully-qualified name of the CertStorageService service.
+	CertStorageServiceName = "sandboxd.edge.v1.CertStorageService"
 )
 
 // These constants are the fully-qualified names of the RPCs defined in this package. They're
@@ -38,6 +40,27 @@ const (
 	// RouteServiceWatchRoutesProcedure is the fully-qualified name of the RouteService's WatchRoutes
 	// RPC.
 	RouteServiceWatchRoutesProcedure = "/sandboxd.edge.v1.RouteService/WatchRoutes"
+	// CertStorageServiceGetCertProcedure is the fully-qualified name of the CertStorageService's
+	// GetCert RPC.
+	CertStorageServiceGetCertProcedure = "/sandboxd.edge.v1.CertStorageService/GetCert"
+	// CertStorageServicePutCertProcedure is the fully-qualified name of the CertStorageService's
+	// PutCert RPC.
+	CertStorageServicePutCertProcedure = "/sandboxd.edge.v1.CertStorageService/PutCert"
+	// CertStorageServiceDeleteCertProcedure is the fully-qualified name of the CertStorageService's
+	// DeleteCert RPC.
+	CertStorageServiceDeleteCertProcedure = "/sandboxd.edge.v1.CertStorageService/DeleteCert"
+	// CertStorageServiceListCertsProcedure is the fully-qualified name of the CertStorageService's
+	// ListCerts RPC.
+	CertStorageServiceListCertsProcedure = "/sandboxd.edge.v1.CertStorageService/ListCerts"
+	// CertStorageServiceStatCertProcedure is the fully-qualified name of the CertStorageService's
+	// StatCert RPC.
+	CertStorageServiceStatCertProcedure = "/sandboxd.edge.v1.CertStorageService/StatCert"
+	// CertStorageServiceLockCertProcedure is the fully-qualified name of the CertStorageService's
+	// LockCert RPC.
+	CertStorageServiceLockCertProcedure = "/sandboxd.edge.v1.CertStorageService/LockCert"
+	// CertStorageServiceUnlockCertProcedure is the fully-qualified name of the CertStorageService's
+	// UnlockCert RPC.
+	CertStorageServiceUnlockCertProcedure = "/sandboxd.edge.v1.CertStorageService/UnlockCert"
 )
 
 // RouteServiceClient is a client for the sandboxd.edge.v1.RouteService service.
@@ -110,4 +133,241 @@ type UnimplementedRouteServiceHandler struct{}
 
 func (UnimplementedRouteServiceHandler) WatchRoutes(context.Context, *connect.Request[v1.WatchRoutesRequest], *connect.ServerStream[v1.RouteEvent]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.edge.v1.RouteService.WatchRoutes is not implemented"))
+}
+
+// CertStorageServiceClient is a client for the sandboxd.edge.v1.CertStorageService service.
+type CertStorageServiceClient interface {
+	GetCert(context.Context, *connect.Request[v1.CertKeyRequest]) (*connect.Response[v1.CertValue], error)
+	PutCert(context.Context, *connect.Request[v1.PutCertRequest]) (*connect.Response[v1.CertEmpty], error)
+	// DeleteCert removes a key and every key under key/.
+	DeleteCert(context.Context, *connect.Request[v1.CertKeyRequest]) (*connect.Response[v1.CertEmpty], error)
+	// ListCerts lists the keys under a prefix (recursive), or its direct
+	// children.
+	ListCerts(context.Context, *connect.Request[v1.ListCertsRequest]) (*connect.Response[v1.ListCertsResponse], error)
+	StatCert(context.Context, *connect.Request[v1.CertKeyRequest]) (*connect.Response[v1.CertInfo], error)
+	// LockCert takes (or renews) a lease; acquired is false while another
+	// owner holds an unexpired one.
+	LockCert(context.Context, *connect.Request[v1.LockCertRequest]) (*connect.Response[v1.LockCertResponse], error)
+	UnlockCert(context.Context, *connect.Request[v1.UnlockCertRequest]) (*connect.Response[v1.CertEmpty], error)
+}
+
+// NewCertStorageServiceClient constructs a client for the sandboxd.edge.v1.CertStorageService
+// service. By default, it uses the Connect protocol with the binary Protobuf Codec, asks for
+// gzipped responses, and sends uncompressed requests. To use the gRPC or gRPC-Web protocols, supply
+// the connect.WithGRPC() or connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewCertStorageServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) CertStorageServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	certStorageServiceMethods := v1.File_edge_v1_edge_proto.Services().ByName("CertStorageService").Methods()
+	return &certStorageServiceClient{
+		getCert: connect.NewClient[v1.CertKeyRequest, v1.CertValue](
+			httpClient,
+			baseURL+CertStorageServiceGetCertProcedure,
+			connect.WithSchema(certStorageServiceMethods.ByName("GetCert")),
+			connect.WithClientOptions(opts...),
+		),
+		putCert: connect.NewClient[v1.PutCertRequest, v1.CertEmpty](
+			httpClient,
+			baseURL+CertStorageServicePutCertProcedure,
+			connect.WithSchema(certStorageServiceMethods.ByName("PutCert")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteCert: connect.NewClient[v1.CertKeyRequest, v1.CertEmpty](
+			httpClient,
+			baseURL+CertStorageServiceDeleteCertProcedure,
+			connect.WithSchema(certStorageServiceMethods.ByName("DeleteCert")),
+			connect.WithClientOptions(opts...),
+		),
+		listCerts: connect.NewClient[v1.ListCertsRequest, v1.ListCertsResponse](
+			httpClient,
+			baseURL+CertStorageServiceListCertsProcedure,
+			connect.WithSchema(certStorageServiceMethods.ByName("ListCerts")),
+			connect.WithClientOptions(opts...),
+		),
+		statCert: connect.NewClient[v1.CertKeyRequest, v1.CertInfo](
+			httpClient,
+			baseURL+CertStorageServiceStatCertProcedure,
+			connect.WithSchema(certStorageServiceMethods.ByName("StatCert")),
+			connect.WithClientOptions(opts...),
+		),
+		lockCert: connect.NewClient[v1.LockCertRequest, v1.LockCertResponse](
+			httpClient,
+			baseURL+CertStorageServiceLockCertProcedure,
+			connect.WithSchema(certStorageServiceMethods.ByName("LockCert")),
+			connect.WithClientOptions(opts...),
+		),
+		unlockCert: connect.NewClient[v1.UnlockCertRequest, v1.CertEmpty](
+			httpClient,
+			baseURL+CertStorageServiceUnlockCertProcedure,
+			connect.WithSchema(certStorageServiceMethods.ByName("UnlockCert")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// certStorageServiceClient implements CertStorageServiceClient.
+type certStorageServiceClient struct {
+	getCert    *connect.Client[v1.CertKeyRequest, v1.CertValue]
+	putCert    *connect.Client[v1.PutCertRequest, v1.CertEmpty]
+	deleteCert *connect.Client[v1.CertKeyRequest, v1.CertEmpty]
+	listCerts  *connect.Client[v1.ListCertsRequest, v1.ListCertsResponse]
+	statCert   *connect.Client[v1.CertKeyRequest, v1.CertInfo]
+	lockCert   *connect.Client[v1.LockCertRequest, v1.LockCertResponse]
+	unlockCert *connect.Client[v1.UnlockCertRequest, v1.CertEmpty]
+}
+
+// GetCert calls sandboxd.edge.v1.CertStorageService.GetCert.
+func (c *certStorageServiceClient) GetCert(ctx context.Context, req *connect.Request[v1.CertKeyRequest]) (*connect.Response[v1.CertValue], error) {
+	return c.getCert.CallUnary(ctx, req)
+}
+
+// PutCert calls sandboxd.edge.v1.CertStorageService.PutCert.
+func (c *certStorageServiceClient) PutCert(ctx context.Context, req *connect.Request[v1.PutCertRequest]) (*connect.Response[v1.CertEmpty], error) {
+	return c.putCert.CallUnary(ctx, req)
+}
+
+// DeleteCert calls sandboxd.edge.v1.CertStorageService.DeleteCert.
+func (c *certStorageServiceClient) DeleteCert(ctx context.Context, req *connect.Request[v1.CertKeyRequest]) (*connect.Response[v1.CertEmpty], error) {
+	return c.deleteCert.CallUnary(ctx, req)
+}
+
+// ListCerts calls sandboxd.edge.v1.CertStorageService.ListCerts.
+func (c *certStorageServiceClient) ListCerts(ctx context.Context, req *connect.Request[v1.ListCertsRequest]) (*connect.Response[v1.ListCertsResponse], error) {
+	return c.listCerts.CallUnary(ctx, req)
+}
+
+// StatCert calls sandboxd.edge.v1.CertStorageService.StatCert.
+func (c *certStorageServiceClient) StatCert(ctx context.Context, req *connect.Request[v1.CertKeyRequest]) (*connect.Response[v1.CertInfo], error) {
+	return c.statCert.CallUnary(ctx, req)
+}
+
+// LockCert calls sandboxd.edge.v1.CertStorageService.LockCert.
+func (c *certStorageServiceClient) LockCert(ctx context.Context, req *connect.Request[v1.LockCertRequest]) (*connect.Response[v1.LockCertResponse], error) {
+	return c.lockCert.CallUnary(ctx, req)
+}
+
+// UnlockCert calls sandboxd.edge.v1.CertStorageService.UnlockCert.
+func (c *certStorageServiceClient) UnlockCert(ctx context.Context, req *connect.Request[v1.UnlockCertRequest]) (*connect.Response[v1.CertEmpty], error) {
+	return c.unlockCert.CallUnary(ctx, req)
+}
+
+// CertStorageServiceHandler is an implementation of the sandboxd.edge.v1.CertStorageService
+// service.
+type CertStorageServiceHandler interface {
+	GetCert(context.Context, *connect.Request[v1.CertKeyRequest]) (*connect.Response[v1.CertValue], error)
+	PutCert(context.Context, *connect.Request[v1.PutCertRequest]) (*connect.Response[v1.CertEmpty], error)
+	// DeleteCert removes a key and every key under key/.
+	DeleteCert(context.Context, *connect.Request[v1.CertKeyRequest]) (*connect.Response[v1.CertEmpty], error)
+	// ListCerts lists the keys under a prefix (recursive), or its direct
+	// children.
+	ListCerts(context.Context, *connect.Request[v1.ListCertsRequest]) (*connect.Response[v1.ListCertsResponse], error)
+	StatCert(context.Context, *connect.Request[v1.CertKeyRequest]) (*connect.Response[v1.CertInfo], error)
+	// LockCert takes (or renews) a lease; acquired is false while another
+	// owner holds an unexpired one.
+	LockCert(context.Context, *connect.Request[v1.LockCertRequest]) (*connect.Response[v1.LockCertResponse], error)
+	UnlockCert(context.Context, *connect.Request[v1.UnlockCertRequest]) (*connect.Response[v1.CertEmpty], error)
+}
+
+// NewCertStorageServiceHandler builds an HTTP handler from the service implementation. It returns
+// the path on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewCertStorageServiceHandler(svc CertStorageServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	certStorageServiceMethods := v1.File_edge_v1_edge_proto.Services().ByName("CertStorageService").Methods()
+	certStorageServiceGetCertHandler := connect.NewUnaryHandler(
+		CertStorageServiceGetCertProcedure,
+		svc.GetCert,
+		connect.WithSchema(certStorageServiceMethods.ByName("GetCert")),
+		connect.WithHandlerOptions(opts...),
+	)
+	certStorageServicePutCertHandler := connect.NewUnaryHandler(
+		CertStorageServicePutCertProcedure,
+		svc.PutCert,
+		connect.WithSchema(certStorageServiceMethods.ByName("PutCert")),
+		connect.WithHandlerOptions(opts...),
+	)
+	certStorageServiceDeleteCertHandler := connect.NewUnaryHandler(
+		CertStorageServiceDeleteCertProcedure,
+		svc.DeleteCert,
+		connect.WithSchema(certStorageServiceMethods.ByName("DeleteCert")),
+		connect.WithHandlerOptions(opts...),
+	)
+	certStorageServiceListCertsHandler := connect.NewUnaryHandler(
+		CertStorageServiceListCertsProcedure,
+		svc.ListCerts,
+		connect.WithSchema(certStorageServiceMethods.ByName("ListCerts")),
+		connect.WithHandlerOptions(opts...),
+	)
+	certStorageServiceStatCertHandler := connect.NewUnaryHandler(
+		CertStorageServiceStatCertProcedure,
+		svc.StatCert,
+		connect.WithSchema(certStorageServiceMethods.ByName("StatCert")),
+		connect.WithHandlerOptions(opts...),
+	)
+	certStorageServiceLockCertHandler := connect.NewUnaryHandler(
+		CertStorageServiceLockCertProcedure,
+		svc.LockCert,
+		connect.WithSchema(certStorageServiceMethods.ByName("LockCert")),
+		connect.WithHandlerOptions(opts...),
+	)
+	certStorageServiceUnlockCertHandler := connect.NewUnaryHandler(
+		CertStorageServiceUnlockCertProcedure,
+		svc.UnlockCert,
+		connect.WithSchema(certStorageServiceMethods.ByName("UnlockCert")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/sandboxd.edge.v1.CertStorageService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case CertStorageServiceGetCertProcedure:
+			certStorageServiceGetCertHandler.ServeHTTP(w, r)
+		case CertStorageServicePutCertProcedure:
+			certStorageServicePutCertHandler.ServeHTTP(w, r)
+		case CertStorageServiceDeleteCertProcedure:
+			certStorageServiceDeleteCertHandler.ServeHTTP(w, r)
+		case CertStorageServiceListCertsProcedure:
+			certStorageServiceListCertsHandler.ServeHTTP(w, r)
+		case CertStorageServiceStatCertProcedure:
+			certStorageServiceStatCertHandler.ServeHTTP(w, r)
+		case CertStorageServiceLockCertProcedure:
+			certStorageServiceLockCertHandler.ServeHTTP(w, r)
+		case CertStorageServiceUnlockCertProcedure:
+			certStorageServiceUnlockCertHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedCertStorageServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedCertStorageServiceHandler struct{}
+
+func (UnimplementedCertStorageServiceHandler) GetCert(context.Context, *connect.Request[v1.CertKeyRequest]) (*connect.Response[v1.CertValue], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.edge.v1.CertStorageService.GetCert is not implemented"))
+}
+
+func (UnimplementedCertStorageServiceHandler) PutCert(context.Context, *connect.Request[v1.PutCertRequest]) (*connect.Response[v1.CertEmpty], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.edge.v1.CertStorageService.PutCert is not implemented"))
+}
+
+func (UnimplementedCertStorageServiceHandler) DeleteCert(context.Context, *connect.Request[v1.CertKeyRequest]) (*connect.Response[v1.CertEmpty], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.edge.v1.CertStorageService.DeleteCert is not implemented"))
+}
+
+func (UnimplementedCertStorageServiceHandler) ListCerts(context.Context, *connect.Request[v1.ListCertsRequest]) (*connect.Response[v1.ListCertsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.edge.v1.CertStorageService.ListCerts is not implemented"))
+}
+
+func (UnimplementedCertStorageServiceHandler) StatCert(context.Context, *connect.Request[v1.CertKeyRequest]) (*connect.Response[v1.CertInfo], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.edge.v1.CertStorageService.StatCert is not implemented"))
+}
+
+func (UnimplementedCertStorageServiceHandler) LockCert(context.Context, *connect.Request[v1.LockCertRequest]) (*connect.Response[v1.LockCertResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.edge.v1.CertStorageService.LockCert is not implemented"))
+}
+
+func (UnimplementedCertStorageServiceHandler) UnlockCert(context.Context, *connect.Request[v1.UnlockCertRequest]) (*connect.Response[v1.CertEmpty], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.edge.v1.CertStorageService.UnlockCert is not implemented"))
 }

@@ -1,0 +1,229 @@
+// Package domains is the custom-domain service: a site's own hostname,
+// the DNS records that point it at the service, the check that they do,
+// and the job that moves WordPress to https://<hostname> (and back). The
+// edge routes a domain, and may get it a certificate, only once it is
+// active.
+package domains
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/jobspec"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/ids"
+)
+
+// Record is a DNS record the customer creates at their DNS provider.
+type Record struct {
+	Type  string `json:"type" enum:"CNAME,A,AAAA,TXT"`
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Config wires the service.
+type Config struct {
+	Store *state.Store
+	Raft  fsm.Applier
+	// Resolver answers the DNS checks.
+	Resolver *Resolver
+	// EdgeAddrs are the public addresses of the edges, which apex names
+	// point at with A/AAAA records; without any, only subdomains (CNAME)
+	// can be connected.
+	EdgeAddrs []netip.Addr
+	// SandboxDomain is the domain sandbox hosts live under; names under
+	// it are the service's own and cannot be connected.
+	SandboxDomain string
+	Now           func() time.Time
+}
+
+// Service keeps sites' custom domains.
+type Service struct{ cfg Config }
+
+// New returns the service.
+func New(cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{cfg: cfg}
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
+
+// TXTName is the TXT record that proves an apex name is the customer's.
+func TXTName(host string) string { return "_sandboxd." + host }
+
+// TXTValue is that record's value.
+func TXTValue(token string) string { return "sandboxd-verify=" + token }
+
+// SiteHost is the sandbox hostname of a site: what a subdomain's CNAME
+// points at.
+func SiteHost(site *state.Site) string {
+	u, err := url.Parse(site.URL)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Hostname())
+}
+
+// Records are the DNS records d needs, and the target they point at.
+func (s *Service) Records(site *state.Site, d *state.Domain) ([]Record, string) {
+	if !d.Apex {
+		host := SiteHost(site)
+		return []Record{{Type: "CNAME", Name: d.Hostname, Value: host}}, host
+	}
+	var out []Record
+	for _, a := range s.cfg.EdgeAddrs {
+		t := "A"
+		if a.Is6() {
+			t = "AAAA"
+		}
+		out = append(out, Record{Type: t, Name: d.Hostname, Value: a.String()})
+	}
+	out = append(out, Record{Type: "TXT", Name: TXTName(d.Hostname), Value: TXTValue(d.VerifyToken)})
+	target := ""
+	if len(s.cfg.EdgeAddrs) > 0 {
+		target = s.cfg.EdgeAddrs[0].String()
+	}
+	return out, target
+}
+
+// Get returns a site's domain, or nil.
+func (s *Service) Get(site *state.Site) (*state.Domain, error) {
+	return s.cfg.Store.SiteDomain(site.ID)
+}
+
+// Connect gives a site a custom domain, pending its DNS records. The
+// same hostname again answers the domain as it is.
+func (s *Service) Connect(ctx context.Context, site *state.Site, raw string) (*state.Domain, error) {
+	host, apex, err := Normalize(raw)
+	if err != nil {
+		return nil, apierr.Invalid("hostname", "%v", err)
+	}
+	if sd := strings.ToLower(strings.TrimSuffix(s.cfg.SandboxDomain, ".")); sd != "" && (host == sd || strings.HasSuffix(host, "."+sd)) {
+		return nil, apierr.Invalid("hostname", "%s is under this service's own domain %s and cannot be connected", host, sd)
+	}
+	if apex && len(s.cfg.EdgeAddrs) == 0 {
+		return nil, apierr.Invalid("hostname", "%s is an apex domain, which needs A records, and this service has no edge addresses "+
+			"configured for them: connect a subdomain such as www.%s (a CNAME record) instead", host, host)
+	}
+	now := s.now()
+	d := state.Domain{SiteID: site.ID, WorkspaceID: site.WorkspaceID, Hostname: host, Status: state.DomainPendingDNS, Apex: apex,
+		CreatedAt: now, UpdatedAt: now}
+	if apex {
+		d.VerifyToken = ids.Random(16)
+	}
+	res, err := s.cfg.Raft.Apply(ctx, fsm.ConnectDomain{Domain: d})
+	if err != nil {
+		if errors.Is(err, state.ErrNotFound) {
+			return nil, apierr.NotFound(apierr.CodeSiteNotFound, "site")
+		}
+		return nil, err
+	}
+	return res.(*state.Domain), nil
+}
+
+// Check looks the domain's records up and, when they point at the
+// service, starts the job that moves WordPress to the domain (the domain
+// is verifying, then active). Records that do not point at the service
+// leave it pending_dns with lastError saying what DNS shows. An active
+// domain is checked too: lastError tells when its records moved away
+// (it keeps being served). The job's id is "" when none started.
+func (s *Service) Check(ctx context.Context, site *state.Site) (*state.Domain, string, error) {
+	d, err := s.cfg.Store.SiteDomain(site.ID)
+	if err != nil {
+		return nil, "", err
+	}
+	if d == nil {
+		return nil, "", apierr.Invalid("", "the site has no custom domain; connect one with PUT /api/app/sites/%s/domain", site.ID)
+	}
+	if d.Status == state.DomainVerifying {
+		return d, d.JobID, nil // the move is under way
+	}
+	checkErr := s.check(ctx, site, d)
+	now := s.now()
+	next := *d
+	next.LastCheckedAt, next.UpdatedAt, next.LastError = &now, now, ""
+	if checkErr != nil {
+		next.LastError = checkErr.Error()
+	}
+	var job *state.Job
+	switch {
+	case d.Status == state.DomainActive:
+	case checkErr != nil:
+		next.Status = state.DomainPendingDNS
+	case site.Status != state.SiteReady:
+		next.Status = state.DomainPendingDNS
+		next.LastError = fmt.Sprintf("the DNS records are right, but the site is %s: check again once it is ready", site.Status)
+	default:
+		j, err := jobs.New(jobspec.SetSiteDomain, site.WorkspaceID, site.ID, jobspec.DomainPayload{Hostname: d.Hostname}, now)
+		if err != nil {
+			return nil, "", err
+		}
+		job, next.Status = &j, state.DomainVerifying
+	}
+	res, err := s.cfg.Raft.Apply(ctx, fsm.PutDomain{Domain: next, IfStatus: []string{d.Status}, Job: job})
+	if errors.Is(err, state.ErrStale) {
+		return nil, "", apierr.Conflict("the domain changed during the check; check again")
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	out := res.(*state.Domain)
+	if job != nil {
+		return out, job.ID, nil
+	}
+	return out, "", nil
+}
+
+// check is one DNS check of d.
+func (s *Service) check(ctx context.Context, site *state.Site, d *state.Domain) error {
+	if s.cfg.Resolver == nil {
+		return errors.New("this service has no DNS resolver configured")
+	}
+	if d.Apex {
+		return s.cfg.Resolver.checkApex(ctx, d.Hostname, s.cfg.EdgeAddrs, TXTName(d.Hostname), TXTValue(d.VerifyToken))
+	}
+	return s.cfg.Resolver.checkCNAME(ctx, d.Hostname, SiteHost(site))
+}
+
+// Disconnect removes a site's domain: the edge stops routing it at once
+// and, when WordPress had moved to it, a job points WordPress back at the
+// sandbox URL (its id; "" when there is nothing to move back).
+func (s *Service) Disconnect(ctx context.Context, site *state.Site) (*state.Domain, string, error) {
+	d, err := s.cfg.Store.SiteDomain(site.ID)
+	if err != nil {
+		return nil, "", err
+	}
+	if d == nil {
+		return nil, "", apierr.Invalid("", "the site has no custom domain")
+	}
+	var job *state.Job
+	if d.WantsDomain() || d.Status == state.DomainFailed {
+		j, err := jobs.New(jobspec.SetSiteDomain, site.WorkspaceID, site.ID, jobspec.DomainPayload{Hostname: d.Hostname, Disconnect: true}, s.now())
+		if err != nil {
+			return nil, "", err
+		}
+		job = &j
+	}
+	res, err := s.cfg.Raft.Apply(ctx, fsm.DisconnectDomain{SiteID: site.ID, Hostname: d.Hostname, Job: job})
+	if errors.Is(err, state.ErrStale) {
+		return nil, "", apierr.Conflict("the domain changed meanwhile; read it again")
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	out := res.(*state.Domain)
+	if job != nil {
+		return out, job.ID, nil
+	}
+	return out, "", nil
+}

@@ -1,0 +1,172 @@
+package edge
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/certmagic"
+	"github.com/mholt/acmez/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// ACMEConfig gets certificates for verified custom domains on demand:
+// the first TLS handshake for an active domain orders one from the CA
+// (its DNS already points at the edges, so HTTP-01 and TLS-ALPN-01 are
+// answered by whichever edge the CA reaches), and every edge keeps it in
+// the storage they share, so a name is ordered once.
+type ACMEConfig struct {
+	// CA is the ACME directory URL (Let's Encrypt's, or Pebble's in
+	// tests); empty turns ACME off.
+	CA string
+	// Email is the ACME account's contact; optional.
+	Email string
+	// Roots, when set, is what the CA's own HTTPS endpoint is trusted by
+	// (a private CA such as Pebble); nil means the system's roots.
+	Roots *x509.CertPool
+	// DisableHTTPChallenge and DisableTLSALPNChallenge leave a challenge
+	// type out (behind a load balancer that does not pass port 80 or
+	// TLS through, say).
+	DisableHTTPChallenge    bool
+	DisableTLSALPNChallenge bool
+	// Storage holds certificates, keys, accounts, challenge answers and
+	// locks; nil means the control plane's (CertStorage), shared by
+	// every edge.
+	Storage certmagic.Storage
+}
+
+// acme is the edge's certmagic: one config over one cache.
+type acme struct {
+	cache  *certmagic.Cache
+	magic  *certmagic.Config
+	issuer *certmagic.ACMEIssuer
+}
+
+// newACME sets certmagic up; allow decides whether a name may get a
+// certificate (the route table says whether it is an active domain).
+func newACME(cfg ACMEConfig, httpPort, tlsPort int, log *slog.Logger, allow func(name string) error) *acme {
+	zl := zap.New(&slogCore{log: log.With("component", "certmagic")})
+	a := &acme{}
+	a.cache = certmagic.NewCache(certmagic.CacheOptions{
+		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return a.magic, nil },
+		Logger:           zl,
+	})
+	a.magic = certmagic.New(a.cache, certmagic.Config{
+		Storage: cfg.Storage,
+		Logger:  zl,
+		OnDemand: &certmagic.OnDemandConfig{DecisionFunc: func(_ context.Context, name string) error {
+			return allow(name)
+		}},
+		OCSP: certmagic.OCSPConfig{DisableStapling: true},
+	})
+	a.issuer = certmagic.NewACMEIssuer(a.magic, certmagic.ACMEIssuer{
+		CA: cfg.CA, TestCA: cfg.CA, Email: cfg.Email, Agreed: true, TrustedRoots: cfg.Roots, Logger: zl,
+		DisableHTTPChallenge: cfg.DisableHTTPChallenge, DisableTLSALPNChallenge: cfg.DisableTLSALPNChallenge,
+		// The edge's own listeners answer challenges: certmagic finds
+		// these ports taken and leaves them to HandleHTTPChallenge and
+		// GetCertificate.
+		AltHTTPPort: httpPort, AltTLSALPNPort: tlsPort,
+	})
+	a.magic.Issuers = []certmagic.Issuer{a.issuer}
+	return a
+}
+
+// isChallenge reports whether a handshake is a CA's TLS-ALPN-01 check.
+func isChallenge(hello *tls.ClientHelloInfo) bool {
+	return slices.Contains(hello.SupportedProtos, acmez.ACMETLS1Protocol)
+}
+
+func (a *acme) stop() { a.cache.Stop() }
+
+// errNotServed is the decision for a name that is no active domain here.
+var errNotServed = errors.New("not an active custom domain of this service")
+
+// tlsConfig serves the configured certificate for sandbox hosts and
+// certmagic's for custom domains and challenges.
+func (e *Edge) tlsConfig(fixed *tls.Certificate) *tls.Config {
+	protos := []string{"http/1.1"}
+	if e.acme != nil {
+		protos = append(protos, acmez.ACMETLS1Protocol)
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: protos,
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
+			if e.acme != nil {
+				if r := e.Route(name); isChallenge(hello) || (r != nil && r.Custom) {
+					return e.acme.magic.GetCertificate(hello)
+				}
+			}
+			if fixed != nil {
+				return fixed, nil
+			}
+			return nil, fmt.Errorf("edge: no certificate for %q", name)
+		}}
+}
+
+// allowCertificate is certmagic's decision: only active custom domains
+// (routes marked custom) get certificates; any other name a client sends
+// orders nothing.
+func (e *Edge) allowCertificate(name string) error {
+	if r := e.Route(strings.ToLower(name)); r != nil && r.Custom {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", name, errNotServed)
+}
+
+// slogCore writes certmagic's zap logs to the edge's slog logger, so the
+// edge has one log stream.
+type slogCore struct {
+	log    *slog.Logger
+	fields []zapcore.Field
+}
+
+func (c *slogCore) Enabled(l zapcore.Level) bool {
+	return c.log.Enabled(context.Background(), slogLevel(l))
+}
+
+func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {
+	return &slogCore{log: c.log, fields: append(slices.Clone(c.fields), fields...)}
+}
+
+func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range append(slices.Clone(c.fields), fields...) {
+		f.AddTo(enc)
+	}
+	attrs := make([]any, 0, 2*len(enc.Fields)+2)
+	if e.LoggerName != "" {
+		attrs = append(attrs, "logger", e.LoggerName)
+	}
+	for k, v := range enc.Fields {
+		attrs = append(attrs, k, v)
+	}
+	c.log.Log(context.Background(), slogLevel(e.Level), e.Message, attrs...)
+	return nil
+}
+
+func (c *slogCore) Sync() error { return nil }
+
+func slogLevel(l zapcore.Level) slog.Level {
+	switch {
+	case l >= zapcore.ErrorLevel:
+		return slog.LevelError
+	case l >= zapcore.WarnLevel:
+		return slog.LevelWarn
+	case l >= zapcore.InfoLevel:
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
+}
