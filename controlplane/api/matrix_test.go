@@ -30,6 +30,7 @@ var sampleBodies = map[string]string{
 	"PUT /api/app/sites/{id}/php-config":                   `{"settings":{"memory_limit":"128M"}}`,
 	"PUT /api/app/sites/{id}/php-version":                  `{"phpVersion":"7.4"}`,
 	"PUT /api/app/sites/{id}/debug":                        `{"wpDebug":true}`,
+	"PUT /api/app/sites/{id}/domain":                       `{"hostname":"matrix.example.com"}`,
 	"POST /api/app/workspaces/{id}/members":                `{"email":"matrix@example.com"}`,
 	"PATCH /api/app/workspaces/{id}/members/{userId}":      `{"customRoleId":null}`,
 	"POST /api/app/workspaces/{id}/roles":                  `{"name":"matrix","capabilities":[]}`,
