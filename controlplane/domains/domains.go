@@ -138,6 +138,12 @@ func (s *Service) Connect(ctx context.Context, site *state.Site, raw string) (*s
 // domain is checked too: lastError tells when its records moved away
 // (it keeps being served). The job's id is "" when none started.
 func (s *Service) Check(ctx context.Context, site *state.Site) (*state.Domain, string, error) {
+	return s.checkSite(ctx, site, false)
+}
+
+// checkSite is Check; quiet leaves a pending domain whose check found
+// what the last one did as it is, without a write (the background loop).
+func (s *Service) checkSite(ctx context.Context, site *state.Site, quiet bool) (*state.Domain, string, error) {
 	d, err := s.cfg.Store.SiteDomain(site.ID)
 	if err != nil {
 		return nil, "", err
@@ -169,6 +175,9 @@ func (s *Service) Check(ctx context.Context, site *state.Site) (*state.Domain, s
 			return nil, "", err
 		}
 		job, next.Status = &j, state.DomainVerifying
+	}
+	if quiet && job == nil && next.Status == d.Status && next.LastError == d.LastError {
+		return d, "", nil
 	}
 	res, err := s.cfg.Raft.Apply(ctx, fsm.PutDomain{Domain: next, IfStatus: []string{d.Status}, Job: job})
 	if errors.Is(err, state.ErrStale) {
@@ -226,4 +235,50 @@ func (s *Service) Disconnect(ctx context.Context, site *state.Site) (*state.Doma
 		return out, job.ID, nil
 	}
 	return out, "", nil
+}
+
+// RecheckFor is how long after being connected a pending domain is
+// checked in the background; later, only a check the customer asks for.
+const RecheckFor = 72 * time.Hour
+
+// Watch checks pending domains in the background while this server
+// leads, so a domain becomes active soon after its records appear
+// without the customer asking again: every interval in a domain's first
+// hour, every ten intervals after that, until RecheckFor. A check that
+// finds what the last one did writes nothing.
+func (s *Service) Watch(ctx context.Context, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	last := map[string]time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ds, err := s.cfg.Store.Domains()
+		if err != nil {
+			continue
+		}
+		now := s.now()
+		for _, d := range ds {
+			age := now.Sub(d.CreatedAt)
+			every := interval
+			if age > time.Hour {
+				every = 10 * interval
+			}
+			if d.Status != state.DomainPendingDNS || age > RecheckFor || now.Sub(last[d.SiteID]) < every {
+				continue
+			}
+			last[d.SiteID] = now
+			site, err := s.cfg.Store.Site(d.SiteID)
+			if err != nil || site == nil {
+				continue
+			}
+			_, _, _ = s.checkSite(ctx, site, true)
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}
 }

@@ -105,6 +105,7 @@ func TestCustomDomains(t *testing.T) {
 	logs := &st.LogBuffer{}
 	s := st.Single(t, st.Options{Logs: logs, Configure: func(c *server.Config) {
 		c.DNSResolver, c.EdgeAddrs = dns.Addr, []netip.Addr{edgeAddr}
+		c.DomainCheckInterval = time.Hour // the background check has a test of its own
 	}})
 	defer func() {
 		if t.Failed() {
@@ -357,4 +358,40 @@ func TestCustomDomains(t *testing.T) {
 		waitJob(t, alice, del.Str("jobId"), "succeeded")
 		alice.Do("PUT", "/api/app/sites/"+other+"/domain", map[string]any{"hostname": "gone.example.com"}).Must(t, 200)
 	})
+}
+
+// TestPendingDomainsAreCheckedInTheBackground: once the records appear,
+// a pending domain becomes active without the customer asking again.
+func TestPendingDomainsAreCheckedInTheBackground(t *testing.T) {
+	dns := dnstest.Start(t)
+	s := st.Single(t, st.Options{Configure: func(c *server.Config) {
+		c.DNSResolver, c.DomainCheckInterval = dns.Addr, 50*time.Millisecond
+	}})
+	agent := &urlAgent{urls: map[string][]string{}, fail: map[string]bool{}}
+	agent.url = serveAgent(t, agent)
+	n := state.Node{ID: "node-fake", Address: agent.url, BackendHost: "127.0.0.1", PHPVersions: []string{"8.2"}, Status: state.NodeReady,
+		MemoryMB: 64 << 10, MaxSites: 100}
+	if _, err := s.Node().Apply(context.Background(), fsm.UpsertNode{Node: n}); err != nil {
+		t.Fatal(err)
+	}
+	alice := st.NewAccount(t, s, "alice@example.com", "paid")
+	r := alice.Do("POST", "/api/app/sites", map[string]any{"name": "Later"}).Must(t, 202)
+	waitJob(t, alice, r.Str("jobId"), "succeeded")
+	site := r.Str("site.id")
+	host := strings.Split(strings.TrimPrefix(r.Str("site.url"), "http://"), ":")[0]
+	path := "/api/app/sites/" + site + "/domain"
+	alice.Do("PUT", path, map[string]any{"hostname": "later.example.com"}).Must(t, 200)
+	st.WaitFor(t, 20*time.Second, "a background check", func() bool {
+		return alice.Do("GET", path, nil).Must(t, 200).Get("domain.lastCheckedAt") != nil
+	})
+	if got := alice.Do("GET", path, nil).Must(t, 200); got.Str("domain.status") != "pending_dns" {
+		t.Fatalf("before the records: %s", got.Raw)
+	}
+	dns.Set(t, "later.example.com", "CNAME "+host+".")
+	st.WaitFor(t, 20*time.Second, "the domain to become active by itself", func() bool {
+		return alice.Do("GET", path, nil).Must(t, 200).Str("domain.status") == "active"
+	})
+	if got := agent.current(site); got != "https://later.example.com" {
+		t.Fatalf("WordPress is at %q", got)
+	}
 }

@@ -203,6 +203,9 @@ type Config struct {
 	// point their A/AAAA records at. Without any, only subdomains (a
 	// CNAME to the site's sandbox host) can be connected.
 	EdgeAddrs []netip.Addr
+	// DomainCheckInterval is how often the leader checks pending custom
+	// domains by itself; zero means 1m.
+	DomainCheckInterval time.Duration
 
 	// RaftHeartbeatTimeout and RaftElectionTimeout tune failure detection;
 	// zero keeps cluster's defaults.
@@ -459,6 +462,7 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	domainService := domains.New(domains.Config{Store: store, Raft: writes, Resolver: resolver, EdgeAddrs: cfg.EdgeAddrs,
 		SandboxDomain: cfg.SandboxDomain, Now: cfg.Now})
+	node.OnLeader(func(ctx context.Context) { domainService.Watch(ctx, cmp.Or(cfg.DomainCheckInterval, time.Minute)) })
 	s.api = api.New(api.Config{
 		Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
 		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
