@@ -96,10 +96,14 @@ func (a *API) usage(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
+	keys, err := a.store.SSHKeys(c.Account.ID)
+	if err != nil {
+		return err
+	}
 	return rest.JSON(w, http.StatusOK, usageResponse{Usage: Usage{
 		Plan:   c.Account.Plan,
 		Limits: a.cfg.Plans.For(c.Account.Plan),
-		Counts: map[string]int{plans.Workspaces: owned, plans.APITokens: len(toks), plans.Sites: live},
+		Counts: map[string]int{plans.Workspaces: owned, plans.APITokens: len(toks), plans.Sites: live, plans.SSHKeys: len(keys)},
 	}})
 }
 

@@ -456,6 +456,7 @@ func message(err error) string {
 // Register mounts every route of this package.
 func (a *API) Register(r *rest.Router) {
 	a.registerAccount(r)
+	a.registerSSHKeys(r)
 	a.registerWorkspaces(r)
 	a.registerRoles(r)
 	a.registerJobs(r)

@@ -1,7 +1,11 @@
 package api_test
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+
 	"context"
+	"golang.org/x/crypto/ssh"
 	"net/http"
 	"regexp"
 	"slices"
@@ -31,6 +35,7 @@ var sampleBodies = map[string]string{
 	"PUT /api/app/sites/{id}/php-version":                  `{"phpVersion":"7.4"}`,
 	"PUT /api/app/sites/{id}/debug":                        `{"wpDebug":true}`,
 	"PUT /api/app/sites/{id}/domain":                       `{"hostname":"matrix.example.com"}`,
+	"POST /api/account/ssh-keys":                           `{"name":"matrix","publicKey":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBrHj2OTxeLuybgCsoJBr/8yVKbyh+5wqDG7mFvuq0Y9 matrix"}`,
 	"POST /api/app/workspaces/{id}/members":                `{"email":"matrix@example.com"}`,
 	"PATCH /api/app/workspaces/{id}/members/{userId}":      `{"customRoleId":null}`,
 	"POST /api/app/workspaces/{id}/roles":                  `{"name":"matrix","capabilities":[]}`,
@@ -113,9 +118,25 @@ func setUp(t *testing.T, s *server.Server, owner *st.Account, invitee string) fi
 		"template":   newTemplate(t, s, owner),
 		"blueprint":  bp,
 		"run":        newRun(t, s, owner.Personal, bp, site),
+		"sshKey":     newSSHKey(t, c),
 		"import": c.Do("POST", "/api/app/imports", map[string]any{"sourceUrl": "https://live.example.com", "sizeBytes": 10}).
 			Must(t, 201).Str("import.id"),
 	}}
+}
+
+// newSSHKey adds a fresh Ed25519 key to the caller's account.
+func newSSHKey(t *testing.T, c *st.Client) string {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Do("POST", "/api/account/ssh-keys", map[string]any{"name": "fixture", "publicKey": string(ssh.MarshalAuthorizedKey(k))}).
+		Must(t, 201).Str("sshKey.id")
 }
 
 // newRun adds a finished run of a Blueprint directly through Raft.

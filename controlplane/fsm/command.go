@@ -97,6 +97,9 @@ var registry = map[Type]func() Command{
 	58: func() Command { return new(DeleteCertData) },
 	59: func() Command { return new(LockCert) },
 	60: func() Command { return new(UnlockCert) },
+	61: func() Command { return new(AddSSHKey) },
+	62: func() Command { return new(DeleteSSHKey) },
+	63: func() Command { return new(TouchSSHKey) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -592,4 +595,22 @@ type LockCert struct {
 type UnlockCert struct {
 	Name  string `json:"name"`
 	Owner string `json:"owner"`
+}
+
+// AddSSHKey stores an account's SSH public key.
+type AddSSHKey struct {
+	Key   state.SSHKey `json:"key"`
+	Quota state.Quota  `json:"quota"`
+}
+
+// DeleteSSHKey removes an account's SSH public key.
+type DeleteSSHKey struct {
+	UserID string `json:"userId"`
+	ID     string `json:"id"`
+}
+
+// TouchSSHKey records a sign-in with a key.
+type TouchSSHKey struct {
+	ID string    `json:"id"`
+	At time.Time `json:"at"`
 }

@@ -269,3 +269,6 @@ func (c PutCertData) apply(tx *state.Tx) any    { return tx.PutCertData(c.Data) 
 func (c DeleteCertData) apply(tx *state.Tx) any { return tx.DeleteCertData(c.Key) }
 func (c LockCert) apply(tx *state.Tx) any       { return tx.LockCert(c.Lock, c.At) }
 func (c UnlockCert) apply(tx *state.Tx) any     { return tx.UnlockCert(c.Name, c.Owner) }
+func (c AddSSHKey) apply(tx *state.Tx) any      { return tx.AddSSHKey(c.Key, c.Quota) }
+func (c DeleteSSHKey) apply(tx *state.Tx) any   { return tx.DeleteSSHKey(c.UserID, c.ID) }
+func (c TouchSSHKey) apply(tx *state.Tx) any    { return tx.TouchSSHKey(c.ID, c.At) }

@@ -18,6 +18,7 @@ const (
 	MembersPerWorkspace = "membersPerWorkspace"
 	LibraryEntries      = "libraryEntries"
 	Blueprints          = "blueprints"
+	SSHKeys             = "sshKeys"
 	// SiteDiskMB is no count but a size: each site's disk.
 	SiteDiskMB = "siteDiskMb"
 )
@@ -42,6 +43,8 @@ type Limits struct {
 	// Blueprints is the number of saved Blueprints across the account's
 	// workspaces.
 	Blueprints int `json:"blueprints"`
+	// SSHKeys is how many SSH public keys the account may hold.
+	SSHKeys int `json:"sshKeys"`
 	// SiteDiskMB is each site's disk in MiB: WordPress, uploads, logs and
 	// mail. Writes past it fail. Zero leaves the node's default (1024).
 	SiteDiskMB int `json:"siteDiskMb"`
@@ -67,6 +70,8 @@ func (l Limits) of(resource string) (int, error) {
 		return l.LibraryEntries, nil
 	case Blueprints:
 		return l.Blueprints, nil
+	case SSHKeys:
+		return l.SSHKeys, nil
 	}
 	return 0, fmt.Errorf("plans: unknown resource %q", resource)
 }
@@ -81,16 +86,16 @@ type Config struct {
 // templates; the rest are this service's choices, documented in the README.
 func Default() Config {
 	return Config{
-		Free: Limits{Sites: 3, Templates: 3, Workspaces: 2, APITokens: 10, MembersPerWorkspace: 5, LibraryEntries: 20, Blueprints: 10, SiteDiskMB: 1024,
+		Free: Limits{Sites: 3, Templates: 3, Workspaces: 2, APITokens: 10, MembersPerWorkspace: 5, LibraryEntries: 20, Blueprints: 10, SSHKeys: 10, SiteDiskMB: 1024,
 			SiteLifetimeMinutes: 7 * 24 * 60},
-		Paid: Limits{Sites: 500, Templates: 200, Workspaces: 50, APITokens: 100, MembersPerWorkspace: 200, LibraryEntries: 500, Blueprints: 500, SiteDiskMB: 10240},
+		Paid: Limits{Sites: 500, Templates: 200, Workspaces: 50, APITokens: 100, MembersPerWorkspace: 200, LibraryEntries: 500, Blueprints: 500, SSHKeys: 100, SiteDiskMB: 10240},
 	}
 }
 
 // Validate reports a config that cannot be used.
 func (c Config) Validate() error {
 	for name, l := range map[string]Limits{"free": c.Free, "paid": c.Paid} {
-		if l.Sites < 0 || l.Templates < 0 || l.Workspaces < 0 || l.APITokens < 0 || l.MembersPerWorkspace < 0 || l.LibraryEntries < 0 || l.Blueprints < 0 {
+		if l.Sites < 0 || l.Templates < 0 || l.Workspaces < 0 || l.APITokens < 0 || l.MembersPerWorkspace < 0 || l.LibraryEntries < 0 || l.Blueprints < 0 || l.SSHKeys < 0 {
 			return fmt.Errorf("plans: %s limits must not be negative", name)
 		}
 		if l.SiteLifetimeMinutes < 0 || l.SiteLifetimeMinutes > 525600 {

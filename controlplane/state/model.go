@@ -229,18 +229,23 @@ const (
 
 // Node is a registered node agent.
 type Node struct {
-	ID           string            `json:"id"`
-	Address      string            `json:"address"`
-	BackendHost  string            `json:"backendHost"`
-	Status       string            `json:"status"`
-	PHPVersions  []string          `json:"phpVersions"`
-	Labels       map[string]string `json:"labels"`
-	MemoryMB     int64             `json:"memoryMb"`
-	CPUMilli     int64             `json:"cpuMilli"`
-	MaxSites     int               `json:"maxSites"`
-	Version      string            `json:"version"`
-	RegisteredAt time.Time         `json:"registeredAt"`
-	UpdatedAt    time.Time         `json:"updatedAt"`
+	ID          string            `json:"id"`
+	Address     string            `json:"address"`
+	BackendHost string            `json:"backendHost"`
+	Status      string            `json:"status"`
+	PHPVersions []string          `json:"phpVersions"`
+	Labels      map[string]string `json:"labels"`
+	MemoryMB    int64             `json:"memoryMb"`
+	CPUMilli    int64             `json:"cpuMilli"`
+	MaxSites    int               `json:"maxSites"`
+	Version     string            `json:"version"`
+	// SSHAddr is host:port of the node's SSH gateway for customers, and
+	// SSHHostKey its host key as an authorized_keys line; empty without
+	// one.
+	SSHAddr      string    `json:"sshAddr,omitempty"`
+	SSHHostKey   string    `json:"sshHostKey,omitempty"`
+	RegisteredAt time.Time `json:"registeredAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
 }
 
 // LibraryEntry is a plugin or theme ZIP a workspace keeps to install on

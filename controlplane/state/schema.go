@@ -34,6 +34,7 @@ const (
 	tableDomains      = "domains"
 	tableCertData     = "cert_data"
 	tableCertLocks    = "cert_locks"
+	tableSSHKeys      = "ssh_keys"
 )
 
 func idIndex() *memdb.IndexSchema {
@@ -153,6 +154,11 @@ func schema() *memdb.DBSchema {
 		tableCertLocks: {Name: tableCertLocks, Indexes: map[string]*memdb.IndexSchema{
 			"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Name"}},
 		}},
+		tableSSHKeys: {Name: tableSSHKeys, Indexes: map[string]*memdb.IndexSchema{
+			"id":          idIndex(),
+			"user":        fieldIndex("user", "UserID", false),
+			"fingerprint": fieldIndex("fingerprint", "Fingerprint", true),
+		}},
 		tableDemos: {Name: tableDemos, Indexes: map[string]*memdb.IndexSchema{
 			"id":       idIndex(),
 			"template": fieldIndex("template", "TemplateID", false),
@@ -200,5 +206,5 @@ var tables = []string{
 	tableAccounts, tableWorkspaces, tableRoles, tableMembers, tableTokens,
 	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary, tableIdempotency,
 	tableTemplates, tableLeads, tableDemos, tableWebhooks, tableDeliveries, tableBlueprints, tableRuns,
-	tableImports, tableOAuthClients, tableOAuthCodes, tableDomains, tableCertData, tableCertLocks,
+	tableImports, tableOAuthClients, tableOAuthCodes, tableDomains, tableCertData, tableCertLocks, tableSSHKeys,
 }

@@ -215,6 +215,8 @@ func newRow(table string) (any, error) {
 		return new(CertData), nil
 	case tableCertLocks:
 		return new(CertLock), nil
+	case tableSSHKeys:
+		return new(SSHKey), nil
 	}
 	return nil, fmt.Errorf("unknown table %q", table)
 }

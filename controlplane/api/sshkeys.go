@@ -1,0 +1,99 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/plans"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/ids"
+	"github.com/sandboxd/sandboxd/internal/sshkey"
+)
+
+// SSHKeyView is an account SSH key.
+type SSHKeyView struct {
+	ID          string     `json:"id"`
+	Name        string     `json:"name"`
+	Type        string     `json:"type" doc:"ssh-ed25519, ecdsa-sha2-nistp256/384/521 or ssh-rsa."`
+	Bits        int        `json:"bits"`
+	Fingerprint string     `json:"fingerprint" doc:"SHA256:…, as ssh-keygen -l prints it."`
+	PublicKey   string     `json:"publicKey" doc:"The key in authorized_keys form, without its comment."`
+	CreatedAt   time.Time  `json:"createdAt"`
+	LastUsedAt  *time.Time `json:"lastUsedAt" doc:"When the key last opened an SSH or SFTP session; null before."`
+}
+
+func sshKeyView(k *state.SSHKey) SSHKeyView {
+	return SSHKeyView{ID: k.ID, Name: k.Name, Type: k.Type, Bits: k.Bits, Fingerprint: k.Fingerprint, PublicKey: k.PublicKey,
+		CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt}
+}
+
+type sshKeyResponse struct {
+	SSHKey SSHKeyView `json:"sshKey"`
+}
+
+type sshKeysResponse struct {
+	SSHKeys []SSHKeyView `json:"sshKeys"`
+}
+
+// AddSSHKeyRequest is the body of POST /api/account/ssh-keys.
+type AddSSHKeyRequest struct {
+	Name      string `json:"name" doc:"1..100 characters."`
+	PublicKey string `json:"publicKey" doc:"One line of a .pub file: Ed25519, ECDSA, or RSA of 3072 bits or more. A key can be on one account only."`
+}
+
+func (a *API) registerSSHKeys(r *rest.Router) {
+	acct := guard{scope: scopeAccount}
+	a.bearer(r, acct, rest.Route{Method: "GET", Path: "/api/account/ssh-keys", Tag: "account",
+		Summary: "The account's SSH public keys: they open SSH and SFTP sessions to the sites of its workspaces (with the internals capability).",
+		Response: sshKeysResponse{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
+			keys, err := a.store.SSHKeys(CallerFrom(req.Context()).Account.ID)
+			if err != nil {
+				return err
+			}
+			out := make([]SSHKeyView, 0, len(keys))
+			for _, k := range keys {
+				out = append(out, sshKeyView(k))
+			}
+			return rest.JSON(w, http.StatusOK, sshKeysResponse{SSHKeys: out})
+		}})
+	a.bearer(r, acct, rest.Route{Method: "POST", Path: "/api/account/ssh-keys", Tag: "account",
+		Summary: "Add an SSH public key to the account.", Status: http.StatusCreated, Idempotent: true,
+		Request: AddSSHKeyRequest{}, Response: sshKeyResponse{},
+		Errors:  []string{apierr.CodeInvalidRequest, apierr.CodeConflict, apierr.CodePlanLimitReached},
+		Handler: a.addSSHKey})
+	a.bearer(r, acct, rest.Route{Method: "DELETE", Path: "/api/account/ssh-keys/{id}", Tag: "account",
+		Summary: "Remove an SSH key; the next connection with it is refused.", Params: map[string]string{"id": "sshKey"},
+		Response: deletedResponse{}, Errors: []string{apierr.CodeSSHKeyNotFound}, Handler: func(w http.ResponseWriter, req *http.Request) error {
+			cmd := fsm.DeleteSSHKey{UserID: CallerFrom(req.Context()).Account.ID, ID: req.PathValue("id")}
+			if _, err := a.apply(req.Context(), cmd, apierr.NotFound(apierr.CodeSSHKeyNotFound, "ssh key")); err != nil {
+				return err
+			}
+			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
+		}})
+}
+
+func (a *API) addSSHKey(w http.ResponseWriter, req *http.Request) error {
+	c := CallerFrom(req.Context())
+	var body AddSSHKeyRequest
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	name, err := validName("name", body.Name, 100)
+	if err != nil {
+		return err
+	}
+	k, err := sshkey.Parse(body.PublicKey)
+	if err != nil {
+		return apierr.Invalid("publicKey", "%v", err)
+	}
+	quota, err := a.cfg.Plans.Quota(c.Account.Plan, plans.SSHKeys)
+	if err != nil {
+		return err
+	}
+	row := state.SSHKey{ID: ids.New(ids.Key), UserID: c.Account.ID, Name: name, Type: k.Type, Bits: k.Bits,
+		Fingerprint: k.Fingerprint, PublicKey: k.Authorized, CreatedAt: a.now()}
+	return a.commit(w, req, fsm.AddSSHKey{Key: row, Quota: quota}, nil, http.StatusCreated, sshKeyResponse{SSHKey: sshKeyView(&row)})
+}
