@@ -47,7 +47,7 @@ type AddSSHKeyRequest struct {
 func (a *API) registerSSHKeys(r *rest.Router) {
 	acct := guard{scope: scopeAccount}
 	a.bearer(r, acct, rest.Route{Method: "GET", Path: "/api/account/ssh-keys", Tag: "account",
-		Summary: "The account's SSH public keys: they open SSH and SFTP sessions to the sites of its workspaces (with the internals capability).",
+		Summary:  "The account's SSH public keys: they open SSH and SFTP sessions to the sites of its workspaces (with the internals capability).",
 		Response: sshKeysResponse{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
 			keys, err := a.store.SSHKeys(CallerFrom(req.Context()).Account.ID)
 			if err != nil {
