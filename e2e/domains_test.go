@@ -119,7 +119,7 @@ func TestCustomDomainOnARealSite(t *testing.T) {
 		t.Fatal(err)
 	}
 	hr.Body.Close()
-	if loc := hr.Header.Get("Location"); hr.StatusCode != 301 || !strings.HasPrefix(loc, "https://shop.example.com/") {
+	if loc := hr.Header.Get("Location"); hr.StatusCode != 307 || loc != "https://shop.example.com/" {
 		t.Fatalf("the sandbox URL after the move: %d %q", hr.StatusCode, loc)
 	}
 	// A one-time login lands signed in at the domain.

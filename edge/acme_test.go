@@ -28,7 +28,8 @@ import (
 // CA validates against (it answers from the storage they share), for
 // HTTP-01 and for TLS-ALPN-01 alike, and another edge then serves the
 // same certificate without ordering again. A name that is no active
-// domain gets no order, and plain HTTP to an active domain goes to https.
+// domain gets no order, and plain HTTP to an active domain goes to https, and its site's sandbox
+// host to the domain.
 func TestCustomDomainCertificatesFromPebble(t *testing.T) {
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "wordpress at "+r.Host+" proto "+r.Header.Get("X-Forwarded-Proto"))
@@ -174,7 +175,18 @@ func TestCustomDomainCertificatesFromPebble(t *testing.T) {
 	if hr.StatusCode != http.StatusPermanentRedirect || hr.Header.Get("Location") != want {
 		t.Fatalf("http on an active domain: %d %q, want 308 %q", hr.StatusCode, hr.Header.Get("Location"), want)
 	}
+	// The sandbox host of a site on its domain leads there (temporarily:
+	// the domain may go); one whose domain is pending serves as before.
 	req.Host = "acme0.localhost"
+	hr, err = noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Body.Close()
+	if hr.StatusCode != http.StatusTemporaryRedirect || hr.Header.Get("Location") != "https://shop.example.com/wp-admin/?x=1" {
+		t.Fatalf("http on the sandbox host of a site on its domain: %d %q", hr.StatusCode, hr.Header.Get("Location"))
+	}
+	req.Host = "acmex.localhost"
 	hr, err = noRedirect.Do(req)
 	if err != nil {
 		t.Fatal(err)

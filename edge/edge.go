@@ -302,6 +302,10 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			target += ":" + strconv.Itoa(e.httpsPort)
 		}
 		http.Redirect(w, r, target+r.URL.RequestURI(), http.StatusPermanentRedirect)
+	case route != nil && route.Redirect != "":
+		// Temporary: the site may leave its domain again, and browsers
+		// keep permanent redirects.
+		http.Redirect(w, r, route.Redirect+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 	case route == nil:
 		page(w, http.StatusNotFound, "No sandbox here", "There is no sandbox at "+hostOnly(r.Host)+". It may have been deleted or never existed.", false)
 	case route.Status == edgev1.RouteStatus_ROUTE_STATUS_CREATING:

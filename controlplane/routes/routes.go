@@ -35,7 +35,7 @@ func New(store *state.Store, log *slog.Logger) *Service {
 // Table computes the routes of every site that has a host to serve, and
 // of every active custom domain (the same backend as its site's sandbox
 // host, marked custom: the edge redirects it to https and may get it a
-// certificate).
+// certificate), whose site's sandbox host then redirects to it.
 func Table(sites []*state.Site, nodes map[string]*state.Node, domains []*state.Domain) map[string]*edgev1.Route {
 	out := map[string]*edgev1.Route{}
 	bySite := map[string]*edgev1.Route{}
@@ -77,6 +77,8 @@ func Table(sites []*state.Site, nodes map[string]*state.Node, domains []*state.D
 		r := proto.CloneOf(site)
 		r.Host, r.Custom = d.Hostname, true
 		out[r.Host] = r
+		// WordPress lives at the domain now: its sandbox host leads there.
+		site.Redirect = "https://" + d.Hostname
 	}
 	return out
 }

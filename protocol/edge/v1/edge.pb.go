@@ -129,7 +129,11 @@ type Route struct {
 	SiteId  string      `protobuf:"bytes,3,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
 	Status  RouteStatus `protobuf:"varint,4,opt,name=status,proto3,enum=sandboxd.edge.v1.RouteStatus" json:"status,omitempty"`
 	// custom marks a verified custom domain (certificates on demand).
-	Custom        bool `protobuf:"varint,5,opt,name=custom,proto3" json:"custom,omitempty"`
+	Custom bool `protobuf:"varint,5,opt,name=custom,proto3" json:"custom,omitempty"`
+	// redirect, when set, sends every request for the host to this origin
+	// (scheme://host), path and query kept, with a temporary redirect: the
+	// sandbox host of a site that moved to its custom domain.
+	Redirect      string `protobuf:"bytes,6,opt,name=redirect,proto3" json:"redirect,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -197,6 +201,13 @@ func (x *Route) GetCustom() bool {
 		return x.Custom
 	}
 	return false
+}
+
+func (x *Route) GetRedirect() string {
+	if x != nil {
+		return x.Redirect
+	}
+	return ""
 }
 
 type RouteEvent struct {
@@ -797,13 +808,14 @@ const file_edge_v1_edge_proto_rawDesc = "" +
 	"\n" +
 	"\x12edge/v1/edge.proto\x12\x10sandboxd.edge.v1\"-\n" +
 	"\x12WatchRoutesRequest\x12\x17\n" +
-	"\aedge_id\x18\x01 \x01(\tR\x06edgeId\"\x9d\x01\n" +
+	"\aedge_id\x18\x01 \x01(\tR\x06edgeId\"\xb9\x01\n" +
 	"\x05Route\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x17\n" +
 	"\asite_id\x18\x03 \x01(\tR\x06siteId\x125\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x1d.sandboxd.edge.v1.RouteStatusR\x06status\x12\x16\n" +
-	"\x06custom\x18\x05 \x01(\bR\x06custom\"\x96\x01\n" +
+	"\x06custom\x18\x05 \x01(\bR\x06custom\x12\x1a\n" +
+	"\bredirect\x18\x06 \x01(\tR\bredirect\"\x96\x01\n" +
 	"\n" +
 	"RouteEvent\x12\x1a\n" +
 	"\bsnapshot\x18\x01 \x01(\bR\bsnapshot\x121\n" +
