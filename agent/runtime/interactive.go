@@ -119,7 +119,7 @@ func (r *Runtime) ExecInteractive(ctx context.Context, id string, p InteractiveP
 	defer close(done)
 	if p.TTY && p.Size.Cols > 0 && p.Size.Rows > 0 {
 		if err := proc.Resize(ctx, uint32(p.Size.Cols), uint32(p.Size.Rows)); err != nil {
-			kill(proc.Pid())
+			kill(ctx, proc)
 			return -1, fmt.Errorf("size terminal of exec in %s: %w", id, err)
 		}
 	}
@@ -172,11 +172,11 @@ func (r *Runtime) ExecInteractive(ctx context.Context, id string, p InteractiveP
 		case <-copied:
 			return int(code), nil
 		case <-ctx.Done():
-			kill(proc.Pid())
+			kill(ctx, proc)
 			return -1, fmt.Errorf("exec in %s: %w", id, ctx.Err())
 		}
 	case <-ctx.Done():
-		kill(proc.Pid())
+		kill(ctx, proc)
 		select {
 		case <-exited:
 		case <-time.After(killGrace):
@@ -185,17 +185,17 @@ func (r *Runtime) ExecInteractive(ctx context.Context, id string, p InteractiveP
 	}
 }
 
-// kill ends the exec's process and everything in its session: without a
-// terminal nothing else would end a child the process started (a shell's
-// pipeline or a background job would be left running in the site).
-func kill(pid uint32) {
-	if pid == 0 {
-		return
+// kill ends everything in the exec's session, then the process through
+// the runtime (which is all there is to do under gVisor): without a terminal nothing else would end a child the
+// process started (a shell's pipeline or a background job would be left
+// running in the site).
+func kill(ctx context.Context, proc containerd.Process) {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
+	defer cancel()
+	if pid := proc.Pid(); pid != 0 {
+		_ = killSession(int(pid))
 	}
-	if err := killSession(int(pid)); err != nil {
-		// Fall back on the process alone.
-		_ = syscall.Kill(int(pid), syscall.SIGKILL)
-	}
+	_ = proc.Kill(kctx, syscall.SIGKILL)
 }
 
 func orDiscard(w io.Writer) io.Writer {

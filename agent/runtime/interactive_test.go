@@ -65,12 +65,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestExecInteractiveTTY: a terminal of the requested size from the first
+// TestExecInteractive runs interactive processes in one site container
+// under the real containerd.
+func TestExecInteractive(t *testing.T) {
+	rt := siteContainer(t, "site")
+	t.Run("tty", func(t *testing.T) { testExecInteractiveTTY(t, rt) })
+	t.Run("pipes", func(t *testing.T) { testExecInteractivePipes(t, rt) })
+	t.Run("resize", func(t *testing.T) { testExecInteractiveResize(t, rt) })
+	t.Run("cancel", func(t *testing.T) { testExecInteractiveCancel(t, rt) })
+}
+
+// testExecInteractiveTTY: a terminal of the requested size from the first
 // instruction on, and the process runs as the given uid.
-func TestExecInteractiveTTY(t *testing.T) {
-	rt := siteContainer(t, "tty")
+func testExecInteractiveTTY(t *testing.T, rt *runtime.Runtime) {
 	var out bytes.Buffer
-	code, err := rt.ExecInteractive(context.Background(), "tty", runtime.InteractiveProcess{
+	code, err := rt.ExecInteractive(context.Background(), "site", runtime.InteractiveProcess{
 		Argv: []string{"sh", "-c", "stty size; id -u; tty; exit 7"}, UID: siteUID, GID: siteUID,
 		TTY: true, Size: runtime.WindowSize{Cols: 100, Rows: 40}, Stdout: &out,
 	})
@@ -88,15 +97,14 @@ func TestExecInteractiveTTY(t *testing.T) {
 	}
 }
 
-// TestExecInteractivePipes: without a terminal stdin is streamed to the
+// testExecInteractivePipes: without a terminal stdin is streamed to the
 // process and closed at its end, stdout and stderr stay apart, and the
 // exit code comes back.
-func TestExecInteractivePipes(t *testing.T) {
-	rt := siteContainer(t, "pipes")
+func testExecInteractivePipes(t *testing.T, rt *runtime.Runtime) {
 	// More than any pipe buffer, so it has to be streamed both ways.
 	in := strings.Repeat("0123456789abcdef", 1<<16)
 	var out, errOut bytes.Buffer
-	code, err := rt.ExecInteractive(context.Background(), "pipes", runtime.InteractiveProcess{
+	code, err := rt.ExecInteractive(context.Background(), "site", runtime.InteractiveProcess{
 		Argv: []string{"sh", "-c", "cat; echo err >&2; pwd; exit 3"}, UID: siteUID, GID: siteUID, Cwd: "/tmp",
 		Env: []string{"LANG=C"}, Stdin: strings.NewReader(in), Stdout: &out, Stderr: &errOut,
 	})
@@ -108,17 +116,16 @@ func TestExecInteractivePipes(t *testing.T) {
 	}
 }
 
-// TestExecInteractiveResize: a window change reaches the terminal while
+// testExecInteractiveResize: a window change reaches the terminal while
 // the process runs.
-func TestExecInteractiveResize(t *testing.T) {
-	rt := siteContainer(t, "resize")
+func testExecInteractiveResize(t *testing.T, rt *runtime.Runtime) {
 	stdinR, stdinW := io.Pipe()
 	t.Cleanup(func() { stdinW.Close() })
 	resize := make(chan runtime.WindowSize, 1)
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		_, err := rt.ExecInteractive(context.Background(), "resize", runtime.InteractiveProcess{
+		_, err := rt.ExecInteractive(context.Background(), "site", runtime.InteractiveProcess{
 			Argv: []string{"sh", "-c", "while read x; do stty size; done"}, UID: siteUID, GID: siteUID,
 			TTY: true, Size: runtime.WindowSize{Cols: 80, Rows: 24}, Resize: resize, Stdin: stdinR, Stdout: out,
 		})
@@ -143,17 +150,24 @@ func TestExecInteractiveResize(t *testing.T) {
 	}
 }
 
-// TestExecInteractiveCancel: a cancelled context kills the process and
+// testExecInteractiveCancel: a cancelled context kills the process and
 // everything it started, with or without a terminal, and returns.
-func TestExecInteractiveCancel(t *testing.T) {
-	rt := siteContainer(t, "cancel")
+func testExecInteractiveCancel(t *testing.T, rt *runtime.Runtime) {
 	ctx := context.Background()
 	procs := func() string {
-		res, err := rt.Exec(ctx, "cancel", []string{"sh", "-c", `for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < $f; echo; done`}, nil, siteUID, siteUID, nil)
+		res, err := rt.Exec(ctx, "site", []string{"sh", "-c", `for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < $f; echo; done`}, nil, siteUID, siteUID, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return string(res.Stdout)
+	}
+	// The kill relies on runc making the exec a session leader even
+	// without a terminal.
+	code, err := rt.ExecInteractive(ctx, "site", runtime.InteractiveProcess{
+		Argv: []string{"sh", "-c", `set -- $(cut -d' ' -f1,6 /proc/$$/stat); [ "$1" = "$2" ]`}, UID: siteUID, GID: siteUID,
+	})
+	if err != nil || code != 0 {
+		t.Fatalf("an exec without a terminal does not lead its session: exit %d, %v", code, err)
 	}
 	for _, tc := range []struct {
 		name string
@@ -170,7 +184,7 @@ func TestExecInteractiveCancel(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() {
-				_, err := rt.ExecInteractive(cctx, "cancel", runtime.InteractiveProcess{
+				_, err := rt.ExecInteractive(cctx, "site", runtime.InteractiveProcess{
 					Argv: []string{"sh", "-c", "sleep " + tc.bg + " & sleep " + tc.fg + "; echo never"}, UID: siteUID, GID: siteUID,
 					TTY: tc.tty, Stdin: stdinR, Stdout: io.Discard,
 				})

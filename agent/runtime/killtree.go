@@ -10,23 +10,37 @@ import (
 )
 
 // killSession SIGKILLs the process pid (a host pid) and every process
-// that belongs to it: the members of its session when it leads one (an
-// exec with or without a terminal is made a session leader by runc), else
-// its descendants. Only processes in pid's own pid namespace are touched.
+// that belongs to it: the members of its session when it leads one (runc
+// makes an exec a session leader, with or without a terminal), else its
+// descendants. Only processes in a pid namespace other than the agent's
+// are touched, and only in pid's own when it still runs: under gVisor the
+// pid is a runsc helper on the host, which is left to the runtime's kill.
 // They are stopped first, round after round until no new one appears, so
 // none can fork out of reach between the scan and the kill.
 func killSession(pid int) error {
+	own, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return fmt.Errorf("own pid namespace: %w", err)
+	}
 	// A session id stays reserved while any member lives, so once the
 	// leader has exited its session is still exactly its former members.
 	leader, ns := true, ""
 	if self, err := readStat(pid); err == nil {
 		leader = self.session == pid
-		ns, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+		if ns, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); err != nil {
+			return fmt.Errorf("pid namespace of %d: %w", pid, err)
+		}
+		if ns == own {
+			return fmt.Errorf("process %d is not in a container", pid)
+		}
 	} else if !errors.Is(err, syscall.ESRCH) {
 		return err
 	}
-	stopped := map[int]bool{pid: true}
-	_ = syscall.Kill(pid, syscall.SIGSTOP)
+	stopped := map[int]bool{}
+	if ns != "" {
+		stopped[pid] = true
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
 	for round := 0; round < 50; round++ {
 		found := false
 		all, err := scanStats()
@@ -37,11 +51,12 @@ func killSession(pid int) error {
 			if stopped[st.pid] {
 				continue
 			}
-			member := st.session == pid && leader || !leader && stopped[st.ppid]
+			member := leader && st.session == pid || !leader && stopped[st.ppid]
 			if !member {
 				continue
 			}
-			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", st.pid)); ns != "" && l != ns {
+			l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", st.pid))
+			if err != nil || l == own || ns != "" && l != ns {
 				continue
 			}
 			stopped[st.pid] = true
