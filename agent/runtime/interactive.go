@@ -39,9 +39,10 @@ type InteractiveProcess struct {
 	Size WindowSize
 	// Resize delivers window changes while the process runs, or nil.
 	Resize <-chan WindowSize
-	// Stdin is read until EOF, after which the process's stdin is closed;
-	// nil gives the process no stdin. It may still be read from after
-	// ExecInteractive returns until the caller closes it.
+	// Stdin is read until EOF, after which the process's stdin is closed
+	// (without a TTY; a terminal's input just stops, as with sshd); nil
+	// gives the process no stdin. It may still be read from after
+	// ExecInteractive returns, until the caller closes it.
 	Stdin io.Reader
 	// Stdout and Stderr receive the process's output as it comes; nil
 	// discards it. A writer that blocks holds the process back.
@@ -118,10 +119,9 @@ func (r *Runtime) ExecInteractive(ctx context.Context, id string, p InteractiveP
 	done := make(chan struct{})
 	defer close(done)
 	if p.TTY && p.Size.Cols > 0 && p.Size.Rows > 0 {
-		if err := proc.Resize(ctx, uint32(p.Size.Cols), uint32(p.Size.Rows)); err != nil {
-			kill(ctx, proc)
-			return -1, fmt.Errorf("size terminal of exec in %s: %w", id, err)
-		}
+		// A process that already ended has no terminal to size: not an
+		// error.
+		_ = proc.Resize(ctx, uint32(p.Size.Cols), uint32(p.Size.Rows))
 	}
 	if p.TTY && p.Resize != nil {
 		// Owned by this call; stops when it returns or Resize closes.
@@ -141,9 +141,11 @@ func (r *Runtime) ExecInteractive(ctx context.Context, id string, p InteractiveP
 			}
 		}()
 	}
-	if in != nil {
+	if in != nil && !p.TTY {
 		// Once all of stdin is handed over, close the process's stdin so
-		// a command that reads to EOF can finish.
+		// a command that reads to EOF can finish. A terminal has no end
+		// of input (closing it would hang the process up, as when the
+		// line drops); its user types ^D, as with sshd.
 		go func() {
 			select {
 			case <-in.eof:

@@ -58,6 +58,12 @@ func (a *keyAuth) revoke(user string) {
 	delete(a.keys, user)
 }
 
+func (a *keyAuth) callCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.calls
+}
+
 func (a *keyAuth) AuthorizeSSH(_ context.Context, user string, key ssh.PublicKey, _ net.Addr) (*sshgate.Target, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

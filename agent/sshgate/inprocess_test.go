@@ -163,7 +163,7 @@ func isProhibited(err error) bool {
 // connections per address and sessions per connection, and idleness.
 func TestLimits(t *testing.T) {
 	f := startGateway(t, sshgate.Config{HandshakeTimeout: 300 * time.Millisecond, MaxConnsPerAddr: 2,
-		MaxSessionsPerConn: 2, IdleTimeout: 2 * time.Second})
+		MaxSessionsPerConn: 2, IdleTimeout: 2 * time.Second, MaxAuthTries: 3})
 	key := signer(t)
 	f.auth.allow("site_alice", key.PublicKey())
 
@@ -185,6 +185,24 @@ func TestLimits(t *testing.T) {
 		}
 		if d := time.Since(start); d > 10*time.Second {
 			t.Fatalf("closed after %v", d)
+		}
+	})
+
+	t.Run("auth tries", func(t *testing.T) {
+		var keys []ssh.Signer
+		for range 6 {
+			keys = append(keys, signer(t))
+		}
+		before := f.auth.callCount()
+		_, err := ssh.Dial("tcp", f.g.Addr().String(), &ssh.ClientConfig{
+			User: "site_alice", Auth: []ssh.AuthMethod{ssh.PublicKeys(keys...)},
+			HostKeyCallback: ssh.FixedHostKey(f.g.HostKey()), Timeout: 20 * time.Second,
+		})
+		if err == nil {
+			t.Fatal("unknown keys accepted")
+		}
+		if n := f.auth.callCount() - before; n > 3 {
+			t.Fatalf("%d keys were tried, want at most 3", n)
 		}
 	})
 
