@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/sandboxd/sandboxd/agent/logwriter"
+	"github.com/sandboxd/sandboxd/agent/sftpjail"
 )
 
 const usage = `sandboxd: self-hostable disposable WordPress sandboxes
@@ -32,6 +33,10 @@ func main() {
 	// A containerd shim starts this binary as a site's container logger.
 	if logwriter.Invoked() {
 		os.Exit(logwriter.Main(os.Args[1:]))
+	}
+	// The SSH gateway starts this binary to serve SFTP jailed in a site.
+	if sftpjail.Invoked() {
+		os.Exit(sftpjail.Main(os.Args[1:]))
 	}
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
