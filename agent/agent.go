@@ -32,6 +32,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/sitedisk"
 	"github.com/sandboxd/sandboxd/agent/sitenet"
 	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/agent/sshgate"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
@@ -93,7 +94,13 @@ type Config struct {
 	// Sandbox is the node's runtime class for sites: "runc" (the default)
 	// or "gvisor" (runsc, ptrace platform, through the runc shim).
 	Sandbox string
-	Logger  *slog.Logger
+	// SSHAddr is where the node's SSH gateway for customers listens
+	// (shells, commands and SFTP in their sites); empty runs none.
+	SSHAddr string
+	// SSHPublicAddr is host:port customers reach the gateway at; default
+	// SSHAddr as bound.
+	SSHPublicAddr string
+	Logger        *slog.Logger
 }
 
 // Runtime classes a node runs its sites under.
@@ -120,6 +127,7 @@ type Agent struct {
 	net     *sitenet.Network
 	sites   *sites.Manager
 	http    *http.Server
+	ssh     *sshgate.Gateway
 	ln      net.Listener
 	url     string
 	cancel  context.CancelFunc
@@ -260,6 +268,9 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	a.http = &http.Server{Handler: mux, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	go func() { _ = a.http.Serve(a.ln) }()
+	if err := a.startSSH(); err != nil {
+		return nil, err
+	}
 	ok = true
 	return a, nil
 }
@@ -315,6 +326,9 @@ func sanitize(s string) string {
 	return b.String()
 }
 
+// SSHAddr is the SSH gateway's address as customers reach it, or "".
+func (a *Agent) SSHAddr() string { return a.sshPublicAddr() }
+
 // URL is the AgentService base URL.
 func (a *Agent) URL() string { return a.url }
 
@@ -357,6 +371,9 @@ func (a *Agent) Close() error {
 }
 
 func (a *Agent) closeParts() {
+	if a.ssh != nil {
+		_ = a.ssh.Close()
+	}
 	if a.http != nil {
 		_ = a.http.Close()
 	}

@@ -15,8 +15,7 @@ import (
 // loop registers, then heartbeats; it re-registers when the control plane
 // has forgotten the node, and retries with backoff while it is away.
 func (a *Agent) loop(ctx context.Context) {
-	client := agentv1connect.NewRegistryServiceClient(rpcauth.Client(), a.cfg.ControlPlane,
-		append(rpclimit.RegistryClient(), connect.WithInterceptors(rpcauth.New(a.cfg.ClusterToken)))...)
+	client := a.registryClient()
 	interval := 2 * time.Second
 	registered := false
 	backoff := 200 * time.Millisecond
@@ -50,6 +49,12 @@ func (a *Agent) loop(ctx context.Context) {
 	}
 }
 
+// registryClient calls the control plane's RegistryService.
+func (a *Agent) registryClient() agentv1connect.RegistryServiceClient {
+	return agentv1connect.NewRegistryServiceClient(rpcauth.Client(), a.cfg.ControlPlane,
+		append(rpclimit.RegistryClient(), connect.WithInterceptors(rpcauth.New(a.cfg.ClusterToken)))...)
+}
+
 func sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
@@ -58,9 +63,13 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 func (a *Agent) registration() *agentv1.RegisterRequest {
-	return &agentv1.RegisterRequest{NodeId: a.cfg.NodeID, Address: a.url, BackendHost: a.cfg.BackendHost,
+	r := &agentv1.RegisterRequest{NodeId: a.cfg.NodeID, Address: a.url, BackendHost: a.cfg.BackendHost,
 		PhpVersions: a.catalog.PHPVersions(), Labels: a.cfg.Labels, AgentVersion: Version,
 		Capacity: &agentv1.Resources{MemoryMb: a.cfg.MemoryMB, CpuMilli: a.cfg.CPUMilli, Sites: int32(a.cfg.MaxSites)}}
+	if a.ssh != nil {
+		r.SshAddr, r.SshHostKey = a.sshPublicAddr(), a.ssh.AuthorizedKey()
+	}
+	return r
 }
 
 func (a *Agent) heartbeat(ctx context.Context) *agentv1.HeartbeatRequest {

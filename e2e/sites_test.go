@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,6 +51,11 @@ func startDevOwnContainerd(t *testing.T, dir, api, edge string) *devSystem {
 
 func launchDev(t *testing.T, dir, api, edge string, flags ...string) *devSystem {
 	t.Helper()
+	// Each test system's SSH gateway on a port of its own, unless the
+	// test names one.
+	if !slices.Contains(flags, "--ssh-addr") {
+		flags = append(flags, "--ssh-addr", "127.0.0.1:0")
+	}
 	p := start(t, nil, append([]string{"dev", "--data-dir", dir, "--api-addr", api, "--edge-addr", edge, "--log-format", "json"}, flags...)...)
 	url := p.waitLine(t, "SANDBOX_URL=")
 	token := p.waitLine(t, "SANDBOX_TOKEN=")

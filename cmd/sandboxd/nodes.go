@@ -35,7 +35,7 @@ func runAgent(args []string) error {
 	fs.StringVar(&logFormat, "log-format", "json", "log format: text or json")
 	fs.StringVar(&logLevel, "log-level", "info", "log level")
 	var net siteNetFlags
-	net.register(fs, "public")
+	net.register(fs, "public", ":2222")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

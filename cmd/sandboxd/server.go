@@ -172,7 +172,7 @@ func runDev(args []string) error {
 	stop := fs.Bool("stop", false, "stop the sites, MariaDB and containerd left running by an earlier `sandboxd dev` on this data dir, and exit")
 	maxSites := fs.Int("max-sites", 0, "most sites this machine's node takes (0: unlimited); more nodes join with `sandboxd agent`")
 	var siteNet siteNetFlags
-	siteNet.register(fs, "none") // a developer's machine lends sites no network
+	siteNet.register(fs, "none", "127.0.0.1:2222") // a developer's machine lends sites no network
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -246,9 +246,13 @@ func runDev(args []string) error {
 		return errors.Join(err, e.Close(), a.Close(), s.Close())
 	}
 	fmt.Printf("SANDBOX_URL=%s\nSANDBOX_TOKEN=%s\n", s.URL(), token)
-	fmt.Fprintf(os.Stderr, "\nsandboxd dev is running: API %s, sites on %s (PHP %s); data in %s (the two lines above are kept in %s/%s).\n"+
+	ssh := a.SSHAddr()
+	if ssh == "" {
+		ssh = "off"
+	}
+	fmt.Fprintf(os.Stderr, "\nsandboxd dev is running: API %s, sites on %s (PHP %s), SSH gateway %s; data in %s (the two lines above are kept in %s/%s).\n"+
 		"Create a site:\n  curl -s -X POST %s/api/app/sites -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' -d '{\"name\":\"My site\"}'\n\n",
-		s.URL(), "http://"+*edgeAddr, strings.Join(a.PHPVersions(), ", "), c.cfg.DataDir, c.cfg.DataDir, server.DevEnvFile, s.URL(), token)
+		s.URL(), "http://"+*edgeAddr, strings.Join(a.PHPVersions(), ", "), ssh, c.cfg.DataDir, c.cfg.DataDir, server.DevEnvFile, s.URL(), token)
 	waitSignal()
 	// Sites, MariaDB and containerd keep running: the next start
 	// re-attaches to them in milliseconds. The API does not.

@@ -480,5 +480,6 @@ func (a *API) Register(r *rest.Router) {
 	a.registerEmail(r)
 	a.registerPHPVersion(r)
 	a.registerDomains(r)
+	a.registerSSH(r)
 	a.registerAdmin(r)
 }

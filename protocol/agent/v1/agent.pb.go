@@ -153,7 +153,12 @@ type RegisterRequest struct {
 	Labels       map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	AgentVersion string            `protobuf:"bytes,6,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	// backend_host is where the edge reaches this node's site ports.
-	BackendHost   string `protobuf:"bytes,7,opt,name=backend_host,json=backendHost,proto3" json:"backend_host,omitempty"`
+	BackendHost string `protobuf:"bytes,7,opt,name=backend_host,json=backendHost,proto3" json:"backend_host,omitempty"`
+	// ssh_addr is host:port of the node's SSH gateway as customers reach
+	// it, and ssh_host_key its host key (an authorized_keys line); empty
+	// without a gateway.
+	SshAddr       string `protobuf:"bytes,8,opt,name=ssh_addr,json=sshAddr,proto3" json:"ssh_addr,omitempty"`
+	SshHostKey    string `protobuf:"bytes,9,opt,name=ssh_host_key,json=sshHostKey,proto3" json:"ssh_host_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -233,6 +238,20 @@ func (x *RegisterRequest) GetAgentVersion() string {
 func (x *RegisterRequest) GetBackendHost() string {
 	if x != nil {
 		return x.BackendHost
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetSshAddr() string {
+	if x != nil {
+		return x.SshAddr
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetSshHostKey() string {
+	if x != nil {
+		return x.SshHostKey
 	}
 	return ""
 }
@@ -3413,6 +3432,139 @@ func (x *SetSiteURLResponse) GetStatus() *SiteStatus {
 	return nil
 }
 
+type AuthorizeSSHRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// site_id is the SSH user name the client gave.
+	SiteId string `protobuf:"bytes,2,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	// public_key is the key in SSH wire format.
+	PublicKey     []byte `protobuf:"bytes,3,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	RemoteAddr    string `protobuf:"bytes,4,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorizeSSHRequest) Reset() {
+	*x = AuthorizeSSHRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizeSSHRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizeSSHRequest) ProtoMessage() {}
+
+func (x *AuthorizeSSHRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizeSSHRequest.ProtoReflect.Descriptor instead.
+func (*AuthorizeSSHRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *AuthorizeSSHRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *AuthorizeSSHRequest) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *AuthorizeSSHRequest) GetPublicKey() []byte {
+	if x != nil {
+		return x.PublicKey
+	}
+	return nil
+}
+
+func (x *AuthorizeSSHRequest) GetRemoteAddr() string {
+	if x != nil {
+		return x.RemoteAddr
+	}
+	return ""
+}
+
+type AuthorizeSSHResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Allowed bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	// account_id is who signed in, for the node's logs.
+	AccountId string `protobuf:"bytes,2,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	// reason says why a key was refused, for the node's logs only (never
+	// shown to the client).
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorizeSSHResponse) Reset() {
+	*x = AuthorizeSSHResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizeSSHResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizeSSHResponse) ProtoMessage() {}
+
+func (x *AuthorizeSSHResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizeSSHResponse.ProtoReflect.Descriptor instead.
+func (*AuthorizeSSHResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *AuthorizeSSHResponse) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *AuthorizeSSHResponse) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *AuthorizeSSHResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agent_v1_agent_proto_rawDesc = "" +
@@ -3421,7 +3573,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\tResources\x12\x1b\n" +
 	"\tmemory_mb\x18\x01 \x01(\x03R\bmemoryMb\x12\x1b\n" +
 	"\tcpu_milli\x18\x02 \x01(\x03R\bcpuMilli\x12\x14\n" +
-	"\x05sites\x18\x03 \x01(\x05R\x05sites\"\xec\x02\n" +
+	"\x05sites\x18\x03 \x01(\x05R\x05sites\"\xa9\x03\n" +
 	"\x0fRegisterRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x128\n" +
@@ -3429,7 +3581,10 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\fphp_versions\x18\x04 \x03(\tR\vphpVersions\x12F\n" +
 	"\x06labels\x18\x05 \x03(\v2..sandboxd.agent.v1.RegisterRequest.LabelsEntryR\x06labels\x12#\n" +
 	"\ragent_version\x18\x06 \x01(\tR\fagentVersion\x12!\n" +
-	"\fbackend_host\x18\a \x01(\tR\vbackendHost\x1a9\n" +
+	"\fbackend_host\x18\a \x01(\tR\vbackendHost\x12\x19\n" +
+	"\bssh_addr\x18\b \x01(\tR\asshAddr\x12 \n" +
+	"\fssh_host_key\x18\t \x01(\tR\n" +
+	"sshHostKey\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
@@ -3695,17 +3850,30 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x10\n" +
 	"\x03url\x18\x03 \x01(\tR\x03url\"K\n" +
 	"\x12SetSiteURLResponse\x125\n" +
-	"\x06status\x18\x01 \x01(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x06status*\x9d\x01\n" +
+	"\x06status\x18\x01 \x01(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x06status\"\x87\x01\n" +
+	"\x13AuthorizeSSHRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x17\n" +
+	"\asite_id\x18\x02 \x01(\tR\x06siteId\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x03 \x01(\fR\tpublicKey\x12\x1f\n" +
+	"\vremote_addr\x18\x04 \x01(\tR\n" +
+	"remoteAddr\"g\n" +
+	"\x14AuthorizeSSHResponse\x12\x18\n" +
+	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x02 \x01(\tR\taccountId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason*\x9d\x01\n" +
 	"\tSiteState\x12\x1a\n" +
 	"\x16SITE_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SITE_STATE_CREATING\x10\x01\x12\x14\n" +
 	"\x10SITE_STATE_READY\x10\x02\x12\x16\n" +
 	"\x12SITE_STATE_STOPPED\x10\x03\x12\x15\n" +
 	"\x11SITE_STATE_FAILED\x10\x04\x12\x16\n" +
-	"\x12SITE_STATE_DELETED\x10\x052\xbe\x01\n" +
+	"\x12SITE_STATE_DELETED\x10\x052\x9f\x02\n" +
 	"\x0fRegistryService\x12S\n" +
 	"\bRegister\x12\".sandboxd.agent.v1.RegisterRequest\x1a#.sandboxd.agent.v1.RegisterResponse\x12V\n" +
-	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse2\xcd\x12\n" +
+	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse\x12_\n" +
+	"\fAuthorizeSSH\x12&.sandboxd.agent.v1.AuthorizeSSHRequest\x1a'.sandboxd.agent.v1.AuthorizeSSHResponse2\xcd\x12\n" +
 	"\fAgentService\x12Y\n" +
 	"\n" +
 	"CreateSite\x12$.sandboxd.agent.v1.CreateSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12O\n" +
@@ -3752,7 +3920,7 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(SiteState)(0),                   // 0: sandboxd.agent.v1.SiteState
 	(*Resources)(nil),                // 1: sandboxd.agent.v1.Resources
@@ -3806,21 +3974,23 @@ var file_agent_v1_agent_proto_goTypes = []any{
 	(*RestoreArchiveResponse)(nil),   // 49: sandboxd.agent.v1.RestoreArchiveResponse
 	(*SetSiteURLRequest)(nil),        // 50: sandboxd.agent.v1.SetSiteURLRequest
 	(*SetSiteURLResponse)(nil),       // 51: sandboxd.agent.v1.SetSiteURLResponse
-	nil,                              // 52: sandboxd.agent.v1.RegisterRequest.LabelsEntry
-	nil,                              // 53: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	nil,                              // 54: sandboxd.agent.v1.PHPConfig.SettingsEntry
+	(*AuthorizeSSHRequest)(nil),      // 52: sandboxd.agent.v1.AuthorizeSSHRequest
+	(*AuthorizeSSHResponse)(nil),     // 53: sandboxd.agent.v1.AuthorizeSSHResponse
+	nil,                              // 54: sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	nil,                              // 55: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	nil,                              // 56: sandboxd.agent.v1.PHPConfig.SettingsEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
 	1,  // 0: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
-	52, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	54, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
 	0,  // 2: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
 	1,  // 3: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
 	4,  // 4: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
 	1,  // 5: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
 	4,  // 6: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
 	4,  // 7: sandboxd.agent.v1.ResetSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	53, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	54, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
+	55, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	56, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
 	22, // 10: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
 	4,  // 11: sandboxd.agent.v1.SwitchPHPVersionResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
 	28, // 12: sandboxd.agent.v1.FilesResponse.entries:type_name -> sandboxd.agent.v1.FileEntry
@@ -3832,62 +4002,64 @@ var file_agent_v1_agent_proto_depIdxs = []int32{
 	4,  // 18: sandboxd.agent.v1.SetSiteURLResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
 	2,  // 19: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
 	5,  // 20: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
-	8,  // 21: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
-	7,  // 22: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
-	11, // 23: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.ResetSiteRequest
-	13, // 24: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	7,  // 25: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
-	16, // 26: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
-	17, // 27: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
-	7,  // 28: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
-	20, // 29: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
-	7,  // 30: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
-	7,  // 31: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
-	25, // 32: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
-	27, // 33: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
-	7,  // 34: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
-	13, // 35: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	7,  // 36: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
-	33, // 37: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
-	35, // 38: sandboxd.agent.v1.AgentService.FreezeTemplate:input_type -> sandboxd.agent.v1.FreezeTemplateRequest
-	36, // 39: sandboxd.agent.v1.AgentService.DeleteTemplate:input_type -> sandboxd.agent.v1.TemplateRef
-	39, // 40: sandboxd.agent.v1.AgentService.RestoreSite:input_type -> sandboxd.agent.v1.RestoreSiteRequest
-	36, // 41: sandboxd.agent.v1.AgentService.ExportTemplate:input_type -> sandboxd.agent.v1.TemplateRef
-	41, // 42: sandboxd.agent.v1.AgentService.ImportTemplate:input_type -> sandboxd.agent.v1.ImportTemplateRequest
-	42, // 43: sandboxd.agent.v1.AgentService.RenameSite:input_type -> sandboxd.agent.v1.RenameSiteRequest
-	44, // 44: sandboxd.agent.v1.AgentService.RunBlueprintStep:input_type -> sandboxd.agent.v1.RunBlueprintStepRequest
-	46, // 45: sandboxd.agent.v1.AgentService.RestoreArchive:input_type -> sandboxd.agent.v1.RestoreArchiveRequest
-	50, // 46: sandboxd.agent.v1.AgentService.SetSiteURL:input_type -> sandboxd.agent.v1.SetSiteURLRequest
-	3,  // 47: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
-	6,  // 48: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
-	9,  // 49: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	10, // 50: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
-	12, // 51: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	14, // 52: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	15, // 53: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	15, // 54: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	18, // 55: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
-	19, // 56: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
-	21, // 57: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
-	23, // 58: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
-	24, // 59: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
-	26, // 60: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
-	29, // 61: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
-	30, // 62: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
-	14, // 63: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	32, // 64: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
-	34, // 65: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
-	37, // 66: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	38, // 67: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
-	12, // 68: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	40, // 69: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
-	37, // 70: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	43, // 71: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
-	45, // 72: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
-	49, // 73: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
-	51, // 74: sandboxd.agent.v1.AgentService.SetSiteURL:output_type -> sandboxd.agent.v1.SetSiteURLResponse
-	47, // [47:75] is the sub-list for method output_type
-	19, // [19:47] is the sub-list for method input_type
+	52, // 21: sandboxd.agent.v1.RegistryService.AuthorizeSSH:input_type -> sandboxd.agent.v1.AuthorizeSSHRequest
+	8,  // 22: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
+	7,  // 23: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
+	11, // 24: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.ResetSiteRequest
+	13, // 25: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	7,  // 26: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
+	16, // 27: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
+	17, // 28: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
+	7,  // 29: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
+	20, // 30: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
+	7,  // 31: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
+	7,  // 32: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
+	25, // 33: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
+	27, // 34: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
+	7,  // 35: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
+	13, // 36: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	7,  // 37: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
+	33, // 38: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
+	35, // 39: sandboxd.agent.v1.AgentService.FreezeTemplate:input_type -> sandboxd.agent.v1.FreezeTemplateRequest
+	36, // 40: sandboxd.agent.v1.AgentService.DeleteTemplate:input_type -> sandboxd.agent.v1.TemplateRef
+	39, // 41: sandboxd.agent.v1.AgentService.RestoreSite:input_type -> sandboxd.agent.v1.RestoreSiteRequest
+	36, // 42: sandboxd.agent.v1.AgentService.ExportTemplate:input_type -> sandboxd.agent.v1.TemplateRef
+	41, // 43: sandboxd.agent.v1.AgentService.ImportTemplate:input_type -> sandboxd.agent.v1.ImportTemplateRequest
+	42, // 44: sandboxd.agent.v1.AgentService.RenameSite:input_type -> sandboxd.agent.v1.RenameSiteRequest
+	44, // 45: sandboxd.agent.v1.AgentService.RunBlueprintStep:input_type -> sandboxd.agent.v1.RunBlueprintStepRequest
+	46, // 46: sandboxd.agent.v1.AgentService.RestoreArchive:input_type -> sandboxd.agent.v1.RestoreArchiveRequest
+	50, // 47: sandboxd.agent.v1.AgentService.SetSiteURL:input_type -> sandboxd.agent.v1.SetSiteURLRequest
+	3,  // 48: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
+	6,  // 49: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
+	53, // 50: sandboxd.agent.v1.RegistryService.AuthorizeSSH:output_type -> sandboxd.agent.v1.AuthorizeSSHResponse
+	9,  // 51: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	10, // 52: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
+	12, // 53: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	14, // 54: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	15, // 55: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	15, // 56: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	18, // 57: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
+	19, // 58: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
+	21, // 59: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
+	23, // 60: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
+	24, // 61: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
+	26, // 62: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
+	29, // 63: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
+	30, // 64: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
+	14, // 65: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	32, // 66: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
+	34, // 67: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
+	37, // 68: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	38, // 69: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
+	12, // 70: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	40, // 71: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
+	37, // 72: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	43, // 73: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
+	45, // 74: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
+	49, // 75: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
+	51, // 76: sandboxd.agent.v1.AgentService.SetSiteURL:output_type -> sandboxd.agent.v1.SetSiteURLResponse
+	48, // [48:77] is the sub-list for method output_type
+	19, // [19:48] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -3906,7 +4078,7 @@ func file_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   54,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

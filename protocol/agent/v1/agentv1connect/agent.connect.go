@@ -44,6 +44,9 @@ const (
 	// RegistryServiceHeartbeatProcedure is the fully-qualified name of the RegistryService's Heartbeat
 	// RPC.
 	RegistryServiceHeartbeatProcedure = "/sandboxd.agent.v1.RegistryService/Heartbeat"
+	// RegistryServiceAuthorizeSSHProcedure is the fully-qualified name of the RegistryService's
+	// AuthorizeSSH RPC.
+	RegistryServiceAuthorizeSSHProcedure = "/sandboxd.agent.v1.RegistryService/AuthorizeSSH"
 	// AgentServiceCreateSiteProcedure is the fully-qualified name of the AgentService's CreateSite RPC.
 	AgentServiceCreateSiteProcedure = "/sandboxd.agent.v1.AgentService/CreateSite"
 	// AgentServiceDeleteSiteProcedure is the fully-qualified name of the AgentService's DeleteSite RPC.
@@ -123,6 +126,12 @@ type RegistryServiceClient interface {
 	// Heartbeat reports liveness, load and the state of every site the
 	// agent holds. A node that misses heartbeats is marked down.
 	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
+	// AuthorizeSSH asks, at every connection to a node's SSH gateway,
+	// whether a public key may open a site: the key must be an account's,
+	// the account a member of the site's workspace with the internals
+	// capability, and the site ready on that node. Nothing is cached, so a
+	// removed key or member is refused at the next connection.
+	AuthorizeSSH(context.Context, *connect.Request[v1.AuthorizeSSHRequest]) (*connect.Response[v1.AuthorizeSSHResponse], error)
 }
 
 // NewRegistryServiceClient constructs a client for the sandboxd.agent.v1.RegistryService service.
@@ -148,13 +157,20 @@ func NewRegistryServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(registryServiceMethods.ByName("Heartbeat")),
 			connect.WithClientOptions(opts...),
 		),
+		authorizeSSH: connect.NewClient[v1.AuthorizeSSHRequest, v1.AuthorizeSSHResponse](
+			httpClient,
+			baseURL+RegistryServiceAuthorizeSSHProcedure,
+			connect.WithSchema(registryServiceMethods.ByName("AuthorizeSSH")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // registryServiceClient implements RegistryServiceClient.
 type registryServiceClient struct {
-	register  *connect.Client[v1.RegisterRequest, v1.RegisterResponse]
-	heartbeat *connect.Client[v1.HeartbeatRequest, v1.HeartbeatResponse]
+	register     *connect.Client[v1.RegisterRequest, v1.RegisterResponse]
+	heartbeat    *connect.Client[v1.HeartbeatRequest, v1.HeartbeatResponse]
+	authorizeSSH *connect.Client[v1.AuthorizeSSHRequest, v1.AuthorizeSSHResponse]
 }
 
 // Register calls sandboxd.agent.v1.RegistryService.Register.
@@ -167,6 +183,11 @@ func (c *registryServiceClient) Heartbeat(ctx context.Context, req *connect.Requ
 	return c.heartbeat.CallUnary(ctx, req)
 }
 
+// AuthorizeSSH calls sandboxd.agent.v1.RegistryService.AuthorizeSSH.
+func (c *registryServiceClient) AuthorizeSSH(ctx context.Context, req *connect.Request[v1.AuthorizeSSHRequest]) (*connect.Response[v1.AuthorizeSSHResponse], error) {
+	return c.authorizeSSH.CallUnary(ctx, req)
+}
+
 // RegistryServiceHandler is an implementation of the sandboxd.agent.v1.RegistryService service.
 type RegistryServiceHandler interface {
 	// Register announces an agent, what it can run and how to reach it. It
@@ -175,6 +196,12 @@ type RegistryServiceHandler interface {
 	// Heartbeat reports liveness, load and the state of every site the
 	// agent holds. A node that misses heartbeats is marked down.
 	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
+	// AuthorizeSSH asks, at every connection to a node's SSH gateway,
+	// whether a public key may open a site: the key must be an account's,
+	// the account a member of the site's workspace with the internals
+	// capability, and the site ready on that node. Nothing is cached, so a
+	// removed key or member is refused at the next connection.
+	AuthorizeSSH(context.Context, *connect.Request[v1.AuthorizeSSHRequest]) (*connect.Response[v1.AuthorizeSSHResponse], error)
 }
 
 // NewRegistryServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -196,12 +223,20 @@ func NewRegistryServiceHandler(svc RegistryServiceHandler, opts ...connect.Handl
 		connect.WithSchema(registryServiceMethods.ByName("Heartbeat")),
 		connect.WithHandlerOptions(opts...),
 	)
+	registryServiceAuthorizeSSHHandler := connect.NewUnaryHandler(
+		RegistryServiceAuthorizeSSHProcedure,
+		svc.AuthorizeSSH,
+		connect.WithSchema(registryServiceMethods.ByName("AuthorizeSSH")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.RegistryService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RegistryServiceRegisterProcedure:
 			registryServiceRegisterHandler.ServeHTTP(w, r)
 		case RegistryServiceHeartbeatProcedure:
 			registryServiceHeartbeatHandler.ServeHTTP(w, r)
+		case RegistryServiceAuthorizeSSHProcedure:
+			registryServiceAuthorizeSSHHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -217,6 +252,10 @@ func (UnimplementedRegistryServiceHandler) Register(context.Context, *connect.Re
 
 func (UnimplementedRegistryServiceHandler) Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.RegistryService.Heartbeat is not implemented"))
+}
+
+func (UnimplementedRegistryServiceHandler) AuthorizeSSH(context.Context, *connect.Request[v1.AuthorizeSSHRequest]) (*connect.Response[v1.AuthorizeSSHResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.RegistryService.AuthorizeSSH is not implemented"))
 }
 
 // AgentServiceClient is a client for the sandboxd.agent.v1.AgentService service.
