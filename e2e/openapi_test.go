@@ -139,6 +139,13 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 	do(u, "PUT", "/api/app/sites/site_nope/domain", map[string]any{"hostname": 7}, 400)
 	do(u, "POST", "/api/app/sites/site_nope/domain/check", nil, 404)
 	do(u, "DELETE", "/api/app/sites/site_nope/domain", nil, 404)
+	do(u, "GET", "/api/app/sites/site_nope/ssh", nil, 404)
+	key := do(u, "POST", "/api/account/ssh-keys", map[string]string{"name": "prism",
+		"publicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII1v/zhA6DnYhabld1Co4wy0M8q0vKBv8ZVZql+JBbRp prism"}, 201).Str("sshKey.id")
+	do(u, "POST", "/api/account/ssh-keys", map[string]string{"name": "bad", "publicKey": "ssh-dss AAAA"}, 400)
+	do(u, "GET", "/api/account/ssh-keys", nil, 200)
+	do(u, "DELETE", "/api/account/ssh-keys/"+key, nil, 200)
+	do(u, "DELETE", "/api/account/ssh-keys/"+key, nil, 404)
 	do(u, "POST", "/api/app/sites/site_nope/plugins", map[string]string{"libraryPlugin": "x"}, 404)
 	do(u, "GET", "/api/app/plugin-library", nil, 200)
 	body, ct := st.Multipart(map[string]string{"licenseKey": "PRISM-KEY-0001"}, "file", "p.zip", wpzip.BuildPlugin("prism-check", "Prism Check", "1.0", ""))

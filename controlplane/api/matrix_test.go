@@ -35,7 +35,7 @@ var sampleBodies = map[string]string{
 	"PUT /api/app/sites/{id}/php-version":                  `{"phpVersion":"7.4"}`,
 	"PUT /api/app/sites/{id}/debug":                        `{"wpDebug":true}`,
 	"PUT /api/app/sites/{id}/domain":                       `{"hostname":"matrix.example.com"}`,
-	"POST /api/account/ssh-keys":                           `{"name":"matrix","publicKey":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBrHj2OTxeLuybgCsoJBr/8yVKbyh+5wqDG7mFvuq0Y9 matrix"}`,
+	"POST /api/account/ssh-keys":                           `{"name":"matrix","publicKey":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEabcLif3if/zQTiFdt2tvtMEVc/WbVQ/I/9aQOvxV/P matrix"}`,
 	"POST /api/app/workspaces/{id}/members":                `{"email":"matrix@example.com"}`,
 	"PATCH /api/app/workspaces/{id}/members/{userId}":      `{"customRoleId":null}`,
 	"POST /api/app/workspaces/{id}/roles":                  `{"name":"matrix","capabilities":[]}`,
