@@ -160,7 +160,7 @@ func (f *Fetcher) Fetch(ctx context.Context, s Source) (*Tree, error) {
 		if cause := context.Cause(ctx); cause != nil {
 			return nil, cause
 		}
-		if strings.Contains(stderr, "signal 25") || strings.Contains(stderr, "File size limit exceeded") {
+		if strings.Contains(stderr, "File too large") || strings.Contains(stderr, "signal 25") {
 			return nil, fmt.Errorf("%w: the branch's objects are larger than %s", ErrRefused, size(lim.MaxPackBytes))
 		}
 		return nil, classify(r, stderr, sc)
@@ -212,6 +212,8 @@ func (f *Fetcher) baseConfig(r *remote) [][2]string {
 		{"gc.auto", "0"},
 		{"maintenance.auto", "false"},
 		{"submodule.recurse", "false"},
+		// Every fetch writes one pack, a file ulimit -f bounds.
+		{"transfer.unpackLimit", "1"},
 		// What arrives is checked, paths that leave a checkout refused.
 		{"fetch.fsckObjects", "true"},
 		{"fetch.fsck.hasDot", "error"},
@@ -272,12 +274,17 @@ func (f *Fetcher) transport(in *invocation, s Source, r *remote, home, base stri
 	return nil
 }
 
+// maxPacks is the number of packs (one a fetch) that makes a fetch
+// prune: many small packs slow every read.
+const maxPacks = 50
+
 // maybePrune keeps the cache bounded: when the repository's objects pass
-// CacheBytes, every ref but ref goes and gc drops what it no longer
-// reaches (older commits, other branches, stale shallow roots).
+// CacheBytes or maxPacks packs, every ref but ref goes and gc drops what
+// it no longer reaches (older commits, other branches, stale shallow
+// roots).
 func (f *Fetcher) maybePrune(ctx context.Context, in *invocation, ref string, lim Limits) error {
-	size, err := dirSize(filepath.Join(in.dir, "objects"))
-	if err != nil || size <= lim.CacheBytes {
+	size, packs, err := objectsSize(filepath.Join(in.dir, "objects"))
+	if err != nil || (size <= lim.CacheBytes && packs <= maxPacks) {
 		return err
 	}
 	refs, _, err := in.run(ctx, 1<<20, "for-each-ref", "--format=%(refname)")
@@ -297,10 +304,12 @@ func (f *Fetcher) maybePrune(ctx context.Context, in *invocation, ref string, li
 	return nil
 }
 
-// dirSize is the bytes of the regular files under dir.
-func dirSize(dir string) (int64, error) {
+// objectsSize is the bytes of the regular files under a repository's
+// objects directory and the number of its packs.
+func objectsSize(dir string) (int64, int, error) {
 	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+	var packs int
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -310,8 +319,11 @@ func dirSize(dir string) (int64, error) {
 				return err
 			}
 			n += info.Size()
+			if strings.HasSuffix(p, ".pack") {
+				packs++
+			}
 		}
 		return nil
 	})
-	return n, err
+	return n, packs, err
 }

@@ -44,9 +44,11 @@ func (in *invocation) environ() []string {
 
 // command makes a git process in its own process group (ctx ending kills
 // git and whatever it started: remote helpers, ssh), with its file size
-// bounded by the shell's ulimit.
+// bounded by the shell's ulimit. SIGXFSZ is ignored, so a write past the
+// bound fails with "File too large" (which git reports) instead of
+// killing the writer without a word.
 func (in *invocation) command(ctx context.Context, args ...string) *exec.Cmd {
-	argv := append([]string{"-c", `ulimit -f "$1"; shift; exec "$@"`, "sh", strconv.FormatInt(in.maxFile/512, 10), in.git}, args...)
+	argv := append([]string{"-c", `trap '' XFSZ; ulimit -f "$1"; shift; exec "$@"`, "sh", strconv.FormatInt(in.maxFile/512, 10), in.git}, args...)
 	cmd := exec.CommandContext(ctx, "/bin/sh", argv...)
 	cmd.Dir, cmd.Env = in.dir, in.environ()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
