@@ -149,6 +149,12 @@ func (f *Fetcher) Fetch(ctx context.Context, s Source) (*Tree, error) {
 			return nil, fmt.Errorf("git cache: %w: %s", err, clip(stderr, 300))
 		}
 	}
+	// What a fetch killed midway left (its partial pack) goes: this one
+	// holds the repository's lock.
+	tmps, _ := filepath.Glob(filepath.Join(repo, "objects", "pack", "tmp_*"))
+	for _, t := range tmps {
+		_ = os.Remove(t)
+	}
 	sc := newScrubber(s)
 	fetchIn := *in
 	if err := f.transport(&fetchIn, s, r, home, base); err != nil {

@@ -1,0 +1,372 @@
+package sites_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent/sites"
+)
+
+// tree is a tar of files (path → content; paths ending in ".sh" are
+// executable) under prefix/ when prefix is set, with their directories,
+// the way gitdeploy's Tree.WriteTar writes one.
+func tree(t *testing.T, prefix string, files map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	dirs := map[string]bool{}
+	dir := func(d string) {
+		if !dirs[d] {
+			dirs[d] = true
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: time.Unix(1e9, 0)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if prefix != "" {
+		dir(prefix)
+	}
+	for _, n := range names {
+		full := n
+		if prefix != "" {
+			full = prefix + "/" + n
+		}
+		parts := strings.Split(full, "/")
+		for i := 1; i < len(parts); i++ {
+			dir(strings.Join(parts[:i], "/"))
+		}
+		mode := int64(0o644)
+		if strings.HasSuffix(n, ".sh") {
+			mode = 0o755
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: full, Mode: mode, Size: int64(len(files[n])), ModTime: time.Unix(1e9, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(files[n])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// rawTar is a tar of the given headers (regular files get their Name as
+// content).
+func rawTar(t *testing.T, hdrs ...*tar.Header) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range hdrs {
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len(h.Name))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write([]byte(h.Name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func helloPlugin(version string, extra map[string]string) map[string]string {
+	files := map[string]string{
+		"hello-git.php": "<?php\n/*\nPlugin Name: Hello Git\nVersion: " + version + "\n*/\n" +
+			"require __DIR__ . '/inc/footer.php';\n",
+		"inc/footer.php": "<?php\nadd_action('wp_footer', function () { echo '<p>hello-git " + version + "</p>'; });\n",
+		"bin/build.sh":   "#!/bin/sh\necho build\n",
+	}
+	for k, v := range extra {
+		files[k] = v
+	}
+	return files
+}
+
+// TestPlaceTree places plugins, a theme and a wp-content tree in a real
+// site, checks each on the host side (owned by the site's uid, on the
+// site's disk) and through WordPress, and checks that refused and failed
+// placements leave the site as it was.
+func TestPlaceTree(t *testing.T) {
+	e := setUp(t)
+	ctx := context.Background()
+	s, err := e.mgr.Create(ctx, req("site_gitp0001", "gitplace", "Git Place"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = e.mgr.Delete(context.Background(), s.ID) })
+	wpContent := filepath.Join(e.mgr.Data(s.ID), "wordpress", "wp-content")
+	sh := func(script string) string {
+		t.Helper()
+		res, err := e.mgr.Exec(ctx, s.ID, []string{"/bin/sh", "-c", script}, nil)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %v %s %s", script, err, res.Stdout, res.Stderr)
+		}
+		return string(res.Stdout)
+	}
+	php := func(code string) string {
+		t.Helper()
+		res, err := e.mgr.Exec(ctx, s.ID, []string{"php", "-r", `require "/srv/site/wordpress/wp-load.php"; ` +
+			`require_once ABSPATH . "wp-admin/includes/plugin.php"; ` + code}, nil)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("php: %v %s %s", err, res.Stdout, res.Stderr)
+		}
+		return string(res.Stdout)
+	}
+	// owned checks a placed path on the host: there, on the site's disk,
+	// the site's uid's, with the content wanted ("" for a directory).
+	owned := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(wpContent, rel)
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+		if !strings.HasPrefix(real, e.mgr.Data(s.ID)+"/") {
+			t.Fatalf("%s is at %s, off the site's disk", rel, real)
+		}
+		fi, err := os.Lstat(real)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != s.UID || int(st.Gid) != s.UID {
+			t.Fatalf("%s is owned by %d:%d, not the site's %d", rel, st.Uid, st.Gid, s.UID)
+		}
+		if content == "" {
+			if !fi.IsDir() {
+				t.Fatalf("%s is not a directory", rel)
+			}
+			return
+		}
+		if b, err := os.ReadFile(real); err != nil || string(b) != content {
+			t.Fatalf("%s: %q %v", rel, b, err)
+		}
+	}
+	absent := func(rel string) {
+		t.Helper()
+		if _, err := os.Lstat(filepath.Join(wpContent, rel)); !os.IsNotExist(err) {
+			t.Fatalf("%s is there (%v)", rel, err)
+		}
+	}
+	noLeftovers := func() {
+		t.Helper()
+		left, _ := filepath.Glob(filepath.Join(wpContent, ".sandbox-*"))
+		if len(left) > 0 {
+			t.Fatalf("left in wp-content: %v", left)
+		}
+	}
+	home := func() string {
+		t.Helper()
+		resp, body := get(t, s.Addr(), "gitplace.localhost:8081", "/")
+		if resp.StatusCode != 200 {
+			t.Fatalf("home: %d %.300s", resp.StatusCode, body)
+		}
+		return body
+	}
+
+	v1 := helloPlugin("1.0", map[string]string{"old-only.php": "<?php // only in 1.0\n"})
+	if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", bytes.NewReader(tree(t, "hello-git", v1))); err != nil {
+		t.Fatal(err)
+	}
+	owned("plugins/hello-git", "")
+	owned("plugins/hello-git/inc", "")
+	owned("plugins/hello-git/old-only.php", v1["old-only.php"])
+	if fi, err := os.Stat(filepath.Join(wpContent, "plugins/hello-git/bin/build.sh")); err != nil || fi.Mode().Perm()&0o100 == 0 {
+		t.Fatalf("build.sh: %v %v", fi, err)
+	}
+	noLeftovers()
+	if out := php(`$r = activate_plugin("hello-git/hello-git.php"); echo is_wp_error($r) ? $r->get_error_message() : "activated";`); out != "activated" {
+		t.Fatalf("activate 1.0: %s", out)
+	}
+	if body := home(); !strings.Contains(body, "hello-git 1.0") {
+		t.Fatalf("the 1.0 plugin does not run: %.300s", body)
+	}
+
+	t.Run("a new version replaces the old", func(t *testing.T) {
+		v2 := helloPlugin("2.0", map[string]string{"new-only.php": "<?php // only in 2.0\n"})
+		if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", bytes.NewReader(tree(t, "hello-git", v2))); err != nil {
+			t.Fatal(err)
+		}
+		absent("plugins/hello-git/old-only.php")
+		owned("plugins/hello-git/new-only.php", v2["new-only.php"])
+		owned("plugins/hello-git/hello-git.php", v2["hello-git.php"])
+		noLeftovers()
+		out := php(`$r = activate_plugin("hello-git/hello-git.php"); $d = get_plugin_data(WP_PLUGIN_DIR . "/hello-git/hello-git.php");` +
+			`echo is_wp_error($r) ? $r->get_error_message() : (is_plugin_active("hello-git/hello-git.php") ? "active " . $d["Version"] : "inactive");`)
+		if out != "active 2.0" {
+			t.Fatalf("2.0: %s", out)
+		}
+		if body := home(); !strings.Contains(body, "hello-git 2.0") {
+			t.Fatalf("the 2.0 plugin does not run: %.300s", body)
+		}
+	})
+
+	t.Run("a theme", func(t *testing.T) {
+		theme := map[string]string{
+			"style.css": "/*\nTheme Name: Git Theme\nVersion: 1.2\n*/\n",
+			"index.php": "<?php echo '<html><body>git-theme-index</body></html>';\n",
+		}
+		if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlaceTheme, "git-theme", bytes.NewReader(tree(t, "git-theme", theme))); err != nil {
+			t.Fatal(err)
+		}
+		owned("themes/git-theme/style.css", theme["style.css"])
+		noLeftovers()
+		if out := php(`$t = wp_get_theme("git-theme"); switch_theme("git-theme"); echo $t->exists() && !$t->errors() ? $t->get("Version") . " " . get_stylesheet() : "broken";`); out != "1.2 git-theme" {
+			t.Fatalf("theme: %s", out)
+		}
+		if body := home(); !strings.Contains(body, "git-theme-index") {
+			t.Fatalf("the theme does not serve: %.300s", body)
+		}
+	})
+
+	t.Run("a wp-content tree keeps uploads and what it lacks", func(t *testing.T) {
+		sh(`mkdir -p /srv/site/wordpress/wp-content/uploads/2024/05 && echo photo > /srv/site/wordpress/wp-content/uploads/2024/05/photo.jpg`)
+		files := map[string]string{
+			"mu-plugins/x.php":    "<?php add_action('wp_footer', function () { echo '<p>mu-x-loaded</p>'; });\n",
+			"uploads/planted.txt": "not placed\n",
+			"languages/README":    "translations\n",
+		}
+		if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlaceWPContent, "", bytes.NewReader(tree(t, "", files))); err != nil {
+			t.Fatal(err)
+		}
+		owned("mu-plugins/x.php", files["mu-plugins/x.php"])
+		owned("languages/README", files["languages/README"])
+		owned("uploads/2024/05/photo.jpg", "photo\n")
+		absent("uploads/planted.txt")
+		owned("plugins/hello-git/new-only.php", "<?php // only in 2.0\n")
+		owned("themes/git-theme/index.php", "<?php echo '<html><body>git-theme-index</body></html>';\n")
+		// The sandbox's own mu-plugin is back (login links rely on it).
+		if _, err := os.Stat(filepath.Join(wpContent, "mu-plugins/sandbox.php")); err != nil {
+			t.Fatal(err)
+		}
+		noLeftovers()
+		if body := home(); !strings.Contains(body, "mu-x-loaded") {
+			t.Fatalf("mu-plugins/x.php does not run: %.300s", body)
+		}
+	})
+
+	// Each failure below must leave plugin 2.0 as it is.
+	intact := func(t *testing.T) {
+		t.Helper()
+		owned("plugins/hello-git/new-only.php", "<?php // only in 2.0\n")
+		absent("plugins/hello-git/old-only.php")
+		absent("plugins/hello-git/evil")
+		noLeftovers()
+	}
+	v3 := helloPlugin("3.0", nil)
+	good := tree(t, "hello-git", v3)
+
+	t.Run("failed placements leave the old version", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			tar  []byte
+			want error
+		}{
+			{"a symlink", rawTar(t, &tar.Header{Typeflag: tar.TypeDir, Name: "hello-git/", Mode: 0o755},
+				&tar.Header{Typeflag: tar.TypeReg, Name: "hello-git/a.php", Mode: 0o644},
+				&tar.Header{Typeflag: tar.TypeSymlink, Name: "hello-git/evil", Linkname: "/srv/site/secrets"}), sites.ErrInvalid},
+			{"a hard link", rawTar(t, &tar.Header{Typeflag: tar.TypeReg, Name: "hello-git/a.php", Mode: 0o644},
+				&tar.Header{Typeflag: tar.TypeLink, Name: "hello-git/evil", Linkname: "/srv/site/wp-config.php"}), sites.ErrInvalid},
+			{"a device", rawTar(t, &tar.Header{Typeflag: tar.TypeChar, Name: "hello-git/evil", Devmajor: 1, Devminor: 3}), sites.ErrInvalid},
+			{"a path out", rawTar(t, &tar.Header{Typeflag: tar.TypeReg, Name: "hello-git/../../evil", Mode: 0o644}), sites.ErrInvalid},
+			{"an absolute path", rawTar(t, &tar.Header{Typeflag: tar.TypeReg, Name: "/srv/site/wordpress/evil", Mode: 0o644}), sites.ErrInvalid},
+			{"outside the folder", rawTar(t, &tar.Header{Typeflag: tar.TypeReg, Name: "other/evil", Mode: 0o644}), sites.ErrInvalid},
+			{"the same file twice", rawTar(t, &tar.Header{Typeflag: tar.TypeReg, Name: "hello-git/a.php", Mode: 0o644},
+				&tar.Header{Typeflag: tar.TypeReg, Name: "hello-git/a.php", Mode: 0o644}), sites.ErrInvalid},
+			{"a truncated tar", good[:len(good)/2], sites.ErrInvalid},
+			{"not a tar", []byte(strings.Repeat("garbage ", 200)), sites.ErrInvalid},
+			{"empty", nil, sites.ErrInvalid},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", bytes.NewReader(tc.tar))
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("got %v, want %v", err, tc.want)
+				}
+				intact(t)
+			})
+		}
+	})
+
+	t.Run("a full disk leaves the old version", func(t *testing.T) {
+		// Fill the site's disk but 1 MiB; the new version needs 4.
+		sh(`a=$(df -k --output=avail /srv/site/tmp | tail -n 1); fallocate -l $(( (a - 1024) * 1024 )) /srv/site/tmp/fill`)
+		defer sh(`rm -f /srv/site/tmp/fill`)
+		big := helloPlugin("3.0", map[string]string{"big.bin": strings.Repeat("0123456789abcdef", 4<<16)})
+		err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", bytes.NewReader(tree(t, "hello-git", big)))
+		if !errors.Is(err, sites.ErrDiskFull) {
+			t.Fatalf("got %v, want ErrDiskFull", err)
+		}
+		intact(t)
+	})
+
+	t.Run("a cancelled placement leaves the old version", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		// A reader that gives half the tree, then cancels and stalls
+		// until the placement gives up on it.
+		r := io.MultiReader(bytes.NewReader(good[:len(good)/2]), readerFunc(func([]byte) (int, error) {
+			cancel()
+			<-cctx.Done()
+			return 0, cctx.Err()
+		}))
+		if err := e.mgr.PlaceTree(cctx, s.ID, sites.PlacePlugin, "hello-git", r); err == nil {
+			t.Fatal("no error")
+		}
+		intact(t)
+	})
+
+	t.Run("folder names and destinations refused", func(t *testing.T) {
+		for _, name := range []string{"", ".", "..", "../x", "../../../etc", "a/b", "/abs", ".hidden", "-rf", "a b", "a\x00b", "a\nb",
+			strings.Repeat("x", 101), "~", "$(id)", "`id`", "a;b", "plugins/../..", "é", "a\\b", "*"} {
+			err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, name, bytes.NewReader(tree(t, "x", map[string]string{"a.php": "<?php\n"})))
+			if !errors.Is(err, sites.ErrInvalid) {
+				t.Errorf("folder %q: %v", name, err)
+			}
+		}
+		for _, dest := range []string{"", "mu-plugin", "plugins", "uploads", "../plugin"} {
+			if err := e.mgr.PlaceTree(ctx, s.ID, dest, "hello-git", bytes.NewReader(good)); !errors.Is(err, sites.ErrInvalid) {
+				t.Errorf("destination %q: %v", dest, err)
+			}
+		}
+		wpc := []*tar.Header{
+			{Typeflag: tar.TypeReg, Name: ".sandbox-old-x/a", Mode: 0o644},
+			{Typeflag: tar.TypeReg, Name: "-rf", Mode: 0o644},
+			{Typeflag: tar.TypeReg, Name: "a b/c", Mode: 0o644},
+		}
+		for _, h := range wpc {
+			if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlaceWPContent, "", bytes.NewReader(rawTar(t, h))); !errors.Is(err, sites.ErrInvalid) {
+				t.Errorf("wp-content entry %q: %v", h.Name, err)
+			}
+		}
+		if err := e.mgr.PlaceTree(ctx, "site_nope0000", sites.PlacePlugin, "hello-git", bytes.NewReader(good)); !errors.Is(err, sites.ErrNotFound) {
+			t.Errorf("unknown site: %v", err)
+		}
+		intact(t)
+	})
+}
+
+// readerFunc is a Reader made of a function.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
