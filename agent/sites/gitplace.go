@@ -118,7 +118,7 @@ func (m *Manager) unpackTree(ctx context.Context, s *Site, ex streamExec, stage,
 		// archive's owners, permissions or times is kept.
 		res, err := ex.ExecReader(ctx, containerID(s.ID), []string{"/bin/sh", "-c",
 			`set -e; cd /srv/site/wordpress/wp-content; mkdir -- "$1"
-exec tar -x -f - -C "$1" -k --no-same-owner --no-same-permissions --touch --delay-directory-restore --no-unquote --no-overwrite-dir`,
+exec tar -x -f - -C "$1" -k --no-same-owner --no-same-permissions --touch --delay-directory-restore --no-unquote`,
 			"sh", stage}, nil, uint32(s.UID), uint32(s.UID), pr)
 		pr.CloseWithError(errors.New("the site's tar has ended"))
 		if err != nil {
@@ -150,11 +150,17 @@ exec tar -x -f - -C "$1" -k --no-same-owner --no-same-permissions --touch --dela
 // must lie under folder/ (which is taken off); for wp-content, uploads/
 // and its content are left out. It returns the top-level names written.
 func cleanTar(w io.Writer, r io.Reader, folder string) ([]string, error) {
-	tr, tw := tar.NewReader(r), tar.NewWriter(w)
+	src := &eofReader{r: r}
+	tr, tw := tar.NewReader(src), tar.NewWriter(w)
 	var tops []string
 	seen := map[string]bool{}
 	for n := 0; ; n++ {
 		h, err := tr.Next()
+		if err == io.EOF && src.eof {
+			// The stream ended where a header was due, without the
+			// end-of-archive blocks: cut short, not complete.
+			return nil, fmt.Errorf("%w: the tree's tar ends early", ErrInvalid)
+		}
 		if err == io.EOF {
 			break
 		}
@@ -212,6 +218,21 @@ func cleanTar(w io.Writer, r io.Reader, folder string) ([]string, error) {
 		return nil, fmt.Errorf("%w: the tree is empty", ErrInvalid)
 	}
 	return tops, tw.Close()
+}
+
+// eofReader notes when its reader has nothing more: a tar reader that
+// has seen the end-of-archive blocks stops before that.
+type eofReader struct {
+	r   io.Reader
+	eof bool
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if n == 0 && err == io.EOF {
+		e.eof = true
+	}
+	return n, err
 }
 
 // placeName checks an entry's name and returns it relative to the

@@ -66,6 +66,10 @@ func TestCleanTar(t *testing.T) {
 			t.Errorf("%q: %v", name, err)
 		}
 	}
+	whole := mk(&tar.Header{Typeflag: tar.TypeReg, Name: "p/a", Mode: 0o644, Size: 1})
+	if _, err := cleanTar(io.Discard, bytes.NewReader(whole[:len(whole)-1024]), "p"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("no end-of-archive blocks: %v", err)
+	}
 	for _, typ := range []byte{tar.TypeSymlink, tar.TypeLink, tar.TypeChar, tar.TypeBlock, tar.TypeFifo} {
 		_, err := cleanTar(io.Discard, bytes.NewReader(mk(&tar.Header{Typeflag: typ, Name: "p/x", Linkname: "/etc/passwd"})), "p")
 		if !errors.Is(err, ErrInvalid) {

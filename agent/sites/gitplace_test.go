@@ -137,7 +137,7 @@ func TestPlaceTree(t *testing.T) {
 	}
 	// owned checks a placed path on the host: there, on the site's disk,
 	// the site's uid's, with the content wanted ("" for a directory).
-	owned := func(rel, content string) {
+	owned := func(t *testing.T, rel, content string) {
 		t.Helper()
 		p := filepath.Join(wpContent, rel)
 		real, err := filepath.EvalSymlinks(p)
@@ -164,13 +164,13 @@ func TestPlaceTree(t *testing.T) {
 			t.Fatalf("%s: %q %v", rel, b, err)
 		}
 	}
-	absent := func(rel string) {
+	absent := func(t *testing.T, rel string) {
 		t.Helper()
 		if _, err := os.Lstat(filepath.Join(wpContent, rel)); !os.IsNotExist(err) {
 			t.Fatalf("%s is there (%v)", rel, err)
 		}
 	}
-	noLeftovers := func() {
+	noLeftovers := func(t *testing.T) {
 		t.Helper()
 		left, _ := filepath.Glob(filepath.Join(wpContent, ".sandbox-*"))
 		if len(left) > 0 {
@@ -190,13 +190,13 @@ func TestPlaceTree(t *testing.T) {
 	if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", bytes.NewReader(tree(t, "hello-git", v1))); err != nil {
 		t.Fatal(err)
 	}
-	owned("plugins/hello-git", "")
-	owned("plugins/hello-git/inc", "")
-	owned("plugins/hello-git/old-only.php", v1["old-only.php"])
+	owned(t, "plugins/hello-git", "")
+	owned(t, "plugins/hello-git/inc", "")
+	owned(t, "plugins/hello-git/old-only.php", v1["old-only.php"])
 	if fi, err := os.Stat(filepath.Join(wpContent, "plugins/hello-git/bin/build.sh")); err != nil || fi.Mode().Perm()&0o100 == 0 {
 		t.Fatalf("build.sh: %v %v", fi, err)
 	}
-	noLeftovers()
+	noLeftovers(t)
 	if out := php(`$r = activate_plugin("hello-git/hello-git.php"); echo is_wp_error($r) ? $r->get_error_message() : "activated";`); out != "activated" {
 		t.Fatalf("activate 1.0: %s", out)
 	}
@@ -209,10 +209,10 @@ func TestPlaceTree(t *testing.T) {
 		if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", bytes.NewReader(tree(t, "hello-git", v2))); err != nil {
 			t.Fatal(err)
 		}
-		absent("plugins/hello-git/old-only.php")
-		owned("plugins/hello-git/new-only.php", v2["new-only.php"])
-		owned("plugins/hello-git/hello-git.php", v2["hello-git.php"])
-		noLeftovers()
+		absent(t, "plugins/hello-git/old-only.php")
+		owned(t, "plugins/hello-git/new-only.php", v2["new-only.php"])
+		owned(t, "plugins/hello-git/hello-git.php", v2["hello-git.php"])
+		noLeftovers(t)
 		out := php(`$r = activate_plugin("hello-git/hello-git.php"); $d = get_plugin_data(WP_PLUGIN_DIR . "/hello-git/hello-git.php");` +
 			`echo is_wp_error($r) ? $r->get_error_message() : (is_plugin_active("hello-git/hello-git.php") ? "active " . $d["Version"] : "inactive");`)
 		if out != "active 2.0" {
@@ -226,13 +226,13 @@ func TestPlaceTree(t *testing.T) {
 	t.Run("a theme", func(t *testing.T) {
 		theme := map[string]string{
 			"style.css": "/*\nTheme Name: Git Theme\nVersion: 1.2\n*/\n",
-			"index.php": "<?php echo '<html><body>git-theme-index</body></html>';\n",
+			"index.php": "<?php echo '<html><body>git-theme-index'; wp_footer(); echo '</body></html>';\n",
 		}
 		if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlaceTheme, "git-theme", bytes.NewReader(tree(t, "git-theme", theme))); err != nil {
 			t.Fatal(err)
 		}
-		owned("themes/git-theme/style.css", theme["style.css"])
-		noLeftovers()
+		owned(t, "themes/git-theme/style.css", theme["style.css"])
+		noLeftovers(t)
 		if out := php(`$t = wp_get_theme("git-theme"); switch_theme("git-theme"); echo $t->exists() && !$t->errors() ? $t->get("Version") . " " . get_stylesheet() : "broken";`); out != "1.2 git-theme" {
 			t.Fatalf("theme: %s", out)
 		}
@@ -251,17 +251,17 @@ func TestPlaceTree(t *testing.T) {
 		if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlaceWPContent, "", bytes.NewReader(tree(t, "", files))); err != nil {
 			t.Fatal(err)
 		}
-		owned("mu-plugins/x.php", files["mu-plugins/x.php"])
-		owned("languages/README", files["languages/README"])
-		owned("uploads/2024/05/photo.jpg", "photo\n")
-		absent("uploads/planted.txt")
-		owned("plugins/hello-git/new-only.php", "<?php // only in 2.0\n")
-		owned("themes/git-theme/index.php", "<?php echo '<html><body>git-theme-index</body></html>';\n")
+		owned(t, "mu-plugins/x.php", files["mu-plugins/x.php"])
+		owned(t, "languages/README", files["languages/README"])
+		owned(t, "uploads/2024/05/photo.jpg", "photo\n")
+		absent(t, "uploads/planted.txt")
+		owned(t, "plugins/hello-git/new-only.php", "<?php // only in 2.0\n")
+		owned(t, "themes/git-theme/index.php", "<?php echo '<html><body>git-theme-index'; wp_footer(); echo '</body></html>';\n")
 		// The sandbox's own mu-plugin is back (login links rely on it).
 		if _, err := os.Stat(filepath.Join(wpContent, "mu-plugins/sandbox.php")); err != nil {
 			t.Fatal(err)
 		}
-		noLeftovers()
+		noLeftovers(t)
 		if body := home(); !strings.Contains(body, "mu-x-loaded") {
 			t.Fatalf("mu-plugins/x.php does not run: %.300s", body)
 		}
@@ -270,10 +270,10 @@ func TestPlaceTree(t *testing.T) {
 	// Each failure below must leave plugin 2.0 as it is.
 	intact := func(t *testing.T) {
 		t.Helper()
-		owned("plugins/hello-git/new-only.php", "<?php // only in 2.0\n")
-		absent("plugins/hello-git/old-only.php")
-		absent("plugins/hello-git/evil")
-		noLeftovers()
+		owned(t, "plugins/hello-git/new-only.php", "<?php // only in 2.0\n")
+		absent(t, "plugins/hello-git/old-only.php")
+		absent(t, "plugins/hello-git/evil")
+		noLeftovers(t)
 	}
 	v3 := helloPlugin("3.0", nil)
 	good := tree(t, "hello-git", v3)
@@ -296,6 +296,7 @@ func TestPlaceTree(t *testing.T) {
 			{"the same file twice", rawTar(t, &tar.Header{Typeflag: tar.TypeReg, Name: "hello-git/a.php", Mode: 0o644},
 				&tar.Header{Typeflag: tar.TypeReg, Name: "hello-git/a.php", Mode: 0o644}), sites.ErrInvalid},
 			{"a truncated tar", good[:len(good)/2], sites.ErrInvalid},
+			{"a tar cut at an entry's end", good[:len(good)-1024], sites.ErrInvalid},
 			{"not a tar", []byte(strings.Repeat("garbage ", 200)), sites.ErrInvalid},
 			{"empty", nil, sites.ErrInvalid},
 		} {
