@@ -113,11 +113,13 @@ func (m *Manager) unpackTree(ctx context.Context, s *Site, ex streamExec, stage,
 	// Owned by unpackTree: it ends when the site's tar does (at the
 	// latest when pw is closed below, or ctx ends the exec).
 	go func() {
-		// GNU tar: no -P, so leading "/" is stripped and members with
-		// ".." refused; -k fails on a name given twice; nothing of the
-		// archive's owners, permissions or times is kept.
+		// What a placement killed midway staged goes first (the site's
+		// lock is held: none runs now). GNU tar: no -P, so a leading "/"
+		// is stripped and members with ".." refused; -k fails on a name
+		// given twice; nothing of the archive's owners, permissions or
+		// times is kept.
 		res, err := ex.ExecReader(ctx, containerID(s.ID), []string{"/bin/sh", "-c",
-			`set -e; cd /srv/site/wordpress/wp-content; mkdir -- "$1"
+			`set -e; cd /srv/site/wordpress/wp-content; rm -rf -- .sandbox-place-*; mkdir -- "$1"
 exec tar -x -f - -C "$1" -k --no-same-owner --no-same-permissions --touch --delay-directory-restore --no-unquote`,
 			"sh", stage}, nil, uint32(s.UID), uint32(s.UID), pr)
 		pr.CloseWithError(errors.New("the site's tar has ended"))
@@ -270,7 +272,7 @@ if ! mv -T -- "$stage" "$dest"; then
 	if [ -e "$old" ] || [ -L "$old" ]; then mv -T -- "$old" "$dest"; fi
 	fail
 fi
-rm -rf -- "$old"`
+rm -rf -- "$old" || true`
 	return m.runSwap(ctx, s, []string{"/bin/sh", "-c", script, "sh", stage, old, dest})
 }
 
@@ -297,7 +299,7 @@ done
 case " $placed " in *" mu-plugins "*)
 	mkdir -p mu-plugins && cp /srv/site/conf/sandbox-mu-plugin.php mu-plugins/sandbox.php || undo ;;
 esac
-rm -rf -- "$stage" "$old"`
+rm -rf -- "$stage" "$old" || true`
 	return m.runSwap(ctx, s, append([]string{"/bin/sh", "-c", script, "sh", stage, old}, tops...))
 }
 

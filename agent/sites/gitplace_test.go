@@ -6,7 +6,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -14,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/agent/gitdeploy"
 	"github.com/sandboxd/sandboxd/agent/sites"
 )
 
@@ -223,6 +227,37 @@ func TestPlaceTree(t *testing.T) {
 		}
 	})
 
+	t.Run("a branch fetched with git", func(t *testing.T) {
+		// The deploy's whole path: gitdeploy fetches from a smart-HTTP
+		// server and writes the tree into PlaceTree through a pipe.
+		url, head := gitRepoServer(t, helloPlugin("4.0", map[string]string{"git-only.php": "<?php // from git\n"}))
+		f := &gitdeploy.Fetcher{Dir: t.TempDir()}
+		tr, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_place", URL: url, Branch: "main"})
+		if err != nil || tr.SHA != head {
+			t.Fatalf("fetch: %v %v", tr, err)
+		}
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(tr.WriteTar(ctx, pw, "hello-git")) }()
+		err = e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", pr)
+		pr.CloseWithError(errors.New("placement ended")) // a writer still writing stops
+		if err != nil {
+			t.Fatal(err)
+		}
+		owned(t, "plugins/hello-git/git-only.php", "<?php // from git\n")
+		absent(t, "plugins/hello-git/new-only.php")
+		if fi, err := os.Stat(filepath.Join(wpContent, "plugins/hello-git/bin/build.sh")); err != nil || fi.Mode().Perm()&0o100 == 0 {
+			t.Fatalf("build.sh: %v %v", fi, err)
+		}
+		if body := home(); !strings.Contains(body, "hello-git 4.0") {
+			t.Fatalf("the fetched plugin does not run: %.300s", body)
+		}
+		// Back to 2.0, which the cases below expect.
+		v2 := helloPlugin("2.0", map[string]string{"new-only.php": "<?php // only in 2.0\n"})
+		if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", bytes.NewReader(tree(t, "hello-git", v2))); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("a theme", func(t *testing.T) {
 		theme := map[string]string{
 			"style.css": "/*\nTheme Name: Git Theme\nVersion: 1.2\n*/\n",
@@ -302,6 +337,7 @@ func TestPlaceTree(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", bytes.NewReader(tc.tar))
+				t.Log(err)
 				if !errors.Is(err, tc.want) {
 					t.Fatalf("got %v, want %v", err, tc.want)
 				}
@@ -316,6 +352,7 @@ func TestPlaceTree(t *testing.T) {
 		defer sh(`rm -f /srv/site/tmp/fill`)
 		big := helloPlugin("3.0", map[string]string{"big.bin": strings.Repeat("0123456789abcdef", 4<<16)})
 		err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", bytes.NewReader(tree(t, "hello-git", big)))
+		t.Log(err)
 		if !errors.Is(err, sites.ErrDiskFull) {
 			t.Fatalf("got %v, want ErrDiskFull", err)
 		}
@@ -367,7 +404,122 @@ func TestPlaceTree(t *testing.T) {
 	})
 }
 
+// gitRepoServer serves a repository holding files (one commit on main)
+// with git http-backend over plain HTTP; it returns its URL and commit.
+func gitRepoServer(t *testing.T, files map[string]string) (string, string) {
+	t.Helper()
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatalf("git is needed: %v", err)
+	}
+	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	run := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(gitBin, args...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + root, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+			"GIT_AUTHOR_NAME=T", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=T", "GIT_COMMITTER_EMAIL=t@example.com"}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	run(root, "init", "-q", "-b", "main", work)
+	for p, content := range files {
+		full := filepath.Join(work, p)
+		mode := os.FileMode(0o644)
+		if strings.HasSuffix(p, ".sh") {
+			mode = 0o755
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(work, "add", "-A")
+	run(work, "commit", "-q", "-m", "plugin")
+	run(root, "clone", "-q", "--bare", work, filepath.Join(root, "repo.git"))
+	srv := httptest.NewServer(&cgi.Handler{Path: gitBin, Args: []string{"http-backend"}, Stderr: io.Discard,
+		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}})
+	t.Cleanup(srv.Close)
+	return srv.URL + "/repo.git", run(work, "rev-parse", "HEAD")
+}
+
 // readerFunc is a Reader made of a function.
 type readerFunc func([]byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// TestPlaceTreeOnClone: a site cloned from the stock install has its
+// tree as an overlay over the template's; placing over a directory of
+// the template (the active theme, the whole plugins directory) replaces
+// it in the site and nowhere else.
+func TestPlaceTreeOnClone(t *testing.T) {
+	e := setUp(t, func(c *sites.Config) { c.StockTemplates = true })
+	ctx := context.Background()
+	s, err := e.mgr.Create(ctx, req("site_gitpc001", "gitclone", "Git Clone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = e.mgr.Delete(context.Background(), s.ID) })
+	if s.Template == "" {
+		t.Fatal("not a clone")
+	}
+	wpContent := filepath.Join(e.mgr.Data(s.ID), "wordpress", "wp-content")
+	res, err := e.mgr.Exec(ctx, s.ID, []string{"php", "-r", `require "/srv/site/wordpress/wp-load.php"; echo get_stylesheet();`}, nil)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("php: %v %+v", err, res)
+	}
+	theme := string(res.Stdout)
+	before, err := os.ReadDir(filepath.Join(wpContent, "themes", theme))
+	if err != nil || len(before) < 3 {
+		t.Fatalf("the stock theme %q: %v %v", theme, before, err)
+	}
+	files := map[string]string{
+		"style.css": "/*\nTheme Name: Replaced\n*/\n",
+		"index.php": "<?php echo '<html><body>replaced-stock-theme</body></html>';\n",
+	}
+	if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlaceTheme, theme, bytes.NewReader(tree(t, theme, files))); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.ReadDir(filepath.Join(wpContent, "themes", theme))
+	if err != nil || len(after) != 2 {
+		t.Fatalf("the theme holds %v (%v)", after, err)
+	}
+	for _, f := range after {
+		fi, _ := f.Info()
+		if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != s.UID {
+			t.Fatalf("%s owned by %d", f.Name(), st.Uid)
+		}
+	}
+	resp, body := get(t, s.Addr(), "gitclone.localhost:8081", "/")
+	if resp.StatusCode != 200 || !strings.Contains(body, "replaced-stock-theme") {
+		t.Fatalf("home: %d %.300s", resp.StatusCode, body)
+	}
+
+	// The whole plugins directory, from the template, goes.
+	own := map[string]string{"plugins/own/own.php": "<?php\n/*\nPlugin Name: Own\n*/\n"}
+	if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlaceWPContent, "", bytes.NewReader(tree(t, "", own))); err != nil {
+		t.Fatal(err)
+	}
+	plugins, err := os.ReadDir(filepath.Join(wpContent, "plugins"))
+	if err != nil || len(plugins) != 1 || plugins[0].Name() != "own" {
+		t.Fatalf("plugins: %v %v", plugins, err)
+	}
+	// A refused tree leaves the theme as placed.
+	bad := rawTar(t, &tar.Header{Typeflag: tar.TypeSymlink, Name: theme + "/index.php", Linkname: "/srv/site/secrets"})
+	if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlaceTheme, theme, bytes.NewReader(bad)); !errors.Is(err, sites.ErrInvalid) {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(wpContent, "themes", theme, "index.php")); err != nil || string(b) != files["index.php"] {
+		t.Fatalf("index.php: %q %v", b, err)
+	}
+	left, _ := filepath.Glob(filepath.Join(wpContent, ".sandbox-*"))
+	if len(left) > 0 {
+		t.Fatalf("left in wp-content: %v", left)
+	}
+}
