@@ -205,3 +205,16 @@ func with(h http.Header, name, value string) http.Header {
 	h.Set(name, value)
 	return h
 }
+
+// TestParseGiteaEitherSignature: older Gitea sends only X-Gitea-Signature,
+// and a proxy may pass only X-Hub-Signature-256: either one suffices.
+func TestParseGiteaEitherSignature(t *testing.T) {
+	body := payload(t, "gitea-push.json")
+	for _, drop := range []string{"X-Hub-Signature-256", "X-Gitea-Signature"} {
+		h := without(headers(gitpush.Gitea, "push", body, secret), drop)
+		ev, err := gitpush.Parse(h, body, secret)
+		if err != nil || ev.Provider != gitpush.Gitea || ev.Branch != "develop" {
+			t.Fatalf("without %s: %+v %v", drop, ev, err)
+		}
+	}
+}
