@@ -522,3 +522,47 @@ func TestPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// failingWriter takes n bytes, then fails.
+type failingWriter struct{ n int }
+
+var errWriter = errors.New("the reader went away")
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > w.n {
+		return 0, errWriter
+	}
+	w.n -= len(p)
+	return len(p), nil
+}
+
+// TestWriteTarStops: a writer that fails, or a context that ends, stops
+// WriteTar with that reason (git cat-file is reaped), and a bad folder
+// name is refused.
+func TestWriteTarStops(t *testing.T) {
+	srv := newGitServer(t)
+	newServerRepo(t, srv.root, "w", pluginFiles("1.0"))
+	f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: srv.caFile}
+	ctx := context.Background()
+	tree, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_w", URL: srv.url("127.0.0.1", "w"), Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tree.WriteTar(ctx, &failingWriter{n: 4096}, "w"); !errors.Is(err, errWriter) {
+		t.Fatalf("failing writer: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := tree.WriteTar(cctx, io.Discard, "w"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+	for _, prefix := range []string{"..", "a/b", ".hidden", "-x", strings.Repeat("x", 101)} {
+		if err := tree.WriteTar(ctx, io.Discard, prefix); !errors.Is(err, gitdeploy.ErrInvalid) {
+			t.Errorf("prefix %q: %v", prefix, err)
+		}
+	}
+	// The repository's lock was given back each time: a fetch goes on.
+	if _, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_w", URL: srv.url("127.0.0.1", "w"), Branch: "main"}); err != nil {
+		t.Fatal(err)
+	}
+}

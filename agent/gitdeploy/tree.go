@@ -213,9 +213,9 @@ func (t *Tree) WriteTar(ctx context.Context, w io.Writer, prefix string) error {
 	}
 	t.lock.RLock()
 	defer t.lock.RUnlock()
-	ctx, cancel := context.WithCancel(ctx)
+	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd := t.inv.command(ctx, "cat-file", "--batch")
+	cmd := t.inv.command(cctx, "cat-file", "--batch")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return err
@@ -243,7 +243,7 @@ func (t *Tree) WriteTar(ctx context.Context, w io.Writer, prefix string) error {
 	}()
 	werr := t.writeTar(w, bufio.NewReaderSize(stdout, 64<<10), prefix)
 	if werr != nil {
-		cancel()
+		cancel() // cat-file may have more to say: nobody listens
 	}
 	err = cmd.Wait()
 	switch {
