@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -156,7 +157,8 @@ func (f *Fetcher) Fetch(ctx context.Context, s Source) (*Tree, error) {
 		_ = os.Remove(t)
 	}
 	sc := newScrubber(s)
-	fetchIn := *in
+	fetchIn := *in // with the transport's secrets, for the fetch alone
+	fetchIn.config = slices.Clone(in.config)
 	if err := f.transport(&fetchIn, s, r, home, base); err != nil {
 		return nil, err
 	}
