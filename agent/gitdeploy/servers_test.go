@@ -1,0 +1,401 @@
+package gitdeploy_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// realGit is the git the servers and the shim run; missing, the test
+// fails.
+func realGit(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatalf("git is needed: %v", err)
+	}
+	return p
+}
+
+// git runs git in dir for the test's own repositories.
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(realGit(t), args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.com", "GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.com"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// serverRepo is a repository the test servers serve: a work tree to
+// commit in and the bare repository they read.
+type serverRepo struct {
+	t    *testing.T
+	work string
+	bare string
+}
+
+// newServerRepo makes root/name.git with one commit on main holding
+// files (path → content; a "->" prefix makes a symbolic link).
+func newServerRepo(t *testing.T, root, name string, files map[string]string) *serverRepo {
+	t.Helper()
+	r := &serverRepo{t: t, work: filepath.Join(t.TempDir(), name), bare: filepath.Join(root, name+".git")}
+	git(t, filepath.Dir(r.work), "init", "-q", "-b", "main", r.work)
+	r.commit("first", files)
+	git(t, root, "init", "-q", "--bare", r.bare)
+	r.push("main")
+	return r
+}
+
+// commit writes files into the work tree and commits them.
+func (r *serverRepo) commit(msg string, files map[string]string) {
+	r.t.Helper()
+	for p, content := range files {
+		full := filepath.Join(r.work, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			r.t.Fatal(err)
+		}
+		_ = os.Remove(full)
+		var err error
+		if target, ok := strings.CutPrefix(content, "->"); ok {
+			err = os.Symlink(target, full)
+		} else {
+			mode := os.FileMode(0o644)
+			if strings.HasSuffix(p, ".sh") {
+				mode = 0o755
+			}
+			err = os.WriteFile(full, []byte(content), mode)
+		}
+		if err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	git(r.t, r.work, "add", "-A")
+	git(r.t, r.work, "commit", "-q", "--allow-empty", "-m", msg)
+}
+
+// push sends the work tree's branch to the bare repository; it returns
+// the branch's commit.
+func (r *serverRepo) push(branch string) string {
+	r.t.Helper()
+	git(r.t, r.work, "push", "-q", "--force", r.bare, "HEAD:refs/heads/"+branch)
+	return git(r.t, r.bare, "rev-parse", "refs/heads/"+branch)
+}
+
+// gitServer is a smart-HTTP git server over TLS: git http-backend behind
+// net/http/cgi, asking for a token when one is set.
+type gitServer struct {
+	root   string // GIT_PROJECT_ROOT
+	caFile string // the server certificate, for Fetcher.CAFile
+	port   string
+	srv    *httptest.Server
+
+	mu       sync.Mutex
+	token    string   // the token asked for; empty: none
+	requests int      // requests answered
+	leaks    []string // processes whose argv held a secret, seen while a request was served
+	secrets  []string // what the argv scan looks for
+	hook     func(*http.Request)
+}
+
+// setHook has every request go through hook first (nil: none).
+func (s *gitServer) setHook(hook func(*http.Request)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hook = hook
+}
+
+func newGitServer(t *testing.T) *gitServer {
+	t.Helper()
+	s := &gitServer{root: t.TempDir()}
+	backend := &cgi.Handler{Path: realGit(t), Args: []string{"http-backend"}, Dir: s.root, Stderr: io.Discard,
+		Env: []string{"GIT_PROJECT_ROOT=" + s.root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}}
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.requests++
+		token, secrets, hook := s.token, s.secrets, s.hook
+		s.mu.Unlock()
+		if hook != nil {
+			hook(r)
+		}
+		// The client's git processes are alive now, waiting for this
+		// answer: whatever their argv holds, ps would show.
+		if leaks := argvHolding(secrets); len(leaks) > 0 {
+			s.mu.Lock()
+			s.leaks = append(s.leaks, leaks...)
+			s.mu.Unlock()
+		}
+		if token != "" {
+			user, pass, ok := r.BasicAuth()
+			if !ok || pass != token || user == "" {
+				w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+		}
+		backend.ServeHTTP(w, r)
+	}))
+	cert, certPEM := testCert(t)
+	s.caFile = filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(s.caFile, certPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	s.srv.StartTLS()
+	t.Cleanup(s.srv.Close)
+	_, s.port, _ = net.SplitHostPort(s.srv.Listener.Addr().String())
+	return s
+}
+
+// url is name's URL at host (127.0.0.1, or a name a pin leads here).
+func (s *gitServer) url(host, name string) string {
+	return "https://" + host + ":" + s.port + "/" + name + ".git"
+}
+
+func (s *gitServer) requireToken(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.token = token
+	s.secrets = []string{token, base64.StdEncoding.EncodeToString([]byte("x-access-token:" + token))}
+}
+
+func (s *gitServer) stats() (int, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests, append([]string(nil), s.leaks...)
+}
+
+// argvHolding lists the processes of this machine whose command line
+// holds one of secrets.
+func argvHolding(secrets []string) []string {
+	if len(secrets) == 0 {
+		return nil
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var out []string
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		for _, s := range secrets {
+			if bytes.Contains(b, []byte(s)) {
+				out = append(out, fmt.Sprintf("%s: %q", p, bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
+			}
+		}
+	}
+	return out
+}
+
+// testCert is a self-signed certificate for repo.test and 127.0.0.1.
+func testCert(t *testing.T) (tls.Certificate, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "repo.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames: []string{"repo.test"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, certPEM
+}
+
+// sshServer is Debian's sshd on 127.0.0.1, letting the holder of one
+// deploy key run git-upload-pack as the current user.
+type sshServer struct {
+	port    string
+	user    string
+	hostKey string // public half, as known_hosts writes it
+}
+
+// keygen makes an ed25519 key pair in dir: the private key's file and the
+// public half.
+func keygen(t *testing.T, dir, name string) (string, []byte) {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", p).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v %s", err, out)
+	}
+	pub, err := os.ReadFile(p + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, pub
+}
+
+// newSSHServer starts sshd with its own configuration, host key and
+// authorized key (authorized's public half) in a temporary directory;
+// the test's end stops it and removes them.
+func newSSHServer(t *testing.T, authorized []byte) *sshServer {
+	t.Helper()
+	sshd := "/usr/sbin/sshd"
+	if _, err := os.Stat(sshd); err != nil {
+		t.Fatalf("openssh-server is needed: %v", err)
+	}
+	// sshd started as root wants its (empty) privilege separation
+	// directory, which the system's service makes at boot.
+	if os.Geteuid() == 0 {
+		if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	hostKey, hostPub := keygen(t, dir, "host_key")
+	auth := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(auth, authorized, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 0; ; attempt++ {
+		port := freePort(t)
+		cfg := filepath.Join(dir, "sshd_config")
+		conf := strings.Join([]string{
+			"ListenAddress 127.0.0.1:" + port,
+			"HostKey " + hostKey,
+			"AuthorizedKeysFile " + auth,
+			"AllowUsers " + u.Username,
+			"StrictModes no",
+			"UsePAM no",
+			"PasswordAuthentication no",
+			"KbdInteractiveAuthentication no",
+			"PubkeyAuthentication yes",
+			"PermitRootLogin prohibit-password",
+			"PidFile none",
+			"MaxStartups 50",
+			"LogLevel INFO",
+		}, "\n") + "\n"
+		if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(sshd, "-f", cfg, "-D", "-e")
+		// A group of its own: the cleanup ends its per-connection
+		// children with it.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("sshd: %v", err)
+		}
+		ready, log := waitListening(stderr, port)
+		if ready {
+			t.Cleanup(func() {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				_ = cmd.Wait()
+			})
+			f := strings.Fields(string(hostPub))
+			return &sshServer{port: port, user: u.Username, hostKey: f[0] + " " + f[1]}
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if attempt == 2 || !strings.Contains(log, "Address already in use") {
+			t.Fatalf("sshd did not start: %s", log)
+		}
+	}
+}
+
+// waitListening reads sshd's log until it listens (then drains the rest
+// in the background until sshd exits) or 10 s pass.
+func waitListening(stderr interface{ Read([]byte) (int, error) }, port string) (bool, string) {
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default: // nobody waits any more: drain
+			}
+		}
+		close(lines)
+	}()
+	var log strings.Builder
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return false, log.String()
+			}
+			log.WriteString(l + "\n")
+			if strings.Contains(l, "Server listening on 127.0.0.1 port "+port) {
+				return true, log.String()
+			}
+		case <-deadline:
+			return false, log.String() + "(no answer in 10 s)"
+		}
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// url is the ssh URL of a bare repository at host.
+func (s *sshServer) url(host, bare string) string {
+	return "ssh://" + s.user + "@" + host + ":" + s.port + bare
+}
+
+// gitShim is a git in front of the real one that records every argv it
+// is started with, one line each.
+func gitShim(t *testing.T) (bin, log string) {
+	t.Helper()
+	dir := t.TempDir()
+	bin, log = filepath.Join(dir, "git"), filepath.Join(dir, "argv.log")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + log + "'\nexec '" + realGit(t) + "' \"$@\"\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin, log
+}
