@@ -96,7 +96,7 @@ func classify(r *remote, stderr string, sc scrubber) error {
 	default:
 		return fmt.Errorf("git fetch failed: %s", msg)
 	}
-	if r.ssh && kind == ErrAuth {
+	if r.SSH && kind == ErrAuth {
 		hint = "check the deploy key is added to the repository"
 	}
 	if kind == ErrHostKey {

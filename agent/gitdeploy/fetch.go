@@ -164,7 +164,7 @@ func (f *Fetcher) Fetch(ctx context.Context, s Source) (*Tree, error) {
 	}
 	ref := "refs/heads/" + s.Branch
 	if _, stderr, err := fetchIn.run(ctx, 1<<20, "fetch", "--quiet", "--depth", "1", "--no-tags", "--no-recurse-submodules",
-		"--no-auto-gc", "--no-write-fetch-head", "--", r.url, "+"+ref+":"+ref); err != nil {
+		"--no-auto-gc", "--no-write-fetch-head", "--", r.URL, "+"+ref+":"+ref); err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			return nil, cause
 		}
@@ -235,7 +235,7 @@ func (f *Fetcher) baseConfig(r *remote) [][2]string {
 	if f.CAFile != "" {
 		c = append(c, [2]string{"http.sslCAInfo", f.CAFile})
 	}
-	if r.ssh {
+	if r.SSH {
 		return append(c, [2]string{"protocol.ssh.allow", "always"})
 	}
 	return append(c, [2]string{"protocol.https.allow", "always"}, [2]string{"protocol.http.allow", "always"})
@@ -244,10 +244,10 @@ func (f *Fetcher) baseConfig(r *remote) [][2]string {
 // transport adds what the fetch needs to reach the server: the pin and
 // the token for https, the key and known hosts for ssh.
 func (f *Fetcher) transport(in *invocation, s Source, r *remote, home, base string) error {
-	if !r.ssh {
+	if !r.SSH {
 		in.env = append(in.env, "GIT_ALLOW_PROTOCOL=https:http")
 		if s.Pin != "" {
-			in.config = append(in.config, [2]string{"http.curloptResolve", r.host + ":" + r.port + ":" + bracket(net.ParseIP(s.Pin))})
+			in.config = append(in.config, [2]string{"http.curloptResolve", r.Host + ":" + r.Port + ":" + bracket(net.ParseIP(s.Pin))})
 		}
 		if s.Token != "" {
 			user := s.TokenUser
@@ -276,7 +276,7 @@ func (f *Fetcher) transport(in *invocation, s Source, r *remote, home, base stri
 		"-o", "IdentityAgent=none", "-o", "LogLevel=ERROR"}
 	if s.Pin != "" {
 		// The host's key is trusted by name, wherever the pin leads.
-		cmd = append(cmd, "-o", "HostKeyAlias="+r.host)
+		cmd = append(cmd, "-o", "HostKeyAlias="+r.Host)
 	}
 	in.env = append(in.env, "GIT_ALLOW_PROTOCOL=ssh", "GIT_SSH_VARIANT=ssh", "GIT_SSH_COMMAND="+strings.Join(cmd, " "))
 	return nil

@@ -12,16 +12,16 @@ func TestParseURL(t *testing.T) {
 		raw, pin string
 		want     remote
 	}{
-		{"https://github.com/acme/plugin.git", "", remote{url: "https://github.com/acme/plugin.git", host: "github.com", port: "443"}},
-		{"https://github.com/acme/plugin.git", "140.82.121.4", remote{url: "https://github.com/acme/plugin.git", host: "github.com", port: "443"}},
-		{"http://10.0.0.5:8080/mirror/plugin.git", "", remote{url: "http://10.0.0.5:8080/mirror/plugin.git", host: "10.0.0.5", port: "8080"}},
-		{"ssh://git@github.com/acme/plugin.git", "", remote{ssh: true, url: "ssh://git@github.com/acme/plugin.git", host: "github.com"}},
-		{"ssh://git@gitea.example:2222/acme/plugin.git", "192.0.2.7", remote{ssh: true, url: "ssh://git@192.0.2.7:2222/acme/plugin.git",
-			host: "gitea.example", port: "2222"}},
-		{"ssh://git@gitlab.com/acme/plugin.git", "2001:db8::1", remote{ssh: true, url: "ssh://git@[2001:db8::1]/acme/plugin.git", host: "gitlab.com"}},
-		{"git@github.com:acme/plugin.git", "", remote{ssh: true, url: "git@github.com:acme/plugin.git", host: "github.com"}},
-		{"git@github.com:acme/plugin.git", "140.82.121.4", remote{ssh: true, url: "git@140.82.121.4:acme/plugin.git", host: "github.com"}},
-		{"git@github.com:acme/plugin.git", "2001:db8::1", remote{ssh: true, url: "git@[2001:db8::1]:acme/plugin.git", host: "github.com"}},
+		{"https://github.com/acme/plugin.git", "", remote{URL: "https://github.com/acme/plugin.git", Host: "github.com", Port: "443"}},
+		{"https://github.com/acme/plugin.git", "140.82.121.4", remote{URL: "https://github.com/acme/plugin.git", Host: "github.com", Port: "443"}},
+		{"http://10.0.0.5:8080/mirror/plugin.git", "", remote{URL: "http://10.0.0.5:8080/mirror/plugin.git", Host: "10.0.0.5", Port: "8080"}},
+		{"ssh://git@github.com/acme/plugin.git", "", remote{SSH: true, URL: "ssh://git@github.com/acme/plugin.git", Host: "github.com"}},
+		{"ssh://git@gitea.example:2222/acme/plugin.git", "192.0.2.7", remote{SSH: true, URL: "ssh://git@192.0.2.7:2222/acme/plugin.git",
+			Host: "gitea.example", Port: "2222"}},
+		{"ssh://git@gitlab.com/acme/plugin.git", "2001:db8::1", remote{SSH: true, URL: "ssh://git@[2001:db8::1]/acme/plugin.git", Host: "gitlab.com"}},
+		{"git@github.com:acme/plugin.git", "", remote{SSH: true, URL: "git@github.com:acme/plugin.git", Host: "github.com"}},
+		{"git@github.com:acme/plugin.git", "140.82.121.4", remote{SSH: true, URL: "git@140.82.121.4:acme/plugin.git", Host: "github.com"}},
+		{"git@github.com:acme/plugin.git", "2001:db8::1", remote{SSH: true, URL: "git@[2001:db8::1]:acme/plugin.git", Host: "github.com"}},
 	} {
 		r, err := parseURL(tc.raw, net.ParseIP(tc.pin))
 		if err != nil || *r != tc.want {
@@ -123,7 +123,7 @@ func TestClassifyScrubs(t *testing.T) {
 	sc := newScrubber(s)
 	stderr := "fatal: Authentication failed for 'https://oauth2:glpat-SECRETSECRET@gitlab.com/a/b.git/'\n" +
 		"debug: Authorization: Basic " + basicAuth("oauth2", s.Token) + "\n"
-	err := classify(&remote{url: "https://gitlab.com/a/b.git"}, stderr, sc)
+	err := classify(&remote{URL: "https://gitlab.com/a/b.git"}, stderr, sc)
 	if !errors.Is(err, ErrAuth) || strings.Contains(err.Error(), "SECRETSECRET") || strings.Contains(err.Error(), basicAuth("oauth2", s.Token)) {
 		t.Fatalf("%v", err)
 	}
