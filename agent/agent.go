@@ -25,6 +25,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sandboxd/sandboxd/agent/daemon"
+	"github.com/sandboxd/sandboxd/agent/gitdeploy"
 	"github.com/sandboxd/sandboxd/agent/hostclaim"
 	"github.com/sandboxd/sandboxd/agent/images"
 	"github.com/sandboxd/sandboxd/agent/mariadb"
@@ -94,6 +95,9 @@ type Config struct {
 	// Sandbox is the node's runtime class for sites: "runc" (the default)
 	// or "gvisor" (runsc, ptrace platform, through the runc shim).
 	Sandbox string
+	// GitCAFile, when set, is the PEM bundle Git deploys check https code
+	// hosts against instead of the system's roots (a private code host).
+	GitCAFile string
 	// SSHAddr is where the node's SSH gateway for customers listens
 	// (shells, commands and SFTP in their sites); empty runs none.
 	SSHAddr string
@@ -258,7 +262,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		a.url = "http://" + a.ln.Addr().String()
 	}
 	mux := http.NewServeMux()
-	path, handler := agentv1connect.NewAgentServiceHandler(&service{sites: a.sites, log: a.log},
+	fetcher := &gitdeploy.Fetcher{Dir: filepath.Join(dir, "git"), CAFile: cfg.GitCAFile}
+	path, handler := agentv1connect.NewAgentServiceHandler(&service{sites: a.sites, git: fetcher, log: a.log},
 		append(rpclimit.AgentServer(), connect.WithInterceptors(rpcauth.New(cfg.ClusterToken)))...)
 	mux.Handle(path, handler)
 	// Only the control plane calls here (cluster token), over h2c with

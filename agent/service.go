@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sandboxd/sandboxd/agent/gitdeploy"
 	"io"
 	"log/slog"
 	"strings"
@@ -22,7 +23,9 @@ import (
 // service implements AgentService on the site manager.
 type service struct {
 	sites *sites.Manager
-	log   *slog.Logger
+	// git fetches connected repositories into the node's cache.
+	git *gitdeploy.Fetcher
+	log *slog.Logger
 }
 
 var _ agentv1connect.AgentServiceHandler = (*service)(nil)

@@ -76,6 +76,8 @@ type Config struct {
 	Webhooks Webhooks
 	// Domains keeps sites' custom domains (nil: no domain routes).
 	Domains Domains
+	// Repositories keeps sites' connected Git repositories (nil: none).
+	Repositories Repositories
 	// Library keeps the workspace Library's entries and ZIPs.
 	Library Library
 	// PeerBlobs serves and takes ZIPs for peer servers.
@@ -481,5 +483,6 @@ func (a *API) Register(r *rest.Router) {
 	a.registerPHPVersion(r)
 	a.registerDomains(r)
 	a.registerSSH(r)
+	a.registerRepositories(r)
 	a.registerAdmin(r)
 }

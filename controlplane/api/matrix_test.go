@@ -35,6 +35,8 @@ var sampleBodies = map[string]string{
 	"PUT /api/app/sites/{id}/php-version":                  `{"phpVersion":"7.4"}`,
 	"PUT /api/app/sites/{id}/debug":                        `{"wpDebug":true}`,
 	"PUT /api/app/sites/{id}/domain":                       `{"hostname":"matrix.example.com"}`,
+	"POST /api/app/sites/{id}/repositories":                `{"repoUrl":"https://git.example.com/acme/matrix.git","destination":"plugin"}`,
+	"PATCH /api/app/sites/{id}/repositories/{repoId}":      `{"autoDeploy":false}`,
 	"POST /api/account/ssh-keys":                           `{"name":"matrix","publicKey":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEabcLif3if/zQTiFdt2tvtMEVc/WbVQ/I/9aQOvxV/P matrix"}`,
 	"POST /api/app/workspaces/{id}/members":                `{"email":"matrix@example.com"}`,
 	"PATCH /api/app/workspaces/{id}/members/{userId}":      `{"customRoleId":null}`,
@@ -119,6 +121,8 @@ func setUp(t *testing.T, s *server.Server, owner *st.Account, invitee string) fi
 		"blueprint":  bp,
 		"run":        newRun(t, s, owner.Personal, bp, site),
 		"sshKey":     newSSHKey(t, c),
+		"repository": c.Do("POST", "/api/app/sites/"+site+"/repositories", map[string]any{"repoUrl": "https://git.example.com/acme/fixture.git",
+			"destination": "plugin"}).Must(t, 201).Str("repository.id"),
 		"import": c.Do("POST", "/api/app/imports", map[string]any{"sourceUrl": "https://live.example.com", "sizeBytes": 10}).
 			Must(t, 201).Str("import.id"),
 	}}

@@ -100,6 +100,11 @@ var registry = map[Type]func() Command{
 	61: func() Command { return new(AddSSHKey) },
 	62: func() Command { return new(DeleteSSHKey) },
 	63: func() Command { return new(TouchSSHKey) },
+	64: func() Command { return new(CreateRepository) },
+	65: func() Command { return new(PutRepository) },
+	66: func() Command { return new(DeleteRepository) },
+	67: func() Command { return new(RecordDeploy) },
+	68: func() Command { return new(TakePush) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -613,4 +618,34 @@ type DeleteSSHKey struct {
 type TouchSSHKey struct {
 	ID string    `json:"id"`
 	At time.Time `json:"at"`
+}
+
+// CreateRepository connects a repository to a site.
+type CreateRepository struct {
+	Repository state.Repository `json:"repository"`
+}
+
+// PutRepository changes a repository's settings as read at IfUpdatedAt.
+type PutRepository struct {
+	Repository  state.Repository `json:"repository"`
+	IfUpdatedAt time.Time        `json:"ifUpdatedAt"`
+}
+
+// DeleteRepository disconnects a repository.
+type DeleteRepository struct {
+	ID string `json:"id"`
+}
+
+// RecordDeploy stamps the commit a deploy placed.
+type RecordDeploy struct {
+	ID  string    `json:"id"`
+	SHA string    `json:"sha"`
+	At  time.Time `json:"at"`
+}
+
+// TakePush records a push delivery with the deploy it queues, once.
+type TakePush struct {
+	ID       string    `json:"id"`
+	Delivery string    `json:"delivery"`
+	Job      state.Job `json:"job"`
 }

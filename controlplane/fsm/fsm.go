@@ -265,10 +265,15 @@ func (c PutDomain) apply(tx *state.Tx) any     { return result(tx.PutDomain(c.Do
 func (c DisconnectDomain) apply(tx *state.Tx) any {
 	return result(tx.DisconnectDomain(c.SiteID, c.Hostname, c.Job))
 }
-func (c PutCertData) apply(tx *state.Tx) any    { return tx.PutCertData(c.Data) }
-func (c DeleteCertData) apply(tx *state.Tx) any { return tx.DeleteCertData(c.Key) }
-func (c LockCert) apply(tx *state.Tx) any       { return tx.LockCert(c.Lock, c.At) }
-func (c UnlockCert) apply(tx *state.Tx) any     { return tx.UnlockCert(c.Name, c.Owner) }
-func (c AddSSHKey) apply(tx *state.Tx) any      { return tx.AddSSHKey(c.Key, c.Quota) }
-func (c DeleteSSHKey) apply(tx *state.Tx) any   { return tx.DeleteSSHKey(c.UserID, c.ID) }
-func (c TouchSSHKey) apply(tx *state.Tx) any    { return tx.TouchSSHKey(c.ID, c.At) }
+func (c PutCertData) apply(tx *state.Tx) any      { return tx.PutCertData(c.Data) }
+func (c DeleteCertData) apply(tx *state.Tx) any   { return tx.DeleteCertData(c.Key) }
+func (c LockCert) apply(tx *state.Tx) any         { return tx.LockCert(c.Lock, c.At) }
+func (c UnlockCert) apply(tx *state.Tx) any       { return tx.UnlockCert(c.Name, c.Owner) }
+func (c AddSSHKey) apply(tx *state.Tx) any        { return tx.AddSSHKey(c.Key, c.Quota) }
+func (c DeleteSSHKey) apply(tx *state.Tx) any     { return tx.DeleteSSHKey(c.UserID, c.ID) }
+func (c TouchSSHKey) apply(tx *state.Tx) any      { return tx.TouchSSHKey(c.ID, c.At) }
+func (c CreateRepository) apply(tx *state.Tx) any { return tx.CreateRepository(c.Repository) }
+func (c PutRepository) apply(tx *state.Tx) any    { return tx.PutRepository(c.Repository, c.IfUpdatedAt) }
+func (c DeleteRepository) apply(tx *state.Tx) any { return tx.DeleteRepository(c.ID) }
+func (c RecordDeploy) apply(tx *state.Tx) any     { return tx.RecordDeploy(c.ID, c.SHA, c.At) }
+func (c TakePush) apply(tx *state.Tx) any         { return tx.TakePush(c.ID, c.Delivery, c.Job) }

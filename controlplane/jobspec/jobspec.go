@@ -32,7 +32,19 @@ const (
 	// back to its sandbox URL: whichever the site's domain wants when the
 	// job runs.
 	SetSiteDomain = "set_site_domain"
+	// GitDeploy fetches a connected repository's branch on the site's
+	// node and places its tree at the repository's destination.
+	GitDeploy = "git_deploy"
 )
+
+// GitDeployPayload is what a git_deploy job carries.
+type GitDeployPayload struct {
+	RepositoryID string `json:"repositoryId"`
+	// Trigger is manual or push; a push names its commit and delivery.
+	Trigger    string `json:"trigger"`
+	SHA        string `json:"sha,omitempty"`
+	DeliveryID string `json:"deliveryId,omitempty"`
+}
 
 // DomainPayload is what a set_site_domain job carries: the domain it was
 // queued for (the job converges on the domain's state when it runs).

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -160,7 +161,7 @@ func Observe(next http.Handler, log *slog.Logger, m *Metrics) http.Handler {
 				m.requests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
 				m.latency.WithLabelValues(route).Observe(d.Seconds())
 			}
-			attrs := []any{"request_id", id, "method", r.Method, "route", route, "path", r.URL.Path,
+			attrs := []any{"request_id", id, "method", r.Method, "route", route, "path", LogPath(r.URL.Path),
 				"status", sw.status, "bytes", sw.bytes, "duration_ms", float64(d.Microseconds()) / 1000,
 				"remote", r.RemoteAddr}
 			if info.clientIP.IsValid() {
@@ -174,4 +175,17 @@ func Observe(next http.Handler, log *slog.Logger, m *Metrics) http.Handler {
 		}()
 		next.ServeHTTP(sw, r)
 	})
+}
+
+// LogPath is a request path as logs may show it: a webhook URL's last
+// segment is its secret (/hooks/git/{id}/{secret}) and is cut.
+func LogPath(p string) string {
+	if !strings.HasPrefix(p, "/hooks/") {
+		return p
+	}
+	parts := strings.SplitN(p, "/", 5) // "", "hooks", kind, id, secret…
+	if len(parts) < 5 {
+		return p
+	}
+	return strings.Join(parts[:4], "/") + "/…"
 }

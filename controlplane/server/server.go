@@ -56,6 +56,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/nodes"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/pool"
+	"github.com/sandboxd/sandboxd/controlplane/repos"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/routes"
 	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
@@ -460,6 +461,12 @@ func New(cfg Config) (_ *Server, err error) {
 		s.log.Warn("custom domains cannot be checked", "err", err)
 		resolver = nil
 	}
+	gitSealer, err := seal.New(cfg.ClusterToken, "git-deploy")
+	if err != nil {
+		return nil, err
+	}
+	repoService := repos.New(repos.Config{Store: store, Raft: writes, Sealer: gitSealer, PublicURL: s.url, Allow: cfg.FetchAllow, Now: cfg.Now})
+	runners.GitSecrets, runners.PinHost = repoService.Secrets, fetch.PinHost
 	domainService := domains.New(domains.Config{Store: store, Raft: writes, Resolver: resolver, EdgeAddrs: cfg.EdgeAddrs,
 		SandboxDomain: cfg.SandboxDomain, Now: cfg.Now})
 	node.OnLeader(func(ctx context.Context) { domainService.Watch(ctx, cmp.Or(cfg.DomainCheckInterval, time.Minute)) })
@@ -467,12 +474,13 @@ func New(cfg Config) (_ *Server, err error) {
 		Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
 		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
 		Sites: siteService, Tools: siteService, Templates: tpls, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer, Webhooks: hooks,
-		Blueprints: bps,
-		Runs:       bps,
-		Imports:    importService,
-		OAuth:      connector,
-		Domains:    domainService,
-		RateLimits: cfg.RateLimits, Metrics: metrics,
+		Blueprints:   bps,
+		Runs:         bps,
+		Imports:      importService,
+		OAuth:        connector,
+		Domains:      domainService,
+		Repositories: repoService,
+		RateLimits:   cfg.RateLimits, Metrics: metrics,
 	})
 	s.api.Register(s.router)
 	for pattern, h := range s.launcher.Routes() {
@@ -481,6 +489,7 @@ func New(cfg Config) (_ *Server, err error) {
 	for pattern, h := range connector.Routes() {
 		s.router.HandleRaw(pattern, h)
 	}
+	s.router.HandleRaw("POST /hooks/git/{id}/{secret}", gitHook(repoService, s.log))
 	// The connector plugin, ready to install on a live site.
 	s.router.HandleRaw("GET /connect/sandboxd-connector.zip", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		zip, err := pluginzip.PluginZip()

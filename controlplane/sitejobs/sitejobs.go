@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"connectrpc.com/connect"
@@ -45,6 +46,12 @@ type Runners struct {
 	Blueprints BlueprintRunner
 	// Imports tracks restores; nil fails import_restore jobs.
 	Imports Imports
+	// GitSecrets opens a repository's token and deploy key; nil fails
+	// git_deploy jobs.
+	GitSecrets func(*state.Repository) (token string, key []byte, err error)
+	// PinHost resolves a repository's host and checks its addresses with
+	// the address guard; nil fails git_deploy jobs.
+	PinHost func(ctx context.Context, host string) (netip.Addr, error)
 	Now     func() time.Time
 }
 
@@ -62,6 +69,7 @@ func (r *Runners) Register(d *jobs.Dispatcher) {
 	d.Register(jobspec.BakeBlueprint, jobs.RunnerFunc(r.bake))
 	d.Register(jobspec.ImportRestore, jobs.RunnerFunc(r.importRestore))
 	d.Register(jobspec.SetSiteDomain, jobs.RunnerFunc(r.setDomain))
+	d.Register(jobspec.GitDeploy, jobs.RunnerFunc(r.gitDeploy))
 }
 
 func (r *Runners) now() time.Time {

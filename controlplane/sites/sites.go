@@ -112,9 +112,7 @@ func slugFor(name string) string {
 }
 
 // NotReady refuses an operation that needs a ready site.
-func NotReady(s *state.Site) error {
-	return apierr.Invalid("", "the site is %s; this needs a ready site", s.Status).With("status", s.Status)
-}
+func NotReady(s *state.Site) error { return sitespec.NotReady(s) }
 
 // Create validates the request, places the site on a node and queues its
 // create job, all in one Raft entry with the plan's site quota.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
 // PHPVersions are the versions the contract allows.
@@ -174,4 +175,10 @@ type FileAnswer struct {
 	// Truncated is set when a directory has more than 10,000 entries.
 	Truncated bool
 	Content   []byte
+}
+
+// NotReady is the error of an operation that needs a ready site: 400
+// invalid_request with details.status, the site's.
+func NotReady(s *state.Site) error {
+	return apierr.Invalid("", "the site is %s; this needs a ready site", s.Status).With("status", s.Status)
 }

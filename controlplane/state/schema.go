@@ -35,6 +35,7 @@ const (
 	tableCertData     = "cert_data"
 	tableCertLocks    = "cert_locks"
 	tableSSHKeys      = "ssh_keys"
+	tableRepos        = "repositories"
 )
 
 func idIndex() *memdb.IndexSchema {
@@ -159,6 +160,10 @@ func schema() *memdb.DBSchema {
 			"user":        fieldIndex("user", "UserID", false),
 			"fingerprint": fieldIndex("fingerprint", "Fingerprint", true),
 		}},
+		tableRepos: {Name: tableRepos, Indexes: map[string]*memdb.IndexSchema{
+			"id":   idIndex(),
+			"site": fieldIndex("site", "SiteID", false),
+		}},
 		tableDemos: {Name: tableDemos, Indexes: map[string]*memdb.IndexSchema{
 			"id":       idIndex(),
 			"template": fieldIndex("template", "TemplateID", false),
@@ -206,5 +211,5 @@ var tables = []string{
 	tableAccounts, tableWorkspaces, tableRoles, tableMembers, tableTokens,
 	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary, tableIdempotency,
 	tableTemplates, tableLeads, tableDemos, tableWebhooks, tableDeliveries, tableBlueprints, tableRuns,
-	tableImports, tableOAuthClients, tableOAuthCodes, tableDomains, tableCertData, tableCertLocks, tableSSHKeys,
+	tableImports, tableOAuthClients, tableOAuthCodes, tableDomains, tableCertData, tableCertLocks, tableSSHKeys, tableRepos,
 }

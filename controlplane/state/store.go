@@ -217,6 +217,8 @@ func newRow(table string) (any, error) {
 		return new(CertLock), nil
 	case tableSSHKeys:
 		return new(SSHKey), nil
+	case tableRepos:
+		return new(Repository), nil
 	}
 	return nil, fmt.Errorf("unknown table %q", table)
 }

@@ -197,21 +197,32 @@ func (c *Client) Pin(ctx context.Context, raw string) (string, error) {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
 	host := u.Hostname()
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	addr, err := c.PinHost(ctx, host)
 	if err != nil {
-		return "", fmt.Errorf("resolve %s: %w", host, err)
+		return "", err
 	}
-	for _, a := range addrs {
-		if !Allowed(a.Unmap(), c.allow) {
-			return "", fmt.Errorf("%w: %s resolves to %s, a private, loopback, link-local or reserved address", ErrBlocked, host, a)
-		}
-	}
-	if len(addrs) == 0 {
-		return "", fmt.Errorf("resolve %s: no address", host)
-	}
-	a := addrs[0].Unmap().String()
-	if addrs[0].Unmap().Is6() {
+	a := addr.String()
+	if addr.Is6() {
 		a = "[" + a + "]"
 	}
 	return host + ":" + port + ":" + a, nil
+}
+
+// PinHost resolves a host name (or takes an address as written), checks
+// every address it has and returns the one a client that connects by
+// itself (git over ssh) must be pinned to.
+func (c *Client) PinHost(ctx context.Context, host string) (netip.Addr, error) {
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("resolve %s: %w", host, err)
+	}
+	for _, a := range addrs {
+		if !Allowed(a.Unmap(), c.allow) {
+			return netip.Addr{}, fmt.Errorf("%w: %s resolves to %s, a private, loopback, link-local or reserved address", ErrBlocked, host, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return netip.Addr{}, fmt.Errorf("resolve %s: no address", host)
+	}
+	return addrs[0].Unmap(), nil
 }

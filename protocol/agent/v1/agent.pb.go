@@ -3565,6 +3565,185 @@ func (x *AuthorizeSSHResponse) GetReason() string {
 	return ""
 }
 
+type DeployRepositoryRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	SiteId       string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	JobId        string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	RepositoryId string                 `protobuf:"bytes,3,opt,name=repository_id,json=repositoryId,proto3" json:"repository_id,omitempty"`
+	Url          string                 `protobuf:"bytes,4,opt,name=url,proto3" json:"url,omitempty"`
+	Branch       string                 `protobuf:"bytes,5,opt,name=branch,proto3" json:"branch,omitempty"`
+	Token        string                 `protobuf:"bytes,6,opt,name=token,proto3" json:"token,omitempty"`
+	SshKey       []byte                 `protobuf:"bytes,7,opt,name=ssh_key,json=sshKey,proto3" json:"ssh_key,omitempty"`
+	// pin is the address the URL's host is reached at, as the control
+	// plane's address guard checked it; empty for none.
+	Pin string `protobuf:"bytes,8,opt,name=pin,proto3" json:"pin,omitempty"`
+	// destination is plugin, theme or wp-content.
+	Destination   string `protobuf:"bytes,9,opt,name=destination,proto3" json:"destination,omitempty"`
+	FolderName    string `protobuf:"bytes,10,opt,name=folder_name,json=folderName,proto3" json:"folder_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeployRepositoryRequest) Reset() {
+	*x = DeployRepositoryRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeployRepositoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeployRepositoryRequest) ProtoMessage() {}
+
+func (x *DeployRepositoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeployRepositoryRequest.ProtoReflect.Descriptor instead.
+func (*DeployRepositoryRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *DeployRepositoryRequest) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *DeployRepositoryRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *DeployRepositoryRequest) GetRepositoryId() string {
+	if x != nil {
+		return x.RepositoryId
+	}
+	return ""
+}
+
+func (x *DeployRepositoryRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *DeployRepositoryRequest) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
+}
+
+func (x *DeployRepositoryRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *DeployRepositoryRequest) GetSshKey() []byte {
+	if x != nil {
+		return x.SshKey
+	}
+	return nil
+}
+
+func (x *DeployRepositoryRequest) GetPin() string {
+	if x != nil {
+		return x.Pin
+	}
+	return ""
+}
+
+func (x *DeployRepositoryRequest) GetDestination() string {
+	if x != nil {
+		return x.Destination
+	}
+	return ""
+}
+
+func (x *DeployRepositoryRequest) GetFolderName() string {
+	if x != nil {
+		return x.FolderName
+	}
+	return ""
+}
+
+type DeployRepositoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sha           string                 `protobuf:"bytes,1,opt,name=sha,proto3" json:"sha,omitempty"`
+	Files         int64                  `protobuf:"varint,2,opt,name=files,proto3" json:"files,omitempty"`
+	Bytes         int64                  `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeployRepositoryResponse) Reset() {
+	*x = DeployRepositoryResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeployRepositoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeployRepositoryResponse) ProtoMessage() {}
+
+func (x *DeployRepositoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeployRepositoryResponse.ProtoReflect.Descriptor instead.
+func (*DeployRepositoryResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *DeployRepositoryResponse) GetSha() string {
+	if x != nil {
+		return x.Sha
+	}
+	return ""
+}
+
+func (x *DeployRepositoryResponse) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *DeployRepositoryResponse) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
 var File_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agent_v1_agent_proto_rawDesc = "" +
@@ -3862,7 +4041,24 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1d\n" +
 	"\n" +
 	"account_id\x18\x02 \x01(\tR\taccountId\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason*\x9d\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x9c\x02\n" +
+	"\x17DeployRepositoryRequest\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12#\n" +
+	"\rrepository_id\x18\x03 \x01(\tR\frepositoryId\x12\x10\n" +
+	"\x03url\x18\x04 \x01(\tR\x03url\x12\x16\n" +
+	"\x06branch\x18\x05 \x01(\tR\x06branch\x12\x14\n" +
+	"\x05token\x18\x06 \x01(\tR\x05token\x12\x17\n" +
+	"\assh_key\x18\a \x01(\fR\x06sshKey\x12\x10\n" +
+	"\x03pin\x18\b \x01(\tR\x03pin\x12 \n" +
+	"\vdestination\x18\t \x01(\tR\vdestination\x12\x1f\n" +
+	"\vfolder_name\x18\n" +
+	" \x01(\tR\n" +
+	"folderName\"X\n" +
+	"\x18DeployRepositoryResponse\x12\x10\n" +
+	"\x03sha\x18\x01 \x01(\tR\x03sha\x12\x14\n" +
+	"\x05files\x18\x02 \x01(\x03R\x05files\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes*\x9d\x01\n" +
 	"\tSiteState\x12\x1a\n" +
 	"\x16SITE_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SITE_STATE_CREATING\x10\x01\x12\x14\n" +
@@ -3873,7 +4069,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fRegistryService\x12S\n" +
 	"\bRegister\x12\".sandboxd.agent.v1.RegisterRequest\x1a#.sandboxd.agent.v1.RegisterResponse\x12V\n" +
 	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse\x12_\n" +
-	"\fAuthorizeSSH\x12&.sandboxd.agent.v1.AuthorizeSSHRequest\x1a'.sandboxd.agent.v1.AuthorizeSSHResponse2\xcd\x12\n" +
+	"\fAuthorizeSSH\x12&.sandboxd.agent.v1.AuthorizeSSHRequest\x1a'.sandboxd.agent.v1.AuthorizeSSHResponse2\xba\x13\n" +
 	"\fAgentService\x12Y\n" +
 	"\n" +
 	"CreateSite\x12$.sandboxd.agent.v1.CreateSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12O\n" +
@@ -3905,7 +4101,8 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x10RunBlueprintStep\x12*.sandboxd.agent.v1.RunBlueprintStepRequest\x1a+.sandboxd.agent.v1.RunBlueprintStepResponse\x12g\n" +
 	"\x0eRestoreArchive\x12(.sandboxd.agent.v1.RestoreArchiveRequest\x1a).sandboxd.agent.v1.RestoreArchiveResponse(\x01\x12Y\n" +
 	"\n" +
-	"SetSiteURL\x12$.sandboxd.agent.v1.SetSiteURLRequest\x1a%.sandboxd.agent.v1.SetSiteURLResponseB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
+	"SetSiteURL\x12$.sandboxd.agent.v1.SetSiteURLRequest\x1a%.sandboxd.agent.v1.SetSiteURLResponse\x12k\n" +
+	"\x10DeployRepository\x12*.sandboxd.agent.v1.DeployRepositoryRequest\x1a+.sandboxd.agent.v1.DeployRepositoryResponseB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -3920,7 +4117,7 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(SiteState)(0),                   // 0: sandboxd.agent.v1.SiteState
 	(*Resources)(nil),                // 1: sandboxd.agent.v1.Resources
@@ -3976,21 +4173,23 @@ var file_agent_v1_agent_proto_goTypes = []any{
 	(*SetSiteURLResponse)(nil),       // 51: sandboxd.agent.v1.SetSiteURLResponse
 	(*AuthorizeSSHRequest)(nil),      // 52: sandboxd.agent.v1.AuthorizeSSHRequest
 	(*AuthorizeSSHResponse)(nil),     // 53: sandboxd.agent.v1.AuthorizeSSHResponse
-	nil,                              // 54: sandboxd.agent.v1.RegisterRequest.LabelsEntry
-	nil,                              // 55: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	nil,                              // 56: sandboxd.agent.v1.PHPConfig.SettingsEntry
+	(*DeployRepositoryRequest)(nil),  // 54: sandboxd.agent.v1.DeployRepositoryRequest
+	(*DeployRepositoryResponse)(nil), // 55: sandboxd.agent.v1.DeployRepositoryResponse
+	nil,                              // 56: sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	nil,                              // 57: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	nil,                              // 58: sandboxd.agent.v1.PHPConfig.SettingsEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
 	1,  // 0: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
-	54, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	56, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
 	0,  // 2: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
 	1,  // 3: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
 	4,  // 4: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
 	1,  // 5: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
 	4,  // 6: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
 	4,  // 7: sandboxd.agent.v1.ResetSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	55, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	56, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
+	57, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	58, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
 	22, // 10: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
 	4,  // 11: sandboxd.agent.v1.SwitchPHPVersionResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
 	28, // 12: sandboxd.agent.v1.FilesResponse.entries:type_name -> sandboxd.agent.v1.FileEntry
@@ -4029,37 +4228,39 @@ var file_agent_v1_agent_proto_depIdxs = []int32{
 	44, // 45: sandboxd.agent.v1.AgentService.RunBlueprintStep:input_type -> sandboxd.agent.v1.RunBlueprintStepRequest
 	46, // 46: sandboxd.agent.v1.AgentService.RestoreArchive:input_type -> sandboxd.agent.v1.RestoreArchiveRequest
 	50, // 47: sandboxd.agent.v1.AgentService.SetSiteURL:input_type -> sandboxd.agent.v1.SetSiteURLRequest
-	3,  // 48: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
-	6,  // 49: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
-	53, // 50: sandboxd.agent.v1.RegistryService.AuthorizeSSH:output_type -> sandboxd.agent.v1.AuthorizeSSHResponse
-	9,  // 51: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	10, // 52: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
-	12, // 53: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	14, // 54: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	15, // 55: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	15, // 56: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	18, // 57: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
-	19, // 58: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
-	21, // 59: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
-	23, // 60: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
-	24, // 61: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
-	26, // 62: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
-	29, // 63: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
-	30, // 64: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
-	14, // 65: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	32, // 66: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
-	34, // 67: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
-	37, // 68: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	38, // 69: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
-	12, // 70: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	40, // 71: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
-	37, // 72: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	43, // 73: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
-	45, // 74: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
-	49, // 75: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
-	51, // 76: sandboxd.agent.v1.AgentService.SetSiteURL:output_type -> sandboxd.agent.v1.SetSiteURLResponse
-	48, // [48:77] is the sub-list for method output_type
-	19, // [19:48] is the sub-list for method input_type
+	54, // 48: sandboxd.agent.v1.AgentService.DeployRepository:input_type -> sandboxd.agent.v1.DeployRepositoryRequest
+	3,  // 49: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
+	6,  // 50: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
+	53, // 51: sandboxd.agent.v1.RegistryService.AuthorizeSSH:output_type -> sandboxd.agent.v1.AuthorizeSSHResponse
+	9,  // 52: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	10, // 53: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
+	12, // 54: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	14, // 55: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	15, // 56: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	15, // 57: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	18, // 58: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
+	19, // 59: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
+	21, // 60: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
+	23, // 61: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
+	24, // 62: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
+	26, // 63: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
+	29, // 64: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
+	30, // 65: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
+	14, // 66: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	32, // 67: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
+	34, // 68: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
+	37, // 69: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	38, // 70: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
+	12, // 71: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	40, // 72: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
+	37, // 73: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	43, // 74: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
+	45, // 75: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
+	49, // 76: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
+	51, // 77: sandboxd.agent.v1.AgentService.SetSiteURL:output_type -> sandboxd.agent.v1.SetSiteURLResponse
+	55, // 78: sandboxd.agent.v1.AgentService.DeployRepository:output_type -> sandboxd.agent.v1.DeployRepositoryResponse
+	49, // [49:79] is the sub-list for method output_type
+	19, // [19:49] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -4078,7 +4279,7 @@ func file_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   56,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

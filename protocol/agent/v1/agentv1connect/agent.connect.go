@@ -116,6 +116,9 @@ const (
 	AgentServiceRestoreArchiveProcedure = "/sandboxd.agent.v1.AgentService/RestoreArchive"
 	// AgentServiceSetSiteURLProcedure is the fully-qualified name of the AgentService's SetSiteURL RPC.
 	AgentServiceSetSiteURLProcedure = "/sandboxd.agent.v1.AgentService/SetSiteURL"
+	// AgentServiceDeployRepositoryProcedure is the fully-qualified name of the AgentService's
+	// DeployRepository RPC.
+	AgentServiceDeployRepositoryProcedure = "/sandboxd.agent.v1.AgentService/DeployRepository"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -342,6 +345,13 @@ type AgentServiceClient interface {
 	// intact). A custom domain is switched on and off with it; the site
 	// keeps its slug and keeps running. Repeating it converges.
 	SetSiteURL(context.Context, *connect.Request[v1.SetSiteURLRequest]) (*connect.Response[v1.SetSiteURLResponse], error)
+	// DeployRepository fetches a repository's branch with git into the
+	// node's cache for it (shallow), checks the tree as a Library ZIP is
+	// checked (no links, submodules or paths out; bounded) and places it at
+	// the destination inside the site as the site's user, swapped in whole.
+	// The token or deploy key travels in the request only; the agent
+	// keeps neither.
+	DeployRepository(context.Context, *connect.Request[v1.DeployRepositoryRequest]) (*connect.Response[v1.DeployRepositoryResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -511,6 +521,12 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("SetSiteURL")),
 			connect.WithClientOptions(opts...),
 		),
+		deployRepository: connect.NewClient[v1.DeployRepositoryRequest, v1.DeployRepositoryResponse](
+			httpClient,
+			baseURL+AgentServiceDeployRepositoryProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("DeployRepository")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -542,6 +558,7 @@ type agentServiceClient struct {
 	runBlueprintStep   *connect.Client[v1.RunBlueprintStepRequest, v1.RunBlueprintStepResponse]
 	restoreArchive     *connect.Client[v1.RestoreArchiveRequest, v1.RestoreArchiveResponse]
 	setSiteURL         *connect.Client[v1.SetSiteURLRequest, v1.SetSiteURLResponse]
+	deployRepository   *connect.Client[v1.DeployRepositoryRequest, v1.DeployRepositoryResponse]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -674,6 +691,11 @@ func (c *agentServiceClient) SetSiteURL(ctx context.Context, req *connect.Reques
 	return c.setSiteURL.CallUnary(ctx, req)
 }
 
+// DeployRepository calls sandboxd.agent.v1.AgentService.DeployRepository.
+func (c *agentServiceClient) DeployRepository(ctx context.Context, req *connect.Request[v1.DeployRepositoryRequest]) (*connect.Response[v1.DeployRepositoryResponse], error) {
+	return c.deployRepository.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -758,6 +780,13 @@ type AgentServiceHandler interface {
 	// intact). A custom domain is switched on and off with it; the site
 	// keeps its slug and keeps running. Repeating it converges.
 	SetSiteURL(context.Context, *connect.Request[v1.SetSiteURLRequest]) (*connect.Response[v1.SetSiteURLResponse], error)
+	// DeployRepository fetches a repository's branch with git into the
+	// node's cache for it (shallow), checks the tree as a Library ZIP is
+	// checked (no links, submodules or paths out; bounded) and places it at
+	// the destination inside the site as the site's user, swapped in whole.
+	// The token or deploy key travels in the request only; the agent
+	// keeps neither.
+	DeployRepository(context.Context, *connect.Request[v1.DeployRepositoryRequest]) (*connect.Response[v1.DeployRepositoryResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -923,6 +952,12 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("SetSiteURL")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceDeployRepositoryHandler := connect.NewUnaryHandler(
+		AgentServiceDeployRepositoryProcedure,
+		svc.DeployRepository,
+		connect.WithSchema(agentServiceMethods.ByName("DeployRepository")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -977,6 +1012,8 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceRestoreArchiveHandler.ServeHTTP(w, r)
 		case AgentServiceSetSiteURLProcedure:
 			agentServiceSetSiteURLHandler.ServeHTTP(w, r)
+		case AgentServiceDeployRepositoryProcedure:
+			agentServiceDeployRepositoryHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1088,4 +1125,8 @@ func (UnimplementedAgentServiceHandler) RestoreArchive(context.Context, *connect
 
 func (UnimplementedAgentServiceHandler) SetSiteURL(context.Context, *connect.Request[v1.SetSiteURLRequest]) (*connect.Response[v1.SetSiteURLResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.SetSiteURL is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) DeployRepository(context.Context, *connect.Request[v1.DeployRepositoryRequest]) (*connect.Response[v1.DeployRepositoryResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.DeployRepository is not implemented"))
 }
