@@ -117,7 +117,7 @@ func (a *API) registerRepositories(r *rest.Router) {
 	a.bearer(r, g, rest.Route{Method: "POST", Path: base, Tag: "git", Params: siteParam, Status: http.StatusCreated, Idempotent: true,
 		Summary: "Connect a Git repository; deploy it by hand (…/deploy) or on every push (the webhook URL, shown once).",
 		Request: ConnectRepositoryRequest{}, Response: connectRepositoryResponse{},
-		Errors:  []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest}, Handler: a.connectRepository})
+		Errors: []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest}, Handler: a.connectRepository})
 	a.bearer(r, g, rest.Route{Method: "PATCH", Path: base + "/{repoId}", Tag: "git", Params: repoParams,
 		Summary: "Change branch, folderName or autoDeploy; any other field (repoUrl, destination, …) is 400 invalid_request naming it.",
 		Request: PatchRepositoryRequest{}, Response: repositoryResponse{}, Errors: append([]string{apierr.CodeInvalidRequest, apierr.CodeConflict}, notFound...),
