@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sandboxd/sandboxd/internal/gittest"
 	"io"
 	"net/http"
 	"os/exec"
@@ -20,18 +21,18 @@ import (
 // (all succeed on the same cache); a fetch of another repository runs
 // while one is held up at the server.
 func TestFetchConcurrency(t *testing.T) {
-	srv := newGitServer(t)
-	a := newServerRepo(t, srv.root, "a", map[string]string{"a.php": "<?php // a\n"})
-	newServerRepo(t, srv.root, "b", map[string]string{"b.php": "<?php // b\n"})
-	f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: srv.caFile}
+	srv := gittest.NewHTTPServer(t)
+	a := gittest.NewRepo(t, srv.Root, "a", map[string]string{"a.php": "<?php // a\n"})
+	gittest.NewRepo(t, srv.Root, "b", map[string]string{"b.php": "<?php // b\n"})
+	f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: srv.CAFile}
 	ctx := context.Background()
-	head := git(t, a.bare, "rev-parse", "main")
+	head := gittest.Git(t, a.Bare, "rev-parse", "main")
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 6)
 	for range 6 {
 		wg.Go(func() {
-			tree, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_a", URL: srv.url("127.0.0.1", "a"), Branch: "main"})
+			tree, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_a", URL: srv.URL("127.0.0.1", "a"), Branch: "main"})
 			if err == nil && tree.SHA != head {
 				err = fmt.Errorf("sha %s", tree.SHA)
 			}
@@ -50,7 +51,7 @@ func TestFetchConcurrency(t *testing.T) {
 	// not wait for a.
 	bArrived := make(chan struct{})
 	var once sync.Once
-	srv.setHook(func(r *http.Request) {
+	srv.SetHook(func(r *http.Request) {
 		switch {
 		case strings.Contains(r.URL.Path, "/b.git/"):
 			once.Do(func() { close(bArrived) })
@@ -63,10 +64,10 @@ func TestFetchConcurrency(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_a", URL: srv.url("127.0.0.1", "a"), Branch: "main"})
+		_, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_a", URL: srv.URL("127.0.0.1", "a"), Branch: "main"})
 		done <- err
 	}()
-	if _, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_b", URL: srv.url("127.0.0.1", "b"), Branch: "main"}); err != nil {
+	if _, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_b", URL: srv.URL("127.0.0.1", "b"), Branch: "main"}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -82,22 +83,22 @@ func TestFetchConcurrency(t *testing.T) {
 // TestFetchCancel: ending the context kills git (and its remote helper)
 // while the server stalls.
 func TestFetchCancel(t *testing.T) {
-	srv := newGitServer(t)
-	newServerRepo(t, srv.root, "slow", map[string]string{"a.php": "<?php\n"})
-	srv.setHook(func(r *http.Request) { <-r.Context().Done() }) // answers when the client is gone
-	f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: srv.caFile}
+	srv := gittest.NewHTTPServer(t)
+	gittest.NewRepo(t, srv.Root, "slow", map[string]string{"a.php": "<?php\n"})
+	srv.SetHook(func(r *http.Request) { <-r.Context().Done() }) // answers when the client is gone
+	f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: srv.CAFile}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_slow", URL: srv.url("127.0.0.1", "slow"), Branch: "main"})
+	_, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_slow", URL: srv.URL("127.0.0.1", "slow"), Branch: "main"})
 	if err == nil || time.Since(start) > 15*time.Second {
 		t.Fatalf("%v after %s", err, time.Since(start))
 	}
-	srv.setHook(nil)
+	srv.SetHook(nil)
 	// The limit's timeout is the same path.
 	f.Limits.Timeout = time.Second
-	srv.setHook(func(r *http.Request) { <-r.Context().Done() })
-	if _, err := f.Fetch(context.Background(), gitdeploy.Source{RepoID: "rep_slow", URL: srv.url("127.0.0.1", "slow"), Branch: "main"}); !errors.Is(err, gitdeploy.ErrUnreachable) {
+	srv.SetHook(func(r *http.Request) { <-r.Context().Done() })
+	if _, err := f.Fetch(context.Background(), gitdeploy.Source{RepoID: "rep_slow", URL: srv.URL("127.0.0.1", "slow"), Branch: "main"}); !errors.Is(err, gitdeploy.ErrUnreachable) {
 		t.Fatalf("timeout: %v", err)
 	}
 }
@@ -106,20 +107,20 @@ func TestFetchCancel(t *testing.T) {
 // what the fetched commit does not reach; a Tree of the dropped commit
 // then says so.
 func TestPrune(t *testing.T) {
-	srv := newGitServer(t)
-	repo := newServerRepo(t, srv.root, "p", pluginFiles("1.0"))
-	f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: srv.caFile, Limits: gitdeploy.Limits{CacheBytes: 1}}
+	srv := gittest.NewHTTPServer(t)
+	repo := gittest.NewRepo(t, srv.Root, "p", pluginFiles("1.0"))
+	f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: srv.CAFile, Limits: gitdeploy.Limits{CacheBytes: 1}}
 	ctx := context.Background()
-	src := gitdeploy.Source{RepoID: "rep_p", URL: srv.url("127.0.0.1", "p"), Branch: "main"}
+	src := gitdeploy.Source{RepoID: "rep_p", URL: srv.URL("127.0.0.1", "p"), Branch: "main"}
 	old, err := f.Fetch(ctx, src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo.commit("v2", pluginFiles("2.0"))
-	repo.push("main")
+	repo.Commit("v2", pluginFiles("2.0"))
+	repo.Push("main")
 	s := src
 	s.Branch = "other"
-	repo.push("other")
+	repo.Push("other")
 	if _, err := f.Fetch(ctx, s); err != nil {
 		t.Fatal(err)
 	}
@@ -128,10 +129,10 @@ func TestPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := filepath.Join(f.Dir, "rep_p", "repo.git")
-	if err := exec.Command(realGit(t), "-C", cache, "cat-file", "-e", old.SHA).Run(); err == nil {
+	if err := exec.Command(gittest.RealGit(t), "-C", cache, "cat-file", "-e", old.SHA).Run(); err == nil {
 		t.Fatal("the old commit is still in the cache")
 	}
-	if refs := git(t, cache, "for-each-ref", "--format=%(refname)"); refs != "refs/heads/main" {
+	if refs := gittest.Git(t, cache, "for-each-ref", "--format=%(refname)"); refs != "refs/heads/main" {
 		t.Fatalf("refs left: %q", refs)
 	}
 	if err := old.WriteTar(ctx, io.Discard, ""); !errors.Is(err, gitdeploy.ErrGone) {
@@ -159,11 +160,11 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 // WriteTar with that reason (git cat-file is reaped), and a bad folder
 // name is refused.
 func TestWriteTarStops(t *testing.T) {
-	srv := newGitServer(t)
-	newServerRepo(t, srv.root, "w", pluginFiles("1.0"))
-	f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: srv.caFile}
+	srv := gittest.NewHTTPServer(t)
+	gittest.NewRepo(t, srv.Root, "w", pluginFiles("1.0"))
+	f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: srv.CAFile}
 	ctx := context.Background()
-	tree, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_w", URL: srv.url("127.0.0.1", "w"), Branch: "main"})
+	tree, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_w", URL: srv.URL("127.0.0.1", "w"), Branch: "main"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestWriteTarStops(t *testing.T) {
 		}
 	}
 	// The repository's lock was given back each time: a fetch goes on.
-	if _, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_w", URL: srv.url("127.0.0.1", "w"), Branch: "main"}); err != nil {
+	if _, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_w", URL: srv.URL("127.0.0.1", "w"), Branch: "main"}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/sandboxd/sandboxd/internal/gittest"
 	"io"
 	"os"
 	"os/exec"
@@ -57,7 +58,7 @@ func untar(t *testing.T, b []byte) (map[string]*tar.Header, map[string]string) {
 func objects(t *testing.T, repo string) int {
 	t.Helper()
 	var n int
-	for _, line := range strings.Split(git(t, repo, "count-objects", "-v"), "\n") {
+	for _, line := range strings.Split(gittest.Git(t, repo, "count-objects", "-v"), "\n") {
 		var v int
 		if _, err := fmt.Sscanf(line, "count: %d", &v); err == nil {
 			n += v
@@ -91,15 +92,15 @@ func assertEmpty(t *testing.T, dir string) {
 // and missing token in words; and no token in any process's argv.
 func TestFetchHTTPS(t *testing.T) {
 	tmp := emptyTmp(t)
-	srv := newGitServer(t)
-	repo := newServerRepo(t, srv.root, "hello", pluginFiles("1.0"))
-	head := git(t, repo.bare, "rev-parse", "main")
+	srv := gittest.NewHTTPServer(t)
+	repo := gittest.NewRepo(t, srv.Root, "hello", pluginFiles("1.0"))
+	head := gittest.Git(t, repo.Bare, "rev-parse", "main")
 	const token = "ghp_TestToken0123456789abcdefSECRET"
-	srv.requireToken(token)
-	shim, argvLog := gitShim(t)
-	f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: srv.caFile, Git: shim}
+	srv.RequireToken(token)
+	shim, argvLog := gittest.GitShim(t)
+	f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: srv.CAFile, Git: shim}
 	ctx := context.Background()
-	src := gitdeploy.Source{RepoID: "rep_hello", URL: srv.url("127.0.0.1", "hello"), Branch: "main", Token: token}
+	src := gitdeploy.Source{RepoID: "rep_hello", URL: srv.URL("127.0.0.1", "hello"), Branch: "main", Token: token}
 
 	tree, err := f.Fetch(ctx, src)
 	if err != nil {
@@ -140,8 +141,8 @@ func TestFetchHTTPS(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := objects(t, cache)
-		repo.commit("v1.1", map[string]string{"hello.php": "<?php\n/*\nPlugin Name: Hello Git\nVersion: 1.1\n*/\n"})
-		head2 := repo.push("main")
+		repo.Commit("v1.1", map[string]string{"hello.php": "<?php\n/*\nPlugin Name: Hello Git\nVersion: 1.1\n*/\n"})
+		head2 := repo.Push("main")
 		tree2, err := f.Fetch(ctx, src)
 		if err != nil {
 			t.Fatal(err)
@@ -167,8 +168,8 @@ func TestFetchHTTPS(t *testing.T) {
 	})
 
 	t.Run("another branch", func(t *testing.T) {
-		repo.commit("develop work", map[string]string{"develop.txt": "on develop\n"})
-		dev := repo.push("develop")
+		repo.Commit("develop work", map[string]string{"develop.txt": "on develop\n"})
+		dev := repo.Push("develop")
 		s := src
 		s.Branch = "develop"
 		tr, err := f.Fetch(ctx, s)
@@ -186,7 +187,7 @@ func TestFetchHTTPS(t *testing.T) {
 		{"missing branch", func(s *gitdeploy.Source) { s.Branch = "no-such-branch" }, gitdeploy.ErrBranchNotFound, "branch not found"},
 		{"wrong token", func(s *gitdeploy.Source) { s.Token = "ghp_WrongToken" }, gitdeploy.ErrAuth, "authentication failed: check the token"},
 		{"no token", func(s *gitdeploy.Source) { s.Token = "" }, gitdeploy.ErrAuth, "authentication failed"},
-		{"missing repository", func(s *gitdeploy.Source) { s.URL = srv.url("127.0.0.1", "nothing-here") }, gitdeploy.ErrRepoNotFound, "repository not found"},
+		{"missing repository", func(s *gitdeploy.Source) { s.URL = srv.URL("127.0.0.1", "nothing-here") }, gitdeploy.ErrRepoNotFound, "repository not found"},
 		{"token over http", func(s *gitdeploy.Source) { s.URL = strings.Replace(s.URL, "https:", "http:", 1) }, gitdeploy.ErrInvalid, "only sent over https"},
 		{"token in the URL", func(s *gitdeploy.Source) { s.URL = strings.Replace(s.URL, "https://", "https://u:"+token+"@", 1) },
 			gitdeploy.ErrInvalid, "no user or password"},
@@ -204,7 +205,7 @@ func TestFetchHTTPS(t *testing.T) {
 		})
 	}
 
-	requests, leaks := srv.stats()
+	requests, leaks := srv.Stats()
 	if requests == 0 || len(leaks) > 0 {
 		t.Fatalf("%d requests; a token in argv: %v", requests, leaks)
 	}
@@ -222,12 +223,12 @@ func TestFetchHTTPS(t *testing.T) {
 // pinned to 127.0.0.1 reaches the server, and the certificate is checked
 // against the name; without the pin the name does not resolve.
 func TestFetchPinned(t *testing.T) {
-	srv := newGitServer(t)
-	repo := newServerRepo(t, srv.root, "pinned", map[string]string{"style.css": "/* Theme Name: Pinned */\n"})
-	f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: srv.caFile}
-	src := gitdeploy.Source{RepoID: "rep_pin", URL: srv.url("repo.test", "pinned"), Branch: "main", Pin: "127.0.0.1"}
+	srv := gittest.NewHTTPServer(t)
+	repo := gittest.NewRepo(t, srv.Root, "pinned", map[string]string{"style.css": "/* Theme Name: Pinned */\n"})
+	f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: srv.CAFile}
+	src := gitdeploy.Source{RepoID: "rep_pin", URL: srv.URL("repo.test", "pinned"), Branch: "main", Pin: "127.0.0.1"}
 	tree, err := f.Fetch(context.Background(), src)
-	if err != nil || tree.SHA != git(t, repo.bare, "rev-parse", "main") {
+	if err != nil || tree.SHA != gittest.Git(t, repo.Bare, "rev-parse", "main") {
 		t.Fatalf("pinned fetch: %v %v", tree, err)
 	}
 	src.Pin = ""
@@ -242,21 +243,21 @@ func TestFetchPinned(t *testing.T) {
 func TestFetchSSH(t *testing.T) {
 	tmp := emptyTmp(t)
 	keys := t.TempDir()
-	keyFile, pub := keygen(t, keys, "deploy")
+	keyFile, pub := gittest.Keygen(t, keys, "deploy")
 	key, err := os.ReadFile(keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, otherPub := keygen(t, keys, "other")
-	srv := newSSHServer(t, pub)
-	repo := newServerRepo(t, t.TempDir(), "theme", map[string]string{"style.css": "/* Theme Name: Over SSH */\n", "index.php": "<?php\n"})
-	head := git(t, repo.bare, "rev-parse", "main")
-	shim, argvLog := gitShim(t)
+	_, otherPub := gittest.Keygen(t, keys, "other")
+	srv := gittest.NewSSHServer(t, pub)
+	repo := gittest.NewRepo(t, t.TempDir(), "theme", map[string]string{"style.css": "/* Theme Name: Over SSH */\n", "index.php": "<?php\n"})
+	head := gittest.Git(t, repo.Bare, "rev-parse", "main")
+	shim, argvLog := gittest.GitShim(t)
 	f := &gitdeploy.Fetcher{Dir: t.TempDir(), Git: shim}
 	ctx := context.Background()
 	// A key pasted from a browser: CRLF, no last newline.
 	pasted := bytes.TrimSpace(bytes.ReplaceAll(key, []byte("\n"), []byte("\r\n")))
-	src := gitdeploy.Source{RepoID: "rep_ssh", URL: srv.url("127.0.0.1", repo.bare), Branch: "main", SSHKey: pasted}
+	src := gitdeploy.Source{RepoID: "rep_ssh", URL: srv.URL("127.0.0.1", repo.Bare), Branch: "main", SSHKey: pasted}
 
 	tree, err := f.Fetch(ctx, src)
 	if err != nil || tree.SHA != head || len(tree.Files) != 2 {
@@ -265,7 +266,7 @@ func TestFetchSSH(t *testing.T) {
 
 	t.Run("pinned name", func(t *testing.T) {
 		s := src
-		s.RepoID, s.URL, s.Pin = "rep_sshpin", srv.url("repo.test", repo.bare), "127.0.0.1"
+		s.RepoID, s.URL, s.Pin = "rep_sshpin", srv.URL("repo.test", repo.Bare), "127.0.0.1"
 		tree, err := f.Fetch(ctx, s)
 		if err != nil || tree.SHA != head {
 			t.Fatalf("pinned ssh fetch: %v %v", tree, err)
@@ -274,7 +275,7 @@ func TestFetchSSH(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(string(known), "repo.test") || !strings.Contains(string(known), srv.hostKey) || strings.Contains(string(known), "127.0.0.1") {
+		if !strings.Contains(string(known), "repo.test") || !strings.Contains(string(known), srv.HostKey) || strings.Contains(string(known), "127.0.0.1") {
 			t.Fatalf("known_hosts: %s", known)
 		}
 	})
@@ -303,11 +304,11 @@ func TestFetchSSH(t *testing.T) {
 	t.Run("host key changed", func(t *testing.T) {
 		// Another server (another host key) under the same name: the
 		// name's first key stays the one trusted.
-		other := newSSHServer(t, append(append([]byte{}, pub...), otherPub...))
+		other := gittest.NewSSHServer(t, append(append([]byte{}, pub...), otherPub...))
 		s := src
-		s.RepoID, s.URL, s.Pin = "rep_sshpin", other.url("repo.test", repo.bare), "127.0.0.1"
+		s.RepoID, s.URL, s.Pin = "rep_sshpin", other.URL("repo.test", repo.Bare), "127.0.0.1"
 		_, err := f.Fetch(ctx, s)
-		if other.port == srv.port || !errors.Is(err, gitdeploy.ErrHostKey) {
+		if other.Port == srv.Port || !errors.Is(err, gitdeploy.ErrHostKey) {
 			t.Fatalf("changed host key: %v", err)
 		}
 	})
@@ -326,8 +327,8 @@ func TestFetchSSH(t *testing.T) {
 // TestTreeRefusals: trees that may not be deployed fail the fetch, in
 // words naming the path, before any content is read.
 func TestTreeRefusals(t *testing.T) {
-	srv := newGitServer(t)
-	shim, argvLog := gitShim(t)
+	srv := gittest.NewHTTPServer(t)
+	shim, argvLog := gittest.GitShim(t)
 	ctx := context.Background()
 	many := map[string]string{}
 	for i := range 30 {
@@ -335,25 +336,25 @@ func TestTreeRefusals(t *testing.T) {
 	}
 	big := map[string]string{"big.bin": strings.Repeat("y", 5000), "small.txt": "z"}
 
-	newServerRepo(t, srv.root, "symlink", map[string]string{"plugin.php": "<?php\n", "inc/passwd": "->/etc/passwd"})
-	newServerRepo(t, srv.root, "many", many)
-	newServerRepo(t, srv.root, "big", big)
-	sub := newServerRepo(t, srv.root, "submodule", map[string]string{"plugin.php": "<?php\n"})
-	git(t, sub.work, "update-index", "--add", "--cacheinfo", "160000,"+git(t, sub.work, "rev-parse", "HEAD")+",vendor/lib")
-	git(t, sub.work, "commit", "-q", "-m", "submodule")
-	sub.push("main")
+	gittest.NewRepo(t, srv.Root, "symlink", map[string]string{"plugin.php": "<?php\n", "inc/passwd": "->/etc/passwd"})
+	gittest.NewRepo(t, srv.Root, "many", many)
+	gittest.NewRepo(t, srv.Root, "big", big)
+	sub := gittest.NewRepo(t, srv.Root, "submodule", map[string]string{"plugin.php": "<?php\n"})
+	gittest.Git(t, sub.Work, "update-index", "--add", "--cacheinfo", "160000,"+gittest.Git(t, sub.Work, "rev-parse", "HEAD")+",vendor/lib")
+	gittest.Git(t, sub.Work, "commit", "-q", "-m", "submodule")
+	sub.Push("main")
 	// A tree git itself would never write: a ".git" entry.
-	dotgit := newServerRepo(t, srv.root, "dotgit", map[string]string{"plugin.php": "<?php\n"})
-	blob := strings.Fields(git(t, dotgit.bare, "ls-tree", "main", "plugin.php"))[2]
-	evil := gitStdin(t, dotgit.bare, "100644 blob "+blob+"\t.git\n", "mktree")
-	commit := git(t, dotgit.bare, "commit-tree", evil, "-p", "main", "-m", "evil")
-	git(t, dotgit.bare, "update-ref", "refs/heads/main", commit)
+	dotgit := gittest.NewRepo(t, srv.Root, "dotgit", map[string]string{"plugin.php": "<?php\n"})
+	blob := strings.Fields(gittest.Git(t, dotgit.Bare, "ls-tree", "main", "plugin.php"))[2]
+	evil := gitStdin(t, dotgit.Bare, "100644 blob "+blob+"\t.git\n", "mktree")
+	commit := gittest.Git(t, dotgit.Bare, "commit-tree", evil, "-p", "main", "-m", "evil")
+	gittest.Git(t, dotgit.Bare, "update-ref", "refs/heads/main", commit)
 	// A tree whose pack is larger than git may write.
 	noise := make([]byte, 300<<10)
 	if _, err := rand.Read(noise); err != nil {
 		t.Fatal(err)
 	}
-	newServerRepo(t, srv.root, "pack", map[string]string{"noise.bin": hex.EncodeToString(noise)})
+	gittest.NewRepo(t, srv.Root, "pack", map[string]string{"noise.bin": hex.EncodeToString(noise)})
 
 	for _, tc := range []struct {
 		repo   string
@@ -369,8 +370,8 @@ func TestTreeRefusals(t *testing.T) {
 		{"pack", gitdeploy.Limits{MaxPackBytes: 128 << 10}, "objects are larger than"},
 	} {
 		t.Run(tc.repo+" "+tc.words, func(t *testing.T) {
-			f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: srv.caFile, Git: shim, Limits: tc.limits}
-			tree, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_" + tc.repo, URL: srv.url("127.0.0.1", tc.repo), Branch: "main"})
+			f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: srv.CAFile, Git: shim, Limits: tc.limits}
+			tree, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_" + tc.repo, URL: srv.URL("127.0.0.1", tc.repo), Branch: "main"})
 			if !errors.Is(err, gitdeploy.ErrRefused) || !strings.Contains(err.Error(), tc.words) {
 				t.Fatalf("got %v, %v; want ErrRefused with %q", tree, err, tc.words)
 			}
@@ -385,7 +386,7 @@ func TestTreeRefusals(t *testing.T) {
 
 func gitStdin(t *testing.T, dir, stdin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(realGit(t), args...)
+	cmd := exec.Command(gittest.RealGit(t), args...)
 	cmd.Dir, cmd.Stdin = dir, strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

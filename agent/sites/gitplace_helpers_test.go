@@ -3,12 +3,7 @@ package sites_test
 import (
 	"archive/tar"
 	"bytes"
-	"io"
-	"net/http/cgi"
-	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"github.com/sandboxd/sandboxd/internal/gittest"
 	"sort"
 	"strings"
 	"testing"
@@ -104,48 +99,13 @@ func helloPlugin(version string, extra map[string]string) map[string]string {
 }
 
 // gitRepoServer serves a repository holding files (one commit on main)
-// with git http-backend over plain HTTP; it returns its URL and commit.
-func gitRepoServer(t *testing.T, files map[string]string) (string, string) {
+// over HTTPS (gittest); it returns its URL, its commit and the CA file
+// that trusts the server.
+func gitRepoServer(t *testing.T, files map[string]string) (string, string, string) {
 	t.Helper()
-	gitBin, err := exec.LookPath("git")
-	if err != nil {
-		t.Fatalf("git is needed: %v", err)
-	}
-	root := t.TempDir()
-	work := filepath.Join(root, "work")
-	run := func(dir string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command(gitBin, args...)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + root, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-			"GIT_AUTHOR_NAME=T", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=T", "GIT_COMMITTER_EMAIL=t@example.com"}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	run(root, "init", "-q", "-b", "main", work)
-	for p, content := range files {
-		full := filepath.Join(work, p)
-		mode := os.FileMode(0o644)
-		if strings.HasSuffix(p, ".sh") {
-			mode = 0o755
-		}
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run(work, "add", "-A")
-	run(work, "commit", "-q", "-m", "plugin")
-	run(root, "clone", "-q", "--bare", work, filepath.Join(root, "repo.git"))
-	srv := httptest.NewServer(&cgi.Handler{Path: gitBin, Args: []string{"http-backend"}, Stderr: io.Discard,
-		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}})
-	t.Cleanup(srv.Close)
-	return srv.URL + "/repo.git", run(work, "rev-parse", "HEAD")
+	srv := gittest.NewHTTPServer(t)
+	repo := gittest.NewRepo(t, srv.Root, "repo", files)
+	return srv.URL("127.0.0.1", "repo"), gittest.Git(t, repo.Bare, "rev-parse", "refs/heads/main"), srv.CAFile
 }
 
 // readerFunc is a Reader made of a function.

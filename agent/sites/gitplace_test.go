@@ -139,8 +139,8 @@ func TestPlaceTree(t *testing.T) {
 	t.Run("a branch fetched with git", func(t *testing.T) {
 		// The deploy's whole path: gitdeploy fetches from a smart-HTTP
 		// server and writes the tree into PlaceTree through a pipe.
-		url, head := gitRepoServer(t, helloPlugin("4.0", map[string]string{"git-only.php": "<?php // from git\n"}))
-		f := &gitdeploy.Fetcher{Dir: t.TempDir()}
+		url, head, ca := gitRepoServer(t, helloPlugin("4.0", map[string]string{"git-only.php": "<?php // from git\n"}))
+		f := &gitdeploy.Fetcher{Dir: t.TempDir(), CAFile: ca}
 		tr, err := f.Fetch(ctx, gitdeploy.Source{RepoID: "rep_place", URL: url, Branch: "main"})
 		if err != nil || tr.SHA != head {
 			t.Fatalf("fetch: %v %v", tr, err)

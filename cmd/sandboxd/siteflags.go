@@ -15,11 +15,13 @@ import (
 type siteNetFlags struct {
 	egress, allow, subnet, sandbox string
 	ssh, sshPublic                 string
+	gitCA                          string
 }
 
 func (f *siteNetFlags) register(fs *flag.FlagSet, egress, ssh string) {
 	fs.StringVar(&f.ssh, "ssh-addr", ssh, "listen address of the node's SSH gateway: customers' shells, commands and SFTP in their sites (empty: none)")
 	fs.StringVar(&f.sshPublic, "ssh-public-addr", "", "host:port customers reach the SSH gateway at (default: --ssh-addr as bound)")
+	fs.StringVar(&f.gitCA, "git-ca-file", "", "PEM bundle Git deploys trust for https code hosts instead of the system's roots (a private code host)")
 	fs.StringVar(&f.egress, "site-egress", egress, "what sites reach beyond the node: none, or public (the internet; never private, loopback, link-local, CGNAT or reserved ranges)")
 	fs.StringVar(&f.allow, "site-allow", "", "comma-separated ADDR[/BITS][:PORT] sites may reach whatever --site-egress says (e.g. a resolver 10.0.0.2:53)")
 	fs.StringVar(&f.sandbox, "runtime", agent.SandboxRunc, "what sites run under: runc, or gvisor (runsc with the ptrace platform: a kernel of its own per site, at a cost in speed; sites made before keep theirs until reset)")
@@ -28,7 +30,7 @@ func (f *siteNetFlags) register(fs *flag.FlagSet, egress, ssh string) {
 
 // apply puts the flags into an agent config.
 func (f *siteNetFlags) apply(cfg *agent.Config) error {
-	cfg.SSHAddr, cfg.SSHPublicAddr = f.ssh, f.sshPublic
+	cfg.SSHAddr, cfg.SSHPublicAddr, cfg.GitCAFile = f.ssh, f.sshPublic, f.gitCA
 	switch e := sitenet.Egress(f.egress); e {
 	case sitenet.EgressNone, sitenet.EgressPublic:
 		cfg.SiteEgress = e

@@ -1,4 +1,8 @@
-package gitdeploy_test
+// Package gittest runs real git servers for tests: smart HTTP over TLS
+// (git http-backend behind net/http/cgi, optionally asking for a token)
+// and Debian's sshd with one authorized deploy key, each on loopback,
+// stopped and removed when the test ends.
+package gittest
 
 import (
 	"bufio"
@@ -30,9 +34,9 @@ import (
 	"time"
 )
 
-// realGit is the git the servers and the shim run; missing, the test
+// RealGit is the git the servers and the shim run; missing, the test
 // fails.
-func realGit(t *testing.T) string {
+func RealGit(t testing.TB) string {
 	t.Helper()
 	p, err := exec.LookPath("git")
 	if err != nil {
@@ -42,9 +46,9 @@ func realGit(t *testing.T) string {
 }
 
 // git runs git in dir for the test's own repositories.
-func git(t *testing.T, dir string, args ...string) string {
+func Git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(realGit(t), args...)
+	cmd := exec.Command(RealGit(t), args...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
 		"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.com", "GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.com"}
@@ -55,31 +59,31 @@ func git(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// serverRepo is a repository the test servers serve: a work tree to
+// Repo is a repository the test servers serve: a work tree to
 // commit in and the bare repository they read.
-type serverRepo struct {
-	t    *testing.T
-	work string
-	bare string
+type Repo struct {
+	t    testing.TB
+	Work string
+	Bare string
 }
 
-// newServerRepo makes root/name.git with one commit on main holding
+// NewRepo makes root/name.git with one commit on main holding
 // files (path → content; a "->" prefix makes a symbolic link).
-func newServerRepo(t *testing.T, root, name string, files map[string]string) *serverRepo {
+func NewRepo(t testing.TB, root, name string, files map[string]string) *Repo {
 	t.Helper()
-	r := &serverRepo{t: t, work: filepath.Join(t.TempDir(), name), bare: filepath.Join(root, name+".git")}
-	git(t, filepath.Dir(r.work), "init", "-q", "-b", "main", r.work)
-	r.commit("first", files)
-	git(t, root, "init", "-q", "--bare", r.bare)
-	r.push("main")
+	r := &Repo{t: t, Work: filepath.Join(t.TempDir(), name), Bare: filepath.Join(root, name+".git")}
+	Git(t, filepath.Dir(r.Work), "init", "-q", "-b", "main", r.Work)
+	r.Commit("first", files)
+	Git(t, root, "init", "-q", "--bare", r.Bare)
+	r.Push("main")
 	return r
 }
 
 // commit writes files into the work tree and commits them.
-func (r *serverRepo) commit(msg string, files map[string]string) {
+func (r *Repo) Commit(msg string, files map[string]string) {
 	r.t.Helper()
 	for p, content := range files {
-		full := filepath.Join(r.work, p)
+		full := filepath.Join(r.Work, p)
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			r.t.Fatal(err)
 		}
@@ -98,24 +102,24 @@ func (r *serverRepo) commit(msg string, files map[string]string) {
 			r.t.Fatal(err)
 		}
 	}
-	git(r.t, r.work, "add", "-A")
-	git(r.t, r.work, "commit", "-q", "--allow-empty", "-m", msg)
+	Git(r.t, r.Work, "add", "-A")
+	Git(r.t, r.Work, "commit", "-q", "--allow-empty", "-m", msg)
 }
 
 // push sends the work tree's branch to the bare repository; it returns
 // the branch's commit.
-func (r *serverRepo) push(branch string) string {
+func (r *Repo) Push(branch string) string {
 	r.t.Helper()
-	git(r.t, r.work, "push", "-q", "--force", r.bare, "HEAD:refs/heads/"+branch)
-	return git(r.t, r.bare, "rev-parse", "refs/heads/"+branch)
+	Git(r.t, r.Work, "push", "-q", "--force", r.Bare, "HEAD:refs/heads/"+branch)
+	return Git(r.t, r.Bare, "rev-parse", "refs/heads/"+branch)
 }
 
-// gitServer is a smart-HTTP git server over TLS: git http-backend behind
+// HTTPServer is a smart-HTTP git server over TLS: git http-backend behind
 // net/http/cgi, asking for a token when one is set.
-type gitServer struct {
-	root   string // GIT_PROJECT_ROOT
-	caFile string // the server certificate, for Fetcher.CAFile
-	port   string
+type HTTPServer struct {
+	Root   string // GIT_PROJECT_ROOT
+	CAFile string // the server certificate, for Fetcher.CAFile
+	Port   string
 	srv    *httptest.Server
 
 	mu       sync.Mutex
@@ -127,17 +131,17 @@ type gitServer struct {
 }
 
 // setHook has every request go through hook first (nil: none).
-func (s *gitServer) setHook(hook func(*http.Request)) {
+func (s *HTTPServer) SetHook(hook func(*http.Request)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hook = hook
 }
 
-func newGitServer(t *testing.T) *gitServer {
+func NewHTTPServer(t testing.TB) *HTTPServer {
 	t.Helper()
-	s := &gitServer{root: t.TempDir()}
-	backend := &cgi.Handler{Path: realGit(t), Args: []string{"http-backend"}, Dir: s.root, Stderr: io.Discard,
-		Env: []string{"GIT_PROJECT_ROOT=" + s.root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}}
+	s := &HTTPServer{Root: t.TempDir()}
+	backend := &cgi.Handler{Path: RealGit(t), Args: []string{"http-backend"}, Dir: s.Root, Stderr: io.Discard,
+		Env: []string{"GIT_PROJECT_ROOT=" + s.Root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}}
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.requests++
@@ -148,7 +152,7 @@ func newGitServer(t *testing.T) *gitServer {
 		}
 		// The client's git processes are alive now, waiting for this
 		// answer: whatever their argv holds, ps would show.
-		if leaks := argvHolding(secrets); len(leaks) > 0 {
+		if leaks := ArgvHolding(secrets); len(leaks) > 0 {
 			s.mu.Lock()
 			s.leaks = append(s.leaks, leaks...)
 			s.mu.Unlock()
@@ -164,38 +168,38 @@ func newGitServer(t *testing.T) *gitServer {
 		backend.ServeHTTP(w, r)
 	}))
 	cert, certPEM := testCert(t)
-	s.caFile = filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(s.caFile, certPEM, 0o644); err != nil {
+	s.CAFile = filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(s.CAFile, certPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	s.srv.StartTLS()
 	t.Cleanup(s.srv.Close)
-	_, s.port, _ = net.SplitHostPort(s.srv.Listener.Addr().String())
+	_, s.Port, _ = net.SplitHostPort(s.srv.Listener.Addr().String())
 	return s
 }
 
 // url is name's URL at host (127.0.0.1, or a name a pin leads here).
-func (s *gitServer) url(host, name string) string {
-	return "https://" + host + ":" + s.port + "/" + name + ".git"
+func (s *HTTPServer) URL(host, name string) string {
+	return "https://" + host + ":" + s.Port + "/" + name + ".git"
 }
 
-func (s *gitServer) requireToken(token string) {
+func (s *HTTPServer) RequireToken(token string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.token = token
 	s.secrets = []string{token, base64.StdEncoding.EncodeToString([]byte("x-access-token:" + token))}
 }
 
-func (s *gitServer) stats() (int, []string) {
+func (s *HTTPServer) Stats() (int, []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.requests, append([]string(nil), s.leaks...)
 }
 
-// argvHolding lists the processes of this machine whose command line
+// ArgvHolding lists the processes of this machine whose command line
 // holds one of secrets.
-func argvHolding(secrets []string) []string {
+func ArgvHolding(secrets []string) []string {
 	if len(secrets) == 0 {
 		return nil
 	}
@@ -216,7 +220,7 @@ func argvHolding(secrets []string) []string {
 }
 
 // testCert is a self-signed certificate for repo.test and 127.0.0.1.
-func testCert(t *testing.T) (tls.Certificate, []byte) {
+func testCert(t testing.TB) (tls.Certificate, []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -242,17 +246,17 @@ func testCert(t *testing.T) (tls.Certificate, []byte) {
 	return cert, certPEM
 }
 
-// sshServer is Debian's sshd on 127.0.0.1, letting the holder of one
+// SSHServer is Debian's sshd on 127.0.0.1, letting the holder of one
 // deploy key run git-upload-pack as the current user.
-type sshServer struct {
-	port    string
-	user    string
-	hostKey string // public half, as known_hosts writes it
+type SSHServer struct {
+	Port    string
+	User    string
+	HostKey string // public half, as known_hosts writes it
 }
 
-// keygen makes an ed25519 key pair in dir: the private key's file and the
+// Keygen makes an ed25519 key pair in dir: the private key's file and the
 // public half.
-func keygen(t *testing.T, dir, name string) (string, []byte) {
+func Keygen(t testing.TB, dir, name string) (string, []byte) {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", p).CombinedOutput(); err != nil {
@@ -265,10 +269,10 @@ func keygen(t *testing.T, dir, name string) (string, []byte) {
 	return p, pub
 }
 
-// newSSHServer starts sshd with its own configuration, host key and
+// NewSSHServer starts sshd with its own configuration, host key and
 // authorized key (authorized's public half) in a temporary directory;
 // the test's end stops it and removes them.
-func newSSHServer(t *testing.T, authorized []byte) *sshServer {
+func NewSSHServer(t testing.TB, authorized []byte) *SSHServer {
 	t.Helper()
 	sshd := "/usr/sbin/sshd"
 	if _, err := os.Stat(sshd); err != nil {
@@ -286,7 +290,7 @@ func newSSHServer(t *testing.T, authorized []byte) *sshServer {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	hostKey, hostPub := keygen(t, dir, "host_key")
+	hostKey, hostPub := Keygen(t, dir, "host_key")
 	auth := filepath.Join(dir, "authorized_keys")
 	if err := os.WriteFile(auth, authorized, 0o600); err != nil {
 		t.Fatal(err)
@@ -330,7 +334,7 @@ func newSSHServer(t *testing.T, authorized []byte) *sshServer {
 				_ = cmd.Wait()
 			})
 			f := strings.Fields(string(hostPub))
-			return &sshServer{port: port, user: u.Username, hostKey: f[0] + " " + f[1]}
+			return &SSHServer{Port: port, User: u.Username, HostKey: f[0] + " " + f[1]}
 		}
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -372,7 +376,7 @@ func waitListening(stderr interface{ Read([]byte) (int, error) }, port string) (
 	}
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -383,17 +387,17 @@ func freePort(t *testing.T) string {
 }
 
 // url is the ssh URL of a bare repository at host.
-func (s *sshServer) url(host, bare string) string {
-	return "ssh://" + s.user + "@" + host + ":" + s.port + bare
+func (s *SSHServer) URL(host, bare string) string {
+	return "ssh://" + s.User + "@" + host + ":" + s.Port + bare
 }
 
-// gitShim is a git in front of the real one that records every argv it
+// GitShim is a git in front of the real one that records every argv it
 // is started with, one line each.
-func gitShim(t *testing.T) (bin, log string) {
+func GitShim(t testing.TB) (bin, log string) {
 	t.Helper()
 	dir := t.TempDir()
 	bin, log = filepath.Join(dir, "git"), filepath.Join(dir, "argv.log")
-	script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + log + "'\nexec '" + realGit(t) + "' \"$@\"\n"
+	script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + log + "'\nexec '" + RealGit(t) + "' \"$@\"\n"
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
