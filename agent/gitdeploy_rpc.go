@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 
 	"connectrpc.com/connect"
@@ -66,6 +67,11 @@ func (v *service) DeployRepository(ctx context.Context, req *connect.Request[age
 		}
 		v.log.Info("git deploy failed", "site_id", m.SiteId, "job_id", m.JobId, "repository_id", m.RepositoryId, "err", err)
 		return nil, gitError(err)
+	}
+	if m.Activate && m.Destination != sites.PlaceWPContent {
+		if _, err := v.sites.Activate(ctx, m.SiteId, m.Destination, m.FolderName); err != nil {
+			return nil, rpcError(fmt.Errorf("placed %s, but: %w", tree.SHA[:min(12, len(tree.SHA))], err))
+		}
 	}
 	v.log.Info("git deploy placed", "site_id", m.SiteId, "job_id", m.JobId, "repository_id", m.RepositoryId, "sha", tree.SHA,
 		"files", len(tree.Files), "bytes", tree.Bytes)

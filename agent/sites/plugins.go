@@ -109,3 +109,15 @@ func (m *Manager) InstallPlugin(ctx context.Context, id string, zip []byte, acti
 	}
 	return &out.Plugin, nil
 }
+
+// Activate activates the plugin in wp-content/plugins/<dir>, or switches
+// the site to the theme <dir>: what a Git deploy placed there.
+func (m *Manager) Activate(ctx context.Context, id, kind, dir string) (*Plugin, error) {
+	var out struct {
+		Plugin Plugin `json:"plugin"`
+	}
+	if err := m.runPlugins(ctx, id, map[string]any{"op": "activate", "kind": kind, "dir": dir}, &out); err != nil {
+		return nil, err
+	}
+	return &out.Plugin, nil
+}

@@ -17,7 +17,7 @@ import (
 )
 
 // gitDeploy fetches a repository's branch on the site's node and places
-// its tree. The repository's host is resolved and checked here, by the
+// its tree; a plugin or theme's first deploy also activates it. The repository's host is resolved and checked here, by the
 // address guard, and the node's git is pinned to that address: a name
 // cannot lead git into the node's private network.
 func (r *Runners) gitDeploy(ctx context.Context, j *state.Job, progress func(int)) error {
@@ -61,7 +61,7 @@ func (r *Runners) gitDeploy(ctx context.Context, j *state.Job, progress func(int
 	}
 	resp, err := agent.DeployRepository(ctx, connect.NewRequest(&agentv1.DeployRepositoryRequest{SiteId: s.ID, JobId: j.ID,
 		RepositoryId: repo.ID, Url: repo.RepoURL, Branch: repo.Branch, Token: token, SshKey: key, Pin: pin.String(),
-		Destination: repo.Destination, FolderName: repo.FolderName}))
+		Destination: repo.Destination, FolderName: repo.FolderName, Activate: repo.LastDeployedSHA == ""}))
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

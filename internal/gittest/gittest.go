@@ -251,7 +251,10 @@ func testCert(t testing.TB) (tls.Certificate, []byte) {
 type SSHServer struct {
 	Port    string
 	User    string
-	HostKey string // public half, as known_hosts writes it
+	HostKey string
+	// AuthorizedKeys is sshd's authorized_keys file: a test may rewrite
+	// it (sshd reads it at every connection).
+	AuthorizedKeys string // public half, as known_hosts writes it
 }
 
 // Keygen makes an ed25519 key pair in dir: the private key's file and the
@@ -334,7 +337,7 @@ func NewSSHServer(t testing.TB, authorized []byte) *SSHServer {
 				_ = cmd.Wait()
 			})
 			f := strings.Fields(string(hostPub))
-			return &SSHServer{Port: port, User: u.Username, HostKey: f[0] + " " + f[1]}
+			return &SSHServer{Port: port, User: u.Username, HostKey: f[0] + " " + f[1], AuthorizedKeys: auth}
 		}
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()

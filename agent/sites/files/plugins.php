@@ -1,8 +1,9 @@
 <?php
 // Lists and installs plugins and themes of this sandbox. The agent runs it
 // with `php -r` as www-data inside the site's container, with one JSON
-// request on stdin: {op: list} or {op: install, zip (path of a checked ZIP
-// under /srv/site/tmp), kind, dir, activate, url}. It answers one JSON
+// request on stdin: {op: list}, {op: install, zip (path of a checked ZIP
+// under /srv/site/tmp), kind, dir, activate, url} or {op: activate, kind,
+// dir}. It answers one JSON
 // object on stdout: the result, or {"error": {"code", "message"}}.
 
 function pl_out($v) { fwrite(STDOUT, json_encode($v, JSON_UNESCAPED_SLASHES)); exit(0); }
@@ -112,6 +113,31 @@ case 'install':
         if ($p['kind'] === $kind && $p['slug'] === $dir) pl_out(['plugin' => $p]);
     }
     pl_out(['plugin' => ['slug' => $dir, 'name' => $dir, 'version' => '', 'active' => $activated, 'kind' => $kind]]);
+case 'activate':
+    // A plugin or theme placed by a Git deploy, activated once.
+    $kind = $req['kind'] === 'theme' ? 'theme' : 'plugin';
+    $dir = (string)$req['dir'];
+    if (!preg_match('/^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$/', $dir)) pl_fail('bad directory name');
+    wp_clean_plugins_cache();
+    if ($kind === 'theme') {
+        $theme = wp_get_theme($dir);
+        if (!$theme->exists()) pl_fail("$dir is not a theme WordPress can use: " . ($theme->errors() ? $theme->errors()->get_error_message() : 'no style.css'));
+        switch_theme($dir);
+        pl_out(['plugin' => ['slug' => $dir, 'name' => $theme->get('Name'), 'version' => $theme->get('Version'), 'active' => get_stylesheet() === $dir, 'kind' => 'theme']]);
+    }
+    $file = null;
+    foreach (get_plugins() as $f => $p) {
+        if (strpos($f, "$dir/") === 0) { $file = $f; break; }
+    }
+    if ($file === null) pl_fail("$dir holds no plugin WordPress sees (a PHP file with a Plugin Name header)");
+    if (!is_plugin_active($file)) {
+        $r = activate_plugin($file);
+        if (is_wp_error($r)) pl_fail("activation failed: " . $r->get_error_message());
+    }
+    foreach (pl_list() as $p) {
+        if ($p['kind'] === 'plugin' && $p['slug'] === $dir) pl_out(['plugin' => $p]);
+    }
+    pl_fail("$dir was activated but is not listed");
 default:
     pl_fail('unknown operation');
 }

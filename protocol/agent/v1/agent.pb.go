@@ -3578,8 +3578,11 @@ type DeployRepositoryRequest struct {
 	// plane's address guard checked it; empty for none.
 	Pin string `protobuf:"bytes,8,opt,name=pin,proto3" json:"pin,omitempty"`
 	// destination is plugin, theme or wp-content.
-	Destination   string `protobuf:"bytes,9,opt,name=destination,proto3" json:"destination,omitempty"`
-	FolderName    string `protobuf:"bytes,10,opt,name=folder_name,json=folderName,proto3" json:"folder_name,omitempty"`
+	Destination string `protobuf:"bytes,9,opt,name=destination,proto3" json:"destination,omitempty"`
+	FolderName  string `protobuf:"bytes,10,opt,name=folder_name,json=folderName,proto3" json:"folder_name,omitempty"`
+	// activate activates the placed plugin, or switches to the placed
+	// theme (a repository's first deploy).
+	Activate      bool `protobuf:"varint,11,opt,name=activate,proto3" json:"activate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3682,6 +3685,13 @@ func (x *DeployRepositoryRequest) GetFolderName() string {
 		return x.FolderName
 	}
 	return ""
+}
+
+func (x *DeployRepositoryRequest) GetActivate() bool {
+	if x != nil {
+		return x.Activate
+	}
+	return false
 }
 
 type DeployRepositoryResponse struct {
@@ -4041,7 +4051,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1d\n" +
 	"\n" +
 	"account_id\x18\x02 \x01(\tR\taccountId\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x9c\x02\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xb8\x02\n" +
 	"\x17DeployRepositoryRequest\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12#\n" +
@@ -4054,7 +4064,8 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\vdestination\x18\t \x01(\tR\vdestination\x12\x1f\n" +
 	"\vfolder_name\x18\n" +
 	" \x01(\tR\n" +
-	"folderName\"X\n" +
+	"folderName\x12\x1a\n" +
+	"\bactivate\x18\v \x01(\bR\bactivate\"X\n" +
 	"\x18DeployRepositoryResponse\x12\x10\n" +
 	"\x03sha\x18\x01 \x01(\tR\x03sha\x12\x14\n" +
 	"\x05files\x18\x02 \x01(\x03R\x05files\x12\x14\n" +
