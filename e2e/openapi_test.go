@@ -140,6 +140,13 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 	do(u, "POST", "/api/app/sites/site_nope/domain/check", nil, 404)
 	do(u, "DELETE", "/api/app/sites/site_nope/domain", nil, 404)
 	do(u, "GET", "/api/app/sites/site_nope/ssh", nil, 404)
+	do(u, "GET", "/api/app/sites/site_nope/repositories", nil, 404)
+	do(u, "POST", "/api/app/sites/site_nope/repositories", map[string]string{"repoUrl": "https://git.example.com/a/b.git", "destination": "plugin"}, 404)
+	do(u, "POST", "/api/app/sites/site_nope/repositories", map[string]string{"repoUrl": "https://git.example.com/a/b.git", "destination": "x", "more": "y"}, 400)
+	do(u, "PATCH", "/api/app/sites/site_nope/repositories/repo_nope", map[string]string{"repoUrl": "x"}, 400)
+	do(u, "PATCH", "/api/app/sites/site_nope/repositories/repo_nope", map[string]any{"autoDeploy": false}, 404)
+	do(u, "POST", "/api/app/sites/site_nope/repositories/repo_nope/deploy", nil, 404)
+	do(u, "DELETE", "/api/app/sites/site_nope/repositories/repo_nope", nil, 404)
 	key := do(u, "POST", "/api/account/ssh-keys", map[string]string{"name": "prism",
 		"publicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII1v/zhA6DnYhabld1Co4wy0M8q0vKBv8ZVZql+JBbRp prism"}, 201).Str("sshKey.id")
 	do(u, "POST", "/api/account/ssh-keys", map[string]string{"name": "bad", "publicKey": "ssh-dss AAAA"}, 400)
