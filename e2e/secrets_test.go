@@ -106,6 +106,26 @@ func TestSecretsCanary(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(page), "wp_options") {
 		t.Fatalf("Adminer link: %d %.300s", resp.StatusCode, page)
 	}
+	// A Git repository with a token, its webhook secret (shown once) and
+	// a delivery to its URL, which holds that secret, with a wrong
+	// signature: the access log must not keep the URL whole.
+	secrets["git token"] = "canary-git-token-2f8a-91cd"
+	repo := owner.Do("POST", "/api/app/sites/"+id+"/repositories", map[string]any{"repoUrl": "https://git.example.test/acme/canary.git",
+		"destination": "plugin", "token": secrets["git token"]}).Must(t, 201)
+	secrets["git webhook secret"] = repo.Str("webhookSecret")
+	if !strings.Contains(repo.Str("webhookUrl"), secrets["git webhook secret"]) {
+		t.Fatalf("webhook URL: %s", repo.Raw)
+	}
+	hookReq, _ := http.NewRequest("POST", repo.Str("webhookUrl"), strings.NewReader(`{"ref":"refs/heads/main"}`))
+	hookReq.Header.Set("X-GitHub-Event", "push")
+	hookReq.Header.Set("X-Hub-Signature-256", "sha256=00")
+	if resp, err := http.DefaultClient.Do(hookReq); err != nil || resp.StatusCode != 401 {
+		t.Fatalf("a badly signed delivery: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	keep(owner.Do("GET", "/api/app/sites/"+id+"/repositories", nil).Must(t, 200))
+	keep(owner.Do("PATCH", "/api/app/sites/"+id+"/repositories/"+repo.Str("repository.id"), map[string]any{"branch": "dev"}).Must(t, 200))
 	// Mail goes out through SMTP with its password.
 	ws := keep(owner.Do("GET", "/api/account/me", nil).Must(t, 200)).Str("user.personalWorkspaceId")
 	keep(owner.Do("POST", "/api/app/workspaces/"+ws+"/members", map[string]string{"email": "canary@example.com"}).Must(t, 201))
@@ -151,6 +171,9 @@ func TestSecretsCanary(t *testing.T) {
 	logText := strings.Join(logged, "\n")
 	if !strings.Contains(logText, `"route":"GET /api/account/me"`) {
 		t.Fatal("no access log lines: the check below would prove nothing")
+	}
+	if !strings.Contains(logText, `"path":"/hooks/git/`+repo.Str("repository.id")+`/…"`) {
+		t.Error("the webhook delivery is not in the access log (cut): the check below would prove nothing for it")
 	}
 	for name, v := range secrets {
 		if strings.Contains(logText, v) {
