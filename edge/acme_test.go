@@ -141,6 +141,9 @@ func TestCustomDomainCertificatesFromPebble(t *testing.T) {
 	if err != nil {
 		t.Fatalf("https via edge C: %v\npebble:\n%s", err, pebble.Log())
 	}
+	if resp.StatusCode != 200 || resp.TLS.PeerCertificates[0].VerifyHostname("alpn.example.com") != nil {
+		t.Fatalf("https via edge C: %d, certificate for %v", resp.StatusCode, resp.TLS.PeerCertificates[0].DNSNames)
+	}
 	if strings.Contains(pebble.Log(), "http://alpn.example.com") || !strings.Contains(logA.String(), `challenge=tls-alpn-01`) {
 		t.Fatalf("the CA did not validate alpn.example.com over TLS-ALPN-01 at edge A:\npebble:\n%s\nedge A:\n%s", pebble.Log(), logA.String())
 	}

@@ -85,7 +85,7 @@ func Parse(line string) (*Key, error) {
 		if k.Bits < MinRSABits {
 			return nil, fmt.Errorf("RSA keys must have at least %d bits (this one has %d): make one with ssh-keygen -t ed25519", MinRSABits, k.Bits)
 		}
-	case ssh.KeyAlgoDSA:
+	case "ssh-dss":
 		return nil, errors.New("DSA keys are not accepted: make one with ssh-keygen -t ed25519")
 	default:
 		if strings.Contains(pub.Type(), "-cert-") {
