@@ -138,7 +138,7 @@ func (a *Agent) startSSH() error {
 	cfg.Backend = cfg.Auth.(*sshAccess)
 	g, err := sshgate.New(cfg)
 	if err != nil {
-		return fmt.Errorf("ssh gateway: %w", err)
+		return fmt.Errorf("ssh gateway on %s (another address with --ssh-addr, none with --ssh-addr ''): %w", a.cfg.SSHAddr, err)
 	}
 	a.ssh = g
 	go func() { // ends with Close
