@@ -61,6 +61,7 @@ func main() {
 	flag.BoolVar(&onlyLaunch, "only-launch", false, "measure launch links and webhooks only")
 	flag.BoolVar(&onlyBlueprints, "only-blueprints", false, "measure Blueprint runs and bakes only")
 	flag.BoolVar(&onlyImports, "only-imports", false, "measure import restores only")
+	flag.BoolVar(&onlyAccess, "only-access", false, "measure SSH sessions, Git deploys and custom domains only")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (control plane and agent) to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -91,6 +92,7 @@ var (
 	onlyLaunch       bool
 	onlyBlueprints   bool
 	onlyImports      bool
+	onlyAccess       bool
 )
 
 func freePort() (string, error) {
@@ -122,6 +124,15 @@ func start(ctx context.Context) (*system, error) {
 		return nil, err
 	}
 	_, port, _ := net.SplitHostPort(edgeAddr)
+	var tlsAddr string
+	if onlyAccess {
+		if tlsAddr, err = freePort(); err != nil {
+			return nil, err
+		}
+		if access, err = setUpAccess(edgeAddr, tlsAddr); err != nil {
+			return nil, err
+		}
+	}
 	cfg := server.DefaultConfig()
 	cfg.DataDir, cfg.APIAddr = filepath.Join(dir, "cp"), "127.0.0.1:0"
 	cfg.SitePort, _ = strconv.Atoi(port)
@@ -135,6 +146,12 @@ func start(ctx context.Context) (*system, error) {
 		return nil, err
 	}
 	cfg.ResourceMirror = m
+	acfg := agent.Config{DataDir: filepath.Join(dir, "agent"), Logger: log, Sandbox: sandbox}
+	ecfg := edge.Config{Addr: edgeAddr, Logger: log}
+	if access != nil {
+		ecfg.TLSAddr = tlsAddr
+		access.configure(&cfg, &acfg, &ecfg)
+	}
 	s, err := server.New(cfg)
 	if err != nil {
 		return nil, err
@@ -149,15 +166,16 @@ func start(ctx context.Context) (*system, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := agent.New(ctx, agent.Config{DataDir: filepath.Join(dir, "agent"), ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Logger: log,
-		Sandbox: sandbox})
+	acfg.ControlPlane, acfg.ClusterToken = s.URL(), s.ClusterToken()
+	a, err := agent.New(ctx, acfg)
 	if err != nil {
 		return nil, err
 	}
 	a.Start()
 	<-a.Registered()
 	<-a.ImagesImported() // background imports would skew every figure
-	e, err := edge.New(edge.Config{ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Addr: edgeAddr, Logger: log})
+	ecfg.ControlPlane, ecfg.ClusterToken = s.URL(), s.ClusterToken()
+	e, err := edge.New(ecfg)
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +189,9 @@ func (s *system) stop() {
 	s.agent.Close()
 	s.srv.Close()
 	s.closeMirror()
+	if access != nil {
+		access.t.done()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_ = agent.Purge(ctx, filepath.Join(s.dir, "agent"), "")
@@ -247,6 +268,10 @@ func run(n int, dur time.Duration, conc int) error {
 	if onlyImports {
 		fmt.Println("Imports")
 		return importPhases(ctx, sys, n)
+	}
+	if onlyAccess {
+		fmt.Println("SSH, Git deploy, custom domains")
+		return accessPhases(ctx, sys, n)
 	}
 	mgr := sys.agent.Sites()
 	edgeAddr := sys.edge.Addr()

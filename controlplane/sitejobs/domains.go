@@ -25,7 +25,7 @@ func wantedURL(s *state.Site, d *state.Domain) string {
 // the job runs, so a connect and a disconnect racing each other end in
 // the state the last one left: after each move the domain is read again
 // and, if it wants another URL meanwhile, the site is moved again. A
-// verifying domain becomes active once WordPress answers at it; a move
+// verifying domain becomes active once the node has moved WordPress; a move
 // that fails marks it failed with the reason.
 func (r *Runners) setDomain(ctx context.Context, j *state.Job, _ func(int)) error {
 	for range 4 {

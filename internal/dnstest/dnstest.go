@@ -7,10 +7,19 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"testing"
 
 	"github.com/miekg/dns"
 )
+
+// T is what the servers need of a test: a testing.TB, or the stand-in a
+// benchmark command brings.
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+}
 
 // Server answers A, AAAA, CNAME and TXT queries from its records; a name
 // with none is NXDOMAIN. Safe for concurrent use.
@@ -25,7 +34,7 @@ type Server struct {
 }
 
 // Start serves on 127.0.0.1 (a free port, UDP and TCP) until the test ends.
-func Start(t testing.TB) *Server {
+func Start(t T) *Server {
 	t.Helper()
 	s := &Server{records: map[string][]dns.RR{}}
 	var pc net.PacketConn
@@ -59,7 +68,7 @@ func Start(t testing.TB) *Server {
 // Set replaces every record of name with the given ones, in zone-file
 // form without the name: "A 127.0.0.1", "CNAME x.example.com.", `TXT "v"`.
 // No records removes the name.
-func (s *Server) Set(t testing.TB, name string, records ...string) {
+func (s *Server) Set(t T, name string, records ...string) {
 	t.Helper()
 	fq := dns.Fqdn(strings.ToLower(name))
 	var rrs []dns.RR

@@ -30,13 +30,22 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
 
+// T is what the servers need of a test: a testing.TB, or the stand-in a
+// benchmark command brings.
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+}
+
 // RealGit is the git the servers and the shim run; missing, the test
 // fails.
-func RealGit(t testing.TB) string {
+func RealGit(t T) string {
 	t.Helper()
 	p, err := exec.LookPath("git")
 	if err != nil {
@@ -46,7 +55,7 @@ func RealGit(t testing.TB) string {
 }
 
 // git runs git in dir for the test's own repositories.
-func Git(t testing.TB, dir string, args ...string) string {
+func Git(t T, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(RealGit(t), args...)
 	cmd.Dir = dir
@@ -62,14 +71,14 @@ func Git(t testing.TB, dir string, args ...string) string {
 // Repo is a repository the test servers serve: a work tree to
 // commit in and the bare repository they read.
 type Repo struct {
-	t    testing.TB
+	t    T
 	Work string
 	Bare string
 }
 
 // NewRepo makes root/name.git with one commit on main holding
 // files (path → content; a "->" prefix makes a symbolic link).
-func NewRepo(t testing.TB, root, name string, files map[string]string) *Repo {
+func NewRepo(t T, root, name string, files map[string]string) *Repo {
 	t.Helper()
 	r := &Repo{t: t, Work: filepath.Join(t.TempDir(), name), Bare: filepath.Join(root, name+".git")}
 	Git(t, filepath.Dir(r.Work), "init", "-q", "-b", "main", r.Work)
@@ -137,7 +146,7 @@ func (s *HTTPServer) SetHook(hook func(*http.Request)) {
 	s.hook = hook
 }
 
-func NewHTTPServer(t testing.TB) *HTTPServer {
+func NewHTTPServer(t T) *HTTPServer {
 	t.Helper()
 	s := &HTTPServer{Root: t.TempDir()}
 	backend := &cgi.Handler{Path: RealGit(t), Args: []string{"http-backend"}, Dir: s.Root, Stderr: io.Discard,
@@ -220,7 +229,7 @@ func ArgvHolding(secrets []string) []string {
 }
 
 // testCert is a self-signed certificate for repo.test and 127.0.0.1.
-func testCert(t testing.TB) (tls.Certificate, []byte) {
+func testCert(t T) (tls.Certificate, []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -259,7 +268,7 @@ type SSHServer struct {
 
 // Keygen makes an ed25519 key pair in dir: the private key's file and the
 // public half.
-func Keygen(t testing.TB, dir, name string) (string, []byte) {
+func Keygen(t T, dir, name string) (string, []byte) {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", p).CombinedOutput(); err != nil {
@@ -275,7 +284,7 @@ func Keygen(t testing.TB, dir, name string) (string, []byte) {
 // NewSSHServer starts sshd with its own configuration, host key and
 // authorized key (authorized's public half) in a temporary directory;
 // the test's end stops it and removes them.
-func NewSSHServer(t testing.TB, authorized []byte) *SSHServer {
+func NewSSHServer(t T, authorized []byte) *SSHServer {
 	t.Helper()
 	sshd := "/usr/sbin/sshd"
 	if _, err := os.Stat(sshd); err != nil {
@@ -379,7 +388,7 @@ func waitListening(stderr interface{ Read([]byte) (int, error) }, port string) (
 	}
 }
 
-func freePort(t testing.TB) string {
+func freePort(t T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -396,7 +405,7 @@ func (s *SSHServer) URL(host, bare string) string {
 
 // GitShim is a git in front of the real one that records every argv it
 // is started with, one line each.
-func GitShim(t testing.TB) (bin, log string) {
+func GitShim(t T) (bin, log string) {
 	t.Helper()
 	dir := t.TempDir()
 	bin, log = filepath.Join(dir, "git"), filepath.Join(dir, "argv.log")

@@ -24,9 +24,18 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
+
+// T is what Pebble needs of a test: a testing.TB, or the stand-in a
+// benchmark command brings.
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+}
 
 // Pebble is a running Pebble.
 type Pebble struct {
@@ -50,7 +59,7 @@ type Options struct {
 }
 
 // Start runs Pebble until the test ends.
-func Start(t testing.TB, o Options) *Pebble {
+func Start(t T, o Options) *Pebble {
 	t.Helper()
 	bin, err := exec.LookPath("pebble")
 	if err != nil {
@@ -113,7 +122,7 @@ func (p *Pebble) Client() *http.Client {
 
 // IssuerRoots trusts the certificates Pebble issues (its root is made
 // at start, so it is read from the management interface).
-func (p *Pebble) IssuerRoots(t testing.TB) *x509.CertPool {
+func (p *Pebble) IssuerRoots(t T) *x509.CertPool {
 	t.Helper()
 	resp, err := p.Client().Get("https://" + p.mgmt + "/roots/0")
 	if err != nil {
@@ -134,7 +143,7 @@ func (p *Pebble) Orders() int { return strings.Count(p.log.String(), "POST /orde
 // Log is everything Pebble printed.
 func (p *Pebble) Log() string { return p.log.String() }
 
-func serverCert(t testing.TB) (certPEM, keyPEM []byte) {
+func serverCert(t T) (certPEM, keyPEM []byte) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	must(t, err)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "pebble test server"},
@@ -149,14 +158,14 @@ func serverCert(t testing.TB) (certPEM, keyPEM []byte) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 }
 
-func freeAddr(t testing.TB) string {
+func freeAddr(t T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
 	defer l.Close()
 	return l.Addr().String()
 }
 
-func must(t testing.TB, err error) {
+func must(t T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(fmt.Errorf("pebbletest: %w", err))
