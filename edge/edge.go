@@ -296,7 +296,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	route := e.Route(hostOnly(r.Host))
 	switch {
-	case route != nil && route.Custom && r.TLS == nil && e.tlsAddr != "":
+	case route != nil && route.Custom && r.TLS == nil && e.acme != nil:
 		target := "https://" + hostOnly(r.Host)
 		if e.httpsPort != 443 {
 			target += ":" + strconv.Itoa(e.httpsPort)
