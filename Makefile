@@ -42,6 +42,7 @@ bench: deps images
 	$(GO) run ./bench/raftbench
 	$(GO) run ./bench/sitebench
 	$(GO) run ./bench/sitebench -only-imports -sites 5
+	$(GO) run ./bench/sitebench -only-access -sites 5
 	@echo "scheduler: one placement over 1,000 simulated nodes"
 	@$(GO) test -run '^$$' -bench . ./scheduler | awk -f bench/ratios.awk
 
