@@ -13,6 +13,8 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/mholt/acmez/v3"
 	"go.uber.org/zap"
+
+	edgev1 "github.com/sandboxd/sandboxd/protocol/edge/v1"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -39,6 +41,11 @@ type ACMEConfig struct {
 	// locks; nil means the control plane's (CertStorage), shared by
 	// every edge.
 	Storage certmagic.Storage
+	// SandboxHosts also gets certificates for the sandbox hosts
+	// (<slug>.<sandbox domain>) of ready sites, one per site on its first
+	// HTTPS visit, when the edge has no certificate of its own for them
+	// (TLSCertFile): the sandbox wildcard without a wildcard certificate.
+	SandboxHosts bool
 }
 
 // acme is the edge's certmagic: one config over one cache.
@@ -97,10 +104,8 @@ func (e *Edge) tlsConfig(fixed *tls.Certificate) *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: protos,
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
-			if e.acme != nil {
-				if r := e.Route(name); isChallenge(hello) || (r != nil && r.Custom) {
-					return e.acme.magic.GetCertificate(hello)
-				}
+			if e.acme != nil && (isChallenge(hello) || e.allowCertificate(name) == nil) {
+				return e.acme.magic.GetCertificate(hello)
 			}
 			if fixed != nil {
 				return fixed, nil
@@ -109,11 +114,18 @@ func (e *Edge) tlsConfig(fixed *tls.Certificate) *tls.Config {
 		}}
 }
 
-// allowCertificate is certmagic's decision: only active custom domains
-// (routes marked custom) get certificates; any other name a client sends
-// orders nothing.
+// allowCertificate is certmagic's decision: active custom domains
+// (routes marked custom) get certificates, and so do ready sites' sandbox
+// hosts when the operator asks for them (ACMEConfig.SandboxHosts) and the
+// edge has no certificate of its own for them; any other name a client
+// sends orders nothing.
 func (e *Edge) allowCertificate(name string) error {
-	if r := e.Route(strings.ToLower(name)); r != nil && r.Custom {
+	r := e.Route(strings.ToLower(strings.TrimSuffix(name, ".")))
+	switch {
+	case r == nil:
+	case r.Custom:
+		return nil
+	case e.cfg.ACME.SandboxHosts && !e.fixedCert && r.Status == edgev1.RouteStatus_ROUTE_STATUS_READY && r.Redirect == "":
 		return nil
 	}
 	return fmt.Errorf("%s: %w", name, errNotServed)

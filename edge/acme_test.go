@@ -39,7 +39,7 @@ func TestCustomDomainCertificatesFromPebble(t *testing.T) {
 	port, _ := strconv.Atoi(bu.Port())
 
 	dns := dnstest.Start(t)
-	for _, name := range []string{"shop.example.com", "alpn.example.com", "notours.example.com"} {
+	for _, name := range []string{"shop.example.com", "alpn.example.com", "notours.example.com", "box1.sandbox.example.net"} {
 		dns.Set(t, name, "A 127.0.0.1")
 	}
 	// The CA validates against edge A's ports; the other edges order.
@@ -62,6 +62,11 @@ func TestCustomDomainCertificatesFromPebble(t *testing.T) {
 			fsm.ConnectDomain{Domain: state.Domain{SiteID: id, WorkspaceID: alice.Personal, Hostname: host, CreatedAt: now, UpdatedAt: now}},
 			fsm.PutDomain{Domain: state.Domain{SiteID: id, Hostname: host, Status: state.DomainActive, VerifiedAt: &now, UpdatedAt: now}})
 	}
+	// A sandbox host under a real-looking sandbox domain, for an edge that
+	// gets sandbox hosts their certificates.
+	cmds = append(cmds, fsm.CreateSiteWithJob{Site: state.Site{ID: "site_box1", WorkspaceID: alice.Personal, UserID: alice.ID, Slug: "box1",
+		Status: state.SiteReady, Port: port, URL: "http://box1.sandbox.example.net", NodeID: "n1", CreatedAt: now, UpdatedAt: now},
+		Job: state.Job{ID: "job_box1", Type: "none", WorkspaceID: alice.Personal, CreatedAt: now}})
 	// notours.example.com points at the edges but is only pending.
 	cmds = append(cmds, fsm.CreateSiteWithJob{Site: state.Site{ID: "site_acmex", WorkspaceID: alice.Personal, UserID: alice.ID, Slug: "acmex",
 		Status: state.SiteReady, Port: port, URL: "http://acmex.localhost", NodeID: "n1", CreatedAt: now, UpdatedAt: now},
@@ -163,6 +168,20 @@ func TestCustomDomainCertificatesFromPebble(t *testing.T) {
 	}
 	if got := pebble.Orders(); got != 2 {
 		t.Fatalf("orders after handshakes for names that are not served: %d, want 2", got)
+	}
+
+	// Sandbox hosts get certificates only from an edge told to get them.
+	if _, _, err := get(b, "box1.sandbox.example.net"); err == nil || pebble.Orders() != 2 {
+		t.Fatalf("a sandbox host got a certificate from an edge not told to: %v, %d orders", err, pebble.Orders())
+	}
+	d := newEdge("edge-d", "127.0.0.1:0", "127.0.0.1:0", edge.ACMEConfig{SandboxHosts: true})
+	resp, body, err = get(d, "box1.sandbox.example.net")
+	if err != nil || resp.StatusCode != 200 || body != "wordpress at box1.sandbox.example.net proto https" || pebble.Orders() != 3 {
+		t.Fatalf("a sandbox host from an edge with SandboxHosts: %v %v %q, %d orders", err, resp, body, pebble.Orders())
+	}
+	// … but not the sandbox host of a site that moved to its domain.
+	if _, _, err := get(d, "acme0.localhost"); err == nil || pebble.Orders() != 3 {
+		t.Fatalf("the sandbox host of a site on its domain: %v, %d orders", err, pebble.Orders())
 	}
 
 	// Plain HTTP to an active domain is sent to https; a sandbox host is not.

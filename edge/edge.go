@@ -103,6 +103,8 @@ type Edge struct {
 	tlsAddr   string
 	httpsPort int
 	acme      *acme
+	// fixedCert is set when TLSCertFile serves the sandbox hosts.
+	fixedCert bool
 	ready     chan struct{}
 	readyOnce sync.Once
 	cancel    context.CancelFunc
@@ -166,7 +168,7 @@ func (e *Edge) listenTLS(cfg Config) (net.Listener, error) {
 		if err != nil {
 			return nil, fmt.Errorf("edge certificate: %w", err)
 		}
-		fixed = &cert
+		fixed, e.fixedCert = &cert, true
 	}
 	raw, err := net.Listen("tcp", cfg.TLSAddr)
 	if err != nil {

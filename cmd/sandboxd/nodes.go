@@ -113,8 +113,8 @@ func runEdge(args []string) error {
 
 // acmeFlags configure an edge's certificates for custom domains.
 type acmeFlags struct {
-	ca, email, root       string
-	noHTTP01, noTLSALPN01 bool
+	ca, email, root                     string
+	noHTTP01, noTLSALPN01, sandboxHosts bool
 }
 
 func (f *acmeFlags) register(fs *flag.FlagSet) {
@@ -123,10 +123,12 @@ func (f *acmeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.root, "acme-ca-root", "", "PEM file of the CA certificate the ACME server's own HTTPS is trusted by (a private CA such as Pebble)")
 	fs.BoolVar(&f.noHTTP01, "acme-disable-http01", false, "do not use the HTTP-01 challenge (port 80 does not reach the edges)")
 	fs.BoolVar(&f.noTLSALPN01, "acme-disable-tlsalpn01", false, "do not use the TLS-ALPN-01 challenge (TLS ends before the edges)")
+	fs.BoolVar(&f.sandboxHosts, "acme-sandbox-hosts", false, "also get a certificate for each ready site's sandbox host on its first HTTPS visit (no wildcard certificate needed)")
 }
 
 func (f *acmeFlags) apply(cfg *edge.Config) error {
-	cfg.ACME = edge.ACMEConfig{CA: f.ca, Email: f.email, DisableHTTPChallenge: f.noHTTP01, DisableTLSALPNChallenge: f.noTLSALPN01}
+	cfg.ACME = edge.ACMEConfig{CA: f.ca, Email: f.email, DisableHTTPChallenge: f.noHTTP01, DisableTLSALPNChallenge: f.noTLSALPN01,
+		SandboxHosts: f.sandboxHosts}
 	if f.ca != "" && cfg.TLSAddr == "" {
 		return fmt.Errorf("--acme-ca needs an HTTPS listener (--tls-addr, or --edge-tls-addr in dev)")
 	}
