@@ -313,6 +313,10 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case route.Status == edgev1.RouteStatus_ROUTE_STATUS_CREATING:
 		w.Header().Set("Retry-After", "1")
 		page(w, http.StatusServiceUnavailable, "Your sandbox is being created", "WordPress is being set up for you. This page reloads by itself; it usually takes a second or two.", true)
+	case route.Status == edgev1.RouteStatus_ROUTE_STATUS_UNAVAILABLE:
+		w.Header().Set("Retry-After", "30")
+		page(w, http.StatusServiceUnavailable, "Sandbox temporarily unavailable", "The server this sandbox runs on is not answering. "+
+			"The sandbox comes back by itself when the server does (or on another server); this page reloads by itself.", true)
 	case route.Status != edgev1.RouteStatus_ROUTE_STATUS_READY || route.Backend == "":
 		page(w, http.StatusServiceUnavailable, "Sandbox unavailable", "This sandbox is not running right now.", false)
 	default:
@@ -341,14 +345,23 @@ func (e *Edge) proxy(route *edgev1.Route) *httputil.ReverseProxy {
 
 var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-{{if .Refresh}}<meta http-equiv="refresh" content="1">{{end}}<title>{{.Title}}</title>
+{{if .Refresh}}<meta http-equiv="refresh" content="{{.Refresh}}">{{end}}<title>{{.Title}}</title>
 <style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:15vh auto;padding:0 1rem;color:#1d2327}h1{font-size:1.5rem}</style>
 </head><body><h1>{{.Title}}</h1><p>{{.Text}}</p></body></html>
 `))
 
+// page answers with a small HTML page; refresh reloads it after
+// Retry-After seconds (1 when none is set).
 func page(w http.ResponseWriter, status int, title, text string, refresh bool) {
+	every := 0
+	if refresh {
+		every = 1
+		if n, err := strconv.Atoi(w.Header().Get("Retry-After")); err == nil && n > 0 {
+			every = n
+		}
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_ = pageTmpl.Execute(w, map[string]any{"Title": title, "Text": text, "Refresh": refresh})
+	_ = pageTmpl.Execute(w, map[string]any{"Title": title, "Text": text, "Refresh": every})
 }

@@ -88,6 +88,15 @@ func TestEdgeFollowsTheRouteStream(t *testing.T) {
 	if code, body := get("nobody.localhost:8081"); code != 404 || !strings.Contains(body, "No sandbox") {
 		t.Fatalf("unknown host: %d %s", code, body)
 	}
+	// Its node goes down: a clear page that reloads itself, until the
+	// node is back.
+	apply(fsm.SetNodeStatus{ID: "n1", Status: state.NodeDown, At: now})
+	if body := waitStatus("shop-ab12c.localhost:8081", 503); !strings.Contains(body, "temporarily unavailable") ||
+		!strings.Contains(body, `http-equiv="refresh" content="30"`) {
+		t.Fatalf("unavailable page: %s", body)
+	}
+	apply(fsm.SetNodeStatus{ID: "n1", Status: state.NodeReady, At: now})
+	waitStatus("shop-ab12c.localhost:8081", 200)
 	apply(fsm.DeleteSite{ID: site.ID})
 	waitStatus("shop-ab12c.localhost:8081", 404)
 

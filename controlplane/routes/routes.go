@@ -63,6 +63,8 @@ func Table(sites []*state.Site, nodes map[string]*state.Node, domains []*state.D
 			r.Backend = net.JoinHostPort(host, strconv.Itoa(s.Port))
 		case state.SiteCreating:
 			r.Status = edgev1.RouteStatus_ROUTE_STATUS_CREATING
+		case state.SiteUnavailable:
+			r.Status = edgev1.RouteStatus_ROUTE_STATUS_UNAVAILABLE
 		default:
 			continue // failed and deleting sites are not served
 		}

@@ -180,5 +180,8 @@ type FileAnswer struct {
 // NotReady is the error of an operation that needs a ready site: 400
 // invalid_request with details.status, the site's.
 func NotReady(s *state.Site) error {
+	if s.Status == state.SiteUnavailable {
+		return apierr.Invalid("", "the site is unavailable: its node is down; try again when it is back").With("status", s.Status)
+	}
 	return apierr.Invalid("", "the site is %s; this needs a ready site", s.Status).With("status", s.Status)
 }

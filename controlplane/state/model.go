@@ -182,6 +182,9 @@ const (
 	SiteReady    = "ready"
 	SiteFailed   = "failed"
 	SiteDeleting = "deleting"
+	// SiteUnavailable is a ready site whose node is down: set and cleared
+	// with the node's status, in the same Raft entry.
+	SiteUnavailable = "unavailable"
 )
 
 // Site is a WordPress sandbox.

@@ -185,6 +185,15 @@ func (t *Tx) UpdateSite(u SiteUpdate) (*Site, error) {
 			c.PHPConfig = u.PHPConfig
 		}
 		c.UpdatedAt = u.At
+		if c.Status == SiteReady && c.NodeID != "" {
+			// A job that finished as its node went down: the site is
+			// there, but nothing can reach it until the node is back.
+			if n, err := first[Node](tx, tableNodes, "id", c.NodeID); err != nil {
+				return err
+			} else if n != nil && n.Status == NodeDown {
+				c.Status = SiteUnavailable
+			}
+		}
 		out = &c
 		return insert(tx, tableSites, &c)
 	})
@@ -214,7 +223,10 @@ func (t *Tx) UpsertNode(n Node) error {
 			n.RegisteredAt = old.RegisteredAt
 		}
 		n.Status = NodeReady
-		return insert(tx, tableNodes, &n)
+		if err := insert(tx, tableNodes, &n); err != nil {
+			return err
+		}
+		return followNode(tx, n.ID, NodeReady, n.UpdatedAt)
 	})
 }
 
@@ -230,8 +242,36 @@ func (t *Tx) SetNodeStatus(id, status string, at time.Time) error {
 		}
 		c := *n
 		c.Status, c.UpdatedAt = status, at
-		return insert(tx, tableNodes, &c)
+		if err := insert(tx, tableNodes, &c); err != nil {
+			return err
+		}
+		return followNode(tx, id, status, at)
 	})
+}
+
+// followNode makes a node's ready sites unavailable while it is down and
+// ready again when it is back, so the API, the edges' routes and the
+// guards of every site operation agree on what can be served.
+func followNode(tx *memdb.Txn, nodeID, status string, at time.Time) error {
+	from, to := SiteUnavailable, SiteReady
+	if status == NodeDown {
+		from, to = SiteReady, SiteUnavailable
+	}
+	sites, err := all[Site](tx, tableSites, "node", nodeID)
+	if err != nil {
+		return err
+	}
+	for _, s := range sites {
+		if s.Status != from {
+			continue
+		}
+		c := *s
+		c.Status, c.UpdatedAt = to, at
+		if err := insert(tx, tableSites, &c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // CreateSiteWithJob adds a site together with the job that provisions

@@ -31,6 +31,9 @@ const (
 	RouteStatus_ROUTE_STATUS_CREATING RouteStatus = 1
 	RouteStatus_ROUTE_STATUS_READY    RouteStatus = 2
 	RouteStatus_ROUTE_STATUS_STOPPED  RouteStatus = 3
+	// UNAVAILABLE hosts belong to sites whose node is down: a clear page
+	// until the node is back or the site is restored elsewhere.
+	RouteStatus_ROUTE_STATUS_UNAVAILABLE RouteStatus = 4
 )
 
 // Enum value maps for RouteStatus.
@@ -40,12 +43,14 @@ var (
 		1: "ROUTE_STATUS_CREATING",
 		2: "ROUTE_STATUS_READY",
 		3: "ROUTE_STATUS_STOPPED",
+		4: "ROUTE_STATUS_UNAVAILABLE",
 	}
 	RouteStatus_value = map[string]int32{
 		"ROUTE_STATUS_UNSPECIFIED": 0,
 		"ROUTE_STATUS_CREATING":    1,
 		"ROUTE_STATUS_READY":       2,
 		"ROUTE_STATUS_STOPPED":     3,
+		"ROUTE_STATUS_UNAVAILABLE": 4,
 	}
 )
 
@@ -851,12 +856,13 @@ const file_edge_v1_edge_proto_rawDesc = "" +
 	"\bacquired\x18\x01 \x01(\bR\bacquired\"=\n" +
 	"\x11UnlockCertRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05owner\x18\x02 \x01(\tR\x05owner*x\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner*\x96\x01\n" +
 	"\vRouteStatus\x12\x1c\n" +
 	"\x18ROUTE_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ROUTE_STATUS_CREATING\x10\x01\x12\x16\n" +
 	"\x12ROUTE_STATUS_READY\x10\x02\x12\x18\n" +
-	"\x14ROUTE_STATUS_STOPPED\x10\x032c\n" +
+	"\x14ROUTE_STATUS_STOPPED\x10\x03\x12\x1c\n" +
+	"\x18ROUTE_STATUS_UNAVAILABLE\x10\x042c\n" +
 	"\fRouteService\x12S\n" +
 	"\vWatchRoutes\x12$.sandboxd.edge.v1.WatchRoutesRequest\x1a\x1c.sandboxd.edge.v1.RouteEvent0\x012\xb8\x04\n" +
 	"\x12CertStorageService\x12H\n" +
