@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,9 +21,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"connectrpc.com/connect"
 
 	"github.com/sandboxd/sandboxd/agent/daemon"
 	"github.com/sandboxd/sandboxd/agent/gitdeploy"
@@ -34,6 +34,8 @@ import (
 	"github.com/sandboxd/sandboxd/agent/sitenet"
 	"github.com/sandboxd/sandboxd/agent/sites"
 	"github.com/sandboxd/sandboxd/agent/sshgate"
+	"github.com/sandboxd/sandboxd/internal/enroll"
+	"github.com/sandboxd/sandboxd/internal/pki"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
@@ -59,10 +61,12 @@ type Config struct {
 	AdvertiseAddr string
 	// BackendHost is where an edge reaches this node's site ports.
 	BackendHost string
-	// ControlPlane is the base URL of any control-plane server.
-	ControlPlane string
-	// ClusterToken authenticates both directions.
-	ClusterToken string
+	// ControlPlane lists cluster URLs (https://host:port) of control-plane
+	// servers; one is enough, the others are learnt at registration.
+	ControlPlane []string
+	// JoinToken is spent once to get the node's cluster certificate
+	// (kept in DataDir/tls afterwards).
+	JoinToken string
 	// ContainerdSocket is tried first; when nothing answers there, the
 	// agent starts its own containerd under DataDir.
 	ContainerdSocket string
@@ -143,6 +147,11 @@ type Agent struct {
 	imported chan struct{}
 	// stockDone is closed when the first stock template's making ended.
 	stockDone chan struct{}
+	// creds is the node's cluster certificate; servers the control
+	// plane's cluster URLs as last learnt.
+	creds    *rpcauth.Creds
+	servers  atomic.Pointer[[]string]
+	registry agentv1connect.RegistryServiceClient
 }
 
 // New starts everything but the control-plane loop: containerd, images,
@@ -151,8 +160,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.DataDir == "" || cfg.ClusterToken == "" {
-		return nil, errors.New("agent: data dir and cluster token are required")
+	if cfg.DataDir == "" || len(cfg.ControlPlane) == 0 {
+		return nil, errors.New("agent: data dir and control plane are required")
 	}
 	dir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
@@ -181,6 +190,12 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "agent", "node_id", cfg.NodeID), done: make(chan struct{}),
 		registered: make(chan struct{}), imported: make(chan struct{})}
+	a.servers.Store(&cfg.ControlPlane)
+	if a.creds, err = enroll.Obtain(ctx, a.enrollConfig()); err != nil {
+		return nil, err
+	}
+	a.registry = agentv1connect.NewRegistryServiceClient(a.creds.FailoverClient(a.Servers, pki.RoleServer), rpcauth.ControlPlane,
+		rpclimit.RegistryClient()...)
 	ok := false
 	defer func() {
 		if !ok {
@@ -259,20 +274,20 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	a.url = cfg.AdvertiseAddr
 	if a.url == "" {
-		a.url = "http://" + a.ln.Addr().String()
+		a.url = "https://" + a.ln.Addr().String()
 	}
 	mux := http.NewServeMux()
 	fetcher := &gitdeploy.Fetcher{Dir: filepath.Join(dir, "git"), CAFile: cfg.GitCAFile}
 	path, handler := agentv1connect.NewAgentServiceHandler(&service{sites: a.sites, git: fetcher, log: a.log},
-		append(rpclimit.AgentServer(), connect.WithInterceptors(rpcauth.New(cfg.ClusterToken)))...)
+		rpclimit.AgentServer()...)
 	mux.Handle(path, handler)
-	// Only the control plane calls here (cluster token), over h2c with
-	// long RPCs (site creation, plugin ZIPs): headers, idle connections
-	// and header size are bounded; a ReadTimeout or WriteTimeout would cut
-	// those RPCs, so there is none.
-	a.http = &http.Server{Handler: mux, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
-	go func() { _ = a.http.Serve(a.ln) }()
+	// Only control-plane servers call here (mutual TLS, a server's
+	// certificate), with long RPCs (site creation, plugin ZIPs): headers,
+	// idle connections and header size are bounded; a ReadTimeout or
+	// WriteTimeout would cut those RPCs, so there is none.
+	a.http = &http.Server{Handler: rpcauth.Require(nil, pki.RoleServer)(mux), Protocols: rpcauth.Protocols(),
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	go func() { _ = a.http.Serve(tls.NewListener(a.ln, a.creds.ServerTLS(true))) }()
 	if err := a.startSSH(); err != nil {
 		return nil, err
 	}
@@ -307,7 +322,7 @@ func persistent(path string) (string, error) {
 		return "", err
 	}
 	host, _ := os.Hostname()
-	id := fmt.Sprintf("node-%s-%s", sanitize(host), hex.EncodeToString(b))
+	id := fmt.Sprintf("node-%.40s-%s", sanitize(host), hex.EncodeToString(b))
 	return id, os.WriteFile(path, []byte(id), 0o600)
 }
 
@@ -361,7 +376,16 @@ func (a *Agent) Start() {
 		defer close(a.done)
 		a.loop(ctx)
 	}()
+	go enroll.KeepFresh(ctx, a.enrollConfig(), a.creds, a.Servers)
 }
+
+func (a *Agent) enrollConfig() enroll.Config {
+	return enroll.Config{Dir: filepath.Join(a.cfg.DataDir, "tls"), Role: pki.RoleAgent, Name: a.cfg.NodeID,
+		Servers: a.cfg.ControlPlane, JoinToken: a.cfg.JoinToken, Logger: a.log}
+}
+
+// Servers are the control plane's cluster URLs as last learnt.
+func (a *Agent) Servers() []string { return *a.servers.Load() }
 
 // Close stops the loop and the listener. Sites, MariaDB and a containerd
 // the agent started keep running, so a restarted agent re-attaches.

@@ -2,20 +2,19 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
 
-	"github.com/sandboxd/sandboxd/internal/rpcauth"
-	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
-	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 )
 
 // loop registers, then heartbeats; it re-registers when the control plane
-// has forgotten the node, and retries with backoff while it is away.
+// has forgotten the node and retries with backoff while it is away. Calls
+// go to whichever server answers (rpcauth.Failover).
 func (a *Agent) loop(ctx context.Context) {
-	client := a.registryClient()
+	client := a.registry
 	interval := 2 * time.Second
 	registered := false
 	backoff := 200 * time.Millisecond
@@ -33,7 +32,8 @@ func (a *Agent) loop(ctx context.Context) {
 			if ms := resp.Msg.HeartbeatIntervalMs; ms > 0 {
 				interval = time.Duration(ms) * time.Millisecond
 			}
-			a.log.Info("registered with control plane", "control_plane", a.cfg.ControlPlane)
+			a.learn(resp.Msg.Servers)
+			a.log.Info("registered with control plane", "servers", a.Servers())
 		}
 		sleep(ctx, interval)
 		resp, err := client.Heartbeat(ctx, connect.NewRequest(a.heartbeat(ctx)))
@@ -43,16 +43,28 @@ func (a *Agent) loop(ctx context.Context) {
 			}
 			continue
 		}
+		a.learn(resp.Msg.Servers)
 		if resp.Msg.Unknown {
 			registered = false
 		}
 	}
 }
 
-// registryClient calls the control plane's RegistryService.
-func (a *Agent) registryClient() agentv1connect.RegistryServiceClient {
-	return agentv1connect.NewRegistryServiceClient(rpcauth.Client(), a.cfg.ControlPlane,
-		append(rpclimit.RegistryClient(), connect.WithInterceptors(rpcauth.New(a.cfg.ClusterToken)))...)
+// learn keeps the servers the control plane names, with the configured
+// ones (a server that left the cluster and came back is still tried).
+func (a *Agent) learn(servers []string) {
+	if len(servers) == 0 {
+		return
+	}
+	all := slices.Clone(servers)
+	for _, s := range a.cfg.ControlPlane {
+		if !slices.Contains(all, s) {
+			all = append(all, s)
+		}
+	}
+	if !slices.Equal(all, a.Servers()) {
+		a.servers.Store(&all)
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) {

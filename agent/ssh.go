@@ -134,7 +134,7 @@ func (a *Agent) startSSH() error {
 	}
 	cfg := sshgate.DefaultConfig()
 	cfg.Addr, cfg.HostKeyPath, cfg.Logger = a.cfg.SSHAddr, filepath.Join(a.cfg.DataDir, "ssh", "host_ed25519_key"), a.cfg.Logger
-	cfg.Auth = &sshAccess{registry: a.registryClient(), nodeID: a.cfg.NodeID, sites: a.sites, rt: a.rt, self: self}
+	cfg.Auth = &sshAccess{registry: a.registry, nodeID: a.cfg.NodeID, sites: a.sites, rt: a.rt, self: self}
 	cfg.Backend = cfg.Auth.(*sshAccess)
 	g, err := sshgate.New(cfg)
 	if err != nil {

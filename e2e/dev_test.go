@@ -66,8 +66,8 @@ func TestDevFirstStartRestartAndAdmin(t *testing.T) {
 	}
 	bob.Do("POST", "/api/account/invitations/"+inv+"/accept", nil).Must(t, 200)
 
-	if _, err := run(t, nil, "admin", "outbox", "--data-dir", dir, "--cluster-token", "sbxc_wrong"); err == nil || !strings.Contains(err.Error(), "auth_required") {
-		t.Fatalf("wrong cluster token: %v", err)
+	if _, err := run(t, []string{"SANDBOXD_OPERATOR_TOKEN=sbxo_wrong"}, "admin", "outbox", "--data-dir", dir); err == nil || !strings.Contains(err.Error(), "auth_required") {
+		t.Fatalf("wrong operator token: %v", err)
 	}
 
 	// Restart: same URL, same token, same data. dev.env is there only
@@ -96,23 +96,33 @@ func TestDevFirstStartRestartAndAdmin(t *testing.T) {
 	}
 }
 
-// TestThreeServerProcesses runs `sandboxd server` three times, joined with
-// --join, and writes through a follower.
+// TestThreeServerProcesses runs `sandboxd server` three times, the
+// second and third joined with --join and a join token each (sharing the
+// sealing key), and writes through a follower.
 func TestThreeServerProcesses(t *testing.T) {
-	token := "sbxc_e2e-cluster-token"
-	env := []string{"SANDBOXD_CLUSTER_TOKEN=" + token}
-	var urls, dirs []string
+	key, err := run(t, nil, "admin", "sealing-key", "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"SANDBOXD_SEALING_KEY=" + strings.TrimSpace(key)}
+	var urls, dirs, clusters []string
 	for i := 0; i < 3; i++ {
 		dir := filepath.Join(t.TempDir(), "s")
-		api := freeAddr(t)
-		args := []string{"server", "--data-dir", dir, "--api-addr", api, "--raft-addr", freeAddr(t), "--node-id", "s" + string(rune('1'+i))}
+		api, cluster := freeAddr(t), freeAddr(t)
+		name := "s" + string(rune('1'+i))
+		args := []string{"server", "--data-dir", dir, "--api-addr", api, "--cluster-addr", cluster, "--raft-addr", freeAddr(t), "--node-id", name}
+		penv := env
 		if i > 0 {
-			args = append(args, "--join", urls[0])
+			args = append(args, "--join", clusters[0])
+			penv = append(penv, "SANDBOXD_JOIN_TOKEN="+joinToken(t, dirs[0], "server", name))
 		}
-		start(t, env, args...)
+		start(t, penv, args...)
 		urls = append(urls, "http://"+api)
 		dirs = append(dirs, dir)
+		clusters = append(clusters, "https://"+cluster)
 	}
+	token := readKey(t, filepath.Join(dirs[0], "operator-token"))
+	env = append(env, "SANDBOXD_OPERATOR_TOKEN="+token)
 	op := st.NewClient(t, urls[2], token)
 	st.WaitFor(t, 60*time.Second, "three voters", func() bool {
 		r, err := op.DoErr("GET", "/api/admin/cluster", nil)

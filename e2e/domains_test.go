@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -135,13 +134,9 @@ func TestCustomDomainOnARealSite(t *testing.T) {
 
 	// A second edge, its own process, serves the same certificate from
 	// the storage they share: no second order.
-	token, err := os.ReadFile(filepath.Join(dir, "cluster-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	edge2TLS := freeAddr(t)
-	e2 := start(t, []string{"SANDBOXD_CLUSTER_TOKEN=" + strings.TrimSpace(string(token))}, "edge", "--id", "edge-2",
-		"--control-plane", "http://"+d.api, "--addr", freeAddr(t), "--tls-addr", edge2TLS,
+	e2 := start(t, []string{"SANDBOXD_JOIN_TOKEN=" + joinToken(t, dir, "edge", "edge-2")}, "edge", "--id", "edge-2",
+		"--control-plane", readKey(t, filepath.Join(dir, "cluster-url")), "--data-dir", t.TempDir(), "--addr", freeAddr(t), "--tls-addr", edge2TLS,
 		"--acme-ca", pebble.Directory, "--acme-ca-root", pebble.ServerRootFile, "--log-format", "json")
 	e2.waitLine(t, "sandboxd edge:")
 	st.WaitFor(t, time.Minute, "the second edge to serve the domain", func() bool {

@@ -46,27 +46,41 @@ const electionTimeout = cluster.DefaultElectionTimeout
 type serverProcs struct {
 	t      *testing.T
 	env    []string
+	envs   [][]string
 	args   [][]string
+	token  string // the operator's
 	urls   []string
 	mu     sync.Mutex
 	procs  []*proc
 	client *http.Client
 }
 
-func startCluster(t *testing.T, token, plansFile string) *serverProcs {
-	c := &serverProcs{t: t, env: []string{"SANDBOXD_CLUSTER_TOKEN=" + token}, client: &http.Client{Timeout: 2 * time.Second}}
+func startCluster(t *testing.T, plansFile string) *serverProcs {
+	key, err := run(t, nil, "admin", "sealing-key", "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &serverProcs{t: t, env: []string{"SANDBOXD_SEALING_KEY=" + strings.TrimSpace(key)}, client: &http.Client{Timeout: 2 * time.Second}}
+	var dirs, clusters []string
 	for i := range 3 {
-		api := freeAddr(t)
-		args := []string{"server", "--data-dir", filepath.Join(t.TempDir(), "s"), "--api-addr", api,
+		api, cluster := freeAddr(t), freeAddr(t)
+		dir := filepath.Join(t.TempDir(), "s")
+		args := []string{"server", "--data-dir", dir, "--api-addr", api, "--cluster-addr", cluster,
 			"--raft-addr", freeAddr(t), "--node-id", fmt.Sprintf("s%d", i+1), "--plans", plansFile}
+		env := c.env
 		if i > 0 {
-			args = append(args, "--join", c.urls[0])
+			args = append(args, "--join", clusters[0])
+			env = append(slices.Clone(c.env), "SANDBOXD_JOIN_TOKEN="+joinToken(t, dirs[0], "server", fmt.Sprintf("s%d", i+1)))
 		}
 		c.args = append(c.args, args)
+		c.envs = append(c.envs, env)
 		c.urls = append(c.urls, "http://"+api)
-		c.procs = append(c.procs, start(t, c.env, args...))
+		dirs = append(dirs, dir)
+		clusters = append(clusters, "https://"+cluster)
+		c.procs = append(c.procs, start(t, env, args...))
 	}
-	op := st.NewClient(t, c.urls[0], token)
+	c.token = readKey(t, filepath.Join(dirs[0], "operator-token"))
+	op := st.NewClient(t, c.urls[0], c.token)
 	st.WaitFor(t, 60*time.Second, "three voters", func() bool {
 		r, err := op.DoErr("GET", "/api/admin/cluster", nil)
 		if err != nil || r.Status != 200 {
@@ -118,7 +132,7 @@ func (c *serverProcs) kill(i int) {
 
 // restart starts server i again on its data dir.
 func (c *serverProcs) restart(i int) {
-	p := start(c.t, c.env, c.args[i]...)
+	p := start(c.t, c.envs[i], c.args[i]...)
 	c.mu.Lock()
 	c.procs[i] = p
 	c.mu.Unlock()
@@ -277,13 +291,12 @@ func attempt(client *http.Client, url, token, method, path, body, key string) (s
 // twice (an unknown outcome is retried with its Idempotency-Key), and
 // every read is linearizable.
 func TestLeaderKillsKeepWritesLinearizable(t *testing.T) {
-	token := "sbxc_e2e-failover"
 	plansFile := filepath.Join(t.TempDir(), "plans.json")
 	if err := os.WriteFile(plansFile, []byte(`{"paid": {"apiTokens": 1000000}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := startCluster(t, token, plansFile)
-	acct := st.NewClient(t, c.urls[0], token)
+	c := startCluster(t, plansFile)
+	acct := st.NewClient(t, c.urls[0], c.token)
 	acct.Do("POST", "/api/admin/accounts", map[string]string{"email": "f@example.com", "plan": "paid"}).Must(t, 201)
 	userToken := acct.Do("POST", "/api/admin/tokens", map[string]string{"email": "f@example.com"}).Must(t, 201).Str("secret")
 

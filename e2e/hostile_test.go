@@ -345,10 +345,11 @@ func TestHostileTenant(t *testing.T) {
 		// dev runs Raft in process: a server process of its own, on every
 		// address, stands for a control-plane node's Raft and API ports.
 		raftPort := port(freeAddr(t))
-		srv := start(t, []string{"SANDBOXD_CLUSTER_TOKEN=sbxc_e2e-hostile"}, "server", "--data-dir", filepath.Join(t.TempDir(), "s"),
-			"--api-addr", "0.0.0.0:"+port(freeAddr(t)), "--raft-addr", "0.0.0.0:"+raftPort, "--advertise-raft", "127.0.0.1:"+raftPort)
+		srv := start(t, nil, "server", "--data-dir", filepath.Join(t.TempDir(), "s"), "--api-addr", "0.0.0.0:"+port(freeAddr(t)),
+			"--cluster-addr", "0.0.0.0:"+port(freeAddr(t)), "--advertise-cluster", "https://127.0.0.1:1",
+			"--raft-addr", "0.0.0.0:"+raftPort, "--advertise-raft", "127.0.0.1:"+raftPort)
 		srv.waitLine(t, "sandboxd server ")
-		ports := append(listenPorts(t, d.proc.cmd.Process.Pid, 3), listenPorts(t, srv.cmd.Process.Pid, 2)...)
+		ports := append(listenPorts(t, d.proc.cmd.Process.Pid, 4), listenPorts(t, srv.cmd.Process.Pid, 3)...)
 		ports = append(ports, node.port)
 		for _, a := range addrs {
 			for _, p := range ports {

@@ -206,3 +206,20 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return lines[len(lines)-1]
 }
+
+// joinToken makes a join token for a new member through the server with
+// data dir dir (its operator token), waiting for the server to lead.
+func joinToken(t *testing.T, dir string, role, name string) string {
+	t.Helper()
+	var out string
+	var err error
+	st.WaitFor(t, 2*time.Minute, "a join token from "+dir, func() bool {
+		args := []string{"admin", "join-token", "create", "--data-dir", dir, "--role", role}
+		if name != "" {
+			args = append(args, "--name", name)
+		}
+		out, err = run(t, nil, args...)
+		return err == nil
+	})
+	return lastLine(out)
+}

@@ -33,10 +33,8 @@ func prismBin(t *testing.T) string {
 // the declared schema, enums respected. The requests walk the routes a
 // control plane without nodes can answer, successes and errors alike.
 func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
-	token := "sbxc_e2e-prism"
-	api := freeAddr(t)
-	start(t, []string{"SANDBOXD_CLUSTER_TOKEN=" + token}, "server", "--data-dir", filepath.Join(t.TempDir(), "s"),
-		"--api-addr", api, "--raft-addr", freeAddr(t))
+	api, dataDir := freeAddr(t), filepath.Join(t.TempDir(), "s")
+	start(t, nil, "server", "--data-dir", dataDir, "--api-addr", api, "--cluster-addr", freeAddr(t), "--raft-addr", freeAddr(t))
 	direct := st.NewClient(t, "http://"+api, "")
 	st.WaitFor(t, 30*time.Second, "the server to lead", func() bool {
 		r, err := direct.DoErr("GET", "/healthz", nil)
@@ -85,7 +83,7 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 	}
 
 	base := "http://" + proxyAddr
-	op := st.NewClient(t, base, token)
+	op := st.NewClient(t, base, readKey(t, filepath.Join(dataDir, "operator-token")))
 	var answers []*st.Response
 	do := func(c *st.Client, method, path string, body any, status int, header ...string) *st.Response {
 		t.Helper()

@@ -41,9 +41,19 @@ func TestSecretsCanary(t *testing.T) {
 	ownerToken := p.waitLine(t, "SANDBOX_TOKEN=")
 	owner := st.NewClient(t, apiURL, ownerToken)
 	d := &devSystem{dir: dir, proc: p, owner: owner}
-	clusterToken := readKey(t, filepath.Join(dir, "cluster-token"))
-
-	secrets := map[string]string{"owner token": ownerToken, "cluster token": clusterToken, "SMTP password": smtpPassword}
+	operatorToken := readKey(t, filepath.Join(dir, "operator-token"))
+	// The cluster's keys: the sealing key and each member's private key
+	// (their PEM bodies, one line of base64 each).
+	pemBody := func(rel string) string {
+		lines := strings.Split(readKey(t, filepath.Join(dir, rel)), "\n")
+		return strings.Join(lines[1:len(lines)-1], "")
+	}
+	secrets := map[string]string{"owner token": ownerToken, "operator token": operatorToken, "SMTP password": smtpPassword,
+		"sealing key": readKey(t, filepath.Join(dir, "sealing-key")), "server key": pemBody("tls/key.pem"),
+		"agent key": pemBody("agent/tls/key.pem"), "edge key": pemBody("edge/tls/key.pem")}
+	// A join token made and spent.
+	joinTok := joinToken(t, dir, "edge", "")
+	secrets["join token"] = joinTok[strings.LastIndex(joinTok, ".")+1:]
 	var responses []*st.Response
 	keep := func(r *st.Response) *st.Response { responses = append(responses, r); return r }
 
@@ -56,10 +66,13 @@ func TestSecretsCanary(t *testing.T) {
 		keep(owner.As(secrets[name]).Do("GET", "/api/account/me", nil).Must(t, 200))
 		keep(owner.As(secrets[name]).Do("POST", "/api/account/tokens", `{"bad json`).Must(t, 400))
 	}
-	op := st.NewClient(t, apiURL, clusterToken)
+	op := st.NewClient(t, apiURL, operatorToken)
 	keep(op.Do("GET", "/api/admin/accounts", nil).Must(t, 200))
 	keep(op.Do("GET", "/api/admin/cluster", nil).Must(t, 200))
-	keep(st.NewClient(t, apiURL, clusterToken+"x").Do("GET", "/api/admin/accounts", nil).Must(t, 401))
+	keep(op.Do("GET", "/api/admin/members", nil).Must(t, 200))
+	keep(op.Do("GET", "/api/admin/join-tokens", nil).Must(t, 200))
+	keep(st.NewClient(t, apiURL, operatorToken+"x").Do("GET", "/api/admin/accounts", nil).Must(t, 401))
+	secrets["operator token made by the API"] = op.Do("POST", "/api/admin/operator-tokens", map[string]string{"name": "canary"}).Must(t, 201).Str("token")
 
 	// A license key, set on upload and again by PUT.
 	secrets["license key"] = "CANARY-LICENSE-5b9e-0c7a"
@@ -185,7 +198,11 @@ func TestSecretsCanary(t *testing.T) {
 	// Every byte under the data dir.
 	allowed := map[string]func(rel string) bool{
 		"owner token":       func(rel string) bool { return rel == "dev-token" },
-		"cluster token":     func(rel string) bool { return rel == "cluster-token" },
+		"operator token":    func(rel string) bool { return rel == "operator-token" },
+		"sealing key":       func(rel string) bool { return rel == "sealing-key" },
+		"server key":        func(rel string) bool { return rel == "tls/key.pem" },
+		"agent key":         func(rel string) bool { return rel == "agent/tls/key.pem" },
+		"edge key":          func(rel string) bool { return rel == "edge/tls/key.pem" },
 		"database password": func(rel string) bool { return siteOwnConfig(rel, id) },
 	}
 	seenAllowed := map[string][]string{}

@@ -271,10 +271,6 @@ func TestTemplateOnAnotherNode(t *testing.T) {
 		t.Fatalf("a site with no room: %d %s", r.Status, r.Raw)
 	}
 
-	token, err := os.ReadFile(filepath.Join(dir, "cluster-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	dirB := filepath.Join(filepath.Dir(dir), "b")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -283,7 +279,7 @@ func TestTemplateOnAnotherNode(t *testing.T) {
 			t.Errorf("purge node B: %v", err)
 		}
 	})
-	b := start(t, []string{"SANDBOXD_CLUSTER_TOKEN=" + strings.TrimSpace(string(token))}, append([]string{"agent", "--control-plane", "http://" + d.api,
+	b := start(t, []string{"SANDBOXD_JOIN_TOKEN=" + joinToken(t, dir, "agent", "")}, append([]string{"agent", "--control-plane", readKey(t, filepath.Join(dir, "cluster-url")),
 		"--data-dir", dirB, "--listen-addr", freeAddr(t), "--site-egress", "none", "--log-format", "json"}, sharedContainerd(t)...)...)
 	b.waitLine(t, "sandboxd agent: AgentService")
 

@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxd/sandboxd/edge"
 	"github.com/sandboxd/sandboxd/internal/dnstest"
 	"github.com/sandboxd/sandboxd/internal/pebbletest"
+	"github.com/sandboxd/sandboxd/internal/pki"
 )
 
 // TestCustomDomainCertificatesFromPebble: active custom domains get
@@ -85,7 +86,7 @@ func TestCustomDomainCertificatesFromPebble(t *testing.T) {
 		if id == "edge-a" {
 			log = slog.New(slog.NewTextHandler(logA, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		}
-		e, err := edge.New(edge.Config{ID: id, ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Addr: addr, TLSAddr: tlsAddr, ACME: acme, Logger: log})
+		e, err := edge.New(edge.Config{ID: id, ControlPlane: []string{s.ClusterURL()}, Creds: st.Member(t, s, pki.RoleEdge, "edge-"+randName()), Addr: addr, TLSAddr: tlsAddr, ACME: acme, Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/caddyserver/certmagic"
 
 	"github.com/sandboxd/sandboxd/internal/ids"
-	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	edgev1 "github.com/sandboxd/sandboxd/protocol/edge/v1"
 	"github.com/sandboxd/sandboxd/protocol/edge/v1/edgev1connect"
@@ -40,16 +39,11 @@ var (
 )
 
 // NewCertStorage returns the storage of the control plane at base URL,
-// authenticated with the cluster token.
-func NewCertStorage(controlPlane, token, edgeID string) *CertStorage {
-	return newCertStorage(rpcauth.Client(), controlPlane, token, edgeID)
-}
-
-func newCertStorage(hc *http.Client, controlPlane, token, edgeID string) *CertStorage {
+// reached through hc (the edge's mutual-TLS client).
+func NewCertStorage(hc *http.Client, controlPlane, edgeID string) *CertStorage {
 	return &CertStorage{
-		client: edgev1connect.NewCertStorageServiceClient(hc, controlPlane,
-			append(rpclimit.CertClient(), connect.WithInterceptors(rpcauth.New(token)))...),
-		owner: edgeID + "-" + ids.Random(6), Lease: 2 * time.Minute, PollInterval: 500 * time.Millisecond,
+		client: edgev1connect.NewCertStorageServiceClient(hc, controlPlane, rpclimit.CertClient()...),
+		owner:  edgeID + "-" + ids.Random(6), Lease: 2 * time.Minute, PollInterval: 500 * time.Millisecond,
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sandboxd/sandboxd/internal/deadline"
+	"github.com/sandboxd/sandboxd/internal/pki"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	edgev1 "github.com/sandboxd/sandboxd/protocol/edge/v1"
@@ -37,9 +38,11 @@ import (
 type Config struct {
 	// ID names this edge in the control plane's logs.
 	ID string
-	// ControlPlane is the base URL of any control-plane server.
-	ControlPlane string
-	ClusterToken string
+	// ControlPlane lists the control plane's cluster URLs; calls go to
+	// whichever answers.
+	ControlPlane []string
+	// Creds is the edge's cluster certificate (internal/enroll).
+	Creds *rpcauth.Creds
 	// Addr is the HTTP listen address.
 	Addr string
 	// TLSAddr also serves HTTPS: sandbox hosts with the certificate in
@@ -120,6 +123,9 @@ func New(cfg Config) (*Edge, error) {
 	if cfg.ID == "" {
 		cfg.ID = "edge"
 	}
+	if len(cfg.ControlPlane) > 0 && cfg.Creds == nil {
+		return nil, errors.New("edge: a cluster certificate is required to follow the control plane")
+	}
 	cfg = cfg.withDefaults()
 	e := &Edge{cfg: cfg, log: cfg.Logger.With("component", "edge"), ready: make(chan struct{}), done: make(chan struct{})}
 	empty := table{}
@@ -179,7 +185,7 @@ func (e *Edge) listenTLS(cfg Config) (net.Listener, error) {
 	e.httpsPort = cmp.Or(cfg.HTTPSPort, tlsPort)
 	if cfg.ACME.CA != "" {
 		if cfg.ACME.Storage == nil {
-			cfg.ACME.Storage = NewCertStorage(cfg.ControlPlane, cfg.ClusterToken, cfg.ID)
+			cfg.ACME.Storage = NewCertStorage(cfg.Creds.FailoverClient(e.controlPlane, pki.RoleServer), rpcauth.ControlPlane, cfg.ID)
 		}
 		httpPort := int(netip.MustParseAddrPort(e.addr).Port())
 		e.acme = newACME(cfg.ACME, httpPort, tlsPort, e.log, e.allowCertificate)
@@ -236,8 +242,8 @@ func (e *Edge) Close() error {
 // watch keeps one stream open, reconnecting with backoff; the table being
 // served stays in place while the stream is down.
 func (e *Edge) watch(ctx context.Context) {
-	client := edgev1connect.NewRouteServiceClient(rpcauth.Client(), e.cfg.ControlPlane,
-		append(rpclimit.RoutesClient(), connect.WithInterceptors(rpcauth.New(e.cfg.ClusterToken)))...)
+	client := edgev1connect.NewRouteServiceClient(e.cfg.Creds.FailoverClient(e.controlPlane, pki.RoleServer), rpcauth.ControlPlane,
+		rpclimit.RoutesClient()...)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		stream, err := client.WatchRoutes(ctx, connect.NewRequest(&edgev1.WatchRoutesRequest{EdgeId: e.cfg.ID}))
@@ -278,6 +284,8 @@ func (e *Edge) apply(ev *edgev1.RouteEvent) {
 	e.routes.Store(&next)
 	e.readyOnce.Do(func() { close(e.ready) })
 }
+
+func (e *Edge) controlPlane() []string { return e.cfg.ControlPlane }
 
 // Route returns the route for a host, or nil.
 func (e *Edge) Route(host string) *edgev1.Route { return (*e.routes.Load())[host] }

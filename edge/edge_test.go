@@ -3,11 +3,13 @@ package edge_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +17,8 @@ import (
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/edge"
-	"github.com/sandboxd/sandboxd/protocol/edge/v1/edgev1connect"
+	"github.com/sandboxd/sandboxd/internal/pki"
+	"github.com/sandboxd/sandboxd/internal/rpcauth"
 )
 
 // TestEdgeFollowsTheRouteStream runs an edge against a real control plane
@@ -32,7 +35,7 @@ func TestEdgeFollowsTheRouteStream(t *testing.T) {
 	port, _ := strconv.Atoi(bu.Port())
 
 	s := st.Single(t, st.Options{})
-	e, err := edge.New(edge.Config{ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Addr: "127.0.0.1:0"})
+	e, err := edge.New(edge.Config{ControlPlane: []string{s.ClusterURL()}, Creds: st.Member(t, s, pki.RoleEdge, "edge-"+randName()), Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +104,7 @@ func TestEdgeFollowsTheRouteStream(t *testing.T) {
 	waitStatus("shop-ab12c.localhost:8081", 404)
 
 	// A restart of the edge gets the whole table again.
-	e2, err := edge.New(edge.Config{ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Addr: "127.0.0.1:0"})
+	e2, err := edge.New(edge.Config{ControlPlane: []string{s.ClusterURL()}, Creds: st.Member(t, s, pki.RoleEdge, "edge-"+randName()), Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,31 +112,35 @@ func TestEdgeFollowsTheRouteStream(t *testing.T) {
 	defer e2.Close()
 	st.Await(t, e2.Ready(), time.Minute, "the restarted edge's route table")
 
-	// A wrong cluster token never gets routes. Streams that end are
-	// counted when they end (a refusal is a stream ending at once, with
-	// HTTP 200, as Connect streams do): wait for the control plane to have
-	// refused it twice, so the edge handled one refusal and tried again.
-	streams := func() int {
-		m := string(st.NewClient(t, s.URL(), "").Do("GET", "/metrics", nil).Raw)
-		prefix := `sandboxd_http_requests_total{code="200",route="/` + edgev1connect.RouteServiceName + `/"} `
-		i := strings.Index(m, prefix)
-		if i < 0 {
-			return 0
-		}
-		n, _ := strconv.Atoi(strings.Fields(m[i+len(prefix):])[0])
-		return n
-	}
-	before := streams()
-	bad, err := edge.New(edge.Config{ControlPlane: s.URL(), ClusterToken: "wrong", Addr: "127.0.0.1:0"})
-	if err != nil {
+	// A revoked edge, or an agent's certificate, never gets routes: wait
+	// until each was refused twice (the edge handled one refusal and
+	// tried again).
+	revoked := st.Member(t, s, pki.RoleEdge, "edge-revoked")
+	if err := s.Members().RevokeMember(context.Background(), "edge/edge-revoked"); err != nil {
 		t.Fatal(err)
 	}
-	bad.Start()
-	defer bad.Close()
-	st.WaitFor(t, 30*time.Second, "two refusals of the wrong token", func() bool { return streams() >= before+2 })
-	select {
-	case <-bad.Ready():
-		t.Fatal("an edge with a wrong token got the route table")
-	default:
+	for name, creds := range map[string]*rpcauth.Creds{"revoked": revoked, "an agent": st.Member(t, s, pki.RoleAgent, "node-1")} {
+		logs := &st.LogBuffer{}
+		bad, err := edge.New(edge.Config{ControlPlane: []string{s.ClusterURL()}, Creds: creds, Addr: "127.0.0.1:0",
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad.Start()
+		defer bad.Close()
+		st.WaitFor(t, 30*time.Second, "two refusals of "+name, func() bool { return strings.Count(logs.String(), "route stream interrupted") >= 2 })
+		if !strings.Contains(logs.String(), "unauthenticated") && !strings.Contains(logs.String(), "permission_denied") {
+			t.Fatalf("%s: refused for another reason: %s", name, logs)
+		}
+		select {
+		case <-bad.Ready():
+			t.Fatalf("%s got the route table", name)
+		default:
+		}
 	}
 }
+
+var edgeNames atomic.Int32
+
+// randName tells test edges apart as cluster members.
+func randName() string { return strconv.Itoa(int(edgeNames.Add(1))) }

@@ -25,6 +25,7 @@ import (
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/edge"
+	"github.com/sandboxd/sandboxd/internal/pki"
 )
 
 // selfSigned writes a certificate for *.localhost and returns its files
@@ -78,7 +79,7 @@ func TestEdgeServesHTTPSFromAConfiguredCertificate(t *testing.T) {
 		}
 	}
 	certFile, keyFile, pool := selfSigned(t)
-	e, err := edge.New(edge.Config{ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Addr: "127.0.0.1:0",
+	e, err := edge.New(edge.Config{ControlPlane: []string{s.ClusterURL()}, Creds: st.Member(t, s, pki.RoleEdge, "edge-"+randName()), Addr: "127.0.0.1:0",
 		TLSAddr: "127.0.0.1:0", TLSCertFile: certFile, TLSKeyFile: keyFile})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +102,7 @@ func TestEdgeServesHTTPSFromAConfiguredCertificate(t *testing.T) {
 	if resp.StatusCode != 200 || string(b) != "ok" || proto != "https" {
 		t.Fatalf("https: %d %q, backend saw proto %q", resp.StatusCode, b, proto)
 	}
-	if _, err := edge.New(edge.Config{ControlPlane: s.URL(), Addr: "127.0.0.1:0", TLSAddr: "127.0.0.1:0", TLSCertFile: "/nonexistent", TLSKeyFile: keyFile}); err == nil {
+	if _, err := edge.New(edge.Config{ControlPlane: []string{s.ClusterURL()}, Creds: st.Member(t, s, pki.RoleEdge, "edge-bad"), Addr: "127.0.0.1:0", TLSAddr: "127.0.0.1:0", TLSCertFile: "/nonexistent", TLSKeyFile: keyFile}); err == nil {
 		t.Fatal("a missing certificate was accepted")
 	}
 }

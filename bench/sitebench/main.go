@@ -43,6 +43,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/launcher"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/edge"
+	"github.com/sandboxd/sandboxd/internal/pki"
 )
 
 func main() {
@@ -166,7 +167,10 @@ func start(ctx context.Context) (*system, error) {
 	if err != nil {
 		return nil, err
 	}
-	acfg.ControlPlane, acfg.ClusterToken = s.URL(), s.ClusterToken()
+	acfg.ControlPlane = []string{s.ClusterURL()}
+	if acfg.JoinToken, err = s.LocalJoinToken(ctx, filepath.Join(acfg.DataDir, "tls"), pki.RoleAgent); err != nil {
+		return nil, err
+	}
 	a, err := agent.New(ctx, acfg)
 	if err != nil {
 		return nil, err
@@ -174,7 +178,10 @@ func start(ctx context.Context) (*system, error) {
 	a.Start()
 	<-a.Registered()
 	<-a.ImagesImported() // background imports would skew every figure
-	ecfg.ControlPlane, ecfg.ClusterToken = s.URL(), s.ClusterToken()
+	ecfg.ControlPlane = []string{s.ClusterURL()}
+	if _, ecfg.Creds, err = s.LocalMember(ctx, filepath.Join(dir, "edge", "tls"), pki.RoleEdge, "edge-bench"); err != nil {
+		return nil, err
+	}
 	e, err := edge.New(ecfg)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/apiclient"
+	"github.com/sandboxd/sandboxd/controlplane/server"
 )
 
 const adminUsage = `Usage: sandboxd admin COMMAND [flags]
@@ -27,9 +28,18 @@ Commands:
   cluster                                     show Raft servers and the leader
   remove-server  --node-id ID                 take a (dead) server out of the Raft cluster
 
+  join-token create --role agent|edge|server [--name N] [--ttl 24h] [--description D]
+                                              a single-use token a new member joins with (last line)
+  join-token list | join-token revoke ID      list join tokens; revoke one
+  operator-token create --name N              an operator token for this CLI and the admin API (last line)
+  operator-token list | operator-token revoke ID
+  member list                                 the cluster's servers, agents and edges
+  member revoke ROLE/NAME                     refuse every certificate of a member at once
+  sealing-key new                             print a new sealing key (no server needed)
+
 Every command finds the server through --data-dir (default ./.data) or --server URL,
-and authenticates with the cluster token from --cluster-token, SANDBOXD_CLUSTER_TOKEN
-or <data-dir>/cluster-token.
+and authenticates with an operator token from SANDBOXD_OPERATOR_TOKEN, --token-file
+or <data-dir>/operator-token (written by the server that bootstrapped the cluster).
 `
 
 type adminClient struct{ *apiclient.Client }
@@ -42,24 +52,55 @@ func runAdmin(args []string, out io.Writer) error {
 	cmd, args := args[0], args[1:]
 	switch cmd {
 	case "create-account", "create-token", "set-plan", "accounts", "outbox", "cluster", "remove-server":
+	case "join-token", "operator-token", "member", "sealing-key":
+		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+			fmt.Fprint(os.Stderr, adminUsage)
+			return fmt.Errorf("admin %s: which one? (create, list, revoke, new)", cmd)
+		}
+		cmd, args = cmd+" "+args[0], args[1:]
 	default:
 		fmt.Fprint(os.Stderr, adminUsage)
 		return fmt.Errorf("admin: unknown command %q", cmd)
 	}
+	if cmd == "sealing-key new" {
+		fmt.Fprintln(out, server.NewSealingKey())
+		return nil
+	}
 	fs := flag.NewFlagSet("sandboxd admin "+cmd, flag.ContinueOnError)
 	dataDir := fs.String("data-dir", ".data", "data directory of the running server")
 	serverURL := fs.String("server", "", "API URL of a server (default: read from <data-dir>/api-url)")
-	clusterToken := fs.String("cluster-token", os.Getenv("SANDBOXD_CLUSTER_TOKEN"), "cluster token (default: <data-dir>/cluster-token)")
+	operatorToken := secretFlag(fs, "token", "SANDBOXD_OPERATOR_TOKEN", "operator token (default: <data-dir>/operator-token)")
 	email := fs.String("email", "", "account email")
 	plan := fs.String("plan", "", "plan: free or paid")
-	name := fs.String("name", "", "token name")
+	name := fs.String("name", "", "token or member name")
 	nodeID := fs.String("node-id", "", "server id (remove-server)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	role := fs.String("role", "", "member role: agent, edge or server")
+	ttl := fs.Duration("ttl", 24*time.Hour, "how long the join token can be used")
+	description := fs.String("description", "", "what the join token is for")
+	// Positional arguments (an id) may come before or after the flags.
+	var pos []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
 	}
-	c, err := newAdminClient(*dataDir, *serverURL, *clusterToken)
+	tok, err := operatorToken()
 	if err != nil {
 		return err
+	}
+	c, err := newAdminClient(*dataDir, *serverURL, tok)
+	if err != nil {
+		return err
+	}
+	arg := func(what string) (string, error) {
+		if len(pos) != 1 {
+			return "", fmt.Errorf("admin %s: give the %s", cmd, what)
+		}
+		return pos[0], nil
 	}
 	need := func(flags ...string) error {
 		for _, f := range flags {
@@ -134,6 +175,88 @@ func runAdmin(args []string, out io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(out, "removed %s from the cluster\n", *nodeID)
+	case "join-token create":
+		if err := need("role"); err != nil {
+			return err
+		}
+		var res struct {
+			JoinToken map[string]any
+			Token     string
+		}
+		body := map[string]any{"role": *role, "name": *name, "ttlMinutes": int(ttl.Minutes()), "description": *description}
+		if err := c.do("POST", "/api/admin/join-tokens", body, &res); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "join token %s for a %s, usable once until %s; give it to the new member as SANDBOXD_JOIN_TOKEN or --join-token-file:\n%s\n",
+			res.JoinToken["id"], *role, res.JoinToken["expiresAt"], res.Token)
+	case "join-token list":
+		var res struct{ JoinTokens []map[string]any }
+		if err := c.do("GET", "/api/admin/join-tokens", nil, &res); err != nil {
+			return err
+		}
+		for _, j := range res.JoinTokens {
+			state := "unused"
+			switch {
+			case j["revokedAt"] != nil:
+				state = "revoked"
+			case j["usedAt"] != nil:
+				state = fmt.Sprintf("used by %v", j["usedBy"])
+			}
+			fmt.Fprintf(out, "%s\t%s\t%s\texpires %s\n", j["id"], j["role"], state, j["expiresAt"])
+		}
+	case "join-token revoke", "operator-token revoke", "member revoke":
+		id, err := arg("id")
+		if err != nil {
+			return err
+		}
+		path := map[string]string{"join-token revoke": "/api/admin/join-tokens/", "operator-token revoke": "/api/admin/operator-tokens/",
+			"member revoke": "/api/admin/members/"}[cmd]
+		if cmd == "member revoke" {
+			r, n, ok := strings.Cut(id, "/")
+			if !ok {
+				return fmt.Errorf("admin member revoke: give ROLE/NAME, e.g. agent/node-1")
+			}
+			path += url.PathEscape(r) + "/" + url.PathEscape(n)
+		} else {
+			path += url.PathEscape(id)
+		}
+		var res struct{ Deleted bool }
+		if err := c.do("DELETE", path, nil, &res); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "revoked %s\n", id)
+	case "operator-token create":
+		if err := need("name"); err != nil {
+			return err
+		}
+		var res struct {
+			OperatorToken map[string]any
+			Token         string
+		}
+		if err := c.do("POST", "/api/admin/operator-tokens", map[string]string{"name": *name}, &res); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "operator token %s (%s); the secret is shown once:\n%s\n", res.OperatorToken["id"], *name, res.Token)
+	case "operator-token list":
+		var res struct{ OperatorTokens []map[string]any }
+		if err := c.do("GET", "/api/admin/operator-tokens", nil, &res); err != nil {
+			return err
+		}
+		for _, o := range res.OperatorTokens {
+			fmt.Fprintf(out, "%s\t%s\t%s\n", o["id"], o["name"], o["createdAt"])
+		}
+	case "member list":
+		var res struct{ Members []map[string]any }
+		if err := c.do("GET", "/api/admin/members", nil, &res); err != nil {
+			return err
+		}
+		for _, m := range res.Members {
+			state := "member"
+			if m["revokedAt"] != nil {
+				state = "revoked"
+			}
+			fmt.Fprintf(out, "%s\t%s\tcertificate expires %s\n", m["id"], state, m["expiresAt"])
+		}
 	case "cluster":
 		var res struct{ Cluster any }
 		if err := c.do("GET", "/api/admin/cluster", nil, &res); err != nil {
@@ -160,8 +283,8 @@ func newAdminClient(dataDir, serverURL, token string) (*adminClient, error) {
 		}
 	}
 	if token == "" {
-		if token, err = read("cluster-token"); err != nil {
-			return nil, fmt.Errorf("no cluster token: pass --cluster-token or set SANDBOXD_CLUSTER_TOKEN (%w)", err)
+		if token, err = read("operator-token"); err != nil {
+			return nil, fmt.Errorf("no operator token: set SANDBOXD_OPERATOR_TOKEN or pass --token-file (%w)", err)
 		}
 	}
 	return &adminClient{apiclient.New(serverURL, token)}, nil

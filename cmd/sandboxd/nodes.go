@@ -6,25 +6,28 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/images"
 	"github.com/sandboxd/sandboxd/edge"
+	"github.com/sandboxd/sandboxd/internal/enroll"
+	"github.com/sandboxd/sandboxd/internal/pki"
 )
 
 // runAgent runs a node agent against a control plane.
 func runAgent(args []string) error {
 	fs := flag.NewFlagSet("sandboxd agent", flag.ContinueOnError)
 	var cfg agent.Config
-	var logFormat, logLevel, labels, phpImages string
-	fs.StringVar(&cfg.ControlPlane, "control-plane", "http://127.0.0.1:8080", "API URL of any control-plane server")
-	fs.StringVar(&cfg.ClusterToken, "cluster-token", os.Getenv("SANDBOXD_CLUSTER_TOKEN"), "cluster token (or SANDBOXD_CLUSTER_TOKEN)")
+	var logFormat, logLevel, labels, phpImages, controlPlane string
+	fs.StringVar(&controlPlane, "control-plane", "https://127.0.0.1:7443", "comma-separated cluster URLs (--cluster-addr) of control-plane servers; one is enough")
+	joinToken := secretFlag(fs, "join-token", "SANDBOXD_JOIN_TOKEN", "join token spent on the first start (`sandboxd admin join-token create --role agent`)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/sandboxd/agent", "directory for sites, MariaDB and (if started here) containerd")
 	fs.StringVar(&cfg.NodeID, "node-id", "", "node id (default: made once and kept in the data dir)")
 	fs.StringVar(&cfg.ListenAddr, "listen-addr", "127.0.0.1:8090", "listen address of the AgentService")
-	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", "", "AgentService URL the control plane dials (default http://<listen-addr>)")
+	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", "", "AgentService URL the control plane dials (default https://<listen-addr>)")
 	fs.StringVar(&cfg.BackendHost, "backend-host", "127.0.0.1", "address edges use to reach this node's sites")
 	fs.StringVar(&cfg.ContainerdSocket, "containerd-socket", "/run/containerd/containerd.sock", "containerd to use; one is started under the data dir when none answers")
 	fs.StringVar(&cfg.ImagesDir, "images-dir", images.DefaultDir(), "image cache filled by `make images`")
@@ -42,7 +45,11 @@ func runAgent(args []string) error {
 	if err := net.apply(&cfg); err != nil {
 		return err
 	}
+	cfg.ControlPlane = list(controlPlane)
 	var err error
+	if cfg.JoinToken, err = joinToken(); err != nil {
+		return err
+	}
 	if cfg.Labels, err = pairs(labels); err != nil {
 		return fmt.Errorf("--labels: %w", err)
 	}
@@ -68,9 +75,10 @@ func runAgent(args []string) error {
 func runEdge(args []string) error {
 	fs := flag.NewFlagSet("sandboxd edge", flag.ContinueOnError)
 	var cfg edge.Config
-	var logFormat, logLevel string
-	fs.StringVar(&cfg.ControlPlane, "control-plane", "http://127.0.0.1:8080", "API URL of any control-plane server")
-	fs.StringVar(&cfg.ClusterToken, "cluster-token", os.Getenv("SANDBOXD_CLUSTER_TOKEN"), "cluster token (or SANDBOXD_CLUSTER_TOKEN)")
+	var logFormat, logLevel, controlPlane, dataDir string
+	fs.StringVar(&controlPlane, "control-plane", "https://127.0.0.1:7443", "comma-separated cluster URLs (--cluster-addr) of control-plane servers; one is enough")
+	fs.StringVar(&dataDir, "data-dir", "/var/lib/sandboxd/edge", "directory for the edge's cluster certificate")
+	joinToken := secretFlag(fs, "join-token", "SANDBOXD_JOIN_TOKEN", "join token spent on the first start (`sandboxd admin join-token create --role edge`)")
 	fs.StringVar(&cfg.ID, "id", "", "edge id in the control plane's logs (default: hostname)")
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8081", "HTTP listen address")
 	fs.StringVar(&cfg.TLSAddr, "tls-addr", "", "HTTPS listen address (needs --tls-cert and --tls-key, or --acme-ca)")
@@ -91,10 +99,22 @@ func runEdge(args []string) error {
 		return fmt.Errorf("--tls-addr needs --tls-cert and --tls-key, or --acme-ca")
 	}
 	if cfg.ID == "" {
-		cfg.ID, _ = os.Hostname()
+		cfg.ID = agentSafe(hostname())
 	}
 	var err error
 	if cfg.Logger, err = newLogger(os.Stderr, logFormat, logLevel); err != nil {
+		return err
+	}
+	cfg.ControlPlane = list(controlPlane)
+	tok, err := joinToken()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ecfg := enroll.Config{Dir: filepath.Join(dataDir, "tls"), Role: pki.RoleEdge, Name: cfg.ID, Servers: cfg.ControlPlane,
+		JoinToken: tok, Logger: cfg.Logger}
+	if cfg.Creds, err = enroll.Obtain(ctx, ecfg); err != nil {
 		return err
 	}
 	e, err := edge.New(cfg)
@@ -102,6 +122,9 @@ func runEdge(args []string) error {
 		return err
 	}
 	e.Start()
+	renewCtx, stopRenew := context.WithCancel(context.Background())
+	defer stopRenew()
+	go enroll.KeepFresh(renewCtx, ecfg, cfg.Creds, func() []string { return cfg.ControlPlane })
 	fmt.Printf("sandboxd edge: http %s", e.Addr())
 	if e.TLSAddr() != "" {
 		fmt.Printf(", https %s", e.TLSAddr())
@@ -158,4 +181,55 @@ func pairs(s string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// secretFlag takes a secret from --NAME-file or the environment variable,
+// never from the command line (where ps shows it).
+func secretFlag(fs *flag.FlagSet, name, env, usage string) func() (string, error) {
+	file := fs.String(name+"-file", "", "file holding the "+usage+" (or "+env+")")
+	return func() (string, error) {
+		if *file != "" {
+			b, err := os.ReadFile(*file)
+			if err != nil {
+				return "", fmt.Errorf("--%s-file: %w", name, err)
+			}
+			return strings.TrimSpace(string(b)), nil
+		}
+		return strings.TrimSpace(os.Getenv(env)), nil
+	}
+}
+
+// list splits a comma-separated flag.
+func list(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, strings.TrimRight(p, "/"))
+		}
+	}
+	return out
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+// agentSafe turns a host name into a member name: lower case, only
+// a-z 0-9 . _ -, at most 64 characters.
+func agentSafe(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' || r == '.' || r == '_' {
+			b.WriteRune(r)
+		}
+	}
+	out := strings.TrimLeft(b.String(), "-._")
+	if len(out) > 64 {
+		out = out[:64]
+	}
+	if out == "" {
+		return "edge"
+	}
+	return out
 }

@@ -24,7 +24,9 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/edge"
+	"github.com/sandboxd/sandboxd/internal/enroll"
 	"github.com/sandboxd/sandboxd/internal/mirror"
+	"github.com/sandboxd/sandboxd/internal/pki"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
 )
 
@@ -42,6 +44,7 @@ type commonFlags struct {
 	mirror         string
 	mirrorOnly     bool
 	edgeAddrs      string
+	sealingKey     func() (string, error)
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
@@ -80,7 +83,10 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 	c.cfg.ImportStore.AccessKey = os.Getenv("SANDBOXD_IMPORT_STORE_ACCESS_KEY")
 	c.cfg.ImportStore.SecretKey = os.Getenv("SANDBOXD_IMPORT_STORE_SECRET_KEY")
 	c.cfg.SMTP.Password = os.Getenv("SANDBOXD_SMTP_PASSWORD")
-	c.cfg.ClusterToken = os.Getenv("SANDBOXD_CLUSTER_TOKEN")
+	c.sealingKey = secretFlag(fs, "sealing-key", "SANDBOXD_SEALING_KEY",
+		"key every server seals secrets in the replicated state with; the same on all servers (default: made once in the data dir, for one machine)")
+	fs.StringVar(&c.cfg.AdvertiseCluster, "advertise-cluster", "", "cluster URL agents, edges and other servers dial (default https://<cluster-addr>)")
+	fs.DurationVar(&c.cfg.CertTTL, "cert-ttl", 7*24*time.Hour, "lifetime of the certificates the cluster CA issues to servers, agents and edges (renewed at two thirds)")
 }
 
 func (c *commonFlags) start() (*server.Server, error) {
@@ -89,6 +95,9 @@ func (c *commonFlags) start() (*server.Server, error) {
 		return nil, err
 	}
 	c.cfg.Logger = log
+	if c.cfg.SealingKey, err = c.sealingKey(); err != nil {
+		return nil, err
+	}
 	if c.cfg.FetchAllow, err = safefetch.ParseAllow(c.fetchAllow); err != nil {
 		return nil, fmt.Errorf("--fetch-allow: %w", err)
 	}
@@ -134,27 +143,33 @@ func runServer(args []string) error {
 		"how long a follower waits to hear from the leader before it calls an election")
 	fs.DurationVar(&c.cfg.RaftElectionTimeout, "raft-election-timeout", cluster.DefaultElectionTimeout,
 		"how long a candidate waits for votes before it tries again (at least the heartbeat timeout)")
-	fs.StringVar(&c.join, "join", "", "API URL(s) of existing servers, comma-separated; joins instead of bootstrapping")
-	fs.StringVar(&c.cfg.ClusterToken, "cluster-token", c.cfg.ClusterToken, "shared cluster token (or SANDBOXD_CLUSTER_TOKEN; default: made once in the data dir)")
+	fs.StringVar(&c.cfg.ClusterAddr, "cluster-addr", "127.0.0.1:7443", "listen address of the mutual-TLS port agents, edges and other servers use")
+	fs.StringVar(&c.join, "join", "", "cluster URL(s) of existing servers, comma-separated (https://host:7443); joins instead of bootstrapping")
+	joinToken := secretFlag(fs, "join-token", "SANDBOXD_JOIN_TOKEN", "join token spent on the first start of a joining server (`sandboxd admin join-token create --role server`)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if c.join != "" {
 		c.cfg.Bootstrap = false
-		for _, p := range strings.Split(c.join, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				if !strings.Contains(p, "://") {
-					p = "http://" + p
-				}
-				c.cfg.Join = append(c.cfg.Join, p)
+		for _, p := range list(c.join) {
+			if !strings.Contains(p, "://") {
+				p = "https://" + p
 			}
+			c.cfg.Join = append(c.cfg.Join, p)
+		}
+		var err error
+		if c.cfg.JoinToken, err = joinToken(); err != nil {
+			return err
 		}
 	}
 	s, err := c.start()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("sandboxd server %s: API %s, Raft %s\n", s.Node().ID(), s.URL(), c.cfg.RaftAddr)
+	fmt.Printf("sandboxd server %s: API %s, cluster %s, Raft %s\n", s.Node().ID(), s.URL(), s.ClusterURL(), c.cfg.RaftAddr)
+	if tok := s.OperatorToken(); tok != "" {
+		fmt.Printf("operator token in %s (sandboxd admin reads it there)\n", filepath.Join(c.cfg.DataDir, "operator-token"))
+	}
 	waitSignal()
 	return s.Close()
 }
@@ -214,14 +229,26 @@ func runDev(args []string) error {
 		s.Close()
 		return err
 	}
-	acfg.ControlPlane, acfg.ClusterToken, acfg.Logger = s.URL(), s.ClusterToken(), c.cfg.Logger
+	// The node and the edge join through the cluster port like any
+	// other; their certificates are kept for the next start.
+	acfg.ControlPlane, acfg.Logger = []string{s.ClusterURL()}, c.cfg.Logger
+	if acfg.JoinToken, err = s.LocalJoinToken(ctx, filepath.Join(acfg.DataDir, "tls"), pki.RoleAgent); err != nil {
+		s.Close()
+		return err
+	}
 	a, err := agent.New(ctx, acfg)
 	if err != nil {
 		s.Close()
 		return fmt.Errorf("node agent: %w", err)
 	}
 	a.Start()
-	ecfg := edge.Config{ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Addr: *edgeAddr, TLSAddr: *edgeTLSAddr, Logger: c.cfg.Logger}
+	edgeEnroll, edgeCreds, err := s.LocalMember(ctx, filepath.Join(c.cfg.DataDir, "edge", "tls"), pki.RoleEdge, "edge-dev")
+	if err != nil {
+		return errors.Join(err, a.Close(), s.Close())
+	}
+	go enroll.KeepFresh(context.Background(), edgeEnroll, edgeCreds, func() []string { return []string{s.ClusterURL()} })
+	ecfg := edge.Config{ID: "edge-dev", ControlPlane: []string{s.ClusterURL()}, Creds: edgeCreds, Addr: *edgeAddr, TLSAddr: *edgeTLSAddr,
+		Logger: c.cfg.Logger}
 	if err := acmeF.apply(&ecfg); err != nil {
 		a.Close()
 		s.Close()

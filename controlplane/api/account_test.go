@@ -25,7 +25,7 @@ func TestAuthRequired(t *testing.T) {
 		{"basic scheme", []string{"Authorization", "Basic " + alice.Token}},
 		{"unknown token", []string{"Authorization", "Bearer sbx_" + strings.Repeat("A", 43)}},
 		{"malformed token", []string{"Authorization", "Bearer nope"}},
-		{"cluster token is not a user token", []string{"Authorization", "Bearer " + s.ClusterToken()}},
+		{"an operator token is not a user token", []string{"Authorization", "Bearer " + s.OperatorToken()}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,17 +39,6 @@ type outboxResponse struct {
 	Mails []state.Mail `json:"mails"`
 }
 
-// JoinRequest is a server asking to join the Raft cluster.
-type JoinRequest struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raftAddr"`
-	APIAddr  string `json:"apiAddr"`
-}
-
-type joinResponse struct {
-	Joined bool `json:"joined"`
-}
-
 type clusterResponse struct {
 	Cluster any `json:"cluster"`
 }
@@ -87,9 +76,6 @@ func (a *API) registerAdmin(r *rest.Router) {
 	a.operator(r, rest.Route{Method: "DELETE", Path: "/api/admin/cluster/servers/{id}",
 		Summary: "Remove a server (for example a dead one) from the Raft cluster.", Params: map[string]string{"id": "server"},
 		Response: deletedResponse{}, Errors: []string{apierr.CodeNotFound}, Handler: a.leave})
-	a.operator(r, rest.Route{Method: "POST", Path: "/internal/cluster/join", Summary: "Add a server to the Raft cluster as a voter.",
-		Request: JoinRequest{}, Response: joinResponse{}, Errors: []string{apierr.CodeInvalidRequest},
-		Handler: a.join})
 }
 
 func (a *API) newAccount(email, plan string) fsm.CreateAccount {
@@ -204,31 +190,6 @@ func (a *API) adminOutbox(w http.ResponseWriter, req *http.Request) error {
 		out = append(out, *m)
 	}
 	return rest.JSON(w, http.StatusOK, outboxResponse{Mails: out})
-}
-
-func (a *API) join(w http.ResponseWriter, req *http.Request) error {
-	var body JoinRequest
-	if err := rest.DecodeJSON(req, &body); err != nil {
-		return err
-	}
-	switch {
-	case body.ID == "":
-		return apierr.Invalid("id", "id is required")
-	case body.RaftAddr == "":
-		return apierr.Invalid("raftAddr", "raftAddr is required")
-	case body.APIAddr == "":
-		return apierr.Invalid("apiAddr", "apiAddr is required")
-	}
-	if a.cfg.Join == nil {
-		return apierr.Unavailable("this server cannot add members")
-	}
-	if err := a.cfg.Join(req.Context(), state.Server{ID: body.ID, RaftAddr: body.RaftAddr, APIAddr: body.APIAddr}); err != nil {
-		if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrOutcomeUnknown) {
-			return apierr.Unavailable("leadership changed; retry the join")
-		}
-		return fmt.Errorf("join %s: %w", body.ID, err)
-	}
-	return rest.JSON(w, http.StatusOK, joinResponse{Joined: true})
 }
 
 func (a *API) leave(w http.ResponseWriter, req *http.Request) error {

@@ -8,7 +8,7 @@ import (
 
 func TestOperatorRoutes(t *testing.T) {
 	s := st.Single(t, st.Options{})
-	op := st.NewClient(t, s.URL(), s.ClusterToken())
+	op := st.NewClient(t, s.URL(), s.OperatorToken())
 
 	acct := op.Do("POST", "/api/admin/accounts", map[string]string{"email": "Ops@Example.com", "plan": "free"}).Must(t, 201)
 	if acct.Str("user.email") != "ops@example.com" || acct.Str("user.personalWorkspaceId") == "" {
@@ -27,8 +27,6 @@ func TestOperatorRoutes(t *testing.T) {
 		{"PUT", "/api/admin/accounts/ops@example.com/plan", `{"plan":"enterprise"}`, 400, "invalid_request", "plan"},
 		{"POST", "/api/admin/tokens", `{"email":"ghost@example.com"}`, 404, "account_not_found", ""},
 		{"POST", "/api/admin/tokens", `{"email":"ops@example.com","name":"bad\u0000name"}`, 400, "invalid_request", "name"},
-		{"POST", "/internal/cluster/join", `{"id":"s9"}`, 400, "invalid_request", "raftAddr"},
-		{"POST", "/internal/cluster/join", `{}`, 400, "invalid_request", "id"},
 	} {
 		r := op.Do(tc.method, tc.path, tc.body)
 		if r.Status != tc.status || r.Code() != tc.code || (tc.field != "" && r.Details()["field"] != tc.field) {

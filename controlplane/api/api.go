@@ -27,6 +27,8 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/pki"
+	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/secret"
 )
 
@@ -42,15 +44,13 @@ type Config struct {
 	Plans plans.Config
 	// Mailer delivers invitations.
 	Mailer Mailer
-	// ClusterToken authenticates operators and peer servers; compared
-	// against its hash only.
-	ClusterToken string
+	// Members checks operator tokens and manages the fleet's
+	// credentials (join tokens, operator tokens, members).
+	Members Members
 	// PublicURL is the API base URL written into emails.
 	PublicURL string
 	// InvitationTTL is how long an invitation can be accepted; zero means 7 days.
 	InvitationTTL time.Duration
-	// Join adds a server to the Raft cluster (leader only).
-	Join func(ctx context.Context, sv state.Server) error
 	// Leave removes a server from the Raft cluster (leader only).
 	Leave func(ctx context.Context, id string) error
 	// Cluster describes the Raft cluster for operators.
@@ -94,11 +94,10 @@ type Config struct {
 
 // API serves the control plane's REST routes.
 type API struct {
-	cfg         Config
-	store       *state.Store
-	clusterHash string
-	log         *slog.Logger
-	limits      *limiters
+	cfg    Config
+	store  *state.Store
+	log    *slog.Logger
+	limits *limiters
 }
 
 // New returns the handlers; call Register to mount them.
@@ -113,7 +112,7 @@ func New(cfg Config) *API {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Raft = Claims(cfg.Raft)
-	return &API{cfg: cfg, store: cfg.Store, clusterHash: secret.Hash(cfg.ClusterToken), log: cfg.Logger.With("component", "api"),
+	return &API{cfg: cfg, store: cfg.Store, log: cfg.Logger.With("component", "api"),
 		limits: newLimiters(cfg.RateLimits, cfg.Now, cfg.Metrics)}
 }
 
@@ -269,11 +268,11 @@ func (a *API) bearerRoute(g guard, rt rest.Route) rest.Route {
 	return rt
 }
 
-// operator handles a route authenticated with the cluster token. Failed
+// operator handles a route authenticated with an operator token. Failed
 // attempts count against the address like any other; operators and
 // peers are not write-limited.
 func (a *API) operator(r *rest.Router, rt rest.Route) {
-	rt.Security = "cluster"
+	rt.Security = "operator"
 	rt.Tag = "operator"
 	rt.Errors = append(append([]string{apierr.CodeAuthRequired}, rt.Errors...), writeErrors(rt)...)
 	idempotent := rt.Idempotent
@@ -283,7 +282,7 @@ func (a *API) operator(r *rest.Router, rt rest.Route) {
 			return err
 		}
 		tok, ok := bearerToken(req)
-		if !ok || !secret.Equal(secret.Hash(tok), a.clusterHash) {
+		if !ok || a.cfg.Members == nil || !a.cfg.Members.IsOperator(tok) {
 			err := apierr.AuthRequired()
 			a.limits.authFailed(req, err)
 			return err
@@ -485,4 +484,21 @@ func (a *API) Register(r *rest.Router) {
 	a.registerSSH(r)
 	a.registerRepositories(r)
 	a.registerAdmin(r)
+	a.registerMembers(r)
+}
+
+// internal handles a route servers call on one another (blob
+// replication): only the cluster port serves it, to a server's
+// certificate (see server.clusterHandler); it is left out of the
+// document.
+func (a *API) internal(r *rest.Router, rt rest.Route) {
+	rt.Internal = true
+	next := rt.Handler
+	rt.Handler = func(w http.ResponseWriter, req *http.Request) error {
+		if peer, ok := rpcauth.Peer(req.Context()); !ok || peer.Role != pki.RoleServer {
+			return apierr.AuthRequired()
+		}
+		return next(w, req)
+	}
+	r.Handle(rt)
 }

@@ -100,7 +100,7 @@ func TestIdempotencyKeyConcurrentTwins(t *testing.T) {
 // TestOperatorKeys: operator creates take keys too, in their own scope.
 func TestOperatorKeys(t *testing.T) {
 	s := st.Single(t, st.Options{})
-	op := st.NewClient(t, s.URL(), s.ClusterToken())
+	op := st.NewClient(t, s.URL(), s.OperatorToken())
 	body := map[string]string{"email": "carol@example.com", "plan": "free"}
 	a := op.Do("POST", "/api/admin/accounts", body, keyHeader, "acct-1").Must(t, 201)
 	b := op.Do("POST", "/api/admin/accounts", body, keyHeader, "acct-1").Must(t, 201)

@@ -251,10 +251,10 @@ func (a *API) deleteLicense(w http.ResponseWriter, req *http.Request) error {
 }
 
 func (a *API) registerBlobs(r *rest.Router) {
-	a.operator(r, rest.Route{Method: "GET", Path: "/internal/blobs/{sha}", Params: map[string]string{"sha": "blob"},
+	a.internal(r, rest.Route{Method: "GET", Path: "/internal/blobs/{sha}", Params: map[string]string{"sha": "blob"},
 		Summary: "A stored blob (a Library ZIP, a template artifact) by its SHA-256, for peer servers replicating it (application/octet-stream).",
 		Errors:  []string{apierr.CodeNotFound}, Handler: a.getBlob})
-	a.operator(r, rest.Route{Method: "PUT", Path: "/internal/blobs/{sha}", Params: map[string]string{"sha": "blob"},
+	a.internal(r, rest.Route{Method: "PUT", Path: "/internal/blobs/{sha}", Params: map[string]string{"sha": "blob"},
 		Summary: "Store a ZIP a peer is about to name in the replicated state (application/octet-stream body; must hash to {sha}).",
 		Errors:  []string{apierr.CodeInvalidRequest, apierr.CodePayloadTooLarge}, MaxBody: blobs.MaxBlob, Handler: a.putBlob})
 }

@@ -45,6 +45,8 @@ var sampleBodies = map[string]string{
 	"POST /api/admin/accounts":                             `{"email":"m@example.com","plan":"free"}`,
 	"PUT /api/admin/accounts/{email}/plan":                 `{"plan":"paid"}`,
 	"POST /api/admin/tokens":                               `{"email":"m@example.com"}`,
+	"POST /api/admin/join-tokens":                          `{"role":"agent"}`,
+	"POST /api/admin/operator-tokens":                      `{"name":"matrix"}`,
 	"POST /api/app/sites/{id}/files/{op}":                  `{"contentBase64":""}`,
 	"POST /api/app/plugin-library/github":                  `{"repository":"acme/widgets"}`,
 	"PUT /api/app/plugin-library/{id}/license-key":         `{"licenseKey":"matrix-key-000"}`,
@@ -287,7 +289,7 @@ func TestCrossWorkspaceMatrix(t *testing.T) {
 		mallorysID := func(k string) string { return mallorys.ids[k] }
 
 		switch rt.Security {
-		case "cluster":
+		case "operator":
 			t.Run("user token refused/"+rt.Pattern(), func(t *testing.T) {
 				path := fill(t, rt, func(string) string { return "x" })
 				if r := checked(t, rt, alice.Do(rt.Method, path, payload(alicesID))); r.Status != http.StatusUnauthorized || r.Code() != "auth_required" {

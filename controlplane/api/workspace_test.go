@@ -70,7 +70,7 @@ func TestMembersInvitationsRoles(t *testing.T) {
 	if inv.Str("invitation.status") != "pending" || inv.Str("invitation.email") != "bob@example.com" {
 		t.Fatalf("invite: %s", inv.Raw)
 	}
-	op := st.NewClient(t, s.URL(), s.ClusterToken())
+	op := st.NewClient(t, s.URL(), s.OperatorToken())
 	out := op.Do("GET", "/api/admin/outbox", nil).Must(t, 200).List("mails")
 	if len(out) != 1 || out[0]["to"] != "bob@example.com" || !strings.Contains(out[0]["text"].(string), invID) {
 		t.Fatalf("outbox: %v", out)

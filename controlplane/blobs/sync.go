@@ -25,9 +25,7 @@ type Syncer struct {
 	// Wanted lists the blobs every server should hold.
 	Wanted func() ([]string, error)
 	// Peers lists the other servers' API base URLs.
-	Peers func() []string
-	// Token authenticates to peers (the cluster token).
-	Token    string
+	Peers    func() []string
 	Client   *http.Client
 	Interval time.Duration
 	Log      *slog.Logger
@@ -95,7 +93,6 @@ func (y *Syncer) get(ctx context.Context, url string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	req.Header.Set("Authorization", "Bearer "+y.Token)
 	resp, err := y.Client.Do(req)
 	if err != nil {
 		return "", err
@@ -174,7 +171,6 @@ func (y *Syncer) put(ctx context.Context, url string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+y.Token)
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := y.Client.Do(req)
 	if err != nil {

@@ -5,6 +5,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -55,9 +56,11 @@ type Config struct {
 	RaftAddr string
 	// AdvertiseRaftAddr is the address peers dial; defaults to RaftAddr.
 	AdvertiseRaftAddr string
-	// APIAddr is this node's advertised API base URL, used by followers to
-	// forward requests to the leader.
+	// APIAddr is this node's advertised API base URL.
 	APIAddr string
+	// ClusterAddr is this node's mutual-TLS URL, which followers forward
+	// requests to when it leads.
+	ClusterAddr string
 	// Bootstrap makes a brand-new node form a single-voter cluster. A node
 	// with existing state ignores it.
 	Bootstrap bool
@@ -85,6 +88,9 @@ type Config struct {
 	// InmemTransport replaces TCP with an in-process transport: for a
 	// single-node cluster (sandboxd dev) that needs no port of its own.
 	InmemTransport bool
+	// ServerTLS and ClientTLS secure the TCP transport (mutual TLS under
+	// the cluster CA, servers only); both are required with TCP.
+	ServerTLS, ClientTLS *tls.Config
 }
 
 // Node is one running Raft member with its state store.
@@ -229,15 +235,19 @@ func newTransport(cfg Config, rc *raft.Config) (raft.Transport, error) {
 		_, t := raft.NewInmemTransport(raft.ServerAddress(cfg.RaftAddr))
 		return t, nil
 	}
+	if cfg.ServerTLS == nil || cfg.ClientTLS == nil {
+		return nil, errors.New("cluster: a TCP transport needs TLS")
+	}
 	adv, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseRaftAddr)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: advertise address: %w", err)
 	}
-	t, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 8, 10*time.Second, rc.Logger)
+	stream, err := newTLSStream(cfg.RaftAddr, adv, cfg.ServerTLS, cfg.ClientTLS)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.RaftAddr, err)
 	}
-	return t, nil
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 8, Timeout: 10 * time.Second,
+		Logger: rc.Logger}), nil
 }
 
 func closeTransport(t raft.Transport) {
@@ -292,7 +302,7 @@ func (n *Node) startLeading() {
 		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
 		if err == nil {
 			_, err = n.Apply(ctx, fsm.UpsertServer{Server: state.Server{
-				ID: n.cfg.NodeID, RaftAddr: n.cfg.AdvertiseRaftAddr, APIAddr: n.cfg.APIAddr,
+				ID: n.cfg.NodeID, RaftAddr: n.cfg.AdvertiseRaftAddr, APIAddr: n.cfg.APIAddr, ClusterAddr: n.cfg.ClusterAddr,
 			}})
 		}
 		if err == nil {
@@ -397,6 +407,20 @@ func (n *Node) LeaderAPI() string {
 		return ""
 	}
 	return sv.APIAddr
+}
+
+// LeaderCluster returns the leader's mutual-TLS URL, or "" when there is
+// no known leader.
+func (n *Node) LeaderCluster() string {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return ""
+	}
+	sv, err := n.store.Server(string(id))
+	if err != nil || sv == nil {
+		return ""
+	}
+	return sv.ClusterAddr
 }
 
 // VerifyLeader confirms with a quorum that this node still leads, so a read

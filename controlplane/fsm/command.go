@@ -105,6 +105,14 @@ var registry = map[Type]func() Command{
 	66: func() Command { return new(DeleteRepository) },
 	67: func() Command { return new(RecordDeploy) },
 	68: func() Command { return new(TakePush) },
+	69: func() Command { return new(PutClusterCA) },
+	70: func() Command { return new(CreateJoinToken) },
+	71: func() Command { return new(RevokeJoinToken) },
+	72: func() Command { return new(UseJoinToken) },
+	73: func() Command { return new(RenewMember) },
+	74: func() Command { return new(RevokeMember) },
+	75: func() Command { return new(CreateOperatorToken) },
+	76: func() Command { return new(DeleteOperatorToken) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -648,4 +656,55 @@ type TakePush struct {
 	ID       string    `json:"id"`
 	Delivery string    `json:"delivery"`
 	Job      state.Job `json:"job"`
+}
+
+// PutClusterCA records the CA made at bootstrap with the server that
+// made it and the first operator token.
+type PutClusterCA struct {
+	CA       state.ClusterCA     `json:"ca"`
+	First    state.ClusterMember `json:"first"`
+	Operator state.OperatorToken `json:"operator"`
+}
+
+// CreateJoinToken stores a join token's hash.
+type CreateJoinToken struct {
+	Token state.JoinToken `json:"token"`
+}
+
+// RevokeJoinToken stops a join token from being used.
+type RevokeJoinToken struct {
+	ID string    `json:"id"`
+	At time.Time `json:"at"`
+}
+
+// UseJoinToken spends a join token on a member.
+type UseJoinToken struct {
+	TokenID string              `json:"tokenId"`
+	Hash    string              `json:"hash"`
+	KeyHash string              `json:"keyHash"`
+	Member  state.ClusterMember `json:"member"`
+}
+
+// RenewMember records a member's renewed certificate.
+type RenewMember struct {
+	ID        string    `json:"id"`
+	Serial    string    `json:"serial"`
+	IssuedAt  time.Time `json:"issuedAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// RevokeMember makes every certificate of a member worthless.
+type RevokeMember struct {
+	ID string    `json:"id"`
+	At time.Time `json:"at"`
+}
+
+// CreateOperatorToken stores an operator token's hash.
+type CreateOperatorToken struct {
+	Token state.OperatorToken `json:"token"`
+}
+
+// DeleteOperatorToken revokes an operator token.
+type DeleteOperatorToken struct {
+	ID string `json:"id"`
 }

@@ -277,3 +277,15 @@ func (c PutRepository) apply(tx *state.Tx) any    { return tx.PutRepository(c.Re
 func (c DeleteRepository) apply(tx *state.Tx) any { return tx.DeleteRepository(c.ID) }
 func (c RecordDeploy) apply(tx *state.Tx) any     { return tx.RecordDeploy(c.ID, c.SHA, c.At) }
 func (c TakePush) apply(tx *state.Tx) any         { return tx.TakePush(c.ID, c.Delivery, c.Job) }
+func (c PutClusterCA) apply(tx *state.Tx) any     { return tx.PutClusterCA(c.CA, c.First, c.Operator) }
+func (c CreateJoinToken) apply(tx *state.Tx) any  { return tx.CreateJoinToken(c.Token) }
+func (c RevokeJoinToken) apply(tx *state.Tx) any  { return tx.RevokeJoinToken(c.ID, c.At) }
+func (c UseJoinToken) apply(tx *state.Tx) any {
+	return tx.UseJoinToken(c.TokenID, c.Hash, c.KeyHash, c.Member)
+}
+func (c RenewMember) apply(tx *state.Tx) any {
+	return tx.RenewMember(c.ID, c.Serial, c.IssuedAt, c.ExpiresAt)
+}
+func (c RevokeMember) apply(tx *state.Tx) any        { return tx.RevokeMember(c.ID, c.At) }
+func (c CreateOperatorToken) apply(tx *state.Tx) any { return tx.CreateOperatorToken(c.Token) }
+func (c DeleteOperatorToken) apply(tx *state.Tx) any { return tx.DeleteOperatorToken(c.ID) }

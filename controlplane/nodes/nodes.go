@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/pki"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
@@ -27,8 +28,9 @@ import (
 type Config struct {
 	Store *state.Store
 	Raft  fsm.Applier
-	// Auth is the cluster-token interceptor for agent clients.
-	Auth *rpcauth.Interceptor
+	// Creds is the server's cluster certificate, which agents check
+	// (and which checks each agent is the node it is called as).
+	Creds *rpcauth.Creds
 	// HeartbeatInterval is what agents are told; zero means 2s.
 	HeartbeatInterval time.Duration
 	// DownAfter marks a node down after this long without a heartbeat;
@@ -78,6 +80,9 @@ func (r *Registry) Register(ctx context.Context, req *connect.Request[agentv1.Re
 	if m.NodeId == "" || m.Address == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("node_id and address are required"))
 	}
+	if err := itself(ctx, m.NodeId); err != nil {
+		return nil, err
+	}
 	now := r.now()
 	n := state.Node{ID: m.NodeId, Address: m.Address, BackendHost: m.BackendHost, PHPVersions: m.PhpVersions,
 		Labels: m.Labels, Version: m.AgentVersion, SSHAddr: m.SshAddr, SSHHostKey: m.SshHostKey, RegisteredAt: now, UpdatedAt: now}
@@ -97,7 +102,7 @@ func (r *Registry) Register(ctx context.Context, req *connect.Request[agentv1.Re
 	if err != nil {
 		return nil, err
 	}
-	resp := &agentv1.RegisterResponse{HeartbeatIntervalMs: r.cfg.HeartbeatInterval.Milliseconds()}
+	resp := &agentv1.RegisterResponse{HeartbeatIntervalMs: r.cfg.HeartbeatInterval.Milliseconds(), Servers: r.servers()}
 	for _, s := range sites {
 		resp.SiteIds = append(resp.SiteIds, s.ID)
 	}
@@ -108,11 +113,14 @@ func (r *Registry) Register(ctx context.Context, req *connect.Request[agentv1.Re
 // Heartbeat records liveness and load; a node that was down is ready again.
 func (r *Registry) Heartbeat(ctx context.Context, req *connect.Request[agentv1.HeartbeatRequest]) (*connect.Response[agentv1.HeartbeatResponse], error) {
 	id := req.Msg.NodeId
+	if err := itself(ctx, id); err != nil {
+		return nil, err
+	}
 	node, err := r.cfg.Store.Node(id)
 	if err != nil {
 		return nil, err
 	}
-	resp := &agentv1.HeartbeatResponse{HeartbeatIntervalMs: r.cfg.HeartbeatInterval.Milliseconds()}
+	resp := &agentv1.HeartbeatResponse{HeartbeatIntervalMs: r.cfg.HeartbeatInterval.Milliseconds(), Servers: r.servers()}
 	if node == nil {
 		resp.Unknown = true
 		return connect.NewResponse(resp), nil
@@ -128,6 +136,32 @@ func (r *Registry) Heartbeat(ctx context.Context, req *connect.Request[agentv1.H
 		r.log.Info("node is back", "node_id", id)
 	}
 	return connect.NewResponse(resp), nil
+}
+
+// servers are the control plane's cluster URLs, for agents to fail over.
+func (r *Registry) servers() []string {
+	svs, err := r.cfg.Store.Servers()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, sv := range svs {
+		if sv.ClusterAddr != "" {
+			out = append(out, sv.ClusterAddr)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// itself refuses an agent speaking for another node: its certificate
+// names the one node it may register and heartbeat as.
+func itself(ctx context.Context, nodeID string) error {
+	peer, ok := rpcauth.Peer(ctx)
+	if !ok || peer.Role != pki.RoleAgent || peer.ID != nodeID {
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("this certificate may not speak for node %q", nodeID))
+	}
+	return nil
 }
 
 // Monitor marks nodes down when their heartbeats stop. It is a leader
@@ -181,7 +215,7 @@ func (r *Registry) Agent(nodeID string) (agentv1connect.AgentServiceClient, erro
 	if c, ok := r.clients[nodeID]; ok && r.addrs[nodeID] == n.Address {
 		return c, nil
 	}
-	c := agentv1connect.NewAgentServiceClient(rpcauth.Client(), n.Address, append(rpclimit.AgentClient(), connect.WithInterceptors(r.cfg.Auth))...)
+	c := agentv1connect.NewAgentServiceClient(r.cfg.Creds.Client(nodeID, pki.RoleAgent), n.Address, rpclimit.AgentClient()...)
 	r.clients[nodeID], r.addrs[nodeID] = c, n.Address
 	return c, nil
 }

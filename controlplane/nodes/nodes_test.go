@@ -2,6 +2,8 @@ package nodes_test
 
 import (
 	"context"
+	"crypto/tls"
+	"net/http"
 	"testing"
 	"time"
 
@@ -10,7 +12,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
-	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	"github.com/sandboxd/sandboxd/internal/pki"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 )
@@ -20,16 +22,27 @@ import (
 func TestRegistrationHeartbeatsAndDownDetection(t *testing.T) {
 	s := st.Single(t, st.Options{Configure: func(c *server.Config) { c.HeartbeatInterval = 50 * time.Millisecond }})
 	ctx := context.Background()
-	client := agentv1connect.NewRegistryServiceClient(rpcauth.Client(), s.URL(), connect.WithInterceptors(rpcauth.New(s.ClusterToken())))
+	client := agentv1connect.NewRegistryServiceClient(st.Member(t, s, pki.RoleAgent, "n1").Client("", pki.RoleServer), s.ClusterURL())
 
-	bad := agentv1connect.NewRegistryServiceClient(rpcauth.Client(), s.URL(), connect.WithInterceptors(rpcauth.New("wrong")))
-	if _, err := bad.Register(ctx, connect.NewRequest(&agentv1.RegisterRequest{NodeId: "n1", Address: "http://x"})); connect.CodeOf(err) != connect.CodeUnauthenticated {
-		t.Fatalf("wrong token: %v", err)
+	// No certificate; another node's certificate; an edge's certificate.
+	anon := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	for name, c := range map[string]*http.Client{"none": anon, "node n2": st.Member(t, s, pki.RoleAgent, "n2").Client("", pki.RoleServer),
+		"an edge": st.Member(t, s, pki.RoleEdge, "n1").Client("", pki.RoleServer)} {
+		bad := agentv1connect.NewRegistryServiceClient(c, s.ClusterURL())
+		_, err := bad.Register(ctx, connect.NewRequest(&agentv1.RegisterRequest{NodeId: "n1", Address: "http://x"}))
+		if code := connect.CodeOf(err); code != connect.CodeUnauthenticated && code != connect.CodePermissionDenied {
+			t.Fatalf("registering n1 with %s's certificate: %v", name, err)
+		}
+	}
+	// The API port does not serve the registry at all.
+	if _, err := agentv1connect.NewRegistryServiceClient(http.DefaultClient, s.URL()).Heartbeat(ctx,
+		connect.NewRequest(&agentv1.HeartbeatRequest{NodeId: "n1"})); connect.CodeOf(err) != connect.CodeUnimplemented {
+		t.Fatalf("registry on the API port: %v", err)
 	}
 	if _, err := client.Register(ctx, connect.NewRequest(&agentv1.RegisterRequest{NodeId: "n1"})); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("no address: %v", err)
 	}
-	hb, err := client.Heartbeat(ctx, connect.NewRequest(&agentv1.HeartbeatRequest{NodeId: "ghost"}))
+	hb, err := client.Heartbeat(ctx, connect.NewRequest(&agentv1.HeartbeatRequest{NodeId: "n1"}))
 	if err != nil || !hb.Msg.Unknown {
 		t.Fatalf("unknown node: %v %v", hb, err)
 	}

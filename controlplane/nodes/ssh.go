@@ -24,6 +24,9 @@ const touchEvery = time.Minute
 // on that very node. It is asked at every connection.
 func (r *Registry) AuthorizeSSH(ctx context.Context, req *connect.Request[agentv1.AuthorizeSSHRequest]) (*connect.Response[agentv1.AuthorizeSSHResponse], error) {
 	m := req.Msg
+	if err := itself(ctx, m.NodeId); err != nil {
+		return nil, err
+	}
 	refuse := func(format string, args ...any) (*connect.Response[agentv1.AuthorizeSSHResponse], error) {
 		return connect.NewResponse(&agentv1.AuthorizeSSHResponse{Reason: fmt.Sprintf(format, args...)}), nil
 	}

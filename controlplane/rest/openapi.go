@@ -184,8 +184,8 @@ func (rt *Router) OpenAPI(info OpenAPIInfo) map[string]any {
 		"components": map[string]any{
 			"schemas": g.defs,
 			"securitySchemes": map[string]any{
-				"bearer":  map[string]any{"type": "http", "scheme": "bearer", "description": "Personal API token."},
-				"cluster": map[string]any{"type": "http", "scheme": "bearer", "description": "Cluster token (operators and cluster members)."},
+				"bearer":   map[string]any{"type": "http", "scheme": "bearer", "description": "Personal API token."},
+				"operator": map[string]any{"type": "http", "scheme": "bearer", "description": "Operator token (`sandboxd admin operator-token create`)."},
 				"oauth": map[string]any{"type": "oauth2", "description": "A connector's token from the OAuth flow (public client, " +
 					"S256 PKCE, no refresh token): accepted only by GET /api/account/me and the Imports routes.",
 					"flows": map[string]any{"authorizationCode": map[string]any{

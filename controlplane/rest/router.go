@@ -26,8 +26,11 @@ type Route struct {
 	Path    string
 	Summary string
 	Tag     string
-	// Security names the credential: "bearer", "cluster" or "" for none.
+	// Security names the credential: "bearer", "operator" or "" for none.
 	Security string
+	// Internal routes are served on the cluster port only, to servers of
+	// the cluster: not part of the public document.
+	Internal bool
 	// OptionalAuth marks a route that also answers without the credential.
 	OptionalAuth bool
 	// Capability is the workspace capability the route needs, if any.
@@ -112,9 +115,14 @@ func (rt *Router) HandleRaw(pattern string, h http.Handler) {
 	}))
 }
 
-// Routes returns the documented routes sorted by path and method.
+// Routes returns the documented (public) routes sorted by path and method.
 func (rt *Router) Routes() []Route {
-	out := append([]Route(nil), rt.routes...)
+	var out []Route
+	for _, r := range rt.routes {
+		if !r.Internal {
+			out = append(out, r)
+		}
+	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Path != out[j].Path {
 			return out[i].Path < out[j].Path

@@ -12,6 +12,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/pki"
 )
 
 func followers(servers []*server.Server, leader *server.Server) []*server.Server {
@@ -81,7 +82,7 @@ func TestOperatorRemovesDeadServer(t *testing.T) {
 	st.NewClient(t, survivors[0].URL(), alice.Token).Do("POST", "/api/account/tokens", map[string]string{"name": "after"}).Must(t, 201)
 
 	// The operator takes the dead server out of the configuration.
-	op := st.NewClient(t, survivors[0].URL(), survivors[0].ClusterToken())
+	op := st.NewClient(t, survivors[0].URL(), survivors[0].OperatorToken())
 	op.Do("DELETE", "/api/admin/cluster/servers/"+leader.Node().ID(), nil).Must(t, 200)
 	if r := op.Do("DELETE", "/api/admin/cluster/servers/server-unknown", nil).Must(t, 404); r.Code() != "not_found" {
 		t.Fatal(r.Raw)
@@ -195,7 +196,7 @@ func TestClusterRestartFromDisk(t *testing.T) {
 // server: it can only catch up from the snapshot.
 func TestSnapshotInstallOnNewMember(t *testing.T) {
 	o := st.Options{Configure: func(c *server.Config) { c.RaftTrailingLogsForTests = 1 }}
-	servers, _ := st.Cluster(t, 1, o)
+	servers, cfgs := st.Cluster(t, 1, o)
 	leader := servers[0]
 	alice := st.NewAccount(t, leader, "alice@example.com", "paid")
 	for i := 0; i < 20; i++ {
@@ -204,8 +205,9 @@ func TestSnapshotInstallOnNewMember(t *testing.T) {
 	if err := leader.Node().Snapshot(); err != nil {
 		t.Fatal(err)
 	}
-	cfg := st.NodeConfig(t, t.TempDir(), st.FreeAddr(t), st.FreeAddr(t), "sbxc_test-cluster-token", false, []string{leader.URL()}, o)
+	cfg := st.NodeConfig(t, t.TempDir(), st.FreeAddr(t), st.FreeAddr(t), cfgs[0].SealingKey, false, []string{leader.ClusterURL()}, o)
 	cfg.NodeID = "server-new"
+	cfg.JoinToken = st.JoinToken(t, leader, pki.RoleServer, cfg.NodeID)
 	joiner := st.Start(t, cfg)
 	// Raft restores the FSM before it records the installed snapshot, so
 	// the state can be visible a moment before the stat is: wait for both.
@@ -221,14 +223,15 @@ func TestSnapshotInstallOnNewMember(t *testing.T) {
 	})
 }
 
-// TestNoLeaderAnswers503 asks a server that belongs to no cluster yet: API
-// requests get 503 service_unavailable with Retry-After, and health says
-// there is no leader.
+// TestNoLeaderAnswers503 asks a server whose cluster lost its quorum:
+// API requests get 503 service_unavailable with Retry-After, and health
+// says there is no leader.
 func TestNoLeaderAnswers503(t *testing.T) {
-	cfg := st.NodeConfig(t, t.TempDir(), st.FreeAddr(t), st.FreeAddr(t), "sbxc_t", false, nil, st.Options{})
-	cfg.LeaderWait = 200 * time.Millisecond
-	s := st.Start(t, cfg)
+	servers, _ := st.Cluster(t, 2, st.Options{Configure: func(c *server.Config) { c.LeaderWait = 200 * time.Millisecond }})
+	servers[0].Kill()
+	s := servers[1]
 	c := st.NewClient(t, s.URL(), "sbx_whatever")
+	st.WaitFor(t, 20*time.Second, "the survivor to see no leader", func() bool { return s.Node().LeaderAPI() == "" })
 	r := c.Do("GET", "/api/account/me", nil).Must(t, 503)
 	if r.Code() != "service_unavailable" || r.Header.Get("Retry-After") == "" || r.Details() == nil {
 		t.Fatalf("%v %s", r.Header, r.Raw)

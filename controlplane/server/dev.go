@@ -28,11 +28,12 @@ const DevEnvFile = "dev.env"
 // only its hash is in the store.
 const devTokenFile = "dev-token"
 
-// WaitLeader blocks until this node leads and has caught up.
+// WaitLeader blocks until this node leads, has caught up and the
+// cluster's credentials are in the state.
 func (s *Server) WaitLeader(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
-	for !s.node.IsLeader() {
+	for !s.node.IsLeader() || !s.Bootstrapped() {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for leadership: %w", ctx.Err())

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
@@ -76,18 +75,19 @@ func (s *Server) forward(next http.Handler) http.Handler {
 			apierr.Write(w, fmt.Errorf("leader url %q: %w", leaderURL, err))
 			return
 		}
-		leaderProxy(target, s.node.ID(), s.vouch, s.log).ServeHTTP(w, r)
+		leaderProxy(target, s.peers.Transport, s.node.ID(), s.vouch, s.log).ServeHTTP(w, r)
 	})
 }
 
 // leaderProxy passes one request on to the leader at target, marked as
 // forwarded by self; vouch adds who the client is. When the leader does
 // not answer, the client learns whether the request may have been applied.
-func leaderProxy(target *url.URL, self string, vouch func(in *http.Request, out http.Header), log *slog.Logger) http.Handler {
+func leaderProxy(target *url.URL, transport http.RoundTripper, self string, vouch func(in *http.Request, out http.Header), log *slog.Logger) http.Handler {
 	// sent records that the request reached the leader's connection: from
 	// then on a write may have been applied even if no answer comes back.
 	var sent atomic.Bool
 	return &httputil.ReverseProxy{
+		Transport: transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
@@ -117,7 +117,7 @@ func forwardError(method string, sent bool) *apierr.Error {
 	return apierr.Unavailable("the leader could not be reached; nothing was written, retry the request")
 }
 
-// waitLeader returns the leader's URL, or self=true when this node leads
+// waitLeader returns the leader's cluster URL, or self=true when this node leads
 // and has caught up, waiting out an election for up to cfg.LeaderWait.
 func (s *Server) waitLeader(ctx context.Context) (string, bool, error) {
 	wait := s.cfg.LeaderWait
@@ -129,7 +129,7 @@ func (s *Server) waitLeader(ctx context.Context) (string, bool, error) {
 		if s.node.IsLeader() {
 			return s.url, true, nil
 		}
-		if u := s.node.LeaderAPI(); u != "" && u != s.url {
+		if u := s.node.LeaderCluster(); u != "" && u != s.clusterURL {
 			return u, false, nil
 		}
 		if time.Now().After(deadline) {
@@ -146,7 +146,7 @@ func (s *Server) waitLeader(ctx context.Context) (string, bool, error) {
 // joinLoop asks the configured servers to add this one until one agrees.
 // It is owned by the Server and ends on success or Close.
 func (s *Server) joinLoop(ctx context.Context) {
-	body, _ := json.Marshal(api.JoinRequest{ID: s.node.ID(), RaftAddr: s.raftAdvertise(), APIAddr: s.url})
+	body, _ := json.Marshal(voterRequest{ID: s.node.ID(), RaftAddr: s.raftAdvertise(), APIAddr: s.url, ClusterAddr: s.clusterURL})
 	backoff := 100 * time.Millisecond
 	for {
 		for _, peer := range s.cfg.Join {
@@ -176,13 +176,12 @@ func (s *Server) raftAdvertise() string {
 func (s *Server) joinOnce(ctx context.Context, peer string, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(peer, "/")+"/internal/cluster/join", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(peer, "/")+voterPath, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+s.cfg.ClusterToken)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.peers.Do(req)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func TestForwardSaysWhetherAWriteMayHaveLanded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			target, _ := url.Parse(tc.target)
-			h := leaderProxy(target, "server-test", func(*http.Request, http.Header) {}, slog.New(slog.DiscardHandler))
+			h := leaderProxy(target, http.DefaultTransport, "server-test", func(*http.Request, http.Header) {}, slog.New(slog.DiscardHandler))
 			var body io.Reader
 			if tc.method != "GET" {
 				body = strings.NewReader(`{"name":"x"}`)

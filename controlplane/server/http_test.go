@@ -27,7 +27,7 @@ func TestSlowClientsAreCut(t *testing.T) {
 	}
 	tests := []struct{ name, sent string }{
 		{"headers never finish", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "},
-		{"API body stalls", "POST /api/admin/accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + s.ClusterToken() +
+		{"API body stalls", "POST /api/admin/accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + s.OperatorToken() +
 			"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"email\":"},
 	}
 	for _, tt := range tests {
@@ -56,7 +56,7 @@ func TestSlowClientsAreCut(t *testing.T) {
 // are free again, so a fixed config can start at once on the same ones.
 func TestFailedNewReleasesWhatItStarted(t *testing.T) {
 	dir := t.TempDir()
-	cfg := st.NodeConfig(t, dir, st.FreeAddr(t), st.FreeAddr(t), "sbxc_t", true, nil, st.Options{})
+	cfg := st.NodeConfig(t, dir, st.FreeAddr(t), st.FreeAddr(t), server.NewSealingKey(), true, nil, st.Options{})
 	if err := os.WriteFile(dir+"/blobs", []byte("not a directory"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -421,7 +421,7 @@ func TestLaunchLink(t *testing.T) {
 
 	// An owner who leaves the paid plan takes the link down until they
 	// are back.
-	op := st.NewClient(t, s.URL(), s.ClusterToken())
+	op := st.NewClient(t, s.URL(), s.OperatorToken())
 	op.Do("PUT", "/api/admin/accounts/"+owner.Email+"/plan", map[string]string{"plan": "free"}).Must(t, 200)
 	if resp, _ := v.do("GET", "/launch/"+token, nil); resp.StatusCode != 404 {
 		t.Fatalf("link of a free owner: %d", resp.StatusCode)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
-	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	"github.com/sandboxd/sandboxd/internal/pki"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 	edgev1 "github.com/sandboxd/sandboxd/protocol/edge/v1"
@@ -26,7 +26,7 @@ func TestSitesOfADownNodeAreUnavailable(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := startFakeAgent(t)
-	registry := agentv1connect.NewRegistryServiceClient(rpcauth.Client(), s.URL(), connect.WithInterceptors(rpcauth.New(s.ClusterToken())))
+	registry := agentv1connect.NewRegistryServiceClient(st.Member(t, s, pki.RoleAgent, "node-a").Client("", pki.RoleServer), s.ClusterURL())
 	if _, err := registry.Register(ctx, connect.NewRequest(&agentv1.RegisterRequest{NodeId: "node-a", Address: f.url,
 		PhpVersions: []string{"8.2"}, Capacity: &agentv1.Resources{MemoryMb: 64 << 10, Sites: 100}})); err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func TestSitesOfADownNodeAreUnavailable(t *testing.T) {
 		t.Fatalf("site: %s", got)
 	}
 
-	routes := edgev1connect.NewRouteServiceClient(rpcauth.Client(), s.URL(), connect.WithInterceptors(rpcauth.New(s.ClusterToken())))
+	routes := edgev1connect.NewRouteServiceClient(st.Member(t, s, pki.RoleEdge, "edge-test").Client("", pki.RoleServer), s.ClusterURL())
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	stream, err := routes.WatchRoutes(watchCtx, connect.NewRequest(&edgev1.WatchRoutesRequest{EdgeId: "edge-test"}))

@@ -229,7 +229,7 @@ func TestOAuthConnector(t *testing.T) {
 	if !strings.Contains(page, "sign-in link is on its way") {
 		t.Fatalf("email: %s", page)
 	}
-	op := st.NewClient(t, s.URL(), s.ClusterToken())
+	op := st.NewClient(t, s.URL(), s.OperatorToken())
 	mails := op.Do("GET", "/api/admin/outbox", nil).Must(t, 200).List("mails")
 	link := regexp.MustCompile(`https?://\S+/connect/signin\?t=\S+`).FindString(mails[len(mails)-1]["text"].(string))
 	if link == "" {

@@ -31,7 +31,7 @@ func TestSecretsStaySecret(t *testing.T) {
 	}
 	alice.Do("DELETE", "/api/account/tokens/"+alice.Do("GET", "/api/account/tokens", nil).List("tokens")[1]["id"].(string), nil).Must(t, 200)
 
-	op := st.NewClient(t, s.URL(), s.ClusterToken())
+	op := st.NewClient(t, s.URL(), s.OperatorToken())
 	var responses [][]byte
 	for _, r := range []*st.Response{
 		alice.Do("GET", "/api/account/tokens", nil), alice.Do("GET", "/api/account/me", nil),
@@ -82,7 +82,7 @@ func TestSecretsStaySecret(t *testing.T) {
 			}
 		}
 	}
-	if strings.Contains(logText, s.ClusterToken()) {
+	if strings.Contains(logText, s.OperatorToken()) {
 		t.Error("cluster token found in the logs")
 	}
 }

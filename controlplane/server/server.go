@@ -6,8 +6,7 @@ package server
 import (
 	"cmp"
 	"context"
-	"crypto/hkdf"
-	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	pluginzip "github.com/sandboxd/sandboxd/connector"
@@ -45,14 +45,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"connectrpc.com/connect"
-
 	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/cluster"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/launch"
 	"github.com/sandboxd/sandboxd/controlplane/launcher"
 	"github.com/sandboxd/sandboxd/controlplane/mail"
+	"github.com/sandboxd/sandboxd/controlplane/members"
 	"github.com/sandboxd/sandboxd/controlplane/nodes"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/pool"
@@ -63,11 +62,12 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/controlplane/templates"
 	"github.com/sandboxd/sandboxd/controlplane/webhooks"
+	"github.com/sandboxd/sandboxd/internal/enroll"
 	"github.com/sandboxd/sandboxd/internal/ids"
 	"github.com/sandboxd/sandboxd/internal/mirror"
+	"github.com/sandboxd/sandboxd/internal/pki"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/rpclimit"
-	"github.com/sandboxd/sandboxd/internal/secret"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 	"github.com/sandboxd/sandboxd/protocol/edge/v1/edgev1connect"
 	"github.com/sandboxd/sandboxd/scheduler"
@@ -79,8 +79,9 @@ var Version = "0.1.0"
 // Config is one server's configuration; the zero value plus DataDir is a
 // working single-node server (see DefaultConfig).
 type Config struct {
-	// DataDir holds raft state, the node id, the cluster token and the
-	// api-url file the admin CLI reads.
+	// DataDir holds raft state, the node id, the server's cluster
+	// certificate (tls/), the bootstrap operator token and the api-url
+	// file the admin CLI reads.
 	DataDir string
 	// NodeID defaults to the id stored in DataDir, made on first start.
 	NodeID string
@@ -96,14 +97,30 @@ type Config struct {
 	AdvertiseRaftAddr string
 	// Bootstrap forms a new single-voter cluster when DataDir is empty.
 	Bootstrap bool
-	// Join lists API URLs of existing servers to ask for membership.
+	// Join lists cluster URLs (https://host:port of --cluster-addr) of
+	// existing servers to join through.
 	Join []string
-	// ClusterToken authenticates operators and peers; empty means the one
-	// stored in DataDir (made on first start).
-	ClusterToken string
-	Plans        plans.Config
-	SMTP         mail.SMTPConfig
-	Logger       *slog.Logger
+	// JoinToken is spent, once, to get this server's cluster certificate
+	// when it joins an existing cluster (`sandboxd admin join-token
+	// create --role server`).
+	JoinToken string
+	// ClusterAddr is the mutual-TLS listen address agents, edges and the
+	// other servers reach this one at; empty means 127.0.0.1:0.
+	ClusterAddr string
+	// AdvertiseCluster is the URL of ClusterAddr others dial; defaults to
+	// https://ClusterAddr (with the real port).
+	AdvertiseCluster string
+	// SealingKey seals every secret kept in the replicated state (the CA
+	// key, license keys, webhook secrets, deploy keys, certificates). All
+	// servers share it; empty means the one kept in DataDir (made on the
+	// first start), which suits one machine only.
+	SealingKey string
+	// CertTTL is how long member certificates the leader issues are
+	// valid (renewed at two thirds); zero means 7 days.
+	CertTTL time.Duration
+	Plans   plans.Config
+	SMTP    mail.SMTPConfig
+	Logger  *slog.Logger
 	// JobWorkers bounds concurrent jobs on the leader; zero means 16.
 	JobWorkers int
 	// JobsPerWorkspace bounds how many of those one workspace's jobs may
@@ -261,6 +278,16 @@ type Server struct {
 	stopJoin   context.CancelFunc
 	blobSync   *blobs.Syncer
 	stopSync   context.CancelFunc
+
+	members           *members.Service
+	creds             *rpcauth.Creds
+	peers             *http.Client // mutual TLS to other servers
+	clusterLn         net.Listener
+	clusterHTTP       *http.Server
+	clusterURL        string
+	bootstrapOperator string
+	bootstrapped      atomic.Bool
+	stopRenew         context.CancelFunc
 }
 
 // New opens the node's storage, starts Raft and binds the API listener.
@@ -281,11 +308,16 @@ func New(cfg Config) (_ *Server, err error) {
 			return nil, err
 		}
 	}
-	if cfg.ClusterToken == "" {
-		if cfg.ClusterToken, err = persistent(filepath.Join(cfg.DataDir, "cluster-token"), func() string { return secret.New("sbxc_") }); err != nil {
+	if cfg.SealingKey == "" {
+		if cfg.SealingKey, err = persistent(filepath.Join(cfg.DataDir, sealingKeyFile), NewSealingKey); err != nil {
 			return nil, err
 		}
 	}
+	if err := checkSealingKey(cfg.SealingKey); err != nil {
+		return nil, err
+	}
+	_, statErr := os.Stat(filepath.Join(cfg.DataDir, "raft", "raft.db"))
+	fresh := errors.Is(statErr, os.ErrNotExist)
 	ln, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.APIAddr, err)
@@ -305,19 +337,56 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("node_id", cfg.NodeID), listener: ln, url: strings.TrimRight(url, "/")}
 
+	clusterAddr := cmp.Or(cfg.ClusterAddr, "127.0.0.1:0")
+	cln, err := net.Listen("tcp", clusterAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", clusterAddr, err)
+	}
+	closers = append(closers, cln.Close)
+	s.clusterURL = strings.TrimRight(cmp.Or(cfg.AdvertiseCluster, "https://"+cln.Addr().String()), "/")
+	caSealer, err := seal.New(cfg.SealingKey, "cluster-ca")
+	if err != nil {
+		return nil, err
+	}
+	if fresh && cfg.Bootstrap {
+		if s.bootstrapOperator, err = persistent(filepath.Join(cfg.DataDir, operatorTokenFile), func() string {
+			tok, _ := members.NewOperatorToken("bootstrap", time.Now())
+			return tok
+		}); err != nil {
+			return nil, err
+		}
+	} else if b, err := os.ReadFile(filepath.Join(cfg.DataDir, operatorTokenFile)); err == nil {
+		s.bootstrapOperator = strings.TrimSpace(string(b))
+	}
+	joinCtx, cancelJoin := context.WithTimeout(context.Background(), 2*time.Minute)
+	s.creds, err = s.credentials(joinCtx, caSealer, fresh)
+	cancelJoin()
+	if err != nil {
+		return nil, err
+	}
+	if id := s.creds.Identity(); id != (pki.Identity{Role: pki.RoleServer, ID: cfg.NodeID}) {
+		return nil, fmt.Errorf("config: %s holds the certificate of %s, not server/%s", filepath.Join(cfg.DataDir, tlsDir), id, cfg.NodeID)
+	}
+	s.peers = s.creds.Client("", pki.RoleServer)
+	s.clusterLn = tls.NewListener(cln, s.creds.ServerTLS(false))
+
 	store := state.NewStore()
 	node, err := cluster.New(cluster.Config{
 		NodeID: cfg.NodeID, DataDir: filepath.Join(cfg.DataDir, "raft"), RaftAddr: cfg.RaftAddr,
-		AdvertiseRaftAddr: cfg.AdvertiseRaftAddr, APIAddr: s.url, Bootstrap: cfg.Bootstrap,
+		AdvertiseRaftAddr: cfg.AdvertiseRaftAddr, APIAddr: s.url, ClusterAddr: s.clusterURL, Bootstrap: cfg.Bootstrap,
 		Logger: cfg.Logger, FastTimeoutsForTests: cfg.FastRaftForTests, NoSyncForTests: cfg.NoSyncForTests,
 		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, ElectionTimeout: cfg.RaftElectionTimeout,
 		InmemTransport: cfg.RaftAddr == "", TrailingLogs: cfg.RaftTrailingLogsForTests,
+		ServerTLS: raftServerTLS(s.creds), ClientTLS: s.creds.ClientTLS("", pki.RoleServer),
 	}, store)
 	if err != nil {
 		return nil, err
 	}
 	closers = append(closers, node.Shutdown)
 	s.node = node
+	s.members = members.New(members.Config{Store: store, Raft: node, Sealer: caSealer, CertTTL: cfg.CertTTL, Now: cfg.Now,
+		Logger: cfg.Logger})
+	node.OnLeader(s.finishBootstrap)
 
 	var mailer api.Mailer = mail.NewOutbox(node)
 	if cfg.SMTP.Addr != "" {
@@ -325,26 +394,25 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	s.dispatcher = jobs.NewDispatcher(jobs.Config{Store: store, Raft: node, Workers: cfg.JobWorkers,
 		PerWorkspace: cfg.JobsPerWorkspace, Logger: cfg.Logger, Now: cfg.Now})
-	auth := rpcauth.New(cfg.ClusterToken)
-	s.registry = nodes.New(nodes.Config{Store: store, Raft: node, Auth: auth, HeartbeatInterval: cfg.HeartbeatInterval,
+	s.registry = nodes.New(nodes.Config{Store: store, Raft: node, Creds: s.creds, HeartbeatInterval: cfg.HeartbeatInterval,
 		Now: cfg.Now, Logger: cfg.Logger})
 	blobStore, err := blobs.Open(filepath.Join(cfg.DataDir, "blobs"))
 	if err != nil {
 		return nil, err
 	}
-	sealer, err := seal.New(cfg.ClusterToken, "library-license")
+	sealer, err := seal.New(cfg.SealingKey, "library-license")
 	if err != nil {
 		return nil, err
 	}
-	replaySealer, err := seal.New(cfg.ClusterToken, "idempotent-replay")
+	replaySealer, err := seal.New(cfg.SealingKey, "idempotent-replay")
 	if err != nil {
 		return nil, err
 	}
 	if cfg.GitHubAPI == "" {
 		cfg.GitHubAPI = "https://api.github.com"
 	}
-	s.blobSync = &blobs.Syncer{Store: blobStore, Wanted: func() ([]string, error) { return wantedBlobs(store) }, Peers: s.peerURLs, Token: cfg.ClusterToken,
-		Client: &http.Client{Timeout: 5 * time.Minute}, Interval: 2 * time.Second, Log: s.log.With("component", "blobs")}
+	s.blobSync = &blobs.Syncer{Store: blobStore, Wanted: func() ([]string, error) { return wantedBlobs(store) }, Peers: s.peerURLs,
+		Client: s.creds.Client("", pki.RoleServer), Interval: 2 * time.Second, Log: s.log.With("component", "blobs")}
 	fetch := safefetch.New(cfg.FetchAllow, 5*time.Minute)
 	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Blobs: blobStore, Fetch: fetch,
 		Artifacts: blobStore, Held: s.registry, Now: cfg.Now}
@@ -427,7 +495,7 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	runners.Imports = importService
-	connectKey, err := hkdf.Key(sha256.New, []byte(cfg.ClusterToken), nil, "sandboxd connect session v1", 32)
+	connectKey, err := derivedKey(cfg.SealingKey, "sandboxd connect session v1")
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +503,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Secure: strings.HasPrefix(s.url, "https://"), Now: cfg.Now, Log: s.log.With("component", "oauth")})
 	// Jobs run once every runner is in place.
 	node.OnLeader(s.dispatcher.Run)
-	hookSealer, err := seal.New(cfg.ClusterToken, "webhook-signing")
+	hookSealer, err := seal.New(cfg.SealingKey, "webhook-signing")
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +513,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Now: cfg.Now, Log: s.log.With("component", "webhooks")}
 	node.OnLeader(deliveries.Run)
 	s.metrics.MustRegister(deliveries)
-	ipKey, err := hkdf.Key(sha256.New, []byte(cfg.ClusterToken), nil, "sandboxd launch ip-hash v1", 32)
+	ipKey, err := derivedKey(cfg.SealingKey, "sandboxd launch ip-hash v1")
 	if err != nil {
 		return nil, err
 	}
@@ -461,7 +529,7 @@ func New(cfg Config) (_ *Server, err error) {
 		s.log.Warn("custom domains cannot be checked", "err", err)
 		resolver = nil
 	}
-	gitSealer, err := seal.New(cfg.ClusterToken, "git-deploy")
+	gitSealer, err := seal.New(cfg.SealingKey, "git-deploy")
 	if err != nil {
 		return nil, err
 	}
@@ -471,8 +539,8 @@ func New(cfg Config) (_ *Server, err error) {
 		SandboxDomain: cfg.SandboxDomain, Now: cfg.Now})
 	node.OnLeader(func(ctx context.Context) { domainService.Watch(ctx, cmp.Or(cfg.DomainCheckInterval, time.Minute)) })
 	s.api = api.New(api.Config{
-		Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, ClusterToken: cfg.ClusterToken,
-		PublicURL: s.url, Join: node.AddVoter, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
+		Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, Members: s.members,
+		PublicURL: s.url, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
 		Sites: siteService, Tools: siteService, Templates: tpls, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer, Webhooks: hooks,
 		Blueprints:   bps,
 		Runs:         bps,
@@ -502,19 +570,22 @@ func New(cfg Config) (_ *Server, err error) {
 		_, _ = w.Write(zip)
 	}))
 	s.registerInfra()
-	regPath, regHandler := agentv1connect.NewRegistryServiceHandler(s.registry, append(rpclimit.RegistryServer(), connect.WithInterceptors(auth))...)
+	s.registerMembership()
+	regPath, regHandler := agentv1connect.NewRegistryServiceHandler(s.registry, rpclimit.RegistryServer()...)
 	s.router.HandleRaw(regPath, regHandler)
-	routePath, routeHandler := edgev1connect.NewRouteServiceHandler(routes.New(store, cfg.Logger), append(rpclimit.RoutesServer(), connect.WithInterceptors(auth))...)
+	routePath, routeHandler := edgev1connect.NewRouteServiceHandler(routes.New(store, cfg.Logger), rpclimit.RoutesServer()...)
 	s.router.HandleRaw(routePath, routeHandler)
-	certSealer, err := seal.New(cfg.ClusterToken, "edge-certificates")
+	certSealer, err := seal.New(cfg.SealingKey, "edge-certificates")
 	if err != nil {
 		return nil, err
 	}
 	certPath, certHandler := edgev1connect.NewCertStorageServiceHandler(certstore.New(store, node, certSealer, cfg.Now),
-		append(rpclimit.CertServer(), connect.WithInterceptors(auth))...)
+		rpclimit.CertServer()...)
 	s.router.HandleRaw(certPath, certHandler)
 	s.handler = rest.Observe(s.clientIP(s.deadlines(s.forward(s.router))), cfg.Logger, metrics)
-	s.http = &http.Server{Handler: s.handler, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+	s.http = &http.Server{Handler: s.publicHandler(s.handler), Protocols: publicProtocols(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	s.clusterHTTP = &http.Server{Handler: s.clusterHandler(s.handler), Protocols: rpcauth.Protocols(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	return s, nil
 }
@@ -571,11 +642,22 @@ func (s *Server) Start() error {
 	if err := writeFileAtomic(filepath.Join(s.cfg.DataDir, "api-url"), []byte(s.url+"\n"), 0o600); err != nil {
 		return err
 	}
+	if err := writeFileAtomic(filepath.Join(s.cfg.DataDir, "cluster-url"), []byte(s.clusterURL+"\n"), 0o600); err != nil {
+		return err
+	}
 	go func() {
 		if err := s.http.Serve(s.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("api server stopped", "err", err)
 		}
 	}()
+	go func() {
+		if err := s.clusterHTTP.Serve(s.clusterLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("cluster server stopped", "err", err)
+		}
+	}()
+	renewCtx, stopRenew := context.WithCancel(context.Background())
+	s.stopRenew = stopRenew
+	go enroll.KeepFresh(renewCtx, enroll.Config{Dir: filepath.Join(s.cfg.DataDir, tlsDir), Logger: s.log}, s.creds, s.clusterURLs)
 	if len(s.cfg.Join) > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		s.stopJoin = cancel
@@ -584,11 +666,11 @@ func (s *Server) Start() error {
 	syncCtx, stopSync := context.WithCancel(context.Background())
 	s.stopSync = stopSync
 	go s.blobSync.Run(syncCtx)
-	s.log.Info("control plane serving", "component", "server", "api", s.url, "raft", s.cfg.RaftAddr)
+	s.log.Info("control plane serving", "component", "server", "api", s.url, "cluster", s.clusterURL, "raft", s.cfg.RaftAddr)
 	return nil
 }
 
-// peerURLs are the API URLs of the other servers.
+// peerURLs are the cluster URLs of the other servers.
 func (s *Server) peerURLs() []string {
 	servers, err := s.node.Store().Servers()
 	if err != nil {
@@ -596,12 +678,15 @@ func (s *Server) peerURLs() []string {
 	}
 	var out []string
 	for _, sv := range servers {
-		if sv.ID != s.cfg.NodeID && sv.APIAddr != "" {
-			out = append(out, strings.TrimRight(sv.APIAddr, "/"))
+		if sv.ID != s.cfg.NodeID && sv.ClusterAddr != "" {
+			out = append(out, strings.TrimRight(sv.ClusterAddr, "/"))
 		}
 	}
 	return out
 }
+
+// clusterURLs are every server's cluster URL, this one's first.
+func (s *Server) clusterURLs() []string { return append([]string{s.clusterURL}, s.peerURLs()...) }
 
 // BlobSync is the Library replication loop (tests call Once).
 func (s *Server) BlobSync() *blobs.Syncer { return s.blobSync }
@@ -621,9 +706,6 @@ func (s *Server) Router() *rest.Router { return s.router }
 // Dispatcher runs jobs on the leader; later features register runners.
 func (s *Server) Dispatcher() *jobs.Dispatcher { return s.dispatcher }
 
-// ClusterToken is the operator and peer credential.
-func (s *Server) ClusterToken() string { return s.cfg.ClusterToken }
-
 // Close stops serving, leader work and Raft.
 func (s *Server) Close() error {
 	if s.stopJoin != nil {
@@ -632,6 +714,10 @@ func (s *Server) Close() error {
 	if s.stopSync != nil {
 		s.stopSync()
 	}
+	if s.stopRenew != nil {
+		s.stopRenew()
+	}
+	_ = s.clusterHTTP.Close()
 	// Requests in flight get a grace period; one still running after it
 	// (a write waiting on a quorum whose other servers are gone) has its
 	// connection closed: its client sees a transport error, which the
@@ -655,7 +741,11 @@ func (s *Server) Kill() {
 	if s.stopSync != nil {
 		s.stopSync()
 	}
+	if s.stopRenew != nil {
+		s.stopRenew()
+	}
 	_ = s.http.Close()
+	_ = s.clusterHTTP.Close()
 	_ = s.node.Shutdown()
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
-	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	"github.com/sandboxd/sandboxd/internal/pki"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 )
@@ -65,10 +65,17 @@ func TestAuthorizeSSH(t *testing.T) {
 	inv := alice.Do("POST", "/api/app/workspaces/"+ws+"/members", map[string]any{"email": "carol@example.com", "customRoleId": role}).Must(t, 201).Str("invitation.id")
 	carol.Do("POST", "/api/account/invitations/"+inv+"/accept", nil).Must(t, 200)
 
-	reg := agentv1connect.NewRegistryServiceClient(rpcauth.Client(), s.URL(), connect.WithInterceptors(rpcauth.New(s.ClusterToken())))
+	regs := map[string]agentv1connect.RegistryServiceClient{}
+	for _, node := range []string{"node-fake", "node-other"} {
+		regs[node] = agentv1connect.NewRegistryServiceClient(st.Member(t, s, pki.RoleAgent, node).Client("", pki.RoleServer), s.ClusterURL())
+	}
+	// A node asks for itself only.
+	if _, err := regs["node-other"].AuthorizeSSH(ctx, connect.NewRequest(&agentv1.AuthorizeSSHRequest{NodeId: "node-fake", SiteId: site})); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Fatalf("a node asked for another: %v", err)
+	}
 	ask := func(node, siteID string, key ssh.PublicKey) *agentv1.AuthorizeSSHResponse {
 		t.Helper()
-		r, err := reg.AuthorizeSSH(ctx, connect.NewRequest(&agentv1.AuthorizeSSHRequest{NodeId: node, SiteId: siteID, PublicKey: key.Marshal(), RemoteAddr: "192.0.2.1:5555"}))
+		r, err := regs[node].AuthorizeSSH(ctx, connect.NewRequest(&agentv1.AuthorizeSSHRequest{NodeId: node, SiteId: siteID, PublicKey: key.Marshal(), RemoteAddr: "192.0.2.1:5555"}))
 		if err != nil {
 			t.Fatal(err)
 		}

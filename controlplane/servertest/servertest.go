@@ -9,14 +9,20 @@ import (
 	"log/slog"
 	"mime/multipart"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandboxd/sandboxd/apiclient"
 	"github.com/sandboxd/sandboxd/controlplane/api"
+	"github.com/sandboxd/sandboxd/controlplane/members"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/server"
+	"github.com/sandboxd/sandboxd/internal/enroll"
+	"github.com/sandboxd/sandboxd/internal/pki"
+	"github.com/sandboxd/sandboxd/internal/rpcauth"
 )
 
 // LogBuffer collects every log line of the servers in a test, so tests
@@ -108,27 +114,37 @@ func start(t testing.TB, cfg server.Config, waitLeader bool) *server.Server {
 	return s
 }
 
-// FreeAddr returns a loopback address with a free TCP port.
+// FreeAddr returns a loopback address with a free TCP port, never one it
+// returned before in this process (the kernel may hand a port just freed
+// out again, and a config holds several).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
+
+var handedOut sync.Map
 
 // NodeConfig is the config of cluster member i in dir, for starting or
 // restarting it.
-func NodeConfig(t testing.TB, dir, apiAddr, raftAddr, token string, bootstrap bool, join []string, o Options) server.Config {
+func NodeConfig(t testing.TB, dir, apiAddr, raftAddr, sealingKey string, bootstrap bool, join []string, o Options) server.Config {
 	cfg := server.DefaultConfig()
 	cfg.DataDir = dir
 	cfg.APIAddr = apiAddr
 	cfg.RaftAddr = raftAddr
+	cfg.ClusterAddr = FreeAddr(t)
 	cfg.Bootstrap = bootstrap
 	cfg.Join = join
-	cfg.ClusterToken = token
+	cfg.SealingKey = sealingKey
 	cfg.FastRaftForTests = true
 	cfg.Logger = logger(o)
 	o.limits(&cfg)
@@ -149,16 +165,24 @@ func Start(t testing.TB, cfg server.Config) *server.Server {
 // others join it. It returns when all n are voters and one leads.
 func Cluster(t testing.TB, n int, o Options) ([]*server.Server, []server.Config) {
 	t.Helper()
-	token := "sbxc_test-cluster-token"
+	sealingKey := server.NewSealingKey()
 	var servers []*server.Server
 	var cfgs []server.Config
 	for i := 0; i < n; i++ {
 		var join []string
+		dir := t.TempDir()
 		if i > 0 {
-			join = []string{servers[0].URL()}
+			join = []string{servers[0].ClusterURL()}
+			// The test's operator token works on every server.
+			if err := os.WriteFile(filepath.Join(dir, "operator-token"), []byte(servers[0].OperatorToken()), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
-		cfg := NodeConfig(t, t.TempDir(), FreeAddr(t), FreeAddr(t), token, i == 0, join, o)
+		cfg := NodeConfig(t, dir, FreeAddr(t), FreeAddr(t), sealingKey, i == 0, join, o)
 		cfg.NodeID = fmt.Sprintf("server-%d", i+1)
+		if i > 0 {
+			cfg.JoinToken = JoinToken(t, servers[0], pki.RoleServer, cfg.NodeID)
+		}
 		s := start(t, cfg, i == 0)
 		servers = append(servers, s)
 		cfgs = append(cfgs, cfg)
@@ -275,7 +299,7 @@ type Account struct {
 // NewAccount creates an account through the operator API and a token for it.
 func NewAccount(t testing.TB, s *server.Server, email, plan string) *Account {
 	t.Helper()
-	op := NewClient(t, s.URL(), s.ClusterToken())
+	op := NewClient(t, s.URL(), s.OperatorToken())
 	u := op.Do("POST", "/api/admin/accounts", map[string]string{"email": email, "plan": plan}).Must(t, 201)
 	tok := op.Do("POST", "/api/admin/tokens", map[string]string{"email": email}).Must(t, 201)
 	return &Account{ID: u.Str("user.id"), Email: email, Token: tok.Str("secret"), Personal: u.Str("user.personalWorkspaceId"),
@@ -297,4 +321,43 @@ func Multipart(fields map[string]string, fileField, filename string, data []byte
 	}
 	_ = mw.Close()
 	return buf.Bytes(), mw.FormDataContentType()
+}
+
+// JoinToken makes a join token for a member with role and name through
+// server s (which must lead).
+func JoinToken(t testing.TB, s *server.Server, role pki.Role, name string) string {
+	t.Helper()
+	tok, _, err := s.Members().CreateJoinToken(context.Background(), members.JoinTokenOptions{Role: role, Name: name})
+	if err != nil {
+		t.Fatalf("join token for %s/%s: %v", role, name, err)
+	}
+	return tok
+}
+
+// Member joins the cluster of leader s as role/name (through s's
+// cluster port, with a join token) and returns its credentials.
+func Member(t testing.TB, s *server.Server, role pki.Role, name string) *rpcauth.Creds {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	creds, err := enroll.Obtain(ctx, enroll.Config{Dir: t.TempDir(), Role: role, Name: name, Servers: []string{s.ClusterURL()},
+		JoinToken: JoinToken(t, s, role, name)})
+	if err != nil {
+		t.Fatalf("join as %s/%s: %v", role, name, err)
+	}
+	return creds
+}
+
+// Operator is an operator client of s (the bootstrap operator token).
+func Operator(t testing.TB, s *server.Server) *Client {
+	t.Helper()
+	return NewClient(t, s.URL(), s.OperatorToken())
+}
+
+// PeerClient calls s's cluster port with creds (a member's certificate),
+// as servers, agents and edges do.
+func PeerClient(t testing.TB, s *server.Server, creds *rpcauth.Creds) *Client {
+	c := NewClient(t, s.ClusterURL(), "")
+	c.HTTP = creds.Client("", pki.RoleServer)
+	return c
 }

@@ -137,6 +137,9 @@ type Server struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raftAddr"`
 	APIAddr  string `json:"apiAddr"`
+	// ClusterAddr is the URL of its mutual-TLS port: where agents, edges
+	// and the other servers reach it.
+	ClusterAddr string `json:"clusterAddr,omitempty"`
 }
 
 // Mail is a message kept in the outbox when no SMTP server is configured.

@@ -36,6 +36,11 @@ const (
 	tableCertLocks    = "cert_locks"
 	tableSSHKeys      = "ssh_keys"
 	tableRepos        = "repositories"
+	// The cluster's own credentials.
+	tableClusterCA      = "cluster_ca"
+	tableClusterMembers = "cluster_members"
+	tableJoinTokens     = "join_tokens"
+	tableOperatorTokens = "operator_tokens"
 )
 
 func idIndex() *memdb.IndexSchema {
@@ -164,6 +169,13 @@ func schema() *memdb.DBSchema {
 			"id":   idIndex(),
 			"site": fieldIndex("site", "SiteID", false),
 		}},
+		tableClusterCA:      {Name: tableClusterCA, Indexes: map[string]*memdb.IndexSchema{"id": idIndex()}},
+		tableClusterMembers: {Name: tableClusterMembers, Indexes: map[string]*memdb.IndexSchema{"id": idIndex()}},
+		tableJoinTokens:     {Name: tableJoinTokens, Indexes: map[string]*memdb.IndexSchema{"id": idIndex()}},
+		tableOperatorTokens: {Name: tableOperatorTokens, Indexes: map[string]*memdb.IndexSchema{
+			"id":   idIndex(),
+			"hash": fieldIndex("hash", "Hash", true),
+		}},
 		tableDemos: {Name: tableDemos, Indexes: map[string]*memdb.IndexSchema{
 			"id":       idIndex(),
 			"template": fieldIndex("template", "TemplateID", false),
@@ -212,4 +224,5 @@ var tables = []string{
 	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary, tableIdempotency,
 	tableTemplates, tableLeads, tableDemos, tableWebhooks, tableDeliveries, tableBlueprints, tableRuns,
 	tableImports, tableOAuthClients, tableOAuthCodes, tableDomains, tableCertData, tableCertLocks, tableSSHKeys, tableRepos,
+	tableClusterCA, tableClusterMembers, tableJoinTokens, tableOperatorTokens,
 }

@@ -219,6 +219,14 @@ func newRow(table string) (any, error) {
 		return new(SSHKey), nil
 	case tableRepos:
 		return new(Repository), nil
+	case tableClusterCA:
+		return new(ClusterCA), nil
+	case tableClusterMembers:
+		return new(ClusterMember), nil
+	case tableJoinTokens:
+		return new(JoinToken), nil
+	case tableOperatorTokens:
+		return new(OperatorToken), nil
 	}
 	return nil, fmt.Errorf("unknown table %q", table)
 }

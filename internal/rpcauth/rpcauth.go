@@ -1,94 +1,259 @@
-// Package rpcauth authenticates Connect RPCs between the control plane,
-// agents and edges with the cluster token, and builds the h2c clients and
-// handlers they talk through.
+// Package rpcauth authenticates the traffic between the control plane,
+// agents and edges with mutual TLS under the cluster CA: each member
+// holds a certificate naming its role and id (internal/pki), dials peers
+// checking the role (and, for an agent, the node) it meant to reach, and
+// lets through only the roles a handler names.
 package rpcauth
 
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
-	"strings"
+	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
-
-	"github.com/sandboxd/sandboxd/internal/secret"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/pki"
 )
 
-// Interceptor checks the cluster token on incoming calls and sends it on
-// outgoing ones, for unary and streaming RPCs alike.
-type Interceptor struct {
-	token string
-	hash  string
+// Creds is a member's cluster credential: its current certificate and
+// key (swapped in place when renewed, so open listeners and clients pick
+// up the new one at their next handshake) and the CA it trusts.
+type Creds struct {
+	id    pki.Identity
+	roots *x509.CertPool
+	ca    []byte
+	caDER []byte
+	cert  atomic.Pointer[tls.Certificate]
+	// Now is the clock certificates are checked against; nil is time.Now.
+	Now func() time.Time
 }
 
-// New returns an interceptor for the cluster token.
-func New(token string) *Interceptor { return &Interceptor{token: token, hash: secret.Hash(token)} }
-
-func (i *Interceptor) check(h http.Header) error {
-	v := h.Get("Authorization")
-	tok, ok := strings.CutPrefix(v, "Bearer ")
-	if !ok || !secret.Equal(secret.Hash(tok), i.hash) {
-		return connect.NewError(connect.CodeUnauthenticated, errUnauthenticated)
+// NewCreds loads a member's certificate, key and CA (all PEM).
+func NewCreds(certPEM, keyPEM, caPEM []byte) (*Creds, error) {
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("rpcauth: no CA certificate")
 	}
+	ca, err := pki.ParseCert(caPEM)
+	if err != nil {
+		return nil, fmt.Errorf("rpcauth: CA: %w", err)
+	}
+	c := &Creds{roots: roots, ca: caPEM, caDER: ca.Raw}
+	if err := c.Update(certPEM, keyPEM); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Update swaps in a renewed certificate; it must name the same identity.
+func (c *Creds) Update(certPEM, keyPEM []byte) error {
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return fmt.Errorf("rpcauth: certificate: %w", err)
+	}
+	id, err := pki.Verify([]*x509.Certificate{pair.Leaf}, c.roots, pair.Leaf.NotBefore.Add(time.Second))
+	if err != nil {
+		return fmt.Errorf("rpcauth: certificate: %w", err)
+	}
+	if old := c.cert.Load(); old != nil && id != c.id {
+		return fmt.Errorf("rpcauth: renewed certificate names %s, not %s", id, c.id)
+	}
+	// The chain carries the CA too, so a member joining with a token
+	// can find the CA it pins.
+	pair.Certificate = append(pair.Certificate[:1:1], c.caDER)
+	c.id = id
+	c.cert.Store(&pair)
 	return nil
 }
 
-type authError string
+// Identity is who these credentials speak for.
+func (c *Creds) Identity() pki.Identity { return c.id }
 
-func (e authError) Error() string { return string(e) }
+// Leaf is the current certificate (its NotAfter drives renewal).
+func (c *Creds) Leaf() *x509.Certificate { return c.cert.Load().Leaf }
 
-const errUnauthenticated = authError("a valid cluster token is required")
+// CAPEM is the trusted CA certificate.
+func (c *Creds) CAPEM() []byte { return c.ca }
 
-// WrapUnary implements connect.Interceptor.
-func (i *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if req.Spec().IsClient {
-			req.Header().Set("Authorization", "Bearer "+i.token)
-		} else if err := i.check(req.Header()); err != nil {
-			return nil, err
-		}
-		return next(ctx, req)
+// Roots is the pool holding the CA.
+func (c *Creds) Roots() *x509.CertPool { return c.roots }
+
+func (c *Creds) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (c *Creds) current() *tls.Certificate { return c.cert.Load() }
+
+// ClientTLS dials a peer holding one of roles; with id set, exactly that
+// member (a server calling a node's agent checks it is that node).
+func (c *Creds) ClientTLS(id string, roles ...pki.Role) *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return c.current(), nil
+		},
+		// The peer is checked below against the cluster CA and by the
+		// identity in its certificate, not by host name: members are
+		// reached at addresses their certificates do not list.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			got, err := pki.Verify(cs.PeerCertificates, c.roots, c.now(), roles...)
+			if err != nil {
+				return err
+			}
+			if id != "" && got.ID != id {
+				return fmt.Errorf("rpcauth: reached %s, wanted %s", got, id)
+			}
+			return nil
+		},
+		NextProtos: []string{"h2", "http/1.1"},
 	}
 }
 
-// WrapStreamingClient implements connect.Interceptor.
-func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", "Bearer "+i.token)
-		return conn
+// ServerTLS serves members: a client certificate, when sent, must chain
+// to the CA (Require then checks its role); required says whether one
+// must be sent at all.
+func (c *Creds) ServerTLS(required bool) *tls.Config {
+	auth := tls.VerifyClientCertIfGiven
+	if required {
+		auth = tls.RequireAndVerifyClientCert
+	}
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS13,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.current(), nil },
+		ClientAuth:     auth,
+		ClientCAs:      c.roots,
+		NextProtos:     []string{"h2", "http/1.1"},
 	}
 }
 
-// WrapStreamingHandler implements connect.Interceptor.
-func (i *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := i.check(conn.RequestHeader()); err != nil {
-			return err
-		}
-		return next(ctx, conn)
-	}
-}
-
-// Client is an HTTP client speaking HTTP/2 without TLS (h2c), which
-// Connect streams need and which avoids a handshake per call.
-func Client() *http.Client {
+// Client is an HTTP/2 client over mutual TLS to members with one of
+// roles (and the id, when set): Connect streams need HTTP/2, and one
+// connection carries every call.
+func (c *Creds) Client(id string, roles ...pki.Role) *http.Client {
 	p := new(http.Protocols)
-	p.SetUnencryptedHTTP2(true)
+	p.SetHTTP2(true)
+	p.SetHTTP1(true)
 	return &http.Client{Transport: &http.Transport{
-		Protocols:       p,
-		DialContext:     (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
-		IdleConnTimeout: 90 * time.Second,
+		Protocols:         p,
+		ForceAttemptHTTP2: true,
+		DialContext:       (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:   c.ClientTLS(id, roles...),
+		IdleConnTimeout:   90 * time.Second,
 	}}
 }
 
-// Protocols lets an http.Server take HTTP/1.1 and h2c on one port.
+// Protocols lets a TLS http.Server take HTTP/1.1 and HTTP/2.
 func Protocols() *http.Protocols {
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
+	p.SetHTTP2(true)
 	return p
+}
+
+type peerKey struct{}
+
+// Peer is the identity a request's client certificate proved (or that a
+// server vouched for, see Vouched).
+func Peer(ctx context.Context) (pki.Identity, bool) {
+	id, ok := ctx.Value(peerKey{}).(pki.Identity)
+	return id, ok
+}
+
+// WithPeer marks ctx as coming from id (tests and in-process calls).
+func WithPeer(ctx context.Context, id pki.Identity) context.Context {
+	return context.WithValue(ctx, peerKey{}, id)
+}
+
+// VouchHeader carries, on a request one server forwards to another, the
+// identity of the member that sent it; it is believed only from a server.
+const VouchHeader = "X-Sandboxd-Peer"
+
+// Checker confirms that an identity is still a member (not revoked or
+// removed); nil accepts every certificate the CA issued.
+type Checker func(pki.Identity) error
+
+// Require lets through requests whose client certificate (verified
+// against the CA by the listener) names one of roles and passes check.
+// A request a server forwards carries the original member in
+// VouchHeader, and is judged as that member.
+func Require(check Checker, roles ...pki.Role) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id, err := authenticate(r, check)
+			if err == nil && !hasRole(roles, id.Role) {
+				err = apierr.New(http.StatusForbidden, apierr.CodeInsufficientScope, "a %s may not call this", id.Role)
+			}
+			if err != nil {
+				apierr.Write(w, err)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(WithPeer(r.Context(), id)))
+		})
+	}
+}
+
+// authenticate reads the member behind a request: its certificate's
+// identity, or the one a forwarding server vouches for.
+func authenticate(r *http.Request, check Checker) (pki.Identity, error) {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		return pki.Identity{}, apierr.New(http.StatusUnauthorized, apierr.CodeAuthRequired, "a cluster certificate is required")
+	}
+	id, err := pki.IdentityOf(r.TLS.VerifiedChains[0][0])
+	if err != nil {
+		return pki.Identity{}, apierr.New(http.StatusUnauthorized, apierr.CodeAuthRequired, "%v", err)
+	}
+	if check != nil {
+		if err := check(id); err != nil {
+			return pki.Identity{}, apierr.New(http.StatusUnauthorized, apierr.CodeAuthRequired, "%s: %v", id, err)
+		}
+	}
+	if v := r.Header.Get(VouchHeader); v != "" {
+		if id.Role != pki.RoleServer {
+			return pki.Identity{}, apierr.New(http.StatusForbidden, apierr.CodeInsufficientScope, "only servers forward requests")
+		}
+		vouched, err := ParseIdentity(v)
+		if err != nil {
+			return pki.Identity{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "%v", err)
+		}
+		if check != nil {
+			if err := check(vouched); err != nil {
+				return pki.Identity{}, apierr.New(http.StatusUnauthorized, apierr.CodeAuthRequired, "%s: %v", vouched, err)
+			}
+		}
+		r.Header.Del(VouchHeader)
+		return vouched, nil
+	}
+	return id, nil
+}
+
+// ParseIdentity reads "role/id".
+func ParseIdentity(s string) (pki.Identity, error) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			id := pki.Identity{Role: pki.Role(s[:i]), ID: s[i+1:]}
+			if id.Role.Valid() && pki.ValidID(id.ID) {
+				return id, nil
+			}
+			break
+		}
+	}
+	return pki.Identity{}, fmt.Errorf("rpcauth: malformed identity %q", s)
+}
+
+func hasRole(roles []pki.Role, r pki.Role) bool {
+	for _, x := range roles {
+		if x == r {
+			return true
+		}
+	}
+	return false
 }

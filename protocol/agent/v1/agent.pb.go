@@ -261,7 +261,10 @@ type RegisterResponse struct {
 	HeartbeatIntervalMs int64                  `protobuf:"varint,1,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	// site_ids are the sites the control plane places on this node, so the
 	// agent can reconcile what it runs.
-	SiteIds       []string `protobuf:"bytes,2,rep,name=site_ids,json=siteIds,proto3" json:"site_ids,omitempty"`
+	SiteIds []string `protobuf:"bytes,2,rep,name=site_ids,json=siteIds,proto3" json:"site_ids,omitempty"`
+	// servers are the cluster URLs of every control-plane server, so the
+	// agent can go on when the one it was given is down.
+	Servers       []string `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -306,6 +309,13 @@ func (x *RegisterResponse) GetHeartbeatIntervalMs() int64 {
 func (x *RegisterResponse) GetSiteIds() []string {
 	if x != nil {
 		return x.SiteIds
+	}
+	return nil
+}
+
+func (x *RegisterResponse) GetServers() []string {
+	if x != nil {
+		return x.Servers
 	}
 	return nil
 }
@@ -486,7 +496,9 @@ type HeartbeatResponse struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	HeartbeatIntervalMs int64                  `protobuf:"varint,1,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	// unknown means the control plane lost this node (re-register).
-	Unknown       bool `protobuf:"varint,2,opt,name=unknown,proto3" json:"unknown,omitempty"`
+	Unknown bool `protobuf:"varint,2,opt,name=unknown,proto3" json:"unknown,omitempty"`
+	// servers are the cluster URLs of every control-plane server.
+	Servers       []string `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -533,6 +545,13 @@ func (x *HeartbeatResponse) GetUnknown() bool {
 		return x.Unknown
 	}
 	return false
+}
+
+func (x *HeartbeatResponse) GetServers() []string {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
 }
 
 type SiteRef struct {
@@ -3776,10 +3795,11 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"sshHostKey\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
 	"\x10RegisterResponse\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x01 \x01(\x03R\x13heartbeatIntervalMs\x12\x19\n" +
-	"\bsite_ids\x18\x02 \x03(\tR\asiteIds\"\xc4\x01\n" +
+	"\bsite_ids\x18\x02 \x03(\tR\asiteIds\x12\x18\n" +
+	"\aservers\x18\x03 \x03(\tR\aservers\"\xc4\x01\n" +
 	"\n" +
 	"SiteStatus\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x122\n" +
@@ -3794,10 +3814,11 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x05load1\x18\x03 \x01(\x01R\x05load1\x123\n" +
 	"\x05sites\x18\x04 \x03(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x05sites\x12!\n" +
 	"\fphp_versions\x18\x05 \x03(\tR\vphpVersions\x12\x1c\n" +
-	"\ttemplates\x18\x06 \x03(\tR\ttemplates\"a\n" +
+	"\ttemplates\x18\x06 \x03(\tR\ttemplates\"{\n" +
 	"\x11HeartbeatResponse\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x01 \x01(\x03R\x13heartbeatIntervalMs\x12\x18\n" +
-	"\aunknown\x18\x02 \x01(\bR\aunknown\"9\n" +
+	"\aunknown\x18\x02 \x01(\bR\aunknown\x12\x18\n" +
+	"\aservers\x18\x03 \x03(\tR\aservers\"9\n" +
 	"\aSiteRef\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x9a\x03\n" +

@@ -1,0 +1,190 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/sandboxd/sandboxd/controlplane/members"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/pki"
+)
+
+// Members is what the operator routes need of the fleet's credentials.
+type Members interface {
+	IsOperator(token string) bool
+	CreateJoinToken(ctx context.Context, o members.JoinTokenOptions) (string, *state.JoinToken, error)
+	RevokeJoinToken(ctx context.Context, id string) error
+	CreateOperatorToken(ctx context.Context, name string) (string, *state.OperatorToken, error)
+	RevokeOperatorToken(ctx context.Context, id string) error
+	RevokeMember(ctx context.Context, id string) error
+}
+
+// CreateJoinTokenRequest asks for a single-use join token.
+type CreateJoinTokenRequest struct {
+	Role        string `json:"role" enum:"agent,edge,server"`
+	Name        string `json:"name,omitempty" doc:"When set, the only member name the token joins (an agent's node id, an edge's or server's id)."`
+	TTLMinutes  int    `json:"ttlMinutes,omitempty" doc:"1..43200; default 1440 (a day)."`
+	Description string `json:"description,omitempty"`
+}
+
+// JoinTokenView is a join token without its secret.
+type JoinTokenView struct {
+	ID          string     `json:"id"`
+	Role        string     `json:"role"`
+	Name        *string    `json:"name"`
+	Description *string    `json:"description"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	ExpiresAt   time.Time  `json:"expiresAt"`
+	UsedAt      *time.Time `json:"usedAt"`
+	UsedBy      *string    `json:"usedBy"`
+	RevokedAt   *time.Time `json:"revokedAt"`
+}
+
+func joinTokenView(j *state.JoinToken) JoinTokenView {
+	return JoinTokenView{ID: j.ID, Role: j.Role, Name: optional(j.Name), Description: optional(j.Description), CreatedAt: j.CreatedAt,
+		ExpiresAt: j.ExpiresAt, UsedAt: j.UsedAt, UsedBy: optional(j.UsedBy), RevokedAt: j.RevokedAt}
+}
+
+type joinTokenCreated struct {
+	JoinToken JoinTokenView `json:"joinToken"`
+	// Token is the secret, shown once: give it to the new member.
+	Token string `json:"token"`
+}
+
+type joinTokensResponse struct {
+	JoinTokens []JoinTokenView `json:"joinTokens"`
+}
+
+// CreateOperatorTokenRequest names a new operator token.
+type CreateOperatorTokenRequest struct {
+	Name string `json:"name"`
+}
+
+// OperatorTokenView is an operator token without its secret.
+type OperatorTokenView struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+type operatorTokenCreated struct {
+	OperatorToken OperatorTokenView `json:"operatorToken"`
+	Token         string            `json:"token"`
+}
+
+type operatorTokensResponse struct {
+	OperatorTokens []OperatorTokenView `json:"operatorTokens"`
+}
+
+type clusterMembersResponse struct {
+	Members []state.ClusterMember `json:"members"`
+}
+
+func (a *API) registerMembers(r *rest.Router) {
+	a.operator(r, rest.Route{Method: "POST", Path: "/api/admin/join-tokens", Status: http.StatusCreated,
+		Summary: "Make a single-use token a new agent, edge or server joins the cluster with; the secret is returned once.",
+		Request: CreateJoinTokenRequest{}, Response: joinTokenCreated{}, Errors: []string{apierr.CodeInvalidRequest},
+		Handler: a.createJoinToken})
+	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/join-tokens", Summary: "List join tokens (never their secrets).",
+		Response: joinTokensResponse{}, Handler: a.listJoinTokens})
+	a.operator(r, rest.Route{Method: "DELETE", Path: "/api/admin/join-tokens/{id}", Params: map[string]string{"id": "join token"},
+		Summary: "Revoke a join token: it can no longer be used.", Response: deletedResponse{}, Errors: []string{apierr.CodeNotFound},
+		Handler: func(w http.ResponseWriter, req *http.Request) error {
+			if err := a.cfg.Members.RevokeJoinToken(req.Context(), req.PathValue("id")); err != nil {
+				return err
+			}
+			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
+		}})
+	a.operator(r, rest.Route{Method: "POST", Path: "/api/admin/operator-tokens", Status: http.StatusCreated,
+		Summary: "Make an operator token; the secret is returned once.", Request: CreateOperatorTokenRequest{},
+		Response: operatorTokenCreated{}, Errors: []string{apierr.CodeInvalidRequest}, Handler: a.createOperatorToken})
+	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/operator-tokens", Summary: "List operator tokens (never their secrets).",
+		Response: operatorTokensResponse{}, Handler: a.listOperatorTokens})
+	a.operator(r, rest.Route{Method: "DELETE", Path: "/api/admin/operator-tokens/{id}", Params: map[string]string{"id": "operator token"},
+		Summary: "Revoke an operator token.", Response: deletedResponse{}, Errors: []string{apierr.CodeNotFound},
+		Handler: func(w http.ResponseWriter, req *http.Request) error {
+			if err := a.cfg.Members.RevokeOperatorToken(req.Context(), req.PathValue("id")); err != nil {
+				return err
+			}
+			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
+		}})
+	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/members", Summary: "The cluster's servers, agents and edges and their certificates.",
+		Response: clusterMembersResponse{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
+			ms, err := a.store.ClusterMembers()
+			if err != nil {
+				return err
+			}
+			out := make([]state.ClusterMember, 0, len(ms))
+			for _, m := range ms {
+				out = append(out, *m)
+			}
+			return rest.JSON(w, http.StatusOK, clusterMembersResponse{Members: out})
+		}})
+	a.operator(r, rest.Route{Method: "DELETE", Path: "/api/admin/members/{role}/{name}", Params: map[string]string{"role": "member role", "name": "member"},
+		Summary:  "Revoke a member: its certificates are refused at once; it can come back only with a new join token.",
+		Response: deletedResponse{}, Errors: []string{apierr.CodeNotFound, apierr.CodeInvalidRequest},
+		Handler: func(w http.ResponseWriter, req *http.Request) error {
+			if err := a.cfg.Members.RevokeMember(req.Context(), req.PathValue("role")+"/"+req.PathValue("name")); err != nil {
+				return err
+			}
+			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
+		}})
+}
+
+func (a *API) createJoinToken(w http.ResponseWriter, req *http.Request) error {
+	var body CreateJoinTokenRequest
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	if body.TTLMinutes < 0 || body.TTLMinutes > 43200 {
+		return apierr.Invalid("ttlMinutes", "ttlMinutes must be 1..43200")
+	}
+	tok, rec, err := a.cfg.Members.CreateJoinToken(req.Context(), members.JoinTokenOptions{Role: pki.Role(body.Role), Name: body.Name,
+		TTL: time.Duration(body.TTLMinutes) * time.Minute, Description: body.Description})
+	if err != nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusCreated, joinTokenCreated{JoinToken: joinTokenView(rec), Token: tok})
+}
+
+func (a *API) listJoinTokens(w http.ResponseWriter, req *http.Request) error {
+	ts, err := a.store.JoinTokens()
+	if err != nil {
+		return err
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].CreatedAt.Before(ts[j].CreatedAt) })
+	out := make([]JoinTokenView, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, joinTokenView(t))
+	}
+	return rest.JSON(w, http.StatusOK, joinTokensResponse{JoinTokens: out})
+}
+
+func (a *API) createOperatorToken(w http.ResponseWriter, req *http.Request) error {
+	var body CreateOperatorTokenRequest
+	if err := rest.DecodeJSON(req, &body); err != nil {
+		return err
+	}
+	tok, rec, err := a.cfg.Members.CreateOperatorToken(req.Context(), body.Name)
+	if err != nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusCreated, operatorTokenCreated{OperatorToken: OperatorTokenView{ID: rec.ID, Name: rec.Name, CreatedAt: rec.CreatedAt}, Token: tok})
+}
+
+func (a *API) listOperatorTokens(w http.ResponseWriter, req *http.Request) error {
+	ts, err := a.store.OperatorTokens()
+	if err != nil {
+		return err
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].CreatedAt.Before(ts[j].CreatedAt) })
+	out := make([]OperatorTokenView, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, OperatorTokenView{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt})
+	}
+	return rest.JSON(w, http.StatusOK, operatorTokensResponse{OperatorTokens: out})
+}
