@@ -168,6 +168,10 @@ type Config struct {
 	// imports to directly; an empty Endpoint means none (multipart
 	// answers mode local).
 	ImportStore objstore.Config
+	// BlobStore is the S3-compatible bucket every server keeps blobs
+	// (Library ZIPs, template artifacts, import archives) in; an empty
+	// Endpoint keeps them in the data directory, copied between servers.
+	BlobStore blobs.S3Config
 	// MaxImportBytes bounds one import's archive; zero means
 	// imports.DefaultMaxSize.
 	MaxImportBytes int64
@@ -328,7 +332,7 @@ func New(cfg Config) (_ *Server, err error) {
 	auth := rpcauth.New(cfg.ClusterToken)
 	s.registry = nodes.New(nodes.Config{Store: store, Raft: node, Auth: auth, HeartbeatInterval: cfg.HeartbeatInterval,
 		Now: cfg.Now, Logger: cfg.Logger})
-	blobStore, err := blobs.Open(filepath.Join(cfg.DataDir, "blobs"))
+	blobStore, err := openBlobs(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -343,7 +347,7 @@ func New(cfg Config) (_ *Server, err error) {
 	if cfg.GitHubAPI == "" {
 		cfg.GitHubAPI = "https://api.github.com"
 	}
-	s.blobSync = &blobs.Syncer{Store: blobStore, Wanted: func() ([]string, error) { return wantedBlobs(store) }, Peers: s.peerURLs, Token: cfg.ClusterToken,
+	s.blobSync = &blobs.Syncer{Store: blobStore, Shared: cfg.BlobStore.Endpoint != "", Wanted: func() ([]string, error) { return wantedBlobs(store) }, Peers: s.peerURLs, Token: cfg.ClusterToken,
 		Client: &http.Client{Timeout: 5 * time.Minute}, Interval: 2 * time.Second, Log: s.log.With("component", "blobs")}
 	fetch := safefetch.New(cfg.FetchAllow, 5*time.Minute)
 	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Blobs: blobStore, Fetch: fetch,
@@ -517,6 +521,35 @@ func New(cfg Config) (_ *Server, err error) {
 	s.http = &http.Server{Handler: s.handler, Protocols: rpcauth.Protocols(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	return s, nil
+}
+
+// blobStore is everything the server hands a blob store to: the Library,
+// the job runners, imports and the replication loop.
+type blobStore interface {
+	blobs.Replica
+	library.Blobs
+	sitejobs.Blobs
+	sitejobs.Artifacts
+	imports.Blobs
+}
+
+// openBlobs opens the configured blob store: the shared bucket, or the
+// data directory's.
+func openBlobs(cfg Config) (blobStore, error) {
+	if cfg.BlobStore.Endpoint == "" {
+		dir, err := blobs.Open(filepath.Join(cfg.DataDir, "blobs"))
+		if err != nil {
+			return nil, err
+		}
+		return dir, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bucket, err := blobs.OpenS3(ctx, cfg.BlobStore)
+	if err != nil {
+		return nil, fmt.Errorf("blob store: %w", err)
+	}
+	return bucket, nil
 }
 
 // wantedBlobs are the blobs every server keeps: the Library's ZIPs, those
