@@ -290,6 +290,12 @@ func New(cfg Config) (_ *Server, err error) {
 			return nil, err
 		}
 	}
+	// A blob store that cannot be used stops the server before Raft
+	// starts.
+	blobStore, err := openBlobs(cfg)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.APIAddr, err)
@@ -332,10 +338,6 @@ func New(cfg Config) (_ *Server, err error) {
 	auth := rpcauth.New(cfg.ClusterToken)
 	s.registry = nodes.New(nodes.Config{Store: store, Raft: node, Auth: auth, HeartbeatInterval: cfg.HeartbeatInterval,
 		Now: cfg.Now, Logger: cfg.Logger})
-	blobStore, err := openBlobs(cfg)
-	if err != nil {
-		return nil, err
-	}
 	sealer, err := seal.New(cfg.ClusterToken, "library-license")
 	if err != nil {
 		return nil, err
