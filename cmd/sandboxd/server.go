@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/images"
+	"github.com/sandboxd/sandboxd/controlplane/blobs"
 	"github.com/sandboxd/sandboxd/controlplane/cluster"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/server"
@@ -45,6 +46,7 @@ type commonFlags struct {
 	mirrorOnly     bool
 	edgeAddrs      string
 	sealingKey     func() (string, error)
+	blobStore      string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
@@ -72,6 +74,10 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 	fs.StringVar(&c.cfg.ImportStore.Endpoint, "import-store", os.Getenv("SANDBOXD_IMPORT_STORE"),
 		"S3-compatible object store URL for direct multipart import uploads, e.g. http://127.0.0.1:7070 (keys from "+
 			"SANDBOXD_IMPORT_STORE_ACCESS_KEY and SANDBOXD_IMPORT_STORE_SECRET_KEY; default: none, multipart answers mode local)")
+	fs.StringVar(&c.blobStore, "blob-store", os.Getenv("SANDBOXD_BLOB_STORE"),
+		"where blobs (Library ZIPs, template artifacts, import archives) live: local (the data dir, copied between servers) or "+
+			"s3://BUCKET[/PREFIX]?endpoint=http(s)://host:port[&region=R], one bucket all servers share (made if missing; keys from "+
+			"SANDBOXD_BLOB_STORE_ACCESS_KEY and SANDBOXD_BLOB_STORE_SECRET_KEY)")
 	fs.Int64Var(&c.cfg.MaxImportBytes, "max-import-bytes", 20<<30, "largest archive an import may upload, in bytes")
 	fs.StringVar(&c.cfg.ImportStore.Bucket, "import-store-bucket", "sandboxd-imports", "bucket of --import-store (made if missing)")
 	fs.StringVar(&c.cfg.ImportStore.Region, "import-store-region", "us-east-1", "region of --import-store")
@@ -109,6 +115,9 @@ func (c *commonFlags) start() (*server.Server, error) {
 	}
 	if c.cfg.WebhookSchedule, err = durations(c.webhookRetries); err != nil {
 		return nil, fmt.Errorf("--webhook-retries: %w", err)
+	}
+	if c.cfg.BlobStore, err = blobStoreConfig(c.blobStore, os.Getenv); err != nil {
+		return nil, fmt.Errorf("--blob-store: %w", err)
 	}
 	if c.cfg.Pool, err = poolSizes(c.pool); err != nil {
 		return nil, fmt.Errorf("--pool: %w", err)
@@ -311,6 +320,20 @@ func readPlans(path string) (plans.Config, error) {
 
 // poolSizes reads --pool: PHP=N pairs, each version one of the contract's
 // and N at most 64.
+// blobStoreConfig reads --blob-store and, for a bucket, its keys from the
+// environment: keys never go on a command line.
+func blobStoreConfig(raw string, getenv func(string) string) (blobs.S3Config, error) {
+	cfg, err := blobs.ParseURL(raw)
+	if err != nil || cfg.Endpoint == "" {
+		return cfg, err
+	}
+	cfg.AccessKey, cfg.SecretKey = getenv("SANDBOXD_BLOB_STORE_ACCESS_KEY"), getenv("SANDBOXD_BLOB_STORE_SECRET_KEY")
+	if cfg.AccessKey == "" || cfg.SecretKey == "" {
+		return blobs.S3Config{}, fmt.Errorf("%s needs its keys in SANDBOXD_BLOB_STORE_ACCESS_KEY and SANDBOXD_BLOB_STORE_SECRET_KEY", cfg)
+	}
+	return cfg, nil
+}
+
 func poolSizes(s string) (map[string]int, error) {
 	kv, err := pairs(s)
 	if err != nil {

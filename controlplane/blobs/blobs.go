@@ -1,6 +1,8 @@
 // Package blobs keeps content-addressed files (Library ZIPs, uploaded
-// plugin ZIPs, template artifacts) on a server's disk: the replicated state names a blob by
-// its SHA-256 and never carries its bytes.
+// plugin ZIPs, template artifacts, import archives): the replicated state
+// names a blob by its SHA-256 and never carries its bytes. They live on
+// each server's disk (Store), copied between servers by a Syncer, or in
+// one S3-compatible bucket every server shares (S3Store).
 package blobs
 
 import (
@@ -17,7 +19,8 @@ import (
 	"time"
 )
 
-// ErrMissing is returned for a blob this server does not hold.
+// ErrMissing is returned for a blob this server (or the shared bucket)
+// does not hold, so callers can tell a missing blob from a failing store.
 var ErrMissing = errors.New("blob not on this server")
 
 // Store is a directory of blobs named by their SHA-256.
@@ -159,7 +162,7 @@ var ErrTooLarge = errors.New("blob too large")
 
 // Open opens a stored blob for reading, with its size. It does not check
 // the hash: whoever copies the blob does, at the end.
-func (s *Store) Open(sha string) (*os.File, int64, error) {
+func (s *Store) Open(sha string) (io.ReadCloser, int64, error) {
 	p, err := s.path(sha)
 	if err != nil {
 		return nil, 0, err

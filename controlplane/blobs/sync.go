@@ -17,11 +17,24 @@ const MaxBlob = 512 << 20
 // template artifacts of a large site fit.
 const MaxFetch = 16 << 30
 
+// Replica is what a Syncer needs of a blob store: whether it holds a
+// blob, a way to store one streamed from a peer, and the collector's
+// sweep. Store and S3Store are both one.
+type Replica interface {
+	Has(sha string) bool
+	PutStream(r io.Reader, max int64) (string, int64, error)
+	Sweep(keep func(sha string) bool, before time.Time) (int, error)
+}
+
 // Syncer copies the blobs the replicated state names onto this server
 // from its peers, so a ZIP stays available when the server that took the
-// upload is gone.
+// upload is gone, and collects the blobs nothing names any more.
 type Syncer struct {
-	Store *Store
+	Store Replica
+	// Shared is set when every server uses the same store (a bucket):
+	// there is nothing to fetch from peers or push to them, only to
+	// collect.
+	Shared bool
 	// Wanted lists the blobs every server should hold.
 	Wanted func() ([]string, error)
 	// Peers lists the other servers' API base URLs.
@@ -31,8 +44,11 @@ type Syncer struct {
 	Log      *slog.Logger
 }
 
-// Run syncs until ctx ends.
+// Run syncs until ctx ends; with a shared store it has nothing to do.
 func (y *Syncer) Run(ctx context.Context) {
+	if y.Shared {
+		return
+	}
 	t := time.NewTicker(y.Interval)
 	defer t.Stop()
 	for {
@@ -46,8 +62,11 @@ func (y *Syncer) Run(ctx context.Context) {
 }
 
 // Once fetches every wanted blob this server lacks; it returns how many
-// are still missing.
+// are still missing (none with a shared store, which it never asks).
 func (y *Syncer) Once(ctx context.Context) int {
+	if y.Shared {
+		return 0
+	}
 	wanted, err := y.Wanted()
 	if err != nil {
 		return 0
@@ -105,14 +124,14 @@ func (y *Syncer) get(ctx context.Context, url string) (string, error) {
 	return sha, err
 }
 
-// Collect deletes, every interval, the blobs on this server that nothing
-// wants any more and that are older than grace: a ZIP a crashed deploy
-// left behind, the copy a peer pushed for an upload that was then
-// refused, a deleted Library entry's ZIP. It is a leader hook: only a
-// leader's replica is known to hold every committed record (it ran a
-// Barrier), so only then is "not wanted" true; a follower catching up
-// after a restart would see wanted blobs as orphans. It runs until ctx
-// ends.
+// Collect deletes, every interval, the blobs on this server (or in the
+// shared bucket) that nothing wants any more and that are older than
+// grace: a ZIP a crashed deploy left behind, the copy a peer pushed for
+// an upload that was then refused, a deleted Library entry's ZIP. It is
+// a leader hook: only a leader's replica is known to hold every committed
+// record (it ran a Barrier), so only then is "not wanted" true; a
+// follower catching up after a restart would see wanted blobs as
+// orphans. It runs until ctx ends.
 func (y *Syncer) Collect(ctx context.Context, interval, grace time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -122,15 +141,7 @@ func (y *Syncer) Collect(ctx context.Context, interval, grace time.Duration) {
 			return
 		case <-t.C:
 		}
-		wanted, err := y.Wanted()
-		if err != nil {
-			continue // never delete on a partial view
-		}
-		keep := make(map[string]bool, len(wanted))
-		for _, sha := range wanted {
-			keep[sha] = true
-		}
-		n, err := y.Store.Sweep(func(sha string) bool { return keep[sha] }, time.Now().Add(-grace))
+		n, err := y.CollectOnce(grace)
 		if err != nil {
 			y.Log.Warn("blob collection", "err", err)
 		}
@@ -140,11 +151,29 @@ func (y *Syncer) Collect(ctx context.Context, interval, grace time.Duration) {
 	}
 }
 
+// CollectOnce is one round of Collect (tests run it at once); it returns
+// how many blobs went.
+func (y *Syncer) CollectOnce(grace time.Duration) (int, error) {
+	wanted, err := y.Wanted()
+	if err != nil {
+		return 0, fmt.Errorf("blobs: collect: %w", err) // never delete on a partial view
+	}
+	keep := make(map[string]bool, len(wanted))
+	for _, sha := range wanted {
+		keep[sha] = true
+	}
+	return y.Store.Sweep(func(sha string) bool { return keep[sha] }, time.Now().Add(-grace))
+}
+
 // Push copies a blob to the peers before the caller commits a record that
 // names it, so the blob outlives this server. It succeeds once one peer
 // holds it (with this server, two copies: a majority of three), or at
-// once when there are no peers.
+// once when there are no peers or the store is shared (it holds the blob
+// for every server already).
 func (y *Syncer) Push(ctx context.Context, sha string, data []byte) error {
+	if y.Shared {
+		return nil
+	}
 	peers := y.Peers()
 	if len(peers) == 0 {
 		return nil

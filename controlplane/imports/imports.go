@@ -53,8 +53,9 @@ type Config struct {
 	Raft  fsm.Applier
 	Sites Sites
 	Blobs Blobs
-	// Dir holds uploads in progress; it must be on the blob store's
-	// filesystem (sealing links the file into the store).
+	// Dir holds uploads in progress; with the local blob store it must
+	// be on the store's filesystem (sealing links the file into the
+	// store), with a bucket sealing uploads the file.
 	Dir string
 	// MaxSize bounds an import's archive; zero means DefaultMaxSize.
 	MaxSize int64

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"path"
@@ -16,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandboxd/sandboxd/controlplane/blobs"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -44,12 +44,20 @@ const (
 	SourceGitHub = "github_release"
 )
 
+// Blobs is where the Library keeps its ZIPs: a server's blob directory
+// or the bucket every server shares (blobs.Store, blobs.S3Store).
+type Blobs interface {
+	Put(data []byte) (string, error)
+	Open(sha string) (io.ReadCloser, int64, error)
+	Delete(sha string) error
+}
+
 // Config wires the Library to the store, Raft and the blob store.
 type Config struct {
 	Store *state.Store
 	Raft  fsm.Applier
 	Plans plans.Config
-	Blobs *blobs.Store
+	Blobs Blobs
 	// Sealer seals license keys, bound to their entry's id.
 	Sealer *seal.Sealer
 	// Fetch downloads release assets, refusing private addresses.

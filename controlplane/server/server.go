@@ -185,6 +185,10 @@ type Config struct {
 	// imports to directly; an empty Endpoint means none (multipart
 	// answers mode local).
 	ImportStore objstore.Config
+	// BlobStore is the S3-compatible bucket every server keeps blobs
+	// (Library ZIPs, template artifacts, import archives) in; an empty
+	// Endpoint keeps them in the data directory, copied between servers.
+	BlobStore blobs.S3Config
 	// MaxImportBytes bounds one import's archive; zero means
 	// imports.DefaultMaxSize.
 	MaxImportBytes int64
@@ -318,6 +322,12 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	_, statErr := os.Stat(filepath.Join(cfg.DataDir, "raft", "raft.db"))
 	fresh := errors.Is(statErr, os.ErrNotExist)
+	// A blob store that cannot be used stops the server before Raft
+	// starts.
+	blobStore, err := openBlobs(cfg)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.APIAddr, err)
@@ -396,10 +406,6 @@ func New(cfg Config) (_ *Server, err error) {
 		PerWorkspace: cfg.JobsPerWorkspace, Logger: cfg.Logger, Now: cfg.Now})
 	s.registry = nodes.New(nodes.Config{Store: store, Raft: node, Creds: s.creds, HeartbeatInterval: cfg.HeartbeatInterval,
 		Now: cfg.Now, Logger: cfg.Logger})
-	blobStore, err := blobs.Open(filepath.Join(cfg.DataDir, "blobs"))
-	if err != nil {
-		return nil, err
-	}
 	sealer, err := seal.New(cfg.SealingKey, "library-license")
 	if err != nil {
 		return nil, err
@@ -411,8 +417,8 @@ func New(cfg Config) (_ *Server, err error) {
 	if cfg.GitHubAPI == "" {
 		cfg.GitHubAPI = "https://api.github.com"
 	}
-	s.blobSync = &blobs.Syncer{Store: blobStore, Wanted: func() ([]string, error) { return wantedBlobs(store) }, Peers: s.peerURLs,
-		Client: s.creds.Client("", pki.RoleServer), Interval: 2 * time.Second, Log: s.log.With("component", "blobs")}
+	s.blobSync = &blobs.Syncer{Store: blobStore, Shared: cfg.BlobStore.Endpoint != "", Wanted: func() ([]string, error) { return wantedBlobs(store) },
+		Peers: s.peerURLs, Client: s.creds.Client("", pki.RoleServer), Interval: 2 * time.Second, Log: s.log.With("component", "blobs")}
 	fetch := safefetch.New(cfg.FetchAllow, 5*time.Minute)
 	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Blobs: blobStore, Fetch: fetch,
 		Artifacts: blobStore, Held: s.registry, Now: cfg.Now}
@@ -588,6 +594,35 @@ func New(cfg Config) (_ *Server, err error) {
 	s.clusterHTTP = &http.Server{Handler: s.clusterHandler(s.handler), Protocols: rpcauth.Protocols(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	return s, nil
+}
+
+// blobStore is everything the server hands a blob store to: the Library,
+// the job runners, imports and the replication loop.
+type blobStore interface {
+	blobs.Replica
+	library.Blobs
+	sitejobs.Blobs
+	sitejobs.Artifacts
+	imports.Blobs
+}
+
+// openBlobs opens the configured blob store: the shared bucket, or the
+// data directory's.
+func openBlobs(cfg Config) (blobStore, error) {
+	if cfg.BlobStore.Endpoint == "" {
+		dir, err := blobs.Open(filepath.Join(cfg.DataDir, "blobs"))
+		if err != nil {
+			return nil, err
+		}
+		return dir, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bucket, err := blobs.OpenS3(ctx, cfg.BlobStore)
+	if err != nil {
+		return nil, fmt.Errorf("blob store: %w", err)
+	}
+	return bucket, nil
 }
 
 // wantedBlobs are the blobs every server keeps: the Library's ZIPs, those

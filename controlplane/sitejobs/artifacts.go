@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"connectrpc.com/connect"
@@ -18,7 +17,7 @@ import (
 // Artifacts keeps template artifacts as streamed blobs.
 type Artifacts interface {
 	PutStream(r io.Reader, max int64) (string, int64, error)
-	Open(sha string) (*os.File, int64, error)
+	Open(sha string) (io.ReadCloser, int64, error)
 }
 
 // MaxArtifact bounds one template artifact.

@@ -132,18 +132,112 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 	return nil
 }
 
-// Open reads an object, with its size.
+// ErrNotFound is an object (or upload) the bucket does not hold, so
+// callers can tell a missing object from a store that failed.
+var ErrNotFound = errors.New("no such object")
+
+// Open reads an object, with its size; a missing one is ErrNotFound.
 func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, int64, error) {
 	o, err := s.core.Client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, 0, fmt.Errorf("objstore: get %s: %w", key, err)
 	}
 	st, err := o.Stat()
+	if notFound(err) {
+		o.Close()
+		return nil, 0, fmt.Errorf("objstore: get %s: %w", key, ErrNotFound)
+	}
 	if err != nil {
 		o.Close()
 		return nil, 0, fmt.Errorf("objstore: stat %s: %w", key, err)
 	}
 	return o, st.Size, nil
+}
+
+// PartSize is the part a streamed upload holds in memory at a time: an
+// upload of unknown length never buffers more than this.
+const PartSize = 16 << 20
+
+// Put uploads key from r: size bytes, or up to r's EOF when size is -1,
+// in PartSize parts held in memory one at a time (a file, which can be
+// read at offsets, is not buffered at all). An error from r aborts the
+// upload and leaves nothing.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	_, err := s.core.Client.PutObject(ctx, s.bucket, key, r, size, minio.PutObjectOptions{
+		ContentType: "application/octet-stream", PartSize: PartSize, NumThreads: 2})
+	if err != nil {
+		return fmt.Errorf("objstore: put %s: %w", key, err)
+	}
+	return nil
+}
+
+// Copy copies an object to another key of the bucket on the store's
+// side (in parts when it is over what one copy request may move); the
+// copy is new, so its modification time is now.
+func (s *Store) Copy(ctx context.Context, from, to string) error {
+	_, err := s.core.Client.ComposeObject(ctx, minio.CopyDestOptions{Bucket: s.bucket, Object: to},
+		minio.CopySrcOptions{Bucket: s.bucket, Object: from})
+	if notFound(err) {
+		return fmt.Errorf("objstore: copy %s to %s: %w", from, to, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("objstore: copy %s to %s: %w", from, to, err)
+	}
+	return nil
+}
+
+// Object is one listed object.
+type Object struct {
+	Key      string
+	Size     int64
+	Modified time.Time
+}
+
+// List calls fn for every object whose key starts with prefix and has
+// no "/" after it (one level, as a directory listing), stopping at fn's
+// first error.
+func (s *Store) List(ctx context.Context, prefix string, fn func(Object) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the lister when fn stops early
+	for o := range s.core.Client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix}) {
+		if o.Err != nil {
+			return fmt.Errorf("objstore: list %s: %w", prefix, o.Err)
+		}
+		if strings.HasSuffix(o.Key, "/") { // a deeper level
+			continue
+		}
+		if err := fn(Object{Key: o.Key, Size: o.Size, Modified: o.LastModified}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Upload is an unfinished multipart upload.
+type Upload struct {
+	Key       string
+	ID        string
+	Initiated time.Time
+}
+
+// Uploads lists the unfinished multipart uploads of keys under prefix,
+// such as those of a writer that crashed mid-upload.
+func (s *Store) Uploads(ctx context.Context, prefix string) ([]Upload, error) {
+	var out []Upload
+	keyMarker, idMarker := "", ""
+	for {
+		res, err := s.core.ListMultipartUploads(ctx, s.bucket, prefix, keyMarker, idMarker, "", 1000)
+		if err != nil {
+			return nil, fmt.Errorf("objstore: list uploads under %s: %w", prefix, err)
+		}
+		for _, u := range res.Uploads {
+			out = append(out, Upload{Key: u.Key, ID: u.UploadID, Initiated: u.Initiated})
+		}
+		if !res.IsTruncated || (res.NextKeyMarker == keyMarker && res.NextUploadIDMarker == idMarker) {
+			return out, nil
+		}
+		keyMarker, idMarker = res.NextKeyMarker, res.NextUploadIDMarker
+	}
 }
 
 // Delete removes an object; a missing one is fine.
@@ -169,4 +263,20 @@ func notFound(err error) bool {
 	}
 	code := minio.ToErrorResponse(err).Code
 	return code == "NoSuchKey" || code == "NoSuchUpload" || code == "NotFound"
+}
+
+// Refused reports an error that says the store did not accept the
+// credentials (unknown key, bad signature, no permission), so callers can
+// point at the keys rather than at the network.
+func Refused(err error) bool {
+	var r minio.ErrorResponse
+	if !errors.As(err, &r) {
+		return false
+	}
+	switch r.Code {
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidSecurity", "ExpiredToken", "InvalidToken",
+		"XAdminUserNotFound": // VersityGW's unknown key
+		return true
+	}
+	return false
 }
