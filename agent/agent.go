@@ -24,6 +24,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sandboxd/sandboxd/agent/agentmetrics"
 	"github.com/sandboxd/sandboxd/agent/daemon"
 	"github.com/sandboxd/sandboxd/agent/gitdeploy"
 	"github.com/sandboxd/sandboxd/agent/hostclaim"
@@ -132,6 +133,7 @@ type Agent struct {
 	sites   *sites.Manager
 	http    *http.Server
 	ssh     *sshgate.Gateway
+	metrics *agentmetrics.Metrics
 	ln      net.Listener
 	url     string
 	cancel  context.CancelFunc
@@ -180,7 +182,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		cfg.ContainerdSocket = daemon.SystemSocket
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "agent", "node_id", cfg.NodeID), done: make(chan struct{}),
-		registered: make(chan struct{}), imported: make(chan struct{})}
+		registered: make(chan struct{}), imported: make(chan struct{}), metrics: agentmetrics.New()}
 	ok := false
 	defer func() {
 		if !ok {
@@ -246,7 +248,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.SiteEgress == sitenet.EgressPublic {
 		resolvers = hostResolvers()
 	}
-	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: a.rt, Images: a.catalog, DB: a.db,
+	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: meteredRuntime{a.rt, a.metrics}, Images: a.catalog, DB: a.db,
 		Network: a.net, UIDs: uids, LogWriter: cfg.LogWriter, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger,
 		StockTemplates: true}); err != nil {
 		return nil, err
@@ -266,6 +268,9 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	path, handler := agentv1connect.NewAgentServiceHandler(&service{sites: a.sites, git: fetcher, log: a.log},
 		append(rpclimit.AgentServer(), connect.WithInterceptors(rpcauth.New(cfg.ClusterToken)))...)
 	mux.Handle(path, handler)
+	// Counts only (no site, address or token): the control plane's side
+	// of the network scrapes it without the cluster token.
+	mux.Handle("GET /metrics", a.metrics.Handler())
 	// Only the control plane calls here (cluster token), over h2c with
 	// long RPCs (site creation, plugin ZIPs): headers, idle connections
 	// and header size are bounded; a ReadTimeout or WriteTimeout would cut

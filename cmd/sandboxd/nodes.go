@@ -77,6 +77,7 @@ func runEdge(args []string) error {
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "certificate (PEM) for the sandbox domain, e.g. a wildcard")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key (PEM) of --tls-cert")
 	fs.IntVar(&cfg.HTTPSPort, "https-port", 0, "port plain-HTTP requests for custom domains are redirected to (default: --tls-addr's)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "operator-only listen address of /metrics and /healthz, e.g. 127.0.0.1:9101 (empty: none; never the public --addr)")
 	var acmeF acmeFlags
 	acmeF.register(fs)
 	fs.StringVar(&logFormat, "log-format", "json", "log format: text or json")
@@ -105,6 +106,9 @@ func runEdge(args []string) error {
 	fmt.Printf("sandboxd edge: http %s", e.Addr())
 	if e.TLSAddr() != "" {
 		fmt.Printf(", https %s", e.TLSAddr())
+	}
+	if e.MetricsAddr() != "" {
+		fmt.Printf(", metrics %s", e.MetricsAddr())
 	}
 	fmt.Println()
 	waitSignal()

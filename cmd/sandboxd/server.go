@@ -165,6 +165,7 @@ func runDev(args []string) error {
 	c.register(fs, "text")
 	edgeAddr := fs.String("edge-addr", "127.0.0.1:8081", "listen address of the edge that serves the sites")
 	edgeTLSAddr := fs.String("edge-tls-addr", "", "HTTPS listen address of the edge (with --acme-ca: certificates for custom domains)")
+	edgeMetricsAddr := fs.String("edge-metrics-addr", "", "operator-only listen address of the edge's /metrics and /healthz (empty: none)")
 	var acmeF acmeFlags
 	acmeF.register(fs)
 	imagesDir := fs.String("images-dir", images.DefaultDir(), "image cache filled by `make images`")
@@ -221,7 +222,8 @@ func runDev(args []string) error {
 		return fmt.Errorf("node agent: %w", err)
 	}
 	a.Start()
-	ecfg := edge.Config{ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Addr: *edgeAddr, TLSAddr: *edgeTLSAddr, Logger: c.cfg.Logger}
+	ecfg := edge.Config{ControlPlane: s.URL(), ClusterToken: s.ClusterToken(), Addr: *edgeAddr, TLSAddr: *edgeTLSAddr,
+		MetricsAddr: *edgeMetricsAddr, Logger: c.cfg.Logger}
 	if err := acmeF.apply(&ecfg); err != nil {
 		a.Close()
 		s.Close()
