@@ -44,7 +44,6 @@ import (
 	"github.com/sandboxd/sandboxd/internal/seal"
 
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"connectrpc.com/connect"
 
@@ -686,7 +685,7 @@ func (s *Server) registerInfra() {
 		_ = rest.JSON(w, code, map[string]any{"status": status, "version": Version, "nodeId": s.node.ID(),
 			"raftState": s.node.State().String(), "leaderId": s.node.LeaderID(), "term": s.node.Term(), "appliedIndex": s.node.AppliedIndex()})
 	}))
-	s.router.HandleRaw("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{}))
+	s.router.HandleRaw("GET /metrics", s.metrics.Handler())
 	s.router.HandleRaw("GET /api/openapi.json", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(s.OpenAPI())

@@ -63,9 +63,11 @@ func (r *Registry) Names() []string {
 	return out
 }
 
-// Handler serves the registry in the Prometheus exposition format.
+// Handler serves the registry in the Prometheus exposition format. A
+// collector that fails (a /proc file a sandbox hides) leaves its metrics
+// out rather than failing the whole scrape.
 func (r *Registry) Handler() http.Handler {
-	return promhttp.HandlerFor(r.Registry, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(r.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
 // fqName finds the name in a descriptor's String form, the only way
