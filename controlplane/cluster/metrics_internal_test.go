@@ -46,6 +46,8 @@ func TestRaftSink(t *testing.T) {
 	}{
 		{"commit time", func(s raftSink) { s.AddSample([]string{"raft", "commitTime"}, 2) },
 			"sandboxd_raft_commit_duration_seconds", nil, commitDuration, 1},
+		{"batched FSM apply", func(s raftSink) { s.AddSample([]string{"raft", "fsm", "applyBatch"}, 0.3) },
+			"sandboxd_raft_fsm_apply_duration_seconds", nil, fsmApplyDuration, 1},
 		{"labelled heartbeat", func(s raftSink) {
 			s.AddSampleWithLabels([]string{"raft", "replication", "heartbeat"}, 1, []gometrics.Label{{Name: "peer_id", Value: "server-2"}})
 		}, "sandboxd_raft_replication_heartbeat_seconds", nil, heartbeatDuration, 1},

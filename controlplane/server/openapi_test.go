@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -83,6 +84,14 @@ func TestMetricsExposeHTTPAndRaft(t *testing.T) {
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s", want)
+		}
+	}
+	// The server's first writes (its own record as leader) went through
+	// raft's commit and FSM apply, which hashicorp/raft timed.
+	for _, name := range []string{"sandboxd_raft_commit_duration_seconds_count", "sandboxd_raft_fsm_apply_duration_seconds_count"} {
+		_, rest, _ := strings.Cut(m, "\n"+name+" ")
+		if n, err := strconv.ParseFloat(strings.Fields(rest + " x")[0], 64); err != nil || n < 1 {
+			t.Errorf("%s = %q: raft's timings are not forwarded", name, strings.Fields(rest + " x")[0])
 		}
 	}
 }
