@@ -5,6 +5,7 @@
 package promreg
 
 import (
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -30,7 +31,7 @@ func New() *Registry {
 // Register registers c and records the metric names it describes.
 func (r *Registry) Register(c prometheus.Collector) error {
 	if err := r.Registry.Register(c); err != nil {
-		return err
+		return fmt.Errorf("register metrics %v: %w", Names(c), err)
 	}
 	names := Names(c)
 	r.mu.Lock()
