@@ -7,7 +7,7 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 # Extra flags for `make run`, e.g. RUN_ARGS="--api-addr 127.0.0.1:9090".
 RUN_ARGS ?=
 
-.PHONY: all build run test test-short bench lint deps clean proto images
+.PHONY: all build run test test-short bench lint deps clean proto images check-deploy
 
 all: build
 
@@ -36,6 +36,12 @@ test: deps images
 
 test-short:
 	$(GO) test -count=1 ./...
+
+# Checks deploy/: the alert rules (promtool check and test rules) and the
+# Grafana dashboard use only registered metrics, the README lists them,
+# and the systemd units keep their hardening (systemd-analyze verify).
+check-deploy:
+	$(GO) test -count=1 ./deploy/
 
 # Benchmarks report ratios against a baseline measured in the same run.
 bench: deps images

@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandboxd/sandboxd/agent/agentmetrics"
 	"github.com/sandboxd/sandboxd/agent/daemon"
 	"github.com/sandboxd/sandboxd/agent/gitdeploy"
 	"github.com/sandboxd/sandboxd/agent/hostclaim"
@@ -108,7 +109,10 @@ type Config struct {
 	// SSHPublicAddr is host:port customers reach the gateway at; default
 	// SSHAddr as bound.
 	SSHPublicAddr string
-	Logger        *slog.Logger
+	// MetricsAddr is the operator's plain-HTTP listener for /metrics and
+	// /healthz (counts only); empty serves none.
+	MetricsAddr string
+	Logger      *slog.Logger
 }
 
 // Runtime classes a node runs its sites under.
@@ -136,6 +140,7 @@ type Agent struct {
 	sites   *sites.Manager
 	http    *http.Server
 	ssh     *sshgate.Gateway
+	metrics *agentmetrics.Metrics
 	ln      net.Listener
 	url     string
 	cancel  context.CancelFunc
@@ -152,6 +157,9 @@ type Agent struct {
 	creds    *rpcauth.Creds
 	servers  atomic.Pointer[[]string]
 	registry agentv1connect.RegistryServiceClient
+	// metricsHTTP serves Config.MetricsAddr.
+	metricsHTTP *http.Server
+	metricsAddr string
 }
 
 // New starts everything but the control-plane loop: containerd, images,
@@ -189,7 +197,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		cfg.ContainerdSocket = daemon.SystemSocket
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "agent", "node_id", cfg.NodeID), done: make(chan struct{}),
-		registered: make(chan struct{}), imported: make(chan struct{})}
+		registered: make(chan struct{}), imported: make(chan struct{}), metrics: agentmetrics.New()}
 	a.servers.Store(&cfg.ControlPlane)
 	if a.creds, err = enroll.Obtain(ctx, a.enrollConfig()); err != nil {
 		return nil, err
@@ -261,7 +269,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.SiteEgress == sitenet.EgressPublic {
 		resolvers = hostResolvers()
 	}
-	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: a.rt, Images: a.catalog, DB: a.db,
+	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: meteredRuntime{a.rt, a.metrics}, Images: a.catalog, DB: a.db,
 		Network: a.net, UIDs: uids, LogWriter: cfg.LogWriter, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger,
 		StockTemplates: true}); err != nil {
 		return nil, err
@@ -288,6 +296,9 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	a.http = &http.Server{Handler: rpcauth.Require(nil, pki.RoleServer)(mux), Protocols: rpcauth.Protocols(),
 		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	go func() { _ = a.http.Serve(tls.NewListener(a.ln, a.creds.ServerTLS(true))) }()
+	if err := a.serveMetrics(cfg.MetricsAddr); err != nil {
+		return nil, err
+	}
 	if err := a.startSSH(); err != nil {
 		return nil, err
 	}
@@ -405,6 +416,9 @@ func (a *Agent) closeParts() {
 	}
 	if a.http != nil {
 		_ = a.http.Close()
+	}
+	if a.metricsHTTP != nil {
+		_ = a.metricsHTTP.Close()
 	}
 	if a.db != nil {
 		_ = a.db.Close()
@@ -572,3 +586,37 @@ func sandboxBinary(dir, class string) (string, error) {
 	}
 	return "", fmt.Errorf("runtime %q: use runc or gvisor", class)
 }
+
+// serveMetrics starts the operator's metrics listener when addr is set:
+// the AgentService port takes only servers' certificates, which a
+// Prometheus server does not hold.
+func (a *Agent) serveMetrics(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("agent metrics listen %s: %w", addr, err)
+	}
+	a.metricsAddr = ln.Addr().String()
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", a.metrics.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		status, code := "ok", http.StatusOK
+		select {
+		case <-a.registered:
+		default:
+			status, code = "not_registered", http.StatusServiceUnavailable
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(code)
+		_, _ = fmt.Fprintf(w, "{\"status\":%q}\n", status)
+	})
+	a.metricsHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() { _ = a.metricsHTTP.Serve(ln) }()
+	return nil
+}
+
+// MetricsAddr is the operator's metrics listener address, or "".
+func (a *Agent) MetricsAddr() string { return a.metricsAddr }

@@ -21,6 +21,7 @@ func (a *Agent) loop(ctx context.Context) {
 	for ctx.Err() == nil {
 		if !registered {
 			resp, err := client.Register(ctx, connect.NewRequest(a.registration()))
+			a.metrics.Registered(err)
 			if err != nil {
 				a.log.Info("register with control plane failed; retrying", "err", err)
 				sleep(ctx, backoff)
@@ -37,6 +38,9 @@ func (a *Agent) loop(ctx context.Context) {
 		}
 		sleep(ctx, interval)
 		resp, err := client.Heartbeat(ctx, connect.NewRequest(a.heartbeat(ctx)))
+		if ctx.Err() == nil {
+			a.metrics.Heartbeat(time.Now(), err)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				a.log.Debug("heartbeat failed", "err", err)
@@ -98,5 +102,6 @@ func (a *Agent) heartbeat(ctx context.Context) *agentv1.HeartbeatRequest {
 		hb.Sites = append(hb.Sites, st)
 	}
 	hb.Templates = a.sites.Templates()
+	a.metrics.Sites(siteStates(hb.Sites))
 	return hb
 }

@@ -94,7 +94,7 @@ func startCluster(t *testing.T, plansFile string) *serverProcs {
 
 type health struct {
 	RaftState    string `json:"raftState"`
-	Leader       string `json:"leader"`
+	Leader       string `json:"leaderId"`
 	Term         uint64 `json:"term"`
 	AppliedIndex uint64 `json:"appliedIndex"`
 }

@@ -57,7 +57,11 @@ type Config struct {
 	// HTTPSPort is the port plain-HTTP requests for custom domains are
 	// redirected to; zero means TLSAddr's port (left out when 443).
 	HTTPSPort int
-	Logger    *slog.Logger
+	// MetricsAddr is the operator's listener for /metrics and /healthz;
+	// empty serves none. The public listeners never serve either: bind
+	// it to loopback or a private address.
+	MetricsAddr string
+	Logger      *slog.Logger
 
 	// ReadHeaderTimeout bounds how long a visitor may take to send a
 	// request's line and headers; zero means 10s.
@@ -110,8 +114,11 @@ type Edge struct {
 	fixedCert bool
 	ready     chan struct{}
 	readyOnce sync.Once
-	cancel    context.CancelFunc
-	done      chan struct{}
+	metrics   *edgeMetrics
+	// metricsAddr is the operator's listener as bound, or "".
+	metricsAddr string
+	cancel      context.CancelFunc
+	done        chan struct{}
 }
 
 // New binds the listeners and serves them at once (a host with no route
@@ -130,6 +137,7 @@ func New(cfg Config) (*Edge, error) {
 	e := &Edge{cfg: cfg, log: cfg.Logger.With("component", "edge"), ready: make(chan struct{}), done: make(chan struct{})}
 	empty := table{}
 	e.routes.Store(&empty)
+	e.metrics = newEdgeMetrics(e)
 	e.transport = &http.Transport{
 		DialContext:  (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns: 1024,
@@ -150,6 +158,21 @@ func New(cfg Config) (*Edge, error) {
 			ln.Close()
 			return nil, err
 		}
+	}
+	if cfg.MetricsAddr != "" {
+		msrv, mln, err := e.listenMetrics(cfg.MetricsAddr)
+		if err != nil {
+			ln.Close()
+			if tln != nil {
+				tln.Close()
+			}
+			if e.acme != nil {
+				e.acme.stop()
+			}
+			return nil, err
+		}
+		e.servers = append(e.servers, msrv)
+		go func() { _ = msrv.Serve(mln) }()
 	}
 	srv := e.server()
 	e.servers = append(e.servers, srv)
@@ -250,8 +273,10 @@ func (e *Edge) watch(ctx context.Context) {
 		if err == nil {
 			for stream.Receive() {
 				e.apply(stream.Msg())
+				e.metrics.connected.Store(true)
 				backoff = 100 * time.Millisecond
 			}
+			e.metrics.connected.Store(false)
 			err = stream.Err()
 			stream.Close()
 		}
@@ -301,8 +326,16 @@ func hostOnly(h string) string {
 // answers ACME HTTP-01 challenges (whichever edge ordered the
 // certificate) and sends active custom domains to https.
 func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start, sw, kind := time.Now(), &statusWriter{ResponseWriter: w}, kindSite
+	// Deferred: a proxied response cut mid-body panics ErrAbortHandler.
+	defer func() { e.metrics.observe(kind, sw.status, time.Since(start)) }()
+	kind = e.serve(sw, r)
+}
+
+// serve answers one request and says what kind of route served it.
+func (e *Edge) serve(w http.ResponseWriter, r *http.Request) (kind string) {
 	if r.TLS == nil && e.acme != nil && e.acme.issuer.HandleHTTPChallenge(w, r) {
-		return
+		return kindACME
 	}
 	route := e.Route(hostOnly(r.Host))
 	switch {
@@ -312,24 +345,30 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			target += ":" + strconv.Itoa(e.httpsPort)
 		}
 		http.Redirect(w, r, target+r.URL.RequestURI(), http.StatusPermanentRedirect)
+		return kindHTTPS
 	case route != nil && route.Redirect != "":
 		// Temporary: the site may leave its domain again, and browsers
 		// keep permanent redirects.
 		http.Redirect(w, r, route.Redirect+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+		return kindRedirect
 	case route == nil:
 		page(w, http.StatusNotFound, "No sandbox here", "There is no sandbox at "+hostOnly(r.Host)+". It may have been deleted or never existed.", false)
+		return kindUnknownHost
 	case route.Status == edgev1.RouteStatus_ROUTE_STATUS_CREATING:
 		w.Header().Set("Retry-After", "1")
 		page(w, http.StatusServiceUnavailable, "Your sandbox is being created", "WordPress is being set up for you. This page reloads by itself; it usually takes a second or two.", true)
+		return kindCreating
 	case route.Status == edgev1.RouteStatus_ROUTE_STATUS_UNAVAILABLE:
 		w.Header().Set("Retry-After", "30")
 		page(w, http.StatusServiceUnavailable, "Sandbox temporarily unavailable", "The server this sandbox runs on is not answering. "+
 			"The sandbox comes back by itself when the server does (or on another server); this page reloads by itself.", true)
+		return kindNodeDown
 	case route.Status != edgev1.RouteStatus_ROUTE_STATUS_READY || route.Backend == "":
 		page(w, http.StatusServiceUnavailable, "Sandbox unavailable", "This sandbox is not running right now.", false)
-	default:
-		e.proxy(route).ServeHTTP(w, r)
+		return kindUnavailable
 	}
+	e.proxy(route).ServeHTTP(w, r)
+	return kindSite
 }
 
 func (e *Edge) proxy(route *edgev1.Route) *httputil.ReverseProxy {
@@ -346,6 +385,7 @@ func (e *Edge) proxy(route *edgev1.Route) *httputil.ReverseProxy {
 				return
 			}
 			e.log.Warn("backend unreachable", "site_id", route.SiteId, "backend", route.Backend, "err", err)
+			e.metrics.backend.Inc()
 			page(w, http.StatusBadGateway, "Sandbox not answering", "The sandbox did not answer. Try again in a moment.", false)
 		},
 	}

@@ -35,6 +35,7 @@ func runAgent(args []string) error {
 	fs.StringVar(&labels, "labels", "", "comma-separated key=value labels sites can be constrained to")
 	fs.Int64Var(&cfg.MemoryMB, "memory-mb", 0, "memory offered to sites (0: unlimited)")
 	fs.IntVar(&cfg.MaxSites, "max-sites", 0, "most sites this node takes (0: unlimited)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "operator-only listen address of /metrics and /healthz, e.g. 127.0.0.1:9102 (empty: none; the AgentService port takes servers' certificates only)")
 	fs.StringVar(&logFormat, "log-format", "json", "log format: text or json")
 	fs.StringVar(&logLevel, "log-level", "info", "log level")
 	var net siteNetFlags
@@ -85,6 +86,7 @@ func runEdge(args []string) error {
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "certificate (PEM) for the sandbox domain, e.g. a wildcard")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key (PEM) of --tls-cert")
 	fs.IntVar(&cfg.HTTPSPort, "https-port", 0, "port plain-HTTP requests for custom domains are redirected to (default: --tls-addr's)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "operator-only listen address of /metrics and /healthz, e.g. 127.0.0.1:9101 (empty: none; never the public --addr)")
 	var acmeF acmeFlags
 	acmeF.register(fs)
 	fs.StringVar(&logFormat, "log-format", "json", "log format: text or json")
@@ -128,6 +130,9 @@ func runEdge(args []string) error {
 	fmt.Printf("sandboxd edge: http %s", e.Addr())
 	if e.TLSAddr() != "" {
 		fmt.Printf(", https %s", e.TLSAddr())
+	}
+	if e.MetricsAddr() != "" {
+		fmt.Printf(", metrics %s", e.MetricsAddr())
 	}
 	fmt.Println()
 	waitSignal()

@@ -189,6 +189,8 @@ func runDev(args []string) error {
 	c.register(fs, "text")
 	edgeAddr := fs.String("edge-addr", "127.0.0.1:8081", "listen address of the edge that serves the sites")
 	edgeTLSAddr := fs.String("edge-tls-addr", "", "HTTPS listen address of the edge (with --acme-ca: certificates for custom domains)")
+	edgeMetricsAddr := fs.String("edge-metrics-addr", "", "operator-only listen address of the edge's /metrics and /healthz (empty: none)")
+	agentMetricsAddr := fs.String("agent-metrics-addr", "", "operator-only listen address of the agent's /metrics and /healthz (empty: none)")
 	var acmeF acmeFlags
 	acmeF.register(fs)
 	imagesDir := fs.String("images-dir", images.DefaultDir(), "image cache filled by `make images`")
@@ -240,7 +242,7 @@ func runDev(args []string) error {
 	}
 	// The node and the edge join through the cluster port like any
 	// other; their certificates are kept for the next start.
-	acfg.ControlPlane, acfg.Logger = []string{s.ClusterURL()}, c.cfg.Logger
+	acfg.ControlPlane, acfg.Logger, acfg.MetricsAddr = []string{s.ClusterURL()}, c.cfg.Logger, *agentMetricsAddr
 	if acfg.JoinToken, err = s.LocalJoinToken(ctx, filepath.Join(acfg.DataDir, "tls"), pki.RoleAgent); err != nil {
 		s.Close()
 		return err
@@ -257,7 +259,7 @@ func runDev(args []string) error {
 	}
 	go enroll.KeepFresh(context.Background(), edgeEnroll, edgeCreds, func() []string { return []string{s.ClusterURL()} })
 	ecfg := edge.Config{ID: "edge-dev", ControlPlane: []string{s.ClusterURL()}, Creds: edgeCreds, Addr: *edgeAddr, TLSAddr: *edgeTLSAddr,
-		Logger: c.cfg.Logger}
+		MetricsAddr: *edgeMetricsAddr, Logger: c.cfg.Logger}
 	if err := acmeF.apply(&ecfg); err != nil {
 		a.Close()
 		s.Close()

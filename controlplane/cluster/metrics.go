@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -27,14 +28,20 @@ var (
 	descPeers    = prometheus.NewDesc("sandboxd_raft_peers", "Number of other voters known.", nil, nil)
 	descSnapshot = prometheus.NewDesc("sandboxd_raft_last_snapshot_index", "Index of the last snapshot.", nil, nil)
 	descPending  = prometheus.NewDesc("sandboxd_raft_fsm_pending", "Committed entries waiting for the FSM.", nil, nil)
+	descContact  = prometheus.NewDesc("sandboxd_raft_last_contact_seconds",
+		"Follower: seconds since the leader was last heard from (0 on the leader, -1 when never).", nil, nil)
+	descLeader = prometheus.NewDesc("sandboxd_raft_has_leader", "1 when this node knows a leader, 0 during an election or a partition.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descState, descTerm, descLast, descCommit, descApplied, descPeers, descSnapshot, descPending} {
+	for _, d := range []*prometheus.Desc{descState, descTerm, descLast, descCommit, descApplied, descPeers, descSnapshot, descPending,
+		descContact, descLeader} {
 		ch <- d
 	}
-	applyDuration.Describe(ch)
+	for _, c := range raftCollectors() {
+		c.Describe(ch)
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -58,5 +65,29 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descPeers, prometheus.GaugeValue, num("num_peers"))
 	ch <- prometheus.MustNewConstMetric(descSnapshot, prometheus.GaugeValue, num("last_snapshot_index"))
 	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, num("fsm_pending"))
-	applyDuration.Collect(ch)
+	ch <- prometheus.MustNewConstMetric(descContact, prometheus.GaugeValue, lastContact(st["last_contact"]))
+	hasLeader := 0.0
+	if c.n.LeaderID() != "" {
+		hasLeader = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, hasLeader)
+	for _, c := range raftCollectors() {
+		c.Collect(ch)
+	}
+}
+
+// lastContact reads raft's last_contact stat: "never", "0" on the
+// leader, or a duration.
+func lastContact(v string) float64 {
+	switch v {
+	case "never", "":
+		return -1
+	case "0":
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return -1
+	}
+	return d.Seconds()
 }

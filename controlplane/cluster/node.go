@@ -138,6 +138,7 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	log := cfg.Logger.With("component", "raft", "node_id", cfg.NodeID)
+	installRaftSink()
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: create data dir: %w", err)
 	}
@@ -145,6 +146,7 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.Logger = newHCLogger(log)
+	rc.NoLegacyTelemetry = true // per-peer metric names duplicate the labelled ones
 	if cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
 	}
@@ -421,6 +423,13 @@ func (n *Node) LeaderCluster() string {
 		return ""
 	}
 	return sv.ClusterAddr
+}
+
+// LeaderID returns the leader's server id, or "" when there is no known
+// leader: what health may tell anyone, unlike the leader's addresses.
+func (n *Node) LeaderID() string {
+	_, id := n.raft.LeaderWithID()
+	return string(id)
 }
 
 // VerifyLeader confirms with a quorum that this node still leads, so a read

@@ -61,6 +61,8 @@ type Dispatcher struct {
 	// freed is signalled when a worker lets go of a job, so the loop
 	// looks again at jobs it held back.
 	freed chan struct{}
+
+	metrics *metrics
 }
 
 // Config configures a Dispatcher.
@@ -97,7 +99,8 @@ func NewDispatcher(cfg Config) *Dispatcher {
 	}
 	return &Dispatcher{store: cfg.Store, raft: cfg.Raft, log: cfg.Logger.With("component", "jobs"),
 		now: cfg.Now, workers: cfg.Workers, perWorkspace: cfg.PerWorkspace, runners: map[string]Runner{},
-		inFlight: map[string]string{}, running: map[string]int{}, freed: make(chan struct{}, 1)}
+		inFlight: map[string]string{}, running: map[string]int{}, freed: make(chan struct{}, 1),
+		metrics: newMetrics()}
 }
 
 // Register sets the runner for a job type.
@@ -241,10 +244,12 @@ const retryStart = time.Second
 // or recording its result failed.
 func (d *Dispatcher) runOne(ctx context.Context, j *state.Job) bool {
 	log := d.log.With("job_id", j.ID, "job_type", j.Type)
+	start := time.Now()
 	if err := d.update(ctx, state.JobUpdate{ID: j.ID, Status: state.JobRunning, Progress: j.Progress, Dispatch: true}); err != nil {
 		log.Warn("mark job running", "err", err)
 		return false
 	}
+	d.observeStart(j, d.now())
 	d.mu.Lock()
 	runner := d.runners[j.Type]
 	d.mu.Unlock()
@@ -262,10 +267,13 @@ func (d *Dispatcher) runOne(ctx context.Context, j *state.Job) bool {
 		// Leadership ended mid-run: leave the job running; the next
 		// leader re-dispatches it.
 		log.Info("job interrupted by leadership change")
+		d.observeEnd(j, time.Since(start), resultInterrupted)
 		return true
 	}
 	u := state.JobUpdate{ID: j.ID, Status: state.JobSucceeded}
+	result := resultSucceeded
 	if runErr != nil {
+		result = resultFailed
 		u.Status = state.JobFailed
 		var f *Failure
 		if errors.As(runErr, &f) {
@@ -279,5 +287,6 @@ func (d *Dispatcher) runOne(ctx context.Context, j *state.Job) bool {
 		log.Warn("record job result", "err", err)
 		return false
 	}
+	d.observeEnd(j, time.Since(start), result)
 	return true
 }

@@ -50,6 +50,8 @@ type Registry struct {
 	load     map[string]*agentv1.HeartbeatRequest
 	clients  map[string]agentv1connect.AgentServiceClient
 	addrs    map[string]string
+
+	metrics registryMetrics
 }
 
 var _ agentv1connect.RegistryServiceHandler = (*Registry)(nil)
@@ -69,7 +71,8 @@ func New(cfg Config) *Registry {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Registry{cfg: cfg, log: cfg.Logger.With("component", "nodes"), lastSeen: map[string]time.Time{},
-		load: map[string]*agentv1.HeartbeatRequest{}, clients: map[string]agentv1connect.AgentServiceClient{}, addrs: map[string]string{}}
+		load: map[string]*agentv1.HeartbeatRequest{}, clients: map[string]agentv1connect.AgentServiceClient{}, addrs: map[string]string{},
+		metrics: newRegistryMetrics()}
 }
 
 func (r *Registry) now() time.Time { return r.cfg.Now().UTC().Truncate(time.Millisecond) }
@@ -98,6 +101,7 @@ func (r *Registry) Register(ctx context.Context, req *connect.Request[agentv1.Re
 	r.mu.Lock()
 	r.lastSeen[n.ID] = now
 	r.mu.Unlock()
+	r.metrics.registrations.Inc()
 	sites, err := r.cfg.Store.SitesOnNode(n.ID)
 	if err != nil {
 		return nil, err
@@ -118,13 +122,16 @@ func (r *Registry) Heartbeat(ctx context.Context, req *connect.Request[agentv1.H
 	}
 	node, err := r.cfg.Store.Node(id)
 	if err != nil {
+		r.metrics.heartbeats.WithLabelValues(heartbeatError).Inc()
 		return nil, err
 	}
 	resp := &agentv1.HeartbeatResponse{HeartbeatIntervalMs: r.cfg.HeartbeatInterval.Milliseconds(), Servers: r.servers()}
 	if node == nil {
+		r.metrics.heartbeats.WithLabelValues(heartbeatUnknown).Inc()
 		resp.Unknown = true
 		return connect.NewResponse(resp), nil
 	}
+	r.metrics.heartbeats.WithLabelValues(heartbeatOK).Inc()
 	r.mu.Lock()
 	r.lastSeen[id] = r.now()
 	r.load[id] = req.Msg
@@ -171,6 +178,7 @@ func (r *Registry) Monitor(ctx context.Context) {
 	start := r.now()
 	t := time.NewTicker(r.cfg.HeartbeatInterval)
 	defer t.Stop()
+	defer r.forgetHeartbeats()
 	for {
 		select {
 		case <-ctx.Done():

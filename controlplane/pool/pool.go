@@ -83,10 +83,13 @@ func New(cfg Config) *Pool {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pool{cfg: cfg, log: cfg.Logger.With("component", "pool"), reserved: map[string]bool{},
+	p := &Pool{cfg: cfg, log: cfg.Logger.With("component", "pool"), reserved: map[string]bool{},
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sandboxd_pool_claims_total",
 			Help: "Creates that asked a warm pool for a site, by result (hit: a pooled site was claimed; miss: none was ready)."},
 			[]string{"result"})}
+	p.claims.WithLabelValues("hit")
+	p.claims.WithLabelValues("miss")
+	return p
 }
 
 // Take reserves a ready site of the pool key, or returns nil when none
@@ -294,14 +297,45 @@ func (p *Pool) Describe(ch chan<- *prometheus.Desc) {
 	p.claims.Describe(ch)
 }
 
-var sitesDesc = prometheus.NewDesc("sandboxd_pool_sites", "Pooled sites waiting to be claimed, by pool and status.", []string{"pool", "status"}, nil)
+var sitesDesc = prometheus.NewDesc("sandboxd_pool_sites",
+	"Pooled sites waiting to be claimed, by pool (a stock pool's key, or \"template\" for all templates' pools together) and status.",
+	[]string{"pool", "status"}, nil)
 
-// Collect reports the pools' sizes and claims.
+// templatePoolsLabel is the one pool label of every template's pool:
+// templates are made by tenants, so a label per template would grow
+// without bound.
+const templatePoolsLabel = "template"
+
+// metricPool is a pool key as a metric label.
+func metricPool(key string) string {
+	if strings.HasPrefix(key, TemplateKey("")) {
+		return templatePoolsLabel
+	}
+	return key
+}
+
+// Collect reports the pools' sizes and claims. Every configured pool has a
+// ready series, zero when it is empty, so an alert can see it empty.
 func (p *Pool) Collect(ch chan<- prometheus.Metric) {
 	counts := map[[2]string]int{}
+	p.mu.Lock()
+	for php, n := range p.cfg.Stock {
+		if n > 0 {
+			counts[[2]string{StockKey(php, p.cfg.StockDiskMB), state.SiteReady}] = 0
+		}
+	}
+	p.mu.Unlock()
+	if templates, err := p.cfg.Store.AllTemplates(); err == nil {
+		for _, t := range templates {
+			if t.WarmPoolSize > 0 && t.Status == state.TemplateReady {
+				counts[[2]string{templatePoolsLabel, state.SiteReady}] = 0
+				break
+			}
+		}
+	}
 	if sites, err := p.cfg.Store.PooledSites(); err == nil {
 		for _, s := range sites {
-			counts[[2]string{s.Pool, s.Status}]++
+			counts[[2]string{metricPool(s.Pool), s.Status}]++
 		}
 	}
 	for k, n := range counts {

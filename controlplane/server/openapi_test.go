@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -69,9 +70,28 @@ func TestMetricsExposeHTTPAndRaft(t *testing.T) {
 		`sandboxd_raft_state{state="Leader"} 1`,
 		`sandboxd_raft_applied_index`,
 		`sandboxd_raft_apply_duration_seconds_count`,
+		`sandboxd_raft_commit_duration_seconds_count`,
+		`sandboxd_raft_fsm_apply_duration_seconds_count`,
+		`sandboxd_raft_has_leader 1`,
+		`sandboxd_raft_last_contact_seconds 0`,
+		`sandboxd_sites{status="ready"} 0`,
+		`sandboxd_jobs{status="queued"}`,
+		`sandboxd_nodes{status="down"} 0`,
+		`sandboxd_node_heartbeats_total{result="ok"} 0`,
+		`sandboxd_webhook_deliveries_pending 0`,
+		`sandboxd_webhook_attempts_total{outcome="failed"} 0`,
+		`sandboxd_pool_claims_total{result="miss"} 0`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s", want)
+		}
+	}
+	// The server's first writes (its own record as leader) went through
+	// raft's commit and FSM apply, which hashicorp/raft timed.
+	for _, name := range []string{"sandboxd_raft_commit_duration_seconds_count", "sandboxd_raft_fsm_apply_duration_seconds_count"} {
+		_, rest, _ := strings.Cut(m, "\n"+name+" ")
+		if n, err := strconv.ParseFloat(strings.Fields(rest + " x")[0], 64); err != nil || n < 1 {
+			t.Errorf("%s = %q: raft's timings are not forwarded", name, strings.Fields(rest + " x")[0])
 		}
 	}
 }

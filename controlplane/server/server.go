@@ -36,14 +36,14 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/oauth"
 	"github.com/sandboxd/sandboxd/controlplane/sites"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
+	"github.com/sandboxd/sandboxd/controlplane/statemetrics"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/objstore"
+	"github.com/sandboxd/sandboxd/internal/promreg"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
 	"github.com/sandboxd/sandboxd/internal/seal"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/cluster"
@@ -272,7 +272,7 @@ type Server struct {
 	handler    http.Handler
 	api        *api.API
 	dispatcher *jobs.Dispatcher
-	metrics    *prometheus.Registry
+	metrics    *promreg.Registry
 	registry   *nodes.Registry
 	pool       *pool.Pool
 	launcher   *launcher.Launcher
@@ -437,9 +437,9 @@ func New(cfg Config) (_ *Server, err error) {
 		})
 	})
 
-	s.metrics = prometheus.NewRegistry()
+	s.metrics = promreg.New()
 	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		cluster.NewCollector(node))
+		cluster.NewCollector(node), s.dispatcher, s.registry, statemetrics.New(statemetrics.FromStore(store)))
 	metrics := rest.NewMetrics(s.metrics)
 
 	s.router = rest.NewRouter(cfg.Logger)
@@ -805,10 +805,12 @@ func (s *Server) registerInfra() {
 		if leader == "" {
 			status, code = "no_leader", http.StatusServiceUnavailable
 		}
+		// Anyone may ask: ids and indexes only, never an address (the
+		// leader's URL is in the operator's GET /api/admin/cluster).
 		_ = rest.JSON(w, code, map[string]any{"status": status, "version": Version, "nodeId": s.node.ID(),
-			"raftState": s.node.State().String(), "leader": leader, "term": s.node.Term(), "appliedIndex": s.node.AppliedIndex()})
+			"raftState": s.node.State().String(), "leaderId": s.node.LeaderID(), "term": s.node.Term(), "appliedIndex": s.node.AppliedIndex()})
 	}))
-	s.router.HandleRaw("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{}))
+	s.router.HandleRaw("GET /metrics", s.metrics.Handler())
 	s.router.HandleRaw("GET /api/openapi.json", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(s.OpenAPI())
@@ -881,6 +883,10 @@ func (s *Server) siteOrigins() string {
 
 // Pool is the warm pools (benchmarks size them while running).
 func (s *Server) Pool() *pool.Pool { return s.pool }
+
+// MetricNames lists the metrics /metrics may show (tests check the
+// dashboards and alert rules against it).
+func (s *Server) MetricNames() []string { return s.metrics.Names() }
 
 // Registry is the node registry (dev wiring and tests use it).
 func (s *Server) Registry() *nodes.Registry { return s.registry }

@@ -71,8 +71,14 @@ func (d *Dispatcher) init() {
 		}
 		d.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sandboxd_webhook_attempts_total",
 			Help: "Webhook delivery attempts on this server, by outcome (delivered, retrying, failed)."}, []string{"outcome"})
+		for _, o := range []string{state.DeliveryDelivered, state.DeliveryRetrying, state.DeliveryFailed} {
+			d.attempts.WithLabelValues(o) // a series per outcome from the start, for rate()
+		}
 	})
 }
+
+var pendingDesc = prometheus.NewDesc("sandboxd_webhook_deliveries_pending",
+	"Webhook deliveries not yet delivered or failed for good, from the replicated state.", nil, nil)
 
 // Attempts is the number of attempts a delivery gets.
 func (d *Dispatcher) Attempts() int {
@@ -80,11 +86,23 @@ func (d *Dispatcher) Attempts() int {
 	return len(d.Schedule) + 1
 }
 
-// Describe and Collect export the attempt counter.
-func (d *Dispatcher) Describe(ch chan<- *prometheus.Desc) { d.init(); d.attempts.Describe(ch) }
+// Describe and Collect export the attempt counter and the pending count.
+func (d *Dispatcher) Describe(ch chan<- *prometheus.Desc) {
+	d.init()
+	d.attempts.Describe(ch)
+	ch <- pendingDesc
+}
 
-// Collect exports the attempt counter.
-func (d *Dispatcher) Collect(ch chan<- prometheus.Metric) { d.init(); d.attempts.Collect(ch) }
+// Collect exports the attempt counter and the pending count.
+func (d *Dispatcher) Collect(ch chan<- prometheus.Metric) {
+	d.init()
+	d.attempts.Collect(ch)
+	if d.Store != nil {
+		if pending, err := d.Store.PendingDeliveries(); err == nil {
+			ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(len(pending)))
+		}
+	}
+}
 
 // Run sends deliveries until ctx ends (leadership lost).
 func (d *Dispatcher) Run(ctx context.Context) {

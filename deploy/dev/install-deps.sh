@@ -48,6 +48,10 @@ have pebble || need_apt+=(pebble)
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
 have ssh || need_apt+=(openssh-client)
 have sftp || need_apt+=(openssh-client)
+# go test ./deploy checks the alert rules and dashboard queries with
+# promtool, and the systemd units with systemd-analyze.
+have promtool || need_apt+=(prometheus)
+have systemd-analyze || need_apt+=(systemd)
 # Node and npm install Prism, the third-party OpenAPI validator the tests
 # run the API through.
 have node || need_apt+=(nodejs)

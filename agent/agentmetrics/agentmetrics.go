@@ -1,0 +1,134 @@
+// Package agentmetrics is a node agent's Prometheus metrics: its sites by
+// state, container starts, and its registrations and heartbeats towards
+// the control plane. No label names a site, an address or a token.
+package agentmetrics
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sandboxd/sandboxd/internal/promreg"
+)
+
+// Site states, as the agent last reported them to the control plane.
+const (
+	SiteReady   = "ready"
+	SiteStopped = "stopped"
+	SiteFailed  = "failed" // should run, but its container does not
+)
+
+// Results of a call towards containerd or the control plane.
+const (
+	ResultOK    = "ok"
+	ResultError = "error"
+)
+
+// Metrics are one agent's metrics, each in its own registry (two agents
+// in one process, as in tests, keep theirs apart).
+type Metrics struct {
+	reg        *promreg.Registry
+	starts     *prometheus.CounterVec
+	startTime  prometheus.Histogram
+	heartbeats *prometheus.CounterVec
+	registers  *prometheus.CounterVec
+	lastBeat   prometheus.Gauge
+
+	mu    sync.Mutex
+	sites map[string]int
+}
+
+var descSites = prometheus.NewDesc("sandboxd_agent_sites", "The node's sites by state (ready, stopped, failed) at the last heartbeat.",
+	[]string{"state"}, nil)
+
+// New returns an agent's metrics, registered with Go and process metrics.
+func New() *Metrics {
+	m := &Metrics{reg: promreg.New(), sites: map[string]int{SiteReady: 0, SiteStopped: 0, SiteFailed: 0},
+		starts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "container_starts_total",
+			Help: "Site containers the agent asked containerd to run (create and start, or find running after a restart), by result.",
+		}, []string{"result"}),
+		startTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "container_start_duration_seconds",
+			Help:    "Time containerd took to have a site's container running.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+		}),
+		heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "heartbeats_total",
+			Help: "Heartbeats the agent sent to the control plane, by result.",
+		}, []string{"result"}),
+		registers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "registrations_total",
+			Help: "Registrations the agent attempted with the control plane, by result.",
+		}, []string{"result"}),
+		lastBeat: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "last_heartbeat_timestamp_seconds",
+			Help: "Unix time of the last heartbeat the control plane accepted.",
+		}),
+	}
+	for _, r := range []string{ResultOK, ResultError} {
+		m.starts.WithLabelValues(r)
+		m.heartbeats.WithLabelValues(r)
+		m.registers.WithLabelValues(r)
+	}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.starts, m.startTime, m.heartbeats, m.registers, m.lastBeat, sitesCollector{m})
+	return m
+}
+
+func result(err error) string {
+	if err != nil {
+		return ResultError
+	}
+	return ResultOK
+}
+
+// ContainerStarted records one container start and how long it took.
+func (m *Metrics) ContainerStarted(took time.Duration, err error) {
+	m.starts.WithLabelValues(result(err)).Inc()
+	if err == nil {
+		m.startTime.Observe(took.Seconds())
+	}
+}
+
+// Heartbeat records one heartbeat's outcome at now.
+func (m *Metrics) Heartbeat(now time.Time, err error) {
+	m.heartbeats.WithLabelValues(result(err)).Inc()
+	if err == nil {
+		m.lastBeat.Set(float64(now.UnixNano()) / 1e9)
+	}
+}
+
+// Registered records one registration attempt's outcome.
+func (m *Metrics) Registered(err error) { m.registers.WithLabelValues(result(err)).Inc() }
+
+// Sites records how many of the node's sites are in each state.
+func (m *Metrics) Sites(byState map[string]int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for s := range m.sites {
+		m.sites[s] = byState[s]
+	}
+}
+
+// Handler serves the metrics in the Prometheus format.
+func (m *Metrics) Handler() http.Handler { return m.reg.Handler() }
+
+// Names lists the metrics Handler may show.
+func (m *Metrics) Names() []string { return m.reg.Names() }
+
+// sitesCollector reports the site counts.
+type sitesCollector struct{ m *Metrics }
+
+func (c sitesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descSites }
+
+func (c sitesCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	for s, n := range c.m.sites {
+		ch <- prometheus.MustNewConstMetric(descSites, prometheus.GaugeValue, float64(n), s)
+	}
+}

@@ -1,0 +1,42 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent/agentmetrics"
+	"github.com/sandboxd/sandboxd/agent/runtime"
+	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
+)
+
+// meteredRuntime is the runtime the site manager drives, with each
+// container start counted and timed. Every other method (exec, streams)
+// is the runtime's own.
+type meteredRuntime struct {
+	*runtime.Runtime
+	m *agentmetrics.Metrics
+}
+
+// Run counts and times the start of a site's container.
+func (r meteredRuntime) Run(ctx context.Context, s runtime.Spec) error {
+	start := time.Now()
+	err := r.Runtime.Run(ctx, s)
+	r.m.ContainerStarted(time.Since(start), err)
+	return err
+}
+
+// siteStates counts the states a heartbeat reports.
+func siteStates(sites []*agentv1.SiteStatus) map[string]int {
+	out := map[string]int{}
+	for _, s := range sites {
+		switch s.State {
+		case agentv1.SiteState_SITE_STATE_READY:
+			out[agentmetrics.SiteReady]++
+		case agentv1.SiteState_SITE_STATE_STOPPED:
+			out[agentmetrics.SiteStopped]++
+		case agentv1.SiteState_SITE_STATE_FAILED:
+			out[agentmetrics.SiteFailed]++
+		}
+	}
+	return out
+}
