@@ -38,6 +38,7 @@ import (
 	"github.com/sandboxd/sandboxd/internal/enroll"
 	"github.com/sandboxd/sandboxd/internal/pki"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	"github.com/sandboxd/sandboxd/internal/siteingress"
 	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 )
@@ -112,6 +113,12 @@ type Config struct {
 	// MetricsAddr is the operator's plain-HTTP listener for /metrics and
 	// /healthz (counts only); empty serves none.
 	MetricsAddr string
+	// IngressAddr is where edges (mutual TLS, an edge's certificate)
+	// reach this node's sites; default 127.0.0.1:0 (edges on this host
+	// only). IngressPublicAddr is host:port edges dial; default
+	// IngressAddr as bound, its host BackendHost when unspecified.
+	IngressAddr       string
+	IngressPublicAddr string
 	Logger      *slog.Logger
 }
 
@@ -157,6 +164,7 @@ type Agent struct {
 	creds    *rpcauth.Creds
 	servers  atomic.Pointer[[]string]
 	registry agentv1connect.RegistryServiceClient
+	ingress  *siteingress.Server
 	// metricsHTTP serves Config.MetricsAddr.
 	metricsHTTP *http.Server
 	metricsAddr string
@@ -299,6 +307,9 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if err := a.serveMetrics(cfg.MetricsAddr); err != nil {
 		return nil, err
 	}
+	if err := a.serveIngress(); err != nil {
+		return nil, err
+	}
 	if err := a.startSSH(); err != nil {
 		return nil, err
 	}
@@ -419,6 +430,9 @@ func (a *Agent) closeParts() {
 	}
 	if a.metricsHTTP != nil {
 		_ = a.metricsHTTP.Close()
+	}
+	if a.ingress != nil {
+		_ = a.ingress.Close()
 	}
 	if a.db != nil {
 		_ = a.db.Close()
@@ -620,3 +634,31 @@ func (a *Agent) serveMetrics(addr string) error {
 
 // MetricsAddr is the operator's metrics listener address, or "".
 func (a *Agent) MetricsAddr() string { return a.metricsAddr }
+
+// serveIngress starts the node's ingress for edges.
+func (a *Agent) serveIngress() error {
+	cfg := a.creds.ServerTLS(true)
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		_, err := pki.Verify(cs.PeerCertificates, a.creds.Roots(), time.Now(), pki.RoleEdge)
+		return err
+	}
+	in, err := siteingress.Listen(orDefault(a.cfg.IngressAddr, "127.0.0.1:0"), cfg, a.sites, a.log)
+	if err != nil {
+		return err
+	}
+	a.ingress = in
+	go func() { _ = in.Serve() }()
+	return nil
+}
+
+// ingressPublicAddr is host:port edges reach the ingress at.
+func (a *Agent) ingressPublicAddr() string {
+	if a.cfg.IngressPublicAddr != "" {
+		return a.cfg.IngressPublicAddr
+	}
+	host, port, _ := net.SplitHostPort(a.ingress.Addr())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = a.cfg.BackendHost
+	}
+	return net.JoinHostPort(host, port)
+}

@@ -85,6 +85,9 @@ func (a *Agent) registration() *agentv1.RegisterRequest {
 	if a.ssh != nil {
 		r.SshAddr, r.SshHostKey = a.sshPublicAddr(), a.ssh.AuthorizedKey()
 	}
+	if a.ingress != nil {
+		r.IngressAddr = a.ingressPublicAddr()
+	}
 	return r
 }
 

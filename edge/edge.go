@@ -29,6 +29,7 @@ import (
 	"github.com/sandboxd/sandboxd/internal/deadline"
 	"github.com/sandboxd/sandboxd/internal/pki"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	"github.com/sandboxd/sandboxd/internal/siteingress"
 	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	edgev1 "github.com/sandboxd/sandboxd/protocol/edge/v1"
 	"github.com/sandboxd/sandboxd/protocol/edge/v1/edgev1connect"
@@ -104,6 +105,8 @@ type Edge struct {
 	cfg       Config
 	log       *slog.Logger
 	routes    atomic.Pointer[table]
+	bySite    atomic.Pointer[table] // routes by site id, for the ingress dialer
+	sessions  tls.ClientSessionCache // to nodes' ingresses
 	transport *http.Transport
 	servers   []*http.Server
 	addr      string
@@ -138,8 +141,10 @@ func New(cfg Config) (*Edge, error) {
 	empty := table{}
 	e.routes.Store(&empty)
 	e.metrics = newEdgeMetrics(e)
+	e.bySite.Store(&table{})
+	e.sessions = tls.NewLRUClientSessionCache(4096)
 	e.transport = &http.Transport{
-		DialContext:  (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:  e.dialBackend,
 		MaxIdleConns: 1024,
 		// A site serves with a handful of prefork workers, and an idle
 		// keep-alive connection holds one: keep no more idle than that.
@@ -307,6 +312,13 @@ func (e *Edge) apply(ev *edgev1.RouteEvent) {
 		delete(next, h)
 	}
 	e.routes.Store(&next)
+	bySite := table{}
+	for _, r := range next {
+		if r.SiteId != "" && r.Ingress != "" {
+			bySite[r.SiteId] = r
+		}
+	}
+	e.bySite.Store(&bySite)
 	e.readyOnce.Do(func() { close(e.ready) })
 }
 
@@ -373,6 +385,11 @@ func (e *Edge) serve(w http.ResponseWriter, r *http.Request) (kind string) {
 
 func (e *Edge) proxy(route *edgev1.Route) *httputil.ReverseProxy {
 	target := &url.URL{Scheme: "http", Host: route.Backend}
+	if route.Ingress != "" && e.cfg.Creds != nil {
+		// Through the node's ingress; the pool is per site and node, so
+		// a site that moved is never reached at its old node.
+		target.Host = route.SiteId + "." + route.NodeId + ingressSuffix
+	}
 	return &httputil.ReverseProxy{
 		Transport: e.transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -412,4 +429,28 @@ func page(w http.ResponseWriter, status int, title, text string, refresh bool) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = pageTmpl.Execute(w, map[string]any{"Title": title, "Text": text, "Refresh": every})
+}
+
+// ingressSuffix ends the pseudo host names of backends reached through a
+// node's ingress: <site id>.<node id>.sandboxd-ingress.
+const ingressSuffix = ".sandboxd-ingress"
+
+var plainDialer = &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+
+// dialBackend connects to a site: through its node's ingress (mutual
+// TLS, the node proven to be the one the route names) for the pseudo
+// hosts proxy makes, else directly.
+func (e *Edge) dialBackend(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || !strings.HasSuffix(host, ingressSuffix) {
+		return plainDialer.DialContext(ctx, network, addr)
+	}
+	siteID, nodeID, _ := strings.Cut(strings.TrimSuffix(host, ingressSuffix), ".")
+	r := (*e.bySite.Load())[siteID]
+	if r == nil || r.NodeId != nodeID {
+		return nil, fmt.Errorf("edge: site %s is no longer on node %s", siteID, nodeID)
+	}
+	cfg := e.cfg.Creds.ClientTLS(nodeID, pki.RoleAgent)
+	cfg.ClientSessionCache = e.sessions
+	return siteingress.Dial(ctx, r.Ingress, cfg, siteID)
 }

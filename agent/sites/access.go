@@ -2,7 +2,9 @@ package sites
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
+	"strconv"
 )
 
 // Access is where an SSH or SFTP session of a site works: its container,
@@ -32,4 +34,15 @@ func (m *Manager) Access(id string) (*Access, error) {
 		return nil, fmt.Errorf("%w: site %s is stopped", ErrInvalid, id)
 	}
 	return &Access{Container: containerID(id), UID: s.UID, Root: filepath.Join(m.Data(id), "wordpress"), Cwd: "/srv/site/wordpress"}, nil
+}
+
+// Backend is host:port of a running site's web server on this node, for
+// the node's ingress; false for a site not here (or stopped, or pooled
+// and not yet claimed — the control plane routes only claimed sites).
+func (m *Manager) Backend(id string) (string, bool) {
+	s := m.get(id)
+	if s == nil || s.Stopped || s.IP == "" || s.Port == 0 {
+		return "", false
+	}
+	return net.JoinHostPort(s.IP, strconv.Itoa(s.Port)), true
 }

@@ -88,7 +88,8 @@ func (r *Registry) Register(ctx context.Context, req *connect.Request[agentv1.Re
 	}
 	now := r.now()
 	n := state.Node{ID: m.NodeId, Address: m.Address, BackendHost: m.BackendHost, PHPVersions: m.PhpVersions,
-		Labels: m.Labels, Version: m.AgentVersion, SSHAddr: m.SshAddr, SSHHostKey: m.SshHostKey, RegisteredAt: now, UpdatedAt: now}
+		Labels: m.Labels, Version: m.AgentVersion, SSHAddr: m.SshAddr, SSHHostKey: m.SshHostKey, IngressAddr: m.IngressAddr,
+		RegisteredAt: now, UpdatedAt: now}
 	if m.Capacity != nil {
 		n.MemoryMB, n.CPUMilli, n.MaxSites = m.Capacity.MemoryMb, m.Capacity.CpuMilli, int(m.Capacity.Sites)
 	}

@@ -61,6 +61,7 @@ func Table(sites []*state.Site, nodes map[string]*state.Node, domains []*state.D
 				host = s.Address
 			}
 			r.Backend = net.JoinHostPort(host, strconv.Itoa(s.Port))
+			r.Ingress, r.NodeId = n.IngressAddr, n.ID
 		case state.SiteCreating:
 			r.Status = edgev1.RouteStatus_ROUTE_STATUS_CREATING
 		case state.SiteUnavailable:

@@ -248,8 +248,11 @@ type Node struct {
 	// SSHAddr is host:port of the node's SSH gateway for customers, and
 	// SSHHostKey its host key as an authorized_keys line; empty without
 	// one.
-	SSHAddr      string    `json:"sshAddr,omitempty"`
-	SSHHostKey   string    `json:"sshHostKey,omitempty"`
+	SSHAddr    string `json:"sshAddr,omitempty"`
+	SSHHostKey string `json:"sshHostKey,omitempty"`
+	// IngressAddr is host:port where edges reach the node's sites (mutual
+	// TLS); empty for an agent that predates it.
+	IngressAddr  string    `json:"ingressAddr,omitempty"`
 	RegisteredAt time.Time `json:"registeredAt"`
 	UpdatedAt    time.Time `json:"updatedAt"`
 }

@@ -145,7 +145,7 @@ func (x *Resources) GetSites() int32 {
 type RegisterRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	// address is the agent's base URL for AgentService (h2c).
+	// address is the agent's base URL for AgentService (mutual TLS).
 	Address  string     `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	Capacity *Resources `protobuf:"bytes,3,opt,name=capacity,proto3" json:"capacity,omitempty"`
 	// php_versions lists the runtime images the node holds.
@@ -157,8 +157,11 @@ type RegisterRequest struct {
 	// ssh_addr is host:port of the node's SSH gateway as customers reach
 	// it, and ssh_host_key its host key (an authorized_keys line); empty
 	// without a gateway.
-	SshAddr       string `protobuf:"bytes,8,opt,name=ssh_addr,json=sshAddr,proto3" json:"ssh_addr,omitempty"`
-	SshHostKey    string `protobuf:"bytes,9,opt,name=ssh_host_key,json=sshHostKey,proto3" json:"ssh_host_key,omitempty"`
+	SshAddr    string `protobuf:"bytes,8,opt,name=ssh_addr,json=sshAddr,proto3" json:"ssh_addr,omitempty"`
+	SshHostKey string `protobuf:"bytes,9,opt,name=ssh_host_key,json=sshHostKey,proto3" json:"ssh_host_key,omitempty"`
+	// ingress_addr is host:port where edges reach this node's sites over
+	// mutual TLS (see edge.v1.Route.ingress); empty without one.
+	IngressAddr   string `protobuf:"bytes,10,opt,name=ingress_addr,json=ingressAddr,proto3" json:"ingress_addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -252,6 +255,13 @@ func (x *RegisterRequest) GetSshAddr() string {
 func (x *RegisterRequest) GetSshHostKey() string {
 	if x != nil {
 		return x.SshHostKey
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetIngressAddr() string {
+	if x != nil {
+		return x.IngressAddr
 	}
 	return ""
 }
@@ -3781,7 +3791,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\tResources\x12\x1b\n" +
 	"\tmemory_mb\x18\x01 \x01(\x03R\bmemoryMb\x12\x1b\n" +
 	"\tcpu_milli\x18\x02 \x01(\x03R\bcpuMilli\x12\x14\n" +
-	"\x05sites\x18\x03 \x01(\x05R\x05sites\"\xa9\x03\n" +
+	"\x05sites\x18\x03 \x01(\x05R\x05sites\"\xcc\x03\n" +
 	"\x0fRegisterRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x128\n" +
@@ -3792,7 +3802,9 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\fbackend_host\x18\a \x01(\tR\vbackendHost\x12\x19\n" +
 	"\bssh_addr\x18\b \x01(\tR\asshAddr\x12 \n" +
 	"\fssh_host_key\x18\t \x01(\tR\n" +
-	"sshHostKey\x1a9\n" +
+	"sshHostKey\x12!\n" +
+	"\fingress_addr\x18\n" +
+	" \x01(\tR\vingressAddr\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +

@@ -138,7 +138,13 @@ type Route struct {
 	// redirect, when set, sends every request for the host to this origin
 	// (scheme://host), path and query kept, with a temporary redirect: the
 	// sandbox host of a site that moved to its custom domain.
-	Redirect      string `protobuf:"bytes,6,opt,name=redirect,proto3" json:"redirect,omitempty"`
+	Redirect string `protobuf:"bytes,6,opt,name=redirect,proto3" json:"redirect,omitempty"`
+	// ingress is host:port of the site's node's ingress: edges on other
+	// hosts reach the site through it (mutual TLS, an edge's certificate),
+	// naming the site; node_id is the node the ingress must prove to be.
+	// Empty for a control plane that predates it: backend is dialled.
+	Ingress       string `protobuf:"bytes,7,opt,name=ingress,proto3" json:"ingress,omitempty"`
+	NodeId        string `protobuf:"bytes,8,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -211,6 +217,20 @@ func (x *Route) GetCustom() bool {
 func (x *Route) GetRedirect() string {
 	if x != nil {
 		return x.Redirect
+	}
+	return ""
+}
+
+func (x *Route) GetIngress() string {
+	if x != nil {
+		return x.Ingress
+	}
+	return ""
+}
+
+func (x *Route) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
 	}
 	return ""
 }
@@ -813,14 +833,16 @@ const file_edge_v1_edge_proto_rawDesc = "" +
 	"\n" +
 	"\x12edge/v1/edge.proto\x12\x10sandboxd.edge.v1\"-\n" +
 	"\x12WatchRoutesRequest\x12\x17\n" +
-	"\aedge_id\x18\x01 \x01(\tR\x06edgeId\"\xb9\x01\n" +
+	"\aedge_id\x18\x01 \x01(\tR\x06edgeId\"\xec\x01\n" +
 	"\x05Route\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x17\n" +
 	"\asite_id\x18\x03 \x01(\tR\x06siteId\x125\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x1d.sandboxd.edge.v1.RouteStatusR\x06status\x12\x16\n" +
 	"\x06custom\x18\x05 \x01(\bR\x06custom\x12\x1a\n" +
-	"\bredirect\x18\x06 \x01(\tR\bredirect\"\x96\x01\n" +
+	"\bredirect\x18\x06 \x01(\tR\bredirect\x12\x18\n" +
+	"\aingress\x18\a \x01(\tR\aingress\x12\x17\n" +
+	"\anode_id\x18\b \x01(\tR\x06nodeId\"\x96\x01\n" +
 	"\n" +
 	"RouteEvent\x12\x1a\n" +
 	"\bsnapshot\x18\x01 \x01(\bR\bsnapshot\x121\n" +

@@ -1,0 +1,131 @@
+package siteingress_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/internal/pki"
+	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	"github.com/sandboxd/sandboxd/internal/siteingress"
+)
+
+type sites map[string]string
+
+func (s sites) Backend(id string) (string, bool) { a, ok := s[id]; return a, ok }
+
+// member issues credentials for id under ca.
+func member(t *testing.T, ca *pki.CA, id pki.Identity) *rpcauth.Creds {
+	t.Helper()
+	key, err := pki.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, _ := pki.EncodeKey(key)
+	certPEM, _, err := ca.Issue(id, key.Public(), time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := rpcauth.NewCreds(certPEM, keyPEM, ca.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestIngress: an edge's certificate reaches a site of the node by its
+// id; anything else — another role, another cluster, the wrong node, an
+// unknown site, an address instead of a site id — reaches nothing.
+func TestIngress(t *testing.T) {
+	ca, _, err := pki.NewCA("test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := pki.NewCA("other", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "site at %s%s", r.Host, r.URL.Path)
+	}))
+	defer site.Close()
+	secret := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "node secret") }))
+	defer secret.Close()
+
+	node := member(t, ca, pki.Identity{Role: pki.RoleAgent, ID: "node-1"})
+	cfg := node.ServerTLS(true)
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		_, err := pki.Verify(cs.PeerCertificates, node.Roots(), time.Now(), pki.RoleEdge)
+		return err
+	}
+	in, err := siteingress.Listen("127.0.0.1:0", cfg, sites{"site_a": strings.TrimPrefix(site.URL, "http://")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go in.Serve()
+	defer in.Close()
+
+	get := func(creds *rpcauth.Creds, nodeID, siteID string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := siteingress.Dial(ctx, in.Addr(), creds.ClientTLS(nodeID, pki.RoleAgent), siteID)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(c, "GET /hello HTTP/1.1\r\nHost: shop.example\r\nConnection: close\r\n\r\n"); err != nil {
+			return "", err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	edge := member(t, ca, pki.Identity{Role: pki.RoleEdge, ID: "edge-1"})
+	if body, err := get(edge, "node-1", "site_a"); err != nil || body != "site at shop.example/hello" {
+		t.Fatalf("an edge to its site: %q %v", body, err)
+	}
+	for _, c := range []struct {
+		name   string
+		creds  *rpcauth.Creds
+		node   string
+		siteID string
+	}{
+		{"an agent's certificate", member(t, ca, pki.Identity{Role: pki.RoleAgent, ID: "node-2"}), "node-1", "site_a"},
+		{"a server's certificate", member(t, ca, pki.Identity{Role: pki.RoleServer, ID: "server-1"}), "node-1", "site_a"},
+		{"another cluster's edge", member(t, other, pki.Identity{Role: pki.RoleEdge, ID: "edge-1"}), "node-1", "site_a"},
+		{"the wrong node", edge, "node-9", "site_a"},
+		{"an unknown site", edge, "node-1", "site_nope"},
+		{"an address", edge, "node-1", strings.TrimPrefix(secret.URL, "http://")},
+	} {
+		body, err := get(c.creds, c.node, c.siteID)
+		if err == nil || strings.Contains(body, "secret") || strings.Contains(body, "site at") {
+			t.Errorf("%s: %q %v", c.name, body, err)
+		}
+	}
+
+	// A client that never finishes its preamble is cut, and nothing
+	// without a certificate gets past the handshake.
+	raw, err := net.Dial("tcp", in.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	io.WriteString(raw, "sandboxd-site site_a\n")
+	_ = raw.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadAll(raw); err != nil && strings.Contains(err.Error(), "timeout") {
+		t.Fatal("a plain TCP client was kept")
+	}
+}
