@@ -38,8 +38,8 @@ import (
 	"github.com/sandboxd/sandboxd/internal/enroll"
 	"github.com/sandboxd/sandboxd/internal/pki"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
-	"github.com/sandboxd/sandboxd/internal/siteingress"
 	"github.com/sandboxd/sandboxd/internal/rpclimit"
+	"github.com/sandboxd/sandboxd/internal/siteingress"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 )
 
@@ -119,7 +119,7 @@ type Config struct {
 	// IngressAddr as bound, its host BackendHost when unspecified.
 	IngressAddr       string
 	IngressPublicAddr string
-	Logger      *slog.Logger
+	Logger            *slog.Logger
 }
 
 // Runtime classes a node runs its sites under.

@@ -29,8 +29,8 @@ import (
 	"github.com/sandboxd/sandboxd/internal/deadline"
 	"github.com/sandboxd/sandboxd/internal/pki"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
-	"github.com/sandboxd/sandboxd/internal/siteingress"
 	"github.com/sandboxd/sandboxd/internal/rpclimit"
+	"github.com/sandboxd/sandboxd/internal/siteingress"
 	edgev1 "github.com/sandboxd/sandboxd/protocol/edge/v1"
 	"github.com/sandboxd/sandboxd/protocol/edge/v1/edgev1connect"
 )
@@ -105,7 +105,7 @@ type Edge struct {
 	cfg       Config
 	log       *slog.Logger
 	routes    atomic.Pointer[table]
-	bySite    atomic.Pointer[table] // routes by site id, for the ingress dialer
+	bySite    atomic.Pointer[table]  // routes by site id, for the ingress dialer
 	sessions  tls.ClientSessionCache // to nodes' ingresses
 	transport *http.Transport
 	servers   []*http.Server
