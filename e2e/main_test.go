@@ -101,7 +101,13 @@ type proc struct {
 
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(binary, args...), lines: make(chan string, 100), done: make(chan error, 1)}
+	return startCmd(t, env, binary, args...)
+}
+
+// startCmd is start for any command (sandboxd through nsenter, say).
+func startCmd(t *testing.T, env []string, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(name, args...), lines: make(chan string, 100), done: make(chan error, 1)}
 	p.cmd.Env = append(os.Environ(), env...)
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {

@@ -179,7 +179,9 @@ func Score(n *Node, r *Request, s Strategy) float64 {
 	frac(after.MemoryMB, n.Capacity.MemoryMB)
 	frac(after.CPUMilli, n.Capacity.CPUMilli)
 	frac(int64(after.Sites), int64(n.Capacity.Sites))
-	util := 0.0
+	// A node that limits nothing is as loaded as the sites it holds: so
+	// spread still spreads, and bin-pack still packs, across such nodes.
+	util := 1 - 1/float64(1+after.Sites)
 	if dims > 0 {
 		util = sum / float64(dims)
 	}

@@ -33,6 +33,14 @@ func TestPlace(t *testing.T) {
 		{"memory", []Node{{ID: "a", Ready: true, Images: []string{"8.2"}, Capacity: Resources{MemoryMB: 100}}}, req, Spread, "", ReasonNoMemory},
 		{"cpu", []Node{{ID: "a", Ready: true, Images: []string{"8.2"}, Capacity: Resources{CPUMilli: 100}}}, req, Spread, "", ReasonNoCPU},
 		{"unlimited node fits", []Node{{ID: "a", Ready: true, Images: []string{"8.2"}}}, req, BinPack, "a", ""},
+		{"spread across unlimited nodes", []Node{
+			{ID: "a", Ready: true, Images: []string{"8.2"}, Used: Resources{Sites: 3}},
+			{ID: "b", Ready: true, Images: []string{"8.2"}, Used: Resources{Sites: 1}},
+		}, req, Spread, "b", ""},
+		{"binpack onto the fuller unlimited node", []Node{
+			{ID: "a", Ready: true, Images: []string{"8.2"}, Used: Resources{Sites: 3}},
+			{ID: "b", Ready: true, Images: []string{"8.2"}, Used: Resources{Sites: 1}},
+		}, req, BinPack, "a", ""},
 		{"constraints", []Node{
 			{ID: "a", Ready: true, Images: []string{"8.2"}, Labels: map[string]string{"zone": "x"}},
 			{ID: "b", Ready: true, Images: []string{"8.2"}, Labels: map[string]string{"zone": "y"}},

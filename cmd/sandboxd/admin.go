@@ -26,6 +26,7 @@ Commands:
   accounts                                    list accounts
   outbox                                      show mail kept when no SMTP server is set
   cluster                                     show Raft servers and the leader
+  nodes                                       node agents: status, sites, version
   remove-server  --node-id ID                 take a (dead) server out of the Raft cluster
 
   join-token create --role agent|edge|server [--name N] [--ttl 24h] [--description D]
@@ -51,7 +52,7 @@ func runAdmin(args []string, out io.Writer) error {
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
-	case "create-account", "create-token", "set-plan", "accounts", "outbox", "cluster", "remove-server":
+	case "create-account", "create-token", "set-plan", "accounts", "outbox", "cluster", "remove-server", "nodes":
 	case "join-token", "operator-token", "member", "sealing-key":
 		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 			fmt.Fprint(os.Stderr, adminUsage)
@@ -244,6 +245,14 @@ func runAdmin(args []string, out io.Writer) error {
 		}
 		for _, o := range res.OperatorTokens {
 			fmt.Fprintf(out, "%s\t%s\t%s\n", o["id"], o["name"], o["createdAt"])
+		}
+	case "nodes":
+		var res struct{ Nodes []map[string]any }
+		if err := c.do("GET", "/api/admin/nodes", nil, &res); err != nil {
+			return err
+		}
+		for _, n := range res.Nodes {
+			fmt.Fprintf(out, "%s\t%s\t%v sites\tversion %v\t%v\n", n["id"], n["status"], n["sites"], n["version"], n["address"])
 		}
 	case "member list":
 		var res struct{ Members []map[string]any }

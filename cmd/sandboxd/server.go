@@ -92,6 +92,8 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 	c.sealingKey = secretFlag(fs, "sealing-key", "SANDBOXD_SEALING_KEY",
 		"key every server seals secrets in the replicated state with; the same on all servers (default: made once in the data dir, for one machine)")
 	fs.StringVar(&c.cfg.AdvertiseCluster, "advertise-cluster", "", "cluster URL agents, edges and other servers dial (default https://<cluster-addr>)")
+	fs.DurationVar(&c.cfg.HeartbeatInterval, "heartbeat-interval", 2*time.Second, "how often agents report to the control plane")
+	fs.DurationVar(&c.cfg.NodeDownAfter, "node-down-after", 0, "a node silent this long is down and its sites unavailable (default: 5 heartbeat intervals)")
 	fs.DurationVar(&c.cfg.CertTTL, "cert-ttl", 7*24*time.Hour, "lifetime of the certificates the cluster CA issues to servers, agents and edges (renewed at two thirds)")
 }
 

@@ -485,6 +485,7 @@ func (a *API) Register(r *rest.Router) {
 	a.registerRepositories(r)
 	a.registerAdmin(r)
 	a.registerMembers(r)
+	a.registerNodes(r)
 }
 
 // internal handles a route servers call on one another (blob

@@ -188,3 +188,46 @@ func (a *API) listOperatorTokens(w http.ResponseWriter, req *http.Request) error
 	}
 	return rest.JSON(w, http.StatusOK, operatorTokensResponse{OperatorTokens: out})
 }
+
+// NodeView is a node agent as operators see it.
+type NodeView struct {
+	ID          string            `json:"id"`
+	Status      string            `json:"status" enum:"ready,down,draining"`
+	Address     string            `json:"address"`
+	IngressAddr string            `json:"ingressAddr"`
+	Version     string            `json:"version"`
+	PHPVersions []string          `json:"phpVersions"`
+	Labels      map[string]string `json:"labels"`
+	Sites       int               `json:"sites"`
+	MaxSites    int               `json:"maxSites"`
+	// Draining nodes take no new sites; their sites are being moved.
+	Draining     bool      `json:"draining"`
+	RegisteredAt time.Time `json:"registeredAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+}
+
+type nodesResponse struct {
+	Nodes []NodeView `json:"nodes"`
+}
+
+func (a *API) registerNodes(r *rest.Router) {
+	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/nodes", Summary: "Node agents, their status and how many sites each holds.",
+		Response: nodesResponse{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
+			ns, err := a.store.Nodes()
+			if err != nil {
+				return err
+			}
+			out := make([]NodeView, 0, len(ns))
+			for _, n := range ns {
+				sites, err := a.store.SitesOnNode(n.ID)
+				if err != nil {
+					return err
+				}
+				out = append(out, NodeView{ID: n.ID, Status: n.Status, Address: n.Address, IngressAddr: n.IngressAddr, Version: n.Version,
+					PHPVersions: n.PHPVersions, Labels: n.Labels, Sites: len(sites), MaxSites: n.MaxSites, RegisteredAt: n.RegisteredAt,
+					UpdatedAt: n.UpdatedAt})
+			}
+			sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+			return rest.JSON(w, http.StatusOK, nodesResponse{Nodes: out})
+		}})
+}

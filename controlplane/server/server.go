@@ -175,6 +175,9 @@ type Config struct {
 	Pool map[string]int
 	// HeartbeatInterval is what agents are told to use; zero means 2s.
 	HeartbeatInterval time.Duration
+	// NodeDownAfter marks a node down (its sites unavailable) after this
+	// long without a heartbeat; zero means 5 heartbeat intervals.
+	NodeDownAfter time.Duration
 	// FetchAllow lists address ranges customer URLs (zipUrl, release
 	// assets) may reach although private or loopback; empty allows none.
 	FetchAllow []netip.Prefix
@@ -405,7 +408,8 @@ func New(cfg Config) (_ *Server, err error) {
 	s.dispatcher = jobs.NewDispatcher(jobs.Config{Store: store, Raft: node, Workers: cfg.JobWorkers,
 		PerWorkspace: cfg.JobsPerWorkspace, Logger: cfg.Logger, Now: cfg.Now})
 	s.registry = nodes.New(nodes.Config{Store: store, Raft: node, Creds: s.creds, HeartbeatInterval: cfg.HeartbeatInterval,
-		Now: cfg.Now, Logger: cfg.Logger})
+		DownAfter: cfg.NodeDownAfter,
+		Now:       cfg.Now, Logger: cfg.Logger})
 	sealer, err := seal.New(cfg.SealingKey, "library-license")
 	if err != nil {
 		return nil, err

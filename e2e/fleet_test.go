@@ -1,0 +1,380 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/agenttest"
+	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+)
+
+// fleet is hosts simulated with network namespaces on a bridge the test
+// makes: every component runs in its own namespace with its own address,
+// and they talk over real TCP through the bridge. The test itself (the
+// operator and the visitors) is on the bridge's address.
+type fleet struct {
+	t      *testing.T
+	id     string
+	bridge string
+	prefix string // 10.252.N.
+	next   int
+	mu     sync.Mutex
+	hosts  map[string]*host
+	env    []string // the servers' shared environment (sealing key)
+	dir    string
+}
+
+// host is one simulated machine.
+type host struct {
+	f      *fleet
+	name   string
+	ns     string
+	ip     string
+	veth   string // the bridge's end
+	dir    string // its data
+	mu     sync.Mutex
+	proc   *proc
+	env    []string
+	args   []string
+	binary string
+}
+
+func newFleet(t *testing.T) *fleet {
+	t.Helper()
+	agenttest.HostRoutes(t)
+	b := make([]byte, 2)
+	_, _ = rand.Read(b)
+	id := hex.EncodeToString(b)
+	f := &fleet{t: t, id: id, bridge: "sbxf" + id, prefix: fmt.Sprintf("10.252.%d.", 1+int(b[0])%250), next: 10,
+		hosts: map[string]*host{}, dir: agenttest.ShortDir(t)}
+	f.ip("link", "add", f.bridge, "type", "bridge")
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", f.bridge).Run() })
+	f.ip("addr", "add", f.prefix+"1/24", "dev", f.bridge)
+	f.ip("link", "set", f.bridge, "up")
+	return f
+}
+
+func (f *fleet) ip(args ...string) {
+	f.t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		f.t.Fatalf("ip %v: %v: %s", args, err, out)
+	}
+}
+
+// host makes a machine: a namespace with one interface on the bridge.
+func (f *fleet) host(name string) *host {
+	f.t.Helper()
+	f.mu.Lock()
+	n := f.next
+	f.next++
+	f.mu.Unlock()
+	h := &host{f: f, name: name, ns: "sbxf" + f.id + "-" + name, ip: f.prefix + fmt.Sprint(n), veth: fmt.Sprintf("sbxf%s%d", f.id, n),
+		dir: filepath.Join(f.dir, name), binary: binary}
+	f.ip("netns", "add", h.ns)
+	f.t.Cleanup(func() {
+		_ = exec.Command("ip", "link", "del", h.veth).Run()
+		_ = exec.Command("ip", "netns", "del", h.ns).Run()
+	})
+	f.ip("link", "add", h.veth, "type", "veth", "peer", "name", h.veth+"n")
+	f.ip("link", "set", h.veth+"n", "netns", h.ns)
+	f.ip("-n", h.ns, "link", "set", h.veth+"n", "name", "eth0")
+	f.ip("-n", h.ns, "addr", "add", h.ip+"/24", "dev", "eth0")
+	f.ip("-n", h.ns, "link", "set", "eth0", "up")
+	f.ip("-n", h.ns, "link", "set", "lo", "up")
+	f.ip("link", "set", h.veth, "master", f.bridge)
+	f.ip("link", "set", h.veth, "up")
+	f.hosts[name] = h
+	return h
+}
+
+// addr is the host's address with a port.
+func (h *host) addr(port int) string { return net.JoinHostPort(h.ip, fmt.Sprint(port)) }
+
+// start runs sandboxd on the host (in its network namespace only: the
+// file system is the machine's, as containerd's socket and the image
+// cache need).
+func (h *host) start(env []string, args ...string) *proc {
+	h.f.t.Helper()
+	h.mu.Lock()
+	h.env, h.args = env, args
+	h.mu.Unlock()
+	return h.run()
+}
+
+func (h *host) run() *proc {
+	t := h.f.t
+	t.Helper()
+	p := startCmd(t, h.env, "nsenter", append([]string{"--net=/run/netns/" + h.ns, "--", h.binary}, h.args...)...)
+	h.mu.Lock()
+	h.proc = p
+	h.mu.Unlock()
+	return p
+}
+
+// kill SIGKILLs the host's sandboxd (what it started, containerd and the
+// sites, keeps running, as on a machine whose agent crashed).
+func (h *host) kill() {
+	h.f.t.Helper()
+	h.mu.Lock()
+	p := h.proc
+	h.mu.Unlock()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	st.Await(h.f.t, p.done, time.Minute, h.name+"'s sandboxd to die")
+	p.done <- nil
+}
+
+// restart starts the host's sandboxd again with the same arguments (the
+// binary may have been replaced: a rolling upgrade).
+func (h *host) restart() *proc { return h.run() }
+
+// unplug and plug take the host's link off the network and back.
+func (h *host) unplug() { h.f.ip("link", "set", h.veth, "down") }
+func (h *host) plug()   { h.f.ip("link", "set", h.veth, "up") }
+
+// fleetSystem is three servers, two agents and two edges, each on a host.
+type fleetSystem struct {
+	f        *fleet
+	servers  []*host
+	agents   []*host
+	edges    []*host
+	operator string // token
+	api      string // s1's API URL
+	owner    *st.Client
+}
+
+const (
+	fleetAPIPort     = 8080
+	fleetClusterPort = 7443
+	fleetRaftPort    = 8300
+	fleetEdgePort    = 80
+	fleetDomain      = "fleet.test"
+)
+
+// startFleet runs the system: s1 bootstraps, s2 and s3 join with join
+// tokens, agents and edges join with theirs; serverArgs are added to
+// every server's flags.
+func startFleet(t *testing.T, serverArgs ...string) *fleetSystem {
+	t.Helper()
+	f := newFleet(t)
+	key, err := run(t, nil, "admin", "sealing-key", "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.env = []string{"SANDBOXD_SEALING_KEY=" + strings.TrimSpace(key)}
+	fs := &fleetSystem{f: f}
+	var clusterURLs []string
+	for i := 1; i <= 3; i++ {
+		h := f.host(fmt.Sprintf("s%d", i))
+		fs.servers = append(fs.servers, h)
+		clusterURLs = append(clusterURLs, "https://"+h.addr(fleetClusterPort))
+	}
+	serverFlags := func(h *host) []string {
+		return append([]string{"server", "--data-dir", h.dir, "--node-id", h.name, "--api-addr", h.addr(fleetAPIPort),
+			"--cluster-addr", h.addr(fleetClusterPort), "--raft-addr", h.addr(fleetRaftPort),
+			"--sandbox-domain", fleetDomain, "--site-port", "80", "--log-format", "json", "--log-level", "debug"}, serverArgs...)
+	}
+	fs.servers[0].start(f.env, serverFlags(fs.servers[0])...)
+	fs.api = "http://" + fs.servers[0].addr(fleetAPIPort)
+	st.WaitFor(t, time.Minute, "s1's operator token", func() bool {
+		_, err := os.Stat(filepath.Join(fs.servers[0].dir, "operator-token"))
+		return err == nil
+	})
+	fs.operator = readKey(t, filepath.Join(fs.servers[0].dir, "operator-token"))
+	for _, h := range fs.servers[1:] {
+		env := append(append([]string{}, f.env...), "SANDBOXD_JOIN_TOKEN="+fs.joinToken("server", h.name))
+		h.start(env, append(serverFlags(h), "--join", clusterURLs[0])...)
+	}
+	op := st.NewClient(t, fs.api, fs.operator)
+	st.WaitFor(t, 2*time.Minute, "three voters", func() bool {
+		r, err := op.DoErr("GET", "/api/admin/cluster", nil)
+		if err != nil || r.Status != 200 {
+			return false
+		}
+		servers, _ := r.Get("cluster.servers").([]any)
+		return len(servers) == 3
+	})
+	controlPlane := strings.Join(clusterURLs, ",")
+	for i := 1; i <= 2; i++ {
+		h := f.host(fmt.Sprintf("a%d", i))
+		fs.agents = append(fs.agents, h)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := agent.Purge(ctx, h.dir, ""); err != nil {
+				t.Errorf("purge %s: %v", h.name, err)
+			}
+		})
+		// Each agent starts a containerd of its own, in its namespace:
+		// its sites and MariaDB live on its machine.
+		h.start([]string{"SANDBOXD_JOIN_TOKEN=" + fs.joinToken("agent", h.name)}, "agent", "--data-dir", h.dir, "--node-id", h.name,
+			"--control-plane", controlPlane, "--listen-addr", h.addr(8090), "--backend-host", h.ip, "--ingress-addr", h.addr(8444),
+			"--containerd-socket", filepath.Join(h.dir, "none.sock"), "--site-egress", "none", "--ssh-addr", "", "--log-format", "json")
+	}
+	for i := 1; i <= 2; i++ {
+		h := f.host(fmt.Sprintf("e%d", i))
+		fs.edges = append(fs.edges, h)
+		h.start([]string{"SANDBOXD_JOIN_TOKEN=" + fs.joinToken("edge", h.name)}, "edge", "--data-dir", h.dir, "--id", h.name,
+			"--control-plane", controlPlane, "--addr", h.addr(fleetEdgePort), "--log-format", "json")
+	}
+	st.WaitFor(t, 5*time.Minute, "both agents ready and both edges joined", func() bool {
+		r, err := op.DoErr("GET", "/api/admin/nodes", nil)
+		if err != nil || r.Status != 200 || strings.Count(string(r.Raw), `"status":"ready"`) != 2 {
+			return false
+		}
+		m, err := op.DoErr("GET", "/api/admin/members", nil)
+		return err == nil && m.Status == 200 && strings.Count(string(m.Raw), `"role":"edge"`) == 2
+	})
+	out, err := run(t, []string{"SANDBOXD_OPERATOR_TOKEN=" + fs.operator}, "admin", "create-account", "--server", fs.api, "--email", "fleet@example.com", "--plan", "paid")
+	if err != nil {
+		t.Fatalf("create-account: %v %s", err, out)
+	}
+	out, err = run(t, []string{"SANDBOXD_OPERATOR_TOKEN=" + fs.operator}, "admin", "create-token", "--server", fs.api, "--email", "fleet@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.owner = st.NewClient(t, fs.api, lastLine(out))
+	return fs
+}
+
+// joinToken makes a join token through s1's API.
+func (fs *fleetSystem) joinToken(role, name string) string {
+	fs.f.t.Helper()
+	var out string
+	var err error
+	st.WaitFor(fs.f.t, 2*time.Minute, "a join token for "+name, func() bool {
+		out, err = run(fs.f.t, []string{"SANDBOXD_OPERATOR_TOKEN=" + fs.operatorToken()}, "admin", "join-token", "create",
+			"--server", "http://"+fs.servers[0].addr(fleetAPIPort), "--role", role, "--name", name)
+		return err == nil
+	})
+	return lastLine(out)
+}
+
+func (fs *fleetSystem) operatorToken() string {
+	if fs.operator == "" {
+		fs.operator = readKey(fs.f.t, filepath.Join(fs.servers[0].dir, "operator-token"))
+	}
+	return fs.operator
+}
+
+// visit asks edge e for a site's page; the status and body.
+func (fs *fleetSystem) visit(e *host, siteURL, path string) (int, string, error) {
+	host := strings.TrimPrefix(strings.TrimPrefix(siteURL, "http://"), "https://")
+	host, _, _ = strings.Cut(host, "/")
+	req, err := http.NewRequest("GET", "http://"+e.addr(fleetEdgePort)+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Host = host
+	client := &http.Client{Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return resp.StatusCode, string(b), err
+}
+
+// waitJob waits for a job to end and returns it.
+func (fs *fleetSystem) waitJob(t *testing.T, id string) map[string]any {
+	t.Helper()
+	var job map[string]any
+	st.WaitFor(t, 5*time.Minute, "job "+id, func() bool {
+		r := fs.owner.Do("GET", "/api/app/jobs/"+id, nil)
+		if r.Status != 200 {
+			return false
+		}
+		job, _ = r.Get("job").(map[string]any)
+		return job["status"] == "succeeded" || job["status"] == "failed"
+	})
+	return job
+}
+
+// TestFleetAcrossHosts: three servers, two agents and two edges, each on
+// a host of its own: sites land on both agents and every site is served
+// by both edges (through its node's ingress: an edge cannot reach a
+// site's address on another host). An agent that is lost (its process
+// killed, its link cut) has its sites unavailable at both edges and in
+// the API, and back when it returns.
+func TestFleetAcrossHosts(t *testing.T) {
+	fs := startFleet(t, "--heartbeat-interval", "500ms", "--node-down-after", "3s")
+	t.Logf("fleet up: servers %s %s %s, agents %s %s, edges %s %s", fs.servers[0].ip, fs.servers[1].ip, fs.servers[2].ip,
+		fs.agents[0].ip, fs.agents[1].ip, fs.edges[0].ip, fs.edges[1].ip)
+
+	type site struct{ id, url, node string }
+	var sites []site
+	for i := 0; i < 4; i++ {
+		r := fs.owner.Do("POST", "/api/app/sites", map[string]any{"name": fmt.Sprintf("Fleet %d", i)}).Must(t, 202)
+		if job := fs.waitJob(t, r.Str("jobId")); job["status"] != "succeeded" {
+			t.Fatalf("create %d: %v", i, job)
+		}
+		s := fs.owner.Do("GET", "/api/app/sites/"+r.Str("site.id"), nil).Must(t, 200)
+		sites = append(sites, site{id: s.Str("site.id"), url: s.Str("site.url"), node: s.Str("site.nodeId")})
+	}
+	nodes := map[string]int{}
+	for _, s := range sites {
+		nodes[s.node]++
+	}
+	if nodes["a1"] == 0 || nodes["a2"] == 0 {
+		t.Fatalf("sites are not on both agents: %v", nodes)
+	}
+	servedBy := func(e *host, s site) bool {
+		code, body, err := fs.visit(e, s.url, "/")
+		return err == nil && code == 200 && strings.Contains(body, "wp-content")
+	}
+	for _, s := range sites {
+		for _, e := range fs.edges {
+			st.WaitFor(t, time.Minute, s.id+" through "+e.name, func() bool { return servedBy(e, s) })
+		}
+	}
+
+	t.Run("a lost agent's sites are unavailable until it returns", func(t *testing.T) {
+		lost := fs.agents[0]
+		lost.kill()
+		lost.unplug()
+		var onLost []site
+		for _, s := range sites {
+			if s.node == lost.name {
+				onLost = append(onLost, s)
+			}
+		}
+		for _, s := range onLost {
+			st.WaitFor(t, time.Minute, s.id+" unavailable in the API", func() bool {
+				return fs.owner.Do("GET", "/api/app/sites/"+s.id, nil).Str("site.status") == "unavailable"
+			})
+			for _, e := range fs.edges {
+				code, body, err := fs.visit(e, s.url, "/")
+				if err != nil || code != 503 || !strings.Contains(body, "temporarily unavailable") {
+					t.Errorf("%s at %s while its node is lost: %d %v %.200s", s.id, e.name, code, err, body)
+				}
+			}
+		}
+		// The other agent's sites are untouched.
+		for _, s := range sites {
+			if s.node != lost.name && !servedBy(fs.edges[0], s) {
+				t.Errorf("%s (on %s) is not served while another node is lost", s.id, s.node)
+			}
+		}
+		lost.plug()
+		lost.restart()
+		for _, s := range onLost {
+			st.WaitFor(t, 2*time.Minute, s.id+" back", func() bool {
+				return fs.owner.Do("GET", "/api/app/sites/"+s.id, nil).Str("site.status") == "ready" && servedBy(fs.edges[1], s)
+			})
+		}
+	})
+}
