@@ -444,3 +444,8 @@ func (v *service) RestoreArchive(ctx context.Context, stream *connect.ClientStre
 		Tables: int32(res.Tables), TablePrefix: res.Prefix, RewrittenValues: res.Rewritten, AdminLogin: res.AdminLogin,
 		SkippedEntries: res.Skipped, Format: res.Format, Notes: res.Notes}), nil
 }
+
+// SnapshotSite streams a live snapshot of a site (see the proto).
+func (v *service) SnapshotSite(ctx context.Context, req *connect.Request[agentv1.SnapshotSiteRequest], stream *connect.ServerStream[agentv1.SnapshotChunk]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("snapshots are not built yet"))
+}

@@ -82,6 +82,55 @@ func (SiteState) EnumDescriptor() ([]byte, []int) {
 	return file_agent_v1_agent_proto_rawDescGZIP(), []int{0}
 }
 
+type SnapshotPart int32
+
+const (
+	SnapshotPart_SNAPSHOT_PART_UNSPECIFIED SnapshotPart = 0
+	SnapshotPart_SNAPSHOT_PART_FILES       SnapshotPart = 1
+	SnapshotPart_SNAPSHOT_PART_DATABASE    SnapshotPart = 2
+)
+
+// Enum value maps for SnapshotPart.
+var (
+	SnapshotPart_name = map[int32]string{
+		0: "SNAPSHOT_PART_UNSPECIFIED",
+		1: "SNAPSHOT_PART_FILES",
+		2: "SNAPSHOT_PART_DATABASE",
+	}
+	SnapshotPart_value = map[string]int32{
+		"SNAPSHOT_PART_UNSPECIFIED": 0,
+		"SNAPSHOT_PART_FILES":       1,
+		"SNAPSHOT_PART_DATABASE":    2,
+	}
+)
+
+func (x SnapshotPart) Enum() *SnapshotPart {
+	p := new(SnapshotPart)
+	*p = x
+	return p
+}
+
+func (x SnapshotPart) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SnapshotPart) Descriptor() protoreflect.EnumDescriptor {
+	return file_agent_v1_agent_proto_enumTypes[1].Descriptor()
+}
+
+func (SnapshotPart) Type() protoreflect.EnumType {
+	return &file_agent_v1_agent_proto_enumTypes[1]
+}
+
+func (x SnapshotPart) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SnapshotPart.Descriptor instead.
+func (SnapshotPart) EnumDescriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
 type Resources struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MemoryMb      int64                  `protobuf:"varint,1,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
@@ -3783,6 +3832,153 @@ func (x *DeployRepositoryResponse) GetBytes() int64 {
 	return 0
 }
 
+type SnapshotSiteRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	SiteId string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	JobId  string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// max_bytes bounds the snapshot (both parts); 0: the agent's default.
+	MaxBytes      int64 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotSiteRequest) Reset() {
+	*x = SnapshotSiteRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotSiteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotSiteRequest) ProtoMessage() {}
+
+func (x *SnapshotSiteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotSiteRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotSiteRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *SnapshotSiteRequest) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *SnapshotSiteRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SnapshotSiteRequest) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+type SnapshotChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Part  SnapshotPart           `protobuf:"varint,1,opt,name=part,proto3,enum=sandboxd.agent.v1.SnapshotPart" json:"part,omitempty"`
+	Data  []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// done marks the last message, with the parts' sizes in bytes and the
+	// time the database was read (what the snapshot is as of).
+	Done          bool  `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	FilesBytes    int64 `protobuf:"varint,4,opt,name=files_bytes,json=filesBytes,proto3" json:"files_bytes,omitempty"`
+	DatabaseBytes int64 `protobuf:"varint,5,opt,name=database_bytes,json=databaseBytes,proto3" json:"database_bytes,omitempty"`
+	TakenAtUnixMs int64 `protobuf:"varint,6,opt,name=taken_at_unix_ms,json=takenAtUnixMs,proto3" json:"taken_at_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_agent_v1_agent_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *SnapshotChunk) GetPart() SnapshotPart {
+	if x != nil {
+		return x.Part
+	}
+	return SnapshotPart_SNAPSHOT_PART_UNSPECIFIED
+}
+
+func (x *SnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *SnapshotChunk) GetFilesBytes() int64 {
+	if x != nil {
+		return x.FilesBytes
+	}
+	return 0
+}
+
+func (x *SnapshotChunk) GetDatabaseBytes() int64 {
+	if x != nil {
+		return x.DatabaseBytes
+	}
+	return 0
+}
+
+func (x *SnapshotChunk) GetTakenAtUnixMs() int64 {
+	if x != nil {
+		return x.TakenAtUnixMs
+	}
+	return 0
+}
+
 var File_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agent_v1_agent_proto_rawDesc = "" +
@@ -4102,18 +4298,34 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x18DeployRepositoryResponse\x12\x10\n" +
 	"\x03sha\x18\x01 \x01(\tR\x03sha\x12\x14\n" +
 	"\x05files\x18\x02 \x01(\x03R\x05files\x12\x14\n" +
-	"\x05bytes\x18\x03 \x01(\x03R\x05bytes*\x9d\x01\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\"b\n" +
+	"\x13SnapshotSiteRequest\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x1b\n" +
+	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\"\xdd\x01\n" +
+	"\rSnapshotChunk\x123\n" +
+	"\x04part\x18\x01 \x01(\x0e2\x1f.sandboxd.agent.v1.SnapshotPartR\x04part\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
+	"\x04done\x18\x03 \x01(\bR\x04done\x12\x1f\n" +
+	"\vfiles_bytes\x18\x04 \x01(\x03R\n" +
+	"filesBytes\x12%\n" +
+	"\x0edatabase_bytes\x18\x05 \x01(\x03R\rdatabaseBytes\x12'\n" +
+	"\x10taken_at_unix_ms\x18\x06 \x01(\x03R\rtakenAtUnixMs*\x9d\x01\n" +
 	"\tSiteState\x12\x1a\n" +
 	"\x16SITE_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SITE_STATE_CREATING\x10\x01\x12\x14\n" +
 	"\x10SITE_STATE_READY\x10\x02\x12\x16\n" +
 	"\x12SITE_STATE_STOPPED\x10\x03\x12\x15\n" +
 	"\x11SITE_STATE_FAILED\x10\x04\x12\x16\n" +
-	"\x12SITE_STATE_DELETED\x10\x052\x9f\x02\n" +
+	"\x12SITE_STATE_DELETED\x10\x05*b\n" +
+	"\fSnapshotPart\x12\x1d\n" +
+	"\x19SNAPSHOT_PART_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13SNAPSHOT_PART_FILES\x10\x01\x12\x1a\n" +
+	"\x16SNAPSHOT_PART_DATABASE\x10\x022\x9f\x02\n" +
 	"\x0fRegistryService\x12S\n" +
 	"\bRegister\x12\".sandboxd.agent.v1.RegisterRequest\x1a#.sandboxd.agent.v1.RegisterResponse\x12V\n" +
 	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse\x12_\n" +
-	"\fAuthorizeSSH\x12&.sandboxd.agent.v1.AuthorizeSSHRequest\x1a'.sandboxd.agent.v1.AuthorizeSSHResponse2\xba\x13\n" +
+	"\fAuthorizeSSH\x12&.sandboxd.agent.v1.AuthorizeSSHRequest\x1a'.sandboxd.agent.v1.AuthorizeSSHResponse2\x96\x14\n" +
 	"\fAgentService\x12Y\n" +
 	"\n" +
 	"CreateSite\x12$.sandboxd.agent.v1.CreateSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12O\n" +
@@ -4146,7 +4358,8 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x0eRestoreArchive\x12(.sandboxd.agent.v1.RestoreArchiveRequest\x1a).sandboxd.agent.v1.RestoreArchiveResponse(\x01\x12Y\n" +
 	"\n" +
 	"SetSiteURL\x12$.sandboxd.agent.v1.SetSiteURLRequest\x1a%.sandboxd.agent.v1.SetSiteURLResponse\x12k\n" +
-	"\x10DeployRepository\x12*.sandboxd.agent.v1.DeployRepositoryRequest\x1a+.sandboxd.agent.v1.DeployRepositoryResponseB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
+	"\x10DeployRepository\x12*.sandboxd.agent.v1.DeployRepositoryRequest\x1a+.sandboxd.agent.v1.DeployRepositoryResponse\x12Z\n" +
+	"\fSnapshotSite\x12&.sandboxd.agent.v1.SnapshotSiteRequest\x1a .sandboxd.agent.v1.SnapshotChunk0\x01B8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -4160,154 +4373,160 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_agent_v1_agent_proto_rawDescData
 }
 
-var file_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(SiteState)(0),                   // 0: sandboxd.agent.v1.SiteState
-	(*Resources)(nil),                // 1: sandboxd.agent.v1.Resources
-	(*RegisterRequest)(nil),          // 2: sandboxd.agent.v1.RegisterRequest
-	(*RegisterResponse)(nil),         // 3: sandboxd.agent.v1.RegisterResponse
-	(*SiteStatus)(nil),               // 4: sandboxd.agent.v1.SiteStatus
-	(*HeartbeatRequest)(nil),         // 5: sandboxd.agent.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),        // 6: sandboxd.agent.v1.HeartbeatResponse
-	(*SiteRef)(nil),                  // 7: sandboxd.agent.v1.SiteRef
-	(*CreateSiteRequest)(nil),        // 8: sandboxd.agent.v1.CreateSiteRequest
-	(*CreateSiteResponse)(nil),       // 9: sandboxd.agent.v1.CreateSiteResponse
-	(*DeleteSiteResponse)(nil),       // 10: sandboxd.agent.v1.DeleteSiteResponse
-	(*ResetSiteRequest)(nil),         // 11: sandboxd.agent.v1.ResetSiteRequest
-	(*ResetSiteResponse)(nil),        // 12: sandboxd.agent.v1.ResetSiteResponse
-	(*CreateLoginTokenRequest)(nil),  // 13: sandboxd.agent.v1.CreateLoginTokenRequest
-	(*CreateLoginTokenResponse)(nil), // 14: sandboxd.agent.v1.CreateLoginTokenResponse
-	(*DebugSettings)(nil),            // 15: sandboxd.agent.v1.DebugSettings
-	(*SetDebugRequest)(nil),          // 16: sandboxd.agent.v1.SetDebugRequest
-	(*TailDebugLogRequest)(nil),      // 17: sandboxd.agent.v1.TailDebugLogRequest
-	(*TailDebugLogResponse)(nil),     // 18: sandboxd.agent.v1.TailDebugLogResponse
-	(*TruncateDebugLogResponse)(nil), // 19: sandboxd.agent.v1.TruncateDebugLogResponse
-	(*SetPHPConfigRequest)(nil),      // 20: sandboxd.agent.v1.SetPHPConfigRequest
-	(*PHPConfig)(nil),                // 21: sandboxd.agent.v1.PHPConfig
-	(*Email)(nil),                    // 22: sandboxd.agent.v1.Email
-	(*ListEmailsResponse)(nil),       // 23: sandboxd.agent.v1.ListEmailsResponse
-	(*ClearEmailsResponse)(nil),      // 24: sandboxd.agent.v1.ClearEmailsResponse
-	(*SwitchPHPVersionRequest)(nil),  // 25: sandboxd.agent.v1.SwitchPHPVersionRequest
-	(*SwitchPHPVersionResponse)(nil), // 26: sandboxd.agent.v1.SwitchPHPVersionResponse
-	(*FilesRequest)(nil),             // 27: sandboxd.agent.v1.FilesRequest
-	(*FileEntry)(nil),                // 28: sandboxd.agent.v1.FileEntry
-	(*FilesResponse)(nil),            // 29: sandboxd.agent.v1.FilesResponse
-	(*DatabaseInfo)(nil),             // 30: sandboxd.agent.v1.DatabaseInfo
-	(*Plugin)(nil),                   // 31: sandboxd.agent.v1.Plugin
-	(*ListPluginsResponse)(nil),      // 32: sandboxd.agent.v1.ListPluginsResponse
-	(*InstallPluginRequest)(nil),     // 33: sandboxd.agent.v1.InstallPluginRequest
-	(*InstallPluginResponse)(nil),    // 34: sandboxd.agent.v1.InstallPluginResponse
-	(*FreezeTemplateRequest)(nil),    // 35: sandboxd.agent.v1.FreezeTemplateRequest
-	(*TemplateRef)(nil),              // 36: sandboxd.agent.v1.TemplateRef
-	(*TemplateInfo)(nil),             // 37: sandboxd.agent.v1.TemplateInfo
-	(*DeleteTemplateResponse)(nil),   // 38: sandboxd.agent.v1.DeleteTemplateResponse
-	(*RestoreSiteRequest)(nil),       // 39: sandboxd.agent.v1.RestoreSiteRequest
-	(*Chunk)(nil),                    // 40: sandboxd.agent.v1.Chunk
-	(*ImportTemplateRequest)(nil),    // 41: sandboxd.agent.v1.ImportTemplateRequest
-	(*RenameSiteRequest)(nil),        // 42: sandboxd.agent.v1.RenameSiteRequest
-	(*RenameSiteResponse)(nil),       // 43: sandboxd.agent.v1.RenameSiteResponse
-	(*RunBlueprintStepRequest)(nil),  // 44: sandboxd.agent.v1.RunBlueprintStepRequest
-	(*RunBlueprintStepResponse)(nil), // 45: sandboxd.agent.v1.RunBlueprintStepResponse
-	(*RestoreArchiveRequest)(nil),    // 46: sandboxd.agent.v1.RestoreArchiveRequest
-	(*RestoreHeader)(nil),            // 47: sandboxd.agent.v1.RestoreHeader
-	(*RestorePart)(nil),              // 48: sandboxd.agent.v1.RestorePart
-	(*RestoreArchiveResponse)(nil),   // 49: sandboxd.agent.v1.RestoreArchiveResponse
-	(*SetSiteURLRequest)(nil),        // 50: sandboxd.agent.v1.SetSiteURLRequest
-	(*SetSiteURLResponse)(nil),       // 51: sandboxd.agent.v1.SetSiteURLResponse
-	(*AuthorizeSSHRequest)(nil),      // 52: sandboxd.agent.v1.AuthorizeSSHRequest
-	(*AuthorizeSSHResponse)(nil),     // 53: sandboxd.agent.v1.AuthorizeSSHResponse
-	(*DeployRepositoryRequest)(nil),  // 54: sandboxd.agent.v1.DeployRepositoryRequest
-	(*DeployRepositoryResponse)(nil), // 55: sandboxd.agent.v1.DeployRepositoryResponse
-	nil,                              // 56: sandboxd.agent.v1.RegisterRequest.LabelsEntry
-	nil,                              // 57: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	nil,                              // 58: sandboxd.agent.v1.PHPConfig.SettingsEntry
+	(SnapshotPart)(0),                // 1: sandboxd.agent.v1.SnapshotPart
+	(*Resources)(nil),                // 2: sandboxd.agent.v1.Resources
+	(*RegisterRequest)(nil),          // 3: sandboxd.agent.v1.RegisterRequest
+	(*RegisterResponse)(nil),         // 4: sandboxd.agent.v1.RegisterResponse
+	(*SiteStatus)(nil),               // 5: sandboxd.agent.v1.SiteStatus
+	(*HeartbeatRequest)(nil),         // 6: sandboxd.agent.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),        // 7: sandboxd.agent.v1.HeartbeatResponse
+	(*SiteRef)(nil),                  // 8: sandboxd.agent.v1.SiteRef
+	(*CreateSiteRequest)(nil),        // 9: sandboxd.agent.v1.CreateSiteRequest
+	(*CreateSiteResponse)(nil),       // 10: sandboxd.agent.v1.CreateSiteResponse
+	(*DeleteSiteResponse)(nil),       // 11: sandboxd.agent.v1.DeleteSiteResponse
+	(*ResetSiteRequest)(nil),         // 12: sandboxd.agent.v1.ResetSiteRequest
+	(*ResetSiteResponse)(nil),        // 13: sandboxd.agent.v1.ResetSiteResponse
+	(*CreateLoginTokenRequest)(nil),  // 14: sandboxd.agent.v1.CreateLoginTokenRequest
+	(*CreateLoginTokenResponse)(nil), // 15: sandboxd.agent.v1.CreateLoginTokenResponse
+	(*DebugSettings)(nil),            // 16: sandboxd.agent.v1.DebugSettings
+	(*SetDebugRequest)(nil),          // 17: sandboxd.agent.v1.SetDebugRequest
+	(*TailDebugLogRequest)(nil),      // 18: sandboxd.agent.v1.TailDebugLogRequest
+	(*TailDebugLogResponse)(nil),     // 19: sandboxd.agent.v1.TailDebugLogResponse
+	(*TruncateDebugLogResponse)(nil), // 20: sandboxd.agent.v1.TruncateDebugLogResponse
+	(*SetPHPConfigRequest)(nil),      // 21: sandboxd.agent.v1.SetPHPConfigRequest
+	(*PHPConfig)(nil),                // 22: sandboxd.agent.v1.PHPConfig
+	(*Email)(nil),                    // 23: sandboxd.agent.v1.Email
+	(*ListEmailsResponse)(nil),       // 24: sandboxd.agent.v1.ListEmailsResponse
+	(*ClearEmailsResponse)(nil),      // 25: sandboxd.agent.v1.ClearEmailsResponse
+	(*SwitchPHPVersionRequest)(nil),  // 26: sandboxd.agent.v1.SwitchPHPVersionRequest
+	(*SwitchPHPVersionResponse)(nil), // 27: sandboxd.agent.v1.SwitchPHPVersionResponse
+	(*FilesRequest)(nil),             // 28: sandboxd.agent.v1.FilesRequest
+	(*FileEntry)(nil),                // 29: sandboxd.agent.v1.FileEntry
+	(*FilesResponse)(nil),            // 30: sandboxd.agent.v1.FilesResponse
+	(*DatabaseInfo)(nil),             // 31: sandboxd.agent.v1.DatabaseInfo
+	(*Plugin)(nil),                   // 32: sandboxd.agent.v1.Plugin
+	(*ListPluginsResponse)(nil),      // 33: sandboxd.agent.v1.ListPluginsResponse
+	(*InstallPluginRequest)(nil),     // 34: sandboxd.agent.v1.InstallPluginRequest
+	(*InstallPluginResponse)(nil),    // 35: sandboxd.agent.v1.InstallPluginResponse
+	(*FreezeTemplateRequest)(nil),    // 36: sandboxd.agent.v1.FreezeTemplateRequest
+	(*TemplateRef)(nil),              // 37: sandboxd.agent.v1.TemplateRef
+	(*TemplateInfo)(nil),             // 38: sandboxd.agent.v1.TemplateInfo
+	(*DeleteTemplateResponse)(nil),   // 39: sandboxd.agent.v1.DeleteTemplateResponse
+	(*RestoreSiteRequest)(nil),       // 40: sandboxd.agent.v1.RestoreSiteRequest
+	(*Chunk)(nil),                    // 41: sandboxd.agent.v1.Chunk
+	(*ImportTemplateRequest)(nil),    // 42: sandboxd.agent.v1.ImportTemplateRequest
+	(*RenameSiteRequest)(nil),        // 43: sandboxd.agent.v1.RenameSiteRequest
+	(*RenameSiteResponse)(nil),       // 44: sandboxd.agent.v1.RenameSiteResponse
+	(*RunBlueprintStepRequest)(nil),  // 45: sandboxd.agent.v1.RunBlueprintStepRequest
+	(*RunBlueprintStepResponse)(nil), // 46: sandboxd.agent.v1.RunBlueprintStepResponse
+	(*RestoreArchiveRequest)(nil),    // 47: sandboxd.agent.v1.RestoreArchiveRequest
+	(*RestoreHeader)(nil),            // 48: sandboxd.agent.v1.RestoreHeader
+	(*RestorePart)(nil),              // 49: sandboxd.agent.v1.RestorePart
+	(*RestoreArchiveResponse)(nil),   // 50: sandboxd.agent.v1.RestoreArchiveResponse
+	(*SetSiteURLRequest)(nil),        // 51: sandboxd.agent.v1.SetSiteURLRequest
+	(*SetSiteURLResponse)(nil),       // 52: sandboxd.agent.v1.SetSiteURLResponse
+	(*AuthorizeSSHRequest)(nil),      // 53: sandboxd.agent.v1.AuthorizeSSHRequest
+	(*AuthorizeSSHResponse)(nil),     // 54: sandboxd.agent.v1.AuthorizeSSHResponse
+	(*DeployRepositoryRequest)(nil),  // 55: sandboxd.agent.v1.DeployRepositoryRequest
+	(*DeployRepositoryResponse)(nil), // 56: sandboxd.agent.v1.DeployRepositoryResponse
+	(*SnapshotSiteRequest)(nil),      // 57: sandboxd.agent.v1.SnapshotSiteRequest
+	(*SnapshotChunk)(nil),            // 58: sandboxd.agent.v1.SnapshotChunk
+	nil,                              // 59: sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	nil,                              // 60: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	nil,                              // 61: sandboxd.agent.v1.PHPConfig.SettingsEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
-	1,  // 0: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
-	56, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	2,  // 0: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
+	59, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
 	0,  // 2: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
-	1,  // 3: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
-	4,  // 4: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
-	1,  // 5: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
-	4,  // 6: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	4,  // 7: sandboxd.agent.v1.ResetSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	57, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	58, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
-	22, // 10: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
-	4,  // 11: sandboxd.agent.v1.SwitchPHPVersionResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	28, // 12: sandboxd.agent.v1.FilesResponse.entries:type_name -> sandboxd.agent.v1.FileEntry
-	31, // 13: sandboxd.agent.v1.ListPluginsResponse.plugins:type_name -> sandboxd.agent.v1.Plugin
-	31, // 14: sandboxd.agent.v1.InstallPluginResponse.plugin:type_name -> sandboxd.agent.v1.Plugin
-	4,  // 15: sandboxd.agent.v1.RenameSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	47, // 16: sandboxd.agent.v1.RestoreArchiveRequest.header:type_name -> sandboxd.agent.v1.RestoreHeader
-	48, // 17: sandboxd.agent.v1.RestoreHeader.parts:type_name -> sandboxd.agent.v1.RestorePart
-	4,  // 18: sandboxd.agent.v1.SetSiteURLResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	2,  // 19: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
-	5,  // 20: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
-	52, // 21: sandboxd.agent.v1.RegistryService.AuthorizeSSH:input_type -> sandboxd.agent.v1.AuthorizeSSHRequest
-	8,  // 22: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
-	7,  // 23: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
-	11, // 24: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.ResetSiteRequest
-	13, // 25: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	7,  // 26: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
-	16, // 27: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
-	17, // 28: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
-	7,  // 29: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
-	20, // 30: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
-	7,  // 31: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
-	7,  // 32: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
-	25, // 33: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
-	27, // 34: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
-	7,  // 35: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
-	13, // 36: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	7,  // 37: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
-	33, // 38: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
-	35, // 39: sandboxd.agent.v1.AgentService.FreezeTemplate:input_type -> sandboxd.agent.v1.FreezeTemplateRequest
-	36, // 40: sandboxd.agent.v1.AgentService.DeleteTemplate:input_type -> sandboxd.agent.v1.TemplateRef
-	39, // 41: sandboxd.agent.v1.AgentService.RestoreSite:input_type -> sandboxd.agent.v1.RestoreSiteRequest
-	36, // 42: sandboxd.agent.v1.AgentService.ExportTemplate:input_type -> sandboxd.agent.v1.TemplateRef
-	41, // 43: sandboxd.agent.v1.AgentService.ImportTemplate:input_type -> sandboxd.agent.v1.ImportTemplateRequest
-	42, // 44: sandboxd.agent.v1.AgentService.RenameSite:input_type -> sandboxd.agent.v1.RenameSiteRequest
-	44, // 45: sandboxd.agent.v1.AgentService.RunBlueprintStep:input_type -> sandboxd.agent.v1.RunBlueprintStepRequest
-	46, // 46: sandboxd.agent.v1.AgentService.RestoreArchive:input_type -> sandboxd.agent.v1.RestoreArchiveRequest
-	50, // 47: sandboxd.agent.v1.AgentService.SetSiteURL:input_type -> sandboxd.agent.v1.SetSiteURLRequest
-	54, // 48: sandboxd.agent.v1.AgentService.DeployRepository:input_type -> sandboxd.agent.v1.DeployRepositoryRequest
-	3,  // 49: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
-	6,  // 50: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
-	53, // 51: sandboxd.agent.v1.RegistryService.AuthorizeSSH:output_type -> sandboxd.agent.v1.AuthorizeSSHResponse
-	9,  // 52: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	10, // 53: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
-	12, // 54: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	14, // 55: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	15, // 56: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	15, // 57: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	18, // 58: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
-	19, // 59: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
-	21, // 60: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
-	23, // 61: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
-	24, // 62: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
-	26, // 63: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
-	29, // 64: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
-	30, // 65: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
-	14, // 66: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	32, // 67: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
-	34, // 68: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
-	37, // 69: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	38, // 70: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
-	12, // 71: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	40, // 72: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
-	37, // 73: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	43, // 74: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
-	45, // 75: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
-	49, // 76: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
-	51, // 77: sandboxd.agent.v1.AgentService.SetSiteURL:output_type -> sandboxd.agent.v1.SetSiteURLResponse
-	55, // 78: sandboxd.agent.v1.AgentService.DeployRepository:output_type -> sandboxd.agent.v1.DeployRepositoryResponse
-	49, // [49:79] is the sub-list for method output_type
-	19, // [19:49] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	2,  // 3: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
+	5,  // 4: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
+	2,  // 5: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
+	5,  // 6: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	5,  // 7: sandboxd.agent.v1.ResetSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	60, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	61, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
+	23, // 10: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
+	5,  // 11: sandboxd.agent.v1.SwitchPHPVersionResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	29, // 12: sandboxd.agent.v1.FilesResponse.entries:type_name -> sandboxd.agent.v1.FileEntry
+	32, // 13: sandboxd.agent.v1.ListPluginsResponse.plugins:type_name -> sandboxd.agent.v1.Plugin
+	32, // 14: sandboxd.agent.v1.InstallPluginResponse.plugin:type_name -> sandboxd.agent.v1.Plugin
+	5,  // 15: sandboxd.agent.v1.RenameSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	48, // 16: sandboxd.agent.v1.RestoreArchiveRequest.header:type_name -> sandboxd.agent.v1.RestoreHeader
+	49, // 17: sandboxd.agent.v1.RestoreHeader.parts:type_name -> sandboxd.agent.v1.RestorePart
+	5,  // 18: sandboxd.agent.v1.SetSiteURLResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	1,  // 19: sandboxd.agent.v1.SnapshotChunk.part:type_name -> sandboxd.agent.v1.SnapshotPart
+	3,  // 20: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
+	6,  // 21: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
+	53, // 22: sandboxd.agent.v1.RegistryService.AuthorizeSSH:input_type -> sandboxd.agent.v1.AuthorizeSSHRequest
+	9,  // 23: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
+	8,  // 24: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
+	12, // 25: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.ResetSiteRequest
+	14, // 26: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	8,  // 27: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
+	17, // 28: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
+	18, // 29: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
+	8,  // 30: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
+	21, // 31: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
+	8,  // 32: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
+	8,  // 33: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
+	26, // 34: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
+	28, // 35: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
+	8,  // 36: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
+	14, // 37: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	8,  // 38: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
+	34, // 39: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
+	36, // 40: sandboxd.agent.v1.AgentService.FreezeTemplate:input_type -> sandboxd.agent.v1.FreezeTemplateRequest
+	37, // 41: sandboxd.agent.v1.AgentService.DeleteTemplate:input_type -> sandboxd.agent.v1.TemplateRef
+	40, // 42: sandboxd.agent.v1.AgentService.RestoreSite:input_type -> sandboxd.agent.v1.RestoreSiteRequest
+	37, // 43: sandboxd.agent.v1.AgentService.ExportTemplate:input_type -> sandboxd.agent.v1.TemplateRef
+	42, // 44: sandboxd.agent.v1.AgentService.ImportTemplate:input_type -> sandboxd.agent.v1.ImportTemplateRequest
+	43, // 45: sandboxd.agent.v1.AgentService.RenameSite:input_type -> sandboxd.agent.v1.RenameSiteRequest
+	45, // 46: sandboxd.agent.v1.AgentService.RunBlueprintStep:input_type -> sandboxd.agent.v1.RunBlueprintStepRequest
+	47, // 47: sandboxd.agent.v1.AgentService.RestoreArchive:input_type -> sandboxd.agent.v1.RestoreArchiveRequest
+	51, // 48: sandboxd.agent.v1.AgentService.SetSiteURL:input_type -> sandboxd.agent.v1.SetSiteURLRequest
+	55, // 49: sandboxd.agent.v1.AgentService.DeployRepository:input_type -> sandboxd.agent.v1.DeployRepositoryRequest
+	57, // 50: sandboxd.agent.v1.AgentService.SnapshotSite:input_type -> sandboxd.agent.v1.SnapshotSiteRequest
+	4,  // 51: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
+	7,  // 52: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
+	54, // 53: sandboxd.agent.v1.RegistryService.AuthorizeSSH:output_type -> sandboxd.agent.v1.AuthorizeSSHResponse
+	10, // 54: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	11, // 55: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
+	13, // 56: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	15, // 57: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	16, // 58: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	16, // 59: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	19, // 60: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
+	20, // 61: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
+	22, // 62: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
+	24, // 63: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
+	25, // 64: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
+	27, // 65: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
+	30, // 66: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
+	31, // 67: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
+	15, // 68: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	33, // 69: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
+	35, // 70: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
+	38, // 71: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	39, // 72: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
+	13, // 73: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	41, // 74: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
+	38, // 75: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	44, // 76: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
+	46, // 77: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
+	50, // 78: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
+	52, // 79: sandboxd.agent.v1.AgentService.SetSiteURL:output_type -> sandboxd.agent.v1.SetSiteURLResponse
+	56, // 80: sandboxd.agent.v1.AgentService.DeployRepository:output_type -> sandboxd.agent.v1.DeployRepositoryResponse
+	58, // 81: sandboxd.agent.v1.AgentService.SnapshotSite:output_type -> sandboxd.agent.v1.SnapshotChunk
+	51, // [51:82] is the sub-list for method output_type
+	20, // [20:51] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_agent_proto_init() }
@@ -4322,8 +4541,8 @@ func file_agent_v1_agent_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   58,
+			NumEnums:      2,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

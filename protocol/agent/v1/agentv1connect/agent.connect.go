@@ -119,6 +119,9 @@ const (
 	// AgentServiceDeployRepositoryProcedure is the fully-qualified name of the AgentService's
 	// DeployRepository RPC.
 	AgentServiceDeployRepositoryProcedure = "/sandboxd.agent.v1.AgentService/DeployRepository"
+	// AgentServiceSnapshotSiteProcedure is the fully-qualified name of the AgentService's SnapshotSite
+	// RPC.
+	AgentServiceSnapshotSiteProcedure = "/sandboxd.agent.v1.AgentService/SnapshotSite"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -352,6 +355,14 @@ type AgentServiceClient interface {
 	// The token or deploy key travels in the request only; the agent
 	// keeps neither.
 	DeployRepository(context.Context, *connect.Request[v1.DeployRepositoryRequest]) (*connect.Response[v1.DeployRepositoryResponse], error)
+	// SnapshotSite streams a snapshot of a running site without stopping
+	// it: first its wp-content (part FILES: a zstd-compressed tar made
+	// inside the site's container, as the site's user), then its database
+	// (part DATABASE: a SQL dump), in the form RestoreArchive takes back
+	// (an "archive" part and an "sql" part), so any node can restore it.
+	// The last message carries the sizes and is marked done; a stream that
+	// ends without it is incomplete.
+	SnapshotSite(context.Context, *connect.Request[v1.SnapshotSiteRequest]) (*connect.ServerStreamForClient[v1.SnapshotChunk], error)
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -527,6 +538,12 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("DeployRepository")),
 			connect.WithClientOptions(opts...),
 		),
+		snapshotSite: connect.NewClient[v1.SnapshotSiteRequest, v1.SnapshotChunk](
+			httpClient,
+			baseURL+AgentServiceSnapshotSiteProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("SnapshotSite")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -559,6 +576,7 @@ type agentServiceClient struct {
 	restoreArchive     *connect.Client[v1.RestoreArchiveRequest, v1.RestoreArchiveResponse]
 	setSiteURL         *connect.Client[v1.SetSiteURLRequest, v1.SetSiteURLResponse]
 	deployRepository   *connect.Client[v1.DeployRepositoryRequest, v1.DeployRepositoryResponse]
+	snapshotSite       *connect.Client[v1.SnapshotSiteRequest, v1.SnapshotChunk]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -696,6 +714,11 @@ func (c *agentServiceClient) DeployRepository(ctx context.Context, req *connect.
 	return c.deployRepository.CallUnary(ctx, req)
 }
 
+// SnapshotSite calls sandboxd.agent.v1.AgentService.SnapshotSite.
+func (c *agentServiceClient) SnapshotSite(ctx context.Context, req *connect.Request[v1.SnapshotSiteRequest]) (*connect.ServerStreamForClient[v1.SnapshotChunk], error) {
+	return c.snapshotSite.CallServerStream(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -787,6 +810,14 @@ type AgentServiceHandler interface {
 	// The token or deploy key travels in the request only; the agent
 	// keeps neither.
 	DeployRepository(context.Context, *connect.Request[v1.DeployRepositoryRequest]) (*connect.Response[v1.DeployRepositoryResponse], error)
+	// SnapshotSite streams a snapshot of a running site without stopping
+	// it: first its wp-content (part FILES: a zstd-compressed tar made
+	// inside the site's container, as the site's user), then its database
+	// (part DATABASE: a SQL dump), in the form RestoreArchive takes back
+	// (an "archive" part and an "sql" part), so any node can restore it.
+	// The last message carries the sizes and is marked done; a stream that
+	// ends without it is incomplete.
+	SnapshotSite(context.Context, *connect.Request[v1.SnapshotSiteRequest], *connect.ServerStream[v1.SnapshotChunk]) error
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -958,6 +989,12 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("DeployRepository")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceSnapshotSiteHandler := connect.NewServerStreamHandler(
+		AgentServiceSnapshotSiteProcedure,
+		svc.SnapshotSite,
+		connect.WithSchema(agentServiceMethods.ByName("SnapshotSite")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -1014,6 +1051,8 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceSetSiteURLHandler.ServeHTTP(w, r)
 		case AgentServiceDeployRepositoryProcedure:
 			agentServiceDeployRepositoryHandler.ServeHTTP(w, r)
+		case AgentServiceSnapshotSiteProcedure:
+			agentServiceSnapshotSiteHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1129,4 +1168,8 @@ func (UnimplementedAgentServiceHandler) SetSiteURL(context.Context, *connect.Req
 
 func (UnimplementedAgentServiceHandler) DeployRepository(context.Context, *connect.Request[v1.DeployRepositoryRequest]) (*connect.Response[v1.DeployRepositoryResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.DeployRepository is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) SnapshotSite(context.Context, *connect.Request[v1.SnapshotSiteRequest], *connect.ServerStream[v1.SnapshotChunk]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.SnapshotSite is not implemented"))
 }
