@@ -165,6 +165,10 @@ type Agent struct {
 	servers  atomic.Pointer[[]string]
 	registry agentv1connect.RegistryServiceClient
 	ingress  *siteingress.Server
+	// removing holds the orphaned sites being removed; removeMu removes
+	// one at a time.
+	removing sync.Map
+	removeMu sync.Mutex
 	// metricsHTTP serves Config.MetricsAddr.
 	metricsHTTP *http.Server
 	metricsAddr string

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -48,6 +49,7 @@ func (a *Agent) loop(ctx context.Context) {
 			continue
 		}
 		a.learn(resp.Msg.Servers)
+		a.removeOrphans(ctx, resp.Msg.RemoveSiteIds)
 		if resp.Msg.Unknown {
 			registered = false
 		}
@@ -107,4 +109,28 @@ func (a *Agent) heartbeat(ctx context.Context) *agentv1.HeartbeatRequest {
 	hb.Templates = a.sites.Templates()
 	a.metrics.Sites(siteStates(hb.Sites))
 	return hb
+}
+
+// removeOrphans deletes sites the control plane says are no longer this
+// node's (deleted while it was away, or restored elsewhere), one at a
+// time in the background; a removal under way is not started twice.
+func (a *Agent) removeOrphans(ctx context.Context, ids []string) {
+	for _, id := range ids {
+		if strings.HasPrefix(id, "site_stock") {
+			continue
+		}
+		if _, busy := a.removing.LoadOrStore(id, true); busy {
+			continue
+		}
+		go func() {
+			defer a.removing.Delete(id)
+			a.removeMu.Lock()
+			defer a.removeMu.Unlock()
+			if _, err := a.sites.Delete(ctx, id); err != nil {
+				a.log.Warn("removing a site that is no longer this node's", "site_id", id, "err", err)
+				return
+			}
+			a.log.Info("removed a site that is no longer this node's", "site_id", id)
+		}()
+	}
 }

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/pem"
 	"io"
 	"io/fs"
 	"net/http"
@@ -45,12 +47,20 @@ func TestSecretsCanary(t *testing.T) {
 	// The cluster's keys: the sealing key and each member's private key
 	// (their PEM bodies, one line of base64 each).
 	pemBody := func(rel string) string {
-		lines := strings.Split(readKey(t, filepath.Join(dir, rel)), "\n")
-		return strings.Join(lines[1:len(lines)-1], "")
+		rest := []byte(readKey(t, filepath.Join(dir, rel)))
+		for {
+			var b *pem.Block
+			if b, rest = pem.Decode(rest); b == nil {
+				t.Fatalf("no private key in %s", rel)
+			}
+			if b.Type == "PRIVATE KEY" {
+				return base64.StdEncoding.EncodeToString(b.Bytes)[:64]
+			}
+		}
 	}
 	secrets := map[string]string{"owner token": ownerToken, "operator token": operatorToken, "SMTP password": smtpPassword,
-		"sealing key": readKey(t, filepath.Join(dir, "sealing-key")), "server key": pemBody("tls/key.pem"),
-		"agent key": pemBody("agent/tls/key.pem"), "edge key": pemBody("edge/tls/key.pem")}
+		"sealing key": readKey(t, filepath.Join(dir, "sealing-key")), "server key": pemBody("tls/member.pem"),
+		"agent key": pemBody("agent/tls/member.pem"), "edge key": pemBody("edge/tls/member.pem")}
 	// A join token made and spent.
 	joinTok := joinToken(t, dir, "edge", "")
 	secrets["join token"] = joinTok[strings.LastIndex(joinTok, ".")+1:]
@@ -200,9 +210,9 @@ func TestSecretsCanary(t *testing.T) {
 		"owner token":       func(rel string) bool { return rel == "dev-token" },
 		"operator token":    func(rel string) bool { return rel == "operator-token" },
 		"sealing key":       func(rel string) bool { return rel == "sealing-key" },
-		"server key":        func(rel string) bool { return rel == "tls/key.pem" },
-		"agent key":         func(rel string) bool { return rel == "agent/tls/key.pem" },
-		"edge key":          func(rel string) bool { return rel == "edge/tls/key.pem" },
+		"server key":        func(rel string) bool { return rel == "tls/member.pem" },
+		"agent key":         func(rel string) bool { return rel == "agent/tls/member.pem" },
+		"edge key":          func(rel string) bool { return rel == "edge/tls/member.pem" },
 		"database password": func(rel string) bool { return siteOwnConfig(rel, id) },
 	}
 	seenAllowed := map[string][]string{}

@@ -27,6 +27,10 @@ Commands:
   outbox                                      show mail kept when no SMTP server is set
   cluster                                     show Raft servers and the leader
   nodes                                       node agents: status, sites, version
+  drain NODE [--wait]                         move every site off a node (it takes no new ones); --wait
+                                              follows the moves and prints each one's downtime
+  undrain NODE                                let a drained node take sites again
+  snapshot SITE                               snapshot a running site now (files and database)
   remove-server  --node-id ID                 take a (dead) server out of the Raft cluster
 
   join-token create --role agent|edge|server [--name N] [--ttl 24h] [--description D]
@@ -52,7 +56,7 @@ func runAdmin(args []string, out io.Writer) error {
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
-	case "create-account", "create-token", "set-plan", "accounts", "outbox", "cluster", "remove-server", "nodes":
+	case "create-account", "create-token", "set-plan", "accounts", "outbox", "cluster", "remove-server", "nodes", "drain", "undrain", "snapshot":
 	case "join-token", "operator-token", "member", "sealing-key":
 		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 			fmt.Fprint(os.Stderr, adminUsage)
@@ -78,6 +82,7 @@ func runAdmin(args []string, out io.Writer) error {
 	role := fs.String("role", "", "member role: agent, edge or server")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the join token can be used")
 	description := fs.String("description", "", "what the join token is for")
+	wait := fs.Bool("wait", false, "drain: wait until every site has moved, printing each move")
 	// Positional arguments (an id) may come before or after the flags.
 	var pos []string
 	for len(args) > 0 {
@@ -254,6 +259,40 @@ func runAdmin(args []string, out io.Writer) error {
 		for _, n := range res.Nodes {
 			fmt.Fprintf(out, "%s\t%s\t%v sites\tversion %v\t%v\n", n["id"], n["status"], n["sites"], n["version"], n["address"])
 		}
+	case "drain":
+		node, err := arg("node id")
+		if err != nil {
+			return err
+		}
+		var res struct{ Drain drainView }
+		if err := c.do("POST", "/api/admin/nodes/"+url.PathEscape(node)+"/drain", nil, &res); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "draining %s: %d sites to move\n", node, res.Drain.Remaining)
+		if !*wait {
+			return nil
+		}
+		return c.followDrain(out, node)
+	case "undrain":
+		node, err := arg("node id")
+		if err != nil {
+			return err
+		}
+		var res struct{ Deleted bool }
+		if err := c.do("DELETE", "/api/admin/nodes/"+url.PathEscape(node)+"/drain", nil, &res); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s takes sites again\n", node)
+	case "snapshot":
+		site, err := arg("site id")
+		if err != nil {
+			return err
+		}
+		var res struct{ JobID string }
+		if err := c.do("POST", "/api/app/sites/"+url.PathEscape(site)+"/snapshot", nil, &res); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "snapshot of %s queued: job %s\n", site, res.JobID)
 	case "member list":
 		var res struct{ Members []map[string]any }
 		if err := c.do("GET", "/api/admin/members", nil, &res); err != nil {
@@ -312,4 +351,52 @@ func (c *adminClient) do(method, path string, body, out any) error {
 		return fmt.Errorf("decode response: %w", err)
 	}
 	return nil
+}
+
+type drainView struct {
+	NodeID    string
+	Remaining int
+	Moves     []struct {
+		SiteID, To, JobID, Status, Error string
+		DowntimeMs                       int64
+	}
+}
+
+// followDrain prints each move of a drain as it ends, until no site is
+// left on the node (or a move failed and nothing else is moving).
+func (c *adminClient) followDrain(out io.Writer, node string) error {
+	printed := map[string]bool{}
+	for {
+		var res struct{ Drain drainView }
+		if err := c.do("GET", "/api/admin/nodes/"+url.PathEscape(node)+"/drain", nil, &res); err != nil {
+			return err
+		}
+		moving, failed := 0, 0
+		for _, m := range res.Drain.Moves {
+			switch m.Status {
+			case "moving":
+				moving++
+				continue
+			case "failed":
+				failed++
+			}
+			if printed[m.JobID] {
+				continue
+			}
+			printed[m.JobID] = true
+			if m.Status == "failed" {
+				fmt.Fprintf(out, "%s: not moved: %s\n", m.SiteID, m.Error)
+			} else {
+				fmt.Fprintf(out, "%s: moved to %s, unavailable for %d ms\n", m.SiteID, m.To, m.DowntimeMs)
+			}
+		}
+		if res.Drain.Remaining == 0 {
+			fmt.Fprintf(out, "%s is drained\n", node)
+			return nil
+		}
+		if moving == 0 && failed > 0 && failed >= res.Drain.Remaining {
+			return fmt.Errorf("%d sites could not be moved off %s", res.Drain.Remaining, node)
+		}
+		time.Sleep(time.Second)
+	}
 }

@@ -94,6 +94,9 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 	fs.StringVar(&c.cfg.AdvertiseCluster, "advertise-cluster", "", "cluster URL agents, edges and other servers dial (default https://<cluster-addr>)")
 	fs.DurationVar(&c.cfg.HeartbeatInterval, "heartbeat-interval", 2*time.Second, "how often agents report to the control plane")
 	fs.DurationVar(&c.cfg.NodeDownAfter, "node-down-after", 0, "a node silent this long is down and its sites unavailable (default: 5 heartbeat intervals)")
+	fs.DurationVar(&c.cfg.SnapshotEvery, "snapshot-every", time.Hour, "how often each running site's files and database are copied to the blob store (0: never on a schedule)")
+	fs.IntVar(&c.cfg.SnapshotsKept, "snapshots-kept", 2, "snapshots kept per site")
+	fs.DurationVar(&c.cfg.RescheduleAfter, "reschedule-after", 15*time.Minute, "how long a node may be down before its sites are restored on other nodes from their latest snapshots (0: never)")
 	fs.DurationVar(&c.cfg.CertTTL, "cert-ttl", 7*24*time.Hour, "lifetime of the certificates the cluster CA issues to servers, agents and edges (renewed at two thirds)")
 }
 

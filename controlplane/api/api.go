@@ -486,6 +486,7 @@ func (a *API) Register(r *rest.Router) {
 	a.registerAdmin(r)
 	a.registerMembers(r)
 	a.registerNodes(r)
+	a.registerFleet(r)
 }
 
 // internal handles a route servers call on one another (blob

@@ -2,10 +2,14 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sort"
 	"time"
 
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/members"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -192,7 +196,7 @@ func (a *API) listOperatorTokens(w http.ResponseWriter, req *http.Request) error
 // NodeView is a node agent as operators see it.
 type NodeView struct {
 	ID          string            `json:"id"`
-	Status      string            `json:"status" enum:"ready,down,draining"`
+	Status      string            `json:"status" enum:"ready,down"`
 	Address     string            `json:"address"`
 	IngressAddr string            `json:"ingressAddr"`
 	Version     string            `json:"version"`
@@ -224,10 +228,140 @@ func (a *API) registerNodes(r *rest.Router) {
 					return err
 				}
 				out = append(out, NodeView{ID: n.ID, Status: n.Status, Address: n.Address, IngressAddr: n.IngressAddr, Version: n.Version,
-					PHPVersions: n.PHPVersions, Labels: n.Labels, Sites: len(sites), MaxSites: n.MaxSites, RegisteredAt: n.RegisteredAt,
-					UpdatedAt: n.UpdatedAt})
+					PHPVersions: n.PHPVersions, Labels: n.Labels, Sites: len(sites), MaxSites: n.MaxSites, Draining: n.Drain != nil,
+					RegisteredAt: n.RegisteredAt, UpdatedAt: n.UpdatedAt})
 			}
 			sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 			return rest.JSON(w, http.StatusOK, nodesResponse{Nodes: out})
 		}})
+}
+
+// SnapshotView is a site's snapshot as operators see it.
+type SnapshotView struct {
+	ID            string    `json:"id"`
+	SiteID        string    `json:"siteId"`
+	NodeID        string    `json:"nodeId"`
+	FilesBytes    int64     `json:"filesBytes"`
+	DatabaseBytes int64     `json:"databaseBytes"`
+	Reason        string    `json:"reason"`
+	TakenAt       time.Time `json:"takenAt"`
+}
+
+type snapshotsResponse struct {
+	Snapshots []SnapshotView `json:"snapshots"`
+}
+
+type jobOnlyResponse struct {
+	JobID string `json:"jobId"`
+}
+
+// DrainView is a node's drain and how each of its moves went.
+type DrainView struct {
+	NodeID    string             `json:"nodeId"`
+	StartedAt time.Time          `json:"startedAt"`
+	Remaining int                `json:"remaining" doc:"Sites still on the node."`
+	Moves     []state.MoveReport `json:"moves"`
+}
+
+type drainResponse struct {
+	Drain DrainView `json:"drain"`
+}
+
+func (a *API) registerFleet(r *rest.Router) {
+	// Not in the contract: an operator's tool, never a tenant's.
+	a.operator(r, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/snapshot", Status: http.StatusAccepted, Params: map[string]string{"id": "site"},
+		Summary: "Take a snapshot of a running site now (its files and database to the blob store).", Response: jobOnlyResponse{},
+		Errors: []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest}, Handler: a.snapshotSite})
+	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/sites/{id}/snapshots", Params: map[string]string{"id": "site"},
+		Summary: "A site's snapshots, newest first.", Response: snapshotsResponse{}, Errors: []string{apierr.CodeSiteNotFound},
+		Handler: func(w http.ResponseWriter, req *http.Request) error {
+			s, err := a.store.Site(req.PathValue("id"))
+			if err != nil {
+				return err
+			}
+			if s == nil {
+				return apierr.NotFound(apierr.CodeSiteNotFound, "site")
+			}
+			list, err := a.store.Snapshots(s.ID)
+			if err != nil {
+				return err
+			}
+			out := make([]SnapshotView, 0, len(list))
+			for _, sn := range list {
+				out = append(out, SnapshotView{ID: sn.ID, SiteID: sn.SiteID, NodeID: sn.NodeID, FilesBytes: sn.FilesBytes,
+					DatabaseBytes: sn.DatabaseBytes, Reason: sn.Reason, TakenAt: sn.TakenAt})
+			}
+			return rest.JSON(w, http.StatusOK, snapshotsResponse{Snapshots: out})
+		}})
+	a.operator(r, rest.Route{Method: "POST", Path: "/api/admin/nodes/{id}/drain", Params: map[string]string{"id": "node"},
+		Summary:  "Drain a node: it takes no new sites, and each of its sites is moved to another node with its id, URL and data.",
+		Response: drainResponse{}, Errors: []string{apierr.CodeNotFound}, Handler: a.drain(true)})
+	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/nodes/{id}/drain", Params: map[string]string{"id": "node"},
+		Summary: "How a node's drain is going: each move, its downtime.", Response: drainResponse{}, Errors: []string{apierr.CodeNotFound},
+		Handler: a.drainStatus})
+	a.operator(r, rest.Route{Method: "DELETE", Path: "/api/admin/nodes/{id}/drain", Params: map[string]string{"id": "node"},
+		Summary: "Stop draining a node: it takes sites again (moves under way finish).", Response: deletedResponse{},
+		Errors: []string{apierr.CodeNotFound}, Handler: a.drain(false)})
+}
+
+func (a *API) snapshotSite(w http.ResponseWriter, req *http.Request) error {
+	s, err := a.store.Site(req.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if s == nil || s.Pool != "" {
+		return apierr.NotFound(apierr.CodeSiteNotFound, "site")
+	}
+	if s.Status != state.SiteReady {
+		return apierr.Invalid("", "the site is %s; only a running site is snapshotted", s.Status).With("status", s.Status)
+	}
+	j, err := jobs.New(jobspec.SnapshotSite, s.WorkspaceID, s.ID, jobspec.SnapshotPayload{Reason: "operator"}, a.now())
+	if err != nil {
+		return err
+	}
+	if _, err := a.cfg.Raft.Apply(req.Context(), fsm.CreateJob{Job: j}); err != nil {
+		return err
+	}
+	return rest.JSON(w, http.StatusAccepted, jobOnlyResponse{JobID: j.ID})
+}
+
+func (a *API) drain(on bool) rest.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) error {
+		id := req.PathValue("id")
+		if _, err := a.cfg.Raft.Apply(req.Context(), fsm.SetNodeDrain{ID: id, Drain: on, At: a.now()}); err != nil {
+			if errors.Is(err, state.ErrNotFound) {
+				return apierr.NotFound(apierr.CodeNotFound, "node")
+			}
+			return err
+		}
+		if !on {
+			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
+		}
+		return a.drainStatus(w, req)
+	}
+}
+
+func (a *API) drainStatus(w http.ResponseWriter, req *http.Request) error {
+	n, err := a.store.Node(req.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if n == nil {
+		return apierr.NotFound(apierr.CodeNotFound, "node")
+	}
+	if n.Drain == nil {
+		return apierr.NotFound(apierr.CodeNotFound, "drain")
+	}
+	sites, err := a.store.SitesOnNode(n.ID)
+	if err != nil {
+		return err
+	}
+	remaining := 0
+	for _, s := range sites {
+		if s.Pool == "" {
+			remaining++
+		}
+	}
+	return rest.JSON(w, http.StatusOK, drainResponse{Drain: DrainView{NodeID: n.ID, StartedAt: n.Drain.StartedAt, Remaining: remaining,
+		Moves: append([]state.MoveReport{}, n.Drain.Moves...)}})
 }

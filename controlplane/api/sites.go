@@ -21,7 +21,7 @@ type SiteView struct {
 	CreatedByUserID  string     `json:"createdByUserId"`
 	Name             string     `json:"name"`
 	Slug             string     `json:"slug"`
-	Status           string     `json:"status" enum:"creating,ready,failed,deleting"`
+	Status           string     `json:"status" enum:"creating,ready,failed,deleting,unavailable" doc:"unavailable: its node is down, or the site is being switched to another node."`
 	URL              string     `json:"url"`
 	PHPVersion       string     `json:"phpVersion"`
 	WordPressVersion *string    `json:"wordpressVersion"`
@@ -29,15 +29,19 @@ type SiteView struct {
 	NodeID           *string    `json:"nodeId"`
 	ExpiresAt        *time.Time `json:"expiresAt"`
 	FailureReason    *string    `json:"failureReason"`
-	CreatedAt        time.Time  `json:"createdAt"`
-	UpdatedAt        time.Time  `json:"updatedAt"`
+	// RestoredFromSnapshotAt is when the snapshot the site was restored
+	// from was taken, after the node it ran on was lost: changes made
+	// after that time are gone. Null for a site that never lost data.
+	RestoredFromSnapshotAt *time.Time `json:"restoredFromSnapshotAt" doc:"Set when the site was restored from a snapshot after its node was lost: its data is as of this time."`
+	CreatedAt              time.Time  `json:"createdAt"`
+	UpdatedAt              time.Time  `json:"updatedAt"`
 }
 
 func siteView(s *state.Site) SiteView {
 	return SiteView{ID: s.ID, OrgID: s.WorkspaceID, UserID: s.UserID, CreatedByUserID: s.CreatedByUserID, Name: s.Name,
 		Slug: s.Slug, Status: s.Status, URL: s.URL, PHPVersion: s.PHPVersion, WordPressVersion: optional(s.WordPressVersion),
 		TemplateID: optional(s.TemplateID), NodeID: optional(s.NodeID), ExpiresAt: s.ExpiresAt,
-		FailureReason: optional(s.FailureReason), CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		FailureReason: optional(s.FailureReason), RestoredFromSnapshotAt: s.RestoredFrom, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 }
 
 type siteResponse struct {

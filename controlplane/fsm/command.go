@@ -113,6 +113,13 @@ var registry = map[Type]func() Command{
 	74: func() Command { return new(RevokeMember) },
 	75: func() Command { return new(CreateOperatorToken) },
 	76: func() Command { return new(DeleteOperatorToken) },
+	// 77 and 78 are the sealing key rotation's.
+	79: func() Command { return new(AddSnapshot) },
+	80: func() Command { return new(SetNodeDrain) },
+	81: func() Command { return new(StartMove) },
+	82: func() Command { return new(SwitchMove) },
+	83: func() Command { return new(FinishMove) },
+	84: func() Command { return new(AbortMove) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -707,4 +714,50 @@ type CreateOperatorToken struct {
 // DeleteOperatorToken revokes an operator token.
 type DeleteOperatorToken struct {
 	ID string `json:"id"`
+}
+
+// AddSnapshot records a site's snapshot, keeping Keep per site.
+type AddSnapshot struct {
+	Snapshot state.SiteSnapshot `json:"snapshot"`
+	Keep     int                `json:"keep"`
+}
+
+// SetNodeDrain starts or ends a node's drain.
+type SetNodeDrain struct {
+	ID    string    `json:"id"`
+	Drain bool      `json:"drain"`
+	At    time.Time `json:"at"`
+}
+
+// StartMove begins moving a site to another node with its job.
+type StartMove struct {
+	SiteID string         `json:"siteId"`
+	Move   state.SiteMove `json:"move"`
+	Job    state.Job      `json:"job"`
+}
+
+// SwitchMove makes a moving site unavailable for its switch.
+type SwitchMove struct {
+	SiteID string    `json:"siteId"`
+	JobID  string    `json:"jobId"`
+	At     time.Time `json:"at"`
+}
+
+// FinishMove puts a moved site on its new node.
+type FinishMove struct {
+	SiteID       string        `json:"siteId"`
+	JobID        string        `json:"jobId"`
+	Address      string        `json:"address"`
+	Port         int           `json:"port"`
+	RestoredFrom *time.Time    `json:"restoredFrom,omitempty"`
+	Downtime     time.Duration `json:"downtime"`
+	At           time.Time     `json:"at"`
+}
+
+// AbortMove ends a failed move; the site stays where it was.
+type AbortMove struct {
+	SiteID string    `json:"siteId"`
+	JobID  string    `json:"jobId"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
 }

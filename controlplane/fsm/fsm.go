@@ -289,3 +289,11 @@ func (c RenewMember) apply(tx *state.Tx) any {
 func (c RevokeMember) apply(tx *state.Tx) any        { return tx.RevokeMember(c.ID, c.At) }
 func (c CreateOperatorToken) apply(tx *state.Tx) any { return tx.CreateOperatorToken(c.Token) }
 func (c DeleteOperatorToken) apply(tx *state.Tx) any { return tx.DeleteOperatorToken(c.ID) }
+func (c AddSnapshot) apply(tx *state.Tx) any         { return tx.AddSnapshot(c.Snapshot, c.Keep) }
+func (c SetNodeDrain) apply(tx *state.Tx) any        { return tx.SetNodeDrain(c.ID, c.Drain, c.At) }
+func (c StartMove) apply(tx *state.Tx) any           { return tx.StartMove(c.SiteID, c.Move, c.Job) }
+func (c SwitchMove) apply(tx *state.Tx) any          { return tx.SwitchMove(c.SiteID, c.JobID, c.At) }
+func (c FinishMove) apply(tx *state.Tx) any {
+	return tx.FinishMove(c.SiteID, c.JobID, c.Address, c.Port, c.RestoredFrom, c.Downtime, c.At)
+}
+func (c AbortMove) apply(tx *state.Tx) any { return tx.AbortMove(c.SiteID, c.JobID, c.Reason, c.At) }

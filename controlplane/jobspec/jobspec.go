@@ -35,7 +35,26 @@ const (
 	// GitDeploy fetches a connected repository's branch on the site's
 	// node and places its tree at the repository's destination.
 	GitDeploy = "git_deploy"
+	// SnapshotSite copies a running site's files and database to the
+	// blob store (on a schedule, or when an operator asks).
+	SnapshotSite = "snapshot_site"
+	// MoveSite moves a site to another node with its id, URL and data:
+	// from the running site (a drain), or from its latest snapshot (its
+	// node lost).
+	MoveSite = "move_site"
 )
+
+// SnapshotPayload is what a snapshot_site job carries.
+type SnapshotPayload struct {
+	Reason string `json:"reason"` // schedule, operator or drain
+}
+
+// MovePayload is what a move_site job carries (the move itself is in
+// the site's record).
+type MovePayload struct {
+	To     string `json:"to"`
+	Reason string `json:"reason"`
+}
 
 // GitDeployPayload is what a git_deploy job carries.
 type GitDeployPayload struct {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,8 +37,11 @@ type Config struct {
 	// DownAfter marks a node down after this long without a heartbeat;
 	// zero means 5 heartbeat intervals.
 	DownAfter time.Duration
-	Now       func() time.Time
-	Logger    *slog.Logger
+	// OrphanGrace is how long a node reports a site that is no longer its
+	// own before it is told to remove it; zero means DefaultOrphanGrace.
+	OrphanGrace time.Duration
+	Now         func() time.Time
+	Logger      *slog.Logger
 }
 
 // Registry serves agents and tracks their liveness on the leader.
@@ -46,6 +50,7 @@ type Registry struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
+	orphans  map[string]time.Time // node/site → first reported as not the node's
 	lastSeen map[string]time.Time
 	load     map[string]*agentv1.HeartbeatRequest
 	clients  map[string]agentv1connect.AgentServiceClient
@@ -64,13 +69,16 @@ func New(cfg Config) *Registry {
 	if cfg.DownAfter == 0 {
 		cfg.DownAfter = 5 * cfg.HeartbeatInterval
 	}
+	if cfg.OrphanGrace == 0 {
+		cfg.OrphanGrace = DefaultOrphanGrace
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Registry{cfg: cfg, log: cfg.Logger.With("component", "nodes"), lastSeen: map[string]time.Time{},
+	return &Registry{cfg: cfg, log: cfg.Logger.With("component", "nodes"), lastSeen: map[string]time.Time{}, orphans: map[string]time.Time{},
 		load: map[string]*agentv1.HeartbeatRequest{}, clients: map[string]agentv1connect.AgentServiceClient{}, addrs: map[string]string{},
 		metrics: newRegistryMetrics()}
 }
@@ -137,6 +145,7 @@ func (r *Registry) Heartbeat(ctx context.Context, req *connect.Request[agentv1.H
 	r.lastSeen[id] = r.now()
 	r.load[id] = req.Msg
 	r.mu.Unlock()
+	resp.RemoveSiteIds = r.orphansOf(id, req.Msg.Sites)
 	if node.Status != state.NodeReady {
 		if _, err := r.cfg.Raft.Apply(ctx, fsm.SetNodeStatus{ID: id, Status: state.NodeReady, At: r.now()}); err != nil {
 			return nil, connect.NewError(connect.CodeUnavailable, err)
@@ -144,6 +153,56 @@ func (r *Registry) Heartbeat(ctx context.Context, req *connect.Request[agentv1.H
 		r.log.Info("node is back", "node_id", id)
 	}
 	return connect.NewResponse(resp), nil
+}
+
+// DefaultOrphanGrace is how long a node must report a site that is not
+// its own before it is told to remove it: past any write in flight.
+const DefaultOrphanGrace = 30 * time.Second
+
+// orphansOf lists the sites a node reports that are no longer its own
+// (deleted, or moved while it was away) and have been so for
+// Config.OrphanGrace. Only the leader answers heartbeats (followers forward
+// them), and it has applied every committed entry: a site it does not
+// know was never placed on the node, or is gone.
+func (r *Registry) orphansOf(nodeID string, reported []*agentv1.SiteStatus) []string {
+	now := r.now()
+	var out []string
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	mine := map[string]bool{}
+	for _, rep := range reported {
+		id := rep.SiteId
+		if !strings.HasPrefix(id, "site_") || strings.HasPrefix(id, "site_stock") {
+			continue // the node's own scratch sites
+		}
+		key := nodeID + "/" + id
+		mine[key] = true
+		site, err := r.cfg.Store.Site(id)
+		if err != nil {
+			continue
+		}
+		if site != nil && (site.NodeID == nodeID || (site.Move != nil && site.Move.To == nodeID)) {
+			delete(r.orphans, key)
+			continue
+		}
+		since, ok := r.orphans[key]
+		if !ok {
+			r.orphans[key] = now
+			continue
+		}
+		if now.Sub(since) >= r.cfg.OrphanGrace {
+			out = append(out, id)
+		}
+	}
+	for key := range r.orphans {
+		if strings.HasPrefix(key, nodeID+"/") && !mine[key] {
+			delete(r.orphans, key)
+		}
+	}
+	if len(out) > 0 {
+		r.log.Info("telling a node to remove sites that are not its own", "node_id", nodeID, "sites", out)
+	}
+	return out
 }
 
 // servers are the control plane's cluster URLs, for agents to fail over.
@@ -253,7 +312,7 @@ func (r *Registry) Candidates() ([]scheduler.Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, scheduler.Node{ID: n.ID, Ready: n.Status == state.NodeReady, Images: n.PHPVersions, Labels: n.Labels,
+		out = append(out, scheduler.Node{ID: n.ID, Ready: n.Status == state.NodeReady && n.Drain == nil, Images: n.PHPVersions, Labels: n.Labels,
 			Capacity: scheduler.Resources{MemoryMB: n.MemoryMB, CPUMilli: n.CPUMilli, Sites: n.MaxSites},
 			Used:     scheduler.Resources{MemoryMB: int64(len(sites)) * SiteMemoryMB, Sites: len(sites)}})
 	}

@@ -178,6 +178,21 @@ type Config struct {
 	// NodeDownAfter marks a node down (its sites unavailable) after this
 	// long without a heartbeat; zero means 5 heartbeat intervals.
 	NodeDownAfter time.Duration
+	// SnapshotEvery is how often each running site's files and database
+	// are copied to the blob store; zero takes no scheduled snapshots.
+	SnapshotEvery time.Duration
+	// SnapshotsKept is how many snapshots of a site are kept; zero means 2.
+	SnapshotsKept int
+	// RescheduleAfter is how long a node may be down before its sites are
+	// restored on other nodes from their latest snapshots; zero never.
+	RescheduleAfter time.Duration
+	// FleetTick is how often the leader looks after snapshots, drains
+	// and lost nodes; zero means 2s.
+	FleetTick time.Duration
+	// OrphanGrace is how long a node reports a site that is no longer its
+	// own (deleted or moved while it was away) before it is told to
+	// remove it; zero means 30s.
+	OrphanGrace time.Duration
 	// FetchAllow lists address ranges customer URLs (zipUrl, release
 	// assets) may reach although private or loopback; empty allows none.
 	FetchAllow []netip.Prefix
@@ -408,8 +423,8 @@ func New(cfg Config) (_ *Server, err error) {
 	s.dispatcher = jobs.NewDispatcher(jobs.Config{Store: store, Raft: node, Workers: cfg.JobWorkers,
 		PerWorkspace: cfg.JobsPerWorkspace, Logger: cfg.Logger, Now: cfg.Now})
 	s.registry = nodes.New(nodes.Config{Store: store, Raft: node, Creds: s.creds, HeartbeatInterval: cfg.HeartbeatInterval,
-		DownAfter: cfg.NodeDownAfter,
-		Now:       cfg.Now, Logger: cfg.Logger})
+		DownAfter: cfg.NodeDownAfter, OrphanGrace: cfg.OrphanGrace,
+		Now: cfg.Now, Logger: cfg.Logger})
 	sealer, err := seal.New(cfg.SealingKey, "library-license")
 	if err != nil {
 		return nil, err
@@ -426,7 +441,19 @@ func New(cfg Config) (_ *Server, err error) {
 	fetch := safefetch.New(cfg.FetchAllow, 5*time.Minute)
 	runners := &sitejobs.Runners{Store: store, Raft: node, Agents: s.registry, Blobs: blobStore, Fetch: fetch,
 		Artifacts: blobStore, Held: s.registry, Now: cfg.Now}
+	runners.SnapshotsKept = cfg.SnapshotsKept
+	runners.DiskMB = func(site *state.Site) int {
+		acct, err := store.Account(site.UserID)
+		if err != nil || acct == nil {
+			return 0
+		}
+		return cfg.Plans.For(acct.Plan).SiteDiskMB
+	}
 	runners.Register(s.dispatcher)
+	node.OnLeader(func(ctx context.Context) {
+		runners.Fleet(ctx, sitejobs.FleetConfig{SnapshotEvery: cfg.SnapshotEvery, RescheduleAfter: cfg.RescheduleAfter, Tick: cfg.FleetTick,
+			Placer: s.registry, Strategy: cfg.Strategy, SiteMemoryMB: nodes.SiteMemoryMB})
+	})
 	node.OnLeader(func(ctx context.Context) { s.blobSync.Collect(ctx, 10*time.Minute, time.Hour) })
 	node.OnLeader(s.registry.Monitor)
 	node.OnLeader(func(ctx context.Context) { runners.CollectTemplates(ctx, 10*time.Second, s.registry) })
@@ -645,6 +672,13 @@ func wantedBlobs(store *state.Store) ([]string, error) {
 		return nil, err
 	}
 	uploads, err := store.ImportArtifacts()
+	if err != nil {
+		return nil, err
+	}
+	snaps, err := store.AllSnapshots()
+	for _, sn := range snaps {
+		out = append(out, sn.FilesSHA256, sn.DatabaseSHA256)
+	}
 	return append(append(append(out, arts...), bundles...), uploads...), err
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -52,7 +53,19 @@ type Runners struct {
 	// PinHost resolves a repository's host and checks its addresses with
 	// the address guard; nil fails git_deploy jobs.
 	PinHost func(ctx context.Context, host string) (netip.Addr, error)
-	Now     func() time.Time
+	// SnapshotsKept is how many snapshots of a site are kept; zero means
+	// DefaultSnapshotsKept.
+	SnapshotsKept int
+	// DiskMB is the disk a site's plan gives it (a moved site gets the
+	// same); nil leaves it to the node.
+	DiskMB func(*state.Site) int
+	Now    func() time.Time
+
+	snapMu   sync.Mutex
+	snapJobs map[string]string // site → its scheduled snapshot's job
+	// failedMoves holds when a site's last move failed: it is tried again
+	// a minute later, not at every tick.
+	failedMoves map[string]time.Time
 }
 
 // Register adds the site job runners to a dispatcher.
@@ -69,6 +82,8 @@ func (r *Runners) Register(d *jobs.Dispatcher) {
 	d.Register(jobspec.BakeBlueprint, jobs.RunnerFunc(r.bake))
 	d.Register(jobspec.ImportRestore, jobs.RunnerFunc(r.importRestore))
 	d.Register(jobspec.SetSiteDomain, jobs.RunnerFunc(r.setDomain))
+	d.Register(jobspec.SnapshotSite, jobs.RunnerFunc(r.snapshotSite))
+	d.Register(jobspec.MoveSite, jobs.RunnerFunc(r.moveSite))
 	d.Register(jobspec.GitDeploy, jobs.RunnerFunc(r.gitDeploy))
 }
 
@@ -194,6 +209,14 @@ func (r *Runners) delete(ctx context.Context, j *state.Job, _ func(int)) error {
 	if err != nil || s == nil {
 		return err
 	}
+	// A site on a lost node is forgotten at once: when the node comes
+	// back, it is told to remove what it holds of it.
+	if n, _ := r.Store.Node(s.NodeID); n != nil && n.Status == state.NodeDown {
+		r.dropMoveTarget(ctx, s, j.ID)
+		_, err = r.Raft.Apply(ctx, fsm.DeleteSite{ID: s.ID, At: r.now()})
+		return err
+	}
+	r.dropMoveTarget(ctx, s, j.ID)
 	if s.NodeID != "" {
 		agent, err := r.Agents.Agent(s.NodeID)
 		if err == nil {

@@ -211,6 +211,9 @@ func siteGone(tx *memdb.Txn, siteID string, at time.Time) error {
 	if err := domainGone(tx, siteID); err != nil {
 		return err
 	}
+	if err := snapshotsGone(tx, siteID); err != nil {
+		return err
+	}
 	if err := reposGone(tx, siteID); err != nil {
 		return err
 	}

@@ -218,10 +218,34 @@ type Site struct {
 	Pool string `json:"pool,omitempty"`
 	// Entry is where a one-time login lands and as whom: set by a
 	// Blueprint's login and landingPage (empty: the admin, wp-admin).
-	Entry     SiteEntry `json:"entry,omitzero"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	Entry SiteEntry `json:"entry,omitzero"`
+	// Move is set while the site is being moved to another node (a drain,
+	// or a restore from its snapshot after its node was lost).
+	Move *SiteMove `json:"move,omitempty"`
+	// RestoredFrom is when the snapshot the site was last restored from
+	// (its node lost) was taken: how old its data is; nil when the site
+	// never lost data.
+	RestoredFrom *time.Time `json:"restoredFrom,omitempty"`
+	CreatedAt    time.Time  `json:"createdAt"`
+	UpdatedAt    time.Time  `json:"updatedAt"`
 }
+
+// SiteMove is a move of a site to another node in progress.
+type SiteMove struct {
+	JobID  string `json:"jobId"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Reason string `json:"reason"` // drain or reschedule
+	// Switching is set while the site is unavailable for the switch.
+	Switching bool      `json:"switching,omitempty"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// Move reasons.
+const (
+	MoveDrain      = "drain"
+	MoveReschedule = "reschedule"
+)
 
 // PoolWorkspace is the workspace and owner of unclaimed pooled sites: no
 // workspace has this id, so no listing, lookup or quota sees them.
@@ -252,7 +276,10 @@ type Node struct {
 	SSHHostKey string `json:"sshHostKey,omitempty"`
 	// IngressAddr is host:port where edges reach the node's sites (mutual
 	// TLS); empty for an agent that predates it.
-	IngressAddr  string    `json:"ingressAddr,omitempty"`
+	IngressAddr string `json:"ingressAddr,omitempty"`
+	// Drain is set once an operator drains the node: it takes no new
+	// sites and its sites are moved away.
+	Drain        *Drain    `json:"drain,omitempty"`
 	RegisteredAt time.Time `json:"registeredAt"`
 	UpdatedAt    time.Time `json:"updatedAt"`
 }
@@ -285,4 +312,38 @@ type LibraryEntry struct {
 type SiteEntry struct {
 	User string `json:"user,omitempty"`
 	Path string `json:"path,omitempty"`
+}
+
+// Drain is a node's drain: when it began and each move so far.
+type Drain struct {
+	StartedAt time.Time    `json:"startedAt"`
+	Moves     []MoveReport `json:"moves"`
+}
+
+// MoveReport is how one site's move went.
+type MoveReport struct {
+	SiteID string `json:"siteId"`
+	To     string `json:"to"`
+	JobID  string `json:"jobId"`
+	Status string `json:"status"` // moving, moved, failed
+	Error  string `json:"error,omitempty"`
+	// DowntimeMs is how long the site was unavailable for its switch.
+	DowntimeMs int64      `json:"downtimeMs"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+}
+
+// SiteSnapshot is a copy of a site's files and database in the blob store,
+// taken while it ran: what a site is restored from when its node is lost.
+type SiteSnapshot struct {
+	ID             string    `json:"id"`
+	SiteID         string    `json:"siteId"`
+	NodeID         string    `json:"nodeId"`
+	FilesSHA256    string    `json:"filesSha256"`
+	FilesBytes     int64     `json:"filesBytes"`
+	DatabaseSHA256 string    `json:"databaseSha256"`
+	DatabaseBytes  int64     `json:"databaseBytes"`
+	Reason         string    `json:"reason"`
+	TakenAt        time.Time `json:"takenAt"`
+	CreatedAt      time.Time `json:"createdAt"`
 }

@@ -41,6 +41,7 @@ const (
 	tableClusterMembers = "cluster_members"
 	tableJoinTokens     = "join_tokens"
 	tableOperatorTokens = "operator_tokens"
+	tableSnapshots      = "snapshots"
 )
 
 func idIndex() *memdb.IndexSchema {
@@ -176,6 +177,10 @@ func schema() *memdb.DBSchema {
 			"id":   idIndex(),
 			"hash": fieldIndex("hash", "Hash", true),
 		}},
+		tableSnapshots: {Name: tableSnapshots, Indexes: map[string]*memdb.IndexSchema{
+			"id":   idIndex(),
+			"site": fieldIndex("site", "SiteID", false),
+		}},
 		tableDemos: {Name: tableDemos, Indexes: map[string]*memdb.IndexSchema{
 			"id":       idIndex(),
 			"template": fieldIndex("template", "TemplateID", false),
@@ -224,5 +229,5 @@ var tables = []string{
 	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary, tableIdempotency,
 	tableTemplates, tableLeads, tableDemos, tableWebhooks, tableDeliveries, tableBlueprints, tableRuns,
 	tableImports, tableOAuthClients, tableOAuthCodes, tableDomains, tableCertData, tableCertLocks, tableSSHKeys, tableRepos,
-	tableClusterCA, tableClusterMembers, tableJoinTokens, tableOperatorTokens,
+	tableClusterCA, tableClusterMembers, tableJoinTokens, tableOperatorTokens, tableSnapshots,
 }

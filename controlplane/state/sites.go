@@ -220,7 +220,8 @@ func (t *Tx) UpsertNode(n Node) error {
 		if old, err := first[Node](tx, tableNodes, "id", n.ID); err != nil {
 			return err
 		} else if old != nil {
-			n.RegisteredAt = old.RegisteredAt
+			// Registering again keeps what the control plane decided.
+			n.RegisteredAt, n.Drain = old.RegisteredAt, old.Drain
 		}
 		n.Status = NodeReady
 		if err := insert(tx, tableNodes, &n); err != nil {
@@ -262,8 +263,8 @@ func followNode(tx *memdb.Txn, nodeID, status string, at time.Time) error {
 		return err
 	}
 	for _, s := range sites {
-		if s.Status != from {
-			continue
+		if s.Status != from || (s.Move != nil && s.Move.Switching) {
+			continue // a switching site is the move's to end
 		}
 		c := *s
 		c.Status, c.UpdatedAt = to, at

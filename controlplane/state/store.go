@@ -227,6 +227,8 @@ func newRow(table string) (any, error) {
 		return new(JoinToken), nil
 	case tableOperatorTokens:
 		return new(OperatorToken), nil
+	case tableSnapshots:
+		return new(SiteSnapshot), nil
 	}
 	return nil, fmt.Errorf("unknown table %q", table)
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -25,11 +26,12 @@ import (
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
 )
 
-// Files in a member's credential directory.
+// Files in a member's credential directory: the certificate and its key
+// in one file (replaced in one rename, so a reader never pairs a new key
+// with an old certificate), and the CA.
 const (
-	KeyFile  = "key.pem"
-	CertFile = "cert.pem"
-	CAFile   = "ca.pem"
+	MemberFile = "member.pem"
+	CAFile     = "ca.pem"
 )
 
 // Paths of the control plane's enrolment endpoints (on its cluster port).
@@ -64,45 +66,45 @@ func (c *Config) defaults() {
 
 // Have reports whether dir already holds a certificate.
 func Have(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, CertFile))
+	_, err := os.Stat(filepath.Join(dir, MemberFile))
 	return err == nil
 }
 
 // Load reads the credentials kept in dir.
 func Load(dir string) (*rpcauth.Creds, error) {
-	read := func(name string) ([]byte, error) {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			return nil, fmt.Errorf("enroll: %w", err)
+	member, err := os.ReadFile(filepath.Join(dir, MemberFile))
+	if err != nil {
+		return nil, fmt.Errorf("enroll: %w", err)
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, CAFile))
+	if err != nil {
+		return nil, fmt.Errorf("enroll: %w", err)
+	}
+	var certPEM, keyPEM []byte
+	for rest := member; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
 		}
-		return b, nil
+		if b.Type == "CERTIFICATE" {
+			certPEM = append(certPEM, pem.EncodeToMemory(b)...)
+		} else {
+			keyPEM = pem.EncodeToMemory(b)
+		}
 	}
-	cert, err := read(CertFile)
-	if err != nil {
-		return nil, err
-	}
-	key, err := read(KeyFile)
-	if err != nil {
-		return nil, err
-	}
-	ca, err := read(CAFile)
-	if err != nil {
-		return nil, err
-	}
-	return rpcauth.NewCreds(cert, key, ca)
+	return rpcauth.NewCreds(certPEM, keyPEM, ca)
 }
 
-// Save writes credentials to dir (each file replaced atomically).
+// Save writes credentials to dir: the CA first, then the certificate
+// with its key in one atomic replacement.
 func Save(dir string, certPEM, keyPEM, caPEM []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("enroll: %w", err)
 	}
-	for name, data := range map[string][]byte{KeyFile: keyPEM, CAFile: caPEM, CertFile: certPEM} {
-		if err := writeAtomic(filepath.Join(dir, name), data); err != nil {
-			return err
-		}
+	if err := writeAtomic(filepath.Join(dir, CAFile), caPEM); err != nil {
+		return err
 	}
-	return nil
+	return writeAtomic(filepath.Join(dir, MemberFile), append(append([]byte{}, certPEM...), keyPEM...))
 }
 
 // Obtain returns the member's credentials: those in Dir when there are

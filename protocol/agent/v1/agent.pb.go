@@ -557,7 +557,11 @@ type HeartbeatResponse struct {
 	// unknown means the control plane lost this node (re-register).
 	Unknown bool `protobuf:"varint,2,opt,name=unknown,proto3" json:"unknown,omitempty"`
 	// servers are the cluster URLs of every control-plane server.
-	Servers       []string `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
+	Servers []string `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
+	// remove_site_ids are sites the agent reported that are no longer its
+	// own: deleted, or moved to another node while it was away. The agent
+	// removes them (their data is elsewhere, or was deleted by their owner).
+	RemoveSiteIds []string `protobuf:"bytes,4,rep,name=remove_site_ids,json=removeSiteIds,proto3" json:"remove_site_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -609,6 +613,13 @@ func (x *HeartbeatResponse) GetUnknown() bool {
 func (x *HeartbeatResponse) GetServers() []string {
 	if x != nil {
 		return x.Servers
+	}
+	return nil
+}
+
+func (x *HeartbeatResponse) GetRemoveSiteIds() []string {
+	if x != nil {
+		return x.RemoveSiteIds
 	}
 	return nil
 }
@@ -4022,11 +4033,12 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x05load1\x18\x03 \x01(\x01R\x05load1\x123\n" +
 	"\x05sites\x18\x04 \x03(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x05sites\x12!\n" +
 	"\fphp_versions\x18\x05 \x03(\tR\vphpVersions\x12\x1c\n" +
-	"\ttemplates\x18\x06 \x03(\tR\ttemplates\"{\n" +
+	"\ttemplates\x18\x06 \x03(\tR\ttemplates\"\xa3\x01\n" +
 	"\x11HeartbeatResponse\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x01 \x01(\x03R\x13heartbeatIntervalMs\x12\x18\n" +
 	"\aunknown\x18\x02 \x01(\bR\aunknown\x12\x18\n" +
-	"\aservers\x18\x03 \x03(\tR\aservers\"9\n" +
+	"\aservers\x18\x03 \x03(\tR\aservers\x12&\n" +
+	"\x0fremove_site_ids\x18\x04 \x03(\tR\rremoveSiteIds\"9\n" +
 	"\aSiteRef\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x9a\x03\n" +
