@@ -113,6 +113,7 @@ var registry = map[Type]func() Command{
 	74: func() Command { return new(RevokeMember) },
 	75: func() Command { return new(CreateOperatorToken) },
 	76: func() Command { return new(DeleteOperatorToken) },
+	77: func() Command { return new(ResealValues) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -707,4 +708,12 @@ type CreateOperatorToken struct {
 // DeleteOperatorToken revokes an operator token.
 type DeleteOperatorToken struct {
 	ID string `json:"id"`
+}
+
+// ResealValues puts sealed values the leader sealed again with the
+// current sealing key in place of the old ciphertexts, each only if it
+// is still the old one (a rotation's compare-and-swap); the FSM does no
+// crypto. It produces how many it replaced.
+type ResealValues struct {
+	Values []state.Reseal `json:"values"`
 }

@@ -289,3 +289,10 @@ func (c RenewMember) apply(tx *state.Tx) any {
 func (c RevokeMember) apply(tx *state.Tx) any        { return tx.RevokeMember(c.ID, c.At) }
 func (c CreateOperatorToken) apply(tx *state.Tx) any { return tx.CreateOperatorToken(c.Token) }
 func (c DeleteOperatorToken) apply(tx *state.Tx) any { return tx.DeleteOperatorToken(c.ID) }
+func (c ResealValues) apply(tx *state.Tx) any {
+	n, err := tx.ResealValues(c.Values)
+	if err != nil {
+		return err
+	}
+	return n
+}
