@@ -101,6 +101,10 @@ func TestRotate(t *testing.T) {
 		key := fmt.Sprintf("certificates/acme/site-%03d.crt", i)
 		apply(fsm.PutCertData{Data: state.CertData{Key: key, Value: ringA.Sealer(PurposeCerts).Seal("pem "+key, key), Modified: t0}})
 	}
+	// A value sealed before values named their key: the same bytes
+	// without the version byte and key id.
+	legacy := ringA.Sealer(PurposeCerts).Seal("pem legacy", "legacy")[1+seal.KeyIDSize:]
+	apply(fsm.PutCertData{Data: state.CertData{Key: "legacy", Value: legacy, Modified: t0}})
 	// A value of another cluster's key, and one sealed for another record.
 	apply(fsm.PutCertData{Data: state.CertData{Key: "foreign", Value: ringC.Sealer(PurposeCerts).Seal("x", "foreign"), Modified: t0}})
 	apply(fsm.PutCertData{Data: state.CertData{Key: "moved", Value: ringA.Sealer(PurposeCerts).Seal("x", "elsewhere"), Modified: t0}})
@@ -114,7 +118,7 @@ func TestRotate(t *testing.T) {
 			Value: ringA.Sealer(PurposeCerts).Seal("pem changed", "certificates/acme/site-000.crt"), Modified: t0}})
 	}
 	dry, err := r.Rotate(ctx, true)
-	if err != nil || dry.Resealed != certs+1 || raft.reseals != 0 {
+	if err != nil || dry.Resealed != certs+2 || raft.reseals != 0 {
 		t.Fatalf("dry run: %+v, %v, %d applies", dry, err, raft.reseals)
 	}
 	got, err := r.Rotate(ctx, false)
@@ -125,9 +129,9 @@ func TestRotate(t *testing.T) {
 	for _, u := range got.Unreadable {
 		unreadable[u] = true
 	}
-	if got.Resealed != certs+1 || got.AlreadyCurrent != 0 || got.KeyID != seal.KeyID(keyB) || len(unreadable) != 2 ||
+	if got.Resealed != certs+2 || got.AlreadyCurrent != 0 || got.KeyID != seal.KeyID(keyB) || len(unreadable) != 2 ||
 		!unreadable[Unreadable{state.SealedCertData, seal.KeyID(keyA), 1}] || !unreadable[Unreadable{state.SealedCertData, seal.KeyID(keyC), 1}] {
-		t.Fatalf("rotation = %+v; want %d resealed, one unreadable value of key A's and one of key C's", got, certs+1)
+		t.Fatalf("rotation = %+v; want %d resealed, one unreadable value of key A's and one of key C's", got, certs+2)
 	}
 	if raft.reseals != 3 { // two batches, then the changed value
 		t.Fatalf("%d reseal applies, want 3", raft.reseals)
@@ -144,8 +148,8 @@ func TestRotate(t *testing.T) {
 		if err != nil || seal.SealedWith(v.Sealed) != seal.KeyID(keyB) {
 			t.Fatalf("%s %s: %v, sealed with %s", v.Kind, v.ID, err, seal.SealedWith(v.Sealed))
 		}
-		if v.ID == "certificates/acme/site-000.crt" && plain != "pem changed" {
-			t.Fatalf("the concurrent write was lost: %q", plain)
+		if v.ID == "certificates/acme/site-000.crt" && plain != "pem changed" || v.ID == "legacy" && plain != "pem legacy" {
+			t.Fatalf("%s: %q", v.ID, plain)
 		}
 	}
 	if d, _ := store.CertData("foreign"); seal.SealedWith(d.Value) != seal.KeyID(keyC) {
@@ -153,7 +157,7 @@ func TestRotate(t *testing.T) {
 	}
 
 	again, err := r.Rotate(ctx, false)
-	if err != nil || again.Resealed != 0 || again.AlreadyCurrent != certs+1 || len(again.Unreadable) != 2 {
+	if err != nil || again.Resealed != 0 || again.AlreadyCurrent != certs+2 || len(again.Unreadable) != 2 {
 		t.Fatalf("second run: %+v, %v", again, err)
 	}
 
