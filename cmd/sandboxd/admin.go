@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/apiclient"
+	"github.com/sandboxd/sandboxd/controlplane/sealing"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 )
 
@@ -41,6 +42,9 @@ Commands:
   member list                                 the cluster's servers, agents and edges
   member revoke ROLE/NAME                     refuse every certificate of a member at once
   sealing-key new                             print a new sealing key (no server needed)
+  sealing-key ids [--sealing-key-file F]      the ids of the keys in F or SANDBOXD_SEALING_KEY (no server needed)
+  sealing-key status                          every server's sealing key ids (the first seals)
+  rotate-sealing-key [--dry-run]              seal every secret in the state again with the current (first) key
 
 Every command finds the server through --data-dir (default ./.data) or --server URL,
 and authenticates with an operator token from SANDBOXD_OPERATOR_TOKEN, --token-file
@@ -56,11 +60,12 @@ func runAdmin(args []string, out io.Writer) error {
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
-	case "create-account", "create-token", "set-plan", "accounts", "outbox", "cluster", "remove-server", "nodes", "drain", "undrain", "snapshot":
+	case "create-account", "create-token", "set-plan", "accounts", "outbox", "cluster", "remove-server", "nodes", "drain", "undrain", "snapshot",
+		"rotate-sealing-key":
 	case "join-token", "operator-token", "member", "sealing-key":
 		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 			fmt.Fprint(os.Stderr, adminUsage)
-			return fmt.Errorf("admin %s: which one? (create, list, revoke, new)", cmd)
+			return fmt.Errorf("admin %s: which one? (create, list, revoke, new, status)", cmd)
 		}
 		cmd, args = cmd+" "+args[0], args[1:]
 	default:
@@ -70,6 +75,9 @@ func runAdmin(args []string, out io.Writer) error {
 	if cmd == "sealing-key new" {
 		fmt.Fprintln(out, server.NewSealingKey())
 		return nil
+	}
+	if cmd == "sealing-key ids" {
+		return sealingKeyIDs(args, out)
 	}
 	fs := flag.NewFlagSet("sandboxd admin "+cmd, flag.ContinueOnError)
 	dataDir := fs.String("data-dir", ".data", "data directory of the running server")
@@ -83,6 +91,7 @@ func runAdmin(args []string, out io.Writer) error {
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the join token can be used")
 	description := fs.String("description", "", "what the join token is for")
 	wait := fs.Bool("wait", false, "drain: wait until every site has moved, printing each move")
+	dryRun := fs.Bool("dry-run", false, "count what a rotation would reseal; change nothing (rotate-sealing-key)")
 	// Positional arguments (an id) may come before or after the flags.
 	var pos []string
 	for len(args) > 0 {
@@ -305,6 +314,18 @@ func runAdmin(args []string, out io.Writer) error {
 			}
 			fmt.Fprintf(out, "%s\t%s\tcertificate expires %s\n", m["id"], state, m["expiresAt"])
 		}
+	case "sealing-key status":
+		var res struct{ Servers []sealing.Status }
+		if err := c.do("GET", "/api/admin/sealing-key", nil, &res); err != nil {
+			return err
+		}
+		printKeyrings(out, res.Servers)
+	case "rotate-sealing-key":
+		var res struct{ Rotation sealing.Rotation }
+		if err := c.do("POST", "/api/admin/sealing-key/rotate", map[string]bool{"dryRun": *dryRun}, &res); err != nil {
+			return err
+		}
+		printRotation(out, res.Rotation)
 	case "cluster":
 		var res struct{ Cluster any }
 		if err := c.do("GET", "/api/admin/cluster", nil, &res); err != nil {
@@ -399,4 +420,81 @@ func (c *adminClient) followDrain(out io.Writer, node string) error {
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// printKeyrings shows each server's key ids and whether they open the
+// cluster's values.
+func printKeyrings(out io.Writer, servers []sealing.Status) {
+	for _, st := range servers {
+		switch {
+		case st.Error != "":
+			fmt.Fprintf(out, "%s\tnot asked: %s\n", st.Server, st.Error)
+		case st.ClusterCA == sealing.CAUnreadable:
+			fmt.Fprintf(out, "%s\tkeys %s\tCANNOT OPEN the cluster's values: they need key %s\n", st.Server,
+				strings.Join(st.KeyIDs, ","), orBefore(st.ClusterCAKeyID))
+		default:
+			fmt.Fprintf(out, "%s\tkeys %s\tcluster CA key %s, sealed with %s\n", st.Server, strings.Join(st.KeyIDs, ","),
+				st.ClusterCA, orBefore(st.ClusterCAKeyID))
+		}
+	}
+}
+
+// printRotation says what a rotation did and what the operator does next.
+func printRotation(out io.Writer, r sealing.Rotation) {
+	if r.DryRun {
+		fmt.Fprintf(out, "dry run: %d values would be resealed with key %s; %d already are\n", r.Resealed, r.KeyID, r.AlreadyCurrent)
+	} else {
+		fmt.Fprintf(out, "resealed %d values with key %s; %d already were\n", r.Resealed, r.KeyID, r.AlreadyCurrent)
+	}
+	unreadable := 0
+	for _, u := range r.Unreadable {
+		unreadable += u.Count
+		fmt.Fprintf(out, "NOT RESEALED: %d %s values no key of the leader opens (sealed with %s); they were left as they are\n",
+			u.Count, u.Kind, orBefore(u.KeyID))
+	}
+	if r.DryRun {
+		return
+	}
+	if unreadable > 0 {
+		fmt.Fprintln(out, "Values above stay unreadable until a server holds the key they name; re-enter those secrets, or delete them.")
+	}
+	fmt.Fprintf(out, `Next:
+  1. Check: run rotate-sealing-key again; it should reseal 0 values.
+  2. On every server, one at a time: keep only the first key (id %s) in its sealing key file
+     (or SANDBOXD_SEALING_KEY), restart it, and wait for it to rejoin (sandboxd admin cluster) before the next.
+  3. sandboxd admin sealing-key status: every server shows the one key %s.
+`, r.KeyID, r.KeyID)
+}
+
+func orBefore(id string) string {
+	if id == "" {
+		return "a key from before key ids"
+	}
+	return id
+}
+
+// sealingKeyIDs prints the id of each key of a sealing key setting, so an
+// operator can tell which line of a key file a server's status names.
+func sealingKeyIDs(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("sandboxd admin sealing-key ids", flag.ContinueOnError)
+	setting := secretFlag(fs, "sealing-key", "SANDBOXD_SEALING_KEY", "sealing keys, one per line")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	v, err := setting()
+	if err != nil {
+		return err
+	}
+	ring, err := sealing.Parse(v)
+	if err != nil {
+		return err
+	}
+	for i, id := range ring.IDs() {
+		role := "previous: opens only"
+		if i == 0 {
+			role = "current: seals"
+		}
+		fmt.Fprintf(out, "%d\t%s\t%s\n", i+1, id, role)
+	}
+	return nil
 }

@@ -90,7 +90,9 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 	c.cfg.ImportStore.SecretKey = os.Getenv("SANDBOXD_IMPORT_STORE_SECRET_KEY")
 	c.cfg.SMTP.Password = os.Getenv("SANDBOXD_SMTP_PASSWORD")
 	c.sealingKey = secretFlag(fs, "sealing-key", "SANDBOXD_SEALING_KEY",
-		"key every server seals secrets in the replicated state with; the same on all servers (default: made once in the data dir, for one machine)")
+		"keys every server seals secrets in the replicated state with, the same on all servers: the first seals, any others "+
+			"(one per line in the file, comma-separated in the variable) only open what they sealed, until `sandboxd admin rotate-sealing-key` "+
+			"reseals it (default: one made once in the data dir, for one machine)")
 	fs.StringVar(&c.cfg.AdvertiseCluster, "advertise-cluster", "", "cluster URL agents, edges and other servers dial (default https://<cluster-addr>)")
 	fs.DurationVar(&c.cfg.HeartbeatInterval, "heartbeat-interval", 2*time.Second, "how often agents report to the control plane")
 	fs.DurationVar(&c.cfg.NodeDownAfter, "node-down-after", 0, "a node silent this long is down and its sites unavailable (default: 5 heartbeat intervals)")

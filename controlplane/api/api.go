@@ -85,6 +85,9 @@ type Config struct {
 	// ReplaySealer seals the answers kept for Idempotency-Key replays
 	// (they can carry a new token's secret).
 	ReplaySealer *seal.Sealer
+	// Sealing lists the servers' sealing keys and rotates them (nil: no
+	// sealing key routes).
+	Sealing Sealing
 	// RateLimits bounds failed authentications and writes; the zero value
 	// limits nothing.
 	RateLimits RateLimits
@@ -487,6 +490,9 @@ func (a *API) Register(r *rest.Router) {
 	a.registerMembers(r)
 	a.registerNodes(r)
 	a.registerFleet(r)
+	if a.cfg.Sealing != nil {
+		a.registerSealing(r)
+	}
 }
 
 // internal handles a route servers call on one another (blob

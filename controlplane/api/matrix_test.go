@@ -47,6 +47,7 @@ var sampleBodies = map[string]string{
 	"POST /api/admin/tokens":                               `{"email":"m@example.com"}`,
 	"POST /api/admin/join-tokens":                          `{"role":"agent"}`,
 	"POST /api/admin/operator-tokens":                      `{"name":"matrix"}`,
+	"POST /api/admin/sealing-key/rotate":                   `{"dryRun":true}`,
 	"POST /api/app/sites/{id}/files/{op}":                  `{"contentBase64":""}`,
 	"POST /api/app/plugin-library/github":                  `{"repository":"acme/widgets"}`,
 	"PUT /api/app/plugin-library/{id}/license-key":         `{"licenseKey":"matrix-key-000"}`,

@@ -113,7 +113,8 @@ var registry = map[Type]func() Command{
 	74: func() Command { return new(RevokeMember) },
 	75: func() Command { return new(CreateOperatorToken) },
 	76: func() Command { return new(DeleteOperatorToken) },
-	// 77 and 78 are the sealing key rotation's.
+	77: func() Command { return new(ResealValues) },
+	// 78 is free.
 	79: func() Command { return new(AddSnapshot) },
 	80: func() Command { return new(SetNodeDrain) },
 	81: func() Command { return new(StartMove) },
@@ -760,4 +761,12 @@ type AbortMove struct {
 	JobID  string    `json:"jobId"`
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
+}
+
+// ResealValues puts sealed values the leader sealed again with the
+// current sealing key in place of the old ciphertexts, each only if it
+// is still the old one (a rotation's compare-and-swap); the FSM does no
+// crypto. It produces how many it replaced.
+type ResealValues struct {
+	Values []state.Reseal `json:"values"`
 }

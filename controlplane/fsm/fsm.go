@@ -297,3 +297,10 @@ func (c FinishMove) apply(tx *state.Tx) any {
 	return tx.FinishMove(c.SiteID, c.JobID, c.Address, c.Port, c.RestoredFrom, c.Downtime, c.At)
 }
 func (c AbortMove) apply(tx *state.Tx) any { return tx.AbortMove(c.SiteID, c.JobID, c.Reason, c.At) }
+func (c ResealValues) apply(tx *state.Tx) any {
+	n, err := tx.ResealValues(c.Values)
+	if err != nil {
+		return err
+	}
+	return n
+}

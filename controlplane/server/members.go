@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"crypto/hkdf"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
@@ -50,20 +48,6 @@ func NewSealingKey() string {
 		panic("server: crypto/rand failed: " + err.Error())
 	}
 	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// checkSealingKey refuses keys too short to be one NewSealingKey made.
-func checkSealingKey(k string) error {
-	if len(strings.TrimSpace(k)) < 32 {
-		return errors.New("config: the sealing key is too short (make one with `sandboxd admin sealing-key new`)")
-	}
-	return nil
-}
-
-// derivedKey is a key for one purpose (sessions, address hashes) made
-// from the sealing key.
-func derivedKey(sealingKey, purpose string) ([]byte, error) {
-	return hkdf.Key(sha256.New, []byte(sealingKey), nil, purpose, 32)
 }
 
 // credentials returns this server's cluster certificate: the one kept in

@@ -41,7 +41,6 @@ import (
 	"github.com/sandboxd/sandboxd/internal/objstore"
 	"github.com/sandboxd/sandboxd/internal/promreg"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
-	"github.com/sandboxd/sandboxd/internal/seal"
 
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -58,6 +57,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/repos"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/routes"
+	"github.com/sandboxd/sandboxd/controlplane/sealing"
 	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/controlplane/templates"
@@ -113,7 +113,9 @@ type Config struct {
 	// SealingKey seals every secret kept in the replicated state (the CA
 	// key, license keys, webhook secrets, deploy keys, certificates). All
 	// servers share it; empty means the one kept in DataDir (made on the
-	// first start), which suits one machine only.
+	// first start), which suits one machine only. It may hold several
+	// keys, one per line or comma-separated: the first seals, the others
+	// only open what they sealed until a rotation (sealing.Parse).
 	SealingKey string
 	// CertTTL is how long member certificates the leader issues are
 	// valid (renewed at two thirds); zero means 7 days.
@@ -310,6 +312,7 @@ type Server struct {
 	bootstrapOperator string
 	bootstrapped      atomic.Bool
 	stopRenew         context.CancelFunc
+	sealing           *sealingService
 }
 
 // New opens the node's storage, starts Raft and binds the API listener.
@@ -335,7 +338,8 @@ func New(cfg Config) (_ *Server, err error) {
 			return nil, err
 		}
 	}
-	if err := checkSealingKey(cfg.SealingKey); err != nil {
+	keys, err := sealing.Parse(cfg.SealingKey)
+	if err != nil {
 		return nil, err
 	}
 	_, statErr := os.Stat(filepath.Join(cfg.DataDir, "raft", "raft.db"))
@@ -372,10 +376,7 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	closers = append(closers, cln.Close)
 	s.clusterURL = strings.TrimRight(cmp.Or(cfg.AdvertiseCluster, "https://"+cln.Addr().String()), "/")
-	caSealer, err := seal.New(cfg.SealingKey, "cluster-ca")
-	if err != nil {
-		return nil, err
-	}
+	caSealer := keys.Sealer(sealing.PurposeClusterCA)
 	if fresh && cfg.Bootstrap {
 		if s.bootstrapOperator, err = persistent(filepath.Join(cfg.DataDir, operatorTokenFile), func() string {
 			tok, _ := members.NewOperatorToken("bootstrap", time.Now())
@@ -415,6 +416,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.members = members.New(members.Config{Store: store, Raft: node, Sealer: caSealer, CertTTL: cfg.CertTTL, Now: cfg.Now,
 		Logger: cfg.Logger})
 	node.OnLeader(s.finishBootstrap)
+	s.sealing = newSealingService(s, keys)
 
 	var mailer api.Mailer = mail.NewOutbox(node)
 	if cfg.SMTP.Addr != "" {
@@ -425,14 +427,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.registry = nodes.New(nodes.Config{Store: store, Raft: node, Creds: s.creds, HeartbeatInterval: cfg.HeartbeatInterval,
 		DownAfter: cfg.NodeDownAfter, OrphanGrace: cfg.OrphanGrace,
 		Now: cfg.Now, Logger: cfg.Logger})
-	sealer, err := seal.New(cfg.SealingKey, "library-license")
-	if err != nil {
-		return nil, err
-	}
-	replaySealer, err := seal.New(cfg.SealingKey, "idempotent-replay")
-	if err != nil {
-		return nil, err
-	}
+	sealer, replaySealer := keys.Sealer(sealing.PurposeLibrary), keys.Sealer(sealing.PurposeReplay)
 	if cfg.GitHubAPI == "" {
 		cfg.GitHubAPI = "https://api.github.com"
 	}
@@ -532,7 +527,7 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	runners.Imports = importService
-	connectKey, err := derivedKey(cfg.SealingKey, "sandboxd connect session v1")
+	connectKey, err := keys.Derive("sandboxd connect session v1")
 	if err != nil {
 		return nil, err
 	}
@@ -540,17 +535,14 @@ func New(cfg Config) (_ *Server, err error) {
 		Secure: strings.HasPrefix(s.url, "https://"), Now: cfg.Now, Log: s.log.With("component", "oauth")})
 	// Jobs run once every runner is in place.
 	node.OnLeader(s.dispatcher.Run)
-	hookSealer, err := seal.New(cfg.SealingKey, "webhook-signing")
-	if err != nil {
-		return nil, err
-	}
+	hookSealer := keys.Sealer(sealing.PurposeWebhooks)
 	sender := webhooks.NewSender(cfg.FetchAllow, cfg.WebhookRoots)
 	hooks := webhooks.New(webhooks.Config{Store: store, Raft: writes, Sealer: hookSealer, Sender: sender, Allow: cfg.FetchAllow, Now: cfg.Now})
 	deliveries := &webhooks.Dispatcher{Store: store, Raft: node, Sender: sender, Secret: hooks.Secret, Schedule: cfg.WebhookSchedule,
 		Now: cfg.Now, Log: s.log.With("component", "webhooks")}
 	node.OnLeader(deliveries.Run)
 	s.metrics.MustRegister(deliveries)
-	ipKey, err := derivedKey(cfg.SealingKey, "sandboxd launch ip-hash v1")
+	ipKey, err := keys.Derive("sandboxd launch ip-hash v1")
 	if err != nil {
 		return nil, err
 	}
@@ -566,10 +558,7 @@ func New(cfg Config) (_ *Server, err error) {
 		s.log.Warn("custom domains cannot be checked", "err", err)
 		resolver = nil
 	}
-	gitSealer, err := seal.New(cfg.SealingKey, "git-deploy")
-	if err != nil {
-		return nil, err
-	}
+	gitSealer := keys.Sealer(sealing.PurposeGit)
 	repoService := repos.New(repos.Config{Store: store, Raft: writes, Sealer: gitSealer, PublicURL: s.url, Allow: cfg.FetchAllow, Now: cfg.Now})
 	runners.GitSecrets, runners.PinHost = repoService.Secrets, fetch.PinHost
 	domainService := domains.New(domains.Config{Store: store, Raft: writes, Resolver: resolver, EdgeAddrs: cfg.EdgeAddrs,
@@ -585,6 +574,7 @@ func New(cfg Config) (_ *Server, err error) {
 		OAuth:        connector,
 		Domains:      domainService,
 		Repositories: repoService,
+		Sealing:      s.sealing,
 		RateLimits:   cfg.RateLimits, Metrics: metrics,
 	})
 	s.api.Register(s.router)
@@ -612,10 +602,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.router.HandleRaw(regPath, regHandler)
 	routePath, routeHandler := edgev1connect.NewRouteServiceHandler(routes.New(store, cfg.Logger), rpclimit.RoutesServer()...)
 	s.router.HandleRaw(routePath, routeHandler)
-	certSealer, err := seal.New(cfg.SealingKey, "edge-certificates")
-	if err != nil {
-		return nil, err
-	}
+	certSealer := keys.Sealer(sealing.PurposeCerts)
 	certPath, certHandler := edgev1connect.NewCertStorageServiceHandler(certstore.New(store, node, certSealer, cfg.Now),
 		rpclimit.CertServer()...)
 	s.router.HandleRaw(certPath, certHandler)
@@ -731,6 +718,7 @@ func (s *Server) Start() error {
 	renewCtx, stopRenew := context.WithCancel(context.Background())
 	s.stopRenew = stopRenew
 	go enroll.KeepFresh(renewCtx, enroll.Config{Dir: filepath.Join(s.cfg.DataDir, tlsDir), Logger: s.log}, s.creds, s.clusterURLs)
+	go s.sealing.watch(renewCtx) // stops with the renewals, at Close or Kill
 	if len(s.cfg.Join) > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		s.stopJoin = cancel
@@ -833,6 +821,7 @@ func (s *Server) clusterInfo() any {
 		"term":          st["term"],
 		"appliedIndex":  s.node.AppliedIndex(),
 		"configuration": st["latest_configuration"],
+		"sealing":       s.sealing.Local(),
 	}
 }
 
@@ -843,10 +832,16 @@ func (s *Server) registerInfra() {
 		if leader == "" {
 			status, code = "no_leader", http.StatusServiceUnavailable
 		}
+		sealingKey := s.sealing.health()
+		if sealingKey == "mismatch" && code == http.StatusOK {
+			// It could not lead: the cluster's secrets need a key it lacks.
+			status, code = "sealing_key_mismatch", http.StatusServiceUnavailable
+		}
 		// Anyone may ask: ids and indexes only, never an address (the
 		// leader's URL is in the operator's GET /api/admin/cluster).
 		_ = rest.JSON(w, code, map[string]any{"status": status, "version": Version, "nodeId": s.node.ID(),
-			"raftState": s.node.State().String(), "leaderId": s.node.LeaderID(), "term": s.node.Term(), "appliedIndex": s.node.AppliedIndex()})
+			"raftState": s.node.State().String(), "leaderId": s.node.LeaderID(), "term": s.node.Term(), "appliedIndex": s.node.AppliedIndex(),
+			"sealingKey": sealingKey})
 	}))
 	s.router.HandleRaw("GET /metrics", s.metrics.Handler())
 	s.router.HandleRaw("GET /api/openapi.json", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
