@@ -44,7 +44,7 @@ import (
 )
 
 // Version is reported at registration.
-const Version = "0.1.0"
+var Version = "0.1.0"
 
 // DefaultPHPVersion is imported before the agent registers.
 const DefaultPHPVersion = "8.2"

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -377,4 +378,218 @@ func TestFleetAcrossHosts(t *testing.T) {
 			})
 		}
 	})
+}
+
+// apiCaller makes API calls the way a careful client does: every write
+// carries an Idempotency-Key, and a call that gets no answer, a 503 or
+// outcome_unknown is sent again (same key) to the next server, for up to
+// a minute. A call that never succeeds is a failed call.
+type apiCaller struct {
+	servers []string
+	token   string
+	client  *http.Client
+	next    atomic.Int64
+	calls   atomic.Int64
+	retries atomic.Int64
+	failed  atomic.Int64
+}
+
+func (c *apiCaller) do(method, path, body, key string) (int, []byte) {
+	c.calls.Add(1)
+	deadline := time.Now().Add(time.Minute)
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			c.retries.Add(1)
+			time.Sleep(200 * time.Millisecond)
+		}
+		base := c.servers[int(c.next.Add(1))%len(c.servers)]
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := c.client.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				return resp.StatusCode, b
+			}
+		}
+		if time.Now().After(deadline) {
+			c.failed.Add(1)
+			return 0, nil
+		}
+	}
+}
+
+// TestFleetRollingUpgrade restarts servers, then agents, then edges, one
+// at a time, on a new binary (another version), while a client writes
+// and reads through the API and visitors browse every site through the
+// edges: no API call fails (retried with its Idempotency-Key), every
+// write is applied exactly once, and no site is unreachable outside its
+// own agent's restart. The fleet then runs the new version everywhere.
+func TestFleetRollingUpgrade(t *testing.T) {
+	fs := startFleet(t, "--heartbeat-interval", "500ms")
+	next := filepath.Join(t.TempDir(), "sandboxd-next")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=0.2.0-next", "-o", next, "./cmd/sandboxd")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the new binary: %v\n%s", err, out)
+	}
+	type site struct{ id, url, node string }
+	var sites []site
+	for i := range 2 {
+		r := fs.owner.Do("POST", "/api/app/sites", map[string]any{"name": fmt.Sprint("Upgraded ", i)}).Must(t, 202)
+		if job := fs.waitJob(t, r.Str("jobId")); job["status"] != "succeeded" {
+			t.Fatalf("create: %v", job)
+		}
+		s := fs.owner.Do("GET", "/api/app/sites/"+r.Str("site.id"), nil).Must(t, 200)
+		sites = append(sites, site{s.Str("site.id"), s.Str("site.url"), s.Str("site.nodeId")})
+	}
+
+	var apis []string
+	for _, h := range fs.servers {
+		apis = append(apis, "http://"+h.addr(fleetAPIPort))
+	}
+	caller := &apiCaller{servers: apis, token: fs.owner.Token, client: &http.Client{Timeout: 10 * time.Second}}
+	stop := make(chan struct{})
+	var loops sync.WaitGroup
+	var written []string
+	loops.Add(1)
+	go func() { // the client: a write and a read, over and over
+		defer loops.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			name := fmt.Sprintf("upgrade-%d", i)
+			if code, body := caller.do("POST", "/api/account/tokens", `{"name":"`+name+`"}`, name); code == 201 {
+				written = append(written, name)
+			} else if code != 0 {
+				t.Errorf("write %s: %d %s", name, code, body)
+			}
+			if code, body := caller.do("GET", "/api/app/sites", "", ""); code != 200 && code != 0 {
+				t.Errorf("read: %d %s", code, body)
+			}
+		}
+	}()
+	// Visitors: every site through whichever edge answers; an outage is
+	// a round in which no edge served it.
+	type window struct{ from, to time.Time }
+	var mu sync.Mutex
+	outages := map[string][]window{}
+	loops.Add(1)
+	go func() {
+		defer loops.Done()
+		down := map[string]time.Time{}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			for _, s := range sites {
+				ok := false
+				for _, e := range fs.edges {
+					if code, body, err := fs.visit(e, s.url, "/"); err == nil && code == 200 && strings.Contains(body, "wp-content") {
+						ok = true
+						break
+					}
+				}
+				now := time.Now()
+				switch {
+				case !ok && down[s.id].IsZero():
+					down[s.id] = now
+				case ok && !down[s.id].IsZero():
+					mu.Lock()
+					outages[s.id] = append(outages[s.id], window{down[s.id], now})
+					mu.Unlock()
+					down[s.id] = time.Time{}
+				}
+			}
+		}
+	}()
+
+	op := st.NewClient(t, fs.api, fs.operator)
+	upgrade := func(h *host, ready func() bool) window {
+		t.Helper()
+		from := time.Now()
+		h.proc.stop(t)
+		h.binary = next
+		h.restart()
+		st.WaitFor(t, 3*time.Minute, h.name+" upgraded and back", ready)
+		w := window{from, time.Now()}
+		t.Logf("%s upgraded in %v", h.name, w.to.Sub(w.from).Round(time.Millisecond))
+		return w
+	}
+	for _, h := range fs.servers {
+		h := h
+		upgrade(h, func() bool {
+			r, err := st.NewClient(t, "http://"+h.addr(fleetAPIPort), "").DoErr("GET", "/healthz", nil)
+			return err == nil && r.Status == 200 && r.Str("version") == "0.2.0-next"
+		})
+		if h == fs.servers[0] {
+			op = st.NewClient(t, "http://"+fs.servers[1].addr(fleetAPIPort), fs.operator)
+		}
+	}
+	restarts := map[string]window{}
+	for _, h := range fs.agents {
+		h := h
+		restarts[h.name] = upgrade(h, func() bool {
+			r, err := op.DoErr("GET", "/api/admin/nodes", nil)
+			if err != nil || r.Status != 200 {
+				return false
+			}
+			for _, n := range r.List("nodes") {
+				if n["id"] == h.name {
+					return n["status"] == "ready" && n["version"] == "0.2.0-next"
+				}
+			}
+			return false
+		})
+	}
+	for _, h := range fs.edges {
+		h := h
+		upgrade(h, func() bool {
+			code, _, err := fs.visit(h, sites[0].url, "/")
+			return err == nil && code == 200
+		})
+	}
+	time.Sleep(2 * time.Second)
+	close(stop)
+	loops.Wait()
+
+	t.Logf("%d API calls, %d retried sends, %d failed; %d writes", caller.calls.Load(), caller.retries.Load(), caller.failed.Load(), len(written))
+	if caller.failed.Load() != 0 {
+		t.Errorf("%d API calls failed during the upgrade", caller.failed.Load())
+	}
+	if len(written) < 10 {
+		t.Errorf("only %d writes went through", len(written))
+	}
+	tokens := fs.owner.Do("GET", "/api/account/tokens", nil).Must(t, 200).List("tokens")
+	count := map[string]int{}
+	for _, tok := range tokens {
+		count[fmt.Sprint(tok["name"])]++
+	}
+	for _, name := range written {
+		if count[name] != 1 {
+			t.Errorf("write %s applied %d times", name, count[name])
+		}
+	}
+	for _, s := range sites {
+		own := restarts[s.node]
+		for _, w := range outages[s.id] {
+			t.Logf("%s (on %s) unreachable %v", s.id, s.node, w.to.Sub(w.from).Round(time.Millisecond))
+			// Its own agent's restart, and the edges' next look at its
+			// route (a second) after it.
+			if w.from.Before(own.from) || w.to.After(own.to.Add(5*time.Second)) {
+				t.Errorf("%s unreachable from %s to %s, outside its node's restart (%s to %s)", s.id, w.from.Format(time.StampMilli),
+					w.to.Format(time.StampMilli), own.from.Format(time.StampMilli), own.to.Format(time.StampMilli))
+			}
+		}
+	}
 }

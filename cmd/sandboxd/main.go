@@ -12,8 +12,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/logwriter"
 	"github.com/sandboxd/sandboxd/agent/sftpjail"
+	"github.com/sandboxd/sandboxd/controlplane/server"
 )
 
 const usage = `sandboxd: self-hostable disposable WordPress sandboxes
@@ -42,6 +44,7 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
+	server.Version, agent.Version = version, version
 	var err error
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
 	case "dev":
@@ -73,7 +76,9 @@ func main() {
 	}
 }
 
-const version = "0.1.0"
+// version is the release; `go build -ldflags "-X main.version=…"` sets
+// it, and every component reports it (health, registration, nodes).
+var version = "0.1.0"
 
 // errUsage reports bad usage whose help text was already printed.
 var errUsage = errors.New("usage")
