@@ -360,3 +360,43 @@ echo secret > unreadable.txt; chmod 000 unreadable.txt`)
 		}
 	})
 }
+
+// TestSnapshotOfClone: a site that is a clone of the node's stock
+// install (its tree an overlay on the template's, as every site of an
+// agent is) snapshots its merged wp-content, a file of its own included,
+// and its own database.
+func TestSnapshotOfClone(t *testing.T) {
+	e := setUp(t, func(c *sites.Config) { c.StockTemplates = true })
+	ctx := context.Background()
+	s, err := e.mgr.Create(ctx, req("site_snapcl01", "snapclone", "Snapshot Clone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = e.mgr.Delete(context.Background(), s.ID) })
+	if s.Template == "" {
+		t.Fatal("the site is not a clone")
+	}
+	if res, err := e.mgr.Exec(ctx, s.ID, []string{"sh", "-c", "echo mine > /srv/site/wordpress/wp-content/uploads/mine.txt"}, nil); err != nil || res.ExitCode != 0 {
+		t.Fatal(err, res)
+	}
+	var files, db bytes.Buffer
+	t0 := time.Now()
+	info, err := e.mgr.Snapshot(ctx, s.ID, &files, &db, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a fresh clone's snapshot: %+v in %s", info, time.Since(t0))
+	ents := readSnapshotFiles(t, files.Bytes())
+	if ents["wp-content/uploads/mine.txt"].data != "mine\n" || ents["wp-content/mu-plugins/sandbox.php"].typ != tar.TypeReg {
+		t.Fatalf("the clone's files: %d entries", len(ents))
+	}
+	themes := 0
+	for name := range ents {
+		if strings.HasPrefix(name, "wp-content/themes/") && strings.HasSuffix(name, "/style.css") {
+			themes++
+		}
+	}
+	if themes == 0 || !bytes.Contains(db.Bytes(), []byte("Snapshot Clone")) || !bytes.Contains(db.Bytes(), []byte(s.URL)) {
+		t.Fatalf("the clone's snapshot: %d themes; database %.300s", themes, db.Bytes())
+	}
+}
