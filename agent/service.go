@@ -37,8 +37,10 @@ func rpcError(err error) error {
 		return connect.NewError(connect.CodeNotFound, err)
 	case errors.Is(err, sites.ErrInvalid):
 		return connect.NewError(connect.CodeInvalidArgument, err)
-	case errors.Is(err, sites.ErrDiskFull):
+	case errors.Is(err, sites.ErrDiskFull), errors.Is(err, sites.ErrTooLarge):
 		return connect.NewError(connect.CodeResourceExhausted, err)
+	case errors.Is(err, sites.ErrNotRunning):
+		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, images.ErrMissing):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	}
@@ -445,7 +447,50 @@ func (v *service) RestoreArchive(ctx context.Context, stream *connect.ClientStre
 		SkippedEntries: res.Skipped, Format: res.Format, Notes: res.Notes}), nil
 }
 
-// SnapshotSite streams a live snapshot of a site (see the proto).
+// snapshotSender writes one part of a snapshot to the stream in
+// messages of chunkSize at most.
+type snapshotSender struct {
+	stream *connect.ServerStream[agentv1.SnapshotChunk]
+	part   agentv1.SnapshotPart
+}
+
+func (c snapshotSender) Write(p []byte) (int, error) {
+	for off := 0; off < len(p); off += chunkSize {
+		end := min(off+chunkSize, len(p))
+		if err := c.stream.Send(&agentv1.SnapshotChunk{Part: c.part, Data: p[off:end]}); err != nil {
+			return off, fmt.Errorf("send the snapshot: %w", err)
+		}
+	}
+	return len(p), nil
+}
+
+// SnapshotSite streams a live snapshot of a site (see the proto): the
+// parts' chunks, then the sizes marked done.
 func (v *service) SnapshotSite(ctx context.Context, req *connect.Request[agentv1.SnapshotSiteRequest], stream *connect.ServerStream[agentv1.SnapshotChunk]) error {
-	return connect.NewError(connect.CodeUnimplemented, errors.New("snapshots are not built yet"))
+	m := req.Msg
+	if m.MaxBytes < 0 {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("max_bytes is negative"))
+	}
+	start := time.Now()
+	files := bufio.NewWriterSize(snapshotSender{stream, agentv1.SnapshotPart_SNAPSHOT_PART_FILES}, chunkSize)
+	database := bufio.NewWriterSize(snapshotSender{stream, agentv1.SnapshotPart_SNAPSHOT_PART_DATABASE}, chunkSize)
+	info, err := v.sites.Snapshot(ctx, m.SiteId, files, database, m.MaxBytes)
+	if err != nil {
+		v.log.Warn("snapshot failed", "site_id", m.SiteId, "job_id", m.JobId, "err", err)
+		switch {
+		case errors.Is(err, context.Canceled):
+			return connect.NewError(connect.CodeCanceled, err)
+		case errors.Is(err, context.DeadlineExceeded):
+			return connect.NewError(connect.CodeDeadlineExceeded, err)
+		}
+		return rpcError(err)
+	}
+	if err := stream.Send(&agentv1.SnapshotChunk{Done: true, FilesBytes: info.FilesBytes, DatabaseBytes: info.DatabaseBytes,
+		TakenAtUnixMs: info.TakenAt.UnixMilli()}); err != nil {
+		return err
+	}
+	v.log.Info("site snapshot sent", "site_id", m.SiteId, "job_id", m.JobId, "files_bytes", info.FilesBytes,
+		"database_bytes", info.DatabaseBytes, "entries", info.Entries, "dropped", info.Dropped,
+		"duration_ms", time.Since(start).Milliseconds())
+	return nil
 }

@@ -18,7 +18,12 @@ func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``")
 
 // tables lists the base tables of a database (views are not copied).
 func (s *Server) tables(ctx context.Context, db string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx,
+	return listTables(ctx, s.db, db)
+}
+
+// listTables lists the base tables of db through q.
+func listTables(ctx context.Context, q queryer, db string) ([]string, error) {
+	rows, err := q.QueryContext(ctx,
 		"SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME", db)
 	if err != nil {
 		return nil, err

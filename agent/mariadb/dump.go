@@ -9,12 +9,15 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 )
 
-// A dump is a sequence of statements, each written as its length in
-// decimal, a colon, the statement and a newline: no statement needs
-// escaping to be found, and a reader never scans for a delimiter inside
-// tenant data.
+// A dump (Dump's, which a template's artifact carries) is a sequence of
+// statements, each written as its length in decimal, a colon, the
+// statement and a newline: no statement needs escaping to be found, and a
+// reader never scans for a delimiter inside tenant data. DumpSQL writes
+// the same statements as SQL text instead, for what an import takes back
+// (a site's snapshot).
 
 // MaxStatement bounds one statement of a dump: a row larger than this
 // (a value past MariaDB's own packet limit, in practice) fails the dump.
@@ -22,6 +25,16 @@ const MaxStatement = 64 << 20
 
 // insertBatch is how many bytes of rows one INSERT gathers.
 const insertBatch = 1 << 20
+
+// queryer is what a dump reads through: the admin pool, or one
+// connection held in a transaction.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// statementWriter writes one statement of a dump in its format.
+type statementWriter func(w io.Writer, stmt string) error
 
 // Dump writes the base tables of db (structure and rows) to w. Like
 // CopyDatabase it leaves views, triggers and routines out.
@@ -35,7 +48,7 @@ func (s *Server) Dump(ctx context.Context, db string, w io.Writer) error {
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
 	for _, t := range ts {
-		if err := s.dumpTable(ctx, bw, db, t); err != nil {
+		if err := dumpTable(ctx, s.db, bw, db, t, writeStatement); err != nil {
 			return fmt.Errorf("dump %s.%s: %w", db, t, err)
 		}
 	}
@@ -50,15 +63,97 @@ func writeStatement(w io.Writer, stmt string) error {
 	return err
 }
 
-func (s *Server) dumpTable(ctx context.Context, w io.Writer, db, table string) error {
+// writeSQL writes a statement as SQL text: the statement, ";" and a
+// newline.
+func writeSQL(w io.Writer, stmt string) error {
+	if len(stmt) > MaxStatement {
+		return fmt.Errorf("a statement of %d bytes is over the %d-byte bound", len(stmt), MaxStatement)
+	}
+	_, err := io.WriteString(w, stmt+";\n")
+	return err
+}
+
+// sqlHeader starts an SQL dump: the session a load needs to take the
+// values back as they were (UTC timestamps, zero ids and dates as they
+// are, no checks that the order of tables would trip).
+const sqlHeader = `SET NAMES utf8mb4;
+SET SESSION time_zone = '+00:00';
+SET SESSION sql_mode = 'NO_AUTO_VALUE_ON_ZERO';
+SET SESSION foreign_key_checks = 0;
+SET SESSION unique_checks = 0;
+`
+
+// DumpSQL dumps the database conn uses as SQL text, which agent/dumpload
+// (an import's loader) and the mysql client load: statements ending in
+// ";" and a newline, every value a _binary literal, so each byte comes
+// back as it was whatever the column's character set. It reads the
+// database at one moment while its site goes on writing: it starts a
+// consistent read (every InnoDB table as of then), calls during (for what
+// must be at least as new as the database: the site's files, so that
+// every upload the database names is there), then writes the tables from
+// that read, and returns the moment. Each table's metadata lock is let go
+// once it is written, so the site's own schema changes wait on one table
+// at most. Like Dump it leaves views, triggers and routines out.
+func DumpSQL(ctx context.Context, conn *sql.Conn, during func() error, w io.Writer) (time.Time, error) {
+	var db sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&db); err != nil {
+		return time.Time{}, fmt.Errorf("dump: which database: %w", err)
+	}
+	if !db.Valid || db.String == "" {
+		return time.Time{}, errors.New("dump: the connection has no database")
+	}
+	// Results come as the columns hold them (no conversion to the
+	// connection's character set), in UTC.
+	for _, q := range []string{"SET SESSION character_set_results = binary", "SET SESSION time_zone = '+00:00'",
+		"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ", "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return time.Time{}, fmt.Errorf("dump %s: %s: %w", db.String, q, err)
+		}
+	}
+	taken := time.Now()
+	defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK") }()
+	if during != nil {
+		if err := during(); err != nil {
+			return taken, err
+		}
+	}
+	ts, err := listTables(ctx, conn, db.String)
+	if err != nil {
+		return taken, fmt.Errorf("dump %s: %w", db.String, err)
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if _, err := io.WriteString(bw, "-- sandboxd: database "+db.String+" as of "+taken.UTC().Format(time.RFC3339Nano)+"\n"+sqlHeader); err != nil {
+		return taken, err
+	}
+	for _, t := range ts {
+		if _, err := conn.ExecContext(ctx, "SAVEPOINT sandboxd_table"); err != nil {
+			return taken, fmt.Errorf("dump %s: %w", db.String, err)
+		}
+		// Dropped first, as mysqldump does: the dump loads over a
+		// database that has the table too.
+		if err := writeSQL(bw, "DROP TABLE IF EXISTS "+quoteIdent(t)); err != nil {
+			return taken, err
+		}
+		if err := dumpTable(ctx, conn, bw, db.String, t, writeSQL); err != nil {
+			return taken, fmt.Errorf("dump %s.%s: %w", db.String, t, err)
+		}
+		if _, err := conn.ExecContext(ctx, "ROLLBACK TO SAVEPOINT sandboxd_table"); err != nil {
+			return taken, fmt.Errorf("dump %s: %w", db.String, err)
+		}
+	}
+	return taken, bw.Flush()
+}
+
+// dumpTable writes a table's structure and rows as statements.
+func dumpTable(ctx context.Context, q queryer, w io.Writer, db, table string, write statementWriter) error {
 	var name, create string
-	if err := s.db.QueryRowContext(ctx, "SHOW CREATE TABLE "+quoteIdent(db)+"."+quoteIdent(table)).Scan(&name, &create); err != nil {
+	if err := q.QueryRowContext(ctx, "SHOW CREATE TABLE "+quoteIdent(db)+"."+quoteIdent(table)).Scan(&name, &create); err != nil {
 		return err
 	}
-	if err := writeStatement(w, create); err != nil {
+	if err := write(w, create); err != nil {
 		return err
 	}
-	cols, err := s.storedColumns(ctx, db, table)
+	cols, err := storedColumns(ctx, q, db, table)
 	if err != nil || len(cols) == 0 {
 		return err
 	}
@@ -67,7 +162,7 @@ func (s *Server) dumpTable(ctx context.Context, w io.Writer, db, table string) e
 		qcols[i] = quoteIdent(c)
 	}
 	list := strings.Join(qcols, ", ")
-	rows, err := s.db.QueryContext(ctx, "SELECT "+list+" FROM "+quoteIdent(db)+"."+quoteIdent(table))
+	rows, err := q.QueryContext(ctx, "SELECT "+list+" FROM "+quoteIdent(db)+"."+quoteIdent(table))
 	if err != nil {
 		return err
 	}
@@ -83,7 +178,7 @@ func (s *Server) dumpTable(ctx context.Context, w io.Writer, db, table string) e
 		if b.Len() == 0 {
 			return nil
 		}
-		err := writeStatement(w, head+b.String())
+		err := write(w, head+b.String())
 		b.Reset()
 		return err
 	}
@@ -122,8 +217,8 @@ func (s *Server) dumpTable(ctx context.Context, w io.Writer, db, table string) e
 
 // storedColumns lists a table's columns that hold data (generated ones
 // are computed again by MariaDB).
-func (s *Server) storedColumns(ctx context.Context, db, table string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? "+
+func storedColumns(ctx context.Context, q queryer, db, table string) ([]string, error) {
+	rows, err := q.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? "+
 		"AND EXTRA NOT LIKE '%GENERATED%' ORDER BY ORDINAL_POSITION", db, table)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 	"syscall"
 	"time"
 
@@ -205,4 +206,60 @@ func orDiscard(w io.Writer) io.Writer {
 		return io.Discard
 	}
 	return w
+}
+
+// ExecStream runs argv in the container's running task as uid:gid with
+// its stdout written to stdout as it comes, for output too large to hold
+// (Exec keeps at most MaxExecOutput): a site's files as a tar. stdin is
+// read to EOF (nil: no stdin); stderr is kept up to MaxExecStderr. When
+// ctx ends, or a write to stdout fails, the process and what it started
+// are killed (as ExecInteractive does) and the error says which.
+func (r *Runtime) ExecStream(ctx context.Context, id string, argv, env []string, uid, gid uint32, stdin io.Reader, stdout io.Writer) (*ExecResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := &failWriter{w: stdout, fail: cancel}
+	stderr := &capped{max: MaxExecStderr}
+	code, err := r.ExecInteractive(ctx, id, InteractiveProcess{Argv: argv, Env: env, UID: uid, GID: gid,
+		Stdin: stdin, Stdout: out, Stderr: stderr})
+	// A failed write ends the process (through ctx) or, at its very end,
+	// loses output: either way the write's error is the answer.
+	if werr := out.failed(); werr != nil {
+		return nil, fmt.Errorf("exec in %s: write its output: %w", id, werr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &ExecResult{ExitCode: code, Stderr: stderr.buf.Bytes(), Truncated: stderr.dropped}, nil
+}
+
+// failWriter passes writes on until one fails; then it keeps the error
+// and calls fail, and refuses every later write.
+type failWriter struct {
+	w    io.Writer
+	fail func()
+	mu   sync.Mutex
+	err  error
+}
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	if err := f.failed(); err != nil {
+		return 0, err
+	}
+	n, err := f.w.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		f.mu.Lock()
+		f.err = err
+		f.mu.Unlock()
+		f.fail()
+	}
+	return n, err
+}
+
+func (f *failWriter) failed() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }

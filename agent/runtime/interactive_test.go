@@ -73,6 +73,7 @@ func TestExecInteractive(t *testing.T) {
 	t.Run("pipes", func(t *testing.T) { testExecInteractivePipes(t, rt) })
 	t.Run("resize", func(t *testing.T) { testExecInteractiveResize(t, rt) })
 	t.Run("cancel", func(t *testing.T) { testExecInteractiveCancel(t, rt) })
+	t.Run("stream", func(t *testing.T) { testExecStream(t, rt) })
 }
 
 // testExecInteractiveTTY: a terminal of the requested size from the first
@@ -209,3 +210,83 @@ func testExecInteractiveCancel(t *testing.T, rt *runtime.Runtime) {
 		})
 	}
 }
+
+// countWriter counts what it is given and fails once it has had fail
+// bytes (never, when fail is 0).
+type countWriter struct {
+	n, fail int64
+}
+
+var errWriterFull = errors.New("the writer is full")
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	if c.fail > 0 && c.n+int64(len(p)) > c.fail {
+		return 0, errWriterFull
+	}
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
+// testExecStream: ExecStream hands on more output than Exec keeps, keeps
+// stderr apart; a writer that fails, or a cancelled context, ends the
+// process and what it started, and the error says which.
+func testExecStream(t *testing.T, rt *runtime.Runtime) {
+	procs := func() string {
+		res, err := rt.Exec(context.Background(), "site", []string{"sh", "-c", `for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < $f; echo; done`}, nil, siteUID, siteUID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(res.Stdout)
+	}
+	for _, tc := range []struct {
+		name     string
+		script   string
+		fail     int64
+		cancel   bool
+		want     error
+		wantOut  int64
+		code     int
+		stderr   string
+		leftover string
+	}{
+		{name: "more than Exec keeps", script: "head -c 80000000 /dev/zero; echo end >&2; exit 2", wantOut: 80000000, code: 2, stderr: "end\n"},
+		{name: "stdin", script: "cat; cat /dev/null", wantOut: 5},
+		{name: "writer fails", script: "sleep 4747 & yes", fail: 1 << 20, want: errWriterFull, leftover: "sleep 4747"},
+		{name: "cancelled", script: "sleep 4848 & yes", cancel: true, want: context.Canceled, leftover: "sleep 4848"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w := &countWriter{fail: tc.fail}
+			var out io.Writer = w
+			if tc.cancel {
+				out = writerFunc(func(p []byte) (int, error) {
+					if w.n > 1<<20 {
+						cancel()
+					}
+					return w.Write(p)
+				})
+			}
+			res, err := rt.ExecStream(ctx, "site", []string{"sh", "-c", tc.script}, nil, siteUID, siteUID, strings.NewReader("hello"), out)
+			if tc.want != nil {
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("err = %v, want %v", err, tc.want)
+				}
+				if p := procs(); strings.Contains(p, tc.leftover) || strings.Contains(p, "yes") {
+					t.Fatalf("processes left behind:\n%s", p)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.n != tc.wantOut || res.ExitCode != tc.code || string(res.Stderr) != tc.stderr || res.Truncated || res.Stdout != nil {
+				t.Fatalf("%d bytes out (want %d), exit %d, stderr %q, result %+v", w.n, tc.wantOut, res.ExitCode, res.Stderr, res)
+			}
+		})
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -124,6 +124,23 @@ func linkTarget(rel []string, target string, zip bool) (string, error) {
 	return strings.Join(out, "/"), nil
 }
 
+// LinkStaysInside reports whether a symlink that a tar holds under the
+// name name (under wp-content/) with this target stays inside wp-content,
+// as Read requires of every link it takes: a site's snapshot leaves out
+// the links its restore would refuse.
+func LinkStaysInside(name, target string) bool {
+	comps, err := splitName(name, false)
+	if err != nil {
+		return false
+	}
+	_, rel, ok := splitContent(comps)
+	if !ok || len(rel) == 0 {
+		return false
+	}
+	_, err = linkTarget(rel, target, false)
+	return err == nil
+}
+
 // isDump reports whether a file name is an SQL dump's.
 func isDump(base string) bool {
 	b := strings.ToLower(base)

@@ -101,6 +101,30 @@ func TestLinkTarget(t *testing.T) {
 
 // TestWalkParentsKey: the incremental hash walkParents returns is the one
 // hardlinkTarget looks up.
+func TestLinkStaysInside(t *testing.T) {
+	for _, c := range []struct {
+		name, target string
+		want         bool
+	}{
+		{"wp-content/themes/x/link", "../y/style.css", true},
+		{"./wp-content/uploads/l", "../themes", true},
+		{"wp-content/l", "uploads/a.jpg", true},
+		{"wp-content/l", "..", false},
+		{"wp-content/uploads/l", "../../wp-config.php", false},
+		{"wp-content/l", "/", false},
+		{"wp-content/l", "/etc/shadow", false},
+		{"wp-content/a/l", "b/../../..", false},
+		{"wp-content", "x", false},
+		{"other/l", "x", false},
+		{"../wp-content/l", "x", false},
+		{"wp-content/l", "", false},
+	} {
+		if got := LinkStaysInside(c.name, c.target); got != c.want {
+			t.Errorf("%s -> %s: %v, want %v", c.name, c.target, got, c.want)
+		}
+	}
+}
+
 func TestWalkParentsKey(t *testing.T) {
 	w := newWalker(DefaultLimits, nil, false)
 	for _, rel := range []string{"a", "a/b", "themes/x/style.css"} {

@@ -469,9 +469,10 @@ func (m *Manager) teardown(ctx context.Context, s *Site) error {
 }
 
 // Reset brings a site back to a fresh install, keeping its id, URL and
-// port.
+// port (after a snapshot of it under way).
 func (m *Manager) Reset(ctx context.Context, id string) (*Site, error) {
 	defer m.lock(id)()
+	defer m.replacing(id)()
 	s := m.get(id)
 	if s == nil {
 		return nil, ErrNotFound

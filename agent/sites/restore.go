@@ -88,9 +88,11 @@ func stagingDir(jobID string) string {
 // over the site's own database account into a staging database. Only
 // when everything is in and its URLs are moved does the staged content
 // take the place of the site's; before that a failure (or ctx ending)
-// leaves the site as it was.
+// leaves the site as it was. A snapshot of the site under way is waited
+// for.
 func (m *Manager) RestoreArchive(ctx context.Context, id string, req RestoreRequest, r io.Reader) (*RestoreResult, error) {
 	defer m.lock(id)()
+	defer m.replacing(id)()
 	s := m.get(id)
 	if s == nil {
 		return nil, ErrNotFound

@@ -199,7 +199,10 @@ type Manager struct {
 	mu    sync.Mutex
 	sites map[string]*Site
 	locks map[string]*sync.Mutex
-	http  *http.Client
+	// content holds each site's guard between snapshots (shared) and
+	// what replaces its content (alone); see Snapshot.
+	content map[string]*sync.RWMutex
+	http    *http.Client
 }
 
 // New loads the site records under cfg.Dir.
@@ -219,7 +222,8 @@ func New(cfg Config) (*Manager, error) {
 		}
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger.With("component", "sites"), sites: map[string]*Site{}, locks: map[string]*sync.Mutex{},
-		http: &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+		content: map[string]*sync.RWMutex{},
+		http:    &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	recs, _ := filepath.Glob(filepath.Join(cfg.Dir, "records", "*.json"))
 	for _, f := range recs {
 		b, err := os.ReadFile(f)
@@ -250,6 +254,19 @@ func (m *Manager) lock(id string) func() {
 	m.mu.Unlock()
 	l.Lock()
 	return l.Unlock
+}
+
+// contentGuard is a site's guard between snapshots and what replaces
+// the site's content (see Snapshot); it is taken under the site's lock.
+func (m *Manager) contentGuard(id string) *sync.RWMutex {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g, ok := m.content[id]
+	if !ok {
+		g = &sync.RWMutex{}
+		m.content[id] = g
+	}
+	return g
 }
 
 func (m *Manager) get(id string) *Site {

@@ -352,6 +352,7 @@ func (m *Manager) Restore(ctx context.Context, id, templateID string) (*Site, er
 		return nil, err
 	}
 	defer m.lock(id)()
+	defer m.replacing(id)() // after a snapshot under way
 	s := m.get(id)
 	if s == nil {
 		return nil, ErrNotFound
