@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,7 +24,11 @@ import (
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/agenttest"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/sitepath"
 )
+
+// site is a site of a fleet test.
+type site struct{ id, url, node string }
 
 // fleet is hosts simulated with network namespaces on a bridge the test
 // makes: every component runs in its own namespace with its own address,
@@ -312,11 +319,11 @@ func (fs *fleetSystem) waitJob(t *testing.T, id string) map[string]any {
 // killed, its link cut) has its sites unavailable at both edges and in
 // the API, and back when it returns.
 func TestFleetAcrossHosts(t *testing.T) {
-	fs := startFleet(t, "--heartbeat-interval", "500ms", "--node-down-after", "3s")
+	fs := startFleet(t, "--heartbeat-interval", "500ms", "--node-down-after", "3s", "--snapshot-every", "10s",
+		"--reschedule-after", "20s", "--orphan-grace", "3s")
 	t.Logf("fleet up: servers %s %s %s, agents %s %s, edges %s %s", fs.servers[0].ip, fs.servers[1].ip, fs.servers[2].ip,
 		fs.agents[0].ip, fs.agents[1].ip, fs.edges[0].ip, fs.edges[1].ip)
 
-	type site struct{ id, url, node string }
 	var sites []site
 	for i := 0; i < 4; i++ {
 		r := fs.owner.Do("POST", "/api/app/sites", map[string]any{"name": fmt.Sprintf("Fleet %d", i)}).Must(t, 202)
@@ -378,6 +385,109 @@ func TestFleetAcrossHosts(t *testing.T) {
 			})
 		}
 	})
+
+	// A file in each site's wp-content, which moves must carry.
+	marker := func(s site, name, text string) {
+		fs.owner.Do("POST", "/api/app/sites/"+s.id+"/files/write?path="+sitepath.Encode("wp-content/uploads/"+name),
+			map[string]string{"contentBase64": base64.StdEncoding.EncodeToString([]byte(text))}).Must(t, 200)
+	}
+	serves := func(s site, path, want string) bool {
+		for _, e := range fs.edges {
+			code, body, err := fs.visit(e, s.url, path)
+			if err != nil || code != 200 || body != want {
+				return false
+			}
+		}
+		return true
+	}
+	for _, s := range sites {
+		marker(s, "moved.txt", "content of "+s.id)
+	}
+	op := st.NewClient(t, fs.api, fs.operator)
+	nodeOf := func(id string) string {
+		return fs.owner.Do("GET", "/api/app/sites/"+id, nil).Must(t, 200).Str("site.nodeId")
+	}
+
+	t.Run("drain moves every site with its content and URL", func(t *testing.T) {
+		out, err := run(t, []string{"SANDBOXD_OPERATOR_TOKEN=" + fs.operator}, "admin", "drain", "a1", "--wait", "--server", fs.api)
+		if err != nil {
+			t.Fatalf("admin drain: %v\n%s", err, out)
+		}
+		t.Logf("drain:\n%s", out)
+		if !strings.Contains(out, "a1 is drained") || !strings.Contains(out, "unavailable for") {
+			t.Fatalf("drain output: %s", out)
+		}
+		for _, s := range sites {
+			if got := nodeOf(s.id); got != "a2" {
+				t.Errorf("%s on %s after the drain", s.id, got)
+			}
+			st.WaitFor(t, time.Minute, s.id+" served with its content", func() bool {
+				return serves(s, "/wp-content/uploads/moved.txt", "content of "+s.id) && servedBy(fs.edges[0], s)
+			})
+			if got := fs.owner.Do("GET", "/api/app/sites/"+s.id, nil).Must(t, 200); got.Str("site.url") != s.url {
+				t.Errorf("URL changed: %s", got.Raw)
+			}
+		}
+		// The drained node holds nothing any more (host side).
+		st.WaitFor(t, time.Minute, "a1's site records gone", func() bool {
+			recs, _ := filepath.Glob(filepath.Join(fs.agents[0].dir, "sites", "records", "site_*.json"))
+			return len(recs) == 0
+		})
+		op.Do("DELETE", "/api/admin/nodes/a1/drain", nil).Must(t, 200)
+		for i := range sites {
+			sites[i].node = "a2"
+		}
+	})
+
+	t.Run("a lost node's sites are restored elsewhere from their snapshots", func(t *testing.T) {
+		// Each site's latest snapshot (taken on the schedule) holds a
+		// file written before it; one written after is what the loss costs.
+		before := time.Now()
+		for _, s := range sites {
+			marker(s, "before.txt", "saved")
+		}
+		for _, s := range sites {
+			st.WaitFor(t, 2*time.Minute, "a snapshot of "+s.id+" after the write", func() bool {
+				list := op.Do("GET", "/api/admin/sites/"+s.id+"/snapshots", nil).Must(t, 200).List("snapshots")
+				if len(list) == 0 {
+					return false
+				}
+				taken, err := time.Parse(time.RFC3339Nano, fmt.Sprint(list[0]["takenAt"]))
+				return err == nil && taken.After(before)
+			})
+		}
+		for _, s := range sites {
+			marker(s, "after.txt", "lost")
+		}
+		lost := fs.agents[1]
+		lost.kill()
+		lost.unplug()
+		for _, s := range sites {
+			st.WaitFor(t, 3*time.Minute, s.id+" restored on a1", func() bool {
+				r := fs.owner.Do("GET", "/api/app/sites/"+s.id, nil).Must(t, 200)
+				return r.Str("site.nodeId") == "a1" && r.Str("site.status") == "ready" && r.Get("site.restoredFromSnapshotAt") != nil
+			})
+			st.WaitFor(t, time.Minute, s.id+" served from a1", func() bool { return serves(s, "/wp-content/uploads/before.txt", "saved") })
+			for _, e := range fs.edges {
+				if code, _, _ := fs.visit(e, s.url, "/wp-content/uploads/after.txt"); code == 200 {
+					t.Errorf("%s serves a file written after its last snapshot", s.id)
+				}
+			}
+		}
+		// The lost node comes back: it serves nothing and removes its
+		// stale copies.
+		lost.plug()
+		lost.restart()
+		st.WaitFor(t, 2*time.Minute, "a2's stale copies removed", func() bool {
+			recs, _ := filepath.Glob(filepath.Join(lost.dir, "sites", "records", "site_*.json"))
+			return len(recs) == 0
+		})
+		for _, s := range sites {
+			if got := nodeOf(s.id); got != "a1" || !serves(s, "/wp-content/uploads/before.txt", "saved") {
+				t.Errorf("%s after a2 came back: on %s", s.id, got)
+			}
+		}
+	})
 }
 
 // apiCaller makes API calls the way a careful client does: every write
@@ -413,7 +523,13 @@ func (c *apiCaller) do(method, path, body, key string) (int, []byte) {
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusServiceUnavailable {
+			switch resp.StatusCode {
+			case http.StatusServiceUnavailable:
+			case http.StatusTooManyRequests:
+				// Slowed down, not failed: as long as it says.
+				secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+				time.Sleep(time.Duration(max(secs, 1)) * time.Second)
+			default:
 				return resp.StatusCode, b
 			}
 		}
@@ -438,7 +554,6 @@ func TestFleetRollingUpgrade(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the new binary: %v\n%s", err, out)
 	}
-	type site struct{ id, url, node string }
 	var sites []site
 	for i := range 2 {
 		r := fs.owner.Do("POST", "/api/app/sites", map[string]any{"name": fmt.Sprint("Upgraded ", i)}).Must(t, 202)
@@ -458,19 +573,39 @@ func TestFleetRollingUpgrade(t *testing.T) {
 	var loops sync.WaitGroup
 	var written []string
 	loops.Add(1)
-	go func() { // the client: a write and a read, over and over
+	go func() { // the client: a write (a token made, then revoked) every few seconds
 		defer loops.Done()
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
 				return
-			default:
+			case <-time.After(time.Second): // within the per-token write limit
 			}
 			name := fmt.Sprintf("upgrade-%d", i)
-			if code, body := caller.do("POST", "/api/account/tokens", `{"name":"`+name+`"}`, name); code == 201 {
-				written = append(written, name)
-			} else if code != 0 {
-				t.Errorf("write %s: %d %s", name, code, body)
+			code, body := caller.do("POST", "/api/account/tokens", `{"name":"`+name+`"}`, name)
+			if code != 201 {
+				if code != 0 {
+					t.Errorf("write %s: %d %s", name, code, body)
+				}
+				continue
+			}
+			written = append(written, name)
+			var made struct{ Token struct{ ID string } }
+			_ = json.Unmarshal(body, &made)
+			// A revoke that is sent again may find it gone: done either way.
+			if code, body := caller.do("DELETE", "/api/account/tokens/"+made.Token.ID, "", ""); code != 200 && code != 404 && code != 0 {
+				t.Errorf("revoke %s: %d %s", name, code, body)
+			}
+		}
+	}()
+	loops.Add(1)
+	go func() { // and reads, all the time
+		defer loops.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
 			}
 			if code, body := caller.do("GET", "/api/app/sites", "", ""); code != 200 && code != 0 {
 				t.Errorf("read: %d %s", code, body)
@@ -524,6 +659,7 @@ func TestFleetRollingUpgrade(t *testing.T) {
 		st.WaitFor(t, 3*time.Minute, h.name+" upgraded and back", ready)
 		w := window{from, time.Now()}
 		t.Logf("%s upgraded in %v", h.name, w.to.Sub(w.from).Round(time.Millisecond))
+		time.Sleep(3 * time.Second) // an operator checks before the next
 		return w
 	}
 	for _, h := range fs.servers {
@@ -567,17 +703,14 @@ func TestFleetRollingUpgrade(t *testing.T) {
 	if caller.failed.Load() != 0 {
 		t.Errorf("%d API calls failed during the upgrade", caller.failed.Load())
 	}
-	if len(written) < 10 {
+	if len(written) < 20 {
 		t.Errorf("only %d writes went through", len(written))
 	}
-	tokens := fs.owner.Do("GET", "/api/account/tokens", nil).Must(t, 200).List("tokens")
-	count := map[string]int{}
-	for _, tok := range tokens {
-		count[fmt.Sprint(tok["name"])]++
-	}
-	for _, name := range written {
-		if count[name] != 1 {
-			t.Errorf("write %s applied %d times", name, count[name])
+	// Every token made was revoked by the id its answer gave: a write
+	// applied twice would have left a second one behind.
+	for _, tok := range fs.owner.Do("GET", "/api/account/tokens", nil).Must(t, 200).List("tokens") {
+		if strings.HasPrefix(fmt.Sprint(tok["name"]), "upgrade-") {
+			t.Errorf("token %v was made twice (or never revoked)", tok["name"])
 		}
 	}
 	for _, s := range sites {

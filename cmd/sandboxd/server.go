@@ -98,6 +98,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 	fs.DurationVar(&c.cfg.NodeDownAfter, "node-down-after", 0, "a node silent this long is down and its sites unavailable (default: 5 heartbeat intervals)")
 	fs.DurationVar(&c.cfg.SnapshotEvery, "snapshot-every", time.Hour, "how often each running site's files and database are copied to the blob store (0: never on a schedule)")
 	fs.IntVar(&c.cfg.SnapshotsKept, "snapshots-kept", 2, "snapshots kept per site")
+	fs.DurationVar(&c.cfg.OrphanGrace, "orphan-grace", 30*time.Second, "how long a node that was away may report a site no longer its own (moved or deleted meanwhile) before it is told to remove it")
 	fs.DurationVar(&c.cfg.RescheduleAfter, "reschedule-after", 15*time.Minute, "how long a node may be down before its sites are restored on other nodes from their latest snapshots (0: never)")
 	fs.DurationVar(&c.cfg.CertTTL, "cert-ttl", 7*24*time.Hour, "lifetime of the certificates the cluster CA issues to servers, agents and edges (renewed at two thirds)")
 }

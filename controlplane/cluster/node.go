@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -430,6 +431,21 @@ func (n *Node) LeaderCluster() string {
 func (n *Node) LeaderID() string {
 	_, id := n.raft.LeaderWithID()
 	return string(id)
+}
+
+// CaughtUp reports whether this node's state is the cluster's as of a
+// moment ago: it leads, or it has heard from a leader since it started
+// and applied every entry the leader said was committed. A server that
+// just restarted serves only its snapshot until then.
+func (n *Node) CaughtUp() bool {
+	if n.IsLeader() {
+		return true
+	}
+	if _, id := n.raft.LeaderWithID(); id == "" || n.raft.LastContact().IsZero() {
+		return false
+	}
+	commit, err := strconv.ParseUint(n.raft.Stats()["commit_index"], 10, 64)
+	return err == nil && commit > 0 && n.raft.AppliedIndex() >= commit
 }
 
 // VerifyLeader confirms with a quorum that this node still leads, so a read

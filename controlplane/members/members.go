@@ -109,17 +109,17 @@ func (s *Service) CA() (*pki.CA, error) {
 	return ca, nil
 }
 
-// Check is the rpcauth.Checker: a certificate's member must still be in
-// the cluster.
+// Check is the rpcauth.Checker: a certificate the cluster CA issued is
+// honoured until it expires or its member is revoked. (A member this
+// server does not know yet is one whose join it has not applied yet —
+// a server just restarted, catching up — for only the CA's holders, the
+// servers, issue certificates, and always with the member's record.)
 func (s *Service) Check(id pki.Identity) error {
 	m, err := s.cfg.Store.ClusterMember(id.String())
 	if err != nil {
 		return err
 	}
-	if m == nil {
-		return errors.New("not a member of this cluster")
-	}
-	if m.RevokedAt != nil {
+	if m != nil && m.RevokedAt != nil {
 		return errors.New("revoked")
 	}
 	return nil

@@ -5,11 +5,13 @@ package routes
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -23,6 +25,10 @@ import (
 type Service struct {
 	store *state.Store
 	log   *slog.Logger
+	// CaughtUp, when set, says whether this server's state is current; a
+	// stream waits for it (a server just restarted would otherwise send
+	// edges a table missing what it has not applied yet).
+	CaughtUp func() bool
 }
 
 var _ edgev1connect.RouteServiceHandler = (*Service)(nil)
@@ -112,6 +118,19 @@ func (s *Service) table() (map[string]*edgev1.Route, <-chan error, func(), error
 // WatchRoutes streams the table: a snapshot first, then the difference
 // after every change to sites or nodes.
 func (s *Service) WatchRoutes(ctx context.Context, req *connect.Request[edgev1.WatchRoutesRequest], stream *connect.ServerStream[edgev1.RouteEvent]) error {
+	if s.CaughtUp != nil {
+		deadline := time.Now().Add(5 * time.Second)
+		for !s.CaughtUp() {
+			if time.Now().After(deadline) {
+				return connect.NewError(connect.CodeUnavailable, errors.New("this server is catching up with the cluster; try another"))
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 	var sent map[string]*edgev1.Route
 	for {
 		cur, changed, stop, err := s.table()

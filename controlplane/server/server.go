@@ -600,7 +600,9 @@ func New(cfg Config) (_ *Server, err error) {
 	s.registerMembership()
 	regPath, regHandler := agentv1connect.NewRegistryServiceHandler(s.registry, rpclimit.RegistryServer()...)
 	s.router.HandleRaw(regPath, regHandler)
-	routePath, routeHandler := edgev1connect.NewRouteServiceHandler(routes.New(store, cfg.Logger), rpclimit.RoutesServer()...)
+	routeService := routes.New(store, cfg.Logger)
+	routeService.CaughtUp = node.CaughtUp
+	routePath, routeHandler := edgev1connect.NewRouteServiceHandler(routeService, rpclimit.RoutesServer()...)
 	s.router.HandleRaw(routePath, routeHandler)
 	certSealer := keys.Sealer(sealing.PurposeCerts)
 	certPath, certHandler := edgev1connect.NewCertStorageServiceHandler(certstore.New(store, node, certSealer, cfg.Now),
