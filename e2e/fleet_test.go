@@ -21,10 +21,17 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/agenttest"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/enroll"
+	"github.com/sandboxd/sandboxd/internal/pki"
+	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/sitepath"
+	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
+	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 )
 
 // site is a site of a fleet test.
@@ -383,6 +390,52 @@ func TestFleetAcrossHosts(t *testing.T) {
 			st.WaitFor(t, 2*time.Minute, s.id+" back", func() bool {
 				return fs.owner.Do("GET", "/api/app/sites/"+s.id, nil).Str("site.status") == "ready" && servedBy(fs.edges[1], s)
 			})
+		}
+	})
+
+	t.Run("stolen credentials do only their own role's work", func(t *testing.T) {
+		// What an attacker who copied a node's or an edge's data dir holds.
+		agentCreds, err := enroll.Load(filepath.Join(fs.agents[1].dir, "tls"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		edgeCreds, err := enroll.Load(filepath.Join(fs.edges[0].dir, "tls"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cluster := "https://" + fs.servers[1].addr(fleetClusterPort)
+		for name, creds := range map[string]*rpcauth.Creds{"an agent's": agentCreds, "an edge's": edgeCreds} {
+			c := st.NewClient(t, cluster, "")
+			c.HTTP = creds.Client("", pki.RoleServer)
+			for _, call := range []struct{ method, path string }{
+				{"GET", "/api/admin/accounts"}, {"POST", "/api/admin/join-tokens"}, {"POST", "/api/admin/nodes/a1/drain"},
+				{"POST", "/internal/cluster/join"}, {"GET", "/api/app/sites"},
+			} {
+				if r := c.Do(call.method, call.path, map[string]any{"role": "agent"}); r.Status != 403 {
+					t.Errorf("%s certificate: %s %s answered %d", name, call.method, call.path, r.Status)
+				}
+			}
+		}
+		// An edge cannot write state: it cannot register a node or
+		// heartbeat for one (its only writes are its own certificates).
+		reg := agentv1connect.NewRegistryServiceClient(edgeCreds.Client("", pki.RoleServer), cluster)
+		if _, err := reg.Register(context.Background(), connect.NewRequest(&agentv1.RegisterRequest{NodeId: "e1", Address: "https://x"})); connect.CodeOf(err) != connect.CodePermissionDenied {
+			t.Errorf("an edge registered a node: %v", err)
+		}
+		// A revoked join token joins nothing.
+		out, err := run(t, []string{"SANDBOXD_OPERATOR_TOKEN=" + fs.operator}, "admin", "join-token", "create", "--server", fs.api, "--role", "agent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := lastLine(out)
+		id := strings.Split(tok, ".")[2]
+		if _, err := run(t, []string{"SANDBOXD_OPERATOR_TOKEN=" + fs.operator}, "admin", "join-token", "revoke", id, "--server", fs.api); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := enroll.Obtain(ctx, enroll.Config{Dir: t.TempDir(), Role: pki.RoleAgent, Name: "intruder", Servers: []string{cluster}, JoinToken: tok}); err == nil || !strings.Contains(err.Error(), "revoked") {
+			t.Errorf("a revoked join token: %v", err)
 		}
 	})
 

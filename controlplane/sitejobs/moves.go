@@ -78,7 +78,7 @@ func (r *Runners) takeSnapshot(ctx context.Context, s *state.Site, node, jobID, 
 	defer cancel()
 	stream, err := agent.SnapshotSite(ctx, connect.NewRequest(&agentv1.SnapshotSiteRequest{SiteId: s.ID, JobId: jobID, MaxBytes: MaxSnapshot}))
 	if err != nil {
-		return nil, failure("snapshotting the site", err)
+		return nil, snapshotFailure(err)
 	}
 	defer stream.Close()
 	type stored struct {
@@ -144,7 +144,7 @@ func (r *Runners) takeSnapshot(ctx context.Context, s *state.Site, node, jobID, 
 		}
 	}
 	if err := stream.Err(); err != nil {
-		return fail(failure("snapshotting the site", err))
+		return fail(snapshotFailure(err))
 	}
 	if last == nil {
 		return fail(errors.New("the snapshot stream ended before it was done"))
@@ -382,4 +382,13 @@ func (r *Runners) dropMoveTarget(ctx context.Context, s *state.Site, jobID strin
 	if target, err := r.Agents.Agent(s.Move.To); err == nil {
 		r.removeCopy(ctx, target, s.ID, jobID)
 	}
+}
+
+// snapshotFailure says why a snapshot failed; an agent of the release
+// before snapshots says so plainly.
+func snapshotFailure(err error) error {
+	if connect.CodeOf(err) == connect.CodeUnimplemented {
+		return &jobs.Failure{Code: "node_too_old", Message: "the site's node runs an agent too old to take snapshots; upgrade it"}
+	}
+	return failure("snapshotting the site", err)
 }
