@@ -19,7 +19,7 @@ import (
 type Client struct {
 	// Base is the API's base URL, without a trailing slash.
 	Base string
-	// Token is an API token or the cluster token; empty sends none.
+	// Token is an API token or an operator token; empty sends none.
 	Token string
 	// Workspace, when set, selects the workspace (X-Service-Workspace).
 	Workspace string

@@ -119,12 +119,12 @@ func TestSystemdUnits(t *testing.T) {
 			if m := secretOnCommandLine.FindString(execStart); m != "" {
 				t.Errorf("ExecStart carries a secret (%s): pass it with EnvironmentFile= or LoadCredential=", m)
 			}
-			if tt.dataDir != "" && !strings.Contains(execStart, "--data-dir "+tt.dataDir) && tt.file != "sandboxd-edge.service" {
+			if tt.dataDir != "" && !strings.Contains(execStart, "--data-dir "+tt.dataDir) {
 				t.Errorf("ExecStart does not use the writable data dir %s: %s", tt.dataDir, execStart)
 			}
 			if _, env := u.service("EnvironmentFile"); !env {
 				if _, cred := u.service("LoadCredential"); !cred {
-					t.Error("no EnvironmentFile= or LoadCredential= for the cluster token")
+					t.Error("no EnvironmentFile= or LoadCredential= for the join token and keys")
 				}
 			}
 			if filters := u.keys["Service"]["SystemCallFilter"]; len(filters) == 0 ||

@@ -18,12 +18,12 @@ import (
 // Limits are kept by the server that serves the request: the leader for
 // every /api/ route (followers forward those and count nothing, so
 // nothing is counted twice, and the leader sees the client's address,
-// which a follower vouches for with the cluster token), and any server
+// which a follower vouches for over the cluster port), and any server
 // for the routes it serves locally (peer blobs). A new leader starts
 // with full buckets.
 type RateLimits struct {
 	// AuthFailures are failed authentications (a missing, malformed,
-	// unknown, expired or revoked API token; a wrong cluster token) per
+	// unknown, expired or revoked API token; a wrong operator token) per
 	// client address. Once they are spent, every request from that
 	// address that needs a credential is answered 429 before its token is
 	// looked at, valid or not, until one failure's worth has refilled:
@@ -34,7 +34,7 @@ type RateLimits struct {
 	// addresses are never affected.
 	AuthFailures ratelimit.Rule
 	// TokenWrites are POST, PUT, PATCH and DELETE requests per API token.
-	// Operators and peers (the cluster token) are not write-limited.
+	// Operators (operator tokens) are not write-limited.
 	TokenWrites ratelimit.Rule
 	// IPWrites are writes per client address, all its tokens together
 	// (an office or a CI runner behind one address holds several).

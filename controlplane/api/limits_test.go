@@ -63,7 +63,7 @@ func TestRateLimits(t *testing.T) {
 		{name: "bad token 3", method: "GET", path: me, token: "garbage", ip: "198.51.100.1", status: 401},
 		{name: "spent", method: "GET", path: me, token: bad, ip: "198.51.100.1", status: 429, limit: "auth_failures", retry: "20"},
 		{name: "a valid token from the spent address", method: "GET", path: me, token: alice.Token, ip: "198.51.100.1", status: 429, limit: "auth_failures", retry: "20"},
-		{name: "the cluster token's routes share the count", method: "GET", path: "/api/admin/accounts", token: "sbxc_wrong", ip: "198.51.100.1", status: 429, limit: "auth_failures"},
+		{name: "the operator routes share the count", method: "GET", path: "/api/admin/accounts", token: "sbxc_wrong", ip: "198.51.100.1", status: 429, limit: "auth_failures"},
 		{name: "a valid token from another address", method: "GET", path: me, token: alice.Token, ip: "198.51.100.2", status: 200},
 		{name: "a bad one from another address", method: "GET", path: me, token: bad, ip: "198.51.100.2", status: 401},
 		{name: "IPv6 neighbours share a /64", method: "GET", path: me, token: bad, ip: "[2001:db8::1]", status: 401},

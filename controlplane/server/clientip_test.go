@@ -13,7 +13,8 @@ import (
 
 // TestLimitsFollowTheClientThroughFollowers: a follower forwards API
 // requests to the leader, which keeps the limits; it vouches for the
-// client's address with the cluster token, so the leader counts each
+// client's address over the cluster port (a server's certificate), so
+// the leader counts each
 // attempt once, against the client (here named by a trusted proxy's
 // X-Forwarded-For), and a client cannot forge the vouching.
 func TestLimitsFollowTheClientThroughFollowers(t *testing.T) {

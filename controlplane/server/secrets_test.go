@@ -83,6 +83,6 @@ func TestSecretsStaySecret(t *testing.T) {
 		}
 	}
 	if strings.Contains(logText, s.OperatorToken()) {
-		t.Error("cluster token found in the logs")
+		t.Error("operator token found in the logs")
 	}
 }

@@ -219,7 +219,7 @@ type Config struct {
 	// servers whose X-Forwarded-For is believed when they are the TCP peer
 	// (see rest.ForwardedClient); empty, the default, trusts none and
 	// attributes each request to its TCP peer. Servers vouch for their
-	// clients to one another with the cluster token, whatever this says.
+	// clients to one another over the cluster port, whatever this says.
 	TrustedProxies []netip.Prefix
 	// RateLimits bounds failed authentications per address and writes per
 	// token and per address (429 rate_limited with Retry-After); the zero

@@ -189,7 +189,7 @@ func (d *Dispatcher) attempt(ctx context.Context, p *state.Delivery, w *state.We
 	var a state.Attempt
 	if secret, err := d.Secret(w); err != nil {
 		// Nothing can be signed: the delivery fails for good rather than
-		// spinning (a changed cluster token; the owner sets a new secret).
+		// spinning (a sealing key this server lacks; the owner sets a new secret).
 		d.Log.Error("open a webhook's signing secret", "workspace", w.WorkspaceID, "err", err)
 		a = Outcome(d.Attempts(), d.Attempts(), d.Schedule, 0, errors.New("the signing secret could not be read; rotate it"), d.Now().UTC(), 0)
 		a.Attempt = p.Attempt + 1

@@ -1,5 +1,5 @@
-// Package secret makes and checks bearer secrets: API tokens and the
-// cluster token. Secrets are 256 random bits; only their SHA-256 is
+// Package secret makes and checks bearer secrets: API tokens, operator
+// tokens and join tokens. Secrets are 256 random bits; only their SHA-256 is
 // stored, which is enough for secrets of that strength.
 package secret
 
