@@ -103,12 +103,19 @@ func (p *Pool) Take(key string) *state.Site {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, s := range sites {
-		if s.Pool == key && s.Status == state.SiteReady && !p.reserved[s.ID] {
+		if s.Pool == key && s.Status == state.SiteReady && !p.reserved[s.ID] && p.serving(s.NodeID) {
 			p.reserved[s.ID] = true
 			return s
 		}
 	}
 	return nil
+}
+
+// serving reports whether a node takes new sites: a draining node's warm
+// sites wait there unclaimed (they go when it is retired).
+func (p *Pool) serving(nodeID string) bool {
+	n, err := p.cfg.Store.Node(nodeID)
+	return err == nil && (n == nil || (n.Status == state.NodeReady && n.Drain == nil))
 }
 
 // Release ends a reservation.
