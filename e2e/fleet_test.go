@@ -70,11 +70,16 @@ type host struct {
 
 func newFleet(t *testing.T) *fleet {
 	t.Helper()
-	agenttest.HostRoutes(t)
 	b := make([]byte, 2)
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
-	f := &fleet{t: t, id: id, bridge: "sbxf" + id, prefix: fmt.Sprintf("10.252.%d.", 1+int(b[0])%250), next: 10,
+	// A /24 of 10.252/16 no other fleet (a parallel test) has taken.
+	routes, _ := exec.Command("ip", "-4", "route").Output()
+	n := 1 + int(b[0])%250
+	for strings.Contains(string(routes), fmt.Sprintf("10.252.%d.0/24", n)) {
+		n = 1 + n%250
+	}
+	f := &fleet{t: t, id: id, bridge: "sbxf" + id, prefix: fmt.Sprintf("10.252.%d.", n), next: 10,
 		hosts: map[string]*host{}, dir: agenttest.ShortDir(t)}
 	f.ip("link", "add", f.bridge, "type", "bridge")
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", f.bridge).Run() })
@@ -326,8 +331,9 @@ func (fs *fleetSystem) waitJob(t *testing.T, id string) map[string]any {
 // killed, its link cut) has its sites unavailable at both edges and in
 // the API, and back when it returns.
 func TestFleetAcrossHosts(t *testing.T) {
+	t.Parallel() // with the other fleet: they share nothing but the machine
 	fs := startFleet(t, "--heartbeat-interval", "500ms", "--node-down-after", "3s", "--snapshot-every", "10s",
-		"--reschedule-after", "20s", "--orphan-grace", "3s")
+		"--reschedule-after", "12s", "--orphan-grace", "3s")
 	t.Logf("fleet up: servers %s %s %s, agents %s %s, edges %s %s", fs.servers[0].ip, fs.servers[1].ip, fs.servers[2].ip,
 		fs.agents[0].ip, fs.agents[1].ip, fs.edges[0].ip, fs.edges[1].ip)
 
@@ -600,6 +606,7 @@ func (c *apiCaller) do(method, path, body, key string) (int, []byte) {
 // write is applied exactly once, and no site is unreachable outside its
 // own agent's restart. The fleet then runs the new version everywhere.
 func TestFleetRollingUpgrade(t *testing.T) {
+	t.Parallel()
 	fs := startFleet(t, "--heartbeat-interval", "500ms")
 	next := filepath.Join(t.TempDir(), "sandboxd-next")
 	build := exec.Command("go", "build", "-ldflags", "-X main.version=0.2.0-next", "-o", next, "./cmd/sandboxd")
