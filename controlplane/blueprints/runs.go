@@ -103,7 +103,7 @@ func (s *Service) CreateSite(ctx context.Context, c Caller, b *state.Blueprint, 
 
 // Apply runs a saved Blueprint (b) or a source on a ready site.
 func (s *Service) Apply(ctx context.Context, c Caller, site *state.Site, b *state.Blueprint, src []byte) (*state.BlueprintRun, error) {
-	if site.Status != state.SiteReady {
+	if site.Status != state.SiteReady || site.Move != nil {
 		return nil, apierr.Invalid("siteId", "the site is %s; a Blueprint runs on a ready site", site.Status).With("status", site.Status)
 	}
 	env := s.EnvOf(b)

@@ -166,7 +166,7 @@ func (s *Service) checkSite(ctx context.Context, site *state.Site, quiet bool) (
 	case d.Status == state.DomainActive:
 	case checkErr != nil:
 		next.Status = state.DomainPendingDNS
-	case site.Status != state.SiteReady:
+	case site.Status != state.SiteReady || site.Move != nil:
 		next.Status = state.DomainPendingDNS
 		next.LastError = fmt.Sprintf("the DNS records are right, but the site is %s: check again once it is ready", site.Status)
 	default:

@@ -121,6 +121,7 @@ var registry = map[Type]func() Command{
 	82: func() Command { return new(SwitchMove) },
 	83: func() Command { return new(FinishMove) },
 	84: func() Command { return new(AbortMove) },
+	85: func() Command { return new(PruneTombstones) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -769,4 +770,9 @@ type AbortMove struct {
 // crypto. It produces how many it replaced.
 type ResealValues struct {
 	Values []state.Reseal `json:"values"`
+}
+
+// PruneTombstones forgets sites deleted before a time.
+type PruneTombstones struct {
+	Before time.Time `json:"before"`
 }

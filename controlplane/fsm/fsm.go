@@ -296,7 +296,20 @@ func (c SwitchMove) apply(tx *state.Tx) any          { return tx.SwitchMove(c.Si
 func (c FinishMove) apply(tx *state.Tx) any {
 	return tx.FinishMove(c.SiteID, c.JobID, c.Address, c.Port, c.RestoredFrom, c.Downtime, c.At)
 }
-func (c AbortMove) apply(tx *state.Tx) any { return tx.AbortMove(c.SiteID, c.JobID, c.Reason, c.At) }
+func (c PruneTombstones) apply(tx *state.Tx) any {
+	n, err := tx.PruneTombstones(c.Before)
+	if err != nil {
+		return err
+	}
+	return n
+}
+func (c AbortMove) apply(tx *state.Tx) any {
+	aborted, err := tx.AbortMove(c.SiteID, c.JobID, c.Reason, c.At)
+	if err != nil {
+		return err
+	}
+	return aborted
+}
 func (c ResealValues) apply(tx *state.Tx) any {
 	n, err := tx.ResealValues(c.Values)
 	if err != nil {

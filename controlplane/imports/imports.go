@@ -180,7 +180,7 @@ func (s *Service) Create(ctx context.Context, c Caller, in CreateInput) (*state.
 		if site == nil || site.WorkspaceID != c.Workspace.ID {
 			return nil, apierr.NotFound(apierr.CodeSiteNotFound, "site")
 		}
-		if site.Status != state.SiteReady {
+		if site.Status != state.SiteReady || site.Move != nil {
 			return nil, apierr.Invalid("siteId", "the site is %s; an import goes into a ready site", site.Status).With("status", site.Status)
 		}
 		imp.SiteID = site.ID
@@ -413,7 +413,7 @@ func (s *Service) start(ctx context.Context, c Caller, imp state.Import) (*state
 	if site == nil {
 		return nil, "", apierr.Invalid("", "the import's site was deleted; start a new import")
 	}
-	if site.Status != state.SiteReady {
+	if site.Status != state.SiteReady || site.Move != nil {
 		return nil, "", apierr.Invalid("", "the import's site is %s; it must be ready", site.Status).With("status", site.Status)
 	}
 	job, err := newJob(imp, s.now())

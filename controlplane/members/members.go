@@ -114,13 +114,18 @@ func (s *Service) CA() (*pki.CA, error) {
 // server does not know yet is one whose join it has not applied yet —
 // a server just restarted, catching up — for only the CA's holders, the
 // servers, issue certificates, and always with the member's record.)
-func (s *Service) Check(id pki.Identity) error {
+func (s *Service) Check(id pki.Identity, cert *x509.Certificate) error {
 	m, err := s.cfg.Store.ClusterMember(id.String())
 	if err != nil {
 		return err
 	}
-	if m != nil && m.RevokedAt != nil {
+	switch {
+	case m == nil:
+		return nil
+	case m.RevokedAt != nil:
 		return errors.New("revoked")
+	case cert != nil && pki.IssuedAt(cert).Before(m.ValidFrom):
+		return errors.New("this certificate is from before the member's last join")
 	}
 	return nil
 }
@@ -226,6 +231,21 @@ func (s *Service) Join(ctx context.Context, req JoinRequest) (*Issued, error) {
 		return nil, apierr.Invalid("token", "the join token is for another cluster (CA %s…)", p.CAFingerprint[:12])
 	}
 	now := s.now()
+	// Checked here first, so a guess costs nothing but this read: only a
+	// real token's join enters the log (which checks it again).
+	tok, err := s.cfg.Store.JoinToken(p.ID)
+	if err != nil {
+		return nil, err
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, apierr.Invalid("publicKey", "%v", err)
+	}
+	sum := sha256.Sum256(pubDER)
+	probe := state.ClusterMember{ID: id.String(), Role: string(id.Role), Name: id.ID}
+	if err := tok.Refuses(secret.Hash(p.Secret), probe, hex.EncodeToString(sum[:]), now); err != nil {
+		return nil, joinRefused(err)
+	}
 	certPEM, cert, err := ca.Issue(id, pub, s.cfg.CertTTL, now)
 	if err != nil {
 		return nil, err
@@ -233,15 +253,7 @@ func (s *Service) Join(ctx context.Context, req JoinRequest) (*Issued, error) {
 	m := state.ClusterMember{ID: id.String(), Role: string(id.Role), Name: id.ID, Serial: cert.SerialNumber.Text(16),
 		IssuedAt: now, ExpiresAt: cert.NotAfter}
 	if _, err := s.cfg.Raft.Apply(ctx, fsm.UseJoinToken{TokenID: p.ID, Hash: secret.Hash(p.Secret), KeyHash: keyHash(cert), Member: m}); err != nil {
-		// One answer for every refusal but the ones that help a holder
-		// of a real token (expired, other role): nothing to probe with.
-		if errors.Is(err, state.ErrNotFound) {
-			return nil, apierr.New(401, apierr.CodeAuthRequired, "the join token is not valid")
-		}
-		if errors.Is(err, state.ErrConflict) {
-			return nil, apierr.New(401, apierr.CodeAuthRequired, "%s", strings.TrimPrefix(err.Error(), state.ErrConflict.Error()+": "))
-		}
-		return nil, err
+		return nil, joinRefused(err)
 	}
 	s.log.Info("member joined", "member", id.String(), "join_token", p.ID, "expires", cert.NotAfter)
 	return &Issued{Certificate: string(certPEM), CA: string(ca.CertPEM), ExpiresAt: cert.NotAfter}, nil
@@ -250,7 +262,7 @@ func (s *Service) Join(ctx context.Context, req JoinRequest) (*Issued, error) {
 // Renew issues a fresh certificate to an authenticated member, for a new
 // key it sends.
 func (s *Service) Renew(ctx context.Context, id pki.Identity, publicKey string) (*Issued, error) {
-	if err := s.Check(id); err != nil {
+	if err := s.Check(id, nil); err != nil {
 		return nil, apierr.New(401, apierr.CodeAuthRequired, "%s: %v", id, err)
 	}
 	pub, err := pki.ParsePublicKey([]byte(publicKey))
@@ -366,4 +378,17 @@ func rpcIdentity(s string) (pki.Identity, error) {
 func keyHash(c *x509.Certificate) string {
 	sum := sha256.Sum256(c.RawSubjectPublicKeyInfo)
 	return hex.EncodeToString(sum[:])
+}
+
+// joinRefused is the answer to a refused join: one answer for a token
+// that is not one (nothing to probe with), the reason for a real token's
+// holder (expired, revoked, another role or name, used).
+func joinRefused(err error) error {
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		return apierr.New(401, apierr.CodeAuthRequired, "the join token is not valid")
+	case errors.Is(err, state.ErrConflict):
+		return apierr.New(401, apierr.CodeAuthRequired, "%s", strings.TrimPrefix(err.Error(), state.ErrConflict.Error()+": "))
+	}
+	return err
 }

@@ -50,6 +50,7 @@ func newRegistryMetrics() registryMetrics {
 func (r *Registry) forgetHeartbeats() {
 	r.mu.Lock()
 	clear(r.lastSeen)
+	clear(r.orphans) // a later term starts their grace afresh
 	r.mu.Unlock()
 }
 

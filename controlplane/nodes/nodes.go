@@ -94,6 +94,11 @@ func (r *Registry) Register(ctx context.Context, req *connect.Request[agentv1.Re
 	if err := itself(ctx, m.NodeId); err != nil {
 		return nil, err
 	}
+	if old, err := r.cfg.Store.Node(m.NodeId); err == nil && old != nil && old.IngressAddr != "" && m.IngressAddr == "" {
+		// Edges would dial its sites' addresses in the clear: a node that
+		// had an ingress keeps one.
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("node %s had an ingress; an agent without one cannot register as it", m.NodeId))
+	}
 	now := r.now()
 	n := state.Node{ID: m.NodeId, Address: m.Address, BackendHost: m.BackendHost, PHPVersions: m.PhpVersions,
 		Labels: m.Labels, Version: m.AgentVersion, SSHAddr: m.SshAddr, SSHHostKey: m.SshHostKey, IngressAddr: m.IngressAddr,
@@ -181,7 +186,16 @@ func (r *Registry) orphansOf(nodeID string, reported []*agentv1.SiteStatus) []st
 		if err != nil {
 			continue
 		}
-		if site != nil && (site.NodeID == nodeID || (site.Move != nil && site.Move.To == nodeID)) {
+		// Only what the state knows is elsewhere (moved) or was deleted
+		// from this node: a site the state does not know at all is left
+		// alone (a control plane rebuilt from scratch deletes nothing).
+		moved := site != nil && site.NodeID != nodeID && (site.Move == nil || site.Move.To != nodeID)
+		deleted := false
+		if site == nil {
+			tb, err := r.cfg.Store.Tombstone(id)
+			deleted = err == nil && tb != nil && tb.NodeID == nodeID
+		}
+		if !moved && !deleted {
 			delete(r.orphans, key)
 			continue
 		}

@@ -295,7 +295,7 @@ func (s *Service) Deploy(ctx context.Context, site *state.Site, id string) (stri
 	if _, err := s.Get(site, id); err != nil {
 		return "", err
 	}
-	if site.Status != state.SiteReady {
+	if site.Status != state.SiteReady || site.Move != nil {
 		return "", sitespec.NotReady(site)
 	}
 	job, err := jobs.New(jobspec.GitDeploy, site.WorkspaceID, site.ID, jobspec.GitDeployPayload{RepositoryID: id, Trigger: "manual"}, s.now())
@@ -382,7 +382,7 @@ func (s *Service) Push(ctx context.Context, id, secret string, h http.Header, bo
 	if err != nil {
 		return nil, err
 	}
-	if site == nil || site.Status != state.SiteReady {
+	if site == nil || site.Status != state.SiteReady || site.Move != nil {
 		return &PushResult{Ignored: "the site is not ready"}, nil
 	}
 	delivery := ev.DeliveryID

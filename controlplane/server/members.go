@@ -304,12 +304,19 @@ func (s *Server) ClusterURL() string { return s.clusterURL }
 // (kept in its data dir), or "" on servers that joined.
 func (s *Server) OperatorToken() string { return s.bootstrapOperator }
 
-// raftServerTLS takes Raft connections from servers of the cluster only.
-func raftServerTLS(c *rpcauth.Creds) *tls.Config {
+// raftServerTLS takes Raft connections from servers of the cluster only,
+// whose certificates check (once this server has its state) accepts.
+func raftServerTLS(c *rpcauth.Creds, check func() rpcauth.Checker) *tls.Config {
 	cfg := c.ServerTLS(true)
 	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-		_, err := pki.Verify(cs.PeerCertificates, c.Roots(), time.Now(), pki.RoleServer)
-		return err
+		id, err := pki.Verify(cs.PeerCertificates, c.Roots(), time.Now(), pki.RoleServer)
+		if err != nil {
+			return err
+		}
+		if ch := check(); ch != nil {
+			return ch(id, cs.PeerCertificates[0])
+		}
+		return nil
 	}
 	return cfg
 }
@@ -347,4 +354,13 @@ func (s *Server) LocalMember(ctx context.Context, dir string, role pki.Role, nam
 	cfg.JoinToken = tok
 	creds, err := enroll.Obtain(ctx, cfg)
 	return cfg, creds, err
+}
+
+// memberCheck is the membership check once the service exists (Raft's
+// listener starts before it).
+func (s *Server) memberCheck() rpcauth.Checker {
+	if m := s.membersReady.Load(); m != nil {
+		return m.Check
+	}
+	return nil
 }

@@ -311,6 +311,7 @@ type Server struct {
 	clusterURL        string
 	bootstrapOperator string
 	bootstrapped      atomic.Bool
+	membersReady      atomic.Pointer[members.Service]
 	stopRenew         context.CancelFunc
 	sealing           *sealingService
 }
@@ -406,7 +407,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Logger: cfg.Logger, FastTimeoutsForTests: cfg.FastRaftForTests, NoSyncForTests: cfg.NoSyncForTests,
 		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, ElectionTimeout: cfg.RaftElectionTimeout,
 		InmemTransport: cfg.RaftAddr == "", TrailingLogs: cfg.RaftTrailingLogsForTests,
-		ServerTLS: raftServerTLS(s.creds), ClientTLS: s.creds.ClientTLS("", pki.RoleServer),
+		ServerTLS: raftServerTLS(s.creds, s.memberCheck), ClientTLS: s.creds.ClientTLS("", pki.RoleServer),
 	}, store)
 	if err != nil {
 		return nil, err
@@ -415,6 +416,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.node = node
 	s.members = members.New(members.Config{Store: store, Raft: node, Sealer: caSealer, CertTTL: cfg.CertTTL, Now: cfg.Now,
 		Logger: cfg.Logger})
+	s.membersReady.Store(s.members)
 	node.OnLeader(s.finishBootstrap)
 	s.sealing = newSealingService(s, keys)
 

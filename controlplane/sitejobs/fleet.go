@@ -13,6 +13,10 @@ import (
 	"github.com/sandboxd/sandboxd/scheduler"
 )
 
+// TombstoneTTL is how long a deleted site's node is told to remove its
+// copy when it comes back.
+const TombstoneTTL = 30 * 24 * time.Hour
+
 // Placer offers the nodes a site may be moved to.
 type Placer interface {
 	Candidates() ([]scheduler.Node, error)
@@ -47,11 +51,18 @@ func (r *Runners) Fleet(ctx context.Context, cfg FleetConfig) {
 	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if time.Since(pruned) > time.Hour {
+			// Deleted sites are remembered a month, for nodes away that long.
+			if _, err := r.Raft.Apply(ctx, fsm.PruneTombstones{Before: r.now().Add(-TombstoneTTL)}); err == nil {
+				pruned = time.Now()
+			}
 		}
 		sites, _, err := r.Store.AllSites()
 		if err != nil {
@@ -101,6 +112,14 @@ func (r *Runners) scheduleSnapshots(ctx context.Context, sites []*state.Site, no
 		if now.Sub(last) < cfg.SnapshotEvery || r.pendingSnapshot(s.ID) {
 			continue
 		}
+		// A site whose last snapshot failed (an agent too old, a site too
+		// big) is tried again a period later, not at every tick.
+		r.snapMu.Lock()
+		failed, ok := r.failedSnaps[s.ID]
+		r.snapMu.Unlock()
+		if ok && time.Since(failed) < max(cfg.SnapshotEvery, time.Minute) {
+			continue
+		}
 		list = append(list, due{s, last})
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].last.Before(list[j].last) })
@@ -132,6 +151,14 @@ func (r *Runners) pendingSnapshot(siteID string) bool {
 	if err == nil && (j == nil || j.Terminal()) {
 		r.snapMu.Lock()
 		delete(r.snapJobs, siteID)
+		if r.failedSnaps == nil {
+			r.failedSnaps = map[string]time.Time{}
+		}
+		if j != nil && j.Status == state.JobFailed {
+			r.failedSnaps[siteID] = time.Now()
+		} else {
+			delete(r.failedSnaps, siteID)
+		}
 		r.snapMu.Unlock()
 		return false
 	}

@@ -173,6 +173,17 @@ func (r *Runners) takeSnapshot(ctx context.Context, s *state.Site, node, jobID, 
 // unavailable, for the switch), or from its latest snapshot (its node
 // lost). The old copy is removed (a lost node's when it comes back).
 func (r *Runners) moveSite(ctx context.Context, j *state.Job, progress func(int)) error {
+	err := r.doMove(ctx, j, progress)
+	if err != nil && ctx.Err() == nil {
+		// Whatever failed, the move ends: a site is never left moving.
+		if s, _ := r.Store.Site(j.SiteID); s != nil && s.Move != nil && s.Move.JobID == j.ID {
+			return r.abortMove(ctx, s, j.ID, err)
+		}
+	}
+	return err
+}
+
+func (r *Runners) doMove(ctx context.Context, j *state.Job, progress func(int)) error {
 	s, err := r.Store.Site(j.SiteID)
 	if err != nil {
 		return err
@@ -343,10 +354,13 @@ func (r *Runners) abortMove(ctx context.Context, s *state.Site, jobID string, ca
 	if cause != nil {
 		reason = failureMessage(cause)
 	}
-	if _, err := r.Raft.Apply(context.WithoutCancel(ctx), fsm.AbortMove{SiteID: s.ID, JobID: jobID, Reason: reason, At: r.now()}); err != nil {
+	res, err := r.Raft.Apply(context.WithoutCancel(ctx), fsm.AbortMove{SiteID: s.ID, JobID: jobID, Reason: reason, At: r.now()})
+	if err != nil {
 		return err
 	}
-	if s.Move != nil {
+	// Only a move this ended leaves a copy that is not the site's (a move
+	// that finished after all made the target's copy the site).
+	if aborted, _ := res.(bool); aborted && s.Move != nil {
 		if target, err := r.Agents.Agent(s.Move.To); err == nil {
 			r.removeCopy(ctx, target, s.ID, jobID)
 		}

@@ -66,6 +66,8 @@ type Runners struct {
 	// failedMoves holds when a site's last move failed: it is tried again
 	// a minute later, not at every tick.
 	failedMoves map[string]time.Time
+	// failedSnaps holds when a site's last scheduled snapshot failed.
+	failedSnaps map[string]time.Time
 }
 
 // Register adds the site job runners to a dispatcher.

@@ -29,7 +29,7 @@ const (
 
 // agent returns a client for the agent holding a ready site.
 func (s *Service) agent(site *state.Site) (agentv1connect.AgentServiceClient, error) {
-	if site.Status != state.SiteReady {
+	if site.Status != state.SiteReady || site.Move != nil {
 		return nil, NotReady(site)
 	}
 	a, err := s.cfg.Nodes.Agent(site.NodeID)

@@ -338,7 +338,7 @@ func (s *Service) Delete(ctx context.Context, site *state.Site) (*state.Site, st
 
 // Reset queues a fresh install of a ready site, keeping its id and URL.
 func (s *Service) Reset(ctx context.Context, site *state.Site) (*state.Site, string, error) {
-	if site.Status != state.SiteReady {
+	if site.Status != state.SiteReady || site.Move != nil {
 		return nil, "", NotReady(site)
 	}
 	return s.siteJob(ctx, site, state.SiteCreating, jobspec.ResetSite)
@@ -355,7 +355,7 @@ func (s *Service) Restore(ctx context.Context, site *state.Site, templateID stri
 	if err != nil {
 		return nil, "", err
 	}
-	if site.Status != state.SiteReady {
+	if site.Status != state.SiteReady || site.Move != nil {
 		return nil, "", NotReady(site)
 	}
 	if !s.holds(site.NodeID, t) && t.ArtifactSHA256 == "" {
@@ -381,7 +381,7 @@ func (s *Service) Restore(ctx context.Context, site *state.Site, templateID stri
 
 // job queues one job for a ready site.
 func (s *Service) job(ctx context.Context, site *state.Site, jobType string, payload any) (string, error) {
-	if site.Status != state.SiteReady {
+	if site.Status != state.SiteReady || site.Move != nil {
 		return "", NotReady(site)
 	}
 	job, err := jobs.New(jobType, site.WorkspaceID, site.ID, payload, s.now())
@@ -453,7 +453,7 @@ func (s *Service) Deploy(ctx context.Context, site *state.Site, d sitespec.Deplo
 		}
 		p.ZipURL, p.Source = *d.ZipURL, "url"
 	}
-	if site.Status != state.SiteReady {
+	if site.Status != state.SiteReady || site.Move != nil {
 		return "", NotReady(site)
 	}
 	if d.Upload != nil {

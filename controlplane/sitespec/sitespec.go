@@ -180,6 +180,9 @@ type FileAnswer struct {
 // NotReady is the error of an operation that needs a ready site: 400
 // invalid_request with details.status, the site's.
 func NotReady(s *state.Site) error {
+	if s.Move != nil {
+		return apierr.Invalid("", "the site is moving to another node; try again in a minute").With("status", s.Status)
+	}
 	if s.Status == state.SiteUnavailable {
 		return apierr.Invalid("", "the site is unavailable: its node is down; try again when it is back").With("status", s.Status)
 	}

@@ -23,14 +23,17 @@ type ClusterCA struct {
 // are honoured while the member is not revoked.
 type ClusterMember struct {
 	// ID is "<role>/<name>", as in the certificate's identity.
-	ID        string     `json:"id"`
-	Role      string     `json:"role"`
-	Name      string     `json:"name"`
-	Serial    string     `json:"serial"` // of the last certificate issued
-	IssuedAt  time.Time  `json:"issuedAt"`
-	ExpiresAt time.Time  `json:"expiresAt"`
-	JoinedAt  time.Time  `json:"joinedAt"`
-	JoinToken string     `json:"joinToken,omitempty"` // id of the token it joined with
+	ID        string    `json:"id"`
+	Role      string    `json:"role"`
+	Name      string    `json:"name"`
+	Serial    string    `json:"serial"` // of the last certificate issued
+	IssuedAt  time.Time `json:"issuedAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	JoinedAt  time.Time `json:"joinedAt"`
+	JoinToken string    `json:"joinToken,omitempty"` // id of the token it joined with
+	// ValidFrom is when it last joined: certificates of its name issued
+	// before (an earlier enrolment's, perhaps stolen) are refused.
+	ValidFrom time.Time  `json:"validFrom"`
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 }
 
@@ -173,19 +176,22 @@ func (t *Tx) UseJoinToken(tokenID, hash, keyHash string, m ClusterMember) error 
 			return err
 		}
 		at := m.IssuedAt
+		if err := j.Refuses(hash, m, keyHash, at); err != nil {
+			return err
+		}
+		old, err := first[ClusterMember](tx, tableClusterMembers, "id", m.ID)
+		if err != nil {
+			return err
+		}
+		retry := j.UsedAt != nil
 		switch {
-		case j == nil || subtle.ConstantTimeCompare([]byte(j.Hash), []byte(hash)) != 1:
-			return fmt.Errorf("%w: unknown join token", ErrNotFound)
-		case j.RevokedAt != nil:
-			return fmt.Errorf("%w: the join token was revoked", ErrConflict)
-		case !at.Before(j.ExpiresAt):
-			return fmt.Errorf("%w: the join token expired at %s", ErrConflict, j.ExpiresAt.Format(time.RFC3339))
-		case j.Role != m.Role:
-			return fmt.Errorf("%w: the join token is for a %s, not a %s", ErrConflict, j.Role, m.Role)
-		case j.Name != "" && j.Name != m.Name:
-			return fmt.Errorf("%w: the join token is for %q, not %q", ErrConflict, j.Name, m.Name)
-		case j.UsedAt != nil && (j.UsedBy != m.ID || j.UsedKey != keyHash):
+		case retry && (old == nil || old.RevokedAt != nil || old.JoinToken != tokenID):
+			// The answer to this join was lost, and the member has since
+			// been revoked or replaced: the token is spent.
 			return fmt.Errorf("%w: the join token was used already", ErrConflict)
+		case !retry && old != nil && old.RevokedAt == nil && j.Name == "":
+			return fmt.Errorf("%w: %s is a member already; revoke it, or make a join token that names it (--name %s) to replace it",
+				ErrConflict, m.ID, m.Name)
 		}
 		c := *j
 		if c.UsedAt == nil {
@@ -194,9 +200,33 @@ func (t *Tx) UseJoinToken(tokenID, hash, keyHash string, m ClusterMember) error 
 		if err := insert(tx, tableJoinTokens, &c); err != nil {
 			return err
 		}
-		m.JoinToken, m.JoinedAt, m.RevokedAt = tokenID, at, nil
+		m.JoinToken, m.JoinedAt, m.RevokedAt, m.ValidFrom = tokenID, at, nil, at
+		if retry {
+			m.JoinedAt, m.ValidFrom = old.JoinedAt, old.ValidFrom
+		}
 		return insert(tx, tableClusterMembers, &m)
 	})
+}
+
+// Refuses says why a join token (nil: none under its id) cannot make
+// member m at time at with a key of keyHash; nil when it can. The leader
+// asks before it signs anything, and the apply again.
+func (j *JoinToken) Refuses(hash string, m ClusterMember, keyHash string, at time.Time) error {
+	switch {
+	case j == nil || subtle.ConstantTimeCompare([]byte(j.Hash), []byte(hash)) != 1:
+		return fmt.Errorf("%w: unknown join token", ErrNotFound)
+	case j.RevokedAt != nil:
+		return fmt.Errorf("%w: the join token was revoked", ErrConflict)
+	case !at.Before(j.ExpiresAt):
+		return fmt.Errorf("%w: the join token expired at %s", ErrConflict, j.ExpiresAt.Format(time.RFC3339))
+	case j.Role != m.Role:
+		return fmt.Errorf("%w: the join token is for a %s, not a %s", ErrConflict, j.Role, m.Role)
+	case j.Name != "" && j.Name != m.Name:
+		return fmt.Errorf("%w: the join token is for %q, not %q", ErrConflict, j.Name, m.Name)
+	case j.UsedAt != nil && (j.UsedBy != m.ID || j.UsedKey != keyHash):
+		return fmt.Errorf("%w: the join token was used already", ErrConflict)
+	}
+	return nil
 }
 
 // RenewMember records a renewed certificate of a member in good standing.

@@ -117,7 +117,7 @@ func TestSnapshotsAndMoves(t *testing.T) {
 	if err := s.Update(func(tx *Tx) error { return tx.FinishMove("site1", "job_r", "", 0, &t0, 0, t0) }); err == nil {
 		t.Fatal("a reschedule finished although the node came back")
 	}
-	must(t, s.Update(func(tx *Tx) error { return tx.AbortMove("site1", "job_r", "", t0) }))
+	must(t, s.Update(func(tx *Tx) error { _, err := tx.AbortMove("site1", "job_r", "", t0); return err }))
 	if got, _ := s.Site("site1"); got.NodeID != "n2" || got.Status != SiteReady || got.Move != nil {
 		t.Fatalf("after the abort: %+v", got)
 	}

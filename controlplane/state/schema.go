@@ -42,6 +42,7 @@ const (
 	tableJoinTokens     = "join_tokens"
 	tableOperatorTokens = "operator_tokens"
 	tableSnapshots      = "snapshots"
+	tableTombstones     = "tombstones"
 )
 
 func idIndex() *memdb.IndexSchema {
@@ -177,6 +178,7 @@ func schema() *memdb.DBSchema {
 			"id":   idIndex(),
 			"hash": fieldIndex("hash", "Hash", true),
 		}},
+		tableTombstones: {Name: tableTombstones, Indexes: map[string]*memdb.IndexSchema{"id": idIndex()}},
 		tableSnapshots: {Name: tableSnapshots, Indexes: map[string]*memdb.IndexSchema{
 			"id":   idIndex(),
 			"site": fieldIndex("site", "SiteID", false),
@@ -229,5 +231,5 @@ var tables = []string{
 	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary, tableIdempotency,
 	tableTemplates, tableLeads, tableDemos, tableWebhooks, tableDeliveries, tableBlueprints, tableRuns,
 	tableImports, tableOAuthClients, tableOAuthCodes, tableDomains, tableCertData, tableCertLocks, tableSSHKeys, tableRepos,
-	tableClusterCA, tableClusterMembers, tableJoinTokens, tableOperatorTokens, tableSnapshots,
+	tableClusterCA, tableClusterMembers, tableJoinTokens, tableOperatorTokens, tableSnapshots, tableTombstones,
 }

@@ -210,6 +210,13 @@ func (t *Tx) DeleteSite(id string, at time.Time) error {
 		if err := remove(tx, tableSites, s); err != nil {
 			return err
 		}
+		if s.NodeID != "" {
+			// What the node holds of it is removed when it next reports it
+			// (it may be away now).
+			if err := insert(tx, tableTombstones, &Tombstone{ID: s.ID, NodeID: s.NodeID, DeletedAt: at}); err != nil {
+				return err
+			}
+		}
 		return siteGone(tx, id, at)
 	})
 }

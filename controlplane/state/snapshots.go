@@ -113,6 +113,9 @@ func (t *Tx) StartMove(siteID string, m SiteMove, job Job) error {
 // show the unavailable page, its node's heartbeats leave it so).
 func (t *Tx) SwitchMove(siteID, jobID string, at time.Time) error {
 	return t.onMove(siteID, jobID, func(c *Site) error {
+		if c.Status != SiteReady && c.Status != SiteUnavailable {
+			return fmt.Errorf("%w: site %s is %s", ErrConflict, siteID, c.Status)
+		}
 		m := *c.Move
 		m.Switching = true
 		c.Move, c.Status, c.UpdatedAt = &m, SiteUnavailable, at
@@ -132,6 +135,9 @@ func (t *Tx) FinishMove(siteID, jobID, address string, port int, restoredFrom *t
 		}
 		if site == nil || site.Move == nil || site.Move.JobID != jobID {
 			return fmt.Errorf("%w: site %s is not moving with job %s", ErrConflict, siteID, jobID)
+		}
+		if site.Status != SiteReady && site.Status != SiteUnavailable {
+			return fmt.Errorf("%w: site %s is %s", ErrConflict, siteID, site.Status)
 		}
 		m := *site.Move
 		if m.Reason == MoveReschedule {
@@ -164,16 +170,20 @@ func (t *Tx) FinishMove(siteID, jobID, address string, port int, restoredFrom *t
 }
 
 // AbortMove ends a move that failed: the site stays where it was (and
-// serves again there when it was switching).
-func (t *Tx) AbortMove(siteID, jobID, reason string, at time.Time) error {
-	return t.run(func(tx *memdb.Txn) error {
+// serves again there when it was switching). It reports whether there
+// was such a move to end: only then is the copy on the target not the
+// site's.
+func (t *Tx) AbortMove(siteID, jobID, reason string, at time.Time) (bool, error) {
+	aborted := false
+	err := t.run(func(tx *memdb.Txn) error {
 		site, err := first[Site](tx, tableSites, "id", siteID)
 		if err != nil {
 			return err
 		}
 		if site == nil || site.Move == nil || site.Move.JobID != jobID {
-			return nil // deleted, or another move: nothing of this one left
+			return nil // deleted, finished, or another move: nothing of this one left
 		}
+		aborted = true
 		m := *site.Move
 		c := *site
 		c.Move, c.UpdatedAt = nil, at
@@ -194,6 +204,7 @@ func (t *Tx) AbortMove(siteID, jobID, reason string, at time.Time) error {
 		}
 		return nil
 	})
+	return aborted, err
 }
 
 func (t *Tx) onMove(siteID, jobID string, fn func(*Site) error) error {
@@ -268,4 +279,38 @@ func insertJob(tx *memdb.Txn, j Job) error {
 	}
 	j.Status = JobQueued
 	return insert(tx, tableJobs, &j)
+}
+
+// Tombstone remembers a deleted site's node for a while, so a node that
+// was away when the site was deleted is told to remove its copy.
+type Tombstone struct {
+	ID        string    `json:"id"` // the site's
+	NodeID    string    `json:"nodeId"`
+	DeletedAt time.Time `json:"deletedAt"`
+}
+
+// Tombstone returns a deleted site's tombstone, or nil.
+func (s *Store) Tombstone(siteID string) (*Tombstone, error) {
+	return first[Tombstone](s.read(), tableTombstones, "id", siteID)
+}
+
+// PruneTombstones forgets sites deleted before a time.
+func (t *Tx) PruneTombstones(before time.Time) (int, error) {
+	n := 0
+	err := t.run(func(tx *memdb.Txn) error {
+		list, err := all[Tombstone](tx, tableTombstones, "id")
+		if err != nil {
+			return err
+		}
+		for _, tb := range list {
+			if tb.DeletedAt.Before(before) {
+				if err := remove(tx, tableTombstones, tb); err != nil {
+					return err
+				}
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
 }

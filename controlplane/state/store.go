@@ -229,6 +229,8 @@ func newRow(table string) (any, error) {
 		return new(OperatorToken), nil
 	case tableSnapshots:
 		return new(SiteSnapshot), nil
+	case tableTombstones:
+		return new(Tombstone), nil
 	}
 	return nil, fmt.Errorf("unknown table %q", table)
 }

@@ -122,7 +122,7 @@ func (s *Service) Create(ctx context.Context, in Create) (*state.Template, strin
 	if site == nil || site.WorkspaceID != in.Workspace.ID {
 		return nil, "", apierr.NotFound(apierr.CodeSiteNotFound, "site")
 	}
-	if site.Status != state.SiteReady {
+	if site.Status != state.SiteReady || site.Move != nil {
 		return nil, "", apierr.Invalid("siteId", "the site is %s; a template is made from a ready site", site.Status).
 			With("status", site.Status)
 	}

@@ -240,10 +240,12 @@ func Renew(ctx context.Context, dir string, creds *rpcauth.Creds, servers []stri
 			lastErr = err
 			continue
 		}
-		if err := creds.Update([]byte(issued.Certificate), keyPEM); err != nil {
+		// On disk first: a member restarted later must not load a
+		// certificate older than the one it used.
+		if err := Save(dir, []byte(issued.Certificate), keyPEM, []byte(issued.CA)); err != nil {
 			return err
 		}
-		return Save(dir, []byte(issued.Certificate), keyPEM, []byte(issued.CA))
+		return creds.Update([]byte(issued.Certificate), keyPEM)
 	}
 	return lastErr
 }

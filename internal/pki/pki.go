@@ -162,6 +162,13 @@ func (ca *CA) Pool() *x509.CertPool {
 	return p
 }
 
+// Backdate is how far before its issue a certificate is valid (clocks
+// of members drift a little); IssuedAt undoes it.
+const Backdate = time.Minute
+
+// IssuedAt is when a certificate this CA made was issued.
+func IssuedAt(c *x509.Certificate) time.Time { return c.NotBefore.Add(Backdate) }
+
 // Issue signs a certificate for id over pub, valid for ttl, usable as a
 // TLS client and server certificate.
 func (ca *CA) Issue(id Identity, pub crypto.PublicKey, ttl time.Duration, now time.Time) ([]byte, *x509.Certificate, error) {
@@ -171,7 +178,7 @@ func (ca *CA) Issue(id Identity, pub crypto.PublicKey, ttl time.Duration, now ti
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: id.ID, OrganizationalUnit: []string{string(id.Role)}, Organization: []string{"sandboxd"}},
-		NotBefore:    now.Add(-time.Minute),
+		NotBefore:    now.Add(-Backdate),
 		NotAfter:     now.Add(ttl),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},

@@ -177,9 +177,11 @@ func WithPeer(ctx context.Context, id pki.Identity) context.Context {
 // identity of the member that sent it; it is believed only from a server.
 const VouchHeader = "X-Sandboxd-Peer"
 
-// Checker confirms that an identity is still a member (not revoked or
-// removed); nil accepts every certificate the CA issued.
-type Checker func(pki.Identity) error
+// Checker confirms that an identity's certificate is still honoured (its
+// member not revoked, the certificate not from before a later join);
+// cert is nil for a member a server vouches for (that server checked
+// its certificate). nil accepts every certificate the CA issued.
+type Checker func(id pki.Identity, cert *x509.Certificate) error
 
 // Require lets through requests whose client certificate (verified
 // against the CA by the listener) names one of roles and passes check.
@@ -207,12 +209,13 @@ func authenticate(r *http.Request, check Checker) (pki.Identity, error) {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
 		return pki.Identity{}, apierr.New(http.StatusUnauthorized, apierr.CodeAuthRequired, "a cluster certificate is required")
 	}
-	id, err := pki.IdentityOf(r.TLS.VerifiedChains[0][0])
+	leaf := r.TLS.VerifiedChains[0][0]
+	id, err := pki.IdentityOf(leaf)
 	if err != nil {
 		return pki.Identity{}, apierr.New(http.StatusUnauthorized, apierr.CodeAuthRequired, "%v", err)
 	}
 	if check != nil {
-		if err := check(id); err != nil {
+		if err := check(id, leaf); err != nil {
 			return pki.Identity{}, apierr.New(http.StatusUnauthorized, apierr.CodeAuthRequired, "%s: %v", id, err)
 		}
 	}
@@ -225,7 +228,7 @@ func authenticate(r *http.Request, check Checker) (pki.Identity, error) {
 			return pki.Identity{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "%v", err)
 		}
 		if check != nil {
-			if err := check(vouched); err != nil {
+			if err := check(vouched, nil); err != nil {
 				return pki.Identity{}, apierr.New(http.StatusUnauthorized, apierr.CodeAuthRequired, "%s: %v", vouched, err)
 			}
 		}
