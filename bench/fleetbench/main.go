@@ -1,0 +1,392 @@
+// Command fleetbench measures the control plane under a fleet: N
+// simulated node agents (real enrolment, mutual TLS and Connect RPC, in
+// a child process) registering and heartbeating against three servers
+// (real Raft over mutual TLS, fsync on) in this process. In one run, each
+// figure against a baseline measured in the same run, alternated with it
+// (baseline, subject, baseline, subject):
+//
+//   - server CPU per heartbeat: this process's CPU with the fleet
+//     heartbeating, less the same with the fleet connected but idle;
+//   - placements committed per second (POST /api/app/sites from many
+//     clients, each answer after the site and its create job are one
+//     committed Raft entry) with the fleet as candidates, next to the same
+//     on a second cluster of a few nodes;
+//   - failover under that load: the leader killed, the time until a
+//     create commits again and until heartbeats are accepted again, next
+//     to the configured election timeout.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	raft "github.com/sandboxd/sandboxd/controlplane/cluster"
+)
+
+// opts are the run's parameters.
+type opts struct {
+	agents, baseAgents int
+	seconds            time.Duration
+	interval           time.Duration
+	clients            int
+	pairs              int
+	failovers          int
+	parallel           int
+	cpuprofile         string
+}
+
+func main() {
+	if len(os.Args) == 2 && os.Args[1] == childFlag {
+		if err := runFleet(); err != nil {
+			fmt.Fprintln(os.Stderr, "fleetbench fleet:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o opts
+	var seconds float64
+	flag.IntVar(&o.agents, "agents", 1000, "simulated node agents")
+	flag.IntVar(&o.baseAgents, "baseline-agents", 10, "node agents of the baseline cluster placements are compared with")
+	flag.Float64Var(&seconds, "seconds", 5, "length of each measurement")
+	flag.DurationVar(&o.interval, "interval", 2*time.Second, "heartbeat interval the servers tell agents")
+	flag.IntVar(&o.clients, "clients", 32, "concurrent API clients creating sites (each its own account)")
+	flag.IntVar(&o.pairs, "pairs", 2, "baseline/subject pairs per comparison")
+	flag.IntVar(&o.failovers, "failovers", 3, "leader kills under load (0: none)")
+	flag.IntVar(&o.parallel, "enrol-parallel", 16, "agents enrolling at once")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the first placement run on the fleet to this file")
+	flag.BoolVar(&logs, "log", false, "print the servers' warnings and errors to stderr")
+	flag.Parse()
+	o.seconds = time.Duration(seconds * float64(time.Second))
+	// A paused fleet must stay under the down-after (5 intervals) with
+	// the interval before the pause and the resume's spread.
+	if lim := 5 * o.interval / 2; o.seconds > lim {
+		fmt.Printf("fleetbench: -seconds lowered to %s: a paused fleet would be marked down\n", lim)
+		o.seconds = lim
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "fleetbench:", err)
+		os.Exit(1)
+	}
+}
+
+// fleetRun is a cluster with its fleet.
+type fleetRun struct {
+	c     *cluster
+	f     *child
+	users []string
+}
+
+func run(ctx context.Context, o opts) error {
+	dir, err := os.MkdirTemp("", "fleetbench-")
+	if err != nil {
+		return fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	var res results
+	res.o = o
+
+	big, err := startFleet(ctx, "fleet", filepath.Join(dir, "fleet"), o.agents, o, &res)
+	defer big.close()
+	if err != nil {
+		return err
+	}
+	if err := heartbeatCPU(ctx, big, o, &res); err != nil {
+		return err
+	}
+
+	small, err := startFleet(ctx, "baseline", filepath.Join(dir, "baseline"), o.baseAgents, o, nil)
+	if err != nil {
+		small.close()
+		return err
+	}
+	for i := 0; i < o.pairs; i++ {
+		a, err := placementRun(ctx, small, o, "")
+		if err != nil {
+			small.close()
+			return err
+		}
+		prof := ""
+		if i == 0 {
+			prof = o.cpuprofile
+		}
+		b, err := placementRun(ctx, big, o, prof)
+		if err != nil {
+			small.close()
+			return err
+		}
+		res.place = append(res.place, [2]placeResult{a, b})
+		fmt.Printf("  placements pair %d: %d nodes %.0f/s, %d nodes %.0f/s\n", i+1, o.baseAgents, a.w.perSec, o.agents, b.w.perSec)
+	}
+	small.close()
+
+	for i := 0; i < o.failovers; i++ {
+		f, err := failover(ctx, big, o)
+		if err != nil {
+			return err
+		}
+		res.fail = append(res.fail, f)
+		fmt.Printf("  failover %d: creates back after %s, heartbeats after %s (99%% of agents %s)\n", i+1,
+			f.creates.Round(time.Millisecond), f.hbFirst.Round(time.Millisecond), f.hb99.Round(time.Millisecond))
+	}
+	res.print()
+	return nil
+}
+
+// startFleet starts a cluster and a fleet of n agents registered with it.
+func startFleet(ctx context.Context, name, dir string, n int, o opts, res *results) (*fleetRun, error) {
+	fr := &fleetRun{}
+	t0 := time.Now()
+	c, err := startCluster(ctx, name, dir, o.interval)
+	fr.c = c
+	if err != nil {
+		return fr, err
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("node-%04d", i+1)
+	}
+	tokens, err := c.joinTokens(ctx, names)
+	if err != nil {
+		return fr, err
+	}
+	if fr.f, err = startChild(name); err != nil {
+		return fr, err
+	}
+	r, err := fr.f.do(command{Op: "start", Servers: c.clusterURLs(), Names: names, Tokens: tokens, Interval: o.interval, Parallel: o.parallel})
+	if err != nil {
+		return fr, err
+	}
+	if err := c.waitFor(ctx, time.Minute, "every node ready", func() bool {
+		ready, _, _ := c.readyNodes(ctx)
+		return ready == n
+	}); err != nil {
+		return fr, err
+	}
+	if fr.users, err = c.accounts(ctx, o.clients); err != nil {
+		return fr, err
+	}
+	fmt.Printf("fleetbench: %s: 3 servers and %d agents up in %.1fs (enrolment %.1fs, registration %.1fs)\n",
+		name, n, time.Since(t0).Seconds(), r.EnrolSeconds, r.RegisterSeconds)
+	if res != nil {
+		res.enrol, res.register = r.EnrolSeconds, r.RegisterSeconds
+	}
+	return fr, nil
+}
+
+func (fr *fleetRun) close() {
+	if fr == nil {
+		return
+	}
+	if fr.f != nil {
+		fr.f.stop()
+	}
+	if fr.c != nil {
+		fr.c.close()
+	}
+}
+
+// hbPhase is one measurement of the heartbeat comparison.
+type hbPhase struct {
+	dur              time.Duration
+	cpu, agentCPU    time.Duration
+	heartbeats       int64
+	failed           int64
+	p50, p99         float64
+	servers          int
+	heartbeatsPerSec float64
+}
+
+// heartbeatCPU alternates the fleet idle but connected (baseline) and
+// heartbeating, measuring this process's CPU in each.
+func heartbeatCPU(ctx context.Context, fr *fleetRun, o opts, res *results) error {
+	phase := func(beating bool) (hbPhase, error) {
+		if beating {
+			fr.f.must("resume")
+			// Let every agent's resumed loop settle into its interval.
+			sleep(ctx, o.interval)
+		} else {
+			fr.f.must("pause")
+			sleep(ctx, 200*time.Millisecond)
+		}
+		s0 := fr.f.must("stats")
+		c0, t0 := processCPU(), time.Now()
+		sleep(ctx, o.seconds)
+		c1, t1 := processCPU(), time.Now()
+		s1 := fr.f.must("stats")
+		if ctx.Err() != nil {
+			return hbPhase{}, ctx.Err()
+		}
+		p := hbPhase{dur: t1.Sub(t0), cpu: time.Duration(c1 - c0), agentCPU: time.Duration(s1.CPUNanos - s0.CPUNanos),
+			heartbeats: s1.OK - s0.OK, failed: s1.Failed - s0.Failed, p50: s1.P50Ms, p99: s1.P99Ms}
+		p.heartbeatsPerSec = float64(p.heartbeats) / p.dur.Seconds()
+		return p, nil
+	}
+	for i := 0; i < o.pairs; i++ {
+		idle, err := phase(false)
+		if err != nil {
+			return err
+		}
+		beat, err := phase(true)
+		if err != nil {
+			return err
+		}
+		res.hb = append(res.hb, [2]hbPhase{idle, beat})
+		fmt.Printf("  heartbeats pair %d: idle %.1f%% CPU, heartbeating %.1f%% CPU at %.0f/s\n", i+1,
+			100*idle.cpu.Seconds()/idle.dur.Seconds(), 100*beat.cpu.Seconds()/beat.dur.Seconds(), beat.heartbeatsPerSec)
+	}
+	return nil
+}
+
+// placeResult is one placement measurement.
+type placeResult struct {
+	nodes    int
+	w        window
+	cpu      time.Duration
+	backlog  int
+	drain    time.Duration
+	notReady int
+}
+
+// placementRun measures creates against fr's leader for o.seconds (after
+// a second's warm-up), then waits for their create jobs to finish. Both
+// fleets heartbeat throughout, so the background is the same for the
+// baseline and the subject.
+func placementRun(ctx context.Context, fr *fleetRun, o opts, profile string) (placeResult, error) {
+	var p placeResult
+	ready, all, err := fr.c.readyNodes(ctx)
+	if err != nil {
+		return p, err
+	}
+	p.nodes, p.notReady = all, all-ready
+	leader, err := fr.c.leader(ctx)
+	if err != nil {
+		return p, err
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan []*creator, 1)
+	go func() { done <- placements(lctx, fr.users, fr.c.apiURLs(), fr.c.index(leader)) }()
+	sleep(ctx, time.Second)
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			cancel()
+			<-done
+			return p, fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			cancel()
+			<-done
+			return p, fmt.Errorf("cpu profile: %w", err)
+		}
+	}
+	c0, t0 := processCPU(), time.Now()
+	sleep(ctx, o.seconds)
+	c1, t1 := processCPU(), time.Now()
+	if profile != "" {
+		pprof.StopCPUProfile()
+	}
+	cancel()
+	cs := <-done
+	if ctx.Err() != nil {
+		return p, ctx.Err()
+	}
+	p.w = measure(cs, t0, t1)
+	p.cpu = time.Duration(c1 - c0)
+	if p.backlog, err = fr.c.backlog(ctx); err != nil {
+		return p, err
+	}
+	var left int
+	if p.drain, left, err = fr.c.drain(ctx, 2*time.Minute); err != nil {
+		return p, err
+	}
+	if left > 0 {
+		return p, fmt.Errorf("%s: %d create jobs still unfinished two minutes after the load", fr.c.name, left)
+	}
+	return p, nil
+}
+
+// failResult is one leader kill under load.
+type failResult struct {
+	creates, hbFirst, hb99, hbAll time.Duration
+	createFailed                  int
+	hbFailed                      int64
+	before                        float64
+}
+
+// failover kills fr's leader while clients create sites and the fleet
+// heartbeats, measures when each comes back, then restarts the server.
+func failover(ctx context.Context, fr *fleetRun, o opts) (failResult, error) {
+	var r failResult
+	fr.f.must("resume")
+	leader, err := fr.c.leader(ctx)
+	if err != nil {
+		return r, err
+	}
+	li := fr.c.index(leader)
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan []*creator, 1)
+	go func() { done <- placements(lctx, fr.users, fr.c.apiURLs(), li) }()
+	sleep(ctx, 2*time.Second)
+	s0 := fr.f.must("stats")
+	kill := time.Now()
+	fr.c.kill(li)
+	if _, err := fr.f.do(command{Op: "mark", At: kill.UnixNano()}); err != nil {
+		return r, err
+	}
+	var rec reply
+	for time.Since(kill) < 30*time.Second && ctx.Err() == nil {
+		sleep(ctx, 250*time.Millisecond)
+		if rec, err = fr.f.do(command{Op: "recovery"}); err != nil {
+			return r, err
+		}
+		if rec.All != 0 {
+			break
+		}
+	}
+	sleep(ctx, time.Second)
+	cancel()
+	cs := <-done
+	if ctx.Err() != nil {
+		return r, ctx.Err()
+	}
+	first, err := firstAfter(cs, kill)
+	if err != nil {
+		return r, err
+	}
+	since := func(ns int64) time.Duration {
+		if ns == 0 {
+			return -1
+		}
+		return time.Duration(ns - kill.UnixNano())
+	}
+	r.creates, r.hbFirst, r.hb99, r.hbAll = since(first), since(rec.First), since(rec.P99), since(rec.All)
+	r.before = measure(cs, kill.Add(-time.Second), kill).perSec
+	for _, c := range cs {
+		r.createFailed += c.failed
+	}
+	r.hbFailed = rec.Failed - s0.Failed
+	if err := fr.c.restart(ctx, li); err != nil {
+		return r, err
+	}
+	if _, left, err := fr.c.drain(ctx, 2*time.Minute); err != nil || left > 0 {
+		return r, fmt.Errorf("after failover: %d jobs unfinished (%v)", left, err)
+	}
+	return r, nil
+}
+
+// Raft's timeouts, the failover baseline.
+var (
+	electionTimeout  = raft.DefaultElectionTimeout
+	heartbeatTimeout = raft.DefaultHeartbeatTimeout
+)
