@@ -93,4 +93,3 @@ func (c *child) stop() {
 		<-done
 	}
 }
-

@@ -40,6 +40,7 @@ type opts struct {
 	failovers          int
 	parallel           int
 	cpuprofile         string
+	hbprofile          string
 }
 
 func main() {
@@ -61,6 +62,7 @@ func main() {
 	flag.IntVar(&o.failovers, "failovers", 3, "leader kills under load (0: none)")
 	flag.IntVar(&o.parallel, "enrol-parallel", 16, "agents enrolling at once")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the first placement run on the fleet to this file")
+	flag.StringVar(&o.hbprofile, "hbprofile", "", "write a CPU profile of the first heartbeating measurement to this file")
 	flag.BoolVar(&logs, "log", false, "print the servers' warnings and errors to stderr")
 	flag.Parse()
 	o.seconds = time.Duration(seconds * float64(time.Second))
@@ -201,14 +203,13 @@ type hbPhase struct {
 	heartbeats       int64
 	failed           int64
 	p50, p99         float64
-	servers          int
 	heartbeatsPerSec float64
 }
 
 // heartbeatCPU alternates the fleet idle but connected (baseline) and
 // heartbeating, measuring this process's CPU in each.
 func heartbeatCPU(ctx context.Context, fr *fleetRun, o opts, res *results) error {
-	phase := func(beating bool) (hbPhase, error) {
+	phase := func(beating bool, profile string) (hbPhase, error) {
 		if beating {
 			fr.f.must("resume")
 			// Let every agent's resumed loop settle into its interval.
@@ -217,11 +218,16 @@ func heartbeatCPU(ctx context.Context, fr *fleetRun, o opts, res *results) error
 			fr.f.must("pause")
 			sleep(ctx, 200*time.Millisecond)
 		}
+		stop, err := startProfile(profile)
+		if err != nil {
+			return hbPhase{}, err
+		}
 		s0 := fr.f.must("stats")
 		c0, t0 := processCPU(), time.Now()
 		sleep(ctx, o.seconds)
 		c1, t1 := processCPU(), time.Now()
 		s1 := fr.f.must("stats")
+		stop()
 		if ctx.Err() != nil {
 			return hbPhase{}, ctx.Err()
 		}
@@ -231,11 +237,15 @@ func heartbeatCPU(ctx context.Context, fr *fleetRun, o opts, res *results) error
 		return p, nil
 	}
 	for i := 0; i < o.pairs; i++ {
-		idle, err := phase(false)
+		idle, err := phase(false, "")
 		if err != nil {
 			return err
 		}
-		beat, err := phase(true)
+		prof := ""
+		if i == 0 {
+			prof = o.hbprofile
+		}
+		beat, err := phase(true, prof)
 		if err != nil {
 			return err
 		}
@@ -275,26 +285,16 @@ func placementRun(ctx context.Context, fr *fleetRun, o opts, profile string) (pl
 	done := make(chan []*creator, 1)
 	go func() { done <- placements(lctx, fr.users, fr.c.apiURLs(), fr.c.index(leader)) }()
 	sleep(ctx, time.Second)
-	if profile != "" {
-		f, err := os.Create(profile)
-		if err != nil {
-			cancel()
-			<-done
-			return p, fmt.Errorf("cpu profile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			cancel()
-			<-done
-			return p, fmt.Errorf("cpu profile: %w", err)
-		}
+	stop, err := startProfile(profile)
+	if err != nil {
+		cancel()
+		<-done
+		return p, err
 	}
 	c0, t0 := processCPU(), time.Now()
 	sleep(ctx, o.seconds)
 	c1, t1 := processCPU(), time.Now()
-	if profile != "" {
-		pprof.StopCPUProfile()
-	}
+	stop()
 	cancel()
 	cs := <-done
 	if ctx.Err() != nil {
@@ -383,6 +383,26 @@ func failover(ctx context.Context, fr *fleetRun, o opts) (failResult, error) {
 		return r, fmt.Errorf("after failover: %d jobs unfinished (%v)", left, err)
 	}
 	return r, nil
+}
+
+// startProfile starts a CPU profile of this process into path (none
+// when path is empty); the function returned stops it.
+func startProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // Raft's timeouts, the failover baseline.
