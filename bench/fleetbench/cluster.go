@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -96,7 +97,7 @@ func startCluster(ctx context.Context, name, dir string, heartbeat time.Duration
 				return c, fmt.Errorf("%s: operator token: %w", name, err)
 			}
 		}
-		s, err := startServer(cfg)
+		s, err := startServer(name, cfg)
 		if err != nil {
 			return c, fmt.Errorf("%s: %s: %w", name, cfg.NodeID, err)
 		}
@@ -120,16 +121,20 @@ func startCluster(ctx context.Context, name, dir string, heartbeat time.Duration
 	})
 }
 
-func startServer(cfg server.Config) (*server.Server, error) {
-	s, err := server.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.Start(); err != nil {
-		_ = s.Close()
-		return nil, err
-	}
-	return s, nil
+// startServer starts one server with its goroutines labelled with its
+// cluster and id (every goroutine it starts inherits the label), so a
+// CPU profile tells the leader's share from the followers' (go tool
+// pprof -tags).
+func startServer(clusterName string, cfg server.Config) (s *server.Server, err error) {
+	pprof.Do(context.Background(), pprof.Labels("server", clusterName+"/"+cfg.NodeID), func(context.Context) {
+		if s, err = server.New(cfg); err != nil {
+			return
+		}
+		if err = s.Start(); err != nil {
+			_ = s.Close()
+		}
+	})
+	return s, err
 }
 
 // close stops every running server.
@@ -167,7 +172,7 @@ func (c *cluster) kill(i int) {
 func (c *cluster) restart(ctx context.Context, i int) error {
 	cfg := c.cfgs[i]
 	cfg.JoinToken = "" // spent: the certificate is in the data dir
-	s, err := startServer(cfg)
+	s, err := startServer(c.name, cfg)
 	if err != nil {
 		return fmt.Errorf("%s: restart %s: %w", c.name, cfg.NodeID, err)
 	}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/pprof"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandboxd/sandboxd/apiclient"
@@ -28,6 +30,12 @@ type creator struct {
 
 	ok     []span // the 202s
 	failed int
+	why    map[string]int // failures by status or error
+
+	// pace, when set, hands out one token per create allowed.
+	pace <-chan struct{}
+	// answered counts the 202s of every creator, for watching progress.
+	answered *atomic.Int64
 }
 
 // span is one request's start and end (Unix ns).
@@ -36,6 +44,13 @@ type span struct{ start, end int64 }
 // run creates sites until ctx ends.
 func (c *creator) run(ctx context.Context) {
 	for ctx.Err() == nil {
+		if c.pace != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.pace:
+			}
+		}
 		cl := &apiclient.Client{Base: c.urls[c.cur], Token: c.token, HTTP: c.http}
 		c.n++
 		start := time.Now()
@@ -46,38 +61,88 @@ func (c *creator) run(ctx context.Context) {
 		}
 		if err == nil && r.Status == http.StatusAccepted {
 			c.ok = append(c.ok, span{start.UnixNano(), end.UnixNano()})
+			if c.answered != nil {
+				c.answered.Add(1)
+			}
 			continue
 		}
 		c.failed++
+		if c.why == nil {
+			c.why = map[string]int{}
+		}
+		if err != nil {
+			c.why["transport error"]++
+		} else {
+			c.why[fmt.Sprintf("%d %s", r.Status, r.Code())]++
+		}
 		if err != nil || r.Status >= 500 {
 			c.cur = (c.cur + 1) % len(c.urls)
-		}
-		if err == nil && r.Status < 500 {
-			fmt.Printf("  unexpected answer %d: %.200s\n", r.Status, r.Raw)
 		}
 		sleep(ctx, 20*time.Millisecond)
 	}
 }
 
-// placements runs clients creators against urls (each starting at
-// server first) until ctx ends and returns them.
-func placements(ctx context.Context, tokens, urls []string, first int) []*creator {
+// failures sums the creators' failures by reason.
+func failures(cs []*creator) map[string]int {
+	out := map[string]int{}
+	for _, c := range cs {
+		for k, v := range c.why {
+			out[k] += v
+		}
+	}
+	return out
+}
+
+// load is a set of creators: as fast as they can, or paced to a rate.
+type load struct {
+	// Rate, when above zero, bounds the creates sent per second.
+	Rate     int
+	Answered atomic.Int64
+}
+
+// run runs one creator per token against urls (each starting at server
+// first) until ctx ends and returns them.
+func (l *load) run(ctx context.Context, tokens, urls []string, first int) []*creator {
+	var pace chan struct{}
+	if l.Rate > 0 {
+		pace = make(chan struct{}, max(l.Rate/10, 1))
+		go func() {
+			t := time.NewTicker(time.Second / time.Duration(l.Rate))
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				select {
+				case pace <- struct{}{}:
+				default: // the creators are behind: no burst later
+				}
+			}
+		}()
+	}
 	var cs []*creator
 	var wg sync.WaitGroup
 	for i, tok := range tokens {
-		c := &creator{id: i, token: tok, urls: urls, cur: first, http: newHTTP()}
+		c := &creator{id: i, token: tok, urls: urls, cur: first, http: newHTTP(), pace: pace, answered: &l.Answered}
 		cs = append(cs, c)
 		wg.Add(1)
-		go func() {
+		go pprof.Do(ctx, pprof.Labels("load", "api-clients"), func(ctx context.Context) {
 			defer wg.Done()
 			c.run(ctx)
-		}()
+		})
 	}
 	wg.Wait()
 	for _, c := range cs {
 		c.http.CloseIdleConnections()
 	}
 	return cs
+}
+
+// placements runs creators as fast as they can (see load.run).
+func placements(ctx context.Context, tokens, urls []string, first int) []*creator {
+	return new(load).run(ctx, tokens, urls, first)
 }
 
 // window is the 202s answered between from and to: per second, p50 and

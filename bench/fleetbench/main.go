@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,9 +39,11 @@ type opts struct {
 	clients            int
 	pairs              int
 	failovers          int
+	failoverRate       int
 	parallel           int
 	cpuprofile         string
 	hbprofile          string
+	phases             map[string]bool
 }
 
 func main() {
@@ -53,6 +56,7 @@ func main() {
 	}
 	var o opts
 	var seconds float64
+	var phases string
 	flag.IntVar(&o.agents, "agents", 1000, "simulated node agents")
 	flag.IntVar(&o.baseAgents, "baseline-agents", 10, "node agents of the baseline cluster placements are compared with")
 	flag.Float64Var(&seconds, "seconds", 5, "length of each measurement")
@@ -60,12 +64,24 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 32, "concurrent API clients creating sites (each its own account)")
 	flag.IntVar(&o.pairs, "pairs", 2, "baseline/subject pairs per comparison")
 	flag.IntVar(&o.failovers, "failovers", 3, "leader kills under load (0: none)")
+	flag.IntVar(&o.failoverRate, "failover-rate", 200, "creates per second sent while the leader is killed")
 	flag.IntVar(&o.parallel, "enrol-parallel", 16, "agents enrolling at once")
+	flag.StringVar(&phases, "phases", "heartbeats,placements,failover", "what to measure, comma-separated")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the first placement run on the fleet to this file")
 	flag.StringVar(&o.hbprofile, "hbprofile", "", "write a CPU profile of the first heartbeating measurement to this file")
 	flag.BoolVar(&logs, "log", false, "print the servers' warnings and errors to stderr")
 	flag.Parse()
 	o.seconds = time.Duration(seconds * float64(time.Second))
+	o.phases = map[string]bool{}
+	for _, p := range strings.Split(phases, ",") {
+		switch p = strings.TrimSpace(p); p {
+		case "heartbeats", "placements", "failover":
+			o.phases[p] = true
+		default:
+			fmt.Fprintf(os.Stderr, "fleetbench: unknown phase %q (heartbeats, placements, failover)\n", p)
+			os.Exit(2)
+		}
+	}
 	// A paused fleet must stay under the down-after (5 intervals) with
 	// the interval before the pause and the resume's spread.
 	if lim := 5 * o.interval / 2; o.seconds > lim {
@@ -101,36 +117,17 @@ func run(ctx context.Context, o opts) error {
 	if err != nil {
 		return err
 	}
-	if err := heartbeatCPU(ctx, big, o, &res); err != nil {
-		return err
-	}
-
-	small, err := startFleet(ctx, "baseline", filepath.Join(dir, "baseline"), o.baseAgents, o, nil)
-	if err != nil {
-		small.close()
-		return err
-	}
-	for i := 0; i < o.pairs; i++ {
-		a, err := placementRun(ctx, small, o, "")
-		if err != nil {
-			small.close()
+	if o.phases["heartbeats"] {
+		if err := heartbeatCPU(ctx, big, o, &res); err != nil {
 			return err
 		}
-		prof := ""
-		if i == 0 {
-			prof = o.cpuprofile
-		}
-		b, err := placementRun(ctx, big, o, prof)
-		if err != nil {
-			small.close()
+	}
+	if o.phases["placements"] {
+		if err := placementPairs(ctx, big, dir, o, &res); err != nil {
 			return err
 		}
-		res.place = append(res.place, [2]placeResult{a, b})
-		fmt.Printf("  placements pair %d: %d nodes %.0f/s, %d nodes %.0f/s\n", i+1, o.baseAgents, a.w.perSec, o.agents, b.w.perSec)
 	}
-	small.close()
-
-	for i := 0; i < o.failovers; i++ {
+	for i := 0; o.phases["failover"] && i < o.failovers; i++ {
 		f, err := failover(ctx, big, o)
 		if err != nil {
 			return err
@@ -140,6 +137,33 @@ func run(ctx context.Context, o opts) error {
 			f.creates.Round(time.Millisecond), f.hbFirst.Round(time.Millisecond), f.hb99.Round(time.Millisecond))
 	}
 	res.print()
+	return nil
+}
+
+// placementPairs alternates placements on a cluster of a few nodes
+// (started here, stopped at the end) and on the fleet.
+func placementPairs(ctx context.Context, big *fleetRun, dir string, o opts, res *results) error {
+	small, err := startFleet(ctx, "baseline", filepath.Join(dir, "baseline"), o.baseAgents, o, nil)
+	defer small.close()
+	if err != nil {
+		return err
+	}
+	for i := 0; i < o.pairs; i++ {
+		a, err := placementRun(ctx, small, o, "")
+		if err != nil {
+			return err
+		}
+		prof := ""
+		if i == 0 {
+			prof = o.cpuprofile
+		}
+		b, err := placementRun(ctx, big, o, prof)
+		if err != nil {
+			return err
+		}
+		res.place = append(res.place, [2]placeResult{a, b})
+		fmt.Printf("  placements pair %d: %d nodes %.0f/s, %d nodes %.0f/s\n", i+1, o.baseAgents, a.w.perSec, o.agents, b.w.perSec)
+	}
 	return nil
 }
 
@@ -209,6 +233,11 @@ type hbPhase struct {
 // heartbeatCPU alternates the fleet idle but connected (baseline) and
 // heartbeating, measuring this process's CPU in each.
 func heartbeatCPU(ctx context.Context, fr *fleetRun, o opts, res *results) error {
+	leader, err := fr.c.leader(ctx)
+	if err != nil {
+		return err
+	}
+	res.hbLeader = fr.c.name + "/" + leader.Node().ID()
 	phase := func(beating bool, profile string) (hbPhase, error) {
 		if beating {
 			fr.f.must("resume")
@@ -262,6 +291,9 @@ type placeResult struct {
 	w        window
 	cpu      time.Duration
 	backlog  int
+	jobsDone float64 // create jobs finished per second in the window
+	leader   string
+	terms    uint64 // elections during the measurement (0: one leader throughout)
 	drain    time.Duration
 	notReady int
 }
@@ -291,17 +323,35 @@ func placementRun(ctx context.Context, fr *fleetRun, o opts, profile string) (pl
 		<-done
 		return p, err
 	}
+	term0 := leader.Node().Term()
+	u0, err := fr.c.backlog(ctx)
+	if err != nil {
+		cancel()
+		<-done
+		stop()
+		return p, err
+	}
 	c0, t0 := processCPU(), time.Now()
 	sleep(ctx, o.seconds)
 	c1, t1 := processCPU(), time.Now()
+	u1, err := fr.c.backlog(ctx)
+	if now, lerr := fr.c.leader(ctx); lerr == nil {
+		p.terms = now.Node().Term() - term0
+	}
 	stop()
 	cancel()
 	cs := <-done
 	if ctx.Err() != nil {
 		return p, ctx.Err()
 	}
+	if err != nil {
+		return p, err
+	}
 	p.w = measure(cs, t0, t1)
 	p.cpu = time.Duration(c1 - c0)
+	// Each create queued one job: those not left in the backlog finished.
+	p.jobsDone = float64(p.w.n-(u1-u0)) / t1.Sub(t0).Seconds()
+	p.leader = fr.c.name + "/" + leader.Node().ID()
 	if p.backlog, err = fr.c.backlog(ctx); err != nil {
 		return p, err
 	}
@@ -319,12 +369,17 @@ func placementRun(ctx context.Context, fr *fleetRun, o opts, profile string) (pl
 type failResult struct {
 	creates, hbFirst, hb99, hbAll time.Duration
 	createFailed                  int
+	why                           map[string]int
+	terms                         uint64 // Raft terms the kill took
 	hbFailed                      int64
 	before                        float64
 }
 
-// failover kills fr's leader while clients create sites and the fleet
-// heartbeats, measures when each comes back, then restarts the server.
+// failover kills fr's leader while clients create sites at a steady
+// rate and the fleet heartbeats, measures when each comes back, then
+// restarts the server. The rate is below what the cluster commits: a
+// saturated leader is late with its Raft heartbeats, and elections that
+// overload starts would be counted as the kill's.
 func failover(ctx context.Context, fr *fleetRun, o opts) (failResult, error) {
 	var r failResult
 	fr.f.must("resume")
@@ -336,8 +391,29 @@ func failover(ctx context.Context, fr *fleetRun, o opts) (failResult, error) {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan []*creator, 1)
-	go func() { done <- placements(lctx, fr.users, fr.c.apiURLs(), li) }()
-	sleep(ctx, 2*time.Second)
+	l := &load{Rate: o.failoverRate}
+	go func() { done <- l.run(lctx, fr.users, fr.c.apiURLs(), li) }()
+	// The kill waits for a second of creates at half the rate or more,
+	// under a leader that has held its term for three seconds.
+	term, since := leader.Node().Term(), time.Now()
+	for start := time.Now(); time.Since(start) < 30*time.Second; {
+		n0 := l.Answered.Load()
+		sleep(ctx, time.Second)
+		if ctx.Err() != nil {
+			return r, ctx.Err()
+		}
+		if t := leader.Node().Term(); !leader.Node().IsLeader() || t != term {
+			if leader, err = fr.c.leader(ctx); err != nil {
+				return r, err
+			}
+			li, term, since = fr.c.index(leader), leader.Node().Term(), time.Now()
+			continue
+		}
+		if rate := l.Answered.Load() - n0; rate >= int64(o.failoverRate/2) && time.Since(since) >= 3*time.Second {
+			break
+		}
+	}
+	survivor := fr.c.servers[(li+1)%3]
 	s0 := fr.f.must("stats")
 	kill := time.Now()
 	fr.c.kill(li)
@@ -355,6 +431,7 @@ func failover(ctx context.Context, fr *fleetRun, o opts) (failResult, error) {
 		}
 	}
 	sleep(ctx, time.Second)
+	r.terms = survivor.Node().Term() - term
 	cancel()
 	cs := <-done
 	if ctx.Err() != nil {
@@ -364,17 +441,18 @@ func failover(ctx context.Context, fr *fleetRun, o opts) (failResult, error) {
 	if err != nil {
 		return r, err
 	}
-	since := func(ns int64) time.Duration {
+	after := func(ns int64) time.Duration {
 		if ns == 0 {
 			return -1
 		}
 		return time.Duration(ns - kill.UnixNano())
 	}
-	r.creates, r.hbFirst, r.hb99, r.hbAll = since(first), since(rec.First), since(rec.P99), since(rec.All)
+	r.creates, r.hbFirst, r.hb99, r.hbAll = after(first), after(rec.First), after(rec.P99), after(rec.All)
 	r.before = measure(cs, kill.Add(-time.Second), kill).perSec
 	for _, c := range cs {
 		r.createFailed += c.failed
 	}
+	r.why = failures(cs)
 	r.hbFailed = rec.Failed - s0.Failed
 	if err := fr.c.restart(ctx, li); err != nil {
 		return r, err

@@ -9,7 +9,8 @@ import (
 type results struct {
 	o               opts
 	enrol, register float64
-	hb              [][2]hbPhase     // idle, heartbeating
+	hb              [][2]hbPhase // idle, heartbeating
+	hbLeader        string
 	place           [][2]placeResult // baseline cluster, fleet
 	fail            []failResult
 }
@@ -20,7 +21,9 @@ func (r *results) print() {
 		o.agents, o.interval, o.seconds, o.pairs)
 	fmt.Printf("  enrolment (join token → certificate, %d at once) / registration:  %.1f s / %.1f s\n", o.parallel, r.enrol, r.register)
 
-	fmt.Println("heartbeats: this process (3 servers) with the fleet idle but connected (A) / heartbeating (B)")
+	if len(r.hb) > 0 {
+		fmt.Printf("heartbeats: this process (3 servers, leader %s) with the fleet idle but connected (A) / heartbeating (B)\n", r.hbLeader)
+	}
 	var sumUS, sumRate, sumAgent float64
 	for i, p := range r.hb {
 		a, b := p[0], p[1]
@@ -33,19 +36,26 @@ func (r *results) print() {
 			i+1, pct(a.cpu, a.dur), pct(b.cpu, b.dur), b.heartbeatsPerSec, b.p50, b.p99, b.failed, us, agent)
 	}
 	if n := float64(len(r.hb)); n > 0 {
-		fmt.Printf("  server CPU per heartbeat, mean of pairs:              %8.1f µs  (%.0f heartbeats/s sustained, %.1f%% of a core)\n",
-			sumUS/n, sumRate/n, sumUS/n*sumRate/n/1e4)
+		fmt.Printf("  server CPU per heartbeat, mean of pairs:              %8.1f µs  (%.0f heartbeats/s sustained, %.1f%% of a core; agent side %.1f µs)\n",
+			sumUS/n, sumRate/n, sumUS/n*sumRate/n/1e4, sumAgent/n)
 	}
 
-	fmt.Printf("placements: POST /api/app/sites, %d clients, against the leader; %d nodes (A) / %d nodes (B)\n", o.clients, o.baseAgents, o.agents)
+	if len(r.place) > 0 {
+		fmt.Printf("placements: POST /api/app/sites, %d clients, against the leader; %d nodes (A) / %d nodes (B)\n", o.clients, o.baseAgents, o.agents)
+	}
 	var sa, sb float64
 	for i, p := range r.place {
 		a, b := p[0], p[1]
 		sa += a.w.perSec
 		sb += b.w.perSec
-		fmt.Printf("  pair %d: %6.0f / %6.0f sites/s committed (%.2fx), p50 %s / %s, p99 %s / %s, process CPU per site %s / %s, jobs left %d / %d (drained in %s / %s)\n",
+		fmt.Printf("  pair %d: %6.0f / %6.0f sites/s committed (%.2fx), p50 %s / %s, p99 %s / %s, process CPU per site %s / %s\n",
 			i+1, a.w.perSec, b.w.perSec, b.w.perSec/a.w.perSec, msStr(a.w.p50), msStr(b.w.p50), msStr(a.w.p99), msStr(b.w.p99),
-			usStr(a.cpu, a.w.n), usStr(b.cpu, b.w.n), a.backlog, b.backlog, a.drain.Round(10*time.Millisecond), b.drain.Round(10*time.Millisecond))
+			usStr(a.cpu, a.w.n), usStr(b.cpu, b.w.n))
+		fmt.Printf("          create jobs finished %.0f / %.0f per s; %d / %d left at the end, done %s / %s later (leaders %s, %s)\n",
+			a.jobsDone, b.jobsDone, a.backlog, b.backlog, a.drain.Round(100*time.Millisecond), b.drain.Round(100*time.Millisecond), a.leader, b.leader)
+		if a.terms+b.terms > 0 {
+			fmt.Printf("          warning: %d / %d elections during the measurement (an overloaded leader missed its Raft heartbeats)\n", a.terms, b.terms)
+		}
 		if a.notReady+b.notReady > 0 {
 			fmt.Printf("  warning: %d / %d nodes were not ready at the start\n", a.notReady, b.notReady)
 		}
@@ -60,11 +70,15 @@ func (r *results) print() {
 	}
 
 	if len(r.fail) > 0 {
-		fmt.Printf("failover: leader killed under load; election timeout %s (baseline), heartbeat timeout %s\n", electionTimeout, heartbeatTimeout)
+		fmt.Printf("failover: leader killed, %d creates/s sent and the fleet heartbeating; election timeout %s (baseline), heartbeat timeout %s\n",
+			o.failoverRate, electionTimeout, heartbeatTimeout)
 	}
 	for i, f := range r.fail {
-		fmt.Printf("  kill %d: creates (%.0f/s before) commit again after %s (%.2fx), heartbeats accepted again after %s (%.2fx); 99%% of agents %s, all %s; %d creates and %d heartbeats failed\n",
-			i+1, f.before, msStr(f.creates), ratio(f.creates), msStr(f.hbFirst), ratio(f.hbFirst), msStr(f.hb99), msStr(f.hbAll), f.createFailed, f.hbFailed)
+		fmt.Printf("  kill %d: creates (%.0f/s before) commit again after %s (%.2fx), heartbeats accepted again after %s (%.2fx); 99%% of agents %s, all %s; %d creates and %d heartbeats failed; %d Raft terms\n",
+			i+1, f.before, msStr(f.creates), ratio(f.creates), msStr(f.hbFirst), ratio(f.hbFirst), msStr(f.hb99), msStr(f.hbAll), f.createFailed, f.hbFailed, f.terms)
+		if len(f.why) > 0 {
+			fmt.Printf("          creates failed with: %v\n", f.why)
+		}
 	}
 }
 

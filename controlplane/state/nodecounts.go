@@ -16,9 +16,14 @@ func (w Watch) Changed() bool {
 	if w.ch == nil {
 		return true
 	}
+	// Two one-case selects: each is a cheap non-blocking receive, where
+	// one select of both would go through the general select.
 	select {
 	case <-w.ch:
 		return true
+	default:
+	}
+	select {
 	case <-w.abandon:
 		return true
 	default:
