@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -228,6 +227,7 @@ type hbPhase struct {
 	failed           int64
 	p50, p99         float64
 	heartbeatsPerSec float64
+	byLabel          map[string]time.Duration // sampled CPU by server
 }
 
 // heartbeatCPU alternates the fleet idle but connected (baseline) and
@@ -247,7 +247,7 @@ func heartbeatCPU(ctx context.Context, fr *fleetRun, o opts, res *results) error
 			fr.f.must("pause")
 			sleep(ctx, 200*time.Millisecond)
 		}
-		stop, err := startProfile(profile)
+		prof, err := startProfile(profile)
 		if err != nil {
 			return hbPhase{}, err
 		}
@@ -256,12 +256,15 @@ func heartbeatCPU(ctx context.Context, fr *fleetRun, o opts, res *results) error
 		sleep(ctx, o.seconds)
 		c1, t1 := processCPU(), time.Now()
 		s1 := fr.f.must("stats")
-		stop()
+		byLabel, err := prof.stop()
+		if err != nil {
+			return hbPhase{}, err
+		}
 		if ctx.Err() != nil {
 			return hbPhase{}, ctx.Err()
 		}
 		p := hbPhase{dur: t1.Sub(t0), cpu: time.Duration(c1 - c0), agentCPU: time.Duration(s1.CPUNanos - s0.CPUNanos),
-			heartbeats: s1.OK - s0.OK, failed: s1.Failed - s0.Failed, p50: s1.P50Ms, p99: s1.P99Ms}
+			heartbeats: s1.OK - s0.OK, failed: s1.Failed - s0.Failed, p50: s1.P50Ms, p99: s1.P99Ms, byLabel: byLabel}
 		p.heartbeatsPerSec = float64(p.heartbeats) / p.dur.Seconds()
 		return p, nil
 	}
@@ -294,6 +297,7 @@ type placeResult struct {
 	jobsDone float64 // create jobs finished per second in the window
 	leader   string
 	terms    uint64 // elections during the measurement (0: one leader throughout)
+	byLabel  map[string]time.Duration
 	drain    time.Duration
 	notReady int
 }
@@ -317,7 +321,7 @@ func placementRun(ctx context.Context, fr *fleetRun, o opts, profile string) (pl
 	done := make(chan []*creator, 1)
 	go func() { done <- placements(lctx, fr.users, fr.c.apiURLs(), fr.c.index(leader)) }()
 	sleep(ctx, time.Second)
-	stop, err := startProfile(profile)
+	prof, err := startProfile(profile)
 	if err != nil {
 		cancel()
 		<-done
@@ -328,7 +332,7 @@ func placementRun(ctx context.Context, fr *fleetRun, o opts, profile string) (pl
 	if err != nil {
 		cancel()
 		<-done
-		stop()
+		_, _ = prof.stop()
 		return p, err
 	}
 	c0, t0 := processCPU(), time.Now()
@@ -338,7 +342,7 @@ func placementRun(ctx context.Context, fr *fleetRun, o opts, profile string) (pl
 	if now, lerr := fr.c.leader(ctx); lerr == nil {
 		p.terms = now.Node().Term() - term0
 	}
-	stop()
+	byLabel, perr := prof.stop()
 	cancel()
 	cs := <-done
 	if ctx.Err() != nil {
@@ -347,6 +351,10 @@ func placementRun(ctx context.Context, fr *fleetRun, o opts, profile string) (pl
 	if err != nil {
 		return p, err
 	}
+	if perr != nil {
+		return p, perr
+	}
+	p.byLabel = byLabel
 	p.w = measure(cs, t0, t1)
 	p.cpu = time.Duration(c1 - c0)
 	// Each create queued one job: those not left in the backlog finished.
@@ -461,26 +469,6 @@ func failover(ctx context.Context, fr *fleetRun, o opts) (failResult, error) {
 		return r, fmt.Errorf("after failover: %d jobs unfinished (%v)", left, err)
 	}
 	return r, nil
-}
-
-// startProfile starts a CPU profile of this process into path (none
-// when path is empty); the function returned stops it.
-func startProfile(path string) (func(), error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		_ = f.Close()
-	}, nil
 }
 
 // Raft's timeouts, the failover baseline.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -25,9 +26,13 @@ func (r *results) print() {
 		fmt.Printf("heartbeats: this process (3 servers, leader %s) with the fleet idle but connected (A) / heartbeating (B)\n", r.hbLeader)
 	}
 	var sumUS, sumRate, sumAgent float64
+	var roles [4]float64
 	for i, p := range r.hb {
 		a, b := p[0], p[1]
 		us := perHeartbeat(a, b)
+		for j, x := range hbRoles(a, b, r.hbLeader, us) {
+			roles[j] += x
+		}
 		sumUS += us
 		sumRate += b.heartbeatsPerSec
 		agent := b.agentCPU.Seconds() / float64(max(b.heartbeats, 1)) * 1e6
@@ -38,6 +43,8 @@ func (r *results) print() {
 	if n := float64(len(r.hb)); n > 0 {
 		fmt.Printf("  server CPU per heartbeat, mean of pairs:              %8.1f µs  (%.0f heartbeats/s sustained, %.1f%% of a core; agent side %.1f µs)\n",
 			sumUS/n, sumRate/n, sumUS/n*sumRate/n/1e4, sumAgent/n)
+		fmt.Printf("    of which the leader %.0f µs, the two followers (a third of the agents each, forwarding) %.0f µs, the rest (GC, runtime) %.0f µs\n",
+			roles[0]/n, roles[1]/n, (roles[2]+roles[3])/n)
 	}
 
 	if len(r.place) > 0 {
@@ -53,6 +60,9 @@ func (r *results) print() {
 			usStr(a.cpu, a.w.n), usStr(b.cpu, b.w.n))
 		fmt.Printf("          create jobs finished %.0f / %.0f per s; %d / %d left at the end, done %s / %s later (leaders %s, %s)\n",
 			a.jobsDone, b.jobsDone, a.backlog, b.backlog, a.drain.Round(100*time.Millisecond), b.drain.Round(100*time.Millisecond), a.leader, b.leader)
+		ra, rb := siteRoles(a), siteRoles(b)
+		fmt.Printf("          CPU per site: leader %.0f / %.0f µs, followers %.0f / %.0f µs, API clients %.0f / %.0f µs, the rest (GC, runtime, the other cluster) %.0f / %.0f µs\n",
+			ra[0], rb[0], ra[1], rb[1], ra[2], rb[2], ra[3], rb[3])
 		if a.terms+b.terms > 0 {
 			fmt.Printf("          warning: %d / %d elections during the measurement (an overloaded leader missed its Raft heartbeats)\n", a.terms, b.terms)
 		}
@@ -80,6 +90,63 @@ func (r *results) print() {
 			fmt.Printf("          creates failed with: %v\n", f.why)
 		}
 	}
+}
+
+// roles splits sampled CPU into the leader's, the followers' (servers of
+// the leader's cluster), the API clients' and the rest.
+func roles(m map[string]time.Duration, leader string) [4]time.Duration {
+	cluster, _, _ := strings.Cut(leader, "/")
+	var out [4]time.Duration
+	for k, v := range m {
+		switch {
+		case k == leader:
+			out[0] += v
+		case strings.HasPrefix(k, cluster+"/"):
+			out[1] += v
+		case k == "api-clients":
+			out[2] += v
+		default:
+			out[3] += v
+		}
+	}
+	return out
+}
+
+// hbRoles splits us, the CPU per heartbeat, by what the profiles of the
+// idle and heartbeating measurements sampled for each role.
+func hbRoles(idle, beat hbPhase, leader string, us float64) [4]float64 {
+	a, b := roles(idle.byLabel, leader), roles(beat.byLabel, leader)
+	var extra [4]float64
+	var sum float64
+	for i := range extra {
+		extra[i] = b[i].Seconds()/beat.dur.Seconds() - a[i].Seconds()/idle.dur.Seconds()
+		sum += extra[i]
+	}
+	var out [4]float64
+	for i := range out {
+		if sum > 0 {
+			out[i] = us * extra[i] / sum
+		}
+	}
+	return out
+}
+
+// siteRoles is the process CPU per committed site (µs) split by role as
+// the profile sampled it.
+func siteRoles(p placeResult) [4]float64 {
+	r := roles(p.byLabel, p.leader)
+	var sampled time.Duration
+	for _, x := range r {
+		sampled += x
+	}
+	var out [4]float64
+	if sampled == 0 || p.w.n == 0 {
+		return out
+	}
+	for i, x := range r {
+		out[i] = p.cpu.Seconds() * (x.Seconds() / sampled.Seconds()) / float64(p.w.n) * 1e6
+	}
+	return out
 }
 
 // perHeartbeat is the CPU the heartbeats added, per heartbeat (µs).

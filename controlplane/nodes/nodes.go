@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -242,10 +243,11 @@ func (r *Registry) HeldTemplates(nodeID string) []string {
 }
 
 // Candidates is the scheduler's view of the ready nodes: capacity from
-// registration, use from the sites placed on each. What it reads from
-// the store is kept between calls until the store says it changed (see
-// candidateCache), so a placement over a large fleet recounts only the
-// nodes whose sites changed since the last one.
+// registration, use from the sites placed on each. The view is kept
+// between calls and updated when the store says what it was read from
+// changed (see candidateCache), so a placement over a large fleet
+// recounts only the nodes whose sites changed since the last one; each
+// caller gets its own copy.
 func (r *Registry) Candidates() ([]scheduler.Node, error) {
 	c := &r.cands
 	c.mu.Lock()
@@ -253,23 +255,18 @@ func (r *Registry) Candidates() ([]scheduler.Node, error) {
 	if err := c.refresh(r.cfg.Store); err != nil {
 		return nil, err
 	}
-	out := make([]scheduler.Node, 0, len(c.nodes))
-	for i, n := range c.nodes {
-		sites := c.counts[i].n
-		out = append(out, scheduler.Node{ID: n.ID, Ready: n.Status == state.NodeReady, Images: n.PHPVersions, Labels: n.Labels,
-			Capacity: scheduler.Resources{MemoryMB: n.MemoryMB, CPUMilli: n.CPUMilli, Sites: n.MaxSites},
-			Used:     scheduler.Resources{MemoryMB: int64(sites) * SiteMemoryMB, Sites: sites}})
-	}
-	return out, nil
+	return slices.Clone(c.view), nil
 }
 
 // candidateCache is what Candidates last read: the nodes (by id) and the
-// number of sites on each, every part with the store's watch on it.
+// number of sites on each, every part with the store's watch on it, and
+// the scheduler's view of them.
 type candidateCache struct {
 	mu     sync.Mutex
 	nodes  []*state.Node
 	nodesW state.Watch
 	counts []siteCount
+	view   []scheduler.Node
 }
 
 // siteCount is the number of sites on one node while w has not fired.
@@ -291,9 +288,12 @@ func (c *candidateCache) refresh(store *state.Store) error {
 		for i, n := range c.nodes {
 			kept[n.ID] = c.counts[i]
 		}
-		c.counts = make([]siteCount, len(nodes))
+		c.counts, c.view = make([]siteCount, len(nodes)), make([]scheduler.Node, len(nodes))
 		for i, n := range nodes {
 			c.counts[i] = kept[n.ID]
+			c.view[i] = scheduler.Node{ID: n.ID, Ready: n.Status == state.NodeReady, Images: n.PHPVersions, Labels: n.Labels,
+				Capacity: scheduler.Resources{MemoryMB: n.MemoryMB, CPUMilli: n.CPUMilli, Sites: n.MaxSites}}
+			c.view[i].Used = used(c.counts[i].n)
 		}
 		c.nodes, c.nodesW = nodes, w
 	}
@@ -313,8 +313,14 @@ func (c *candidateCache) refresh(store *state.Store) error {
 	}
 	for j, i := range stale {
 		c.counts[i] = siteCount{n: counts[j], w: watches[j]}
+		c.view[i].Used = used(counts[j])
 	}
 	return nil
+}
+
+// used is what sites placed on a node claim.
+func used(sites int) scheduler.Resources {
+	return scheduler.Resources{MemoryMB: int64(sites) * SiteMemoryMB, Sites: sites}
 }
 
 // SiteMemoryMB is what the scheduler reserves for one site.
