@@ -137,12 +137,28 @@ func startServer(clusterName string, cfg server.Config) (s *server.Server, err e
 	return s, err
 }
 
-// close stops every running server.
+// close stops every running server, at once; one that has not stopped
+// after 30 s is left to the process's exit.
 func (c *cluster) close() {
+	var wg sync.WaitGroup
 	for _, s := range c.servers {
 		if s != nil {
-			_ = s.Close()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = s.Close()
+			}()
 		}
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		fmt.Fprintf(os.Stderr, "fleetbench: %s: a server did not stop within 30s\n", c.name)
 	}
 }
 

@@ -56,6 +56,7 @@ func main() {
 	var o opts
 	var seconds float64
 	var phases string
+	var timeout time.Duration
 	flag.IntVar(&o.agents, "agents", 1000, "simulated node agents")
 	flag.IntVar(&o.baseAgents, "baseline-agents", 10, "node agents of the baseline cluster placements are compared with")
 	flag.Float64Var(&seconds, "seconds", 5, "length of each measurement")
@@ -68,6 +69,8 @@ func main() {
 	flag.StringVar(&phases, "phases", "heartbeats,placements,failover", "what to measure, comma-separated")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the first placement run on the fleet to this file")
 	flag.StringVar(&o.hbprofile, "hbprofile", "", "write a CPU profile of the first heartbeating measurement to this file")
+	flag.DurationVar(&timeout, "timeout", 30*time.Minute, "stop (and clean up) after this long")
+	flag.BoolVar(&verbose, "v", false, "print each step to stderr as it starts")
 	flag.BoolVar(&logs, "log", false, "print the servers' warnings and errors to stderr")
 	flag.Parse()
 	o.seconds = time.Duration(seconds * float64(time.Second))
@@ -89,6 +92,8 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "fleetbench:", err)
 		os.Exit(1)
@@ -170,6 +175,7 @@ func placementPairs(ctx context.Context, big *fleetRun, dir string, o opts, res 
 func startFleet(ctx context.Context, name, dir string, n int, o opts, res *results) (*fleetRun, error) {
 	fr := &fleetRun{}
 	t0 := time.Now()
+	step("%s: starting 3 servers", name)
 	c, err := startCluster(ctx, name, dir, o.interval)
 	fr.c = c
 	if err != nil {
@@ -183,6 +189,7 @@ func startFleet(ctx context.Context, name, dir string, n int, o opts, res *resul
 	if err != nil {
 		return fr, err
 	}
+	step("%s: %d agents enrol and register", name, n)
 	if fr.f, err = startChild(name); err != nil {
 		return fr, err
 	}
@@ -210,6 +217,9 @@ func startFleet(ctx context.Context, name, dir string, n int, o opts, res *resul
 func (fr *fleetRun) close() {
 	if fr == nil {
 		return
+	}
+	if fr.c != nil {
+		step("%s: stopping", fr.c.name)
 	}
 	if fr.f != nil {
 		fr.f.stop()
@@ -308,6 +318,7 @@ type placeResult struct {
 // baseline and the subject.
 func placementRun(ctx context.Context, fr *fleetRun, o opts, profile string) (placeResult, error) {
 	var p placeResult
+	step("%s: placements", fr.c.name)
 	ready, all, err := fr.c.readyNodes(ctx)
 	if err != nil {
 		return p, err
@@ -364,6 +375,7 @@ func placementRun(ctx context.Context, fr *fleetRun, o opts, profile string) (pl
 		return p, err
 	}
 	var left int
+	step("%s: waiting for %d create jobs", fr.c.name, p.backlog)
 	if p.drain, left, err = fr.c.drain(ctx, 2*time.Minute); err != nil {
 		return p, err
 	}
@@ -422,6 +434,7 @@ func failover(ctx context.Context, fr *fleetRun, o opts) (failResult, error) {
 		}
 	}
 	survivor := fr.c.servers[(li+1)%3]
+	step("%s: killing %s", fr.c.name, fr.c.cfgs[li].NodeID)
 	s0 := fr.f.must("stats")
 	kill := time.Now()
 	fr.c.kill(li)
@@ -462,6 +475,7 @@ func failover(ctx context.Context, fr *fleetRun, o opts) (failResult, error) {
 	}
 	r.why = failures(cs)
 	r.hbFailed = rec.Failed - s0.Failed
+	step("%s: restarting %s", fr.c.name, fr.c.cfgs[li].NodeID)
 	if err := fr.c.restart(ctx, li); err != nil {
 		return r, err
 	}
@@ -469,6 +483,16 @@ func failover(ctx context.Context, fr *fleetRun, o opts) (failResult, error) {
 		return r, fmt.Errorf("after failover: %d jobs unfinished (%v)", left, err)
 	}
 	return r, nil
+}
+
+// verbose prints each step (-v).
+var verbose bool
+
+// step says what the run does next, with -v.
+func step(format string, args ...any) {
+	if verbose {
+		fmt.Fprintf(os.Stderr, "%s fleetbench: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	}
 }
 
 // Raft's timeouts, the failover baseline.
