@@ -1,19 +1,27 @@
 // Command fleetbench measures the control plane under a fleet: N
-// simulated node agents (real enrolment, mutual TLS and Connect RPC, in
-// a child process) registering and heartbeating against three servers
-// (real Raft over mutual TLS, fsync on) in this process. In one run, each
-// figure against a baseline measured in the same run, alternated with it
-// (baseline, subject, baseline, subject):
+// simulated node agents (each enrolled with its own join token and
+// certificate, talking mutual TLS and Connect RPC, all in a child
+// process so that this process's CPU is the servers') registering and
+// heartbeating against three servers (real Raft over mutual TLS, fsync
+// on, default timeouts) in this process. In one run, each figure against
+// a baseline measured in the same run, alternated with it (baseline,
+// subject, baseline, subject):
 //
 //   - server CPU per heartbeat: this process's CPU with the fleet
 //     heartbeating, less the same with the fleet connected but idle;
 //   - placements committed per second (POST /api/app/sites from many
 //     clients, each answer after the site and its create job are one
 //     committed Raft entry) with the fleet as candidates, next to the same
-//     on a second cluster of a few nodes;
-//   - failover under that load: the leader killed, the time until a
-//     create commits again and until heartbeats are accepted again, next
-//     to the configured election timeout.
+//     on a second cluster of a few nodes (both fleets heartbeat
+//     throughout, so the background is the same);
+//   - failover: the leader killed while clients create sites at a steady
+//     rate and the fleet heartbeats; the time until a create commits
+//     again and until heartbeats are accepted again, next to the
+//     configured election timeout.
+//
+// CPU is split between the leader, the followers, the API clients and
+// the rest by the goroutine labels each server's goroutines carry, read
+// back from a profile of each measurement.
 package main
 
 import (
