@@ -51,6 +51,9 @@ bench: deps images
 	$(GO) run ./bench/sitebench -only-access -sites 5
 	@echo "scheduler: one placement over 1,000 simulated nodes"
 	@$(GO) test -run '^$$' -bench . ./scheduler | awk -f bench/ratios.awk
+	@echo "candidates: one placement's view of 1,000 nodes holding 20,000 sites"
+	@$(GO) test -run '^$$' -bench Candidates ./controlplane/nodes | awk -f bench/ratios.awk
+	$(GO) run ./bench/fleetbench
 
 lint: deps
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

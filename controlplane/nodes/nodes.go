@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -57,6 +58,8 @@ type Registry struct {
 	addrs    map[string]string
 
 	metrics registryMetrics
+
+	cands candidateCache
 }
 
 var _ agentv1connect.RegistryServiceHandler = (*Registry)(nil)
@@ -314,24 +317,84 @@ func (r *Registry) HeldTemplates(nodeID string) []string {
 }
 
 // Candidates is the scheduler's view of the ready nodes: capacity from
-// registration, use from the sites placed on each.
+// registration, use from the sites placed on each. The view is kept
+// between calls and updated when the store says what it was read from
+// changed (see candidateCache), so a placement over a large fleet
+// recounts only the nodes whose sites changed since the last one; each
+// caller gets its own copy.
 func (r *Registry) Candidates() ([]scheduler.Node, error) {
-	nodes, err := r.cfg.Store.Nodes()
-	if err != nil {
+	c := &r.cands
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.refresh(r.cfg.Store); err != nil {
 		return nil, err
 	}
-	out := make([]scheduler.Node, 0, len(nodes))
-	for _, n := range nodes {
-		sites, err := r.cfg.Store.SitesOnNode(n.ID)
+	return slices.Clone(c.view), nil
+}
+
+// candidateCache is what Candidates last read: the nodes (by id) and the
+// number of sites on each, every part with the store's watch on it, and
+// the scheduler's view of them.
+type candidateCache struct {
+	mu     sync.Mutex
+	nodes  []*state.Node
+	nodesW state.Watch
+	counts []siteCount
+	view   []scheduler.Node
+}
+
+// siteCount is the number of sites on one node while w has not fired.
+type siteCount struct {
+	n int
+	w state.Watch
+}
+
+// refresh rereads the node list if it changed, and the site counts of
+// the nodes whose sites changed.
+func (c *candidateCache) refresh(store *state.Store) error {
+	if c.nodesW.Changed() {
+		nodes, w, err := store.NodesWatch()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, scheduler.Node{ID: n.ID, Ready: n.Status == state.NodeReady && n.Drain == nil, Images: n.PHPVersions, Labels: n.Labels,
-			Capacity: scheduler.Resources{MemoryMB: n.MemoryMB, CPUMilli: n.CPUMilli, Sites: n.MaxSites},
-			Used:     scheduler.Resources{MemoryMB: int64(len(sites)) * SiteMemoryMB, Sites: len(sites)}})
+		// Counts of nodes still listed stay good until their own watch fires.
+		kept := make(map[string]siteCount, len(c.nodes))
+		for i, n := range c.nodes {
+			kept[n.ID] = c.counts[i]
+		}
+		c.counts, c.view = make([]siteCount, len(nodes)), make([]scheduler.Node, len(nodes))
+		for i, n := range nodes {
+			c.counts[i] = kept[n.ID]
+			c.view[i] = scheduler.Node{ID: n.ID, Ready: n.Status == state.NodeReady && n.Drain == nil, Images: n.PHPVersions, Labels: n.Labels,
+				Capacity: scheduler.Resources{MemoryMB: n.MemoryMB, CPUMilli: n.CPUMilli, Sites: n.MaxSites}}
+			c.view[i].Used = used(c.counts[i].n)
+		}
+		c.nodes, c.nodesW = nodes, w
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	var stale []int
+	var ids []string
+	for i := range c.counts {
+		if c.counts[i].w.Changed() {
+			stale, ids = append(stale, i), append(ids, c.nodes[i].ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	counts, watches, err := store.CountSitesOnNodes(ids)
+	if err != nil {
+		return err
+	}
+	for j, i := range stale {
+		c.counts[i] = siteCount{n: counts[j], w: watches[j]}
+		c.view[i].Used = used(counts[j])
+	}
+	return nil
+}
+
+// used is what sites placed on a node claim.
+func used(sites int) scheduler.Resources {
+	return scheduler.Resources{MemoryMB: int64(sites) * SiteMemoryMB, Sites: sites}
 }
 
 // SiteMemoryMB is what the scheduler reserves for one site.
