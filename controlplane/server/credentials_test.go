@@ -238,3 +238,80 @@ func TestCertificatesRenewThemselves(t *testing.T) {
 		t.Fatalf("member: %+v", m)
 	}
 }
+
+// TestRejoinSupersedesOldCertificates: a member that joins again (with a
+// token naming it) or is revoked leaves every earlier certificate of its
+// name refused — a stolen copy stays useless — while a token without a
+// name cannot take a name a member holds; a made-up token writes
+// nothing to the log.
+func TestRejoinSupersedesOldCertificates(t *testing.T) {
+	s := st.Single(t, st.Options{})
+	ctx := context.Background()
+	join := func(tok string) (*rpcauth.Creds, error) {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return enroll.Obtain(c, enroll.Config{Dir: t.TempDir(), Role: pki.RoleAgent, Name: "node-x", Servers: []string{s.ClusterURL()}, JoinToken: tok})
+	}
+	heartbeat := func(c *rpcauth.Creds) error {
+		reg := agentv1connect.NewRegistryServiceClient(c.Client("", pki.RoleServer), s.ClusterURL())
+		_, err := reg.Heartbeat(ctx, connect.NewRequest(&agentv1.HeartbeatRequest{NodeId: "node-x"}))
+		return err
+	}
+	unnamed := func() string {
+		tok, _, err := s.Members().CreateJoinToken(ctx, members.JoinTokenOptions{Role: pki.RoleAgent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	first, err := join(unnamed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := heartbeat(first); err != nil {
+		t.Fatalf("first certificate: %v", err)
+	}
+	if _, err := join(unnamed()); err == nil || !strings.Contains(err.Error(), "member already") {
+		t.Fatalf("an unnamed token took an existing name: %v", err)
+	}
+	time.Sleep(1100 * time.Millisecond) // a later second than the first join
+	second, err := join(st.JoinToken(t, s, pki.RoleAgent, "node-x"))
+	if err != nil {
+		t.Fatalf("a token naming the member: %v", err)
+	}
+	if err := heartbeat(second); err != nil {
+		t.Fatalf("the new certificate: %v", err)
+	}
+	if err := heartbeat(first); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Fatalf("the certificate of the earlier join still works: %v", err)
+	}
+	if err := s.Members().RevokeMember(ctx, "agent/node-x"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	third, err := join(unnamed())
+	if err != nil {
+		t.Fatalf("rejoin after a revoke: %v", err)
+	}
+	for name, c := range map[string]*rpcauth.Creds{"first": first, "second": second} {
+		if err := heartbeat(c); connect.CodeOf(err) != connect.CodeUnauthenticated {
+			t.Errorf("the %s certificate works after a revoke and a rejoin: %v", name, err)
+		}
+	}
+	if err := heartbeat(third); err != nil {
+		t.Fatalf("the certificate of the rejoin: %v", err)
+	}
+	before := s.Node().AppliedIndex()
+	for range 5 {
+		if _, err := join("sbxj1." + s.Creds().Leaf().Issuer.CommonName); err == nil {
+			t.Fatal("a made-up token joined")
+		}
+	}
+	ca, _ := s.Node().Store().ClusterCA()
+	if _, err := join("sbxj1." + ca.Fingerprint + ".nope.AAAA"); err == nil {
+		t.Fatal("a made-up token joined")
+	}
+	if after := s.Node().AppliedIndex(); after != before {
+		t.Fatalf("refused joins wrote %d log entries", after-before)
+	}
+}
