@@ -230,7 +230,12 @@ func TestSealingKeyRotation(t *testing.T) {
 	// B first, A after, on every server in turn. Until all have it, a
 	// rotation is refused (by a leader with one key, or for the others).
 	restart(0, keyB+"\n"+keyA)
-	if r := st.Operator(t, servers[1]).Do("POST", "/api/admin/sealing-key/rotate", map[string]any{}); r.Status != 409 {
+	var r *st.Response
+	st.WaitFor(t, 30*time.Second, "an answer past the election", func() bool {
+		r = st.Operator(t, servers[1]).Do("POST", "/api/admin/sealing-key/rotate", map[string]any{})
+		return r.Status != 503
+	})
+	if r.Status != 409 {
 		t.Fatalf("rotate while servers lack the new key: %d %s", r.Status, r.Raw)
 	}
 	restart(1, keyB+","+keyA) // the variable's form
