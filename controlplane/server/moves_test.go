@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -320,5 +319,4 @@ func TestDrainMovesSites(t *testing.T) {
 	if r := op.Do("GET", "/api/admin/nodes/node-a/drain", nil); r.Status != 404 {
 		t.Errorf("undrained node still draining: %d", r.Status)
 	}
-	_ = io.Discard
 }
