@@ -16,6 +16,7 @@ deps:
 
 build: deps
 	$(GO) build -o $(BIN) ./cmd/sandboxd
+	$(GO) build -o bin/sandboxctl ./cmd/sandboxctl
 
 # Builds the runtime images (PHP 8.2, 7.4, 8.4 and MariaDB) from Debian
 # packages into the image cache; cached by recipe hash, so a rebuild is instant.

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+)
+
+// ctl runs one sandboxctl command line against the test's config and
+// returns its exit code, stdout and stderr.
+func ctl(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, bytes.NewBufferString(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestLoginWhoamiSites: login with a token keeps a profile only its
+// owner can read; whoami and sites list answer in JSON (the API's
+// objects) and as text; a bad token, an unknown site and a wrong command
+// line get exit codes 1 (with the API's error code) and 2.
+func TestLoginWhoamiSites(t *testing.T) {
+	s := st.Single(t, st.Options{})
+	alice := st.NewAccount(t, s, "alice@example.com", "paid")
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	t.Setenv("SANDBOXCTL_CONFIG", cfg)
+	t.Setenv("SANDBOX_URL", "")
+	t.Setenv("SANDBOX_TOKEN", "")
+
+	if code, _, errs := ctl(t, "", "whoami"); code != 2 || !strings.Contains(errs, "not logged in") {
+		t.Fatalf("whoami before login: %d %s", code, errs)
+	}
+	if code, _, errs := ctl(t, "sbx_wrong\n", "login", "--server", s.URL(), "--with-token"); code != 1 || !strings.Contains(errs, "auth_required") {
+		t.Fatalf("login with a bad token: %d %s", code, errs)
+	}
+	if _, err := os.Stat(cfg); !os.IsNotExist(err) {
+		t.Fatal("a refused login kept a profile")
+	}
+	code, out, errs := ctl(t, alice.Token+"\n", "login", "--server", s.URL(), "--with-token")
+	if code != 0 || !strings.Contains(out, "alice@example.com") {
+		t.Fatalf("login: %d %s %s", code, out, errs)
+	}
+	if fi, err := os.Stat(cfg); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("config file mode: %v %v", fi.Mode(), err)
+	}
+	code, out, _ = ctl(t, "", "whoami", "--json")
+	var me struct{ User struct{ Email string } }
+	if code != 0 || json.Unmarshal([]byte(out), &me) != nil || me.User.Email != "alice@example.com" {
+		t.Fatalf("whoami --json: %d %s", code, out)
+	}
+	code, out, _ = ctl(t, "", "sites", "list", "--json")
+	var list struct{ Sites []any }
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || list.Sites == nil {
+		t.Fatalf("sites list --json: %d %s", code, out)
+	}
+	if code, out, _ = ctl(t, "", "sites", "list"); code != 0 || !strings.HasPrefix(out, "ID") {
+		t.Fatalf("sites list: %d %s", code, out)
+	}
+	if code, _, errs := ctl(t, "", "sites", "get", "site_nope"); code != 1 || !strings.Contains(errs, "site_not_found") {
+		t.Fatalf("an unknown site: %d %s", code, errs)
+	}
+	for _, args := range [][]string{{"sites", "get"}, {"sites", "frobnicate"}, {"nonsense"}, {"sites", "list", "--bogus"}} {
+		if code, _, errs := ctl(t, "", args...); code != 2 {
+			t.Errorf("%v: exit %d %s", args, code, errs)
+		}
+	}
+	// The environment wins over the profile.
+	t.Setenv("SANDBOX_TOKEN", "sbx_other")
+	if code, _, errs := ctl(t, "", "whoami"); code != 1 || !strings.Contains(errs, "auth_required") {
+		t.Fatalf("SANDBOX_TOKEN ignored: %d %s", code, errs)
+	}
+	t.Setenv("SANDBOX_TOKEN", "")
+	if code, out, _ := ctl(t, "", "logout"); code != 0 || !strings.Contains(out, "logged out") {
+		t.Fatalf("logout: %d %s", code, out)
+	}
+	if code, _, _ := ctl(t, "", "whoami"); code != 2 {
+		t.Fatalf("whoami after logout: %d", code)
+	}
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sandboxd/sandboxd/apiclient"
+)
+
+func sitesCmd(e *env) *cobra.Command {
+	c := &cobra.Command{Use: "sites", Short: "Make, list, inspect and delete sites", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
+	c.AddCommand(sitesList(e), sitesGet(e), sitesCreate(e), sitesDelete(e))
+	return c
+}
+
+func sitesList(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use: "list", Short: "The workspace's sites", Args: cobra.NoArgs,
+		Example: "  sandboxctl sites list\n  sandboxctl sites list --json",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			r, err := call(c, "GET", "/api/app/sites", nil)
+			if err != nil {
+				return err
+			}
+			if e.json {
+				return e.printJSON(r)
+			}
+			var rows [][]string
+			for _, s := range r.List("sites") {
+				rows = append(rows, []string{str(s["id"]), str(s["name"]), str(s["status"]), str(s["url"]), str(s["phpVersion"]), ago(s["createdAt"])})
+			}
+			e.table([]string{"ID", "NAME", "STATUS", "URL", "PHP", "CREATED"}, rows)
+			return nil
+		},
+	}
+}
+
+func sitesGet(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use: "get SITE", Short: "One site", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			r, err := call(c, "GET", "/api/app/sites/"+url.PathEscape(args[0]), nil)
+			if err != nil {
+				return err
+			}
+			if e.json {
+				return e.printJSON(r)
+			}
+			printSite(e, r)
+			return nil
+		},
+	}
+}
+
+func printSite(e *env, r *apiclient.Response) {
+	e.table([]string{"FIELD", "VALUE"}, [][]string{
+		{"id", r.Str("site.id")}, {"name", r.Str("site.name")}, {"status", r.Str("site.status")}, {"url", r.Str("site.url")},
+		{"php", r.Str("site.phpVersion")}, {"wordpress", r.Str("site.wordpressVersion")}, {"created", ago(r.Get("site.createdAt"))},
+	})
+}
+
+func sitesCreate(e *env) *cobra.Command {
+	var name, php, template string
+	var expires int
+	var wait bool
+	c := &cobra.Command{
+		Use: "create", Short: "Make a site (202: its job runs on)", Args: cobra.NoArgs,
+		Example: "  sandboxctl sites create --name demo --wait\n  sandboxctl sites create --php 7.4 --expires 60 --json",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			body := map[string]any{}
+			if name != "" {
+				body["name"] = name
+			}
+			if php != "" {
+				body["phpVersion"] = php
+			}
+			if template != "" {
+				body["templateId"] = template
+			}
+			if expires > 0 {
+				body["expiresInMinutes"] = expires
+			}
+			r, err := call(c, "POST", "/api/app/sites", body, "Idempotency-Key", fmt.Sprintf("sandboxctl-%d", time.Now().UnixNano()))
+			if err != nil {
+				return err
+			}
+			if wait {
+				if err := waitJob(e, c, r.Str("jobId")); err != nil {
+					return err
+				}
+				if r, err = call(c, "GET", "/api/app/sites/"+url.PathEscape(r.Str("site.id")), nil); err != nil {
+					return err
+				}
+			}
+			if e.json {
+				return e.printJSON(r)
+			}
+			printSite(e, r)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&name, "name", "", "site name")
+	c.Flags().StringVar(&php, "php", "", "PHP version (default: the server's)")
+	c.Flags().StringVar(&template, "template", "", "template id to make it from")
+	c.Flags().IntVar(&expires, "expires", 0, "minutes until the site is deleted (0: never)")
+	c.Flags().BoolVar(&wait, "wait", false, "wait until the site is ready (or its job failed)")
+	return c
+}
+
+func sitesDelete(e *env) *cobra.Command {
+	var wait bool
+	c := &cobra.Command{
+		Use: "delete SITE", Short: "Delete a site", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			r, err := call(c, "DELETE", "/api/app/sites/"+url.PathEscape(args[0]), nil)
+			if err != nil {
+				return err
+			}
+			if wait {
+				if err := waitJob(e, c, r.Str("jobId")); err != nil {
+					return err
+				}
+			}
+			if e.json {
+				return e.printJSON(r)
+			}
+			fmt.Fprintf(e.stdout, "deleting %s (job %s)\n", args[0], r.Str("jobId"))
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&wait, "wait", false, "wait until the site is gone")
+	return c
+}
+
+// waitJob polls a job until it ends; a failed job is an API error.
+func waitJob(e *env, c *apiclient.Client, id string) error {
+	for {
+		r, err := call(c, "GET", "/api/app/jobs/"+url.PathEscape(id), nil)
+		if err != nil {
+			return err
+		}
+		switch r.Str("job.status") {
+		case "succeeded":
+			return nil
+		case "failed":
+			return &apiclient.Error{Status: 200, Code: r.Str("job.error.code"), Message: r.Str("job.error.message")}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
