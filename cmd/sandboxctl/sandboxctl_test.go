@@ -69,6 +69,24 @@ func TestLoginWhoamiSites(t *testing.T) {
 			t.Errorf("%v: exit %d %s", args, code, errs)
 		}
 	}
+	// Tokens: made (the secret once), listed, revoked; workspaces listed.
+	code, out, _ = ctl(t, "", "tokens", "create", "--name", "ci", "--json")
+	var made struct {
+		Token  struct{ ID string }
+		Secret string
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &made) != nil || made.Secret == "" {
+		t.Fatalf("tokens create: %d %s", code, out)
+	}
+	if code, out, _ = ctl(t, "", "tokens", "list"); code != 0 || !strings.Contains(out, made.Token.ID) || strings.Contains(out, made.Secret) {
+		t.Fatalf("tokens list: %d %s", code, out)
+	}
+	if code, _, _ = ctl(t, "", "tokens", "delete", made.Token.ID); code != 0 {
+		t.Fatalf("tokens delete: %d", code)
+	}
+	if code, out, _ = ctl(t, "", "workspaces", "list"); code != 0 || !strings.Contains(out, alice.Personal) {
+		t.Fatalf("workspaces list: %d %s", code, out)
+	}
 	// The environment wins over the profile.
 	t.Setenv("SANDBOX_TOKEN", "sbx_other")
 	if code, _, errs := ctl(t, "", "whoami"); code != 1 || !strings.Contains(errs, "auth_required") {
