@@ -87,6 +87,17 @@ func TestLoginWhoamiSites(t *testing.T) {
 	if code, out, _ = ctl(t, "", "workspaces", "list"); code != 0 || !strings.Contains(out, alice.Personal) {
 		t.Fatalf("workspaces list: %d %s", code, out)
 	}
+	// A gallery Blueprint is checked (nothing saved); a file that is not
+	// JSON is a usage error.
+	gallery := "../../blueprint/testdata/gallery/admin-notice/blueprint.json"
+	if code, out, errs := ctl(t, "", "blueprints", "validate", gallery, "--json"); code != 0 || !strings.Contains(out, "compatReport") {
+		t.Fatalf("blueprints validate: %d %s %s", code, out, errs)
+	}
+	notJSON := filepath.Join(t.TempDir(), "x.json")
+	os.WriteFile(notJSON, []byte("{nope"), 0o600)
+	if code, _, _ := ctl(t, "", "blueprints", "validate", notJSON); code != 2 {
+		t.Fatalf("validate a file that is not JSON: %d", code)
+	}
 	// The environment wins over the profile.
 	t.Setenv("SANDBOX_TOKEN", "sbx_other")
 	if code, _, errs := ctl(t, "", "whoami"); code != 1 || !strings.Contains(errs, "auth_required") {

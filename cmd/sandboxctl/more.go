@@ -1,0 +1,126 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+func sitesReset(e *env) *cobra.Command {
+	var wait bool
+	c := &cobra.Command{
+		Use: "reset SITE", Short: "Put a site back to what it was made from (same id and URL)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			r, err := call(c, "POST", "/api/app/sites/"+url.PathEscape(args[0])+"/reset", nil)
+			if err != nil {
+				return err
+			}
+			if wait {
+				if err := waitJob(e, c, r.Str("jobId")); err != nil {
+					return err
+				}
+			}
+			if e.json {
+				return e.printJSON(r)
+			}
+			fmt.Fprintf(e.stdout, "resetting %s (job %s)\n", args[0], r.Str("jobId"))
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&wait, "wait", false, "wait until the site is ready again")
+	return c
+}
+
+func sitesOpen(e *env) *cobra.Command {
+	var print bool
+	c := &cobra.Command{
+		Use: "open SITE", Short: "Open the site's wp-admin, signed in (a one-time link)", Args: cobra.ExactArgs(1),
+		Example: "  sandboxctl sites open site_abc\n  sandboxctl sites open site_abc --print   # just the link",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			r, err := call(c, "POST", "/api/sites/"+url.PathEscape(args[0])+"/magic-login", nil)
+			if err != nil {
+				return err
+			}
+			if e.json {
+				return e.printJSON(r)
+			}
+			link := r.Str("url")
+			if print || !openBrowser(link) {
+				fmt.Fprintln(e.stdout, link)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&print, "print", false, "print the link instead of opening a browser")
+	return c
+}
+
+// openBrowser opens a URL in the user's browser when there is one.
+func openBrowser(u string) bool {
+	name := "xdg-open"
+	switch runtime.GOOS {
+	case "darwin":
+		name = "open"
+	case "windows":
+		return exec.Command("rundll32", "url.dll,FileProtocolHandler", u).Start() == nil
+	}
+	if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" && runtime.GOOS == "linux" {
+		return false
+	}
+	return exec.Command(name, u).Start() == nil
+}
+
+func blueprintsCmd(e *env) *cobra.Command {
+	validate := &cobra.Command{
+		Use: "validate FILE", Short: "Check a Blueprint file: its compatibility report (nothing is saved)", Args: cobra.ExactArgs(1),
+		Example: "  sandboxctl blueprints validate blueprint.json\n  sandboxctl blueprints validate blueprint.json --json | jq .compatReport",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := os.ReadFile(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			if !json.Valid(src) {
+				return usageError{fmt.Errorf("%s is not JSON", args[0])}
+			}
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			r, err := call(c, "POST", "/api/app/blueprints/validate", map[string]any{"source": json.RawMessage(src)})
+			if err != nil {
+				return err
+			}
+			if e.json {
+				return e.printJSON(r)
+			}
+			var rows [][]string
+			for _, f := range r.List("compatReport") {
+				rows = append(rows, []string{str(f["severity"]), str(f["code"]), str(f["path"]), str(f["message"])})
+			}
+			if len(rows) > 0 {
+				e.table([]string{"SEVERITY", "CODE", "WHERE", "WHAT"}, rows)
+			}
+			verdict := "runs here"
+			if valid, _ := r.Get("valid").(bool); !valid {
+				verdict = "does not run here as it is (errors above)"
+			}
+			fmt.Fprintf(e.stdout, "%s: %s\n", args[0], strings.TrimSpace(verdict))
+			return nil
+		},
+	}
+	return group("blueprints", "Blueprints: check, save and run them", validate)
+}
