@@ -52,8 +52,18 @@ not be reached; 2 the command line was wrong.`,
 	root.PersistentFlags().BoolVar(&e.json, "json", false, "print the API's JSON objects")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(loginCmd(e), logoutCmd(e), whoamiCmd(e), sitesCmd(e), tokensCmd(e), workspacesCmd(e), sshKeysCmd(e), blueprintsCmd(e))
+	for _, f := range families {
+		root.AddCommand(f(e))
+	}
 	return root
 }
+
+// families are top-level command groups that files add from init, so
+// each resource family lives in a file of its own.
+var families []func(*env) *cobra.Command
+
+// siteCommands are `sites` subcommands added the same way.
+var siteCommands []func(*env) *cobra.Command
 
 // isCobraUsage recognises cobra's own errors about the command line.
 func isCobraUsage(err error) bool {

@@ -14,6 +14,9 @@ func sitesCmd(e *env) *cobra.Command {
 	c := &cobra.Command{Use: "sites", Short: "Make, list, inspect and delete sites", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
 	c.AddCommand(sitesList(e), sitesGet(e), sitesCreate(e), sitesDelete(e), sitesReset(e), sitesOpen(e))
+	for _, f := range siteCommands {
+		c.AddCommand(f(e))
+	}
 	return c
 }
 
