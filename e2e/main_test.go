@@ -22,7 +22,8 @@ import (
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 )
 
-var binary string
+// binary is sandboxd and ctlBinary sandboxctl, both built for this run.
+var binary, ctlBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sandboxd-e2e-")
@@ -31,11 +32,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "sandboxd")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/sandboxd")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build sandboxd:", err)
-		os.Exit(1)
+	ctlBinary = filepath.Join(dir, "sandboxctl")
+	for _, b := range [][2]string{{binary, "../cmd/sandboxd"}, {ctlBinary, "../cmd/sandboxctl"}} {
+		build := exec.Command("go", "build", "-o", b[0], b[1])
+		build.Stdout, build.Stderr = os.Stdout, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", b[1]+":", err)
+			os.Exit(1)
+		}
 	}
 	code := agenttest.Run(m)
 	os.RemoveAll(dir)
