@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,29 +14,56 @@ import (
 )
 
 func loginCmd(e *env) *cobra.Command {
-	var withToken bool
+	var withToken, noBrowser bool
 	var name string
+	var timeout time.Duration
 	c := &cobra.Command{
 		Use:   "login",
-		Short: "Keep a server and a token for the next commands",
-		Long: `login checks a token against the server and keeps both in a profile
-(the file under your config directory is readable by you only).`,
-		Example: `  sandboxctl login --server https://sandbox.example.com --with-token < token.txt
+		Short: "Log in to a server (in a browser, or with a token) and keep it in a profile",
+		Long: `login gets a token and keeps it, with the server, in a profile (a file
+under your config directory that only you can read).
+
+Without --with-token it runs the OAuth flow with PKCE: it prints a page
+to open (and opens your browser when there is one), you sign in and
+approve there, and the browser hands the code back to sandboxctl on this
+computer's loopback address. The token it gets acts as you, like a
+personal token; it is listed as "sandboxctl on HOST" in
+` + "`sandboxctl tokens list`" + ` and can be revoked there.
+
+With --with-token it reads a personal API token from stdin (as gh does),
+so the token never appears in your shell history or in ps.`,
+		Example: `  sandboxctl login --server https://sandbox.example.com
+  sandboxctl login --server https://sandbox.example.com --no-browser   # on a remote shell
+  sandboxctl login --server https://sandbox.example.com --with-token < token.txt
   echo "$SANDBOX_TOKEN" | sandboxctl login --server http://127.0.0.1:8080 --with-token --name dev`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !withToken {
-				return usageError{errors.New("give a token on stdin with --with-token (make one with POST /api/account/tokens)")}
+			server := e.server
+			if server == "" {
+				server = os.Getenv("SANDBOX_URL")
 			}
-			if e.server == "" {
-				return usageError{errors.New("--server is required")}
+			if server == "" {
+				return usageError{errors.New("--server is required (or SANDBOX_URL)")}
 			}
-			line, err := bufio.NewReader(e.stdin).ReadString('\n')
-			tok := strings.TrimSpace(line)
-			if tok == "" {
-				return usageError{fmt.Errorf("no token on stdin (%v)", err)}
+			var tok string
+			if withToken {
+				line, err := bufio.NewReader(e.stdin).ReadString('\n')
+				tok = strings.TrimSpace(line)
+				if tok == "" {
+					return usageError{fmt.Errorf("no token on stdin (%v)", err)}
+				}
+			} else {
+				open := openBrowser
+				if noBrowser {
+					open = nil
+				}
+				b := &browserLogin{server: server, out: e.stderr, open: open, timeout: timeout, clientTag: clientTag()}
+				var err error
+				if tok, err = b.run(cmd.Context()); err != nil {
+					return err
+				}
 			}
-			client := apiclient.New(e.server, tok)
+			client := apiclient.New(server, tok)
 			me, err := call(client, "GET", "/api/account/me", nil)
 			if err != nil {
 				return err
@@ -55,7 +84,9 @@ func loginCmd(e *env) *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().BoolVar(&withToken, "with-token", false, "read a personal API token from stdin")
+	c.Flags().BoolVar(&withToken, "with-token", false, "read a personal API token from stdin instead of using a browser")
+	c.Flags().BoolVar(&noBrowser, "no-browser", false, "print the login page's address without opening a browser")
+	c.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the browser")
 	c.Flags().StringVar(&name, "name", "", "profile name (default: default)")
 	return c
 }

@@ -7,10 +7,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/sandboxd/sandboxd/apiclient"
 )
+
+// version is set at build time (-ldflags "-X main.version=…").
+var version = "dev"
 
 // usageError is a wrong command line: exit code 2.
 type usageError struct{ error }
@@ -18,7 +22,7 @@ type usageError struct{ error }
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 // run executes one command line and returns the exit code.
-func run(args []string, stdin fileLike, stdout, stderr fileLike) int {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(&env{stdin: stdin, stdout: stdout, stderr: stderr})
 	root.SetArgs(args)
 	root.SetOut(stdout)

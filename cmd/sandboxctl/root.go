@@ -15,11 +15,6 @@ import (
 	"github.com/sandboxd/sandboxd/apiclient"
 )
 
-// fileLike is stdin, stdout or stderr (a file, or a buffer in tests).
-type fileLike interface {
-	io.ReadWriter
-}
-
 // env is one invocation's streams and global flags.
 type env struct {
 	stdin          io.Reader
@@ -45,6 +40,7 @@ not be reached; 2 the command line was wrong.`,
   sandboxctl sites list --json | jq -r '.sites[].url'`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version,
 	}
 	root.PersistentFlags().StringVar(&e.server, "server", "", "API URL (default: the profile's, or SANDBOX_URL)")
 	root.PersistentFlags().StringVar(&e.profile, "profile", "", "profile to use (default: the current one)")

@@ -32,7 +32,7 @@ type APIToken struct {
 	CreatedAt  time.Time  `json:"createdAt"`
 	ExpiresAt  *time.Time `json:"expiresAt"`
 	Current    bool       `json:"current" doc:"True for the token that made this request."`
-	Kind       string     `json:"kind" enum:"personal,oauth" doc:"oauth: given to a connector through the OAuth flow; it works only on /api/account/me and the Imports routes."`
+	Kind       string     `json:"kind" enum:"personal,oauth" doc:"oauth: given to a client through the OAuth flow; it works only on /api/account/me and the Imports routes, unless its scope is account (a command-line login)."`
 	ClientName *string    `json:"clientName,omitempty" doc:"For oauth tokens: the client it was given to."`
 	Scope      *string    `json:"scope,omitempty" doc:"For oauth tokens: its scopes, space-separated."`
 }
@@ -40,7 +40,7 @@ type APIToken struct {
 func tokenView(t *state.Token, current string) APIToken {
 	v := APIToken{ID: t.ID, Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, Current: t.ID == current,
 		Kind: state.TokenPersonal}
-	if t.Scoped() {
+	if t.Kind == state.TokenOAuth {
 		v.Kind, v.ClientName, v.Scope = state.TokenOAuth, &t.ClientName, &t.Scope
 	}
 	return v

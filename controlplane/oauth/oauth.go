@@ -29,14 +29,23 @@ import (
 	"github.com/sandboxd/sandboxd/internal/secret"
 )
 
-// Scopes a client may ask for.
+// Scopes a client may ask for. ScopeAccount is the whole account, as a
+// personal API token: only a native client (every redirect URI on a
+// loopback address, RFC 8252 7.3) may register it, and only alone.
 const (
 	ScopeImportRead  = "import:read"
 	ScopeImportWrite = "import:write"
+	ScopeAccount     = state.ScopeAccount
 )
 
 // AllScopes are every scope, in order.
-var AllScopes = []string{ScopeImportRead, ScopeImportWrite}
+var AllScopes = []string{ScopeImportRead, ScopeImportWrite, ScopeAccount}
+
+// ConnectorScopes are what a client registered without a scope gets.
+var ConnectorScopes = []string{ScopeImportRead, ScopeImportWrite}
+
+// AccountTokenLife is how long a command-line login's token works.
+const AccountTokenLife = 90 * 24 * time.Hour
 
 // CodeLife is how long an authorization code can be exchanged.
 const CodeLife = 60 * time.Second
@@ -111,7 +120,7 @@ type ClientMetadata struct {
 	ResponseTypes           []string `json:"response_types,omitempty" doc:"code only."`
 	ClientName              string   `json:"client_name,omitempty"`
 	ClientURI               string   `json:"client_uri,omitempty"`
-	Scope                   string   `json:"scope,omitempty" doc:"Space-separated, within import:read import:write (the default)."`
+	Scope                   string   `json:"scope,omitempty" doc:"Space-separated, within import:read import:write (the default); or account alone (a command-line login: every redirect URI on a loopback IP)."`
 	SoftwareID              string   `json:"software_id,omitempty"`
 	SoftwareVersion         string   `json:"software_version,omitempty"`
 }
@@ -138,6 +147,18 @@ func LocalHost(host string) bool {
 		return true
 	}
 	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// loopbackRedirect reports whether a redirect URI is a native client's
+// loopback listener: plain http on a loopback IP literal (RFC 8252 7.3),
+// which no web site can take.
+func loopbackRedirect(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	ip := net.ParseIP(u.Hostname())
 	return ip != nil && ip.IsLoopback()
 }
 
@@ -210,8 +231,22 @@ func (s *Service) Register(ctx context.Context, m ClientMetadata) (*ClientInfo, 
 		return nil, oauthErr(CodeInvalidClientMetadata, "response_types must be [code]")
 	}
 	scope, ok := normalScope(m.Scope, AllScopes)
+	if strings.TrimSpace(m.Scope) == "" {
+		scope = strings.Join(ConnectorScopes, " ")
+	}
 	if !ok {
 		return nil, oauthErr(CodeInvalidClientMetadata, "scope must be within %s", strings.Join(AllScopes, " "))
+	}
+	if slices.Contains(strings.Fields(scope), ScopeAccount) {
+		if scope != ScopeAccount {
+			return nil, oauthErr(CodeInvalidClientMetadata, "scope %s cannot be combined with other scopes", ScopeAccount)
+		}
+		for _, u := range m.RedirectURIs {
+			if !loopbackRedirect(u) {
+				return nil, oauthErr(CodeInvalidRedirectURI,
+					"scope %s is for command-line clients: every redirect URI must be http on a loopback address (http://127.0.0.1:PORT/…), not %q", ScopeAccount, u)
+			}
+		}
 	}
 	name := strings.TrimSpace(m.ClientName)
 	if name == "" {
@@ -328,8 +363,12 @@ func (s *Service) Exchange(ctx context.Context, r TokenRequest) (*TokenResponse,
 		return nil, badGrant("the code's client or account is gone")
 	}
 	plain := secret.New(secret.TokenPrefix)
-	exp := now.Add(TokenLife)
-	tok := state.Token{ID: ids.New(ids.Token), UserID: acct.ID, Name: "OAuth: " + client.Name, Hash: secret.Hash(plain),
+	life, name := TokenLife, "OAuth: "+client.Name
+	if code.Scope == ScopeAccount {
+		life, name = AccountTokenLife, client.Name
+	}
+	exp := now.Add(life)
+	tok := state.Token{ID: ids.New(ids.Token), UserID: acct.ID, Name: name, Hash: secret.Hash(plain),
 		Prefix: secret.Display(plain), CreatedAt: now, ExpiresAt: &exp, Kind: state.TokenOAuth, Scope: code.Scope,
 		ClientID: client.ID, ClientName: client.Name}
 	res, err := s.cfg.Raft.Apply(ctx, fsm.RedeemOAuthCode{CodeHash: hash, Token: tok, At: now})
@@ -342,7 +381,7 @@ func (s *Service) Exchange(ctx context.Context, r TokenRequest) (*TokenResponse,
 	if red, ok := res.(*state.Redemption); ok && red.Reused {
 		return nil, badGrant("the code was already used; the token it gave is revoked")
 	}
-	out := &TokenResponse{AccessToken: plain, TokenType: "Bearer", ExpiresIn: int64(TokenLife / time.Second), Scope: code.Scope}
+	out := &TokenResponse{AccessToken: plain, TokenType: "Bearer", ExpiresIn: int64(life / time.Second), Scope: code.Scope}
 	if client.SoftwareID == ClonerSoftwareID {
 		out.AccountEmail = &acct.Email
 		site := client.ClientURI

@@ -192,6 +192,8 @@ func scopeText(scope string) []string {
 			out = append(out, "See your imports and their sandboxes")
 		case ScopeImportWrite:
 			out = append(out, "Upload sites as imports, which make sandboxes in your workspace")
+		case ScopeAccount:
+			out = append(out, "Act as you everywhere: make and delete sites, tokens and workspaces, as a personal API token does (for a command-line tool on this computer)")
 		}
 	}
 	return out

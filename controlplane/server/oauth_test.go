@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/oauth2"
 
@@ -255,5 +256,79 @@ func TestOAuthConnector(t *testing.T) {
 		if c := r.Code(); c != "unsupported_grant_type" && c != "invalid_grant" {
 			t.Errorf("%v: %s", form, r.Raw)
 		}
+	}
+}
+
+// TestCommandLineLogin: a native client (sandboxctl) registers the
+// account scope with a loopback redirect only; the consent page says it
+// acts as the account; the token it gets works as a personal token,
+// is listed as the client's and can be revoked. Web redirect URIs, mixed
+// scopes and a connector asking for more than it registered are refused.
+func TestCommandLineLogin(t *testing.T) {
+	s := st.Single(t, st.Options{})
+	alice := st.NewAccount(t, s, "alice@example.com", "paid")
+	anon := st.NewClient(t, s.URL(), "")
+	ctx := context.Background()
+	const redirect = "http://127.0.0.1:43111/callback"
+
+	for _, bad := range []struct {
+		body map[string]any
+		code string
+	}{
+		{map[string]any{"redirect_uris": []string{"https://cli.example.com/cb"}, "scope": "account"}, "invalid_redirect_uri"},
+		{map[string]any{"redirect_uris": []string{"http://localhost:43111/cb"}, "scope": "account"}, "invalid_redirect_uri"},
+		{map[string]any{"redirect_uris": []string{redirect, "https://cli.example.com/cb"}, "scope": "account"}, "invalid_redirect_uri"},
+		{map[string]any{"redirect_uris": []string{redirect}, "scope": "account import:read"}, "invalid_client_metadata"},
+	} {
+		if r := anon.Do("POST", "/api/connect/register", bad.body).Must(t, 400); r.Code() != bad.code {
+			t.Errorf("%v: %s", bad.body, r.Raw)
+		}
+	}
+	reg := anon.Do("POST", "/api/connect/register", map[string]any{"client_name": "sandboxctl on laptop", "redirect_uris": []string{redirect},
+		"scope": "account"}).Must(t, 201)
+	if reg.Str("scope") != "account" {
+		t.Fatalf("register: %s", reg.Raw)
+	}
+	cfg := &oauth2.Config{ClientID: reg.Str("client_id"), RedirectURL: redirect, Scopes: []string{"account"},
+		Endpoint: oauth2.Endpoint{AuthURL: s.URL() + "/connect/authorize", TokenURL: s.URL() + "/api/connect/token", AuthStyle: oauth2.AuthStyleInParams}}
+	b := newConsentBrowser(t, s.URL())
+	verifier := oauth2.GenerateVerifier()
+	authURL := cfg.AuthCodeURL("st-cli", oauth2.S256ChallengeOption(verifier))
+	to := b.approve(authURL, alice.Token)
+	if u, _ := url.Parse(authURL); true {
+		if _, page := b.do("GET", u.Path+"?"+u.RawQuery, nil); !strings.Contains(page, "Act as you everywhere") {
+			t.Errorf("the consent page does not say what the account scope gives: %s", page)
+		}
+	}
+	tok, err := cfg.Exchange(ctx, to.Query().Get("code"), oauth2.VerifierOption(verifier))
+	if err != nil {
+		t.Fatalf("exchange: %v", err)
+	}
+	if tok.Extra("scope") != "account" || tok.Extra("account_email") != nil || time.Until(tok.Expiry) < 80*24*time.Hour {
+		t.Fatalf("token: %+v", tok)
+	}
+	cli := st.NewClient(t, s.URL(), tok.AccessToken)
+	cli.Do("GET", "/api/app/sites", nil).Must(t, 200)
+	made := cli.Do("POST", "/api/account/tokens", map[string]any{"name": "from the cli"}).Must(t, 201)
+	var listed map[string]any
+	for _, tk := range cli.Do("GET", "/api/account/tokens", nil).Must(t, 200).List("tokens") {
+		if tk["current"] == true {
+			listed = tk
+		}
+	}
+	if listed["kind"] != "oauth" || listed["scope"] != "account" || listed["clientName"] != "sandboxctl on laptop" {
+		t.Fatalf("listed: %v", listed)
+	}
+	alice.Client.Do("DELETE", "/api/account/tokens/"+listed["id"].(string), nil).Must(t, 200)
+	cli.Do("GET", "/api/app/sites", nil).Must(t, 401)
+	st.NewClient(t, s.URL(), made.Str("secret")).Do("GET", "/api/app/sites", nil).Must(t, 200)
+
+	// A connector cannot ask the consent page for the account scope.
+	conn := anon.Do("POST", "/api/connect/register", map[string]any{"redirect_uris": []string{redirect}}).Must(t, 201)
+	q := "response_type=code&client_id=" + conn.Str("client_id") + "&redirect_uri=" + url.QueryEscape(redirect) + "&state=s1&scope=account" +
+		"&code_challenge=" + oauth2.S256ChallengeFromVerifier(verifier) + "&code_challenge_method=S256"
+	resp, _ := b.do("GET", "/connect/authorize?"+q, nil)
+	if loc, _ := url.Parse(resp.Header.Get("Location")); resp.StatusCode != 303 || loc.Query().Get("error") != "invalid_scope" {
+		t.Fatalf("connector asking for account: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }

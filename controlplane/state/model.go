@@ -76,8 +76,9 @@ type Token struct {
 	ClientName string `json:"clientName,omitempty"`
 }
 
-// Scoped reports whether the token is limited to its scopes.
-func (t *Token) Scoped() bool { return t.Kind == TokenOAuth }
+// Scoped reports whether the token is limited to its scopes: an OAuth
+// token granted ScopeAccount (a command-line login) is not.
+func (t *Token) Scoped() bool { return t.Kind == TokenOAuth && t.Scope != ScopeAccount }
 
 // Invitation statuses.
 const (

@@ -13,6 +13,10 @@ const (
 	TokenOAuth    = "oauth"
 )
 
+// ScopeAccount is the OAuth scope of a command-line login: the token it
+// gives works as a personal API token does.
+const ScopeAccount = "account"
+
 // OAuthClient is a public client (RFC 7591) registered for the connector
 // flow: it has no secret, only exact redirect URIs.
 type OAuthClient struct {
