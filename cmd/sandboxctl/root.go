@@ -9,8 +9,11 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/sandboxd/sandboxd/apiclient"
 )
@@ -130,14 +133,122 @@ func (e *env) printJSON(r *apiclient.Response) error {
 	return enc.Encode(v)
 }
 
-// table writes rows under a header, aligned.
+// table writes rows under a header, aligned. On a terminal the status
+// columns are coloured.
 func (e *env) table(header []string, rows [][]string) {
+	color := e.colorOut()
+	names := header
+	all := fitColumns(header, append([][]string{header}, rows...), e.termWidth())
+	header, rows = all[0], all[1:]
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	line := func(cells []string, head bool) {
+		out := make([]string, len(cells))
+		for i, c := range cells {
+			out[i] = c
+			if color && i < len(names) && statusColumns[names[i]] {
+				// Every cell of the column gets an escape sequence of the
+				// same length (the header's is "default colour"), so the
+				// tabwriter's widths stay right.
+				code := "39"
+				if !head {
+					code = statusColor(c)
+				}
+				out[i] = "\x1b[" + code + "m" + c + "\x1b[0m"
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(out, "\t"))
+	}
+	line(header, true)
 	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
+		line(r, false)
 	}
 	tw.Flush()
+}
+
+// fitColumns shortens the widest columns' cells (with an ellipsis) until
+// the table fits width; width 0 means no limit (not a terminal).
+func fitColumns(header []string, rows [][]string, width int) [][]string {
+	if width <= 0 || len(header) == 0 {
+		return rows
+	}
+	widths := make([]int, len(header))
+	for _, r := range append([][]string{header}, rows...) {
+		for i, c := range r {
+			if i < len(widths) {
+				widths[i] = max(widths[i], utf8.RuneCountInString(c))
+			}
+		}
+	}
+	total := func() int {
+		n := 2 * (len(widths) - 1)
+		for _, w := range widths {
+			n += w
+		}
+		return n
+	}
+	for total() > width {
+		widest := 0
+		for i, w := range widths {
+			if w > widths[widest] {
+				widest = i
+			}
+		}
+		if widths[widest] <= 8 {
+			break
+		}
+		widths[widest]--
+	}
+	out := make([][]string, len(rows))
+	for j, r := range rows {
+		out[j] = make([]string, len(r))
+		for i, c := range r {
+			if i < len(widths) && utf8.RuneCountInString(c) > widths[i] {
+				c = string([]rune(c)[:widths[i]-1]) + "…"
+			}
+			out[j][i] = c
+		}
+	}
+	return out
+}
+
+// termWidth is stdout's terminal width, or 0 when it is not a terminal.
+func (e *env) termWidth() int {
+	f, ok := e.stdout.(*os.File)
+	if !ok || !isatty.IsTerminal(f.Fd()) {
+		return 0
+	}
+	w, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return w
+}
+
+// statusColumns are the table columns coloured by their value.
+var statusColumns = map[string]bool{"STATUS": true, "STATE": true, "SEVERITY": true}
+
+// statusColor is the ANSI colour of a status: green done, red failed,
+// yellow on its way.
+func statusColor(s string) string {
+	switch s {
+	case "ready", "active", "succeeded", "delivered", "ok", "accepted", "info":
+		return "32"
+	case "failed", "error", "cancelled", "expired", "unavailable", "incompatible":
+		return "31"
+	case "-", "":
+		return "39"
+	}
+	return "33"
+}
+
+// colorOut reports whether stdout is a terminal that takes colours
+// (not when NO_COLOR is set or TERM is dumb).
+func (e *env) colorOut() bool {
+	f, ok := e.stdout.(*os.File)
+	if !ok || os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	return isatty.IsTerminal(f.Fd())
 }
 
 // ago is a time relative to now, as a person reads it.

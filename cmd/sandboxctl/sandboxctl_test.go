@@ -111,3 +111,29 @@ func TestLoginWhoamiSites(t *testing.T) {
 		t.Fatalf("whoami after logout: %d", code)
 	}
 }
+
+// TestFitColumns: on a terminal, a table wider than it loses characters
+// from its widest columns (ending in an ellipsis), never below 8.
+func TestFitColumns(t *testing.T) {
+	header := []string{"ID", "NAME", "URL"}
+	row := []string{"site_0123456789abcdef", "demo", "http://a-very-long-slug-for-a-demo-site.sandbox.example.com"}
+	for _, tc := range []struct {
+		width int
+		want  []string
+	}{
+		{0, row},
+		{200, row},
+		{60, []string{"site_0123456789abcdef", "demo", "http://a-very-long-slug-for-a-…"}},
+		{40, []string{"site_0123456789…", "demo", "http://a-very-l…"}},
+	} {
+		got := fitColumns(header, [][]string{header, row}, tc.width)
+		if strings.Join(got[1], "|") != strings.Join(tc.want, "|") {
+			t.Errorf("width %d: %q", tc.width, got[1])
+		}
+		if tc.width > 0 {
+			if n := len([]rune(strings.Join(got[1], "  "))); n > tc.width {
+				t.Errorf("width %d: %d runes", tc.width, n)
+			}
+		}
+	}
+}
