@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -27,7 +30,7 @@ func listCmd(e *env, use, short, path, key string, header []string, fields []str
 			for _, item := range r.List(key) {
 				var row []string
 				for _, f := range fields {
-					if f == "createdAt" || f == "lastUsedAt" {
+					if strings.HasSuffix(f, "At") {
 						row = append(row, ago(item[f]))
 						continue
 					}
@@ -63,6 +66,12 @@ func deleteCmd(e *env, use, short, path string) *cobra.Command {
 	}
 }
 
+// example sets a command's examples and returns it.
+func example(c *cobra.Command, ex string) *cobra.Command {
+	c.Example = ex
+	return c
+}
+
 func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 	c := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
@@ -72,14 +81,20 @@ func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 
 func tokensCmd(e *env) *cobra.Command {
 	var name string
+	var days int
 	create := &cobra.Command{
 		Use: "create", Short: "Make an API token (the secret is printed once)", Args: cobra.NoArgs,
+		Example: "  sandboxctl tokens create --name ci\n  sandboxctl tokens create --name ci --expires 30 --json | jq -r .secret",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := e.client()
 			if err != nil {
 				return err
 			}
-			r, err := call(c, "POST", "/api/account/tokens", map[string]string{"name": name})
+			body := map[string]any{"name": name}
+			if days > 0 {
+				body["expiresInDays"] = days
+			}
+			r, err := call(c, "POST", "/api/account/tokens", body)
 			if err != nil {
 				return err
 			}
@@ -91,21 +106,62 @@ func tokensCmd(e *env) *cobra.Command {
 		},
 	}
 	create.Flags().StringVar(&name, "name", "sandboxctl", "token name")
+	create.Flags().IntVar(&days, "expires", 0, "days until the token stops working (0: never)")
 	return group("tokens", "Your API tokens",
-		listCmd(e, "list", "Your API tokens (never their secrets)", "/api/account/tokens", "tokens",
-			[]string{"ID", "NAME", "CREATED", "LAST USED"}, []string{"id", "name", "createdAt", "lastUsedAt"}),
-		create, deleteCmd(e, "delete TOKEN", "Revoke a token", "/api/account/tokens/"))
+		example(listCmd(e, "list", "Your API tokens, and what browser logins and connectors were given (never secrets)", "/api/account/tokens", "tokens",
+			[]string{"ID", "NAME", "KIND", "CREATED", "EXPIRES"}, []string{"id", "name", "kind", "createdAt", "expiresAt"}),
+			"  sandboxctl tokens list\n  sandboxctl tokens list --json | jq -r '.tokens[] | select(.kind == \"oauth\") | .id'"),
+		create, example(deleteCmd(e, "delete TOKEN", "Revoke a token (a browser login's too)", "/api/account/tokens/"),
+			"  sandboxctl tokens delete tok_0123456789"))
 }
 
 func workspacesCmd(e *env) *cobra.Command {
 	return group("workspaces", "Your workspaces",
-		listCmd(e, "list", "The workspaces you belong to", "/api/app/workspaces", "workspaces",
-			[]string{"ID", "NAME", "CREATED"}, []string{"id", "name", "createdAt"}))
+		example(listCmd(e, "list", "The workspaces you belong to", "/api/app/workspaces", "workspaces",
+			[]string{"ID", "NAME", "ROLE", "CREATED"}, []string{"id", "name", "role", "createdAt"}),
+			"  sandboxctl workspaces list\n  sandboxctl sites list --workspace \"$(sandboxctl workspaces list --json | jq -r '.workspaces[1].id')\""))
 }
 
 func sshKeysCmd(e *env) *cobra.Command {
 	return group("ssh-keys", "The SSH keys you sign in to your sites with",
-		listCmd(e, "list", "Your SSH keys", "/api/account/ssh-keys", "sshKeys",
+		example(listCmd(e, "list", "Your SSH keys", "/api/account/ssh-keys", "sshKeys",
 			[]string{"ID", "NAME", "FINGERPRINT", "LAST USED"}, []string{"id", "name", "fingerprint", "lastUsedAt"}),
-		deleteCmd(e, "delete KEY", "Remove an SSH key", "/api/account/ssh-keys/"))
+			"  sandboxctl ssh-keys list"),
+		sshKeyAdd(e),
+		example(deleteCmd(e, "delete KEY", "Remove an SSH key", "/api/account/ssh-keys/"), "  sandboxctl ssh-keys delete key_0123456789"))
+}
+
+func sshKeyAdd(e *env) *cobra.Command {
+	var name string
+	c := &cobra.Command{
+		Use: "add FILE.pub", Short: "Add a public key to sign in to your sites' SSH/SFTP with", Args: cobra.ExactArgs(1),
+		Example: "  sandboxctl ssh-keys add ~/.ssh/id_ed25519.pub --name laptop",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pub, err := os.ReadFile(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			if strings.Contains(string(pub), "PRIVATE KEY") {
+				return usageError{fmt.Errorf("%s is a private key: give the .pub file", args[0])}
+			}
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			if name == "" {
+				name = strings.TrimSuffix(filepath.Base(args[0]), ".pub")
+			}
+			r, err := call(c, "POST", "/api/account/ssh-keys", map[string]string{"name": name, "publicKey": strings.TrimSpace(string(pub))})
+			if err != nil {
+				return err
+			}
+			if e.json {
+				return e.printJSON(r)
+			}
+			fmt.Fprintf(e.stdout, "added %s (%s)\n", r.Str("sshKey.id"), r.Str("sshKey.fingerprint"))
+			return nil
+		},
+	}
+	c.Flags().StringVar(&name, "name", "", "a name for the key (default: the file's)")
+	return c
 }

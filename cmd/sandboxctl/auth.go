@@ -93,9 +93,10 @@ so the token never appears in your shell history or in ps.`,
 
 func logoutCmd(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "logout",
-		Short: "Forget the current profile's token",
-		Args:  cobra.NoArgs,
+		Use:     "logout",
+		Short:   "Forget the current profile's token",
+		Example: "  sandboxctl logout\n  sandboxctl logout --profile staging",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig()
 			if err != nil {
@@ -123,9 +124,10 @@ func logoutCmd(e *env) *cobra.Command {
 
 func whoamiCmd(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "whoami",
-		Short: "Who the token speaks for, on which server",
-		Args:  cobra.NoArgs,
+		Use:     "whoami",
+		Short:   "Who the token speaks for, on which server",
+		Example: "  sandboxctl whoami\n  sandboxctl whoami --json | jq -r .user.email",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := e.client()
 			if err != nil {

@@ -16,6 +16,7 @@ func sitesReset(e *env) *cobra.Command {
 	var wait bool
 	c := &cobra.Command{
 		Use: "reset SITE", Short: "Put a site back to what it was made from (same id and URL)", Args: cobra.ExactArgs(1),
+		Example: "  sandboxctl sites reset site_0123456789 --wait",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := e.client()
 			if err != nil {

@@ -54,7 +54,35 @@ not be reached; 2 the command line was wrong.`,
 	for _, f := range families {
 		root.AddCommand(f(e))
 	}
+	if e.stdout != nil {
+		root.SetOut(e.stdout)
+		root.SetErr(e.stderr)
+	}
+	completionExamples(root)
 	return root
+}
+
+// completionExamples makes cobra's completion commands now (it would
+// add them when run) so that they, too, show how to install them.
+func completionExamples(root *cobra.Command) {
+	root.InitDefaultCompletionCmd("completion")
+	examples := map[string]string{
+		"completion": "  sandboxctl completion bash > ~/.local/share/bash-completion/completions/sandboxctl\n" +
+			"  sandboxctl completion zsh > \"${fpath[1]}/_sandboxctl\"\n  sandboxctl completion fish > ~/.config/fish/completions/sandboxctl.fish",
+		"bash":       "  source <(sandboxctl completion bash)\n  sandboxctl completion bash > /etc/bash_completion.d/sandboxctl",
+		"zsh":        "  sandboxctl completion zsh > \"${fpath[1]}/_sandboxctl\"   # then start a new shell",
+		"fish":       "  sandboxctl completion fish | source\n  sandboxctl completion fish > ~/.config/fish/completions/sandboxctl.fish",
+		"powershell": "  sandboxctl completion powershell | Out-String | Invoke-Expression",
+	}
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		c.Example = examples["completion"]
+		for _, sub := range c.Commands() {
+			sub.Example = examples[sub.Name()]
+		}
+	}
 }
 
 // families are top-level command groups that files add from init, so
@@ -251,7 +279,8 @@ func (e *env) colorOut() bool {
 	return isatty.IsTerminal(f.Fd())
 }
 
-// ago is a time relative to now, as a person reads it.
+// ago is a time relative to now, as a person reads it ("5m ago",
+// "in 3d"); "-" for no time.
 func ago(v any) string {
 	s, _ := v.(string)
 	t, err := time.Parse(time.RFC3339Nano, s)
@@ -259,17 +288,26 @@ func ago(v any) string {
 		return "-"
 	}
 	d := time.Since(t)
-	switch {
-	case d < 0:
-		return "in " + (-d).Round(time.Second).String()
-	case d < time.Minute:
-		return fmt.Sprintf("%ds ago", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm ago", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	if d < 0 {
+		return "in " + span(-d)
 	}
-	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+	if d < 5*time.Second {
+		return "just now"
+	}
+	return span(d) + " ago"
+}
+
+// span is a duration rounded to its largest unit.
+func span(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
 func str(v any) string {

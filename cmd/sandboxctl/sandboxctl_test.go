@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 )
 
@@ -135,5 +137,30 @@ func TestFitColumns(t *testing.T) {
 				t.Errorf("width %d: %d runes", tc.width, n)
 			}
 		}
+	}
+}
+
+// TestEveryCommandHasExamples: `--help` shows examples on every command
+// (groups included), and every runnable command says what it does.
+func TestEveryCommandHasExamples(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Name() == "help" {
+			return
+		}
+		if strings.TrimSpace(c.Example) == "" && c.Runnable() && !c.HasSubCommands() {
+			t.Errorf("%q has no examples", c.CommandPath())
+		}
+		if strings.TrimSpace(c.Short) == "" {
+			t.Errorf("%q has no short description", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(&env{}))
+	code, out, _ := ctl(t, "", "completion", "zsh")
+	if code != 0 || !strings.Contains(out, "#compdef sandboxctl") {
+		t.Fatalf("zsh completion: %d %.100s", code, out)
 	}
 }

@@ -49,6 +49,7 @@ func sitesList(e *env) *cobra.Command {
 func sitesGet(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use: "get SITE", Short: "One site", Args: cobra.ExactArgs(1),
+		Example: "  sandboxctl sites get site_0123456789\n  sandboxctl sites get site_0123456789 --json | jq -r .site.url",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := e.client()
 			if err != nil {
@@ -130,6 +131,7 @@ func sitesDelete(e *env) *cobra.Command {
 	var wait bool
 	c := &cobra.Command{
 		Use: "delete SITE", Short: "Delete a site", Args: cobra.ExactArgs(1),
+		Example: "  sandboxctl sites delete site_0123456789\n  sandboxctl sites delete site_0123456789 --wait",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := e.client()
 			if err != nil {
