@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -162,5 +165,32 @@ func TestEveryCommandHasExamples(t *testing.T) {
 	code, out, _ := ctl(t, "", "completion", "zsh")
 	if code != 0 || !strings.Contains(out, "#compdef sandboxctl") {
 		t.Fatalf("zsh completion: %d %.100s", code, out)
+	}
+}
+
+// TestCompleteSiteIDs: the shell's completion of a SITE argument offers
+// the workspace's sites, with their names as descriptions (a fake API:
+// the test server has no node to make sites on).
+func TestCompleteSiteIDs(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/app/sites" || r.Header.Get("Authorization") != "Bearer sbx_test" {
+			http.Error(w, `{"error":{"code":"auth_required","message":"no"}}`, http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"sites":[{"id":"site_1","name":"completion-demo"},{"id":"site_2","name":"other"}]}`)
+	}))
+	defer api.Close()
+	t.Setenv("SANDBOXCTL_CONFIG", filepath.Join(t.TempDir(), "config.json"))
+	t.Setenv("SANDBOX_URL", api.URL)
+	t.Setenv("SANDBOX_TOKEN", "sbx_test")
+	for _, args := range [][]string{{"sites", "get", ""}, {"sites", "delete", "s"}, {"sites", "open", ""}} {
+		code, out, errs := ctl(t, "", append([]string{"__complete"}, args...)...)
+		if code != 0 || !strings.Contains(out, "site_1\tcompletion-demo") || !strings.Contains(out, "site_2\tother") {
+			t.Fatalf("complete %v: %d %q %s", args, code, out, errs)
+		}
+	}
+	if _, out, _ := ctl(t, "", "__complete", "sites", "get", "site_1", ""); strings.Contains(out, "site_2") {
+		t.Fatalf("a second argument was completed as a site: %q", out)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,12 @@ func sitesCmd(e *env) *cobra.Command {
 	c.AddCommand(sitesList(e), sitesGet(e), sitesCreate(e), sitesDelete(e), sitesReset(e), sitesOpen(e))
 	for _, f := range siteCommands {
 		c.AddCommand(f(e))
+	}
+	// Every subcommand whose first argument is a site completes it.
+	for _, sub := range c.Commands() {
+		if strings.HasPrefix(sub.Use, sub.Name()+" SITE") && sub.ValidArgsFunction == nil {
+			sub.ValidArgsFunction = completeSites(e)
+		}
 	}
 	return c
 }
@@ -171,5 +178,28 @@ func waitJob(e *env, c *apiclient.Client, id string) error {
 			return &apiclient.Error{Status: 200, Code: r.Str("job.error.code"), Message: r.Str("job.error.message")}
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// completeSites offers the workspace's site ids (with their names) when
+// the shell completes a SITE argument.
+func completeSites(e *env) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		c, err := e.client()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		r, err := call(c, "GET", "/api/app/sites", nil)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []string
+		for _, s := range r.List("sites") {
+			out = append(out, str(s["id"])+"\t"+str(s["name"]))
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 }
