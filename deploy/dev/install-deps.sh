@@ -38,6 +38,10 @@ have pgrep || need_apt+=(procps)
 [ -x /usr/bin/docker-registry ] || need_apt+=(docker-registry)
 # End-to-end tests open magic-login links in a real browser.
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+# sandboxctl's progress bar and tables are tested in a real terminal.
+have tmux || need_apt+=(tmux)
+# sandboxctl sites db --shell runs the MariaDB client.
+have mariadb || need_apt+=(mariadb-client)
 # Tests deliver invitation email to a real SMTP server.
 /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null || need_apt+=(python3-aiosmtpd)
 # The URL rewriter's tests have real PHP unserialize() what it rewrote.
