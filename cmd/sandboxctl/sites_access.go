@@ -201,7 +201,7 @@ right, moves WordPress to https://HOSTNAME; --remove disconnects it.`,
 			}
 			d, _ := r.Get("domain").(map[string]any)
 			if d == nil {
-				fmt.Fprintf(e.stdout, "%s has no custom domain (connect one: sandboxctl sites domain %s HOSTNAME)\n", args[0], args[0])
+				fmt.Fprintf(e.stdout, "%s has no custom domain; connect one with\n  sandboxctl sites domain %s HOSTNAME\n", args[0], args[0])
 				return nil
 			}
 			if remove {
@@ -216,7 +216,7 @@ right, moves WordPress to https://HOSTNAME; --remove disconnects it.`,
 			return nil
 		},
 	}
-	c.Flags().BoolVar(&check, "check", false, "look the DNS records up now (and move WordPress once they are right)")
+	c.Flags().BoolVar(&check, "check", false, "look the DNS records up now (once right, WordPress moves)")
 	c.Flags().BoolVar(&remove, "remove", false, "disconnect the custom domain")
 	return c
 }

@@ -169,7 +169,7 @@ so on stderr and prints it from its start. --clear empties the log first.`,
 			return err
 		},
 	}
-	c.Flags().IntVarP(&lines, "lines", "n", 0, "how many trailing lines (1..2000; default: the server's, 500)")
+	c.Flags().IntVarP(&lines, "lines", "n", 0, "how many trailing lines, 1..2000 (default: 500)")
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines every 2 s until Ctrl-C")
 	c.Flags().BoolVar(&clear, "clear", false, "empty the log (then follow it with --follow)")
 	return c

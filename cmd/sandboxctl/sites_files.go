@@ -137,7 +137,7 @@ func sitesFilesPut(e *env) *cobra.Command {
 		Long: `put uploads LOCAL to PATH, replacing a file there and creating parent
 directories. When PATH is an existing directory (write it with a final /
 to be sure) the file keeps its own name in it. LOCAL - reads stdin.`,
-		Example: "  sandboxctl sites files put site_abc ./my-plugin.php wp-content/plugins/my-plugin/\n" +
+		Example: "  sandboxctl sites files put site_abc ./mine.php wp-content/plugins/mine/\n" +
 			"  echo '<?php phpinfo();' | sandboxctl sites files put site_abc - info.php",
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -278,7 +278,7 @@ func sitesFilesMove(e *env, use string) *cobra.Command {
 	return &cobra.Command{
 		Use:     use + " SITE FROM TO",
 		Short:   short,
-		Example: fmt.Sprintf("  sandboxctl sites files %s site_abc wp-content/themes/mine wp-content/themes/mine-old", use),
+		Example: fmt.Sprintf("  sandboxctl sites files %s site_abc wp-content/themes/a wp-content/themes/b", use),
 		Args:    cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := sitesFileOp(e, args[0], op, nil, nil, "from", args[1], "to", args[2])

@@ -206,7 +206,7 @@ otherwise the job fails and the site keeps serving on its version.`,
 			return nil
 		},
 	}
-	c.Flags().BoolVar(&wait, "wait", false, "wait until the site answers on the new version (or the job failed)")
+	c.Flags().BoolVar(&wait, "wait", false, "wait until the site runs the new version (or the job failed)")
 	return c
 }
 
@@ -220,7 +220,7 @@ changes them (memory_limit, upload_max_filesize, post_max_size,
 max_execution_time, max_input_time, max_input_vars, display_errors): a job
 applies them without taking the site down.`,
 		Example: "  sandboxctl sites php config site_abc\n" +
-			"  sandboxctl sites php config site_abc memory_limit=512M upload_max_filesize=64M --wait",
+			"  sandboxctl sites php config site_abc memory_limit=512M --wait",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			settings := map[string]string{}
@@ -341,7 +341,7 @@ directory.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&zipURL, "zip-url", "", "an http(s) URL of a ZIP to deploy instead of a Library entry")
+	c.Flags().StringVar(&zipURL, "zip-url", "", "deploy the ZIP at this http(s) URL instead")
 	c.Flags().BoolVar(&activate, "activate", false, "activate it once installed")
 	c.Flags().BoolVar(&wait, "wait", false, "wait until it is deployed (or the job failed)")
 	return c
