@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
@@ -27,15 +26,17 @@ var sitesIsTerminal = func(r io.Reader) bool {
 
 // sitesExec runs a local program on this invocation's streams, with
 // extra environment, and waits for it. Ctrl-C belongs to the program
-// while it runs (a database shell cancels a query with it), so this
-// process ignores it meanwhile. A program that fails is an error (exit
-// code 1).
+// while it runs (a database shell cancels a query with it): this process
+// catches it and lets it pass. Catching, unlike ignoring, leaves the
+// program's own disposition at its default. A program that fails is an
+// error (exit code 1).
 func sitesExec(e *env, path string, args, environ []string) error {
 	cmd := exec.Command(path, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
 	cmd.Env = append(os.Environ(), environ...)
-	signal.Ignore(os.Interrupt)
-	defer signal.Reset(os.Interrupt)
+	caught := make(chan os.Signal, 1)
+	signal.Notify(caught, os.Interrupt)
+	defer signal.Stop(caught)
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -78,10 +79,7 @@ reachable (on the node, or with make run on this machine).`,
 				return err
 			}
 			if shell {
-				port := "3306"
-				if p, ok := r.Get("database.port").(float64); ok {
-					port = strconv.Itoa(int(p))
-				}
+				port := sitesNum(r.Get("database.port"))
 				// The password travels in the environment, not in the
 				// arguments that every user of the machine can list.
 				return sitesExec(e, client, []string{"--host", r.Str("database.host"), "--port", port,
@@ -95,7 +93,7 @@ reachable (on the node, or with make run on this machine).`,
 				password = r.Str("database.password")
 			}
 			e.table([]string{"FIELD", "VALUE"}, [][]string{
-				{"host", r.Str("database.host")}, {"port", str(r.Get("database.port"))}, {"database", r.Str("database.name")},
+				{"host", r.Str("database.host")}, {"port", sitesNum(r.Get("database.port"))}, {"database", r.Str("database.name")},
 				{"user", r.Str("database.user")}, {"password", password},
 			})
 			if u := r.Str("database.adminerUrl"); u != "" {
@@ -136,17 +134,14 @@ sftp. The gateway takes the keys you added with sandboxctl ssh-keys.`,
 			run := !print && (len(args) > 1 || sitesIsTerminal(e.stdin))
 			if run {
 				if ssh, err := exec.LookPath("ssh"); err == nil {
-					port := "22"
-					if p, ok := r.Get("ssh.port").(float64); ok {
-						port = strconv.Itoa(int(p))
-					}
+					port := sitesNum(r.Get("ssh.port"))
 					sshArgs := append([]string{"-p", port, r.Str("ssh.username") + "@" + r.Str("ssh.host")}, args[1:]...)
 					return sitesExec(e, ssh, sshArgs, nil)
 				}
 				fmt.Fprintln(e.stderr, "sandboxctl: no ssh client on PATH; here is how to connect:")
 			}
 			e.table([]string{"FIELD", "VALUE"}, [][]string{
-				{"host", r.Str("ssh.host")}, {"port", str(r.Get("ssh.port"))}, {"user", r.Str("ssh.username")},
+				{"host", r.Str("ssh.host")}, {"port", sitesNum(r.Get("ssh.port"))}, {"user", r.Str("ssh.username")},
 				{"host key", r.Str("ssh.hostKeyFingerprint")},
 			})
 			fmt.Fprintf(e.stdout, "\n%s\n%s\n", r.Str("ssh.command"), r.Str("ssh.sftpCommand"))

@@ -94,7 +94,9 @@ var sitesFakeSite = map[string]any{"id": "site_1", "name": "demo", "status": "re
 var sitesFakeFiles = map[string][]map[string]any{
 	"": {{"name": "wp-content", "type": "directory", "sizeBytes": 4096, "modifiedAt": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)},
 		{"name": "wp-config.php", "type": "file", "sizeBytes": 3012, "modifiedAt": time.Now().Add(-3 * time.Minute).UTC().Format(time.RFC3339)}},
-	"wp-content": {{"name": "plugins", "type": "directory", "sizeBytes": 4096, "modifiedAt": "2026-01-01T00:00:00Z"}},
+	"wp-content": {{"name": "plugins", "type": "directory", "sizeBytes": 4096, "modifiedAt": "2026-01-01T00:00:00Z"},
+		{"name": "dump.sql", "type": "file", "sizeBytes": 12000000, "modifiedAt": "2026-01-01T00:00:00Z"},
+		{"name": "latest", "type": "symlink", "sizeBytes": 8, "modifiedAt": "2026-01-01T00:00:00Z"}},
 }
 
 func (f *sitesFake) serve(w http.ResponseWriter, r *http.Request) {

@@ -72,7 +72,7 @@ func sitesFilesLs(e *env) *cobra.Command {
 			entries := r.List("entries")
 			width := 1
 			for _, f := range entries {
-				width = max(width, len(str(f["sizeBytes"])))
+				width = max(width, len(sitesNum(f["sizeBytes"])))
 			}
 			for _, f := range entries {
 				kind, name := "-", str(f["name"])
@@ -82,7 +82,7 @@ func sitesFilesLs(e *env) *cobra.Command {
 				case "symlink":
 					kind = "l"
 				}
-				fmt.Fprintf(e.stdout, "%s %*s  %-8s  %s\n", kind, width, str(f["sizeBytes"]), ago(f["modifiedAt"]), name)
+				fmt.Fprintf(e.stdout, "%s %*s  %-8s  %s\n", kind, width, sitesNum(f["sizeBytes"]), ago(f["modifiedAt"]), name)
 			}
 			if t, _ := r.Get("truncated").(bool); t {
 				fmt.Fprintln(e.stderr, "sandboxctl: the directory has more than 10,000 entries; only the first are listed")
@@ -169,11 +169,7 @@ to be sure) the file keeps its own name in it. LOCAL - reads stdin.`,
 			if e.json {
 				return e.printJSON(r)
 			}
-			size := "?"
-			if n, ok := r.Get("sizeBytes").(float64); ok {
-				size = fmt.Sprint(int64(n))
-			}
-			_, err = fmt.Fprintf(e.stdout, "wrote %s (%s bytes)\n", r.Str("path"), size)
+			_, err = fmt.Fprintf(e.stdout, "wrote %s (%s bytes)\n", r.Str("path"), sitesNum(r.Get("sizeBytes")))
 			return err
 		},
 	}

@@ -301,7 +301,8 @@ func TestSitesFilesFake(t *testing.T) {
 					t.Errorf("ls of the root sent %v", r.Query)
 				}
 			}},
-		{name: "ls dir", args: []string{"sites", "files", "ls", "site_1", "wp-content"}, out: []string{"plugins/"},
+		{name: "ls dir", args: []string{"sites", "files", "ls", "site_1", "wp-content"},
+			out: []string{"d     4096  ", "plugins/\n", "- 12000000  ", "dump.sql\n", "l        8  ", "latest\n"}, notOut: []string{"e+07"},
 			check: func(t *testing.T, f *sitesFake, _ string) {
 				if q := query(f.last("GET", "/files"), "path"); q != "d3AtY29udGVudA" {
 					t.Errorf("path %q", q)

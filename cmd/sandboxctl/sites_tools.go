@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -67,6 +68,15 @@ func sitesCut(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// sitesNum is a JSON number as a person reads it: 12000000, not the
+// 1.2e+07 that fmt makes of a float64.
+func sitesNum(v any) string {
+	if f, ok := v.(float64); ok && f == float64(int64(f)) {
+		return strconv.FormatInt(int64(f), 10)
+	}
+	return str(v)
 }
 
 // sitesYesNo is a boolean as a table shows it.
