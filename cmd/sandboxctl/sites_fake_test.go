@@ -191,19 +191,18 @@ func (f *sitesFake) serve(w http.ResponseWriter, r *http.Request) {
 		sitesFakeJSON(w, 200, map[string]any{"debug": d})
 	case "GET /debug/log":
 		f.mu.Lock()
-		i := f.logGets
+		i, logs, after := f.logGets, f.logs, f.afterLogs
 		f.logGets++
-		after := f.afterLogs
 		f.mu.Unlock()
-		if f.logs == nil {
+		if logs == nil {
 			content := "[01-Jan-2026 00:00:00 UTC] PHP Notice: one\n[01-Jan-2026 00:00:01 UTC] PHP Notice: two\n"
 			sitesFakeJSON(w, 200, map[string]any{"content": content, "exists": true, "lines": 2, "truncated": false})
 			return
 		}
-		if i >= len(f.logs) && after != nil {
+		if i >= len(logs) && after != nil {
 			after()
 		}
-		content := f.logs[min(i, len(f.logs)-1)]
+		content := logs[min(i, len(logs)-1)]
 		lines := 0
 		if content != "" {
 			lines = strings.Count(strings.TrimSuffix(content, "\n"), "\n") + 1

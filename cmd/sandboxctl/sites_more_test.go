@@ -391,7 +391,7 @@ func TestSitesFilesFake(t *testing.T) {
 // is truncated and grows again; the truncation is said once on stderr.
 func TestSitesDebugLogFollow(t *testing.T) {
 	f := newSitesFake(t)
-	f.logs = []string{
+	logs := []string{
 		"a\nb\nc\n",
 		"a\nb\nc\nd\n",
 		"a\nb\nc\nd\n",
@@ -403,7 +403,9 @@ func TestSitesDebugLogFollow(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f.afterLogs = cancel
+	f.mu.Lock()
+	f.logs, f.afterLogs = logs, cancel
+	f.mu.Unlock()
 	oldCtx, oldEvery := sitesInterrupted, sitesLogPollEvery
 	sitesInterrupted = func() (context.Context, context.CancelFunc) { return ctx, func() {} }
 	sitesLogPollEvery = time.Millisecond
