@@ -177,11 +177,7 @@ func memPatchRole(e *env, who string, role *string) error {
 		return err
 	}
 	return wsctlRun(e, c, "PATCH", p, body, func(r *apiclient.Response) {
-		caps := "none"
-		if list, _ := r.Get("member.capabilities").([]any); len(list) > 0 {
-			caps = strings.Trim(fmt.Sprint(list), "[]")
-		}
-		fmt.Fprintf(e.stdout, "%s now holds: %s\n", r.Str("member.email"), caps)
+		fmt.Fprintf(e.stdout, "%s now holds: %s\n", r.Str("member.email"), roleCaps(r.Get("member.capabilities")))
 	})
 }
 
