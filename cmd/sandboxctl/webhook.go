@@ -70,7 +70,7 @@ func hookGet(e *env) *cobra.Command {
 // hookSecret prints the signing secret of an answer that carries one.
 func hookSecret(e *env, r *apiclient.Response) {
 	if s := r.Str("signingSecret"); s != "" {
-		fmt.Fprintf(e.stdout, "signing secret (shown this once: keep it to check the x-service-signature header):\n%s\n", s)
+		fmt.Fprintf(e.stdout, "signing secret (shown this once; it checks the x-service-signature header):\n%s\n", s)
 	}
 }
 
