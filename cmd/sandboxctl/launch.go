@@ -97,14 +97,14 @@ var launchEnums = []struct {
 	values      []string
 	help        string
 }{
-	{"quota", "launchQuotaMode", []string{"visitor", "unlimited"}, "visitor (one live demo per visitor) or unlimited"},
-	{"entry", "launchEntryMode", []string{"anonymous", "email"}, "anonymous, or email (the launcher asks for an email: a lead)"},
+	{"quota", "launchQuotaMode", []string{"visitor", "unlimited"}, "visitor (one demo each) or unlimited"},
+	{"entry", "launchEntryMode", []string{"anonymous", "email"}, "anonymous, or email (collects leads)"},
 	{"expiration", "launchExpirationMode", []string{"fixed", "none"}, "fixed (demos live --minutes) or none"},
 }
 
 // launchBools maps boolean flags to their field.
 var launchBools = []struct{ flag, field, help string }{
-	{"enabled", "launchEnabled", "the public link on (--enabled=false turns it off; paid plan)"},
+	{"enabled", "launchEnabled", "link on (paid plan); --enabled=false: off"},
 	{"protected", "launchProtected", "mark the launch link protected"},
 	{"consent", "launchConsentEnabled", "show a consent checkbox on the launch page"},
 	{"consent-checked", "launchConsentDefaultChecked", "the consent checkbox starts checked"},
@@ -120,9 +120,10 @@ func launchSet(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "set TEMPLATE --FLAG...", Short: "Change a template's launch link settings (only the flags given)", Args: cobra.ExactArgs(1),
 		Example: `  sandboxctl launch set tpl_abc --enabled
-  sandboxctl launch set tpl_abc --entry email --consent --consent-label "Send me news"
-  sandboxctl launch set tpl_abc --expiration fixed --minutes 120 --landing-path /wp-admin/
-  sandboxctl launch set tpl_abc --headline "Try our shop" --accent-color "#ff0066"
+  sandboxctl launch set tpl_abc --entry email --consent --consent-label "News?"
+  sandboxctl launch set tpl_abc --expiration fixed --minutes 120
+  sandboxctl launch set tpl_abc --landing-path /wp-admin/plugins.php
+  sandboxctl launch set tpl_abc --headline "Try our shop" --accent-color "#f06"
   sandboxctl launch set tpl_abc --enabled=false`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fl := cmd.Flags()
@@ -179,8 +180,8 @@ func launchSet(e *env) *cobra.Command {
 	for i, en := range launchEnums {
 		fl.StringVar(&enums[i], en.flag, "", en.help)
 	}
-	fl.IntVar(&minutes, "minutes", 0, "how long a demo lives with --expiration fixed (1..43200)")
-	fl.StringVar(&landing, "landing-path", "", "where the visitor lands, a path in the site such as /wp-admin/")
+	fl.IntVar(&minutes, "minutes", 0, "demo life with fixed expiration (1..43200)")
+	fl.StringVar(&landing, "landing-path", "", "where visitors land, such as /wp-admin/")
 	fl.StringVar(&consentLabel, "consent-label", "", "the consent checkbox's text")
 	for i, b := range launchBranding {
 		fl.StringVar(&brand[i], b.flag, "", b.help)

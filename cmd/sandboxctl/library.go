@@ -21,7 +21,7 @@ func libraryCmd(e *env) *cobra.Command {
 	key := wsctlGroup("license-key", "An entry's license key (read from stdin, never shown again)",
 		"  sandboxctl library license-key set acme-pro < key.txt\n  sandboxctl library license-key clear acme-pro",
 		libKeySet(e), libKeyClear(e))
-	return wsctlGroup("library", "The workspace's plugin and theme ZIPs, installable on any site by name",
+	return wsctlGroup("library", "Plugin and theme ZIPs that any site installs by name",
 		`  sandboxctl library add ./my-plugin.zip
   sandboxctl library add-github acme/widgets
   sandboxctl library list`,
@@ -127,7 +127,7 @@ func libAdd(e *env) *cobra.Command {
 			}, "Content-Type", ctype, "Idempotency-Key", wsctlIdemKey())
 		},
 	}
-	cmd.Flags().BoolVar(&keyStdin, "license-key-stdin", false, "read the entry's license key from stdin (stored sealed)")
+	cmd.Flags().BoolVar(&keyStdin, "license-key-stdin", false, "read a license key from stdin (kept sealed)")
 	return cmd
 }
 
@@ -158,7 +158,7 @@ func libAddGitHub(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "add-github OWNER/REPO", Short: "Add a repository's latest release ZIP (refresh fetches newer ones)", Args: cobra.ExactArgs(1),
 		Example: `  sandboxctl library add-github acme/widgets
-  sandboxctl library add-github https://github.com/acme/pro --license-key-stdin < key.txt`,
+  sandboxctl library add-github acme/pro --license-key-stdin < key.txt`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body := map[string]any{"repository": args[0]}
 			if keyStdin {
@@ -178,13 +178,14 @@ func libAddGitHub(e *env) *cobra.Command {
 			}, "Idempotency-Key", wsctlIdemKey())
 		},
 	}
-	cmd.Flags().BoolVar(&keyStdin, "license-key-stdin", false, "read the entry's license key from stdin (stored sealed)")
+	cmd.Flags().BoolVar(&keyStdin, "license-key-stdin", false, "read a license key from stdin (kept sealed)")
 	return cmd
 }
 
 func libRefresh(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use: "refresh ENTRY", Short: "Fetch a repository entry's latest release (replaces the ZIP when its tag changed)", Args: cobra.ExactArgs(1),
+		Use: "refresh ENTRY", Short: "Fetch a repository entry's latest release", Args: cobra.ExactArgs(1),
+		Long:    "Fetch a repository entry's latest release; the held ZIP is replaced\nwhen its tag changed.",
 		Example: "  sandboxctl library refresh acme-widgets",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := e.client()
@@ -204,7 +205,10 @@ func libRefresh(e *env) *cobra.Command {
 
 func libKeySet(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use: "set ENTRY", Short: "Set an entry's license key from stdin (never an argument: shell history keeps those)",
+		Use: "set ENTRY", Short: "Set an entry's license key, read from stdin",
+		Long: `Set an entry's license key, read from the first line of stdin: never from an
+argument, which shell history would keep. It is stored sealed; only a hint
+(the last four characters) is ever shown.`,
 		Args:    cobra.ExactArgs(1),
 		Example: "  sandboxctl library license-key set acme-pro < key.txt\n  pass show acme | sandboxctl library license-key set acme-pro",
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -126,7 +126,8 @@ func memList(e *env) *cobra.Command {
 func memInvite(e *env) *cobra.Command {
 	var role string
 	cmd := &cobra.Command{
-		Use: "invite EMAIL", Short: "Invite someone by email (they accept with `sandboxctl invitations accept`)", Args: cobra.ExactArgs(1),
+		Use: "invite EMAIL", Short: "Invite someone by email to the workspace",
+		Long: "Invite someone by email; they accept with `sandboxctl invitations accept ID`.", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl members invite bob@example.com\n  sandboxctl members invite bob@example.com --role Editors",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := e.client()
@@ -150,7 +151,7 @@ func memInvite(e *env) *cobra.Command {
 			}, "Idempotency-Key", wsctlIdemKey())
 		},
 	}
-	cmd.Flags().StringVar(&role, "role", "", "custom role (id or name) to give them; default: every capability but manage")
+	cmd.Flags().StringVar(&role, "role", "", "custom role, id or name (default: all but manage)")
 	return cmd
 }
 

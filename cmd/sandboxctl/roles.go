@@ -25,11 +25,16 @@ func roleCapsFlag(caps []string) []string {
 func init() { families = append(families, rolesCmd) }
 
 func rolesCmd(e *env) *cobra.Command {
-	return wsctlGroup("roles", "Custom roles of the selected workspace (capabilities: create, internals, reusables, integrations, manage)",
+	c := wsctlGroup("roles", "Custom roles of the selected workspace",
 		`  sandboxctl roles create Editors --cap create,reusables
   sandboxctl roles list
   sandboxctl members set-role bob@example.com Editors`,
 		roleList(e), roleCreate(e), roleUpdate(e), roleDelete(e))
+	c.Long = `Custom roles of the selected workspace. A role is a set of capabilities:
+create, internals, reusables, integrations, manage. A member with no custom
+role holds every capability but manage; the owner holds all. Any member may
+list roles; only the owner makes, changes and deletes them.`
+	return c
 }
 
 func roleList(e *env) *cobra.Command {
@@ -93,7 +98,7 @@ func roleCreate(e *env) *cobra.Command {
 				func(r *apiclient.Response) { rolePrint(e, "created", r) }, "Idempotency-Key", wsctlIdemKey())
 		},
 	}
-	cmd.Flags().StringSliceVar(&caps, "cap", nil, "capabilities, comma-separated: create, internals, reusables, integrations, manage")
+	cmd.Flags().StringSliceVar(&caps, "cap", nil, "any of create,internals,reusables,integrations,manage")
 	return cmd
 }
 
@@ -130,7 +135,7 @@ func roleUpdate(e *env) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "new name")
-	cmd.Flags().StringSliceVar(&caps, "cap", nil, "the role's capabilities from now on, comma-separated (--cap= for none)")
+	cmd.Flags().StringSliceVar(&caps, "cap", nil, "replaces the capabilities (--cap= for none)")
 	return cmd
 }
 

@@ -105,7 +105,7 @@ while its files and database are copied; the template is "building" until
 its job ends (--wait waits for it).`,
 		Args: cobra.ExactArgs(1),
 		Example: `  sandboxctl templates create site_abc --name "Shop demo" --wait
-  sandboxctl templates create site_abc --name shop --description "WooCommerce, 20 products" --json`,
+  sandboxctl templates create site_abc --name shop --description "20 products"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := e.client()
 			if err != nil {
@@ -139,7 +139,7 @@ its job ends (--wait waits for it).`,
 	}
 	cmd.Flags().StringVar(&name, "name", "", "template name (required)")
 	cmd.Flags().StringVar(&description, "description", "", "what the template holds")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the template is ready (or its job failed)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the template is ready or failed")
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }
@@ -150,7 +150,7 @@ func tplUpdate(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "update TEMPLATE", Short: "Rename a template, describe it or size its warm pool", Args: cobra.ExactArgs(1),
 		Example: `  sandboxctl templates update tpl_abc --name "Shop demo v2"
-  sandboxctl templates update tpl_abc --warm-pool 2   # paid plan: ready sites kept per node
+  sandboxctl templates update tpl_abc --warm-pool 2   # paid plan
   sandboxctl launch set tpl_abc --enabled     # launch link settings live there`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body := map[string]any{}
@@ -175,7 +175,7 @@ func tplUpdate(e *env) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&name, "name", "", "new name")
 	cmd.Flags().StringVar(&description, "description", "", "new description (\"\" clears it)")
-	cmd.Flags().IntVar(&warm, "warm-pool", 0, "ready sites of it kept per node, so a create or launch is a claim (paid plan)")
+	cmd.Flags().IntVar(&warm, "warm-pool", 0, "ready sites kept per node (paid plan)")
 	return cmd
 }
 
@@ -197,7 +197,7 @@ func tplDelete(e *env) *cobra.Command {
 
 func tplLeads(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use: "leads TEMPLATE", Short: "Email leads its launch link captured (entry mode email), newest first", Args: cobra.ExactArgs(1),
+		Use: "leads TEMPLATE", Short: "Leads its launch link captured (entry mode email)", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl templates leads tpl_abc\n  sandboxctl templates leads tpl_abc --json | jq -r '.leads[].email'",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := e.client()

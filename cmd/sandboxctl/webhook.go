@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -13,11 +14,15 @@ func init() { families = append(families, webhookCmd) }
 const hookPath = "/api/account/webhooks/demo-launches"
 
 func webhookCmd(e *env) *cobra.Command {
-	return wsctlGroup("webhook", "The selected workspace's demo-launch webhook (demo.ready, demo.expired; paid plan)",
+	c := wsctlGroup("webhook", "The selected workspace's demo-launch webhook (paid plan)",
 		`  sandboxctl webhook set https://hooks.example.com/sandbox
   sandboxctl webhook test
   sandboxctl webhook get`,
 		hookGet(e), hookSet(e), hookTest(e), hookRotate(e), hookDelete(e))
+	c.Long = `The selected workspace's demo-launch webhook (paid plan, integrations
+capability): demo.ready and demo.expired events of its templates' launch
+links are POSTed there, signed with its secret (x-service-signature).`
+	return c
 }
 
 // hookPrint shows a {webhook} answer.
@@ -35,20 +40,20 @@ func hookPrint(e *env, r *apiclient.Response) {
 		rows = append(rows, [2]string{"last delivery", "none yet"})
 	} else {
 		rows = append(rows, [2]string{"last delivery", hookDelivery(r, "webhook.lastDelivery")})
+		if msg := r.Str("webhook.lastDelivery.error"); msg != "" {
+			rows = append(rows, [2]string{"its error", wsctlTrunc(msg, 60)})
+		}
 	}
 	rows = append(rows, [2]string{"updated", ago(r.Get("webhook.updatedAt"))})
 	wsctlFields(e, rows)
 }
 
-// hookDelivery is one delivery in a line: event, status, HTTP status or
-// error, attempt and when.
+// hookDelivery is one delivery in a short line: event, status, the
+// receiver's HTTP status, attempt and when (its error goes apart).
 func hookDelivery(r *apiclient.Response, at string) string {
 	s := fmt.Sprintf("%s %s", r.Str(at+".event"), r.Str(at+".status"))
 	if code := r.Get(at + ".httpStatus"); code != nil {
 		s += fmt.Sprintf(" (HTTP %v)", code)
-	}
-	if msg := r.Str(at + ".error"); msg != "" {
-		s += ": " + wsctlTrunc(msg, 40)
 	}
 	return s + fmt.Sprintf(", attempt %v, %s", r.Get(at+".attempt"), ago(r.Get(at+".at")))
 }
@@ -77,10 +82,10 @@ func hookSecret(e *env, r *apiclient.Response) {
 func hookSet(e *env) *cobra.Command {
 	var send bool
 	cmd := &cobra.Command{
-		Use: "set URL", Short: "Set where demo events go (the signing secret is printed once, when first set)", Args: cobra.ExactArgs(1),
+		Use: "set URL", Short: "Set where demo events go (prints the signing secret once)", Args: cobra.ExactArgs(1),
 		Example: `  sandboxctl webhook set https://hooks.example.com/sandbox
-  sandboxctl webhook set https://hooks.example.com/sandbox --send-events=false   # pause, keep the URL
-  sandboxctl webhook set https://hooks.example.com/sandbox --json | jq -r .signingSecret`,
+  sandboxctl webhook set https://example.com/hook --send-events=false   # pause
+  sandboxctl webhook set https://example.com/hook --json | jq -r .signingSecret`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := e.client()
 			if err != nil {
@@ -92,13 +97,13 @@ func hookSet(e *env) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&send, "send-events", true, "deliver events (false pauses delivery and keeps the URL)")
+	cmd.Flags().BoolVar(&send, "send-events", true, "deliver events (false: paused, URL kept)")
 	return cmd
 }
 
 func hookTest(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use: "test", Short: "Send a test event now and show how it went (exit 1 if it was not delivered)", Args: cobra.NoArgs,
+		Use: "test", Short: "Send a test event now (exit 1 if it was not delivered)", Args: cobra.NoArgs,
 		Example: "  sandboxctl webhook test\n  sandboxctl webhook test --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := e.client()
@@ -114,12 +119,12 @@ func hookTest(e *env) *cobra.Command {
 					return err
 				}
 			} else if r.Get("delivery") != nil {
-				fmt.Fprintf(e.stdout, "test delivery %s: %s\n", r.Str("delivery.id"), hookDelivery(r, "delivery"))
+				fmt.Fprintf(e.stdout, "test event %s\n", hookDelivery(r, "delivery"))
 			}
 			if status := r.Str("delivery.status"); status != "delivered" {
 				msg := r.Str("delivery.error")
 				if code := r.Get("delivery.httpStatus"); code != nil {
-					msg = fmt.Sprintf("HTTP %v %s", code, msg)
+					msg = strings.TrimSpace(fmt.Sprintf("HTTP %v %s", code, msg))
 				}
 				return fmt.Errorf("the test event was not delivered (%s): %s", status, msg)
 			}

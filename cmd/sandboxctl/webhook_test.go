@@ -130,6 +130,12 @@ func TestWebhook(t *testing.T) {
 		t.Fatalf("test of a failing receiver: %d %s %s", code, out, errs)
 	}
 
+	code, out, _ = ctl(t, "", "webhook", "get")
+	if code != 0 || !strings.Contains(out, "demo.ready failed (HTTP 500)") {
+		t.Fatalf("webhook get after a failed test: %d %s", code, out)
+	}
+	wsctlNarrow(t, "webhook get after a failure", out)
+
 	for _, tc := range []struct {
 		name  string
 		token string
