@@ -116,11 +116,18 @@ func tokensCmd(e *env) *cobra.Command {
 }
 
 func workspacesCmd(e *env) *cobra.Command {
-	return group("workspaces", "Your workspaces",
+	c := group("workspaces", "Your workspaces",
 		example(listCmd(e, "list", "The workspaces you belong to", "/api/app/workspaces", "workspaces",
 			[]string{"ID", "NAME", "ROLE", "CREATED"}, []string{"id", "name", "role", "createdAt"}),
 			"  sandboxctl workspaces list\n  sandboxctl sites list --workspace \"$(sandboxctl workspaces list --json | jq -r '.workspaces[1].id')\""))
+	for _, f := range workspaceCommands {
+		c.AddCommand(f(e))
+	}
+	return c
 }
+
+// workspaceCommands are `workspaces` subcommands that files add from init.
+var workspaceCommands []func(*env) *cobra.Command
 
 func sshKeysCmd(e *env) *cobra.Command {
 	return group("ssh-keys", "The SSH keys you sign in to your sites with",
