@@ -4,16 +4,26 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/sandboxd/sandboxd/apiclient"
+	"github.com/sandboxd/sandboxd/blueprint"
+	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
 const bpGallery = "../../blueprint/testdata/gallery/"
@@ -278,4 +288,351 @@ func bpZip(t *testing.T, files map[string]string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// bpFakeAPI answers the run routes as the real API does (its views and
+// error envelopes), with runs that move on one state per read: a stand-in
+// for a system with nodes, which st.Single has none of.
+type bpFakeAPI struct {
+	t     *testing.T
+	mu    sync.Mutex
+	runs  map[string][]api.RunView // each read returns the next; the last repeats
+	reads map[string]int
+	jobs  map[string]api.JobView
+}
+
+var bpT0 = time.Date(2025, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// bpRunStates is a run's states, one per read: each state lists its
+// steps' statuses (installPlugin, activatePlugin, login); the run's own
+// status follows from them.
+func bpRunStates(id, bp, mode, job string, failure string, states ...[]string) []api.RunView {
+	names := []string{"installPlugin", "activatePlugin", "login"}
+	ms := []int64{2100, 300, 50}
+	var out []api.RunView
+	for _, steps := range states {
+		r := api.RunView{ID: id, BlueprintID: bp, OrgID: "ws_1", Mode: mode, SiteID: "site_1", JobID: job, Status: "pending",
+			Steps: []api.RunStepView{}, CreatedAt: bpT0}
+		if mode == "bake" {
+			r.TemplateID = "tpl_1"
+		}
+		for i, s := range steps {
+			v := api.RunStepView{Name: names[i], Status: s, Path: fmt.Sprintf("steps[%d]", i), Caption: "doing " + names[i]}
+			if s == "succeeded" || s == "failed" {
+				v.DurationMs = ms[i]
+			}
+			r.Steps = append(r.Steps, v)
+		}
+		if len(steps) > 0 {
+			started := bpT0.Add(time.Second)
+			r.Status, r.StartedAt = "running", &started
+		}
+		switch last := steps; {
+		case len(last) > 0 && !slices.Contains(last, "pending") && !slices.Contains(last, "running"):
+			done := bpT0.Add(4 * time.Second)
+			r.FinishedAt = &done
+			r.Status = "succeeded"
+			if slices.Contains(last, "failed") {
+				r.Status, r.FailureReason = "failed", failure
+				r.Log = "== steps[0] installPlugin (2100 ms)\nInstalled hello-dolly.\n== steps[1] activatePlugin (300 ms)\nerror: " +
+					strings.TrimPrefix(failure, "steps[1] (activatePlugin): ") + "\n"
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func newBPFake(t *testing.T) (*bpFakeAPI, *httptest.Server) {
+	f := &bpFakeAPI{t: t}
+	f.reset()
+	mux := http.NewServeMux()
+	json200 := func(w http.ResponseWriter, status int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(v)
+	}
+	notFound := func(w http.ResponseWriter, code, what string) {
+		apierr.Write(w, apierr.NotFound(code, what))
+	}
+	site := api.SiteView{ID: "site_1", OrgID: "ws_1", Name: "demo", Slug: "demo", Status: "creating", URL: "https://demo.sandbox.test",
+		PHPVersion: "8.2", CreatedAt: bpT0, UpdatedAt: bpT0}
+	mux.HandleFunc("POST /api/app/blueprints/{id}/sites", func(w http.ResponseWriter, r *http.Request) {
+		switch r.PathValue("id") {
+		case "bp_ok":
+			json200(w, 202, map[string]any{"site": site, "run": f.runs["bpr_ok"][0]})
+		case "bp_bad":
+			apierr.Write(w, apierr.New(400, apierr.CodeInvalidRequest, "the Blueprint cannot run here: steps[0]: unknown step \"frobnicate\"").
+				With("compatReport", []blueprint.Finding{{Severity: "error", Path: "steps[0]", Code: "unknown_step", Message: `unknown step "frobnicate"`}}))
+		default:
+			notFound(w, apierr.CodeBlueprintNotFound, "blueprint")
+		}
+	})
+	mux.HandleFunc("POST /api/app/sites/{id}/blueprint", func(w http.ResponseWriter, r *http.Request) {
+		var body api.ApplyBlueprintRequest
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			apierr.Write(w, apierr.Invalid("", "bad JSON"))
+			return
+		}
+		switch {
+		case r.PathValue("id") != "site_1":
+			notFound(w, apierr.CodeSiteNotFound, "site")
+		case body.BlueprintID == "bp_fail":
+			json200(w, 202, map[string]any{"run": f.runs["bpr_fail"][0]})
+		case body.BlueprintID == "" && len(body.Source) > 0:
+			json200(w, 202, map[string]any{"run": f.runs["bpr_unsaved"][0]})
+		default:
+			notFound(w, apierr.CodeBlueprintNotFound, "blueprint")
+		}
+	})
+	mux.HandleFunc("POST /api/app/blueprints/{id}/bake", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") != "bp_ok" {
+			notFound(w, apierr.CodeBlueprintNotFound, "blueprint")
+			return
+		}
+		json200(w, 202, map[string]any{"template": api.TemplateView{ID: "tpl_1", Name: "Shop", Status: "building"}, "run": f.runs["bpr_bake"][0]})
+	})
+	mux.HandleFunc("GET /api/app/templates/{id}", func(w http.ResponseWriter, r *http.Request) {
+		json200(w, 200, map[string]any{"template": api.TemplateView{ID: "tpl_1", Name: "Shop", Status: "ready"}})
+	})
+	mux.HandleFunc("GET /api/app/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		j, ok := f.jobs[r.PathValue("id")]
+		if !ok {
+			notFound(w, apierr.CodeJobNotFound, "job")
+			return
+		}
+		json200(w, 200, map[string]any{"job": j})
+	})
+	mux.HandleFunc("GET /api/app/blueprints/{id}/runs", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") != "bp_ok" {
+			notFound(w, apierr.CodeBlueprintNotFound, "blueprint")
+			return
+		}
+		states := f.runs["bpr_ok"]
+		json200(w, 200, map[string]any{"runs": []api.RunView{states[len(states)-1]}})
+	})
+	mux.HandleFunc("GET /api/app/blueprints/{id}/runs/{run}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		id := r.PathValue("run")
+		states, ok := f.runs[id]
+		bp := r.PathValue("id")
+		if bp == "unsaved" {
+			bp = ""
+		}
+		if !ok || states[0].BlueprintID != bp {
+			notFound(w, apierr.CodeBlueprintNotFound, "blueprint run")
+			return
+		}
+		n := f.reads[id]
+		f.reads[id]++
+		if id == "bpr_flaky" && n%2 == 0 {
+			// Every other read fails as during a leader change.
+			apierr.Write(w, apierr.Unavailable("no leader"))
+			return
+		}
+		if id == "bpr_flaky" {
+			n /= 2
+		}
+		json200(w, 200, map[string]any{"run": states[min(n, len(states)-1)]})
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer sbx_fake" {
+			apierr.Write(w, apierr.AuthRequired())
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return f, srv
+}
+
+// reset starts every run over.
+func (f *bpFakeAPI) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	P, R, S, F, K := "pending", "running", "succeeded", "failed", "skipped"
+	ok := [][]string{nil, {R, P, P}, {R, P, P}, {S, R, P}, {S, S, S}}
+	failure := "steps[1] (activatePlugin): Plugin file does not exist."
+	f.runs = map[string][]api.RunView{
+		"bpr_ok":      bpRunStates("bpr_ok", "bp_ok", "create", "job_ok", "", ok...),
+		"bpr_fail":    bpRunStates("bpr_fail", "bp_fail", "apply", "job_fail", failure, []string{R, P, P}, []string{S, F, K}),
+		"bpr_unsaved": bpRunStates("bpr_unsaved", "", "apply", "job_unsaved", "", []string{S, S, S}),
+		"bpr_bake":    bpRunStates("bpr_bake", "bp_ok", "bake", "job_bake", "", []string{S, R, P}, []string{S, S, S}),
+		"bpr_flaky":   bpRunStates("bpr_flaky", "bp_ok", "create", "", "", []string{S, R, P}, []string{S, S, S}),
+	}
+	f.reads = map[string]int{}
+	done := bpT0.Add(5 * time.Second)
+	f.jobs = map[string]api.JobView{
+		"job_ok":   {ID: "job_ok", Type: "create_site", Status: "succeeded", FinishedAt: &done},
+		"job_fail": {ID: "job_fail", Type: "apply_blueprint", Status: "failed", Error: &state.JobError{Code: "blueprint_run_failed", Message: "x"}},
+		"job_bake": {ID: "job_bake", Type: "bake_template", Status: "succeeded", FinishedAt: &done},
+	}
+}
+
+// TestBlueprintsRunsFake: run, apply (saved and from a file), bake and
+// watch against a fake API whose runs advance one state per read. Off a
+// terminal, each step's change is printed once, in order; a run that
+// succeeds exits 0, one that fails exits 1 with the run's code and
+// reason on stderr and the log's tail on stdout; --json prints only the
+// final run; reads that fail for a while are retried; refusals and
+// unknown ids are exit 1, wrong command lines exit 2.
+func TestBlueprintsRunsFake(t *testing.T) {
+	f, srv := newBPFake(t)
+	bpEnv(t, srv.URL, "sbx_fake")
+	defer func(d time.Duration) { bpPollEvery = d }(bpPollEvery)
+	bpPollEvery = time.Millisecond
+	for _, c := range []struct {
+		name     string
+		stdin    string
+		args     []string
+		code     int
+		lines    []string // stdout lines, each exactly once and in this order
+		errout   string   // in stderr
+		notInOut string
+	}{
+		{name: "run --watch", args: []string{"run", "bp_ok", "--name", "demo", "--watch"}, lines: []string{
+			"status     creating",
+			"run bpr_ok (create on site site_1): pending",
+			"run bpr_ok (create on site site_1): running, 3 steps",
+			"step 1/3 installPlugin: running",
+			"step 1/3 installPlugin: done (2.1 s)",
+			"step 2/3 activatePlugin: running",
+			"step 2/3 activatePlugin: done (0.3 s)",
+			"step 3/3 login: done (0.1 s)",
+			"run bpr_ok succeeded: 3 steps in 3.0 s",
+			"site site_1 is ready: https://demo.sandbox.test",
+		}},
+		{name: "run", args: []string{"run", "bp_ok"}, lines: []string{"run bpr_ok is pending; follow it: sandboxctl blueprints watch bp_ok bpr_ok"}},
+		{name: "watch", args: []string{"watch", "bp_ok", "bpr_ok"}, lines: []string{"step 1/3 installPlugin: running", "run bpr_ok succeeded: 3 steps in 3.0 s"}},
+		{name: "apply --watch, failing", args: []string{"apply", "site_1", "bp_fail", "--watch"}, code: 1, lines: []string{
+			"run bpr_fail (apply on site site_1): running, 3 steps",
+			"step 1/3 installPlugin: running",
+			"step 1/3 installPlugin: done (2.1 s)",
+			"step 2/3 activatePlugin: failed: Plugin file does not exist.",
+			"step 3/3 login: skipped",
+			"log (last 4 lines):",
+			"  error: Plugin file does not exist.",
+		}, errout: "sandboxctl: blueprint_run_failed: steps[1] (activatePlugin): Plugin file does not exist.\n"},
+		{name: "apply a file", stdin: `{"steps":[]}`, args: []string{"apply", "site_1", "--file", "-", "--watch"},
+			lines: []string{"step 3/3 login: done (0.1 s)", "run bpr_unsaved succeeded: 3 steps in 3.0 s"}},
+		{name: "apply, not watched", args: []string{"apply", "site_1", "bp_fail"},
+			lines: []string{"run bpr_fail is running; follow it: sandboxctl blueprints watch bp_fail bpr_fail"}},
+		{name: "bake --watch", args: []string{"bake", "bp_ok", "--name", "Shop", "--watch"}, lines: []string{
+			"tpl_1     Shop  building",
+			"step 2/3 activatePlugin: done (0.3 s)",
+			"run bpr_bake succeeded: 3 steps in 3.0 s",
+			"template tpl_1 (Shop) is ready",
+		}},
+		{name: "flaky reads", args: []string{"watch", "bp_ok", "bpr_flaky"}, lines: []string{"step 2/3 activatePlugin: running", "run bpr_flaky succeeded: 3 steps in 3.0 s"}},
+		{name: "runs", args: []string{"runs", "bp_ok"}, lines: []string{"bpr_ok  create  succeeded  3/3    site_1  "}},
+		{name: "refused run", args: []string{"run", "bp_bad"}, code: 1, errout: "error     step 1  unknown step \"frobnicate\"", notInOut: "site_"},
+		{name: "unknown blueprint", args: []string{"bake", "bp_nope"}, code: 1, errout: "sandboxctl: blueprint_not_found: "},
+		{name: "unknown site", args: []string{"apply", "site_nope", "bp_ok"}, code: 1, errout: "sandboxctl: site_not_found: "},
+		{name: "unknown run", args: []string{"watch", "bp_ok", "bpr_nope"}, code: 1, errout: "sandboxctl: blueprint_not_found: "},
+		{name: "run of another Blueprint", args: []string{"watch", "bp_fail", "bpr_ok"}, code: 1, errout: "blueprint_not_found"},
+		{name: "apply without a Blueprint", args: []string{"apply", "site_1"}, code: 2, errout: "--file FILE"},
+		{name: "apply, a file not JSON", stdin: "nope", args: []string{"apply", "site_1", "--file", "-"}, code: 2, errout: "not JSON"},
+		{name: "watch without a run", args: []string{"watch", "bp_ok"}, code: 2},
+		{name: "run without a Blueprint", args: []string{"run"}, code: 2},
+		{name: "bake of two", args: []string{"bake", "bp_ok", "bp_fail"}, code: 2},
+		{name: "runs bad flag", args: []string{"runs", "bp_ok", "--watch"}, code: 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f.reset()
+			code, out, errs := ctl(t, c.stdin, append([]string{"blueprints"}, c.args...)...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d\n%s\n%s", code, c.code, out, errs)
+			}
+			got := strings.Split(out, "\n")
+			at := 0
+			for _, want := range c.lines {
+				n := 0
+				for i, l := range got {
+					if strings.HasPrefix(l, want) {
+						n++
+						if i < at {
+							t.Errorf("%q came before the line above it", want)
+						}
+						at = i
+					}
+				}
+				if n != 1 {
+					t.Errorf("%q printed %d times:\n%s", want, n, out)
+				}
+			}
+			if !strings.Contains(errs, c.errout) {
+				t.Errorf("stderr lacks %q:\n%s", c.errout, errs)
+			}
+			if c.notInOut != "" && strings.Contains(out, c.notInOut) {
+				t.Errorf("stdout has %q:\n%s", c.notInOut, out)
+			}
+		})
+	}
+	// --json: only the final run object, whatever the ending.
+	for _, c := range []struct {
+		args   []string
+		code   int
+		status string
+	}{
+		{[]string{"watch", "bp_ok", "bpr_ok"}, 0, "succeeded"},
+		{[]string{"apply", "site_1", "bp_fail", "--watch"}, 1, "failed"},
+		{[]string{"bake", "bp_ok", "--watch"}, 0, "succeeded"},
+	} {
+		f.reset()
+		code, out, errs := ctl(t, "", append(append([]string{"blueprints"}, c.args...), "--json")...)
+		var v struct{ Run api.RunView }
+		if code != c.code || json.Unmarshal([]byte(out), &v) != nil || v.Run.Status != c.status || len(v.Run.Steps) != 3 {
+			t.Fatalf("%v --json: %d\n%s\n%s", c.args, code, out, errs)
+		}
+	}
+}
+
+// TestBlueprintsWatchTerminal: on a terminal the step list is redrawn
+// in place (the cursor goes back over the last frame), each line fits
+// the terminal, and colours come only when asked for.
+func TestBlueprintsWatchTerminal(t *testing.T) {
+	P, R, S, F, K := "pending", "running", "succeeded", "failed", "skipped"
+	states := bpRunStates("bpr_1", "bp_1", "apply", "", "steps[1] (activatePlugin): Plugin file does not exist.",
+		[]string{R, P, P}, []string{S, R, P}, []string{S, F, K})
+	read := func(v api.RunView) *apiclient.Response {
+		raw, _ := json.Marshal(map[string]any{"run": v})
+		r := &apiclient.Response{Status: 200, Raw: raw}
+		json.Unmarshal(raw, &r.Body)
+		return r
+	}
+	for _, color := range []bool{false, true} {
+		var buf bytes.Buffer
+		now := bpT0.Add(2 * time.Second)
+		w := &bpWatcher{out: &buf, tty: true, color: color, width: 40, now: func() time.Time { return now }}
+		for _, s := range states {
+			w.show(read(s))
+			now = now.Add(time.Second)
+		}
+		w.end(read(states[len(states)-1]))
+		out := buf.String()
+		if strings.Count(out, "\x1b[4A\r\x1b[J") != 2 {
+			t.Errorf("frames not redrawn in place: %q", out)
+		}
+		if strings.Contains(out, "\x1b[3") != color {
+			t.Errorf("colour %v: %q", color, out)
+		}
+		frames := strings.Split(out, "\x1b[J")
+		last := frames[len(frames)-1]
+		for _, want := range []string{"run bpr_1 · apply · ", " 1 installPlugin   ", "2.1 s", "step 2/3 activatePlugin: failed: Plugin file does not exist.", "log (last 4 lines):"} {
+			if !strings.Contains(last, want) {
+				t.Errorf("the last frame lacks %q:\n%s", want, last)
+			}
+		}
+		for _, l := range strings.Split(bpStripSGR(out), "\n") {
+			if n := len([]rune(l)); n > 40 && !strings.HasPrefix(l, "step 2/3 activatePlugin") && !strings.HasPrefix(l, "run bpr_1") {
+				t.Errorf("a line of %d columns on a 40-column terminal: %q", n, l)
+			}
+		}
+	}
+}
+
+// bpStripSGR removes colour and cursor escapes.
+func bpStripSGR(s string) string {
+	return regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`).ReplaceAllString(s, "")
 }

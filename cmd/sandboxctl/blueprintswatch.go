@@ -253,9 +253,10 @@ func (w *bpWatcher) end(r *apiclient.Response) {
 		return
 	}
 	if w.tty {
-		for _, s := range steps {
+		// The list has no room for why a step failed.
+		for i, s := range steps {
 			if s.status == "failed" {
-				fmt.Fprintf(w.out, "%s failed: %s\n", s.name, bpStepFailure(r, s))
+				fmt.Fprintf(w.out, "step %d/%d %s: failed: %s\n", i+1, len(steps), s.name, bpStepFailure(r, s))
 			}
 		}
 	}
