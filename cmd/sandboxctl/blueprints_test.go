@@ -636,3 +636,39 @@ func TestBlueprintsWatchTerminal(t *testing.T) {
 func bpStripSGR(s string) string {
 	return regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`).ReplaceAllString(s, "")
 }
+
+// TestBlueprintsHelpers: durations, wrapping and the printing of JSON
+// with <, > and & left as they are.
+func TestBlueprintsHelpers(t *testing.T) {
+	for ms, want := range map[int64]string{0: "0.0 s", 2100: "2.1 s", 59_949: "59.9 s", 185_000: "3m05s", 7_620_000: "2h07m", -5: "0.0 s"} {
+		if got := bpDuration(ms); got != want {
+			t.Errorf("bpDuration(%d) = %q, want %q", ms, got, want)
+		}
+	}
+	for _, c := range []struct {
+		in   string
+		n    int
+		want []string
+	}{
+		{"a b c", 3, []string{"a b", "c"}},
+		{"abcdefgh ij", 3, []string{"abc", "def", "gh", "ij"}},
+		{"", 5, []string{""}},
+	} {
+		if got := bpWrap(c.in, c.n); !slices.Equal(got, c.want) {
+			t.Errorf("bpWrap(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+	for in, want := range map[string]string{
+		`{"code":"\u003c?php echo 1 \u0026\u0026 2 \u003e 1;"}`: `{"code":"<?php echo 1 && 2 > 1;"}`,
+		`{"a":"\\u003c","b":"\\\u003c","c":"\u00e9\n"}`:         `{"a":"\\u003c","b":"\\<","c":"\u00e9\n"}`,
+	} {
+		var buf bytes.Buffer
+		if err := bpWriteJSON(&buf, json.RawMessage(in)); err != nil {
+			t.Fatal(err)
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, buf.Bytes()); err != nil || compact.String() != want {
+			t.Errorf("bpWriteJSON(%s) = %s, want %s (%v)", in, buf.String(), want, err)
+		}
+	}
+}

@@ -281,11 +281,14 @@ func (w *bpWatcher) interrupted() {
 	}
 }
 
-// bpDuration is a step's time as a person reads it: 2.1 s, 3m05s.
+// bpDuration is a time as a person reads it: 2.1 s, 3m05s, 2h07m.
 func bpDuration(ms int64) string {
-	if ms < 60_000 {
-		return fmt.Sprintf("%.1f s", float64(ms)/1000)
-	}
 	s := ms / 1000
-	return fmt.Sprintf("%dm%02ds", s/60, s%60)
+	switch {
+	case ms < 60_000:
+		return fmt.Sprintf("%.1f s", float64(max(ms, 0))/1000)
+	case s < 3600:
+		return fmt.Sprintf("%dm%02ds", s/60, s%60)
+	}
+	return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
 }
