@@ -672,3 +672,17 @@ func TestBlueprintsHelpers(t *testing.T) {
 		}
 	}
 }
+
+// TestBlueprintsHelp: every blueprints command has a short line that
+// fits the help's list, examples and an argument check.
+func TestBlueprintsHelp(t *testing.T) {
+	g := blueprintsCmd(&env{})
+	for _, c := range append(g.Commands(), g) {
+		if c.Short == "" || c.Example == "" || c.Args == nil || len(c.Short) > 64 {
+			t.Errorf("%s: short %q, example %q, args set %v", c.Name(), c.Short, c.Example, c.Args != nil)
+		}
+	}
+	if code, _, _ := ctl(t, "", "blueprints", "frobnicate"); code != 2 {
+		t.Errorf("an unknown subcommand: exit %d", code)
+	}
+}
