@@ -1,13 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
-	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -83,45 +81,4 @@ func openBrowser(u string) bool {
 		return false
 	}
 	return exec.Command(name, u).Start() == nil
-}
-
-func blueprintsCmd(e *env) *cobra.Command {
-	validate := &cobra.Command{
-		Use: "validate FILE", Short: "Check a Blueprint file: its compatibility report (nothing is saved)", Args: cobra.ExactArgs(1),
-		Example: "  sandboxctl blueprints validate blueprint.json\n  sandboxctl blueprints validate blueprint.json --json | jq .compatReport",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			src, err := os.ReadFile(args[0])
-			if err != nil {
-				return usageError{err}
-			}
-			if !json.Valid(src) {
-				return usageError{fmt.Errorf("%s is not JSON", args[0])}
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "POST", "/api/app/blueprints/validate", map[string]any{"source": json.RawMessage(src)})
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			var rows [][]string
-			for _, f := range r.List("compatReport") {
-				rows = append(rows, []string{str(f["severity"]), str(f["code"]), str(f["path"]), str(f["message"])})
-			}
-			if len(rows) > 0 {
-				e.table([]string{"SEVERITY", "CODE", "WHERE", "WHAT"}, rows)
-			}
-			verdict := "runs here"
-			if valid, _ := r.Get("valid").(bool); !valid {
-				verdict = "does not run here as it is (errors above)"
-			}
-			fmt.Fprintf(e.stdout, "%s: %s\n", args[0], strings.TrimSpace(verdict))
-			return nil
-		},
-	}
-	return group("blueprints", "Blueprints: check, save and run them", validate)
 }

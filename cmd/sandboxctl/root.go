@@ -50,7 +50,7 @@ not be reached; 2 the command line was wrong.`,
 	root.PersistentFlags().StringVar(&e.workspace, "workspace", "", "workspace id (default: the profile's, or your personal one)")
 	root.PersistentFlags().BoolVar(&e.json, "json", false, "print the API's JSON objects")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(loginCmd(e), logoutCmd(e), whoamiCmd(e), sitesCmd(e), tokensCmd(e), workspacesCmd(e), sshKeysCmd(e), blueprintsCmd(e))
+	root.AddCommand(loginCmd(e), logoutCmd(e), whoamiCmd(e), sitesCmd(e), tokensCmd(e), workspacesCmd(e), sshKeysCmd(e))
 	for _, f := range families {
 		root.AddCommand(f(e))
 	}
