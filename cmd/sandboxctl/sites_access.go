@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strings"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
@@ -135,7 +137,18 @@ sftp. The gateway takes the keys you added with sandboxctl ssh-keys.`,
 			if run {
 				if ssh, err := exec.LookPath("ssh"); err == nil {
 					port := sitesNum(r.Get("ssh.port"))
-					sshArgs := append([]string{"-p", port, r.Str("ssh.username") + "@" + r.Str("ssh.host")}, args[1:]...)
+					sshArgs := []string{"-p", port}
+					// The API (over its authenticated connection) says which
+					// host key the gateway has: pin it rather than trust
+					// the first key ssh is shown.
+					if kh := r.Str("ssh.knownHosts"); kh != "" {
+						file, err := sitesKnownHosts(kh)
+						if err != nil {
+							return err
+						}
+						sshArgs = append(sshArgs, "-o", "UserKnownHostsFile="+file, "-o", "StrictHostKeyChecking=yes")
+					}
+					sshArgs = append(append(sshArgs, r.Str("ssh.username")+"@"+r.Str("ssh.host")), args[1:]...)
 					return sitesExec(e, ssh, sshArgs, nil)
 				}
 				fmt.Fprintln(e.stderr, "sandboxctl: no ssh client on PATH; here is how to connect:")
@@ -260,4 +273,38 @@ func sitesPrintDomain(e *env, d map[string]any, r *apiclient.Response) {
 		}
 		fmt.Fprintf(e.stdout, "type:  %s\nname:  %s\nvalue: %s\n", row[0], row[1], row[2])
 	}
+}
+
+// sitesKnownHosts keeps the gateways' host keys the API vouched for in a
+// known_hosts file of sandboxctl's own, next to its config, and returns
+// its path.
+func sitesKnownHosts(line string) (string, error) {
+	cfg, err := configPath()
+	if err != nil {
+		return "", err
+	}
+	file := filepath.Join(filepath.Dir(cfg), "known_hosts")
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return "", fmt.Errorf("known hosts: %w", err)
+	}
+	have, err := os.ReadFile(file)
+	if err != nil && !os.IsNotExist(err) {
+		return "", fmt.Errorf("known hosts: %w", err)
+	}
+	var keep []string
+	host := strings.Fields(line)[0]
+	for _, l := range strings.Split(string(have), "\n") {
+		if l == line {
+			return file, nil
+		}
+		// A gateway whose key changed (the API says so) replaces its line.
+		if f := strings.Fields(l); len(f) > 0 && f[0] != host {
+			keep = append(keep, l)
+		}
+	}
+	keep = append(keep, line)
+	if err := os.WriteFile(file, []byte(strings.Join(keep, "\n")+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("known hosts: %w", err)
+	}
+	return file, nil
 }

@@ -231,7 +231,7 @@ func TestSitesToolsFake(t *testing.T) {
 		{name: "ssh prints off a terminal", args: []string{"sites", "ssh", "site_1"},
 			out: []string{"ssh -p 2222 site_1@node1.example.com", "sftp -P 2222", "SHA256:abc", "[node1.example.com]:2222"}},
 		{name: "ssh runs a command", args: []string{"sites", "ssh", "site_1", "--", "wp", "plugin", "list"},
-			out: []string{"ssh -p 2222 site_1@node1.example.com wp plugin list\n"}},
+			out: []string{"ssh -p 2222 -o UserKnownHostsFile=", "/known_hosts -o StrictHostKeyChecking=yes site_1@node1.example.com wp plugin list\n"}},
 		{name: "ssh print", args: []string{"sites", "ssh", "site_1", "--print", "--", "ls"}, out: []string{"sftp -P 2222"}},
 		{name: "ssh without dash", args: []string{"sites", "ssh", "site_1", "ls"}, code: 2},
 		{name: "ssh unknown site", args: []string{"sites", "ssh", "site_x"}, code: 1, errs: "site_not_found"},
@@ -267,7 +267,8 @@ func TestSitesToolsFake(t *testing.T) {
 	old := sitesIsTerminal
 	sitesIsTerminal = func(io.Reader) bool { return true }
 	t.Cleanup(func() { sitesIsTerminal = old })
-	if code, out, errs := ctl(t, "", "sites", "ssh", "site_1"); code != 0 || !strings.HasPrefix(out, "ssh -p 2222 site_1@node1.example.com\n") {
+	if code, out, errs := ctl(t, "", "sites", "ssh", "site_1"); code != 0 || !strings.HasPrefix(out, "ssh -p 2222 -o UserKnownHostsFile=") ||
+		!strings.Contains(out, "StrictHostKeyChecking=yes site_1@node1.example.com\n") {
 		t.Fatalf("ssh on a terminal: %d %q %s", code, out, errs)
 	}
 }
