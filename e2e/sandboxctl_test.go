@@ -191,6 +191,21 @@ func TestSandboxctl(t *testing.T) {
 		}
 	})
 
+	t.Run("site toolbox", func(t *testing.T) { ctlToolbox(t, c, id, url) })
+	t.Run("templates, launch links, restore", func(t *testing.T) { ctlTemplates(t, c, id) })
+	t.Run("blueprints run, apply, bake, watch", func(t *testing.T) { ctlBlueprints(t, c, id) })
+	t.Run("account and workspace", func(t *testing.T) {
+		if out := c.ok("usage"); !strings.Contains(out, "sites") {
+			t.Fatalf("usage: %s", out)
+		}
+		c.ok("roles", "create", "cli-reviewer", "--cap", "create")
+		if out := c.ok("roles", "list"); !strings.Contains(out, "cli-reviewer") {
+			t.Fatalf("roles list: %s", out)
+		}
+		c.ok("members", "list")
+		c.ok("roles", "delete", "cli-reviewer")
+	})
+
 	start := time.Now()
 	c.ok("sites", "delete", id, "--wait")
 	t.Logf("sites delete --wait took %s", time.Since(start).Round(time.Millisecond))
