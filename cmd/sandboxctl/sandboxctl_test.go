@@ -184,7 +184,7 @@ func TestCompleteSiteIDs(t *testing.T) {
 	t.Setenv("SANDBOXCTL_CONFIG", filepath.Join(t.TempDir(), "config.json"))
 	t.Setenv("SANDBOX_URL", api.URL)
 	t.Setenv("SANDBOX_TOKEN", "sbx_test")
-	for _, args := range [][]string{{"sites", "get", ""}, {"sites", "delete", "s"}, {"sites", "open", ""}} {
+	for _, args := range [][]string{{"sites", "get", ""}, {"sites", "delete", "s"}, {"sites", "open", ""}, {"sites", "php", "set-version", ""}, {"sites", "files", "ls", ""}} {
 		code, out, errs := ctl(t, "", append([]string{"__complete"}, args...)...)
 		if code != 0 || !strings.Contains(out, "site_1\tcompletion-demo") || !strings.Contains(out, "site_2\tother") {
 			t.Fatalf("complete %v: %d %q %s", args, code, out, errs)

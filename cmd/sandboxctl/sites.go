@@ -12,18 +12,23 @@ import (
 )
 
 func sitesCmd(e *env) *cobra.Command {
-	c := &cobra.Command{Use: "sites", Short: "Make, list, inspect and delete sites", Args: cobra.NoArgs,
+	c := &cobra.Command{Use: "sites", Short: "Sites: make, inspect, change and remove them", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
 	c.AddCommand(sitesList(e), sitesGet(e), sitesCreate(e), sitesDelete(e), sitesReset(e), sitesOpen(e))
 	for _, f := range siteCommands {
 		c.AddCommand(f(e))
 	}
 	// Every subcommand whose first argument is a site completes it.
-	for _, sub := range c.Commands() {
-		if strings.HasPrefix(sub.Use, sub.Name()+" SITE") && sub.ValidArgsFunction == nil {
-			sub.ValidArgsFunction = completeSites(e)
+	var walk func(*cobra.Command)
+	walk = func(parent *cobra.Command) {
+		for _, sub := range parent.Commands() {
+			if f := strings.Fields(sub.Use); len(f) > 1 && f[1] == "SITE" && sub.ValidArgsFunction == nil {
+				sub.ValidArgsFunction = completeSites(e)
+			}
+			walk(sub)
 		}
 	}
+	walk(c)
 	return c
 }
 
