@@ -152,12 +152,10 @@ func TestSandboxctl(t *testing.T) {
 	if code, _, errs := c.run("sbx_not_a_token\n", "login", "--server", d.owner.Base, "--with-token"); code != 1 || !strings.Contains(errs, "auth_required") {
 		t.Fatalf("login with a bad token: %d %s", code, errs)
 	}
-	t.Run("token login", func(t *testing.T) {
-		code, out, errs := c.run(d.owner.Token+"\n", "login", "--server", d.owner.Base, "--with-token")
-		if code != 0 || !strings.Contains(out, "logged in") {
-			t.Fatalf("login --with-token: %d %s %s", code, out, errs)
-		}
-	})
+	// Login with a token on stdin (the rest of the test uses it).
+	if code, out, errs := c.run(d.owner.Token+"\n", "login", "--server", d.owner.Base, "--with-token"); code != 0 || !strings.Contains(out, "logged in") {
+		t.Fatalf("login --with-token: %d %s %s", code, out, errs)
+	}
 
 	// A site with --wait: ready when the command returns, and served.
 	site := c.json("sites", "create", "--name", "CLI demo", "--wait")["site"].(map[string]any)
@@ -191,6 +189,11 @@ func TestSandboxctl(t *testing.T) {
 		}
 	})
 
+	t.Run("in a terminal", func(t *testing.T) {
+		long := c.json("sites", "create", "--name", "A site with a name far too long for one line of a terminal", "--wait")
+		ctlInATerminal(t, c, field(long, "site.id"))
+		c.ok("sites", "delete", field(long, "site.id"), "--wait")
+	})
 	t.Run("site toolbox", func(t *testing.T) { ctlToolbox(t, c, id, url) })
 	t.Run("templates, launch links, restore", func(t *testing.T) { ctlTemplates(t, c, id) })
 	t.Run("blueprints run, apply, bake, watch", func(t *testing.T) { ctlBlueprints(t, c, id) })

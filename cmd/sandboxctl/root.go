@@ -194,7 +194,8 @@ func (e *env) table(header []string, rows [][]string) {
 }
 
 // fitColumns shortens the widest columns' cells (with an ellipsis) until
-// the table fits width; width 0 means no limit (not a terminal).
+// the table fits width, never an id column; width 0 means no limit (not
+// a terminal).
 func fitColumns(header []string, rows [][]string, width int) [][]string {
 	if width <= 0 || len(header) == 0 {
 		return rows
@@ -215,13 +216,14 @@ func fitColumns(header []string, rows [][]string, width int) [][]string {
 		return n
 	}
 	for total() > width {
-		widest := 0
+		// Ids stay whole: a shortened id is of no use to copy.
+		widest := -1
 		for i, w := range widths {
-			if w > widths[widest] {
+			if !strings.HasSuffix(header[i], "ID") && (widest < 0 || w > widths[widest]) {
 				widest = i
 			}
 		}
-		if widths[widest] <= 8 {
+		if widest < 0 || widths[widest] <= 8 {
 			break
 		}
 		widths[widest]--

@@ -129,7 +129,7 @@ func TestFitColumns(t *testing.T) {
 		{0, row},
 		{200, row},
 		{60, []string{"site_0123456789abcdef", "demo", "http://a-very-long-slug-for-a-…"}},
-		{40, []string{"site_0123456789…", "demo", "http://a-very-l…"}},
+		{40, []string{"site_0123456789abcdef", "demo", "http://a-v…"}},
 	} {
 		got := fitColumns(header, [][]string{header, row}, tc.width)
 		if strings.Join(got[1], "|") != strings.Join(tc.want, "|") {
