@@ -377,6 +377,8 @@ func (p *importsPusher) upload(ctx context.Context, st *importsState, off int64)
 		return p.interrupted(st)
 	}
 	if err != nil {
+		p.say("the upload of import %s is whole but the server did not start its restore; once that is fixed, "+
+			"run the same command again (or: sandboxctl imports resume %s) to ask again", st.ImportID, st.ImportID)
 		return fmt.Errorf("complete import %s: %w", st.ImportID, err)
 	}
 	st.dropArchive()
