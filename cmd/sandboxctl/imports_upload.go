@@ -273,7 +273,7 @@ func (p *importsPusher) start(ctx context.Context, src *importsSource, sourceURL
 		if err != nil {
 			return err
 		}
-		p.say("packed %d files, %d symlinks (%s) into %s", stats.Files, stats.Links, importsBytes(stats.Bytes), importsBytes(st.SizeBytes))
+		p.say("packed files: %d (%s), symlinks: %d; archive: %s", stats.Files, importsBytes(stats.Bytes), stats.Links, importsBytes(st.SizeBytes))
 		for _, s := range importsSortedSkips(stats.Skipped, 10) {
 			p.say("  left out: %s", s)
 		}
@@ -348,7 +348,7 @@ func (p *importsPusher) upload(ctx context.Context, st *importsState, off int64)
 			failures++
 			wait := importsRetryWait * time.Duration(failures)
 			p.prog.Stop()
-			p.say("sending bytes %d… failed (%v); trying again in %s", off, err, wait)
+			p.say("sending the chunk at byte %d failed (%v); trying again in %s", off, err, wait)
 			select {
 			case <-ctx.Done():
 				return p.interrupted(st)
