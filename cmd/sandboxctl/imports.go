@@ -205,7 +205,7 @@ func importsList(e *env) *cobra.Command {
 			for _, im := range r.List("imports") {
 				size, _ := importsNum(im["sizeBytes"])
 				src := strings.TrimPrefix(strings.TrimPrefix(str(im["sourceUrl"]), "https://"), "http://")
-				rows = append(rows, []string{str(im["id"]), str(im["status"]), importsBytes(size), importsCut(src, 21), ago(im["createdAt"])})
+				rows = append(rows, []string{str(im["id"]), str(im["status"]), importsBytes(size), importsCut(src, 19), ago(im["createdAt"])})
 			}
 			if len(rows) == 0 {
 				fmt.Fprintln(e.stdout, "no imports yet: sandboxctl imports push PATH")
@@ -215,6 +215,14 @@ func importsList(e *env) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// importsOr is s, or dflt when s is empty.
+func importsOr(s, dflt string) string {
+	if s == "" {
+		return dflt
+	}
+	return s
 }
 
 // importsCut shortens s to n characters with an ellipsis.
@@ -250,7 +258,8 @@ func importsGet(e *env) *cobra.Command {
 				{"progress", fmt.Sprintf("%s %d%%", r.Str("progress.phase"), pct)},
 				{"source", importsCut(r.Str("import.sourceUrl"), 66)},
 				{"size", fmt.Sprintf("%s (%s received)", importsBytes(size), importsBytes(got))},
-				{"site", str(r.Get("import.siteId"))}, {"created", ago(r.Get("import.createdAt"))}}
+				{"site", importsOr(r.Str("import.siteId"), "- (a new one, made when the upload is complete)")},
+				{"created", ago(r.Get("import.createdAt"))}}
 			if u := r.Str("siteUrl"); u != "" {
 				rows = append(rows, []string{"url", importsCut(u, 66)})
 			}

@@ -377,3 +377,38 @@ func TestImportsResumeCommand(t *testing.T) {
 		t.Fatalf("resume an upload saved elsewhere: %d %s", code, errs)
 	}
 }
+
+// TestImportsRestartLeavesRestore (fake server): --restart over a saved
+// push whose import is restoring (the push was stopped while waiting)
+// leaves that restore alone and starts a new import; without --restart
+// the same command waits for the restore.
+func TestImportsRestartLeavesRestore(t *testing.T) {
+	fastPolls(t)
+	f, srv := newFakeImports(t)
+	importsEnv(t, srv.URL, "tok")
+	archive, _ := fakeArchive(t, 3000)
+	args := []string{"imports", "push", archive, "--source-url", "https://shop.example.com", "--chunk-size", "1K"}
+	importsStopAfterChunksForTests = 1
+	t.Cleanup(func() { importsStopAfterChunksForTests = 0 })
+	if code, _, errs := ctl(t, "", args...); code != 130 {
+		t.Fatalf("interrupted push: %d %s", code, errs)
+	}
+	importsStopAfterChunksForTests = 0
+	f.imports["imp_fake1"].status = "restoring"
+	code, out, errs := ctl(t, "", append(args, "--restart")...)
+	if code != 0 || !strings.Contains(errs, "imp_fake1 goes on restoring") || !strings.Contains(out, "imp_fake2 is ready") ||
+		f.imports["imp_fake1"].status != "restoring" {
+		t.Fatalf("--restart over a restore: %d %s %s", code, out, errs)
+	}
+	// Saved again, and restoring: the same command waits for it.
+	importsStopAfterChunksForTests = 1
+	if code, _, errs := ctl(t, "", args...); code != 130 {
+		t.Fatalf("interrupted push: %d %s", code, errs)
+	}
+	importsStopAfterChunksForTests = 0
+	f.imports["imp_fake3"].status = "restoring"
+	code, out, errs = ctl(t, "", args...)
+	if code != 0 || !strings.Contains(errs, "imp_fake3 is uploaded and restoring; waiting") || !strings.Contains(out, "imp_fake3 is ready") {
+		t.Fatalf("push over a restoring import: %d %s %s", code, out, errs)
+	}
+}

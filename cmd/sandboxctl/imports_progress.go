@@ -73,8 +73,8 @@ type importsBars struct {
 func (b *importsBars) Sending(done, total int64) {
 	if b.upload == nil {
 		b.upload = progressbar.NewOptions64(total, progressbar.OptionSetWriter(b.w), progressbar.OptionSetDescription("uploading"),
-			progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true), progressbar.OptionUseIECUnits(true),
-			progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetPredictTime(true),
+			progressbar.OptionShowBytes(true), progressbar.OptionShowCount(), progressbar.OptionUseIECUnits(true),
+			progressbar.OptionSetWidth(20), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetPredictTime(true),
 			progressbar.OptionShowElapsedTimeOnFinish(), progressbar.OptionSetRenderBlankState(true),
 			progressbar.OptionOnCompletion(func() { fmt.Fprintln(b.w) }))
 	}
@@ -86,7 +86,7 @@ func (b *importsBars) Uploaded(done, total int64) { b.Sending(done, total) }
 func (b *importsBars) Restore(phase string, percent int) {
 	b.stopUpload()
 	if b.restore == nil {
-		b.restore = progressbar.NewOptions(100, progressbar.OptionSetWriter(b.w), progressbar.OptionSetWidth(30),
+		b.restore = progressbar.NewOptions(100, progressbar.OptionSetWriter(b.w), progressbar.OptionSetWidth(20),
 			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetRenderBlankState(true),
 			progressbar.OptionOnCompletion(func() { fmt.Fprintln(b.w) }))
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -206,10 +207,18 @@ func (p *importsPusher) push(ctx context.Context, path string, changed func(stri
 	return p.start(ctx, src, sourceURL, dir, key)
 }
 
-// abandon drops a saved upload and cancels its import if unfinished.
+// abandon drops a saved upload and cancels its import if the upload is
+// unfinished (a restore under way is left to end).
 func (p *importsPusher) abandon(ctx context.Context, st *importsState, why string) {
-	if _, err := p.call(ctx, "DELETE", "/api/app/imports/"+url.PathEscape(st.ImportID), nil); err == nil {
-		p.say("%s: cancelled the earlier import %s", why, st.ImportID)
+	if r, err := p.get(ctx, st.ImportID); err == nil {
+		switch s := r.Str("import.status"); s {
+		case "awaiting_upload", "uploading":
+			if _, err := p.call(ctx, "DELETE", "/api/app/imports/"+url.PathEscape(st.ImportID), nil); err == nil {
+				p.say("%s: cancelled the earlier import %s", why, st.ImportID)
+			}
+		case "restoring":
+			p.say("%s: the earlier import %s goes on restoring (sandboxctl imports cancel %s stops it)", why, st.ImportID, st.ImportID)
+		}
 	}
 	st.remove()
 }
@@ -290,7 +299,9 @@ func (p *importsPusher) start(ctx context.Context, src *importsSource, sourceURL
 	if p.opts.site != "" {
 		body["siteId"] = p.opts.site
 	}
-	r, err := p.call(ctx, "POST", "/api/app/imports", body, "Idempotency-Key", "sandboxctl-import-"+key+"-"+st.SHA256[:16])
+	// A key of this request only: the same archive pushed again later is
+	// a new import, not a replay of this one.
+	r, err := p.call(ctx, "POST", "/api/app/imports", body, "Idempotency-Key", "sandboxctl-import-"+rand.Text())
 	if err != nil {
 		st.dropArchive()
 		if ctx.Err() != nil {
@@ -377,8 +388,8 @@ func (p *importsPusher) upload(ctx context.Context, st *importsState, off int64)
 		return p.interrupted(st)
 	}
 	if err != nil {
-		p.say("the upload of import %s is whole but the server did not start its restore; once that is fixed, "+
-			"run the same command again (or: sandboxctl imports resume %s) to ask again", st.ImportID, st.ImportID)
+		p.say("import %s is uploaded, but the server did not start its restore.\nOnce that is fixed, run the same "+
+			"command again (or: sandboxctl imports resume %s) to ask again.", st.ImportID, st.ImportID)
 		return fmt.Errorf("complete import %s: %w", st.ImportID, err)
 	}
 	st.dropArchive()
