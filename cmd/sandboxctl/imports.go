@@ -40,16 +40,16 @@ func importsSignals(parent context.Context) (context.Context, context.CancelFunc
 }
 
 func importsUploadFlags(c *cobra.Command, o *importsOptions) {
-	c.Flags().StringVar(&o.chunk, "chunk-size", "8M", "bytes per upload request (1K to 64M)")
-	c.Flags().StringVar(&o.rate, "limit-rate", "", "cap the upload at this many bytes per second, as curl does (500K, 2M)")
-	c.Flags().BoolVar(&o.noWait, "no-wait", false, "return once the upload is complete, without waiting for the restore")
+	c.Flags().StringVar(&o.chunk, "chunk-size", "8M", "bytes per upload request, 1K to 64M")
+	c.Flags().StringVar(&o.rate, "limit-rate", "", "cap the upload in bytes/s, as curl: 500K, 2M")
+	c.Flags().BoolVar(&o.noWait, "no-wait", false, "return once uploaded; do not wait for the restore")
 }
 
 func importsPush(e *env) *cobra.Command {
 	var o importsOptions
 	c := &cobra.Command{
 		Use:   "push PATH",
-		Short: "Upload a WordPress directory or archive and restore it into a sandbox",
+		Short: "Upload a WordPress directory or archive into a sandbox",
 		Long: `Upload a local WordPress site and restore it into a new sandbox (or, with
 --site, into an existing one in place).
 
@@ -102,10 +102,10 @@ import. The state and the packed archive are removed when the import ends
 			return newImportsPusher(e, c, o, cancel).push(ctx, args[0], cmd.Flags().Changed)
 		},
 	}
-	c.Flags().StringVar(&o.site, "site", "", "a ready site to restore into, in place (default: a new site)")
-	c.Flags().StringVar(&o.sourceURL, "source-url", "", "the live site's URL (default: WP_HOME in PATH/wp-config.php)")
-	c.Flags().StringVar(&o.sql, "sql", "", "the database dump to send with a directory (default: the .sql file at its top)")
-	c.Flags().BoolVar(&o.restart, "restart", false, "ignore a saved interrupted upload of PATH and start a new import")
+	c.Flags().StringVar(&o.site, "site", "", "restore into this ready site (default: a new one)")
+	c.Flags().StringVar(&o.sourceURL, "source-url", "", "live site URL (default: WP_HOME in wp-config.php)")
+	c.Flags().StringVar(&o.sql, "sql", "", "dump to send (default: the .sql at PATH's top)")
+	c.Flags().BoolVar(&o.restart, "restart", false, "drop a saved interrupted upload; start anew")
 	importsUploadFlags(c, &o)
 	return c
 }
@@ -188,7 +188,7 @@ func (p *importsPusher) resumeUnsaved(ctx context.Context, id string) error {
 func importsList(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use: "list", Short: "The workspace's imports, newest first", Args: importsArgs(0, "no arguments"),
-		Example: "  sandboxctl imports list\n  sandboxctl imports list --json | jq -r '.imports[] | select(.status==\"ready\") | .siteUrl'",
+		Example: "  sandboxctl imports list\n  sandboxctl imports list --json | jq -r '.imports[].siteUrl // empty'",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := e.client()
 			if err != nil {
@@ -236,7 +236,7 @@ func importsCut(s string, n int) string {
 
 func importsGet(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use: "get IMPORT", Short: "One import: its status, restore progress, site and a one-time login link",
+		Use: "get IMPORT", Short: "One import: status, progress, site and a login link",
 		Example: "  sandboxctl imports get imp_abc\n  sandboxctl imports get imp_abc --json | jq -r .loginUrl",
 		Args:    importsArgs(1, "IMPORT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -277,7 +277,7 @@ func importsGet(e *env) *cobra.Command {
 
 func importsCancel(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use: "cancel IMPORT", Short: "Cancel an unfinished import (its history stays) and drop its saved upload",
+		Use: "cancel IMPORT", Short: "Cancel an unfinished import (its history stays)",
 		Example: "  sandboxctl imports cancel imp_abc",
 		Args:    importsArgs(1, "IMPORT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
