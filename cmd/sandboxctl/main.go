@@ -1,7 +1,8 @@
 // Command sandboxctl is the customer's command line for sandboxd: log in,
 // then create, inspect and remove sites from a terminal or a CI pipeline.
 // Exit codes: 0 done; 1 the API refused (its error.code on stderr) or
-// could not be reached; 2 the command line was wrong.
+// could not be reached; 2 the command line was wrong; 130 an upload was
+// interrupted (Ctrl-C) and can be resumed.
 package main
 
 import (
@@ -30,12 +31,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	err := root.Execute()
 	var ue usageError
 	var ae *apiclient.Error
+	var ec interface{ ExitCode() int }
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ue), isCobraUsage(err):
 		fmt.Fprintf(stderr, "sandboxctl: %v\n", err)
 		return 2
+	case errors.As(err, &ec):
+		fmt.Fprintf(stderr, "sandboxctl: %v\n", err)
+		return ec.ExitCode()
 	case errors.As(err, &ae):
 		code := ae.Code
 		if code == "" {

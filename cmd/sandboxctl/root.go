@@ -37,7 +37,8 @@ remove sites. Every command takes --json for scripts (the API's objects,
 unchanged) and answers a person otherwise.
 
 Exit codes: 0 done; 1 the API refused (its error code on stderr) or could
-not be reached; 2 the command line was wrong.`,
+not be reached; 2 the command line was wrong; 130 interrupted (Ctrl-C) during
+an upload, which the same command resumes.`,
 		Example: `  sandboxctl login --server https://sandbox.example.com --with-token < token.txt
   sandboxctl sites create --name demo --wait
   sandboxctl sites list --json | jq -r '.sites[].url'`,
