@@ -192,6 +192,7 @@ func TestSandboxctl(t *testing.T) {
 	t.Run("in a terminal", func(t *testing.T) {
 		long := c.json("sites", "create", "--name", "A site with a name far too long for one line of a terminal", "--wait")
 		ctlInATerminal(t, c, field(long, "site.id"))
+		ctlProgressInATerminal(t, c)
 		c.ok("sites", "delete", field(long, "site.id"), "--wait")
 	})
 	t.Run("site toolbox", func(t *testing.T) { ctlToolbox(t, c, id, url) })
