@@ -32,16 +32,25 @@ func newRoot(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "sandboxctl",
 		Short: "Disposable WordPress sites from the command line",
-		Long: `sandboxctl talks to a sandboxd server: log in once, then make, inspect and
-remove sites. Every command takes --json for scripts (the API's objects,
-unchanged) and answers a person otherwise.
+		Long: `sandboxctl talks to a sandboxd server: log in once, then make, inspect,
+change and remove sites, and everything around them. Every command takes
+--json for scripts (the API's objects, unchanged) and answers a person
+otherwise: tables that fit the terminal, colours only on a terminal (never
+with NO_COLOR), relative times.
+
+The server and token come from --server, then SANDBOX_URL and
+SANDBOX_TOKEN, then the profile (login keeps one; --profile picks another).
+The workspace comes from --workspace, then the profile's (workspaces use),
+then your personal one.
 
 Exit codes: 0 done; 1 the API refused (its error code on stderr) or could
 not be reached; 2 the command line was wrong; 130 interrupted (Ctrl-C) during
 an upload, which the same command resumes.`,
-		Example: `  sandboxctl login --server https://sandbox.example.com --with-token < token.txt
+		Example: `  sandboxctl login --server https://sandbox.example.com        # in a browser
+  sandboxctl login --server https://sandbox.example.com --with-token < token.txt
   sandboxctl sites create --name demo --wait
-  sandboxctl sites list --json | jq -r '.sites[].url'`,
+  sandboxctl sites list --json | jq -r '.sites[].url'
+  source <(sandboxctl completion bash)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,
@@ -240,6 +249,12 @@ func fitColumns(header []string, rows [][]string, width int) [][]string {
 		}
 	}
 	return out
+}
+
+// stderrIsTerminal reports whether progress notes on stderr reach a person.
+func (e *env) stderrIsTerminal() bool {
+	f, ok := e.stderr.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
 }
 
 // termWidth is stdout's terminal width, or 0 when it is not a terminal.

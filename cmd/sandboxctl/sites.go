@@ -169,18 +169,32 @@ func sitesDelete(e *env) *cobra.Command {
 	return c
 }
 
-// waitJob polls a job until it ends; a failed job is an API error.
+// waitLimit bounds how long --wait follows one job.
+const waitLimit = 30 * time.Minute
+
+// waitJob polls a job until it ends; a failed job is an API error. On a
+// terminal each change of the job's status is shown on stderr.
 func waitJob(e *env, c *apiclient.Client, id string) error {
+	deadline := time.Now().Add(waitLimit)
+	last := ""
 	for {
 		r, err := call(c, "GET", "/api/app/jobs/"+url.PathEscape(id), nil)
 		if err != nil {
 			return err
 		}
-		switch r.Str("job.status") {
+		status := r.Str("job.status")
+		if status != last && e.stderrIsTerminal() {
+			fmt.Fprintf(e.stderr, "job %s: %s\n", id, status)
+		}
+		last = status
+		switch status {
 		case "succeeded":
 			return nil
 		case "failed":
 			return &apiclient.Error{Status: 200, Code: r.Str("job.error.code"), Message: r.Str("job.error.message")}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("job %s is still %s after %s: follow it with GET /api/app/jobs/%s", id, status, waitLimit, id)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/sandboxd/sandboxd/apiclient"
 )
@@ -113,10 +114,18 @@ func wsctlOnOff(v any) string {
 // stdin, never from the command line where shell history would keep it.
 // On a terminal it prompts on stderr first.
 func wsctlReadSecret(e *env, what string) (string, error) {
-	if f, ok := e.stdin.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			fmt.Fprintf(e.stderr, "%s (then Enter): ", what)
+	if f, ok := e.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		// Typed at a terminal: not echoed, as a password prompt.
+		fmt.Fprintf(e.stderr, "%s (not shown; then Enter): ", what)
+		b, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(e.stderr)
+		if err != nil {
+			return "", fmt.Errorf("read the %s: %w", what, err)
 		}
+		if s := strings.TrimSpace(string(b)); s != "" {
+			return s, nil
+		}
+		return "", usageError{fmt.Errorf("no %s given", what)}
 	}
 	line, err := bufio.NewReader(e.stdin).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
