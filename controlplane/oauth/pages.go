@@ -19,6 +19,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/ids"
+	"github.com/sandboxd/sandboxd/internal/logincode"
 	"github.com/sandboxd/sandboxd/internal/ratelimit"
 	"github.com/sandboxd/sandboxd/internal/secret"
 )
@@ -174,6 +175,9 @@ func (s *Service) authorize(w http.ResponseWriter, r *http.Request) {
 func (s *Service) show(w http.ResponseWriter, r *http.Request, req *request, notice string) {
 	p := page{Title: "Connect " + req.client.Name, Client: req.client.Name, Request: req.raw, Notice: notice,
 		Scopes: scopeText(req.scope)}
+	if req.scope == ScopeAccount {
+		p.Account, p.LoginCode = true, logincode.Of(req.challenge)
+	}
 	if u, err := url.Parse(req.redirect); err == nil {
 		p.RedirectHost = u.Host
 	}
@@ -403,6 +407,10 @@ func clientIP(r *http.Request) string {
 }
 
 type page struct {
+	// Account is a command-line login asking for the whole account;
+	// LoginCode is the code its terminal shows.
+	Account      bool
+	LoginCode    string
 	Title        string
 	Error        string
 	Notice       string
@@ -440,7 +448,10 @@ button{padding:.5rem 1rem;font-size:1rem;cursor:pointer} .row{display:flex;gap:.
 <p><strong>{{.Client}}</strong> asks for access to your account. After you approve, your browser goes back to
 <span class="host" id="redirect-host">{{.RedirectHost}}</span>.</p>
 <p>It will be able to:</p><ul id="scopes">{{range .Scopes}}<li>{{.}}</li>{{end}}</ul>
-<p>It will not see your password or personal API tokens, and cannot reach anything else in your account.</p>
+{{if .Account}}<p class="err" id="account-warning">This gives a command-line tool full access to your account, as a personal API
+token does. Approve only if you just ran <code>sandboxctl login</code> yourself, on this computer, and it shows this code:</p>
+<p><strong class="host" id="login-code">{{.LoginCode}}</strong></p>{{else}}
+<p>It will not see your password or personal API tokens, and cannot reach anything else in your account.</p>{{end}}
 </div>
 {{if .Email}}
 <p>Signed in as <strong id="account">{{.Email}}</strong>.</p>

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/oauth2"
 
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/logincode"
 )
 
 // consentBrowser is a cookie-keeping client that does not follow
@@ -296,8 +297,11 @@ func TestCommandLineLogin(t *testing.T) {
 	authURL := cfg.AuthCodeURL("st-cli", oauth2.S256ChallengeOption(verifier))
 	to := b.approve(authURL, alice.Token)
 	if u, _ := url.Parse(authURL); true {
-		if _, page := b.do("GET", u.Path+"?"+u.RawQuery, nil); !strings.Contains(page, "Act as you everywhere") {
-			t.Errorf("the consent page does not say what the account scope gives: %s", page)
+		_, page := b.do("GET", u.Path+"?"+u.RawQuery, nil)
+		code := logincode.Of(oauth2.S256ChallengeFromVerifier(verifier))
+		if !strings.Contains(page, "Act as you everywhere") || !strings.Contains(page, `id="account-warning"`) ||
+			!strings.Contains(page, `id="login-code">`+code+"<") || strings.Contains(page, "cannot reach anything else") {
+			t.Errorf("the consent page does not say what the account scope gives, or not the login code %s: %s", code, page)
 		}
 	}
 	tok, err := cfg.Exchange(ctx, to.Query().Get("code"), oauth2.VerifierOption(verifier))
@@ -318,6 +322,12 @@ func TestCommandLineLogin(t *testing.T) {
 	}
 	if listed["kind"] != "oauth" || listed["scope"] != "account" || listed["clientName"] != "sandboxctl on laptop" {
 		t.Fatalf("listed: %v", listed)
+	}
+	// A command-line login's token signs in on the consent page as a
+	// personal token does (it is one, in all but its origin).
+	v2 := oauth2.GenerateVerifier()
+	if to := newConsentBrowser(t, s.URL()).approve(cfg.AuthCodeURL("st-again", oauth2.S256ChallengeOption(v2)), tok.AccessToken); to.Query().Get("code") == "" {
+		t.Fatalf("sign in with the CLI's token: %s", to)
 	}
 	alice.Client.Do("DELETE", "/api/account/tokens/"+listed["id"].(string), nil).Must(t, 200)
 	cli.Do("GET", "/api/app/sites", nil).Must(t, 401)
