@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -17,11 +15,13 @@ import (
 
 func init() { families = append(families, importsCmd) }
 
+// importsPath is the workspace's imports.
+const importsPath = "/api/app/imports"
+
 func importsCmd(e *env) *cobra.Command {
-	c := group("imports", "Push a local WordPress site (directory or archive) into a sandbox",
+	return group("imports", "Push a local WordPress site (directory or archive) into a sandbox",
+		"  sandboxctl imports push ./public_html\n  sandboxctl imports list",
 		importsPush(e), importsResume(e), importsList(e), importsGet(e), importsCancel(e), importsDelete(e))
-	c.Example = "  sandboxctl imports push ./public_html\n  sandboxctl imports list"
-	return c
 }
 
 // importsSignals is the context of a push: SIGINT or SIGTERM cancels it
@@ -190,48 +190,21 @@ func importsList(e *env) *cobra.Command {
 		Use: "list", Short: "The workspace's imports, newest first", Args: importsArgs(0, "no arguments"),
 		Example: "  sandboxctl imports list\n  sandboxctl imports list --json | jq -r '.imports[].siteUrl // empty'",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "GET", "/api/app/imports", nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			var rows [][]string
-			for _, im := range r.List("imports") {
-				size, _ := importsNum(im["sizeBytes"])
-				src := strings.TrimPrefix(strings.TrimPrefix(str(im["sourceUrl"]), "https://"), "http://")
-				rows = append(rows, []string{str(im["id"]), str(im["status"]), importsBytes(size), importsCut(src, 19), ago(im["createdAt"])})
-			}
-			if len(rows) == 0 {
-				fmt.Fprintln(e.stdout, "no imports yet: sandboxctl imports push PATH")
-				return nil
-			}
-			e.table([]string{"ID", "STATUS", "SIZE", "SOURCE", "CREATED"}, rows)
-			return nil
+			return e.send("GET", importsPath, nil, func(r *apiclient.Response) {
+				var rows [][]string
+				for _, im := range r.List("imports") {
+					size, _ := importsNum(im["sizeBytes"])
+					src := strings.TrimPrefix(strings.TrimPrefix(str(im["sourceUrl"]), "https://"), "http://")
+					rows = append(rows, []string{str(im["id"]), str(im["status"]), byteSize(size), clip(src, 19), ago(im["createdAt"])})
+				}
+				if len(rows) == 0 {
+					fmt.Fprintln(e.stdout, "no imports yet: sandboxctl imports push PATH")
+					return
+				}
+				e.table([]string{"ID", "STATUS", "SIZE", "SOURCE", "CREATED"}, rows)
+			})
 		},
 	}
-}
-
-// importsOr is s, or dflt when s is empty.
-func importsOr(s, dflt string) string {
-	if s == "" {
-		return dflt
-	}
-	return s
-}
-
-// importsCut shortens s to n characters with an ellipsis.
-func importsCut(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }
 
 func importsGet(e *env) *cobra.Command {
@@ -240,37 +213,27 @@ func importsGet(e *env) *cobra.Command {
 		Example: "  sandboxctl imports get imp_abc\n  sandboxctl imports get imp_abc --json | jq -r .loginUrl",
 		Args:    importsArgs(1, "IMPORT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "GET", "/api/app/imports/"+url.PathEscape(args[0]), nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			size, _ := importsNum(r.Get("import.sizeBytes"))
-			got, _ := importsNum(r.Get("import.receivedBytes"))
-			pct, _ := importsNum(r.Get("progress.percent"))
-			rows := [][]string{{"id", r.Str("import.id")}, {"status", r.Str("import.status")},
-				{"progress", fmt.Sprintf("%s %d%%", r.Str("progress.phase"), pct)},
-				{"source", importsCut(r.Str("import.sourceUrl"), 66)},
-				{"size", fmt.Sprintf("%s (%s received)", importsBytes(size), importsBytes(got))},
-				{"site", importsOr(r.Str("import.siteId"), "- (a new one, made when the upload is complete)")},
-				{"created", ago(r.Get("import.createdAt"))}}
-			if u := r.Str("siteUrl"); u != "" {
-				rows = append(rows, []string{"url", importsCut(u, 66)})
-			}
-			if why := r.Str("import.failureReason"); why != "" {
-				rows = append(rows, []string{"failure", importsCut(why, 66)})
-			}
-			e.table([]string{"FIELD", "VALUE"}, rows)
-			if l := r.Str("loginUrl"); l != "" {
-				fmt.Fprintf(e.stdout, "log in (one-time link):\n%s\n", l)
-			}
-			return nil
+			return e.send("GET", apiPath(importsPath, args[0]), nil, func(r *apiclient.Response) {
+				size, _ := importsNum(r.Get("import.sizeBytes"))
+				got, _ := importsNum(r.Get("import.receivedBytes"))
+				pct, _ := importsNum(r.Get("progress.percent"))
+				rows := [][2]string{{"id", r.Str("import.id")}, {"status", r.Str("import.status")},
+					{"progress", fmt.Sprintf("%s %d%%", r.Str("progress.phase"), pct)},
+					{"source", clip(r.Str("import.sourceUrl"), 66)},
+					{"size", fmt.Sprintf("%s (%s received)", byteSize(size), byteSize(got))},
+					{"site", orElse(r.Str("import.siteId"), "- (a new one, made when the upload is complete)")},
+					{"created", ago(r.Get("import.createdAt"))}}
+				if u := r.Str("siteUrl"); u != "" {
+					rows = append(rows, [2]string{"url", clip(u, 66)})
+				}
+				if why := r.Str("import.failureReason"); why != "" {
+					rows = append(rows, [2]string{"failure", clip(why, 66)})
+				}
+				e.fields(rows)
+				if l := r.Str("loginUrl"); l != "" {
+					fmt.Fprintf(e.stdout, "log in (one-time link):\n%s\n", l)
+				}
+			})
 		},
 	}
 }
@@ -304,9 +267,8 @@ func importsDrop(e *env, id, query string) error {
 	if err != nil {
 		return err
 	}
-	r, err := call(c, "DELETE", "/api/app/imports/"+url.PathEscape(id)+query, nil)
-	var ae *apiclient.Error
-	if err != nil && !(errors.As(err, &ae) && ae.Code == "import_not_found") {
+	r, err := call(c, "DELETE", apiPath(importsPath, id)+query, nil)
+	if err != nil && !importsIsCode(err, "import_not_found") {
 		return err
 	}
 	if st, _ := importsFindState(id); st != nil {
@@ -316,13 +278,11 @@ func importsDrop(e *env, id, query string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
-		return e.printJSON(r)
-	}
-	if query == "" {
-		fmt.Fprintf(e.stdout, "cancelled %s\n", id)
-	} else {
-		fmt.Fprintf(e.stdout, "deleted %s (a site it made stays)\n", id)
-	}
-	return nil
+	return e.reply(r, func(*apiclient.Response) {
+		if query == "" {
+			fmt.Fprintf(e.stdout, "cancelled %s\n", id)
+		} else {
+			fmt.Fprintf(e.stdout, "deleted %s (a site it made stays)\n", id)
+		}
+	})
 }

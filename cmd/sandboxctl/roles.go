@@ -25,7 +25,7 @@ func roleCapsFlag(caps []string) []string {
 func init() { families = append(families, rolesCmd) }
 
 func rolesCmd(e *env) *cobra.Command {
-	c := wsctlGroup("roles", "Custom roles of the selected workspace",
+	c := group("roles", "Custom roles of the selected workspace",
 		`  sandboxctl roles create Editors --cap create,reusables
   sandboxctl roles list
   sandboxctl members set-role bob@example.com Editors`,
@@ -46,11 +46,7 @@ func roleList(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := memWorkspacePath(c, "roles")
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "GET", p, nil, func(r *apiclient.Response) {
+			return memSend(e, c, "GET", []string{"roles"}, nil, func(r *apiclient.Response) {
 				var rows [][]string
 				for _, ro := range r.List("roles") {
 					rows = append(rows, []string{str(ro["id"]), wsctlText(ro["name"], 18), roleCaps(ro["capabilities"])})
@@ -90,12 +86,8 @@ func roleCreate(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := memWorkspacePath(c, "roles")
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "POST", p, map[string]any{"name": args[0], "capabilities": list},
-				func(r *apiclient.Response) { rolePrint(e, "created", r) }, "Idempotency-Key", wsctlIdemKey())
+			return memSend(e, c, "POST", []string{"roles"}, map[string]any{"name": args[0], "capabilities": list},
+				func(r *apiclient.Response) { rolePrint(e, "created", r) }, "Idempotency-Key", idempotencyKey())
 		},
 	}
 	cmd.Flags().StringSliceVar(&caps, "cap", nil, "any of create,internals,reusables,integrations,manage")
@@ -127,11 +119,7 @@ func roleUpdate(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := memWorkspacePath(c, "roles", id)
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "PATCH", p, body, func(r *apiclient.Response) { rolePrint(e, "updated", r) })
+			return memSend(e, c, "PATCH", []string{"roles", id}, body, func(r *apiclient.Response) { rolePrint(e, "updated", r) })
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "new name")
@@ -152,11 +140,7 @@ func roleDelete(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := memWorkspacePath(c, "roles", id)
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "DELETE", p, nil, func(*apiclient.Response) {
+			return memSend(e, c, "DELETE", []string{"roles", id}, nil, func(*apiclient.Response) {
 				fmt.Fprintf(e.stdout, "deleted role %s\n", args[0])
 			})
 		},

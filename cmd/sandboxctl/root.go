@@ -11,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -154,7 +153,13 @@ func (e *env) client() (*apiclient.Client, error) {
 
 // call sends one request and turns an error envelope into an error.
 func call(c *apiclient.Client, method, path string, body any, header ...string) (*apiclient.Response, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return callCtx(context.Background(), c, method, path, body, header...)
+}
+
+// callCtx is call under ctx, for requests that something else (a push's
+// signals) may stop; each request still gives up after two minutes.
+func callCtx(ctx context.Context, c *apiclient.Client, method, path string, body any, header ...string) (*apiclient.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	return c.Call(ctx, method, path, body, header...)
 }
@@ -191,7 +196,7 @@ func (e *env) table(header []string, rows [][]string) {
 				if !head {
 					code = statusColor(c)
 				}
-				out[i] = "\x1b[" + code + "m" + c + "\x1b[0m"
+				out[i] = paint(true, code, c)
 			}
 		}
 		fmt.Fprintln(tw, strings.Join(out, "\t"))
@@ -251,16 +256,10 @@ func fitColumns(header []string, rows [][]string, width int) [][]string {
 	return out
 }
 
-// stderrIsTerminal reports whether progress notes on stderr reach a person.
-func (e *env) stderrIsTerminal() bool {
-	f, ok := e.stderr.(*os.File)
-	return ok && isatty.IsTerminal(f.Fd())
-}
-
 // termWidth is stdout's terminal width, or 0 when it is not a terminal.
 func (e *env) termWidth() int {
 	f, ok := e.stdout.(*os.File)
-	if !ok || !isatty.IsTerminal(f.Fd()) {
+	if !ok || !isTerminal(f) {
 		return 0
 	}
 	w, _, err := term.GetSize(int(f.Fd()))
@@ -290,11 +289,7 @@ func statusColor(s string) string {
 // colorOut reports whether stdout is a terminal that takes colours
 // (not when NO_COLOR is set or TERM is dumb).
 func (e *env) colorOut() bool {
-	f, ok := e.stdout.(*os.File)
-	if !ok || os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
-		return false
-	}
-	return isatty.IsTerminal(f.Fd())
+	return isTerminal(e.stdout) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
 }
 
 // ago is a time relative to now, as a person reads it ("5m ago",
@@ -328,6 +323,7 @@ func span(d time.Duration) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
+// str is a field of an API object as a table cell: "-" for null.
 func str(v any) string {
 	if v == nil {
 		return "-"
