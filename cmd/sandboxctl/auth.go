@@ -98,13 +98,9 @@ func logoutCmd(e *env) *cobra.Command {
 		Example: "  sandboxctl logout\n  sandboxctl logout --profile staging",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig()
+			cfg, name, err := e.profileConfig()
 			if err != nil {
 				return err
-			}
-			name := e.profile
-			if name == "" {
-				name = cfg.Current
 			}
 			if cfg.Profiles[name] == nil {
 				return usageError{fmt.Errorf("no profile %q", name)}

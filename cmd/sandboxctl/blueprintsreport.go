@@ -153,13 +153,9 @@ func bpAnyClient(e *env) (*apiclient.Client, error) {
 	if err == nil || !errors.As(err, &ue) {
 		return c, err
 	}
-	cfg, cerr := loadConfig()
+	cfg, name, cerr := e.profileConfig()
 	if cerr != nil {
 		return nil, cerr
-	}
-	name := e.profile
-	if name == "" {
-		name = cfg.Current
 	}
 	p := cfg.Profiles[name]
 	if e.profile != "" && p == nil {

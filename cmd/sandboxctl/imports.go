@@ -90,16 +90,9 @@ import. The state and the packed archive are removed when the import ends
   sandboxctl imports push ./public_html --no-wait --json | jq -r .import.id`,
 		Args: importsArgs(1, "PATH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.parse(); err != nil {
-				return err
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := importsSignals(cmd.Context())
-			defer cancel()
-			return newImportsPusher(e, c, o, cancel).push(ctx, args[0], cmd.Flags().Changed)
+			return importsRun(e, cmd, &o, func(ctx context.Context, p *importsPusher) error {
+				return p.push(ctx, args[0], cmd.Flags().Changed)
+			})
 		},
 	}
 	c.Flags().StringVar(&o.site, "site", "", "restore into this ready site (default: a new one)")
@@ -108,6 +101,22 @@ import. The state and the packed archive are removed when the import ends
 	c.Flags().BoolVar(&o.restart, "restart", false, "drop a saved interrupted upload; start anew")
 	importsUploadFlags(c, &o)
 	return c
+}
+
+// importsRun is what push and resume share: the upload flags checked,
+// then run given a pusher on this invocation's client, under a context
+// that SIGINT or SIGTERM cancels.
+func importsRun(e *env, cmd *cobra.Command, o *importsOptions, run func(context.Context, *importsPusher) error) error {
+	if err := o.parse(); err != nil {
+		return err
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := importsSignals(cmd.Context())
+	defer cancel()
+	return run(ctx, newImportsPusher(e, c, *o, cancel))
 }
 
 // importsArgs wants exactly n arguments, named in the message.
@@ -131,33 +140,25 @@ is waited for. Running the same ` + "`imports push`" + ` command again does the 
 		Example: "  sandboxctl imports resume imp_abc\n  sandboxctl imports resume imp_abc --limit-rate 1M --json",
 		Args:    importsArgs(1, "IMPORT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.parse(); err != nil {
-				return err
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			st, err := importsFindState(args[0])
-			if err != nil {
-				return err
-			}
-			if st != nil && strings.TrimRight(st.Server, "/") != strings.TrimRight(c.Base, "/") {
-				return usageError{fmt.Errorf("import %s was pushed to %s: add --server %s", args[0], st.Server, st.Server)}
-			}
-			if st != nil && st.Workspace != "" && c.Workspace == "" {
-				c.Workspace = st.Workspace
-			}
-			ctx, cancel := importsSignals(cmd.Context())
-			defer cancel()
-			p := newImportsPusher(e, c, o, cancel)
-			if st != nil {
+			return importsRun(e, cmd, &o, func(ctx context.Context, p *importsPusher) error {
+				st, err := importsFindState(args[0])
+				if err != nil {
+					return err
+				}
+				if st == nil {
+					return p.resumeUnsaved(ctx, args[0])
+				}
+				if strings.TrimRight(st.Server, "/") != strings.TrimRight(p.c.Base, "/") {
+					return usageError{fmt.Errorf("import %s was pushed to %s: add --server %s", args[0], st.Server, st.Server)}
+				}
+				if st.Workspace != "" && p.c.Workspace == "" {
+					p.c.Workspace = st.Workspace
+				}
 				if done, err := p.goOn(ctx, st); done {
 					return err
 				}
 				return fmt.Errorf("import %s cannot go on (see above): push %s again to start a new import", args[0], st.Source)
-			}
-			return p.resumeUnsaved(ctx, args[0])
+			})
 		},
 	}
 	importsUploadFlags(c, &o)

@@ -39,6 +39,20 @@ func memSend(e *env, c *apiclient.Client, method string, rest []string, body any
 	return e.sendWith(c, method, p, body, human, header...)
 }
 
+// memResolve is the invocation's client and what resolve (memUserID,
+// memRoleID) makes of name with it: the id a command sends.
+func memResolve(e *env, resolve func(*apiclient.Client, string) (string, error), name string) (*apiclient.Client, string, error) {
+	c, err := e.client()
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := resolve(c, name)
+	if err != nil {
+		return nil, "", err
+	}
+	return c, id, nil
+}
+
 // memUserID resolves a member given by user id or by email address.
 func memUserID(c *apiclient.Client, who string) (string, error) {
 	if !strings.Contains(who, "@") {
@@ -157,11 +171,7 @@ func memInvite(e *env) *cobra.Command {
 
 // memPatchRole sets (roleID) or clears (nil) a member's custom role.
 func memPatchRole(e *env, who string, role *string) error {
-	c, err := e.client()
-	if err != nil {
-		return err
-	}
-	user, err := memUserID(c, who)
+	c, user, err := memResolve(e, memUserID, who)
 	if err != nil {
 		return err
 	}
@@ -203,11 +213,7 @@ func memRemove(e *env) *cobra.Command {
 		Use: "remove USER", Short: "Remove a member (yourself, or anyone with manage)", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl members remove bob@example.com\n  sandboxctl members remove usr_abc --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			user, err := memUserID(c, args[0])
+			c, user, err := memResolve(e, memUserID, args[0])
 			if err != nil {
 				return err
 			}

@@ -111,11 +111,7 @@ func roleUpdate(e *env) *cobra.Command {
 			if len(body) == 0 {
 				return usageError{errors.New("nothing to change: give --name or --cap")}
 			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			id, err := memRoleID(c, args[0])
+			c, id, err := memResolve(e, memRoleID, args[0])
 			if err != nil {
 				return err
 			}
@@ -132,11 +128,7 @@ func roleDelete(e *env) *cobra.Command {
 		Use: "delete ROLE", Short: "Delete a role no member holds (owner only)", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl roles delete Editors\n  sandboxctl roles delete role_abc",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			id, err := memRoleID(c, args[0])
+			c, id, err := memResolve(e, memRoleID, args[0])
 			if err != nil {
 				return err
 			}

@@ -115,13 +115,9 @@ func isCobraUsage(err error) bool {
 // client is the API client of this invocation: the server and token from
 // flags, the environment (SANDBOX_URL, SANDBOX_TOKEN) or the profile.
 func (e *env) client() (*apiclient.Client, error) {
-	cfg, err := loadConfig()
+	cfg, name, err := e.profileConfig()
 	if err != nil {
 		return nil, err
-	}
-	name := e.profile
-	if name == "" {
-		name = cfg.Current
 	}
 	p := cfg.Profiles[name]
 	if e.profile != "" && p == nil {
@@ -149,6 +145,16 @@ func (e *env) client() (*apiclient.Client, error) {
 	c := apiclient.New(server, token)
 	c.Workspace = ws
 	return c, nil
+}
+
+// profileConfig is the saved config and the name of the profile this
+// invocation uses: --profile, else the current one (which may not exist).
+func (e *env) profileConfig() (*config, string, error) {
+	cfg, err := loadConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	return cfg, orElse(e.profile, cfg.Current), nil
 }
 
 // call sends one request and turns an error envelope into an error.

@@ -71,13 +71,9 @@ func wsUse(e *env) *cobra.Command {
 			if personal == (len(args) == 1) {
 				return usageError{errors.New("give a workspace id, or --personal")}
 			}
-			cfg, err := loadConfig()
+			cfg, name, err := e.profileConfig()
 			if err != nil {
 				return err
-			}
-			name := e.profile
-			if name == "" {
-				name = cfg.Current
 			}
 			p := cfg.Profiles[name]
 			if p == nil {
@@ -107,11 +103,9 @@ func wsUse(e *env) *cobra.Command {
 			if err := cfg.save(); err != nil {
 				return err
 			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			fmt.Fprintf(e.stdout, "profile %s now works in %s (%s)\n", name, r.Str("workspace.name"), ws)
-			return nil
+			return e.reply(r, func(r *apiclient.Response) {
+				fmt.Fprintf(e.stdout, "profile %s now works in %s (%s)\n", name, r.Str("workspace.name"), ws)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&personal, "personal", false, "go back to your personal workspace")
