@@ -264,11 +264,7 @@ func importsDelete(e *env) *cobra.Command {
 // importsDrop cancels or deletes an import and removes what this
 // machine kept to resume it.
 func importsDrop(e *env, id, query string) error {
-	c, err := e.client()
-	if err != nil {
-		return err
-	}
-	r, err := call(c, "DELETE", apiPath(importsPath, id)+query, nil)
+	r, err := e.api("DELETE", apiPath(importsPath, id)+query, nil)
 	if err != nil && !importsIsCode(err, "import_not_found") {
 		return err
 	}

@@ -57,8 +57,12 @@ func libHint(v any) string {
 	return strings.Repeat("•", min(bullets, 4)) + string(r)
 }
 
-// libPrint shows the entry of a {plugin} answer.
-func libPrint(e *env, r *apiclient.Response) {
+// libPrint shows the entry of a {plugin} answer; verb, when set, says
+// what was done to it first ("added acme-widgets").
+func libPrint(e *env, r *apiclient.Response, verb string) {
+	if verb != "" {
+		fmt.Fprintf(e.stdout, "%s %s\n", verb, r.Str("plugin.slug"))
+	}
 	get := func(f string) any { return r.Get("plugin." + f) }
 	rows := [][2]string{
 		{"id", r.Str("plugin.id")}, {"slug", str(get("slug"))}, {"name", wsctlText(get("name"), 60)}, {"kind", str(get("kind"))},
@@ -83,7 +87,7 @@ func libGet(e *env) *cobra.Command {
 		Use: "get ENTRY", Short: "One Library entry, by id or slug", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl library get acme-widgets\n  sandboxctl library get lib_abc --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.send("GET", apiPath(libPath, args[0]), nil, func(r *apiclient.Response) { libPrint(e, r) })
+			return e.send("GET", apiPath(libPath, args[0]), nil, func(r *apiclient.Response) { libPrint(e, r, "") })
 		},
 	}
 }
@@ -109,10 +113,8 @@ func libAdd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return e.send("POST", libPath, body, func(r *apiclient.Response) {
-				fmt.Fprintf(e.stdout, "added %s\n", r.Str("plugin.slug"))
-				libPrint(e, r)
-			}, "Content-Type", ctype, "Idempotency-Key", idempotencyKey())
+			return e.send("POST", libPath, body, func(r *apiclient.Response) { libPrint(e, r, "added") },
+				"Content-Type", ctype, "Idempotency-Key", idempotencyKey())
 		},
 	}
 	cmd.Flags().BoolVar(&keyStdin, "license-key-stdin", false, "read a license key from stdin (kept sealed)")
@@ -156,10 +158,8 @@ func libAddGitHub(e *env) *cobra.Command {
 				}
 				body["licenseKey"] = key
 			}
-			return e.send("POST", libPath+"/github", body, func(r *apiclient.Response) {
-				fmt.Fprintf(e.stdout, "added %s\n", r.Str("plugin.slug"))
-				libPrint(e, r)
-			}, "Idempotency-Key", idempotencyKey())
+			return e.send("POST", libPath+"/github", body, func(r *apiclient.Response) { libPrint(e, r, "added") },
+				"Idempotency-Key", idempotencyKey())
 		},
 	}
 	cmd.Flags().BoolVar(&keyStdin, "license-key-stdin", false, "read a license key from stdin (kept sealed)")

@@ -30,8 +30,18 @@ func memWorkspacePath(c *apiclient.Client, rest ...string) (string, error) {
 }
 
 // memSend sends one request to a resource of the selected workspace
-// (rest as memWorkspacePath takes it) and prints its answer (see reply).
-func memSend(e *env, c *apiclient.Client, method string, rest []string, body any, human func(*apiclient.Response), header ...string) error {
+// (rest as memWorkspacePath takes it) as this invocation's caller and
+// prints its answer (see reply).
+func memSend(e *env, method string, rest []string, body any, human func(*apiclient.Response), header ...string) error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	return memSendWith(e, c, method, rest, body, human, header...)
+}
+
+// memSendWith is memSend on a client the command already holds.
+func memSendWith(e *env, c *apiclient.Client, method string, rest []string, body any, human func(*apiclient.Response), header ...string) error {
 	p, err := memWorkspacePath(c, rest...)
 	if err != nil {
 		return err
@@ -113,7 +123,7 @@ func memList(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return memSend(e, c, "GET", []string{"members"}, nil, func(r *apiclient.Response) {
+			return memSendWith(e, c, "GET", []string{"members"}, nil, func(r *apiclient.Response) {
 				names := map[string]string{}
 				if roles, err := memRoles(c); err == nil {
 					for _, ro := range roles {
@@ -183,7 +193,7 @@ func memPatchRole(e *env, who string, role *string) error {
 		}
 		body["customRoleId"] = id
 	}
-	return memSend(e, c, "PATCH", []string{"members", user}, body, func(r *apiclient.Response) {
+	return memSendWith(e, c, "PATCH", []string{"members", user}, body, func(r *apiclient.Response) {
 		fmt.Fprintf(e.stdout, "%s now holds: %s\n", r.Str("member.email"), roleCaps(r.Get("member.capabilities")))
 	})
 }
@@ -217,7 +227,7 @@ func memRemove(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return memSend(e, c, "DELETE", []string{"members", user}, nil, func(*apiclient.Response) {
+			return memSendWith(e, c, "DELETE", []string{"members", user}, nil, func(*apiclient.Response) {
 				fmt.Fprintf(e.stdout, "removed %s from %s\n", args[0], c.Workspace)
 			})
 		},
@@ -229,11 +239,7 @@ func memInvitations(e *env) *cobra.Command {
 		Use: "invitations", Short: "The invitations the workspace sent (needs manage)", Args: cobra.NoArgs,
 		Example: "  sandboxctl members invitations\n  sandboxctl members invitations --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return memSend(e, c, "GET", []string{"invitations"}, nil, func(r *apiclient.Response) {
+			return memSend(e, "GET", []string{"invitations"}, nil, func(r *apiclient.Response) {
 				var rows [][]string
 				for _, i := range r.List("invitations") {
 					rows = append(rows, []string{str(i["id"]), wsctlText(i["email"], 28), str(i["status"]), ago(i["expiresAt"])})
@@ -249,11 +255,7 @@ func memWithdraw(e *env) *cobra.Command {
 		Use: "withdraw INVITATION", Short: "Withdraw a pending invitation", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl members withdraw inv_abc",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return memSend(e, c, "DELETE", []string{"invitations", args[0]}, nil, func(*apiclient.Response) {
+			return memSend(e, "DELETE", []string{"invitations", args[0]}, nil, func(*apiclient.Response) {
 				fmt.Fprintf(e.stdout, "withdrew invitation %s\n", args[0])
 			})
 		},

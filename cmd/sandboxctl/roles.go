@@ -42,11 +42,7 @@ func roleList(e *env) *cobra.Command {
 		Use: "list", Short: "The workspace's custom roles", Args: cobra.NoArgs,
 		Example: "  sandboxctl roles list\n  sandboxctl roles list --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return memSend(e, c, "GET", []string{"roles"}, nil, func(r *apiclient.Response) {
+			return memSend(e, "GET", []string{"roles"}, nil, func(r *apiclient.Response) {
 				var rows [][]string
 				for _, ro := range r.List("roles") {
 					rows = append(rows, []string{str(ro["id"]), wsctlText(ro["name"], 18), roleCaps(ro["capabilities"])})
@@ -82,11 +78,7 @@ func roleCreate(e *env) *cobra.Command {
 		Example: "  sandboxctl roles create Editors --cap create,reusables\n  sandboxctl roles create Viewers   # no capabilities: read only",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			list := roleCapsFlag(caps)
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return memSend(e, c, "POST", []string{"roles"}, map[string]any{"name": args[0], "capabilities": list},
+			return memSend(e, "POST", []string{"roles"}, map[string]any{"name": args[0], "capabilities": list},
 				func(r *apiclient.Response) { rolePrint(e, "created", r) }, "Idempotency-Key", idempotencyKey())
 		},
 	}
@@ -115,7 +107,7 @@ func roleUpdate(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return memSend(e, c, "PATCH", []string{"roles", id}, body, func(r *apiclient.Response) { rolePrint(e, "updated", r) })
+			return memSendWith(e, c, "PATCH", []string{"roles", id}, body, func(r *apiclient.Response) { rolePrint(e, "updated", r) })
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "new name")
@@ -132,7 +124,7 @@ func roleDelete(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return memSend(e, c, "DELETE", []string{"roles", id}, nil, func(*apiclient.Response) {
+			return memSendWith(e, c, "DELETE", []string{"roles", id}, nil, func(*apiclient.Response) {
 				fmt.Fprintf(e.stdout, "deleted role %s\n", args[0])
 			})
 		},
