@@ -37,11 +37,7 @@ func launchGet(e *env) *cobra.Command {
 		Use: "get TEMPLATE", Short: "A template's launch link settings", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl launch get tpl_abc\n  sandboxctl launch get tpl_abc --json | jq .template.launchBranding",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return e.sendWith(c, "GET", apiPath(tplPath, args[0]), nil, func(r *apiclient.Response) { launchPrint(e, c, r) })
+			return tplSend(e, "GET", args[0], nil, launchPrint)
 		},
 	}
 }
@@ -166,11 +162,7 @@ func launchSet(e *env) *cobra.Command {
 			if len(body) == 0 {
 				return usageError{errors.New("nothing to change: give at least one setting (see --help)")}
 			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return e.sendWith(c, "PATCH", apiPath(tplPath, args[0]), body, func(r *apiclient.Response) { launchPrint(e, c, r) })
+			return tplSend(e, "PATCH", args[0], body, launchPrint)
 		},
 	}
 	fl := cmd.Flags()

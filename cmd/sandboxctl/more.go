@@ -14,20 +14,10 @@ import (
 // sitesReset is `sites reset`: a site put back to what it was made
 // from, keeping its id and URL.
 func sitesReset(e *env) *cobra.Command {
-	var wait bool
-	c := &cobra.Command{
+	return sitesJobCmd(e, &cobra.Command{
 		Use: "reset SITE", Short: "Put a site back to what it was made from (same id and URL)", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl sites reset site_0123456789 --wait",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := e.startJob(wait, "POST", sitesAPI(args[0], "/reset"), nil)
-			if err != nil {
-				return err
-			}
-			return e.reply(r, func(r *apiclient.Response) { fmt.Fprintf(e.stdout, "resetting %s (job %s)\n", args[0], r.Str("jobId")) })
-		},
-	}
-	c.Flags().BoolVar(&wait, "wait", false, "wait until the site is ready again")
-	return c
+	}, "POST", "/reset", "resetting", "wait until the site is ready again")
 }
 
 // sitesOpen is `sites open`: a one-time wp-admin login link, opened in

@@ -103,20 +103,27 @@ func sitesCreate(e *env) *cobra.Command {
 	return c
 }
 
+// sitesDelete is `sites delete`.
 func sitesDelete(e *env) *cobra.Command {
-	var wait bool
-	c := &cobra.Command{
+	return sitesJobCmd(e, &cobra.Command{
 		Use: "delete SITE", Short: "Delete a site", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl sites delete site_0123456789\n  sandboxctl sites delete site_0123456789 --wait",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := e.startJob(wait, "DELETE", sitesAPI(args[0], ""), nil)
-			if err != nil {
-				return err
-			}
-			return e.reply(r, func(r *apiclient.Response) { fmt.Fprintf(e.stdout, "deleting %s (job %s)\n", args[0], r.Str("jobId")) })
-		},
+	}, "DELETE", "", "deleting", "wait until the site is gone")
+}
+
+// sitesJobCmd completes c, a command whose one request about the site
+// SITE (rest appended to its path) starts a job: --wait (waitHelp) waits
+// for the job; a person is told "doing SITE (job ID)".
+func sitesJobCmd(e *env, c *cobra.Command, method, rest, doing, waitHelp string) *cobra.Command {
+	var wait bool
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		r, err := e.startJob(wait, method, sitesAPI(args[0], rest), nil)
+		if err != nil {
+			return err
+		}
+		return e.reply(r, func(r *apiclient.Response) { fmt.Fprintf(e.stdout, "%s %s (job %s)\n", doing, args[0], r.Str("jobId")) })
 	}
-	c.Flags().BoolVar(&wait, "wait", false, "wait until the site is gone")
+	c.Flags().BoolVar(&wait, "wait", false, waitHelp)
 	return c
 }
 

@@ -42,13 +42,19 @@ func tplGet(e *env) *cobra.Command {
 		Use: "get TEMPLATE", Short: "One template", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl templates get tpl_abc\n  sandboxctl templates get tpl_abc --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return e.sendWith(c, "GET", apiPath(tplPath, args[0]), nil, func(r *apiclient.Response) { tplPrint(e, c, r) })
+			return tplSend(e, "GET", args[0], nil, tplPrint)
 		},
 	}
+}
+
+// tplSend sends one request about a template and prints the {template}
+// answer with show, which gets the client too (for the launch URL).
+func tplSend(e *env, method, template string, body any, show func(*env, *apiclient.Client, *apiclient.Response)) error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	return e.sendWith(c, method, apiPath(tplPath, template), body, func(r *apiclient.Response) { show(e, c, r) })
 }
 
 // tplPrint shows the template of a {template} answer.
@@ -134,11 +140,7 @@ func tplUpdate(e *env) *cobra.Command {
 			if len(body) == 0 {
 				return usageError{fmt.Errorf("nothing to change: give --name, --description or --warm-pool")}
 			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return e.sendWith(c, "PATCH", apiPath(tplPath, args[0]), body, func(r *apiclient.Response) { tplPrint(e, c, r) })
+			return tplSend(e, "PATCH", args[0], body, tplPrint)
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "new name")
