@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sandboxd/sandboxd/apiclient"
 )
 
 // listCmd is a command that GETs a list and prints chosen fields.
@@ -15,31 +17,21 @@ func listCmd(e *env, use, short, path, key string, header []string, fields []str
 	return &cobra.Command{
 		Use: use, Short: short, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "GET", path, nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			var rows [][]string
-			for _, item := range r.List(key) {
-				var row []string
-				for _, f := range fields {
-					if strings.HasSuffix(f, "At") {
-						row = append(row, ago(item[f]))
-						continue
+			return e.send("GET", path, nil, func(r *apiclient.Response) {
+				var rows [][]string
+				for _, item := range r.List(key) {
+					var row []string
+					for _, f := range fields {
+						if strings.HasSuffix(f, "At") {
+							row = append(row, ago(item[f]))
+							continue
+						}
+						row = append(row, str(item[f]))
 					}
-					row = append(row, str(item[f]))
+					rows = append(rows, row)
 				}
-				rows = append(rows, row)
-			}
-			e.table(header, rows)
-			return nil
+				e.table(header, rows)
+			})
 		},
 	}
 }
@@ -49,34 +41,11 @@ func deleteCmd(e *env, use, short, path string) *cobra.Command {
 	return &cobra.Command{
 		Use: use, Short: short, Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "DELETE", path+url.PathEscape(args[0]), nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			fmt.Fprintf(e.stdout, "deleted %s\n", args[0])
-			return nil
+			return e.send("DELETE", path+url.PathEscape(args[0]), nil, func(*apiclient.Response) {
+				fmt.Fprintf(e.stdout, "deleted %s\n", args[0])
+			})
 		},
 	}
-}
-
-// example sets a command's examples and returns it.
-func example(c *cobra.Command, ex string) *cobra.Command {
-	c.Example = ex
-	return c
-}
-
-func group(use, short string, subs ...*cobra.Command) *cobra.Command {
-	c := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
-	c.AddCommand(subs...)
-	return c
 }
 
 func tokensCmd(e *env) *cobra.Command {
@@ -86,28 +55,18 @@ func tokensCmd(e *env) *cobra.Command {
 		Use: "create", Short: "Make an API token (the secret is printed once)", Args: cobra.NoArgs,
 		Example: "  sandboxctl tokens create --name ci\n  sandboxctl tokens create --name ci --expires 30 --json | jq -r .secret",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
 			body := map[string]any{"name": name}
 			if days > 0 {
 				body["expiresInDays"] = days
 			}
-			r, err := call(c, "POST", "/api/account/tokens", body)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			fmt.Fprintf(e.stdout, "token %s (%s); the secret is shown once:\n%s\n", r.Str("token.id"), name, r.Str("secret"))
-			return nil
+			return e.send("POST", "/api/account/tokens", body, func(r *apiclient.Response) {
+				fmt.Fprintf(e.stdout, "token %s (%s); the secret is shown once:\n%s\n", r.Str("token.id"), name, r.Str("secret"))
+			})
 		},
 	}
 	create.Flags().StringVar(&name, "name", "sandboxctl", "token name")
 	create.Flags().IntVar(&days, "expires", 0, "days until the token stops working (0: never)")
-	return group("tokens", "Your API tokens",
+	return group("tokens", "Your API tokens", "",
 		example(listCmd(e, "list", "Your API tokens, and what browser logins and connectors were given (never secrets)", "/api/account/tokens", "tokens",
 			[]string{"ID", "NAME", "KIND", "CREATED", "EXPIRES"}, []string{"id", "name", "kind", "createdAt", "expiresAt"}),
 			"  sandboxctl tokens list\n  sandboxctl tokens list --json | jq -r '.tokens[] | select(.kind == \"oauth\") | .id'"),
@@ -116,7 +75,7 @@ func tokensCmd(e *env) *cobra.Command {
 }
 
 func workspacesCmd(e *env) *cobra.Command {
-	c := group("workspaces", "Your workspaces",
+	c := group("workspaces", "Your workspaces", "",
 		example(listCmd(e, "list", "The workspaces you belong to", "/api/app/workspaces", "workspaces",
 			[]string{"ID", "NAME", "ROLE", "CREATED"}, []string{"id", "name", "role", "createdAt"}),
 			"  sandboxctl workspaces list\n  sandboxctl sites list --workspace \"$(sandboxctl workspaces list --json | jq -r '.workspaces[1].id')\""))
@@ -130,7 +89,7 @@ func workspacesCmd(e *env) *cobra.Command {
 var workspaceCommands []func(*env) *cobra.Command
 
 func sshKeysCmd(e *env) *cobra.Command {
-	return group("ssh-keys", "The SSH keys you sign in to your sites with",
+	return group("ssh-keys", "The SSH keys you sign in to your sites with", "",
 		example(listCmd(e, "list", "Your SSH keys", "/api/account/ssh-keys", "sshKeys",
 			[]string{"ID", "NAME", "FINGERPRINT", "LAST USED"}, []string{"id", "name", "fingerprint", "lastUsedAt"}),
 			"  sandboxctl ssh-keys list"),
@@ -151,22 +110,13 @@ func sshKeyAdd(e *env) *cobra.Command {
 			if strings.Contains(string(pub), "PRIVATE KEY") {
 				return usageError{fmt.Errorf("%s is a private key: give the .pub file", args[0])}
 			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
 			if name == "" {
 				name = strings.TrimSuffix(filepath.Base(args[0]), ".pub")
 			}
-			r, err := call(c, "POST", "/api/account/ssh-keys", map[string]string{"name": name, "publicKey": strings.TrimSpace(string(pub))})
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			fmt.Fprintf(e.stdout, "added %s (%s)\n", r.Str("sshKey.id"), r.Str("sshKey.fingerprint"))
-			return nil
+			body := map[string]string{"name": name, "publicKey": strings.TrimSpace(string(pub))}
+			return e.send("POST", "/api/account/ssh-keys", body, func(r *apiclient.Response) {
+				fmt.Fprintf(e.stdout, "added %s (%s)\n", r.Str("sshKey.id"), r.Str("sshKey.fingerprint"))
+			})
 		},
 	}
 	c.Flags().StringVar(&name, "name", "", "a name for the key (default: the file's)")

@@ -98,13 +98,9 @@ func logoutCmd(e *env) *cobra.Command {
 		Example: "  sandboxctl logout\n  sandboxctl logout --profile staging",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig()
+			cfg, name, err := e.profileConfig()
 			if err != nil {
 				return err
-			}
-			name := e.profile
-			if name == "" {
-				name = cfg.Current
 			}
 			if cfg.Profiles[name] == nil {
 				return usageError{fmt.Errorf("no profile %q", name)}
@@ -129,20 +125,14 @@ func whoamiCmd(e *env) *cobra.Command {
 		Example: "  sandboxctl whoami\n  sandboxctl whoami --json | jq -r .user.email",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
+			c, me, err := e.request("GET", "/api/account/me", nil)
 			if err != nil {
 				return err
 			}
-			me, err := call(c, "GET", "/api/account/me", nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(me)
-			}
-			fmt.Fprintf(e.stdout, "%s on %s (plan %s, personal workspace %s)\n", me.Str("user.email"), c.Base, me.Str("user.plan"),
-				me.Str("user.personalWorkspaceId"))
-			return nil
+			return e.reply(me, func(me *apiclient.Response) {
+				fmt.Fprintf(e.stdout, "%s on %s (plan %s, personal workspace %s)\n", me.Str("user.email"), c.Base, me.Str("user.plan"),
+					me.Str("user.personalWorkspaceId"))
+			})
 		},
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -31,15 +30,11 @@ by step. A Blueprint with error findings is refused with them.` + "\n" + bpRunEx
 			"  sandboxctl blueprints run bp_abc --json | jq -r .run.id",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
 			body := map[string]any{}
 			if name != "" {
 				body["name"] = name
 			}
-			r, err := call(c, "POST", "/api/app/blueprints/"+url.PathEscape(args[0])+"/sites", body)
+			c, r, err := e.request("POST", apiPath(bpPath, args[0], "sites"), body)
 			if err != nil {
 				return bpExplain(e, err)
 			}
@@ -90,11 +85,7 @@ with them.` + "\n" + bpRunExit,
 			} else {
 				body["blueprintId"] = args[1]
 			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "POST", "/api/app/sites/"+url.PathEscape(args[0])+"/blueprint", body)
+			c, r, err := e.request("POST", sitesAPI(args[0], "/blueprint"), body)
 			if err != nil {
 				return bpExplain(e, err)
 			}
@@ -123,22 +114,18 @@ With --watch the command also waits for the template to be ready.`,
 			"  sandboxctl blueprints bake bp_abc --template tpl_abc --watch   # rebake",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
 			body := map[string]any{}
 			for k, v := range map[string]string{"name": name, "description": description, "templateId": template} {
 				if v != "" {
 					body[k] = v
 				}
 			}
-			r, err := call(c, "POST", "/api/app/blueprints/"+url.PathEscape(args[0])+"/bake", body)
+			c, r, err := e.request("POST", apiPath(bpPath, args[0], "bake"), body)
 			if err != nil {
 				return bpExplain(e, err)
 			}
 			if !e.json {
-				e.table([]string{"TEMPLATE", "NAME", "STATUS"}, [][]string{{r.Str("template.id"), bpClip(r.Str("template.name"), 40), r.Str("template.status")}})
+				e.table([]string{"TEMPLATE", "NAME", "STATUS"}, [][]string{{r.Str("template.id"), clip(r.Str("template.name"), 40), r.Str("template.status")}})
 			}
 			return bpStarted(e, c, r, watch, func() error {
 				// The run is done; the template is frozen from its site next,
@@ -149,7 +136,7 @@ With --watch the command also waits for the template to be ready.`,
 				if err := waitJob(e, c, r.Str("run.jobId")); err != nil {
 					return err
 				}
-				t, err := call(c, "GET", "/api/app/templates/"+url.PathEscape(r.Str("template.id")), nil)
+				t, err := call(c, "GET", apiPath(tplPath, r.Str("template.id")), nil)
 				if err != nil {
 					return fmt.Errorf("read template %s: %w", r.Str("template.id"), err)
 				}
@@ -170,18 +157,20 @@ With --watch the command also waits for the template to be ready.`,
 // bpStarted reports a run just started (the answer holds run) and, with
 // watch, follows it; done, when set, runs after a run that succeeded.
 func bpStarted(e *env, c *apiclient.Client, r *apiclient.Response, watch bool, done func() error) error {
-	bp := r.Str("run.blueprintId")
-	if bp == "" {
-		bp = "unsaved"
-	}
+	bp := orElse(r.Str("run.blueprintId"), "unsaved")
 	run := r.Str("run.id")
 	if !watch {
-		if e.json {
-			return e.printJSON(r)
-		}
-		fmt.Fprintf(e.stdout, "run %s is %s; follow it: sandboxctl blueprints watch %s %s\n", run, r.Str("run.status"), bp, run)
-		return nil
+		return e.reply(r, func(r *apiclient.Response) {
+			fmt.Fprintf(e.stdout, "run %s is %s; follow it: sandboxctl blueprints watch %s %s\n", run, r.Str("run.status"), bp, run)
+		})
 	}
+	return bpFollow(e, c, bp, run, done)
+}
+
+// bpFollow watches a run until it ends (bpWatchRun); done, when set,
+// runs after a run that succeeded. With --json the run's last answer is
+// printed, whatever the outcome.
+func bpFollow(e *env, c *apiclient.Client, bp, run string, done func() error) error {
 	final, err := bpWatchRun(e, c, bp, run)
 	if err == nil && done != nil {
 		err = done()
@@ -199,31 +188,21 @@ func blueprintsRuns(e *env) *cobra.Command {
 		Use: "runs BLUEPRINT", Short: "A saved Blueprint's runs, newest first", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl blueprints runs bp_abc\n  sandboxctl blueprints runs bp_abc --json | jq -r '.runs[0].id'",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "GET", "/api/app/blueprints/"+url.PathEscape(args[0])+"/runs", nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			var rows [][]string
-			for _, run := range r.List("runs") {
-				steps := bpMaps(run["steps"])
-				done := 0
-				for _, s := range steps {
-					if s["status"] == "succeeded" {
-						done++
+			return e.send("GET", apiPath(bpPath, args[0], "runs"), nil, func(r *apiclient.Response) {
+				var rows [][]string
+				for _, run := range r.List("runs") {
+					steps := bpMaps(run["steps"])
+					done := 0
+					for _, s := range steps {
+						if s["status"] == "succeeded" {
+							done++
+						}
 					}
+					rows = append(rows, []string{str(run["id"]), str(run["mode"]), str(run["status"]),
+						fmt.Sprintf("%d/%d", done, len(steps)), clip(str(run["siteId"]), 21), ago(run["createdAt"])})
 				}
-				rows = append(rows, []string{str(run["id"]), str(run["mode"]), str(run["status"]),
-					fmt.Sprintf("%d/%d", done, len(steps)), bpClip(str(run["siteId"]), 21), ago(run["createdAt"])})
-			}
-			e.table([]string{"RUN", "MODE", "STATUS", "STEPS", "SITE", "CREATED"}, rows)
-			return nil
+				e.table([]string{"RUN", "MODE", "STATUS", "STEPS", "SITE", "CREATED"}, rows)
+			})
 		},
 	}
 }
@@ -250,13 +229,7 @@ reason on stderr) or cannot be read; Ctrl-C stops watching, not the run.`,
 			if err != nil {
 				return err
 			}
-			final, err := bpWatchRun(e, c, args[0], args[1])
-			if e.json && final != nil {
-				if perr := e.printJSON(final); perr != nil {
-					return perr
-				}
-			}
-			return err
+			return bpFollow(e, c, args[0], args[1], nil)
 		},
 	}
 }
@@ -267,7 +240,7 @@ reason on stderr) or cannot be read; Ctrl-C stops watching, not the run.`,
 func bpRunFailed(c *apiclient.Client, r *apiclient.Response) error {
 	code := "blueprint_run_failed"
 	if job := r.Str("run.jobId"); job != "" {
-		if j, err := call(c, "GET", "/api/app/jobs/"+url.PathEscape(job), nil); err == nil &&
+		if j, err := call(c, "GET", apiPath("/api/app/jobs", job), nil); err == nil &&
 			j.Str("job.status") == "failed" && j.Str("job.error.code") != "" {
 			code = j.Str("job.error.code")
 		}

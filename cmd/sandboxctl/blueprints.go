@@ -9,7 +9,6 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,8 +21,13 @@ import (
 
 func init() { families = append(families, blueprintsCmd) }
 
+// bpPath is the workspace's saved Blueprints.
+const bpPath = "/api/app/blueprints"
+
 func blueprintsCmd(e *env) *cobra.Command {
-	g := group("blueprints", "Blueprints: check, save and run them",
+	g := group("blueprints", "Blueprints: check, save and run them", `  sandboxctl blueprints validate blueprint.json
+  sandboxctl blueprints save blueprint.json --name "Shop demo"
+  sandboxctl blueprints run bp_abc --watch`,
 		blueprintsValidate(e), blueprintsList(e), blueprintsGet(e), blueprintsSave(e), blueprintsUpdate(e),
 		blueprintsImport(e), blueprintsUpload(e), blueprintsDelete(e),
 		blueprintsRun(e), blueprintsApply(e), blueprintsBake(e), blueprintsRuns(e), blueprintsWatch(e))
@@ -32,9 +36,6 @@ that builds a site. Check one before saving it (validate), save it in the
 workspace (save, upload), then make a site from it (run), run it on a site
 you have (apply) or bake it into a template (bake), and follow its steps
 (watch).`
-	g.Example = `  sandboxctl blueprints validate blueprint.json
-  sandboxctl blueprints save blueprint.json --name "Shop demo"
-  sandboxctl blueprints run bp_abc --watch`
 	return g
 }
 
@@ -43,25 +44,15 @@ func blueprintsList(e *env) *cobra.Command {
 		Use: "list", Short: "The workspace's saved Blueprints", Args: cobra.NoArgs,
 		Example: "  sandboxctl blueprints list\n  sandboxctl blueprints list --json | jq -r '.blueprints[].id'",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "GET", "/api/app/blueprints", nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			var rows [][]string
-			for _, b := range r.List("blueprints") {
-				findings, _ := b["compatReport"].([]any)
-				rows = append(rows, []string{str(b["id"]), bpClip(str(b["name"]), 28), str(b["revision"]),
-					bpShort(bpMaps(findings)), ago(b["updatedAt"])})
-			}
-			e.table([]string{"ID", "NAME", "REV", "REPORT", "UPDATED"}, rows)
-			return nil
+			return e.send("GET", bpPath, nil, func(r *apiclient.Response) {
+				var rows [][]string
+				for _, b := range r.List("blueprints") {
+					findings, _ := b["compatReport"].([]any)
+					rows = append(rows, []string{str(b["id"]), clip(str(b["name"]), 28), str(b["revision"]),
+						bpShort(bpMaps(findings)), ago(b["updatedAt"])})
+				}
+				e.table([]string{"ID", "NAME", "REV", "REPORT", "UPDATED"}, rows)
+			})
 		},
 	}
 }
@@ -72,22 +63,14 @@ func blueprintsGet(e *env) *cobra.Command {
 		Use: "get BLUEPRINT", Short: "One saved Blueprint: its fields and report, or its source", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl blueprints get bp_abc\n  sandboxctl blueprints get bp_abc --source > blueprint.json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "GET", "/api/app/blueprints/"+url.PathEscape(args[0]), nil)
+			r, err := e.api("GET", apiPath(bpPath, args[0]), nil)
 			if err != nil {
 				return err
 			}
 			if source {
 				return bpWriteJSON(e.stdout, bpRaw(r, "blueprint", "sourceJson"))
 			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			bpPrint(e, r, "")
-			return nil
+			return e.reply(r, func(r *apiclient.Response) { bpPrint(e, r, "") })
 		},
 	}
 	c.Flags().BoolVar(&source, "source", false, "print only the Blueprint's JSON source")
@@ -107,23 +90,17 @@ func bpPrint(e *env, r *apiclient.Response, note string) {
 			bundle += ", in " + d + "/"
 		}
 	}
-	orDash := func(s string) string {
-		if s == "" {
-			return "-"
-		}
-		return s
-	}
 	findings := r.List("blueprint.compatReport")
-	e.table([]string{"FIELD", "VALUE"}, [][]string{
-		{"id", orDash(r.Str("blueprint.id"))}, {"name", bpClip(r.Str("blueprint.name"), 60)},
-		{"description", orDash(bpClip(strings.Join(strings.Fields(r.Str("blueprint.description")), " "), 60))},
-		{"revision", str(r.Get("blueprint.revision"))}, {"php", orDash(r.Str("blueprint.hoistedPhpVersion"))},
-		{"wordpress", orDash(r.Str("blueprint.hoistedWordpressVersion"))}, {"multisite", str(r.Get("blueprint.hoistedMultisite"))},
+	e.fields([][2]string{
+		{"id", orElse(r.Str("blueprint.id"), "-")}, {"name", clip(r.Str("blueprint.name"), 60)},
+		{"description", orElse(clip(strings.Join(strings.Fields(r.Str("blueprint.description")), " "), 60), "-")},
+		{"revision", str(r.Get("blueprint.revision"))}, {"php", orElse(r.Str("blueprint.hoistedPhpVersion"), "-")},
+		{"wordpress", orElse(r.Str("blueprint.hoistedWordpressVersion"), "-")}, {"multisite", str(r.Get("blueprint.hoistedMultisite"))},
 		{"bundle", bundle}, {"updated", ago(r.Get("blueprint.updatedAt"))}, {"report", bpSummary(findings)},
 	})
 	if len(findings) > 0 {
 		fmt.Fprintln(e.stdout)
-		bpFindings(e.stdout, bpRaw(r, "blueprint", "sourceJson"), findings, bpColor(e))
+		bpFindings(e.stdout, bpRaw(r, "blueprint", "sourceJson"), findings, e.colorOut())
 	}
 }
 
@@ -150,24 +127,14 @@ the file's name.`,
 			if name == "" {
 				return usageError{errors.New("give the Blueprint a --name (its source has no meta.title)")}
 			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
 			body := map[string]any{"name": name, "source": json.RawMessage(src)}
 			if description != "" {
 				body["description"] = description
 			}
-			r, err := call(c, "POST", "/api/app/blueprints", body, "Idempotency-Key", bpIdempotencyKey())
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			bpPrint(e, r, fmt.Sprintf("saved %s (%s)", r.Str("blueprint.id"), r.Str("blueprint.name")))
-			bpRunsHere(e, r)
-			return nil
+			return e.send("POST", bpPath, body, func(r *apiclient.Response) {
+				bpPrint(e, r, fmt.Sprintf("saved %s (%s)", r.Str("blueprint.id"), r.Str("blueprint.name")))
+				bpRunsHere(e, r)
+			}, "Idempotency-Key", idempotencyKey())
 		},
 	}
 	c.Flags().StringVar(&name, "name", "", "name (default: meta.title, or the file's name)")
@@ -208,20 +175,10 @@ func blueprintsUpdate(e *env) *cobra.Command {
 			if len(body) == 0 {
 				return usageError{errors.New("nothing to change: give a FILE, --name or --description")}
 			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "PATCH", "/api/app/blueprints/"+url.PathEscape(args[0]), body)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			bpPrint(e, r, fmt.Sprintf("updated %s (revision %s)", r.Str("blueprint.id"), str(r.Get("blueprint.revision"))))
-			bpRunsHere(e, r)
-			return nil
+			return e.send("PATCH", apiPath(bpPath, args[0]), body, func(r *apiclient.Response) {
+				bpPrint(e, r, fmt.Sprintf("updated %s (revision %s)", r.Str("blueprint.id"), str(r.Get("blueprint.revision"))))
+				bpRunsHere(e, r)
+			})
 		},
 	}
 	c.Flags().StringVar(&name, "name", "", "new name")
@@ -241,11 +198,7 @@ ZIP bundles are uploaded instead: blueprints upload.`,
 			"  sandboxctl blueprints import https://example.com/blueprint.json | sandboxctl blueprints save - --name Demo",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "POST", "/api/app/blueprints/import", map[string]string{"url": args[0]})
+			r, err := e.api("POST", bpPath+"/import", map[string]string{"url": args[0]})
 			if err != nil {
 				return err
 			}
@@ -314,7 +267,7 @@ with --accept-adaptations.`,
 			if err != nil {
 				return err
 			}
-			path := "/api/app/blueprints/upload"
+			path := bpPath + "/upload"
 			if preview {
 				path += "?preview=1"
 			}
@@ -324,23 +277,21 @@ with --accept-adaptations.`,
 			slow.HTTP = &http.Client{Timeout: 15 * time.Minute}
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 			defer cancel()
-			r, err := slow.Call(ctx, "POST", path, buf.Bytes(), "Content-Type", mw.FormDataContentType(), "Idempotency-Key", bpIdempotencyKey())
+			r, err := slow.Call(ctx, "POST", path, buf.Bytes(), "Content-Type", mw.FormDataContentType(), "Idempotency-Key", idempotencyKey())
 			if err != nil {
 				return bpExplain(e, err)
 			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			note := fmt.Sprintf("saved %s (%s)", r.Str("blueprint.id"), r.Str("blueprint.name"))
-			if preview {
-				note = "preview (nothing saved): " + r.Str("blueprint.name")
-			}
-			bpPrint(e, r, note)
-			if changes := r.List("adapted.changes"); len(changes) > 0 {
-				fmt.Fprintln(e.stdout, "\nchanges it needs to run here:")
-				bpChanges(e.stdout, changes, bpColor(e))
-			}
-			return nil
+			return e.reply(r, func(r *apiclient.Response) {
+				note := fmt.Sprintf("saved %s (%s)", r.Str("blueprint.id"), r.Str("blueprint.name"))
+				if preview {
+					note = "preview (nothing saved): " + r.Str("blueprint.name")
+				}
+				bpPrint(e, r, note)
+				if changes := r.List("adapted.changes"); len(changes) > 0 {
+					fmt.Fprintln(e.stdout, "\nchanges it needs to run here:")
+					bpChanges(e.stdout, changes, e.colorOut())
+				}
+			})
 		},
 	}
 	c.Flags().BoolVar(&preview, "preview", false, "show the report and the changes needed, save nothing")
@@ -374,9 +325,8 @@ func bpExplain(e *env, err error) error {
 }
 
 func blueprintsDelete(e *env) *cobra.Command {
-	c := deleteCmd(e, "delete BLUEPRINT", "Delete a saved Blueprint (templates baked from it stay)", "/api/app/blueprints/")
-	c.Example = "  sandboxctl blueprints delete bp_abc"
-	return c
+	return example(deleteCmd(e, "delete BLUEPRINT", "Delete a saved Blueprint (templates baked from it stay)", bpPath+"/"),
+		"  sandboxctl blueprints delete bp_abc")
 }
 
 // bpReadSource reads a Blueprint file ("-": stdin); one that is not a
@@ -429,7 +379,7 @@ func bpDefaultName(src []byte, file string) string {
 		} `json:"meta"`
 	}
 	if json.Unmarshal(src, &doc) == nil && strings.TrimSpace(doc.Meta.Title) != "" {
-		return bpClip(strings.TrimSpace(doc.Meta.Title), 100)
+		return clip(strings.TrimSpace(doc.Meta.Title), 100)
 	}
 	if file == "-" {
 		return ""
@@ -494,6 +444,3 @@ func bpUnescapeHTML(js []byte) []byte {
 	}
 	return out
 }
-
-// bpIdempotencyKey makes a retried create safe to send again.
-func bpIdempotencyKey() string { return fmt.Sprintf("sandboxctl-%d", time.Now().UnixNano()) }

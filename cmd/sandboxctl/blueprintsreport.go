@@ -11,7 +11,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxd/sandboxd/apiclient"
@@ -103,7 +102,7 @@ func bpValidated(e *env, r *apiclient.Response, src []byte, name string, adapt b
 			return err
 		}
 	} else {
-		color := bpColor(e)
+		color := e.colorOut()
 		if len(findings) > 0 {
 			bpFindings(e.stdout, src, findings, color)
 		}
@@ -154,13 +153,9 @@ func bpAnyClient(e *env) (*apiclient.Client, error) {
 	if err == nil || !errors.As(err, &ue) {
 		return c, err
 	}
-	cfg, cerr := loadConfig()
+	cfg, name, cerr := e.profileConfig()
 	if cerr != nil {
 		return nil, cerr
-	}
-	name := e.profile
-	if name == "" {
-		name = cfg.Current
 	}
 	p := cfg.Profiles[name]
 	if e.profile != "" && p == nil {
@@ -212,11 +207,11 @@ func bpFindings(w io.Writer, src []byte, findings []map[string]any, color bool) 
 		}
 		switch strings.TrimSpace(cell) {
 		case "error":
-			return bpPaint(true, "31", cell)
+			return paint(true, "31", cell)
 		case "warning":
-			return bpPaint(true, "33", cell)
+			return paint(true, "33", cell)
 		}
-		return bpPaint(true, "2", cell)
+		return paint(true, "2", cell)
 	})
 }
 
@@ -236,7 +231,7 @@ func bpChanges(w io.Writer, changes []map[string]any, color bool) {
 	}
 	bpTable(w, []string{"WHERE", "REVIEW", "CHANGE"}, rows, []int{30, 6}, func(col int, cell string) string {
 		if col == 1 && color && strings.TrimSpace(cell) == "yes" {
-			return bpPaint(true, "33", cell)
+			return paint(true, "33", cell)
 		}
 		return cell
 	})
@@ -264,30 +259,30 @@ func bpStepNames(src []byte) []string {
 }
 
 // bpTable writes rows under a header so that every line fits bpWidth:
-// every column but the last is at most max[i] wide (longer cells end in
-// an ellipsis); the last wraps onto lines of its own. paint colours a
+// every column but the last is at most maxw[i] wide (longer cells end in
+// an ellipsis); the last wraps onto lines of its own. paintCell colours a
 // padded cell of a row's first line.
-func bpTable(w io.Writer, header []string, rows [][]string, max []int, paint func(col int, cell string) string) {
+func bpTable(w io.Writer, header []string, rows [][]string, maxw []int, paintCell func(col int, cell string) string) {
 	n := len(header)
 	widths := make([]int, n-1)
 	for i := range widths {
 		widths[i] = utf8.RuneCountInString(header[i])
 		for _, r := range rows {
-			widths[i] = min(max[i], bpMax(widths[i], utf8.RuneCountInString(r[i])))
+			widths[i] = min(maxw[i], max(widths[i], utf8.RuneCountInString(r[i])))
 		}
 	}
 	last := bpWidth - 1
 	for _, wd := range widths {
 		last -= wd + 2
 	}
-	last = bpMax(last, 20)
+	last = max(last, 20)
 	pad := func(s string, wd int) string { return s + strings.Repeat(" ", wd-utf8.RuneCountInString(s)) }
 	line := func(cells []string, lastCell string, painted bool) {
 		var b strings.Builder
 		for i, c := range cells {
-			cell := pad(bpClip(c, widths[i]), widths[i])
+			cell := pad(clip(c, widths[i]), widths[i])
 			if painted {
-				cell = paint(i, cell)
+				cell = paintCell(i, cell)
 			}
 			b.WriteString(cell + "  ")
 		}
@@ -332,24 +327,6 @@ func bpWrap(s string, n int) []string {
 		lines = append(lines, cur)
 	}
 	return lines
-}
-
-// bpClip shortens s to n runes, ending in an ellipsis when it cut.
-func bpClip(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	if n < 1 {
-		return ""
-	}
-	return string([]rune(s)[:n-1]) + "…"
-}
-
-func bpMax(a, b int) int {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // bpCount counts a report's findings by severity.
@@ -414,24 +391,4 @@ func bpMaps(v any) []map[string]any {
 		}
 	}
 	return out
-}
-
-// bpColor reports whether to colour output: stdout is a terminal and
-// NO_COLOR is not set.
-func bpColor(e *env) bool {
-	return bpTerminal(e.stdout) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
-}
-
-// bpTerminal reports whether w is a terminal.
-func bpTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
-}
-
-// bpPaint wraps s in an SGR colour code when color is set.
-func bpPaint(color bool, code, s string) string {
-	if !color {
-		return s
-	}
-	return "\x1b[" + code + "m" + s + "\x1b[0m"
 }

@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/term"
 
 	"github.com/sandboxd/sandboxd/apiclient"
 )
@@ -32,7 +29,7 @@ func bpWatchRun(e *env, c *apiclient.Client, bp, run string) (*apiclient.Respons
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	w := newBPWatcher(e)
-	path := "/api/app/blueprints/" + url.PathEscape(bp) + "/runs/" + url.PathEscape(run)
+	path := apiPath(bpPath, bp, "runs", run)
 	failed := 0
 	for {
 		r, err := call(c, "GET", path, nil)
@@ -85,9 +82,9 @@ func newBPWatcher(e *env) *bpWatcher {
 		w.out = io.Discard
 		return w
 	}
-	if f, ok := e.stdout.(*os.File); ok && bpTerminal(f) {
-		w.tty, w.color = true, bpColor(e)
-		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 20 {
+	if isTerminal(e.stdout) {
+		w.tty, w.color = true, e.colorOut()
+		if cols := e.termWidth(); cols > 20 {
 			w.width = cols
 		}
 	}
@@ -186,7 +183,7 @@ func (w *bpWatcher) draw(r *apiclient.Response, steps []bpStep) {
 	lines = append(lines, head)
 	nameW := 4
 	for _, s := range steps {
-		nameW = min(22, bpMax(nameW, len(s.name)))
+		nameW = min(22, max(nameW, len(s.name)))
 	}
 	numW := len(strconv.Itoa(len(steps)))
 	for i, s := range steps {
@@ -197,9 +194,9 @@ func (w *bpWatcher) draw(r *apiclient.Response, steps []bpStep) {
 		case s.status == "succeeded" || s.status == "failed":
 			dur = bpDuration(s.ms)
 		}
-		plain := fmt.Sprintf(" %s %*d %-*s %8s  %s", "x", numW, i+1, nameW, bpClip(s.name, nameW), dur, s.caption)
+		plain := fmt.Sprintf(" %s %*d %-*s %8s  %s", "x", numW, i+1, nameW, clip(s.name, nameW), dur, s.caption)
 		// The symbol is one column wide: clip the plain line, then colour.
-		plain = bpClip(plain, w.width-1)
+		plain = clip(plain, w.width-1)
 		lines = append(lines, " "+w.symbol(s.status)+plain[2:])
 	}
 	var b strings.Builder
@@ -216,23 +213,23 @@ func (w *bpWatcher) draw(r *apiclient.Response, steps []bpStep) {
 func (w *bpWatcher) symbol(status string) string {
 	switch status {
 	case "succeeded":
-		return bpPaint(w.color, "32", "✓")
+		return paint(w.color, "32", "✓")
 	case "failed":
-		return bpPaint(w.color, "31", "✗")
+		return paint(w.color, "31", "✗")
 	case "running":
-		return bpPaint(w.color, "33", "●")
+		return paint(w.color, "33", "●")
 	case "skipped":
-		return bpPaint(w.color, "2", "-")
+		return paint(w.color, "2", "-")
 	}
-	return bpPaint(w.color, "2", "·")
+	return paint(w.color, "2", "·")
 }
 
 func (w *bpWatcher) paintStatus(s string) string {
 	switch s {
 	case "succeeded":
-		return bpPaint(w.color, "32", s)
+		return paint(w.color, "32", s)
 	case "failed":
-		return bpPaint(w.color, "31", s)
+		return paint(w.color, "31", s)
 	}
 	return s
 }
@@ -270,7 +267,7 @@ func (w *bpWatcher) end(r *apiclient.Response) {
 	}
 	fmt.Fprintf(w.out, "log (last %s):\n", bpPlural(len(log), "line"))
 	for _, l := range log {
-		fmt.Fprintln(w.out, "  "+bpClip(l, w.width-3))
+		fmt.Fprintln(w.out, "  "+clip(l, w.width-3))
 	}
 }
 

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -17,11 +15,13 @@ import (
 
 func init() { families = append(families, importsCmd) }
 
+// importsPath is the workspace's imports.
+const importsPath = "/api/app/imports"
+
 func importsCmd(e *env) *cobra.Command {
-	c := group("imports", "Push a local WordPress site (directory or archive) into a sandbox",
+	return group("imports", "Push a local WordPress site (directory or archive) into a sandbox",
+		"  sandboxctl imports push ./public_html\n  sandboxctl imports list",
 		importsPush(e), importsResume(e), importsList(e), importsGet(e), importsCancel(e), importsDelete(e))
-	c.Example = "  sandboxctl imports push ./public_html\n  sandboxctl imports list"
-	return c
 }
 
 // importsSignals is the context of a push: SIGINT or SIGTERM cancels it
@@ -90,16 +90,9 @@ import. The state and the packed archive are removed when the import ends
   sandboxctl imports push ./public_html --no-wait --json | jq -r .import.id`,
 		Args: importsArgs(1, "PATH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.parse(); err != nil {
-				return err
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := importsSignals(cmd.Context())
-			defer cancel()
-			return newImportsPusher(e, c, o, cancel).push(ctx, args[0], cmd.Flags().Changed)
+			return importsRun(e, cmd, &o, func(ctx context.Context, p *importsPusher) error {
+				return p.push(ctx, args[0], cmd.Flags().Changed)
+			})
 		},
 	}
 	c.Flags().StringVar(&o.site, "site", "", "restore into this ready site (default: a new one)")
@@ -108,6 +101,22 @@ import. The state and the packed archive are removed when the import ends
 	c.Flags().BoolVar(&o.restart, "restart", false, "drop a saved interrupted upload; start anew")
 	importsUploadFlags(c, &o)
 	return c
+}
+
+// importsRun is what push and resume share: the upload flags checked,
+// then run given a pusher on this invocation's client, under a context
+// that SIGINT or SIGTERM cancels.
+func importsRun(e *env, cmd *cobra.Command, o *importsOptions, run func(context.Context, *importsPusher) error) error {
+	if err := o.parse(); err != nil {
+		return err
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := importsSignals(cmd.Context())
+	defer cancel()
+	return run(ctx, newImportsPusher(e, c, *o, cancel))
 }
 
 // importsArgs wants exactly n arguments, named in the message.
@@ -131,33 +140,25 @@ is waited for. Running the same ` + "`imports push`" + ` command again does the 
 		Example: "  sandboxctl imports resume imp_abc\n  sandboxctl imports resume imp_abc --limit-rate 1M --json",
 		Args:    importsArgs(1, "IMPORT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.parse(); err != nil {
-				return err
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			st, err := importsFindState(args[0])
-			if err != nil {
-				return err
-			}
-			if st != nil && strings.TrimRight(st.Server, "/") != strings.TrimRight(c.Base, "/") {
-				return usageError{fmt.Errorf("import %s was pushed to %s: add --server %s", args[0], st.Server, st.Server)}
-			}
-			if st != nil && st.Workspace != "" && c.Workspace == "" {
-				c.Workspace = st.Workspace
-			}
-			ctx, cancel := importsSignals(cmd.Context())
-			defer cancel()
-			p := newImportsPusher(e, c, o, cancel)
-			if st != nil {
+			return importsRun(e, cmd, &o, func(ctx context.Context, p *importsPusher) error {
+				st, err := importsFindState(args[0])
+				if err != nil {
+					return err
+				}
+				if st == nil {
+					return p.resumeUnsaved(ctx, args[0])
+				}
+				if strings.TrimRight(st.Server, "/") != strings.TrimRight(p.c.Base, "/") {
+					return usageError{fmt.Errorf("import %s was pushed to %s: add --server %s", args[0], st.Server, st.Server)}
+				}
+				if st.Workspace != "" && p.c.Workspace == "" {
+					p.c.Workspace = st.Workspace
+				}
 				if done, err := p.goOn(ctx, st); done {
 					return err
 				}
 				return fmt.Errorf("import %s cannot go on (see above): push %s again to start a new import", args[0], st.Source)
-			}
-			return p.resumeUnsaved(ctx, args[0])
+			})
 		},
 	}
 	importsUploadFlags(c, &o)
@@ -190,48 +191,21 @@ func importsList(e *env) *cobra.Command {
 		Use: "list", Short: "The workspace's imports, newest first", Args: importsArgs(0, "no arguments"),
 		Example: "  sandboxctl imports list\n  sandboxctl imports list --json | jq -r '.imports[].siteUrl // empty'",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "GET", "/api/app/imports", nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			var rows [][]string
-			for _, im := range r.List("imports") {
-				size, _ := importsNum(im["sizeBytes"])
-				src := strings.TrimPrefix(strings.TrimPrefix(str(im["sourceUrl"]), "https://"), "http://")
-				rows = append(rows, []string{str(im["id"]), str(im["status"]), importsBytes(size), importsCut(src, 19), ago(im["createdAt"])})
-			}
-			if len(rows) == 0 {
-				fmt.Fprintln(e.stdout, "no imports yet: sandboxctl imports push PATH")
-				return nil
-			}
-			e.table([]string{"ID", "STATUS", "SIZE", "SOURCE", "CREATED"}, rows)
-			return nil
+			return e.send("GET", importsPath, nil, func(r *apiclient.Response) {
+				var rows [][]string
+				for _, im := range r.List("imports") {
+					size, _ := importsNum(im["sizeBytes"])
+					src := strings.TrimPrefix(strings.TrimPrefix(str(im["sourceUrl"]), "https://"), "http://")
+					rows = append(rows, []string{str(im["id"]), str(im["status"]), byteSize(size), clip(src, 19), ago(im["createdAt"])})
+				}
+				if len(rows) == 0 {
+					fmt.Fprintln(e.stdout, "no imports yet: sandboxctl imports push PATH")
+					return
+				}
+				e.table([]string{"ID", "STATUS", "SIZE", "SOURCE", "CREATED"}, rows)
+			})
 		},
 	}
-}
-
-// importsOr is s, or dflt when s is empty.
-func importsOr(s, dflt string) string {
-	if s == "" {
-		return dflt
-	}
-	return s
-}
-
-// importsCut shortens s to n characters with an ellipsis.
-func importsCut(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }
 
 func importsGet(e *env) *cobra.Command {
@@ -240,37 +214,27 @@ func importsGet(e *env) *cobra.Command {
 		Example: "  sandboxctl imports get imp_abc\n  sandboxctl imports get imp_abc --json | jq -r .loginUrl",
 		Args:    importsArgs(1, "IMPORT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "GET", "/api/app/imports/"+url.PathEscape(args[0]), nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			size, _ := importsNum(r.Get("import.sizeBytes"))
-			got, _ := importsNum(r.Get("import.receivedBytes"))
-			pct, _ := importsNum(r.Get("progress.percent"))
-			rows := [][]string{{"id", r.Str("import.id")}, {"status", r.Str("import.status")},
-				{"progress", fmt.Sprintf("%s %d%%", r.Str("progress.phase"), pct)},
-				{"source", importsCut(r.Str("import.sourceUrl"), 66)},
-				{"size", fmt.Sprintf("%s (%s received)", importsBytes(size), importsBytes(got))},
-				{"site", importsOr(r.Str("import.siteId"), "- (a new one, made when the upload is complete)")},
-				{"created", ago(r.Get("import.createdAt"))}}
-			if u := r.Str("siteUrl"); u != "" {
-				rows = append(rows, []string{"url", importsCut(u, 66)})
-			}
-			if why := r.Str("import.failureReason"); why != "" {
-				rows = append(rows, []string{"failure", importsCut(why, 66)})
-			}
-			e.table([]string{"FIELD", "VALUE"}, rows)
-			if l := r.Str("loginUrl"); l != "" {
-				fmt.Fprintf(e.stdout, "log in (one-time link):\n%s\n", l)
-			}
-			return nil
+			return e.send("GET", apiPath(importsPath, args[0]), nil, func(r *apiclient.Response) {
+				size, _ := importsNum(r.Get("import.sizeBytes"))
+				got, _ := importsNum(r.Get("import.receivedBytes"))
+				pct, _ := importsNum(r.Get("progress.percent"))
+				rows := [][2]string{{"id", r.Str("import.id")}, {"status", r.Str("import.status")},
+					{"progress", fmt.Sprintf("%s %d%%", r.Str("progress.phase"), pct)},
+					{"source", clip(r.Str("import.sourceUrl"), 66)},
+					{"size", fmt.Sprintf("%s (%s received)", byteSize(size), byteSize(got))},
+					{"site", orElse(r.Str("import.siteId"), "- (a new one, made when the upload is complete)")},
+					{"created", ago(r.Get("import.createdAt"))}}
+				if u := r.Str("siteUrl"); u != "" {
+					rows = append(rows, [2]string{"url", clip(u, 66)})
+				}
+				if why := r.Str("import.failureReason"); why != "" {
+					rows = append(rows, [2]string{"failure", clip(why, 66)})
+				}
+				e.fields(rows)
+				if l := r.Str("loginUrl"); l != "" {
+					fmt.Fprintf(e.stdout, "log in (one-time link):\n%s\n", l)
+				}
+			})
 		},
 	}
 }
@@ -300,13 +264,8 @@ func importsDelete(e *env) *cobra.Command {
 // importsDrop cancels or deletes an import and removes what this
 // machine kept to resume it.
 func importsDrop(e *env, id, query string) error {
-	c, err := e.client()
-	if err != nil {
-		return err
-	}
-	r, err := call(c, "DELETE", "/api/app/imports/"+url.PathEscape(id)+query, nil)
-	var ae *apiclient.Error
-	if err != nil && !(errors.As(err, &ae) && ae.Code == "import_not_found") {
+	r, err := e.api("DELETE", apiPath(importsPath, id)+query, nil)
+	if err != nil && !importsIsCode(err, "import_not_found") {
 		return err
 	}
 	if st, _ := importsFindState(id); st != nil {
@@ -316,13 +275,11 @@ func importsDrop(e *env, id, query string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
-		return e.printJSON(r)
-	}
-	if query == "" {
-		fmt.Fprintf(e.stdout, "cancelled %s\n", id)
-	} else {
-		fmt.Fprintf(e.stdout, "deleted %s (a site it made stays)\n", id)
-	}
-	return nil
+	return e.reply(r, func(*apiclient.Response) {
+		if query == "" {
+			fmt.Fprintf(e.stdout, "cancelled %s\n", id)
+		} else {
+			fmt.Fprintf(e.stdout, "deleted %s (a site it made stays)\n", id)
+		}
+	})
 }

@@ -3,10 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"time"
 
-	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
 )
 
@@ -25,7 +23,7 @@ type importsProgress interface {
 
 // importsNewProgress picks bars when w is a terminal.
 func importsNewProgress(w io.Writer) importsProgress {
-	if f, ok := w.(*os.File); ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())) {
+	if isTerminal(w) {
 		return &importsBars{w: w}
 	}
 	return &importsLines{w: w, lastUpload: -1, lastRestore: -1}
@@ -48,7 +46,7 @@ func (l *importsLines) Uploaded(done, total int64) {
 		return
 	}
 	l.lastUpload = tenth
-	fmt.Fprintf(l.w, "uploaded %s of %s (%d%%)\n", importsBytes(done), importsBytes(total), done*100/max(total, 1))
+	fmt.Fprintf(l.w, "uploaded %s of %s (%d%%)\n", byteSize(done), byteSize(total), done*100/max(total, 1))
 }
 
 func (l *importsLines) Restore(phase string, percent int) {
@@ -111,18 +109,4 @@ func (b *importsBars) stopUpload() {
 		_ = b.upload.Exit()
 	}
 	b.upload = nil
-}
-
-// importsBytes is a byte count as a person reads it.
-func importsBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

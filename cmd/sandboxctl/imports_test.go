@@ -242,8 +242,8 @@ func TestImportsProgressLines(t *testing.T) {
 	if got := b.String(); got != "restore: creating_site 0%\nrestore: restoring 10%\nrestore: restoring 20%\nrestore: finishing 95%\n" {
 		t.Fatalf("restore lines: %q", got)
 	}
-	if importsBytes(4<<20) != "4.0 MiB" || importsBytes(15_938_355) != "15.2 MiB" || importsBytes(999) != "999 B" {
-		t.Fatal(importsBytes(4<<20), importsBytes(15_938_355))
+	if byteSize(4<<20) != "4.0 MiB" || byteSize(15_938_355) != "15.2 MiB" || byteSize(999) != "999 B" {
+		t.Fatal(byteSize(4<<20), byteSize(15_938_355))
 	}
 }
 

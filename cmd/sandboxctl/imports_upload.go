@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -134,13 +133,11 @@ func (p *importsPusher) say(format string, args ...any) {
 
 // call sends one API request that ctx (the signals) can stop.
 func (p *importsPusher) call(ctx context.Context, method, path string, body any, header ...string) (*apiclient.Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	return p.c.Call(ctx, method, path, body, header...)
+	return callCtx(ctx, p.c, method, path, body, header...)
 }
 
 func (p *importsPusher) get(ctx context.Context, id string) (*apiclient.Response, error) {
-	return p.call(ctx, "GET", "/api/app/imports/"+url.PathEscape(id), nil)
+	return p.call(ctx, "GET", apiPath(importsPath, id), nil)
 }
 
 // importsIsCode reports an API error with that code.
@@ -213,7 +210,7 @@ func (p *importsPusher) abandon(ctx context.Context, st *importsState, why strin
 	if r, err := p.get(ctx, st.ImportID); err == nil {
 		switch s := r.Str("import.status"); s {
 		case "awaiting_upload", "uploading":
-			if _, err := p.call(ctx, "DELETE", "/api/app/imports/"+url.PathEscape(st.ImportID), nil); err == nil {
+			if _, err := p.call(ctx, "DELETE", apiPath(importsPath, st.ImportID), nil); err == nil {
 				p.say("%s: cancelled the earlier import %s", why, st.ImportID)
 			}
 		case "restoring":
@@ -252,7 +249,7 @@ func (p *importsPusher) goOn(ctx context.Context, st *importsState) (bool, error
 			off, _ = importsNum(r.Get("progress.bytesDone"))
 		}
 		p.say("resuming import %s from byte %d (%s of %s, %d%% uploaded before)", st.ImportID, off,
-			importsBytes(off), importsBytes(st.SizeBytes), off*100/max(st.SizeBytes, 1))
+			byteSize(off), byteSize(st.SizeBytes), off*100/max(st.SizeBytes, 1))
 		return true, p.upload(ctx, st, off)
 	case "restoring":
 		p.say("import %s is uploaded and restoring; waiting for it", st.ImportID)
@@ -282,7 +279,7 @@ func (p *importsPusher) start(ctx context.Context, src *importsSource, sourceURL
 		if err != nil {
 			return err
 		}
-		p.say("packed files: %d (%s), symlinks: %d; archive: %s", stats.Files, importsBytes(stats.Bytes), stats.Links, importsBytes(st.SizeBytes))
+		p.say("packed files: %d (%s), symlinks: %d; archive: %s", stats.Files, byteSize(stats.Bytes), stats.Links, byteSize(st.SizeBytes))
 		for _, s := range importsSortedSkips(stats.Skipped, 10) {
 			p.say("  left out: %s", s)
 		}
@@ -301,7 +298,7 @@ func (p *importsPusher) start(ctx context.Context, src *importsSource, sourceURL
 	}
 	// A key of this request only: the same archive pushed again later is
 	// a new import, not a replay of this one.
-	r, err := p.call(ctx, "POST", "/api/app/imports", body, "Idempotency-Key", "sandboxctl-import-"+rand.Text())
+	r, err := p.call(ctx, "POST", importsPath, body, "Idempotency-Key", idempotencyKey())
 	if err != nil {
 		st.dropArchive()
 		if ctx.Err() != nil {
@@ -317,7 +314,7 @@ func (p *importsPusher) start(ctx context.Context, src *importsSource, sourceURL
 	if err := st.save(); err != nil {
 		return err
 	}
-	p.say("import %s: uploading %s to %s", st.ImportID, importsBytes(st.SizeBytes), p.c.Base)
+	p.say("import %s: uploading %s to %s", st.ImportID, byteSize(st.SizeBytes), p.c.Base)
 	return p.upload(ctx, st, 0)
 }
 
@@ -383,7 +380,7 @@ func (p *importsPusher) upload(ctx context.Context, st *importsState, off int64)
 		}
 	}
 	p.prog.Stop()
-	r, err := p.call(ctx, "POST", "/api/app/imports/"+url.PathEscape(st.ImportID)+"/complete", nil)
+	r, err := p.call(ctx, "POST", apiPath(importsPath, st.ImportID, "complete"), nil)
 	if ctx.Err() != nil {
 		return p.interrupted(st)
 	}
@@ -415,7 +412,7 @@ func (p *importsPusher) upload(ctx context.Context, st *importsState, off int64)
 
 // put sends one chunk and returns the bytes the server holds after it.
 func (p *importsPusher) put(ctx context.Context, id string, off int64, body io.Reader, n int64) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, "PUT", p.c.Base+"/api/app/imports/"+url.PathEscape(id)+"/upload", body)
+	req, err := http.NewRequestWithContext(ctx, "PUT", p.c.Base+apiPath(importsPath, id, "upload"), body)
 	if err != nil {
 		return 0, err
 	}
@@ -457,14 +454,14 @@ func (p *importsPusher) interrupted(st *importsState) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	held := ""
-	if r, err := p.c.Call(ctx, "GET", "/api/app/imports/"+url.PathEscape(st.ImportID), nil); err == nil {
+	if r, err := p.c.Call(ctx, "GET", apiPath(importsPath, st.ImportID), nil); err == nil {
 		if r.Str("import.status") == "restoring" {
 			p.say("interrupted: import %s is uploaded and restoring.\nTo wait for it, run the same command again, or: sandboxctl imports resume %s",
 				st.ImportID, st.ImportID)
 			return importsInterrupted{"while the restore started"}
 		}
 		if v, ok := importsNum(r.Get("import.receivedBytes")); ok {
-			held = fmt.Sprintf(" (the server holds %s of %s)", importsBytes(v), importsBytes(st.SizeBytes))
+			held = fmt.Sprintf(" (the server holds %s of %s)", byteSize(v), byteSize(st.SizeBytes))
 		}
 	}
 	p.say("interrupted: import %s is paused%s.\nTo go on from there, run the same command again, or: sandboxctl imports resume %s\n"+

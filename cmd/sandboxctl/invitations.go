@@ -11,7 +11,7 @@ import (
 func init() { families = append(families, invitationsCmd) }
 
 func invitationsCmd(e *env) *cobra.Command {
-	return wsctlGroup("invitations", "Invitations to workspaces addressed to you",
+	return group("invitations", "Invitations to workspaces addressed to you",
 		"  sandboxctl invitations list\n  sandboxctl invitations accept inv_abc",
 		invList(e), invAccept(e))
 }
@@ -21,11 +21,7 @@ func invList(e *env) *cobra.Command {
 		Use: "list", Short: "Invitations addressed to your account's email", Args: cobra.NoArgs,
 		Example: "  sandboxctl invitations list\n  sandboxctl invitations list --json | jq -r '.invitations[].id'",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "GET", "/api/account/invitations", nil, func(r *apiclient.Response) {
+			return e.send("GET", "/api/account/invitations", nil, func(r *apiclient.Response) {
 				var rows [][]string
 				for _, i := range r.List("invitations") {
 					rows = append(rows, []string{str(i["id"]), wsctlText(i["workspaceName"], 24), str(i["status"]), ago(i["expiresAt"])})
@@ -55,7 +51,7 @@ func invAccept(e *env) *cobra.Command {
 					}
 				}
 			}
-			return wsctlRun(e, c, "POST", wsctlPath("/api/account/invitations", args[0], "accept"), nil, func(r *apiclient.Response) {
+			return e.sendWith(c, "POST", apiPath("/api/account/invitations", args[0], "accept"), nil, func(r *apiclient.Response) {
 				if ws == "" {
 					fmt.Fprintf(e.stdout, "joined as %s\n", r.Str("member.role"))
 					return

@@ -15,7 +15,7 @@ import (
 func init() { families = append(families, launchCmd) }
 
 func launchCmd(e *env) *cobra.Command {
-	return wsctlGroup("launch", "A template's public launch link: its settings and URL",
+	return group("launch", "A template's public launch link: its settings and URL",
 		`  sandboxctl launch set tpl_abc --enabled --entry email --minutes 120
   sandboxctl launch get tpl_abc
   sandboxctl launch url tpl_abc`,
@@ -37,11 +37,7 @@ func launchGet(e *env) *cobra.Command {
 		Use: "get TEMPLATE", Short: "A template's launch link settings", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl launch get tpl_abc\n  sandboxctl launch get tpl_abc --json | jq .template.launchBranding",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "GET", wsctlPath(tplPath, args[0]), nil, func(r *apiclient.Response) { launchPrint(e, c, r) })
+			return tplSend(e, "GET", args[0], nil, launchPrint)
 		},
 	}
 }
@@ -69,13 +65,13 @@ func launchPrint(e *env, c *apiclient.Client, r *apiclient.Response) {
 	for _, b := range launchBranding {
 		v := r.Get("template.launchBranding." + b.field)
 		if s, ok := v.(string); ok && s != "" {
-			rows = append(rows, [2]string{b.flag, wsctlTrunc(s, 60)})
+			rows = append(rows, [2]string{b.flag, clip(s, 60)})
 		}
 	}
 	if hide, _ := r.Get("template.launchBranding.hidePoweredBy").(bool); hide {
 		rows = append(rows, [2]string{"hide-powered-by", "on"})
 	}
-	wsctlFields(e, rows)
+	e.fields(rows)
 }
 
 // launchBranding maps the launcher's text branding fields to flags.
@@ -166,11 +162,7 @@ func launchSet(e *env) *cobra.Command {
 			if len(body) == 0 {
 				return usageError{errors.New("nothing to change: give at least one setting (see --help)")}
 			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "PATCH", wsctlPath(tplPath, args[0]), body, func(r *apiclient.Response) { launchPrint(e, c, r) })
+			return tplSend(e, "PATCH", args[0], body, launchPrint)
 		},
 	}
 	fl := cmd.Flags()
@@ -198,21 +190,17 @@ page. With --json, the template as the API answers (launchToken included).
 A template whose link is off is an error (exit 1).`,
 		Example: "  sandboxctl launch url tpl_abc\n  sandboxctl launch url tpl_abc | xargs xdg-open",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "GET", wsctlPath(tplPath, args[0]), nil)
+			c, r, err := e.request("GET", apiPath(tplPath, args[0]), nil)
 			if err != nil {
 				return err
 			}
 			u := launchURL(c, r)
-			if e.json {
-				if err := e.printJSON(r); err != nil {
-					return err
+			if err := e.reply(r, func(*apiclient.Response) {
+				if u != "" {
+					fmt.Fprintln(e.stdout, u)
 				}
-			} else if u != "" {
-				fmt.Fprintln(e.stdout, u)
+			}); err != nil {
+				return err
 			}
 			if u == "" {
 				return fmt.Errorf("template %s: its launch link is off (turn it on: sandboxctl launch set %s --enabled)", args[0], args[0])

@@ -18,10 +18,10 @@ func init() { families = append(families, libraryCmd) }
 const libPath = "/api/app/plugin-library"
 
 func libraryCmd(e *env) *cobra.Command {
-	key := wsctlGroup("license-key", "An entry's license key (read from stdin, never shown again)",
+	key := group("license-key", "An entry's license key (read from stdin, never shown again)",
 		"  sandboxctl library license-key set acme-pro < key.txt\n  sandboxctl library license-key clear acme-pro",
 		libKeySet(e), libKeyClear(e))
-	return wsctlGroup("library", "Plugin and theme ZIPs that any site installs by name",
+	return group("library", "Plugin and theme ZIPs that any site installs by name",
 		`  sandboxctl library add ./my-plugin.zip
   sandboxctl library add-github acme/widgets
   sandboxctl library list`,
@@ -33,11 +33,7 @@ func libList(e *env) *cobra.Command {
 		Use: "list", Short: "The workspace's Library entries", Args: cobra.NoArgs,
 		Example: "  sandboxctl library list\n  sandboxctl library list --json | jq -r '.plugins[].slug'",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "GET", libPath, nil, func(r *apiclient.Response) {
+			return e.send("GET", libPath, nil, func(r *apiclient.Response) {
 				var rows [][]string
 				for _, p := range r.List("plugins") {
 					rows = append(rows, []string{str(p["id"]), wsctlText(p["slug"], 18), str(p["kind"]), wsctlText(p["version"], 8),
@@ -61,8 +57,12 @@ func libHint(v any) string {
 	return strings.Repeat("•", min(bullets, 4)) + string(r)
 }
 
-// libPrint shows the entry of a {plugin} answer.
-func libPrint(e *env, r *apiclient.Response) {
+// libPrint shows the entry of a {plugin} answer; verb, when set, says
+// what was done to it first ("added acme-widgets").
+func libPrint(e *env, r *apiclient.Response, verb string) {
+	if verb != "" {
+		fmt.Fprintf(e.stdout, "%s %s\n", verb, r.Str("plugin.slug"))
+	}
 	get := func(f string) any { return r.Get("plugin." + f) }
 	rows := [][2]string{
 		{"id", r.Str("plugin.id")}, {"slug", str(get("slug"))}, {"name", wsctlText(get("name"), 60)}, {"kind", str(get("kind"))},
@@ -72,14 +72,14 @@ func libPrint(e *env, r *apiclient.Response) {
 		rows = append(rows, [2]string{"repository", repo})
 	}
 	rows = append(rows, [][2]string{
-		{"version", wsctlText(get("version"), 60)}, {"file", wsctlText(get("filename"), 60)}, {"size", tplBytes(get("sizeBytes"))},
+		{"version", wsctlText(get("version"), 60)}, {"file", wsctlText(get("filename"), 60)}, {"size", jsonByteSize(get("sizeBytes"))},
 		{"license key", libHint(get("licenseKeyHint"))},
 	}...)
 	if get("licenseKeyLastReadAt") != nil {
 		rows = append(rows, [2]string{"key last read", ago(get("licenseKeyLastReadAt"))})
 	}
 	rows = append(rows, [2]string{"updated", ago(get("updatedAt"))})
-	wsctlFields(e, rows)
+	e.fields(rows)
 }
 
 func libGet(e *env) *cobra.Command {
@@ -87,11 +87,7 @@ func libGet(e *env) *cobra.Command {
 		Use: "get ENTRY", Short: "One Library entry, by id or slug", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl library get acme-widgets\n  sandboxctl library get lib_abc --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "GET", wsctlPath(libPath, args[0]), nil, func(r *apiclient.Response) { libPrint(e, r) })
+			return e.send("GET", apiPath(libPath, args[0]), nil, func(r *apiclient.Response) { libPrint(e, r, "") })
 		},
 	}
 }
@@ -117,14 +113,8 @@ func libAdd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "POST", libPath, body, func(r *apiclient.Response) {
-				fmt.Fprintf(e.stdout, "added %s\n", r.Str("plugin.slug"))
-				libPrint(e, r)
-			}, "Content-Type", ctype, "Idempotency-Key", wsctlIdemKey())
+			return e.send("POST", libPath, body, func(r *apiclient.Response) { libPrint(e, r, "added") },
+				"Content-Type", ctype, "Idempotency-Key", idempotencyKey())
 		},
 	}
 	cmd.Flags().BoolVar(&keyStdin, "license-key-stdin", false, "read a license key from stdin (kept sealed)")
@@ -168,14 +158,8 @@ func libAddGitHub(e *env) *cobra.Command {
 				}
 				body["licenseKey"] = key
 			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "POST", libPath+"/github", body, func(r *apiclient.Response) {
-				fmt.Fprintf(e.stdout, "added %s\n", r.Str("plugin.slug"))
-				libPrint(e, r)
-			}, "Idempotency-Key", wsctlIdemKey())
+			return e.send("POST", libPath+"/github", body, func(r *apiclient.Response) { libPrint(e, r, "added") },
+				"Idempotency-Key", idempotencyKey())
 		},
 	}
 	cmd.Flags().BoolVar(&keyStdin, "license-key-stdin", false, "read a license key from stdin (kept sealed)")
@@ -188,11 +172,7 @@ func libRefresh(e *env) *cobra.Command {
 		Long:    "Fetch a repository entry's latest release; the held ZIP is replaced\nwhen its tag changed.",
 		Example: "  sandboxctl library refresh acme-widgets",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "POST", wsctlPath(libPath, args[0], "refresh"), nil, func(r *apiclient.Response) {
+			return e.send("POST", apiPath(libPath, args[0], "refresh"), nil, func(r *apiclient.Response) {
 				if up, _ := r.Get("updated").(bool); up {
 					fmt.Fprintf(e.stdout, "%s updated to %s\n", r.Str("plugin.slug"), r.Str("plugin.version"))
 					return
@@ -216,11 +196,7 @@ argument, which shell history would keep. It is stored sealed; only a hint
 			if err != nil {
 				return err
 			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "PUT", wsctlPath(libPath, args[0], "license-key"), map[string]string{"licenseKey": key},
+			return e.send("PUT", apiPath(libPath, args[0], "license-key"), map[string]string{"licenseKey": key},
 				func(r *apiclient.Response) {
 					fmt.Fprintf(e.stdout, "license key of %s set (%s)\n", r.Str("plugin.slug"), libHint(r.Get("plugin.licenseKeyHint")))
 				})
@@ -233,11 +209,7 @@ func libKeyClear(e *env) *cobra.Command {
 		Use: "clear ENTRY", Short: "Remove an entry's license key", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl library license-key clear acme-pro",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "DELETE", wsctlPath(libPath, args[0], "license-key"), nil, func(r *apiclient.Response) {
+			return e.send("DELETE", apiPath(libPath, args[0], "license-key"), nil, func(r *apiclient.Response) {
 				fmt.Fprintf(e.stdout, "license key of %s removed\n", r.Str("plugin.slug"))
 			})
 		},
@@ -249,11 +221,7 @@ func libDelete(e *env) *cobra.Command {
 		Use: "delete ENTRY", Short: "Delete a Library entry and its ZIP", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl library delete acme-widgets",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "DELETE", wsctlPath(libPath, args[0]), nil, func(*apiclient.Response) {
+			return e.send("DELETE", apiPath(libPath, args[0]), nil, func(*apiclient.Response) {
 				fmt.Fprintf(e.stdout, "deleted library entry %s\n", args[0])
 			})
 		},

@@ -12,7 +12,7 @@ import (
 func init() { families = append(families, membersCmd) }
 
 func membersCmd(e *env) *cobra.Command {
-	return wsctlGroup("members", "The selected workspace's members and invitations",
+	return group("members", "The selected workspace's members and invitations",
 		`  sandboxctl members list
   sandboxctl members invite bob@example.com --role Editors
   sandboxctl --workspace ws_abc members set-role bob@example.com Editors`,
@@ -26,7 +26,41 @@ func memWorkspacePath(c *apiclient.Client, rest ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return wsctlPath("/api/app/workspaces", append([]string{ws}, rest...)...), nil
+	return apiPath("/api/app/workspaces", append([]string{ws}, rest...)...), nil
+}
+
+// memSend sends one request to a resource of the selected workspace
+// (rest as memWorkspacePath takes it) as this invocation's caller and
+// prints its answer (see reply).
+func memSend(e *env, method string, rest []string, body any, human func(*apiclient.Response), header ...string) error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	return memSendWith(e, c, method, rest, body, human, header...)
+}
+
+// memSendWith is memSend on a client the command already holds.
+func memSendWith(e *env, c *apiclient.Client, method string, rest []string, body any, human func(*apiclient.Response), header ...string) error {
+	p, err := memWorkspacePath(c, rest...)
+	if err != nil {
+		return err
+	}
+	return e.sendWith(c, method, p, body, human, header...)
+}
+
+// memResolve is the invocation's client and what resolve (memUserID,
+// memRoleID) makes of name with it: the id a command sends.
+func memResolve(e *env, resolve func(*apiclient.Client, string) (string, error), name string) (*apiclient.Client, string, error) {
+	c, err := e.client()
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := resolve(c, name)
+	if err != nil {
+		return nil, "", err
+	}
+	return c, id, nil
 }
 
 // memUserID resolves a member given by user id or by email address.
@@ -89,36 +123,26 @@ func memList(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := memWorkspacePath(c, "members")
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "GET", p, nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			names := map[string]string{}
-			if roles, err := memRoles(c); err == nil {
-				for _, ro := range roles {
-					names[str(ro["id"])] = str(ro["name"])
-				}
-			}
-			var rows [][]string
-			for _, m := range r.List("members") {
-				role := str(m["role"])
-				if id, ok := m["customRoleId"].(string); ok && role != "owner" {
-					role = id
-					if n := names[id]; n != "" {
-						role = n
+			return memSendWith(e, c, "GET", []string{"members"}, nil, func(r *apiclient.Response) {
+				names := map[string]string{}
+				if roles, err := memRoles(c); err == nil {
+					for _, ro := range roles {
+						names[str(ro["id"])] = str(ro["name"])
 					}
 				}
-				rows = append(rows, []string{str(m["userId"]), wsctlText(m["email"], 24), wsctlTrunc(role, 14), ago(m["joinedAt"])})
-			}
-			e.table([]string{"USER", "EMAIL", "ROLE", "JOINED"}, rows)
-			return nil
+				var rows [][]string
+				for _, m := range r.List("members") {
+					role := str(m["role"])
+					if id, ok := m["customRoleId"].(string); ok && role != "owner" {
+						role = id
+						if n := names[id]; n != "" {
+							role = n
+						}
+					}
+					rows = append(rows, []string{str(m["userId"]), wsctlText(m["email"], 24), clip(role, 14), ago(m["joinedAt"])})
+				}
+				e.table([]string{"USER", "EMAIL", "ROLE", "JOINED"}, rows)
+			})
 		},
 	}
 }
@@ -144,11 +168,11 @@ func memInvite(e *env) *cobra.Command {
 					return err
 				}
 			}
-			return wsctlRun(e, c, "POST", p, body, func(r *apiclient.Response) {
+			return e.sendWith(c, "POST", p, body, func(r *apiclient.Response) {
 				id := r.Str("invitation.id")
 				fmt.Fprintf(e.stdout, "invited %s to %s (invitation %s, expires %s)\nthey accept with: sandboxctl invitations accept %s\n",
 					r.Str("invitation.email"), c.Workspace, id, ago(r.Get("invitation.expiresAt")), id)
-			}, "Idempotency-Key", wsctlIdemKey())
+			}, "Idempotency-Key", idempotencyKey())
 		},
 	}
 	cmd.Flags().StringVar(&role, "role", "", "custom role, id or name (default: all but manage)")
@@ -157,11 +181,7 @@ func memInvite(e *env) *cobra.Command {
 
 // memPatchRole sets (roleID) or clears (nil) a member's custom role.
 func memPatchRole(e *env, who string, role *string) error {
-	c, err := e.client()
-	if err != nil {
-		return err
-	}
-	user, err := memUserID(c, who)
+	c, user, err := memResolve(e, memUserID, who)
 	if err != nil {
 		return err
 	}
@@ -173,11 +193,7 @@ func memPatchRole(e *env, who string, role *string) error {
 		}
 		body["customRoleId"] = id
 	}
-	p, err := memWorkspacePath(c, "members", user)
-	if err != nil {
-		return err
-	}
-	return wsctlRun(e, c, "PATCH", p, body, func(r *apiclient.Response) {
+	return memSendWith(e, c, "PATCH", []string{"members", user}, body, func(r *apiclient.Response) {
 		fmt.Fprintf(e.stdout, "%s now holds: %s\n", r.Str("member.email"), roleCaps(r.Get("member.capabilities")))
 	})
 }
@@ -207,19 +223,11 @@ func memRemove(e *env) *cobra.Command {
 		Use: "remove USER", Short: "Remove a member (yourself, or anyone with manage)", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl members remove bob@example.com\n  sandboxctl members remove usr_abc --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
+			c, user, err := memResolve(e, memUserID, args[0])
 			if err != nil {
 				return err
 			}
-			user, err := memUserID(c, args[0])
-			if err != nil {
-				return err
-			}
-			p, err := memWorkspacePath(c, "members", user)
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "DELETE", p, nil, func(*apiclient.Response) {
+			return memSendWith(e, c, "DELETE", []string{"members", user}, nil, func(*apiclient.Response) {
 				fmt.Fprintf(e.stdout, "removed %s from %s\n", args[0], c.Workspace)
 			})
 		},
@@ -231,15 +239,7 @@ func memInvitations(e *env) *cobra.Command {
 		Use: "invitations", Short: "The invitations the workspace sent (needs manage)", Args: cobra.NoArgs,
 		Example: "  sandboxctl members invitations\n  sandboxctl members invitations --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			p, err := memWorkspacePath(c, "invitations")
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "GET", p, nil, func(r *apiclient.Response) {
+			return memSend(e, "GET", []string{"invitations"}, nil, func(r *apiclient.Response) {
 				var rows [][]string
 				for _, i := range r.List("invitations") {
 					rows = append(rows, []string{str(i["id"]), wsctlText(i["email"], 28), str(i["status"]), ago(i["expiresAt"])})
@@ -255,15 +255,7 @@ func memWithdraw(e *env) *cobra.Command {
 		Use: "withdraw INVITATION", Short: "Withdraw a pending invitation", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl members withdraw inv_abc",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			p, err := memWorkspacePath(c, "invitations", args[0])
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "DELETE", p, nil, func(*apiclient.Response) {
+			return memSend(e, "DELETE", []string{"invitations", args[0]}, nil, func(*apiclient.Response) {
 				fmt.Fprintf(e.stdout, "withdrew invitation %s\n", args[0])
 			})
 		},

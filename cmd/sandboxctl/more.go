@@ -2,66 +2,37 @@ package main
 
 import (
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sandboxd/sandboxd/apiclient"
 )
 
+// sitesReset is `sites reset`: a site put back to what it was made
+// from, keeping its id and URL.
 func sitesReset(e *env) *cobra.Command {
-	var wait bool
-	c := &cobra.Command{
+	return sitesJobCmd(e, &cobra.Command{
 		Use: "reset SITE", Short: "Put a site back to what it was made from (same id and URL)", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl sites reset site_0123456789 --wait",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "POST", "/api/app/sites/"+url.PathEscape(args[0])+"/reset", nil)
-			if err != nil {
-				return err
-			}
-			if wait {
-				if err := waitJob(e, c, r.Str("jobId")); err != nil {
-					return err
-				}
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			fmt.Fprintf(e.stdout, "resetting %s (job %s)\n", args[0], r.Str("jobId"))
-			return nil
-		},
-	}
-	c.Flags().BoolVar(&wait, "wait", false, "wait until the site is ready again")
-	return c
+	}, "POST", "/reset", "resetting", "wait until the site is ready again")
 }
 
+// sitesOpen is `sites open`: a one-time wp-admin login link, opened in
+// the browser when there is one.
 func sitesOpen(e *env) *cobra.Command {
 	var print bool
 	c := &cobra.Command{
 		Use: "open SITE", Short: "Open the site's wp-admin, signed in (a one-time link)", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl sites open site_abc\n  sandboxctl sites open site_abc --print   # just the link",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "POST", "/api/sites/"+url.PathEscape(args[0])+"/magic-login", nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			link := r.Str("url")
-			if print || !openBrowser(link) {
-				fmt.Fprintln(e.stdout, link)
-			}
-			return nil
+			return e.send("POST", apiPath("/api/sites", args[0], "magic-login"), nil, func(r *apiclient.Response) {
+				if link := r.Str("url"); print || !openBrowser(link) {
+					fmt.Fprintln(e.stdout, link)
+				}
+			})
 		},
 	}
 	c.Flags().BoolVar(&print, "print", false, "print the link instead of opening a browser")

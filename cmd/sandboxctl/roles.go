@@ -25,7 +25,7 @@ func roleCapsFlag(caps []string) []string {
 func init() { families = append(families, rolesCmd) }
 
 func rolesCmd(e *env) *cobra.Command {
-	c := wsctlGroup("roles", "Custom roles of the selected workspace",
+	c := group("roles", "Custom roles of the selected workspace",
 		`  sandboxctl roles create Editors --cap create,reusables
   sandboxctl roles list
   sandboxctl members set-role bob@example.com Editors`,
@@ -42,15 +42,7 @@ func roleList(e *env) *cobra.Command {
 		Use: "list", Short: "The workspace's custom roles", Args: cobra.NoArgs,
 		Example: "  sandboxctl roles list\n  sandboxctl roles list --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			p, err := memWorkspacePath(c, "roles")
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "GET", p, nil, func(r *apiclient.Response) {
+			return memSend(e, "GET", []string{"roles"}, nil, func(r *apiclient.Response) {
 				var rows [][]string
 				for _, ro := range r.List("roles") {
 					rows = append(rows, []string{str(ro["id"]), wsctlText(ro["name"], 18), roleCaps(ro["capabilities"])})
@@ -86,16 +78,8 @@ func roleCreate(e *env) *cobra.Command {
 		Example: "  sandboxctl roles create Editors --cap create,reusables\n  sandboxctl roles create Viewers   # no capabilities: read only",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			list := roleCapsFlag(caps)
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			p, err := memWorkspacePath(c, "roles")
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "POST", p, map[string]any{"name": args[0], "capabilities": list},
-				func(r *apiclient.Response) { rolePrint(e, "created", r) }, "Idempotency-Key", wsctlIdemKey())
+			return memSend(e, "POST", []string{"roles"}, map[string]any{"name": args[0], "capabilities": list},
+				func(r *apiclient.Response) { rolePrint(e, "created", r) }, "Idempotency-Key", idempotencyKey())
 		},
 	}
 	cmd.Flags().StringSliceVar(&caps, "cap", nil, "any of create,internals,reusables,integrations,manage")
@@ -119,19 +103,11 @@ func roleUpdate(e *env) *cobra.Command {
 			if len(body) == 0 {
 				return usageError{errors.New("nothing to change: give --name or --cap")}
 			}
-			c, err := e.client()
+			c, id, err := memResolve(e, memRoleID, args[0])
 			if err != nil {
 				return err
 			}
-			id, err := memRoleID(c, args[0])
-			if err != nil {
-				return err
-			}
-			p, err := memWorkspacePath(c, "roles", id)
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "PATCH", p, body, func(r *apiclient.Response) { rolePrint(e, "updated", r) })
+			return memSendWith(e, c, "PATCH", []string{"roles", id}, body, func(r *apiclient.Response) { rolePrint(e, "updated", r) })
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "new name")
@@ -144,19 +120,11 @@ func roleDelete(e *env) *cobra.Command {
 		Use: "delete ROLE", Short: "Delete a role no member holds (owner only)", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl roles delete Editors\n  sandboxctl roles delete role_abc",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
+			c, id, err := memResolve(e, memRoleID, args[0])
 			if err != nil {
 				return err
 			}
-			id, err := memRoleID(c, args[0])
-			if err != nil {
-				return err
-			}
-			p, err := memWorkspacePath(c, "roles", id)
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "DELETE", p, nil, func(*apiclient.Response) {
+			return memSendWith(e, c, "DELETE", []string{"roles", id}, nil, func(*apiclient.Response) {
 				fmt.Fprintf(e.stdout, "deleted role %s\n", args[0])
 			})
 		},

@@ -11,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -116,13 +115,9 @@ func isCobraUsage(err error) bool {
 // client is the API client of this invocation: the server and token from
 // flags, the environment (SANDBOX_URL, SANDBOX_TOKEN) or the profile.
 func (e *env) client() (*apiclient.Client, error) {
-	cfg, err := loadConfig()
+	cfg, name, err := e.profileConfig()
 	if err != nil {
 		return nil, err
-	}
-	name := e.profile
-	if name == "" {
-		name = cfg.Current
 	}
 	p := cfg.Profiles[name]
 	if e.profile != "" && p == nil {
@@ -152,9 +147,25 @@ func (e *env) client() (*apiclient.Client, error) {
 	return c, nil
 }
 
+// profileConfig is the saved config and the name of the profile this
+// invocation uses: --profile, else the current one (which may not exist).
+func (e *env) profileConfig() (*config, string, error) {
+	cfg, err := loadConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	return cfg, orElse(e.profile, cfg.Current), nil
+}
+
 // call sends one request and turns an error envelope into an error.
 func call(c *apiclient.Client, method, path string, body any, header ...string) (*apiclient.Response, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return callCtx(context.Background(), c, method, path, body, header...)
+}
+
+// callCtx is call under ctx, for requests that something else (a push's
+// signals) may stop; each request still gives up after two minutes.
+func callCtx(ctx context.Context, c *apiclient.Client, method, path string, body any, header ...string) (*apiclient.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	return c.Call(ctx, method, path, body, header...)
 }
@@ -191,7 +202,7 @@ func (e *env) table(header []string, rows [][]string) {
 				if !head {
 					code = statusColor(c)
 				}
-				out[i] = "\x1b[" + code + "m" + c + "\x1b[0m"
+				out[i] = paint(true, code, c)
 			}
 		}
 		fmt.Fprintln(tw, strings.Join(out, "\t"))
@@ -251,16 +262,10 @@ func fitColumns(header []string, rows [][]string, width int) [][]string {
 	return out
 }
 
-// stderrIsTerminal reports whether progress notes on stderr reach a person.
-func (e *env) stderrIsTerminal() bool {
-	f, ok := e.stderr.(*os.File)
-	return ok && isatty.IsTerminal(f.Fd())
-}
-
 // termWidth is stdout's terminal width, or 0 when it is not a terminal.
 func (e *env) termWidth() int {
 	f, ok := e.stdout.(*os.File)
-	if !ok || !isatty.IsTerminal(f.Fd()) {
+	if !ok || !isTerminal(f) {
 		return 0
 	}
 	w, _, err := term.GetSize(int(f.Fd()))
@@ -290,11 +295,7 @@ func statusColor(s string) string {
 // colorOut reports whether stdout is a terminal that takes colours
 // (not when NO_COLOR is set or TERM is dumb).
 func (e *env) colorOut() bool {
-	f, ok := e.stdout.(*os.File)
-	if !ok || os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
-		return false
-	}
-	return isatty.IsTerminal(f.Fd())
+	return isTerminal(e.stdout) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
 }
 
 // ago is a time relative to now, as a person reads it ("5m ago",
@@ -328,6 +329,7 @@ func span(d time.Duration) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
+// str is a field of an API object as a table cell: "-" for null.
 func str(v any) string {
 	if v == nil {
 		return "-"

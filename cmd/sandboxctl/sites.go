@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -12,9 +11,8 @@ import (
 )
 
 func sitesCmd(e *env) *cobra.Command {
-	c := &cobra.Command{Use: "sites", Short: "Sites: make, inspect, change and remove them", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
-	c.AddCommand(sitesList(e), sitesGet(e), sitesCreate(e), sitesDelete(e), sitesReset(e), sitesOpen(e))
+	c := group("sites", "Sites: make, inspect, change and remove them", "",
+		sitesList(e), sitesGet(e), sitesCreate(e), sitesDelete(e), sitesReset(e), sitesOpen(e))
 	for _, f := range siteCommands {
 		c.AddCommand(f(e))
 	}
@@ -37,23 +35,13 @@ func sitesList(e *env) *cobra.Command {
 		Use: "list", Short: "The workspace's sites", Args: cobra.NoArgs,
 		Example: "  sandboxctl sites list\n  sandboxctl sites list --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "GET", "/api/app/sites", nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			var rows [][]string
-			for _, s := range r.List("sites") {
-				rows = append(rows, []string{str(s["id"]), str(s["name"]), str(s["status"]), str(s["url"]), str(s["phpVersion"]), ago(s["createdAt"])})
-			}
-			e.table([]string{"ID", "NAME", "STATUS", "URL", "PHP", "CREATED"}, rows)
-			return nil
+			return e.send("GET", "/api/app/sites", nil, func(r *apiclient.Response) {
+				var rows [][]string
+				for _, s := range r.List("sites") {
+					rows = append(rows, []string{str(s["id"]), str(s["name"]), str(s["status"]), str(s["url"]), str(s["phpVersion"]), ago(s["createdAt"])})
+				}
+				e.table([]string{"ID", "NAME", "STATUS", "URL", "PHP", "CREATED"}, rows)
+			})
 		},
 	}
 }
@@ -63,25 +51,14 @@ func sitesGet(e *env) *cobra.Command {
 		Use: "get SITE", Short: "One site", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl sites get site_0123456789\n  sandboxctl sites get site_0123456789 --json | jq -r .site.url",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "GET", "/api/app/sites/"+url.PathEscape(args[0]), nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			printSite(e, r)
-			return nil
+			return e.send("GET", sitesAPI(args[0], ""), nil, func(r *apiclient.Response) { printSite(e, r) })
 		},
 	}
 }
 
+// printSite shows the site of a {site} answer.
 func printSite(e *env, r *apiclient.Response) {
-	e.table([]string{"FIELD", "VALUE"}, [][]string{
+	e.fields([][2]string{
 		{"id", r.Str("site.id")}, {"name", r.Str("site.name")}, {"status", r.Str("site.status")}, {"url", r.Str("site.url")},
 		{"php", r.Str("site.phpVersion")}, {"wordpress", r.Str("site.wordpressVersion")}, {"created", ago(r.Get("site.createdAt"))},
 	})
@@ -95,10 +72,6 @@ func sitesCreate(e *env) *cobra.Command {
 		Use: "create", Short: "Make a site (202: its job runs on)", Args: cobra.NoArgs,
 		Example: "  sandboxctl sites create --name demo --wait\n  sandboxctl sites create --php 7.4 --expires 60 --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
 			body := map[string]any{}
 			if name != "" {
 				body["name"] = name
@@ -112,23 +85,14 @@ func sitesCreate(e *env) *cobra.Command {
 			if expires > 0 {
 				body["expiresInMinutes"] = expires
 			}
-			r, err := call(c, "POST", "/api/app/sites", body, "Idempotency-Key", fmt.Sprintf("sandboxctl-%d", time.Now().UnixNano()))
+			c, r, err := e.request("POST", "/api/app/sites", body, "Idempotency-Key", idempotencyKey())
 			if err != nil {
 				return err
 			}
-			if wait {
-				if err := waitJob(e, c, r.Str("jobId")); err != nil {
-					return err
-				}
-				if r, err = call(c, "GET", "/api/app/sites/"+url.PathEscape(r.Str("site.id")), nil); err != nil {
-					return err
-				}
+			if r, err = e.afterJob(c, r, wait, "", sitesAPI(r.Str("site.id"), "")); err != nil {
+				return err
 			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			printSite(e, r)
-			return nil
+			return e.reply(r, func(r *apiclient.Response) { printSite(e, r) })
 		},
 	}
 	c.Flags().StringVar(&name, "name", "", "site name")
@@ -139,33 +103,27 @@ func sitesCreate(e *env) *cobra.Command {
 	return c
 }
 
+// sitesDelete is `sites delete`.
 func sitesDelete(e *env) *cobra.Command {
-	var wait bool
-	c := &cobra.Command{
+	return sitesJobCmd(e, &cobra.Command{
 		Use: "delete SITE", Short: "Delete a site", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl sites delete site_0123456789\n  sandboxctl sites delete site_0123456789 --wait",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			r, err := call(c, "DELETE", "/api/app/sites/"+url.PathEscape(args[0]), nil)
-			if err != nil {
-				return err
-			}
-			if wait {
-				if err := waitJob(e, c, r.Str("jobId")); err != nil {
-					return err
-				}
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			fmt.Fprintf(e.stdout, "deleting %s (job %s)\n", args[0], r.Str("jobId"))
-			return nil
-		},
+	}, "DELETE", "", "deleting", "wait until the site is gone")
+}
+
+// sitesJobCmd completes c, a command whose one request about the site
+// SITE (rest appended to its path) starts a job: --wait (waitHelp) waits
+// for the job; a person is told "doing SITE (job ID)".
+func sitesJobCmd(e *env, c *cobra.Command, method, rest, doing, waitHelp string) *cobra.Command {
+	var wait bool
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		r, err := e.startJob(wait, method, sitesAPI(args[0], rest), nil)
+		if err != nil {
+			return err
+		}
+		return e.reply(r, func(r *apiclient.Response) { fmt.Fprintf(e.stdout, "%s %s (job %s)\n", doing, args[0], r.Str("jobId")) })
 	}
-	c.Flags().BoolVar(&wait, "wait", false, "wait until the site is gone")
+	c.Flags().BoolVar(&wait, "wait", false, waitHelp)
 	return c
 }
 
@@ -178,12 +136,12 @@ func waitJob(e *env, c *apiclient.Client, id string) error {
 	deadline := time.Now().Add(waitLimit)
 	last := ""
 	for {
-		r, err := call(c, "GET", "/api/app/jobs/"+url.PathEscape(id), nil)
+		r, err := call(c, "GET", apiPath("/api/app/jobs", id), nil)
 		if err != nil {
 			return err
 		}
 		status := r.Str("job.status")
-		if status != last && e.stderrIsTerminal() {
+		if status != last && isTerminal(e.stderr) {
 			fmt.Fprintf(e.stderr, "job %s: %s\n", id, status)
 		}
 		last = status
@@ -207,11 +165,7 @@ func completeSites(e *env) func(*cobra.Command, []string, string) ([]string, cob
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		c, err := e.client()
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		r, err := call(c, "GET", "/api/app/sites", nil)
+		r, err := e.api("GET", "/api/app/sites", nil)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxd/sandboxd/apiclient"
@@ -20,11 +19,9 @@ func init() {
 	siteCommands = append(siteCommands, sitesDB, sitesSSH, sitesDomain)
 }
 
-// sitesIsTerminal reports whether r is a terminal. Tests replace it.
-var sitesIsTerminal = func(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
-}
+// sitesIsTerminal reports whether r is a terminal (isTerminal). Tests
+// replace it.
+var sitesIsTerminal = func(r io.Reader) bool { return isTerminal(r) }
 
 // sitesExec runs a local program on this invocation's streams, with
 // extra environment, and waits for it. Ctrl-C belongs to the program
@@ -76,7 +73,7 @@ reachable (on the node, or with make run on this machine).`,
 						"(e.g. apt-get install mariadb-client), or use the Adminer link `sandboxctl sites db " + args[0] + "` prints")
 				}
 			}
-			_, r, err := sitesCall(e, "GET", sitesAPI(args[0], "/database"), nil)
+			r, err := e.api("GET", sitesAPI(args[0], "/database"), nil)
 			if err != nil {
 				return err
 			}
@@ -87,21 +84,19 @@ reachable (on the node, or with make run on this machine).`,
 				return sitesExec(e, client, []string{"--host", r.Str("database.host"), "--port", port,
 					"--user", r.Str("database.user"), r.Str("database.name")}, []string{"MYSQL_PWD=" + r.Str("database.password")})
 			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			password := "******** (--show-password shows it)"
-			if showPassword {
-				password = r.Str("database.password")
-			}
-			e.table([]string{"FIELD", "VALUE"}, [][]string{
-				{"host", r.Str("database.host")}, {"port", sitesNum(r.Get("database.port"))}, {"database", r.Str("database.name")},
-				{"user", r.Str("database.user")}, {"password", password},
+			return e.reply(r, func(r *apiclient.Response) {
+				password := "******** (--show-password shows it)"
+				if showPassword {
+					password = r.Str("database.password")
+				}
+				e.fields([][2]string{
+					{"host", r.Str("database.host")}, {"port", sitesNum(r.Get("database.port"))}, {"database", r.Str("database.name")},
+					{"user", r.Str("database.user")}, {"password", password},
+				})
+				if u := r.Str("database.adminerUrl"); u != "" {
+					fmt.Fprintf(e.stdout, "\nAdminer (works once, expires %s):\n%s\n", ago(r.Get("database.adminerUrlExpiresAt")), u)
+				}
 			})
-			if u := r.Str("database.adminerUrl"); u != "" {
-				fmt.Fprintf(e.stdout, "\nAdminer (works once, expires %s):\n%s\n", ago(r.Get("database.adminerUrlExpiresAt")), u)
-			}
-			return nil
 		},
 	}
 	c.Flags().BoolVar(&showPassword, "show-password", false, "print the password instead of masking it")
@@ -126,7 +121,7 @@ sftp. The gateway takes the keys you added with sandboxctl ssh-keys.`,
 			if dash := cmd.ArgsLenAtDash(); dash > 1 || (dash < 0 && len(args) > 1) {
 				return usageError{errors.New("give the remote command after --: sandboxctl sites ssh SITE -- COMMAND")}
 			}
-			_, r, err := sitesCall(e, "GET", sitesAPI(args[0], "/ssh"), nil)
+			r, err := e.api("GET", sitesAPI(args[0], "/ssh"), nil)
 			if err != nil {
 				return err
 			}
@@ -153,7 +148,7 @@ sftp. The gateway takes the keys you added with sandboxctl ssh-keys.`,
 				}
 				fmt.Fprintln(e.stderr, "sandboxctl: no ssh client on PATH; here is how to connect:")
 			}
-			e.table([]string{"FIELD", "VALUE"}, [][]string{
+			e.fields([][2]string{
 				{"host", r.Str("ssh.host")}, {"port", sitesNum(r.Get("ssh.port"))}, {"user", r.Str("ssh.username")},
 				{"host key", r.Str("ssh.hostKeyFingerprint")},
 			})
@@ -200,28 +195,21 @@ right, moves WordPress to https://HOSTNAME; --remove disconnects it.`,
 			case remove:
 				method = "DELETE"
 			}
-			_, r, err := sitesCall(e, method, path, body)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			d, _ := r.Get("domain").(map[string]any)
-			if d == nil {
-				fmt.Fprintf(e.stdout, "%s has no custom domain; connect one with\n  sandboxctl sites domain %s HOSTNAME\n", args[0], args[0])
-				return nil
-			}
-			if remove {
-				fmt.Fprintf(e.stdout, "removed %s from %s", str(d["hostname"]), args[0])
-				if job := r.Str("jobId"); job != "" {
-					fmt.Fprintf(e.stdout, "; WordPress moves back to its sandbox URL (job %s)", job)
+			return e.send(method, path, body, func(r *apiclient.Response) {
+				d, _ := r.Get("domain").(map[string]any)
+				switch {
+				case d == nil:
+					fmt.Fprintf(e.stdout, "%s has no custom domain; connect one with\n  sandboxctl sites domain %s HOSTNAME\n", args[0], args[0])
+				case remove:
+					fmt.Fprintf(e.stdout, "removed %s from %s", str(d["hostname"]), args[0])
+					if job := r.Str("jobId"); job != "" {
+						fmt.Fprintf(e.stdout, "; WordPress moves back to its sandbox URL (job %s)", job)
+					}
+					fmt.Fprintln(e.stdout)
+				default:
+					sitesPrintDomain(e, d, r)
 				}
-				fmt.Fprintln(e.stdout)
-				return nil
-			}
-			sitesPrintDomain(e, d, r)
-			return nil
+			})
 		},
 	}
 	c.Flags().BoolVar(&check, "check", false, "look the DNS records up now (once right, WordPress moves)")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,28 +45,21 @@ func sitesDebug(e *env) *cobra.Command {
 			"  sandboxctl sites debug log site_abc --follow",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, r, err := sitesCall(e, "GET", sitesAPI(args[0], "/debug"), nil)
-			if err != nil {
-				return err
-			}
-			return sitesPrintDebug(e, r)
+			return e.send("GET", sitesAPI(args[0], "/debug"), nil, func(r *apiclient.Response) { sitesPrintDebug(e, r) })
 		},
 	}
 	c.AddCommand(sitesDebugSwitch(e, true), sitesDebugSwitch(e, false), sitesDebugLog(e))
 	return c
 }
 
-func sitesPrintDebug(e *env, r *apiclient.Response) error {
-	if e.json {
-		return e.printJSON(r)
-	}
+// sitesPrintDebug shows a {debug} answer: each setting, on or not.
+func sitesPrintDebug(e *env, r *apiclient.Response) {
 	e.table([]string{"SETTING", "ON"}, [][]string{
 		{"WP_DEBUG", sitesYesNo(r.Get("debug.wpDebug"))},
 		{"WP_DEBUG_LOG", sitesYesNo(r.Get("debug.wpDebugLog"))},
 		{"WP_DEBUG_DISPLAY", sitesYesNo(r.Get("debug.wpDebugDisplay"))},
 		{"SCRIPT_DEBUG", sitesYesNo(r.Get("debug.scriptDebug"))},
 	})
-	return nil
 }
 
 // sitesDebugSwitch is `debug on` or `debug off`: a PUT of the settings
@@ -88,11 +82,7 @@ func sitesDebugSwitch(e *env, on bool) *cobra.Command {
 			if !on || script {
 				body["scriptDebug"] = on
 			}
-			_, r, err := sitesCall(e, "PUT", sitesAPI(args[0], "/debug"), body)
-			if err != nil {
-				return err
-			}
-			return sitesPrintDebug(e, r)
+			return e.send("PUT", sitesAPI(args[0], "/debug"), body, func(r *apiclient.Response) { sitesPrintDebug(e, r) })
 		},
 	}
 	if on {
@@ -134,11 +124,7 @@ so on stderr and prints it from its start. --clear empties the log first.`,
 					return err
 				}
 				if !follow {
-					if e.json {
-						return e.printJSON(r)
-					}
-					fmt.Fprintf(e.stdout, "cleared the debug log of %s\n", args[0])
-					return nil
+					return e.reply(r, func(*apiclient.Response) { fmt.Fprintf(e.stdout, "cleared the debug log of %s\n", args[0]) })
 				}
 			}
 			if follow {
@@ -255,7 +241,7 @@ func (f *sitesLogFollower) next(content string, exists, byteCut bool, window int
 	}
 	prev := f.prev
 	switch {
-	case f.prevWhole && len(cur) >= len(prev) && sitesSameLines(cur[:len(prev)], prev):
+	case f.prevWhole && len(cur) >= len(prev) && slices.Equal(cur[:len(prev)], prev):
 		return cur[len(prev):], false // grew
 	case !f.prevWhole && whole:
 		return cur, true // was longer than the window, now shorter: truncated
@@ -264,23 +250,11 @@ func (f *sitesLogFollower) next(content string, exists, byteCut bool, window int
 	}
 	// At least one of them is a window of the end: line them up.
 	for k := min(len(prev), len(cur)); k > 0; k-- {
-		if sitesSameLines(prev[len(prev)-k:], cur[:k]) {
+		if slices.Equal(prev[len(prev)-k:], cur[:k]) {
 			return cur[k:], false
 		}
 	}
 	return cur, len(prev) > 0
-}
-
-func sitesSameLines(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func sitesMail(e *env) *cobra.Command {
@@ -302,17 +276,11 @@ deletes it all.`,
 				if len(args) > 1 {
 					return usageError{errors.New("--clear deletes all the mail; it takes no message")}
 				}
-				_, r, err := sitesCall(e, "DELETE", sitesAPI(args[0], "/email"), nil)
-				if err != nil {
-					return err
-				}
-				if e.json {
-					return e.printJSON(r)
-				}
-				fmt.Fprintf(e.stdout, "cleared the mail of %s\n", args[0])
-				return nil
+				return e.send("DELETE", sitesAPI(args[0], "/email"), nil, func(*apiclient.Response) {
+					fmt.Fprintf(e.stdout, "cleared the mail of %s\n", args[0])
+				})
 			}
-			_, r, err := sitesCall(e, "GET", sitesAPI(args[0], "/email"), nil)
+			r, err := e.api("GET", sitesAPI(args[0], "/email"), nil)
 			if err != nil {
 				return err
 			}
@@ -320,19 +288,17 @@ deletes it all.`,
 			if len(args) == 2 {
 				return sitesPrintMail(e, args[0], mails, args[1])
 			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			if len(mails) == 0 {
-				fmt.Fprintf(e.stdout, "%s has sent no mail\n", args[0])
-				return nil
-			}
-			rows := make([][]string, 0, len(mails))
-			for i, m := range mails {
-				rows = append(rows, []string{strconv.Itoa(i + 1), ago(m["date"]), sitesCut(str(m["to"]), 26), sitesCut(str(m["subject"]), 36)})
-			}
-			e.table([]string{"#", "WHEN", "TO", "SUBJECT"}, rows)
-			return nil
+			return e.reply(r, func(*apiclient.Response) {
+				if len(mails) == 0 {
+					fmt.Fprintf(e.stdout, "%s has sent no mail\n", args[0])
+					return
+				}
+				rows := make([][]string, 0, len(mails))
+				for i, m := range mails {
+					rows = append(rows, []string{strconv.Itoa(i + 1), ago(m["date"]), clip(str(m["to"]), 26), clip(str(m["subject"]), 36)})
+				}
+				e.table([]string{"#", "WHEN", "TO", "SUBJECT"}, rows)
+			})
 		},
 	}
 	c.Flags().BoolVar(&clear, "clear", false, "delete the captured mail")

@@ -36,18 +36,16 @@ func sitesFileOp(e *env, site, op string, body any, header []string, params ...s
 	for i := 0; i+1 < len(params); i += 2 {
 		q = append(q, params[i]+"="+sitesFilePath(params[i+1]))
 	}
-	_, r, err := sitesCall(e, "POST", sitesAPI(site, "/files/"+op+"?"+strings.Join(q, "&")), body, header...)
-	return r, err
+	return e.api("POST", sitesAPI(site, "/files/"+op+"?"+strings.Join(q, "&")), body, header...)
 }
 
 func sitesFiles(e *env) *cobra.Command {
-	c := group("files", "Files under the WordPress root: ls, get, put, rm, mkdir, mv, cp",
+	return group("files", "Files under the WordPress root: ls, get, put, rm, mkdir, mv, cp",
+		"  sandboxctl sites files ls site_abc wp-content\n"+
+			"  sandboxctl sites files get site_abc wp-config.php -o wp-config.php\n"+
+			"  sandboxctl sites files put site_abc ./notes.txt wp-content/uploads/",
 		sitesFilesLs(e), sitesFilesGet(e), sitesFilesPut(e), sitesFilesRm(e), sitesFilesMkdir(e), sitesFilesMove(e, "mv"),
 		sitesFilesMove(e, "cp"))
-	c.Example = "  sandboxctl sites files ls site_abc wp-content\n" +
-		"  sandboxctl sites files get site_abc wp-config.php -o wp-config.php\n" +
-		"  sandboxctl sites files put site_abc ./notes.txt wp-content/uploads/"
-	return c
 }
 
 func sitesFilesLs(e *env) *cobra.Command {
@@ -62,32 +60,26 @@ func sitesFilesLs(e *env) *cobra.Command {
 			if len(args) == 2 {
 				path += "?path=" + sitesFilePath(args[1])
 			}
-			_, r, err := sitesCall(e, "GET", path, nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			entries := r.List("entries")
-			width := 1
-			for _, f := range entries {
-				width = max(width, len(sitesNum(f["sizeBytes"])))
-			}
-			for _, f := range entries {
-				kind, name := "-", str(f["name"])
-				switch f["type"] {
-				case "directory":
-					kind, name = "d", name+"/"
-				case "symlink":
-					kind = "l"
+			return e.send("GET", path, nil, func(r *apiclient.Response) {
+				entries := r.List("entries")
+				width := 1
+				for _, f := range entries {
+					width = max(width, len(sitesNum(f["sizeBytes"])))
 				}
-				fmt.Fprintf(e.stdout, "%s %*s  %-8s  %s\n", kind, width, sitesNum(f["sizeBytes"]), ago(f["modifiedAt"]), name)
-			}
-			if t, _ := r.Get("truncated").(bool); t {
-				fmt.Fprintln(e.stderr, "sandboxctl: the directory has more than 10,000 entries; only the first are listed")
-			}
-			return nil
+				for _, f := range entries {
+					kind, name := "-", str(f["name"])
+					switch f["type"] {
+					case "directory":
+						kind, name = "d", name+"/"
+					case "symlink":
+						kind = "l"
+					}
+					fmt.Fprintf(e.stdout, "%s %*s  %-8s  %s\n", kind, width, sitesNum(f["sizeBytes"]), ago(f["modifiedAt"]), name)
+				}
+				if t, _ := r.Get("truncated").(bool); t {
+					fmt.Fprintln(e.stderr, "sandboxctl: the directory has more than 10,000 entries; only the first are listed")
+				}
+			})
 		},
 	}
 }
@@ -101,7 +93,7 @@ func sitesFilesGet(e *env) *cobra.Command {
 			"  sandboxctl sites files get site_abc wp-content/debug.log -o debug.log",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, r, err := sitesCall(e, "GET", sitesAPI(args[0], "/files/content?path="+sitesFilePath(args[1])), nil)
+			r, err := e.api("GET", sitesAPI(args[0], "/files/content?path="+sitesFilePath(args[1])), nil)
 			if err != nil {
 				return err
 			}
@@ -220,7 +212,7 @@ func sitesFilesRm(e *env) *cobra.Command {
 			if !recursive {
 				// The API's delete is recursive: a directory needs -r, as
 				// rm would, so that a slip of the finger empties nothing.
-				_, r, err := sitesCall(e, "GET", sitesAPI(args[0], "/files?path="+sitesFilePath(args[1])), nil)
+				r, err := e.api("GET", sitesAPI(args[0], "/files?path="+sitesFilePath(args[1])), nil)
 				if err == nil && r.Get("entries") != nil {
 					return usageError{fmt.Errorf("%s is a directory: delete it and all it holds with rm -r", args[1])}
 				}
@@ -233,11 +225,7 @@ func sitesFilesRm(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			fmt.Fprintf(e.stdout, "deleted %s\n", r.Str("path"))
-			return nil
+			return e.reply(r, func(r *apiclient.Response) { fmt.Fprintf(e.stdout, "deleted %s\n", r.Str("path")) })
 		},
 	}
 	c.Flags().BoolVarP(&recursive, "recursive", "r", false, "delete a directory and everything in it")
@@ -255,11 +243,7 @@ func sitesFilesMkdir(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			fmt.Fprintf(e.stdout, "made %s\n", r.Str("path"))
-			return nil
+			return e.reply(r, func(r *apiclient.Response) { fmt.Fprintf(e.stdout, "made %s\n", r.Str("path")) })
 		},
 	}
 }
@@ -281,11 +265,7 @@ func sitesFilesMove(e *env, use string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			fmt.Fprintf(e.stdout, "%s %s to %s\n", verb, r.Str("from"), r.Str("to"))
-			return nil
+			return e.reply(r, func(r *apiclient.Response) { fmt.Fprintf(e.stdout, "%s %s to %s\n", verb, r.Str("from"), r.Str("to")) })
 		},
 	}
 }

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,29 +24,7 @@ func init() {
 
 // sitesAPI is the path of one of a site's resources: rest is appended to
 // /api/app/sites/{id}, the id escaped.
-func sitesAPI(site, rest string) string { return "/api/app/sites/" + url.PathEscape(site) + rest }
-
-// sitesCall sends one request as this invocation's caller and returns the
-// client too, for the commands that go on to wait for a job.
-func sitesCall(e *env, method, path string, body any, header ...string) (*apiclient.Client, *apiclient.Response, error) {
-	c, err := e.client()
-	if err != nil {
-		return nil, nil, err
-	}
-	r, err := call(c, method, path, body, header...)
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, r, nil
-}
-
-// sitesIdempotencyKey is a fresh Idempotency-Key for a POST that makes a
-// job, so that the client's own retries cannot start it twice.
-func sitesIdempotencyKey() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return "sandboxctl-" + hex.EncodeToString(b)
-}
+func sitesAPI(site, rest string) string { return apiPath("/api/app/sites", site) + rest }
 
 // sitesPrintValue prints v, made of objects the API sent, as --json does.
 func sitesPrintValue(e *env, v any) error {
@@ -58,16 +33,6 @@ func sitesPrintValue(e *env, v any) error {
 		return fmt.Errorf("encode the answer: %w", err)
 	}
 	return e.printJSON(&apiclient.Response{Raw: raw})
-}
-
-// sitesCut shortens s to n characters, the last one an ellipsis, so that
-// tables keep within 80 columns.
-func sitesCut(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }
 
 // sitesNum is a JSON number as a person reads it: 12000000, not the
@@ -100,29 +65,21 @@ template afterwards: a later reset goes back to it.`,
 			"  sandboxctl sites restore site_abc --template tpl_xyz --json | jq -r .jobId",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, r, err := sitesCall(e, "POST", sitesAPI(args[0], "/restore"), map[string]string{"templateId": template},
-				"Idempotency-Key", sitesIdempotencyKey())
+			c, r, err := e.request("POST", sitesAPI(args[0], "/restore"), map[string]string{"templateId": template},
+				"Idempotency-Key", idempotencyKey())
 			if err != nil {
 				return err
 			}
-			if wait {
-				if err := waitJob(e, c, r.Str("jobId")); err != nil {
-					return err
-				}
-				if r, err = call(c, "GET", sitesAPI(args[0], ""), nil); err != nil {
-					return err
-				}
-				if e.json {
-					return e.printJSON(r)
-				}
-				printSite(e, r)
-				return nil
+			if r, err = e.afterJob(c, r, wait, "", sitesAPI(args[0], "")); err != nil {
+				return err
 			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			fmt.Fprintf(e.stdout, "restoring %s from %s (job %s)\n", args[0], template, r.Str("jobId"))
-			return nil
+			return e.reply(r, func(r *apiclient.Response) {
+				if wait {
+					printSite(e, r)
+					return
+				}
+				fmt.Fprintf(e.stdout, "restoring %s from %s (job %s)\n", args[0], template, r.Str("jobId"))
+			})
 		},
 	}
 	c.Flags().StringVar(&template, "template", "", "the template whose content the site takes (required)")
@@ -143,7 +100,7 @@ side in one object, each as the API sent it.`,
 			"  sandboxctl sites php config site_abc memory_limit=512M max_execution_time=120",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, site, err := sitesCall(e, "GET", sitesAPI(args[0], ""), nil)
+			c, site, err := e.request("GET", sitesAPI(args[0], ""), nil)
 			if err != nil {
 				return err
 			}
@@ -180,7 +137,7 @@ func sitesPrintSettings(e *env, v any) {
 	sort.Strings(names)
 	rows := make([][]string, 0, len(names))
 	for _, k := range names {
-		rows = append(rows, []string{k, sitesCut(str(m[k]), 50)})
+		rows = append(rows, []string{k, clip(str(m[k]), 50)})
 	}
 	e.table([]string{"SETTING", "VALUE"}, rows)
 }
@@ -196,24 +153,17 @@ otherwise the job fails and the site keeps serving on its version.`,
 		Example: "  sandboxctl sites php set-version site_abc 8.4\n  sandboxctl sites php set-version site_abc 7.4 --wait",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, r, err := sitesCall(e, "PUT", sitesAPI(args[0], "/php-version"), map[string]string{"phpVersion": args[1]})
+			r, err := e.startJob(wait, "PUT", sitesAPI(args[0], "/php-version"), map[string]string{"phpVersion": args[1]})
 			if err != nil {
 				return err
 			}
-			if wait {
-				if err := waitJob(e, c, r.Str("jobId")); err != nil {
-					return err
+			return e.reply(r, func(r *apiclient.Response) {
+				if wait {
+					fmt.Fprintf(e.stdout, "%s runs PHP %s\n", args[0], r.Str("phpVersion"))
+					return
 				}
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			if wait {
-				fmt.Fprintf(e.stdout, "%s runs PHP %s\n", args[0], r.Str("phpVersion"))
-				return nil
-			}
-			fmt.Fprintf(e.stdout, "switching %s to PHP %s (job %s)\n", args[0], r.Str("phpVersion"), r.Str("jobId"))
-			return nil
+				fmt.Fprintf(e.stdout, "switching %s to PHP %s (job %s)\n", args[0], r.Str("phpVersion"), r.Str("jobId"))
+			})
 		},
 	}
 	c.Flags().BoolVar(&wait, "wait", false, "wait until the site runs the new version (or the job failed)")
@@ -242,35 +192,22 @@ applies them without taking the site down.`,
 				settings[k] = v
 			}
 			if len(settings) == 0 {
-				_, r, err := sitesCall(e, "GET", sitesAPI(args[0], "/php-config"), nil)
-				if err != nil {
-					return err
-				}
-				if e.json {
-					return e.printJSON(r)
-				}
-				sitesPrintSettings(e, r.Get("phpConfig.settings"))
-				return nil
+				return e.send("GET", sitesAPI(args[0], "/php-config"), nil, func(r *apiclient.Response) {
+					sitesPrintSettings(e, r.Get("phpConfig.settings"))
+				})
 			}
-			c, r, err := sitesCall(e, "PUT", sitesAPI(args[0], "/php-config"), map[string]any{"settings": settings})
+			r, err := e.startJob(wait, "PUT", sitesAPI(args[0], "/php-config"), map[string]any{"settings": settings})
 			if err != nil {
 				return err
 			}
-			if wait {
-				if err := waitJob(e, c, r.Str("jobId")); err != nil {
-					return err
+			return e.reply(r, func(r *apiclient.Response) {
+				if wait {
+					fmt.Fprintf(e.stdout, "php.ini of %s changed\n\n", args[0])
+				} else {
+					fmt.Fprintf(e.stdout, "changing php.ini of %s (job %s)\n\n", args[0], r.Str("jobId"))
 				}
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			if wait {
-				fmt.Fprintf(e.stdout, "php.ini of %s changed\n\n", args[0])
-			} else {
-				fmt.Fprintf(e.stdout, "changing php.ini of %s (job %s)\n\n", args[0], r.Str("jobId"))
-			}
-			sitesPrintSettings(e, r.Get("phpConfig.settings"))
-			return nil
+				sitesPrintSettings(e, r.Get("phpConfig.settings"))
+			})
 		},
 	}
 	c.Flags().BoolVar(&wait, "wait", false, "wait until the settings apply (or the job failed)")
@@ -284,20 +221,14 @@ func sitesPlugins(e *env) *cobra.Command {
 		Example: "  sandboxctl sites plugins site_abc\n  sandboxctl sites plugins add site_abc woocommerce --activate --wait",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, r, err := sitesCall(e, "GET", sitesAPI(args[0], "/plugins"), nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			var rows [][]string
-			for _, p := range r.List("plugins") {
-				rows = append(rows, []string{sitesCut(str(p["slug"]), 28), sitesCut(str(p["version"]), 10), str(p["kind"]),
-					sitesYesNo(p["active"]), sitesCut(str(p["name"]), 20)})
-			}
-			e.table([]string{"SLUG", "VERSION", "KIND", "ACTIVE", "NAME"}, rows)
-			return nil
+			return e.send("GET", sitesAPI(args[0], "/plugins"), nil, func(r *apiclient.Response) {
+				var rows [][]string
+				for _, p := range r.List("plugins") {
+					rows = append(rows, []string{clip(str(p["slug"]), 28), clip(str(p["version"]), 10), str(p["kind"]),
+						sitesYesNo(p["active"]), clip(str(p["name"]), 20)})
+				}
+				e.table([]string{"SLUG", "VERSION", "KIND", "ACTIVE", "NAME"}, rows)
+			})
 		},
 	}
 	c.AddCommand(sitesPluginAdd(e))
@@ -331,24 +262,17 @@ directory.`,
 			if activate {
 				body["activate"] = true
 			}
-			c, r, err := sitesCall(e, "POST", sitesAPI(args[0], "/plugins"), body, "Idempotency-Key", sitesIdempotencyKey())
+			r, err := e.startJob(wait, "POST", sitesAPI(args[0], "/plugins"), body, "Idempotency-Key", idempotencyKey())
 			if err != nil {
 				return err
 			}
-			if wait {
-				if err := waitJob(e, c, r.Str("jobId")); err != nil {
-					return err
+			return e.reply(r, func(r *apiclient.Response) {
+				if wait {
+					fmt.Fprintf(e.stdout, "deployed to %s\n", args[0])
+					return
 				}
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			if wait {
-				fmt.Fprintf(e.stdout, "deployed to %s\n", args[0])
-				return nil
-			}
-			fmt.Fprintf(e.stdout, "deploying to %s (job %s)\n", args[0], r.Str("jobId"))
-			return nil
+				fmt.Fprintf(e.stdout, "deploying to %s (job %s)\n", args[0], r.Str("jobId"))
+			})
 		},
 	}
 	c.Flags().StringVar(&zipURL, "zip-url", "", "deploy the ZIP at this http(s) URL instead")

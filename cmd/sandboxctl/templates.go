@@ -11,7 +11,7 @@ import (
 func init() { families = append(families, templatesCmd) }
 
 func templatesCmd(e *env) *cobra.Command {
-	return wsctlGroup("templates", "Templates: frozen sites that new sites are made from",
+	return group("templates", "Templates: frozen sites that new sites are made from",
 		`  sandboxctl templates create site_abc --name "Shop demo" --wait
   sandboxctl templates list
   sandboxctl templates launch tpl_abc --wait`,
@@ -25,11 +25,7 @@ func tplList(e *env) *cobra.Command {
 		Use: "list", Short: "The workspace's templates", Args: cobra.NoArgs,
 		Example: "  sandboxctl templates list\n  sandboxctl templates list --json | jq -r '.templates[].id'",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "GET", tplPath, nil, func(r *apiclient.Response) {
+			return e.send("GET", tplPath, nil, func(r *apiclient.Response) {
 				var rows [][]string
 				for _, t := range r.List("templates") {
 					rows = append(rows, []string{str(t["id"]), wsctlText(t["name"], 20), str(t["status"]), str(t["phpVersion"]),
@@ -46,13 +42,19 @@ func tplGet(e *env) *cobra.Command {
 		Use: "get TEMPLATE", Short: "One template", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl templates get tpl_abc\n  sandboxctl templates get tpl_abc --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "GET", wsctlPath(tplPath, args[0]), nil, func(r *apiclient.Response) { tplPrint(e, c, r) })
+			return tplSend(e, "GET", args[0], nil, tplPrint)
 		},
 	}
+}
+
+// tplSend sends one request about a template and prints the {template}
+// answer with show, which gets the client too (for the launch URL).
+func tplSend(e *env, method, template string, body any, show func(*env, *apiclient.Client, *apiclient.Response)) error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	return e.sendWith(c, method, apiPath(tplPath, template), body, func(r *apiclient.Response) { show(e, c, r) })
 }
 
 // tplPrint shows the template of a {template} answer.
@@ -62,36 +64,18 @@ func tplPrint(e *env, c *apiclient.Client, r *apiclient.Response) {
 		{"description", wsctlText(r.Get("template.description"), 60)}, {"status", r.Str("template.status")},
 	}
 	if f := r.Str("template.failureReason"); f != "" {
-		rows = append(rows, [2]string{"failure", wsctlTrunc(f, 60)})
+		rows = append(rows, [2]string{"failure", clip(f, 60)})
 	}
 	rows = append(rows, [][2]string{
 		{"source site", wsctlText(r.Get("template.sourceSiteId"), 60)}, {"php", r.Str("template.phpVersion")},
-		{"wordpress", r.Str("template.wordpressVersion")}, {"size", tplBytes(r.Get("template.sizeBytes"))},
+		{"wordpress", r.Str("template.wordpressVersion")}, {"size", jsonByteSize(r.Get("template.sizeBytes"))},
 		{"warm pool", str(r.Get("template.warmPoolSize"))}, {"launch link", wsctlOnOff(r.Get("template.launchEnabled"))},
 	}...)
 	if u := launchURL(c, r); u != "" {
 		rows = append(rows, [2]string{"launch url", u})
 	}
 	rows = append(rows, [2]string{"created", ago(r.Get("template.createdAt"))})
-	wsctlFields(e, rows)
-}
-
-// tplBytes renders a size in bytes for a person.
-func tplBytes(v any) string {
-	n, ok := v.(float64)
-	if !ok {
-		return "-"
-	}
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", int64(n))
-	}
-	div, exp := float64(unit), 0
-	for m := n / unit; m >= unit && exp < 3; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", n/div, "KMGT"[exp])
+	e.fields(rows)
 }
 
 func tplCreate(e *env) *cobra.Command {
@@ -107,34 +91,24 @@ its job ends (--wait waits for it).`,
 		Example: `  sandboxctl templates create site_abc --name "Shop demo" --wait
   sandboxctl templates create site_abc --name shop --description "20 products"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
 			body := map[string]any{"siteId": args[0], "name": name}
 			if description != "" {
 				body["description"] = description
 			}
-			r, err := call(c, "POST", tplPath, body, "Idempotency-Key", wsctlIdemKey())
+			c, r, err := e.request("POST", tplPath, body, "Idempotency-Key", idempotencyKey())
 			if err != nil {
 				return err
 			}
-			if wait {
-				if err := waitJob(e, c, r.Str("jobId")); err != nil {
-					return fmt.Errorf("template %s: %w", r.Str("template.id"), err)
+			id := r.Str("template.id")
+			if r, err = e.afterJob(c, r, wait, "template "+id, apiPath(tplPath, id)); err != nil {
+				return err
+			}
+			return e.reply(r, func(r *apiclient.Response) {
+				tplPrint(e, c, r)
+				if !wait {
+					fmt.Fprintf(e.stdout, "building (job %s)\n", r.Str("jobId"))
 				}
-				if r, err = call(c, "GET", wsctlPath(tplPath, r.Str("template.id")), nil); err != nil {
-					return err
-				}
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			tplPrint(e, c, r)
-			if !wait {
-				fmt.Fprintf(e.stdout, "building (job %s)\n", r.Str("jobId"))
-			}
-			return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "template name (required)")
@@ -166,11 +140,7 @@ func tplUpdate(e *env) *cobra.Command {
 			if len(body) == 0 {
 				return usageError{fmt.Errorf("nothing to change: give --name, --description or --warm-pool")}
 			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "PATCH", wsctlPath(tplPath, args[0]), body, func(r *apiclient.Response) { tplPrint(e, c, r) })
+			return tplSend(e, "PATCH", args[0], body, tplPrint)
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "new name")
@@ -184,11 +154,7 @@ func tplDelete(e *env) *cobra.Command {
 		Use: "delete TEMPLATE", Short: "Delete a template (sites made from it keep working)", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl templates delete tpl_abc",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "DELETE", wsctlPath(tplPath, args[0]), nil, func(*apiclient.Response) {
+			return e.send("DELETE", apiPath(tplPath, args[0]), nil, func(*apiclient.Response) {
 				fmt.Fprintf(e.stdout, "deleted template %s\n", args[0])
 			})
 		},
@@ -200,11 +166,7 @@ func tplLeads(e *env) *cobra.Command {
 		Use: "leads TEMPLATE", Short: "Leads its launch link captured (entry mode email)", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl templates leads tpl_abc\n  sandboxctl templates leads tpl_abc --json | jq -r '.leads[].email'",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "GET", wsctlPath(tplPath, args[0], "leads"), nil, func(r *apiclient.Response) {
+			return e.send("GET", apiPath(tplPath, args[0], "leads"), nil, func(r *apiclient.Response) {
 				var rows [][]string
 				for _, l := range r.List("leads") {
 					rows = append(rows, []string{wsctlText(l["email"], 36), str(l["siteId"]), ago(l["createdAt"])})
@@ -224,10 +186,6 @@ func tplLaunch(e *env) *cobra.Command {
 		Example: `  sandboxctl templates launch tpl_abc --name demo --wait
   sandboxctl templates launch tpl_abc --expires 60 --json | jq -r .site.id`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
 			body := map[string]any{}
 			if name != "" {
 				body["name"] = name
@@ -235,26 +193,20 @@ func tplLaunch(e *env) *cobra.Command {
 			if expires > 0 {
 				body["expiresInMinutes"] = expires
 			}
-			r, err := call(c, "POST", wsctlPath(tplPath, args[0], "sites"), body, "Idempotency-Key", wsctlIdemKey())
+			c, r, err := e.request("POST", apiPath(tplPath, args[0], "sites"), body, "Idempotency-Key", idempotencyKey())
 			if err != nil {
 				return err
 			}
-			if wait {
-				if err := waitJob(e, c, r.Str("jobId")); err != nil {
-					return fmt.Errorf("site %s: %w", r.Str("site.id"), err)
+			site := r.Str("site.id")
+			if r, err = e.afterJob(c, r, wait, "site "+site, sitesAPI(site, "")); err != nil {
+				return err
+			}
+			return e.reply(r, func(r *apiclient.Response) {
+				printSite(e, r)
+				if !wait {
+					fmt.Fprintf(e.stdout, "creating (job %s)\n", r.Str("jobId"))
 				}
-				if r, err = call(c, "GET", wsctlPath("/api/app/sites", r.Str("site.id")), nil); err != nil {
-					return err
-				}
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			printSite(e, r)
-			if !wait {
-				fmt.Fprintf(e.stdout, "creating (job %s)\n", r.Str("jobId"))
-			}
-			return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "site name (default: the template's)")

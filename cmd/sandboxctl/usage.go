@@ -31,11 +31,7 @@ func usageCmd(e *env) *cobra.Command {
 		Use: "usage", Short: "What your account holds next to its plan's limits", Args: cobra.NoArgs,
 		Example: "  sandboxctl usage\n  sandboxctl usage --json | jq .usage.counts",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "GET", "/api/account/usage", nil, func(r *apiclient.Response) { usagePrint(e, r) })
+			return e.send("GET", "/api/account/usage", nil, func(r *apiclient.Response) { usagePrint(e, r) })
 		},
 	}
 }

@@ -14,7 +14,7 @@ func init() { families = append(families, webhookCmd) }
 const hookPath = "/api/account/webhooks/demo-launches"
 
 func webhookCmd(e *env) *cobra.Command {
-	c := wsctlGroup("webhook", "The selected workspace's demo-launch webhook (paid plan)",
+	c := group("webhook", "The selected workspace's demo-launch webhook (paid plan)",
 		`  sandboxctl webhook set https://hooks.example.com/sandbox
   sandboxctl webhook test
   sandboxctl webhook get`,
@@ -35,17 +35,17 @@ func hookPrint(e *env, r *apiclient.Response) {
 	if on, _ := r.Get("webhook.sendEvents").(bool); !on {
 		events = "paused"
 	}
-	rows := [][2]string{{"url", wsctlTrunc(r.Str("webhook.url"), 60)}, {"events", events}}
+	rows := [][2]string{{"url", clip(r.Str("webhook.url"), 60)}, {"events", events}}
 	if r.Get("webhook.lastDelivery") == nil {
 		rows = append(rows, [2]string{"last delivery", "none yet"})
 	} else {
 		rows = append(rows, [2]string{"last delivery", hookDelivery(r, "webhook.lastDelivery")})
 		if msg := r.Str("webhook.lastDelivery.error"); msg != "" {
-			rows = append(rows, [2]string{"its error", wsctlTrunc(msg, 60)})
+			rows = append(rows, [2]string{"its error", clip(msg, 60)})
 		}
 	}
 	rows = append(rows, [2]string{"updated", ago(r.Get("webhook.updatedAt"))})
-	wsctlFields(e, rows)
+	e.fields(rows)
 }
 
 // hookDelivery is one delivery in a short line: event, status, the
@@ -63,11 +63,7 @@ func hookGet(e *env) *cobra.Command {
 		Use: "get", Short: "The webhook and its most recent delivery (never its secret)", Args: cobra.NoArgs,
 		Example: "  sandboxctl webhook get\n  sandboxctl webhook get --json | jq .webhook.lastDelivery",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "GET", hookPath, nil, func(r *apiclient.Response) { hookPrint(e, r) })
+			return e.send("GET", hookPath, nil, func(r *apiclient.Response) { hookPrint(e, r) })
 		},
 	}
 }
@@ -87,11 +83,7 @@ func hookSet(e *env) *cobra.Command {
   sandboxctl webhook set https://example.com/hook --send-events=false   # pause
   sandboxctl webhook set https://example.com/hook --json | jq -r .signingSecret`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "PUT", hookPath, map[string]any{"url": args[0], "sendEvents": send}, func(r *apiclient.Response) {
+			return e.send("PUT", hookPath, map[string]any{"url": args[0], "sendEvents": send}, func(r *apiclient.Response) {
 				hookPrint(e, r)
 				hookSecret(e, r)
 			})
@@ -106,20 +98,16 @@ func hookTest(e *env) *cobra.Command {
 		Use: "test", Short: "Send a test event now (exit 1 if it was not delivered)", Args: cobra.NoArgs,
 		Example: "  sandboxctl webhook test\n  sandboxctl webhook test --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
+			r, err := e.api("POST", hookPath+"/test", nil)
 			if err != nil {
 				return err
 			}
-			r, err := call(c, "POST", hookPath+"/test", nil)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				if err := e.printJSON(r); err != nil {
-					return err
+			if err := e.reply(r, func(r *apiclient.Response) {
+				if r.Get("delivery") != nil {
+					fmt.Fprintf(e.stdout, "test event %s\n", hookDelivery(r, "delivery"))
 				}
-			} else if r.Get("delivery") != nil {
-				fmt.Fprintf(e.stdout, "test event %s\n", hookDelivery(r, "delivery"))
+			}); err != nil {
+				return err
 			}
 			if status := r.Str("delivery.status"); status != "delivered" {
 				msg := r.Str("delivery.error")
@@ -138,11 +126,7 @@ func hookRotate(e *env) *cobra.Command {
 		Use: "rotate-secret", Short: "Replace the signing secret (the new one is printed once)", Args: cobra.NoArgs,
 		Example: "  sandboxctl webhook rotate-secret\n  sandboxctl webhook rotate-secret --json | jq -r .signingSecret",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "POST", hookPath+"/rotate-secret", nil, func(r *apiclient.Response) { hookSecret(e, r) })
+			return e.send("POST", hookPath+"/rotate-secret", nil, func(r *apiclient.Response) { hookSecret(e, r) })
 		},
 	}
 }
@@ -152,11 +136,7 @@ func hookDelete(e *env) *cobra.Command {
 		Use: "delete", Short: "Remove the webhook, its secret and its delivery history", Args: cobra.NoArgs,
 		Example: "  sandboxctl webhook delete",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "DELETE", hookPath, nil, func(*apiclient.Response) {
+			return e.send("DELETE", hookPath, nil, func(*apiclient.Response) {
 				fmt.Fprintln(e.stdout, "webhook removed")
 			})
 		},

@@ -19,10 +19,10 @@ func wsPrint(e *env, r *apiclient.Response) {
 	if id := r.Str("workspace.customRoleId"); id != "" {
 		role += " (custom role " + id + ")"
 	}
-	wsctlFields(e, [][2]string{
+	e.fields([][2]string{
 		{"id", r.Str("workspace.id")}, {"name", wsctlText(r.Get("workspace.name"), 60)},
 		{"personal", fmt.Sprint(r.Get("workspace.personal") == true)}, {"owner", r.Str("workspace.ownerUserId")},
-		{"your role", role}, {"capabilities", wsctlTrunc(roleCaps(r.Get("workspace.capabilities")), 60)},
+		{"your role", role}, {"capabilities", clip(roleCaps(r.Get("workspace.capabilities")), 60)},
 		{"created", ago(r.Get("workspace.createdAt"))},
 	})
 }
@@ -32,15 +32,11 @@ func wsCreate(e *env) *cobra.Command {
 		Use: "create NAME", Short: "Make a workspace you own", Args: cobra.ExactArgs(1),
 		Example: "  sandboxctl workspaces create \"Client X\"\n  sandboxctl workspaces create agency --json | jq -r .workspace.id",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			return wsctlRun(e, c, "POST", "/api/app/workspaces", map[string]string{"name": args[0]}, func(r *apiclient.Response) {
+			return e.send("POST", "/api/app/workspaces", map[string]string{"name": args[0]}, func(r *apiclient.Response) {
 				id := r.Str("workspace.id")
 				fmt.Fprintf(e.stdout, "created workspace %s (%s); select it with --workspace %s or: sandboxctl workspaces use %s\n",
 					r.Str("workspace.name"), id, id, id)
-			}, "Idempotency-Key", wsctlIdemKey())
+			}, "Idempotency-Key", idempotencyKey())
 		},
 	}
 }
@@ -61,7 +57,7 @@ func wsGet(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return wsctlRun(e, c, "GET", wsctlPath("/api/app/workspaces", ws), nil, func(r *apiclient.Response) { wsPrint(e, r) })
+			return e.sendWith(c, "GET", apiPath("/api/app/workspaces", ws), nil, func(r *apiclient.Response) { wsPrint(e, r) })
 		},
 	}
 }
@@ -75,13 +71,9 @@ func wsUse(e *env) *cobra.Command {
 			if personal == (len(args) == 1) {
 				return usageError{errors.New("give a workspace id, or --personal")}
 			}
-			cfg, err := loadConfig()
+			cfg, name, err := e.profileConfig()
 			if err != nil {
 				return err
-			}
-			name := e.profile
-			if name == "" {
-				name = cfg.Current
 			}
 			p := cfg.Profiles[name]
 			if p == nil {
@@ -100,7 +92,7 @@ func wsUse(e *env) *cobra.Command {
 				return err
 			}
 			// Check it is one of yours before keeping it.
-			r, err := call(c, "GET", wsctlPath("/api/app/workspaces", ws), nil)
+			r, err := call(c, "GET", apiPath("/api/app/workspaces", ws), nil)
 			if err != nil {
 				return err
 			}
@@ -111,11 +103,9 @@ func wsUse(e *env) *cobra.Command {
 			if err := cfg.save(); err != nil {
 				return err
 			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			fmt.Fprintf(e.stdout, "profile %s now works in %s (%s)\n", name, r.Str("workspace.name"), ws)
-			return nil
+			return e.reply(r, func(r *apiclient.Response) {
+				fmt.Fprintf(e.stdout, "profile %s now works in %s (%s)\n", name, r.Str("workspace.name"), ws)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&personal, "personal", false, "go back to your personal workspace")

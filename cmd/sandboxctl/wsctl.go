@@ -1,52 +1,22 @@
 package main
 
 // Helpers shared by the templates, launch, library, members, roles,
-// invitations, workspaces, webhook and usage families. Their names start
-// with wsctl so they do not collide with other families' helpers.
+// invitations, workspaces, webhook and usage families (the ones every
+// family uses are in common.go). Their names start with wsctl so they do
+// not collide with other families' helpers.
 
 import (
 	"bufio"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
-	"unicode/utf8"
 
-	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/sandboxd/sandboxd/apiclient"
 )
-
-// wsctlGroup is a command that only holds subcommands; run bare, it
-// prints its help.
-func wsctlGroup(use, short, example string, subs ...*cobra.Command) *cobra.Command {
-	c := &cobra.Command{Use: use, Short: short, Example: example, Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
-	c.AddCommand(subs...)
-	return c
-}
-
-// wsctlIdemKey is a fresh Idempotency-Key for one create, so that the
-// client's own retries of that request are harmless.
-func wsctlIdemKey() string { return "sandboxctl-" + rand.Text() }
-
-// wsctlRun sends one request and prints the answer: the API's JSON with
-// --json, else what show writes.
-func wsctlRun(e *env, c *apiclient.Client, method, path string, body any, show func(*apiclient.Response), header ...string) error {
-	r, err := call(c, method, path, body, header...)
-	if err != nil {
-		return err
-	}
-	if e.json {
-		return e.printJSON(r)
-	}
-	show(r)
-	return nil
-}
 
 // wsctlWorkspace is the selected workspace: --workspace, else the
 // profile's default, else the caller's personal workspace (asked of GET
@@ -68,27 +38,6 @@ func wsctlWorkspace(c *apiclient.Client) (string, error) {
 	return ws, nil
 }
 
-// wsctlPath joins path segments, escaping each one.
-func wsctlPath(base string, segments ...string) string {
-	var b strings.Builder
-	b.WriteString(base)
-	for _, s := range segments {
-		b.WriteString("/")
-		b.WriteString(url.PathEscape(s))
-	}
-	return b.String()
-}
-
-// wsctlTrunc shortens s to at most n characters, ending in an ellipsis
-// when it cut something; tables stay within 80 columns.
-func wsctlTrunc(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
-}
-
 // wsctlText is a field of an API object as a table cell: "-" for null
 // or empty, truncated to n characters.
 func wsctlText(v any, n int) string {
@@ -99,7 +48,7 @@ func wsctlText(v any, n int) string {
 	if s == "" {
 		return "-"
 	}
-	return wsctlTrunc(s, n)
+	return clip(s, n)
 }
 
 // wsctlOnOff renders a boolean field.
@@ -136,13 +85,4 @@ func wsctlReadSecret(e *env, what string) (string, error) {
 		return "", usageError{fmt.Errorf("no %s on stdin (pipe it in: ... < key.txt)", what)}
 	}
 	return s, nil
-}
-
-// wsctlFields prints an object as a two-column FIELD/VALUE table.
-func wsctlFields(e *env, rows [][2]string) {
-	out := make([][]string, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, []string{r[0], r[1]})
-	}
-	e.table([]string{"FIELD", "VALUE"}, out)
 }

@@ -65,8 +65,8 @@ func TestWsctlTrunc(t *testing.T) {
 		{"a longer name", 8, "a longe…"},
 		{"ééééé", 3, "éé…"},
 	} {
-		if got := wsctlTrunc(tc.in, tc.n); got != tc.want {
-			t.Errorf("wsctlTrunc(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		if got := clip(tc.in, tc.n); got != tc.want {
+			t.Errorf("clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
 	}
 	for _, tc := range []struct{ in, want string }{
