@@ -95,11 +95,15 @@ func TestSandboxctl(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill() })
-		authURL := ""
+		authURL, loginCode := "", ""
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, d.owner.Base+"/connect/authorize?") {
+			l := strings.TrimSpace(sc.Text())
+			if strings.HasPrefix(l, d.owner.Base+"/connect/authorize?") {
 				authURL = l
+			}
+			if _, c, ok := strings.Cut(l, "login code: "); ok {
+				loginCode = c
 				break
 			}
 		}
@@ -122,6 +126,10 @@ func TestSandboxctl(t *testing.T) {
 		if err != nil || !strings.Contains(scopes, "Act as you everywhere") {
 			t.Fatalf("consent page scopes: %q %v", scopes, err)
 		}
+		// The person checks the page shows the code the terminal shows.
+		if shown, err := chromedp.Run(ctx, chromedp.Text(css("#login-code"))); err != nil || loginCode == "" || shown != loginCode {
+			t.Fatalf("login code: page %q, terminal %q (%v)", shown, loginCode, err)
+		}
 		if err := chromedp.Do(ctx, chromedp.Click(css("#approve")), chromedp.WaitVisible(css("#result"))); err != nil {
 			t.Fatalf("approve: %v", err)
 		}
@@ -129,9 +137,8 @@ func TestSandboxctl(t *testing.T) {
 		if err := cmd.Wait(); err != nil || result != "Logged in" || !strings.Contains(out.String(), "logged in to "+d.owner.Base) {
 			t.Fatalf("login: %v, page %q, %s", err, result, out.String())
 		}
-		me := c.json("whoami")
-		if me["user"].(map[string]any)["email"] == "" {
-			t.Fatalf("whoami: %v", me)
+		if me := c.json("whoami"); field(me, "user.email") != "owner@localhost" {
+			t.Fatalf("whoami after the browser login: %v", me)
 		}
 		// The token is listed as the browser login's, and works.
 		var found bool

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/sandboxd/sandboxd/apiclient"
 )
@@ -47,10 +49,9 @@ so the token never appears in your shell history or in ps.`,
 			}
 			var tok string
 			if withToken {
-				line, err := bufio.NewReader(e.stdin).ReadString('\n')
-				tok = strings.TrimSpace(line)
-				if tok == "" {
-					return usageError{fmt.Errorf("no token on stdin (%v)", err)}
+				var err error
+				if tok, err = readToken(e); err != nil {
+					return err
 				}
 			} else {
 				open := openBrowser
@@ -64,21 +65,38 @@ so the token never appears in your shell history or in ps.`,
 				}
 			}
 			client := apiclient.New(server, tok)
+			origin := ""
+			if !withToken {
+				origin = originBrowser
+			}
+			// A token this login made and cannot keep is revoked, not left
+			// working with nobody holding it.
+			abandon := func(err error) error {
+				if origin == originBrowser {
+					revokeCurrent(client)
+				}
+				return err
+			}
 			me, err := call(client, "GET", "/api/account/me", nil)
 			if err != nil {
-				return err
+				return abandon(err)
 			}
 			cfg, err := loadConfig()
 			if err != nil {
-				return err
+				return abandon(err)
 			}
-			if name == "" {
-				name = "default"
-			}
-			cfg.Profiles[name] = &profile{Server: client.Base, Token: tok, Workspace: e.workspace, User: me.Str("user.email")}
+			name = orElse(name, "default")
+			old := cfg.Profiles[name]
+			cfg.Profiles[name] = &profile{Server: client.Base, Token: tok, Workspace: e.workspace, User: me.Str("user.email"), Origin: origin}
 			cfg.Current = name
 			if err := cfg.save(); err != nil {
-				return err
+				return abandon(err)
+			}
+			// The token an earlier browser login kept in this profile goes.
+			if old != nil && old.Origin == originBrowser && old.Token != tok {
+				if err := revokeCurrent(apiclient.New(old.Server, old.Token)); err != nil {
+					fmt.Fprintf(e.stderr, "note: the profile's earlier login token could not be revoked (%v); see sandboxctl tokens list\n", err)
+				}
 			}
 			fmt.Fprintf(e.stdout, "logged in to %s as %s (profile %s)\n", client.Base, me.Str("user.email"), name)
 			return nil
@@ -94,7 +112,7 @@ so the token never appears in your shell history or in ps.`,
 func logoutCmd(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:     "logout",
-		Short:   "Forget the current profile's token",
+		Short:   "Forget the current profile (and revoke the token a browser login made)",
 		Example: "  sandboxctl logout\n  sandboxctl logout --profile staging",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -105,12 +123,23 @@ func logoutCmd(e *env) *cobra.Command {
 			if cfg.Profiles[name] == nil {
 				return usageError{fmt.Errorf("no profile %q", name)}
 			}
+			p := cfg.Profiles[name]
 			delete(cfg.Profiles, name)
 			if cfg.Current == name {
 				cfg.Current = ""
 			}
 			if err := cfg.save(); err != nil {
 				return err
+			}
+			// A browser login's token was made for this profile: it is
+			// revoked. A token given with --with-token is the person's
+			// own and may be used elsewhere: it is only forgotten here.
+			if p.Origin == originBrowser {
+				if err := revokeCurrent(apiclient.New(p.Server, p.Token)); err != nil {
+					fmt.Fprintf(e.stderr, "note: forgotten here, but not revoked on %s (%v): revoke it with sandboxctl tokens delete\n", p.Server, err)
+				} else {
+					fmt.Fprintf(e.stdout, "revoked the login's token on %s\n", p.Server)
+				}
 			}
 			fmt.Fprintf(e.stdout, "logged out of profile %s\n", name)
 			return nil
@@ -135,4 +164,44 @@ func whoamiCmd(e *env) *cobra.Command {
 			})
 		},
 	}
+}
+
+// originBrowser marks a profile whose token a browser login made.
+const originBrowser = "browser"
+
+// revokeCurrent revokes the token c speaks with.
+func revokeCurrent(c *apiclient.Client) error {
+	r, err := call(c, "GET", "/api/account/tokens", nil)
+	if err != nil {
+		return err
+	}
+	for _, t := range r.List("tokens") {
+		if t["current"] == true {
+			_, err := call(c, "DELETE", "/api/account/tokens/"+url.PathEscape(str(t["id"])), nil)
+			return err
+		}
+	}
+	return errors.New("the server does not list the token")
+}
+
+// readToken reads a token from stdin: typed at a terminal it is not
+// echoed; piped, its first line.
+func readToken(e *env) (string, error) {
+	if f, ok := e.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprint(e.stderr, "API token (not shown; then Enter): ")
+		b, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(e.stderr)
+		if err != nil {
+			return "", fmt.Errorf("read the token: %w", err)
+		}
+		if tok := strings.TrimSpace(string(b)); tok != "" {
+			return tok, nil
+		}
+		return "", usageError{errors.New("no token given")}
+	}
+	line, err := bufio.NewReader(e.stdin).ReadString('\n')
+	if tok := strings.TrimSpace(line); tok != "" {
+		return tok, nil
+	}
+	return "", usageError{fmt.Errorf("no token on stdin (%v)", err)}
 }

@@ -256,7 +256,7 @@ func TestBlueprintsSaved(t *testing.T) {
 	}
 	// Commands that need a token say so without one.
 	t.Setenv("SANDBOX_TOKEN", "")
-	if code, _, errs := ctl(t, "", "blueprints", "list"); code != 2 || !strings.Contains(errs, "not logged in") {
+	if code, _, errs := ctl(t, "", "blueprints", "list"); code != 2 || !strings.Contains(errs, "no token for") {
 		t.Fatalf("list without a login: %d %s", code, errs)
 	}
 }

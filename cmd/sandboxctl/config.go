@@ -16,6 +16,9 @@ type profile struct {
 	Workspace string `json:"workspace,omitempty"`
 	// User is who the token speaks for, as whoami last said.
 	User string `json:"user,omitempty"`
+	// Origin is originBrowser when a browser login made the token (logout
+	// revokes it); empty for a token given with --with-token.
+	Origin string `json:"origin,omitempty"`
 }
 
 // config is what `sandboxctl login` keeps: profiles by name and the one
@@ -70,11 +73,7 @@ func (c *config) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := c.path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("save %s: %w", c.path, err)
-	}
-	if err := os.Rename(tmp, c.path); err != nil {
+	if err := writePrivate(c.path, append(b, '\n')); err != nil {
 		return fmt.Errorf("save %s: %w", c.path, err)
 	}
 	return nil
@@ -88,4 +87,25 @@ func (c *config) names() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// writePrivate replaces path with data, readable by its owner only: a
+// new temporary file (CreateTemp makes it 0600, whatever was there
+// before) renamed over it, so a reader never sees half a file.
+func writePrivate(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(f.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(f.Name())
+	}
+	return werr
 }

@@ -321,7 +321,7 @@ func (p *importsPacker) pack(src *importsSource) error {
 	if importsIsGzip(src.Dump) {
 		name = "database.sql.gz"
 	}
-	if err := p.file(src.Dump, name); err != nil {
+	if err := p.file(src.Dump, name, true); err != nil {
 		return err
 	}
 	if stub := src.Config.stub(); stub != nil {
@@ -355,7 +355,7 @@ func (p *importsPacker) pack(src *importsSource) error {
 			p.stats.Dirs++
 			return p.tw.WriteHeader(&tar.Header{Name: rel + "/", Mode: int64(fi.Mode().Perm()), Typeflag: tar.TypeDir, ModTime: fi.ModTime()})
 		case t.IsRegular():
-			return p.file(full, rel)
+			return p.file(full, rel, false)
 		case t&fs.ModeSymlink != 0:
 			return p.symlink(full, rel)
 		default:
@@ -367,9 +367,14 @@ func (p *importsPacker) pack(src *importsSource) error {
 
 // file adds a regular file (the dump is named by the user and may be
 // reached through a symlink; everything under wp-content is walked
-// without following any).
-func (p *importsPacker) file(full, name string) error {
-	f, err := os.Open(full)
+// without following any, and opened with O_NOFOLLOW in case a file was
+// swapped for a symlink since the walk saw it).
+func (p *importsPacker) file(full, name string, follow bool) error {
+	flags := os.O_RDONLY
+	if !follow {
+		flags |= oNoFollow
+	}
+	f, err := os.OpenFile(full, flags, 0)
 	if err != nil {
 		return err
 	}

@@ -90,11 +90,7 @@ func (s *importsState) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := s.path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("save the upload state: %w", err)
-	}
-	if err := os.Rename(tmp, s.path); err != nil {
+	if err := writePrivate(s.path, append(b, '\n')); err != nil {
 		return fmt.Errorf("save the upload state: %w", err)
 	}
 	return nil

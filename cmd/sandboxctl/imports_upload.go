@@ -471,6 +471,9 @@ func (p *importsPusher) interrupted(st *importsState) error {
 
 // wait follows the restore to its end and prints the site.
 func (p *importsPusher) wait(ctx context.Context, st *importsState) error {
+	// A large restore may take long, but one that shows no progress for
+	// waitLimit is not waited for any more (it goes on on the server).
+	last, moved := "", time.Now()
 	for {
 		r, err := p.get(ctx, st.ImportID)
 		if ctx.Err() != nil {
@@ -486,6 +489,12 @@ func (p *importsPusher) wait(ctx context.Context, st *importsState) error {
 		pct, _ := importsNum(r.Get("progress.percent"))
 		if phase := r.Str("progress.phase"); phase != "" && status == "restoring" {
 			p.prog.Restore(phase, int(pct))
+		}
+		if now := status + "/" + r.Str("progress.phase") + "/" + fmt.Sprint(pct); now != last {
+			last, moved = now, time.Now()
+		} else if time.Since(moved) > waitLimit {
+			p.prog.Stop()
+			return fmt.Errorf("import %s has shown no progress for %s (still %s): see sandboxctl imports get %s", st.ImportID, waitLimit, status, st.ImportID)
 		}
 		switch status {
 		case "ready":

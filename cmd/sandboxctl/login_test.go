@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
+	"os"
 	"html"
 	"io"
 	"net/http"
@@ -37,11 +39,15 @@ func TestLoginInBrowser(t *testing.T) {
 			pw.Close()
 			done <- [2]string{string(rune('0' + code)), out.String()}
 		}()
-		authURL := ""
+		authURL, code := "", ""
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
-			if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "http") {
+			l := strings.TrimSpace(sc.Text())
+			if strings.HasPrefix(l, "http") {
 				authURL = l
+			}
+			if _, c, ok := strings.Cut(l, "login code: "); ok {
+				code = c
 				break
 			}
 		}
@@ -49,9 +55,20 @@ func TestLoginInBrowser(t *testing.T) {
 		if authURL == "" {
 			t.Fatal("login printed no address to open")
 		}
-		to := consent(t, s.URL(), authURL, alice.Token, approve)
+		to := consent(t, s.URL(), authURL, alice.Token, approve, code)
 		if !strings.HasPrefix(to, "http://127.0.0.1:") {
 			t.Fatalf("consent sent the browser to %s", to)
+		}
+		// A page that found the loopback port cannot feed the CLI a code
+		// of its own: without the flow's state it is refused, and the
+		// real answer still completes the login.
+		forged, _ := url.Parse(to)
+		q := forged.Query()
+		q.Set("state", "guessed")
+		q.Set("code", "attacker-code")
+		forged.RawQuery = q.Encode()
+		if resp, err := http.Get(forged.String()); err != nil || resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("a forged callback: %v %v", resp, err)
 		}
 		resp, err := http.Get(to)
 		if err != nil {
@@ -69,22 +86,32 @@ func TestLoginInBrowser(t *testing.T) {
 		if res[0] != "0" || !strings.Contains(res[1], "alice@example.com") || !strings.Contains(string(page), "Logged in") {
 			t.Fatalf("login: exit %s, %s; page %s", res[0], res[1], page)
 		}
-		code, list, errs := ctl(t, "", "tokens", "list", "--json")
-		if code != 0 || !strings.Contains(list, `"scope": "account"`) || !strings.Contains(list, "sandboxctl on ") {
-			t.Fatalf("tokens list after a browser login: %d %s %s", code, list, errs)
+		exit, list, errs := ctl(t, "", "tokens", "list", "--json")
+		if exit != 0 || !strings.Contains(list, `"scope": "account"`) || !strings.Contains(list, "sandboxctl on ") {
+			t.Fatalf("tokens list after a browser login: %d %s %s", exit, list, errs)
 		}
 		if code, _, errs := ctl(t, "", "sites", "list"); code != 0 {
 			t.Fatalf("sites list with the browser login's token: %d %s", code, errs)
 		}
+		// logout revokes the token the browser login made.
+		raw, _ := os.ReadFile(os.Getenv("SANDBOXCTL_CONFIG"))
+		var cfg struct{ Profiles map[string]struct{ Token, Origin string } }
+		if err := json.Unmarshal(raw, &cfg); err != nil || cfg.Profiles["web"].Origin != "browser" {
+			t.Fatalf("config after a browser login: %s", raw)
+		}
+		if code, out, errs := ctl(t, "", "logout", "--profile", "web"); code != 0 || !strings.Contains(out, "revoked") {
+			t.Fatalf("logout: %d %s %s", code, out, errs)
+		}
+		st.NewClient(t, s.URL(), cfg.Profiles["web"].Token).Do("GET", "/api/account/me", nil).Must(t, 401)
 	}
 }
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // consent plays the person at the consent page: sign in by pasting a
-// personal token, then approve or deny; it returns where the page sends
-// the browser.
-func consent(t *testing.T, base, authURL, token string, approve bool) string {
+// personal token, check the page shows the terminal's login code, then
+// approve or deny; it returns where the page sends the browser.
+func consent(t *testing.T, base, authURL, token string, approve bool, code string) string {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -112,7 +139,7 @@ func consent(t *testing.T, base, authURL, token string, approve bool) string {
 	}
 	_, page := do("GET", resp.Header.Get("Location"), nil)
 	m := csrfField.FindStringSubmatch(page)
-	if m == nil || !strings.Contains(page, "Act as you everywhere") {
+	if m == nil || !strings.Contains(page, "Act as you everywhere") || code == "" || !strings.Contains(page, `id="login-code">`+code+"<") {
 		t.Fatalf("consent page: %s", page)
 	}
 	action := "deny"

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/sandboxd/sandboxd/apiclient"
+	"github.com/sandboxd/sandboxd/internal/logincode"
 )
 
 // browserLogin is the OAuth connector flow of a native client (RFC 8252):
@@ -107,6 +108,7 @@ func (b *browserLogin) run(ctx context.Context) (string, error) {
 	defer srv.Close()
 
 	fmt.Fprintf(b.out, "To log in, open this page in a browser on this computer:\n\n  %s\n\n", authURL)
+	fmt.Fprintf(b.out, "Approve there only if the page shows this login code: %s\n", logincode.Of(oauth2.S256ChallengeFromVerifier(verifier)))
 	if b.open != nil && b.open(authURL) {
 		fmt.Fprintln(b.out, "(opened in your browser)")
 	}

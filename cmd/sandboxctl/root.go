@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -123,31 +124,47 @@ func (e *env) client() (*apiclient.Client, error) {
 	if e.profile != "" && p == nil {
 		return nil, usageError{fmt.Errorf("no profile %q (have: %s)", e.profile, strings.Join(cfg.names(), ", "))}
 	}
-	server, token, ws := os.Getenv("SANDBOX_URL"), os.Getenv("SANDBOX_TOKEN"), ""
+	server, token := orElse(e.server, os.Getenv("SANDBOX_URL")), os.Getenv("SANDBOX_TOKEN")
+	if server == "" && p != nil {
+		server = p.Server
+	}
+	// A profile's token goes to its own server only: with another server
+	// named, the profile kept for that one (if any) is used instead.
+	if p != nil && server != "" && !sameServer(p.Server, server) {
+		if e.profile != "" {
+			return nil, usageError{fmt.Errorf("profile %q is for %s, not %s", e.profile, p.Server, server)}
+		}
+		p = nil
+		for _, n := range cfg.names() {
+			if q := cfg.Profiles[n]; sameServer(q.Server, server) {
+				p = q
+				break
+			}
+		}
+	}
+	ws := ""
 	if p != nil {
-		if server == "" {
-			server = p.Server
-		}
-		if token == "" {
-			token = p.Token
-		}
+		token = orElse(token, p.Token)
 		ws = p.Workspace
 	}
-	if e.server != "" {
-		server = e.server
-	}
-	if e.workspace != "" {
-		ws = e.workspace
-	}
-	if server == "" || token == "" {
+	ws = orElse(e.workspace, ws)
+	switch {
+	case server == "":
 		return nil, usageError{fmt.Errorf("not logged in: run `sandboxctl login --server URL` (or set SANDBOX_URL and SANDBOX_TOKEN)")}
+	case token == "":
+		return nil, usageError{fmt.Errorf("no token for %s: run `sandboxctl login --server %s` (or set SANDBOX_TOKEN)", server, server)}
 	}
 	c := apiclient.New(server, token)
 	c.Workspace = ws
 	return c, nil
 }
 
-// profileConfig is the saved config and the name of the profile this
+// sameServer reports whether two API URLs name the same server.
+func sameServer(a, b string) bool {
+	norm := func(s string) string { return strings.TrimRight(strings.ToLower(strings.TrimSpace(s)), "/") }
+	return norm(a) == norm(b)
+}
+
 // invocation uses: --profile, else the current one (which may not exist).
 func (e *env) profileConfig() (*config, string, error) {
 	cfg, err := loadConfig()
@@ -172,14 +189,18 @@ func callCtx(ctx context.Context, c *apiclient.Client, method, path string, body
 
 // printJSON writes a response's body as the API sent it.
 func (e *env) printJSON(r *apiclient.Response) error {
-	var v any
-	if err := json.Unmarshal(r.Raw, &v); err != nil {
-		_, err = e.stdout.Write(r.Raw)
-		return err
+	// Indented, but otherwise the bytes the API sent: key order, numbers
+	// and escapes unchanged.
+	var b bytes.Buffer
+	if err := json.Indent(&b, r.Raw, "", "  "); err != nil {
+		b.Reset()
+		b.Write(r.Raw)
 	}
-	enc := json.NewEncoder(e.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if b.Len() > 0 && b.Bytes()[b.Len()-1] != '\n' {
+		b.WriteByte('\n')
+	}
+	_, err := e.stdout.Write(b.Bytes())
+	return err
 }
 
 // table writes rows under a header, aligned. On a terminal the status

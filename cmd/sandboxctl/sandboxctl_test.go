@@ -194,3 +194,59 @@ func TestCompleteSiteIDs(t *testing.T) {
 		t.Fatalf("a second argument was completed as a site: %q", out)
 	}
 }
+
+// TestTokenStaysWithItsServer: a profile's token is sent to its own
+// server only; naming another server (flag or SANDBOX_URL) uses the
+// profile kept for that one, or asks for a login, and never leaks it.
+func TestTokenStaysWithItsServer(t *testing.T) {
+	s := st.Single(t, st.Options{})
+	alice := st.NewAccount(t, s, "alice@example.com", "paid")
+	t.Setenv("SANDBOXCTL_CONFIG", filepath.Join(t.TempDir(), "config.json"))
+	t.Setenv("SANDBOX_URL", "")
+	t.Setenv("SANDBOX_TOKEN", "")
+	if code, _, errs := ctl(t, alice.Token+"\n", "login", "--server", s.URL(), "--with-token"); code != 0 {
+		t.Fatalf("login: %s", errs)
+	}
+	var got []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Authorization"))
+		http.Error(w, `{"error":{"code":"auth_required","message":"no"}}`, http.StatusUnauthorized)
+	}))
+	defer other.Close()
+	if code, _, errs := ctl(t, "", "--server", other.URL, "sites", "list"); code != 2 || !strings.Contains(errs, "no token for "+other.URL) {
+		t.Fatalf("--server elsewhere: %d %s", code, errs)
+	}
+	t.Setenv("SANDBOX_URL", other.URL)
+	if code, _, errs := ctl(t, "", "whoami"); code != 2 || !strings.Contains(errs, "no token for") {
+		t.Fatalf("SANDBOX_URL elsewhere: %d %s", code, errs)
+	}
+	if code, _, errs := ctl(t, "", "--profile", "default", "whoami"); code != 2 || !strings.Contains(errs, "is for "+s.URL()) {
+		t.Fatalf("a profile named for another server: %d %s", code, errs)
+	}
+	if len(got) != 0 {
+		t.Fatalf("requests reached the other server: %q", got)
+	}
+	// The profile's own server (even written with a trailing slash) works.
+	t.Setenv("SANDBOX_URL", s.URL()+"/")
+	if code, _, errs := ctl(t, "", "whoami"); code != 0 {
+		t.Fatalf("the profile's server: %d %s", code, errs)
+	}
+}
+
+// TestJSONIsTheAPIsBytes: --json prints what the API sent (indented):
+// key order, escapes and numbers as they came.
+func TestJSONIsTheAPIsBytes(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"user":{"email":"a@example.com","zeta":1,"alpha":"x&y<z>","big":12345678901234567890}}`)
+	}))
+	defer api.Close()
+	t.Setenv("SANDBOXCTL_CONFIG", filepath.Join(t.TempDir(), "config.json"))
+	t.Setenv("SANDBOX_URL", api.URL)
+	t.Setenv("SANDBOX_TOKEN", "sbx_test")
+	code, out, errs := ctl(t, "", "whoami", "--json")
+	want := "{\n  \"user\": {\n    \"email\": \"a@example.com\",\n    \"zeta\": 1,\n    \"alpha\": \"x&y<z>\",\n    \"big\": 12345678901234567890\n  }\n}\n"
+	if code != 0 || out != want {
+		t.Fatalf("whoami --json: %d %q %s", code, out, errs)
+	}
+}

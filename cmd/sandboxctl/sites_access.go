@@ -37,7 +37,9 @@ func sitesExec(e *env, path string, args, environ []string) error {
 	signal.Notify(caught, os.Interrupt)
 	defer signal.Stop(caught)
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		// Not wrapped: the program's own exit status is not ours (ours
+		// are 0, 1, 2 and 130), so its failure is exit 1.
+		return fmt.Errorf("%s: %v", path, err)
 	}
 	return nil
 }
@@ -279,8 +281,12 @@ func sitesKnownHosts(line string) (string, error) {
 	if err != nil && !os.IsNotExist(err) {
 		return "", fmt.Errorf("known hosts: %w", err)
 	}
+	f := strings.Fields(line)
+	if len(f) < 3 || strings.ContainsAny(line, "\r\n") {
+		return "", fmt.Errorf("the API's known_hosts line %q is not one", line)
+	}
 	var keep []string
-	host := strings.Fields(line)[0]
+	host := f[0]
 	for _, l := range strings.Split(string(have), "\n") {
 		if l == line {
 			return file, nil
@@ -291,7 +297,7 @@ func sitesKnownHosts(line string) (string, error) {
 		}
 	}
 	keep = append(keep, line)
-	if err := os.WriteFile(file, []byte(strings.Join(keep, "\n")+"\n"), 0o600); err != nil {
+	if err := writePrivate(file, []byte(strings.Join(keep, "\n")+"\n")); err != nil {
 		return "", fmt.Errorf("known hosts: %w", err)
 	}
 	return file, nil
