@@ -3,12 +3,12 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"os"
 	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -95,7 +95,9 @@ func TestLoginInBrowser(t *testing.T) {
 		}
 		// logout revokes the token the browser login made.
 		raw, _ := os.ReadFile(os.Getenv("SANDBOXCTL_CONFIG"))
-		var cfg struct{ Profiles map[string]struct{ Token, Origin string } }
+		var cfg struct {
+			Profiles map[string]struct{ Token, Origin string }
+		}
 		if err := json.Unmarshal(raw, &cfg); err != nil || cfg.Profiles["web"].Origin != "browser" {
 			t.Fatalf("config after a browser login: %s", raw)
 		}
