@@ -297,8 +297,10 @@ func runDev(args []string) error {
 		ssh = "off"
 	}
 	fmt.Fprintf(os.Stderr, "\nsandboxd dev is running: API %s, sites on %s (PHP %s), SSH gateway %s; data in %s (the two lines above are kept in %s/%s).\n"+
-		"Create a site:\n  curl -s -X POST %s/api/app/sites -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' -d '{\"name\":\"My site\"}'\n\n",
-		s.URL(), "http://"+*edgeAddr, strings.Join(a.PHPVersions(), ", "), ssh, c.cfg.DataDir, c.cfg.DataDir, server.DevEnvFile, s.URL(), token)
+		"Create a site:\n  curl -s -X POST %s/api/app/sites -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' -d '{\"name\":\"My site\"}'\n"+
+		"or with the command line (make build puts it in bin/):\n  sandboxctl login --server %s   # in a browser; or --with-token < token\n"+
+		"  sandboxctl sites create --name \"My site\" --wait\n\n",
+		s.URL(), "http://"+*edgeAddr, strings.Join(a.PHPVersions(), ", "), ssh, c.cfg.DataDir, c.cfg.DataDir, server.DevEnvFile, s.URL(), token, s.URL())
 	waitSignal()
 	// Sites, MariaDB and containerd keep running: the next start
 	// re-attaches to them in milliseconds. The API does not.
