@@ -187,3 +187,22 @@ func TestDeliveries(t *testing.T) {
 		t.Fatal("webhook kept")
 	}
 }
+
+// TestLastDeliveryInOneMillisecond: two attempts recorded at the same
+// time (one millisecond, as two quick test deliveries are): the one
+// recorded last is the workspace's last delivery, whatever the ids.
+func TestLastDeliveryInOneMillisecond(t *testing.T) {
+	s, tpl := demoFixture(t)
+	t0 := tpl.CreatedAt
+	hook := Webhook{WorkspaceID: "ws_a", URL: "https://h.example.com", SendEvents: true, SealedSecret: []byte{1}, CreatedAt: t0, UpdatedAt: t0}
+	must(t, s.Update(func(tx *Tx) error { return tx.PutWebhook(hook, false) }))
+	for _, id := range []string{"dlv_z", "dlv_m", "dlv_a"} {
+		at := t0
+		d := Delivery{ID: id, EventID: "evt_" + id, WorkspaceID: "ws_a", Event: "demo.ready", Body: []byte(`{}`), Status: DeliveryDelivered,
+			Attempt: 1, At: &at, NextAt: t0, CreatedAt: t0}
+		must(t, s.Update(func(tx *Tx) error { return tx.AddDelivery(d) }))
+		if last, _ := s.LastDelivery("ws_a"); last == nil || last.ID != id {
+			t.Fatalf("after %s the last delivery is %+v", id, last)
+		}
+	}
+}

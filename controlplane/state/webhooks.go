@@ -169,6 +169,13 @@ func (t *Tx) AddDelivery(d Delivery) error {
 			return err
 		}
 		d.Done = true
+		if d.At != nil {
+			at, err := attemptOrder(tx, d.WorkspaceID, *d.At)
+			if err != nil {
+				return err
+			}
+			d.At = &at
+		}
 		if err := insert(tx, tableDeliveries, &d); err != nil {
 			return err
 		}
@@ -197,7 +204,10 @@ func (t *Tx) RecordAttempt(a Attempt) error {
 			return fmt.Errorf("%w: delivery status %q", ErrInvalid, a.Status)
 		}
 		next := *d
-		at := a.At
+		at, err := attemptOrder(tx, d.WorkspaceID, a.At)
+		if err != nil {
+			return err
+		}
 		next.Attempt, next.Status, next.HTTPStatus, next.Error, next.At, next.NextAt = a.Attempt, a.Status, a.HTTPStatus, a.Error, &at, a.NextAt
 		next.Done = a.Status != DeliveryRetrying
 		if err := insert(tx, tableDeliveries, &next); err != nil {
@@ -208,6 +218,24 @@ func (t *Tx) RecordAttempt(a Attempt) error {
 		}
 		return nil
 	})
+}
+
+// attemptOrder is the time to record an attempt at: at, or just after
+// the workspace's latest recorded attempt when at is not after it (two
+// attempts in one millisecond), so the one recorded last is the latest
+// and LastDelivery never picks between equal times. It reads only the
+// state, so every server records the same time.
+func attemptOrder(tx *memdb.Txn, workspaceID string, at time.Time) (time.Time, error) {
+	ds, err := all[Delivery](tx, tableDeliveries, "workspace", workspaceID)
+	if err != nil {
+		return at, err
+	}
+	for _, d := range ds {
+		if d.At != nil && !at.After(*d.At) {
+			at = d.At.Add(time.Millisecond)
+		}
+	}
+	return at, nil
 }
 
 // pruneDeliveries keeps a workspace's latest finished deliveries.
