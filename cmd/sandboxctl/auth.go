@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/sandboxd/sandboxd/apiclient"
 )
@@ -50,7 +47,7 @@ so the token never appears in your shell history or in ps.`,
 			var tok string
 			if withToken {
 				var err error
-				if tok, err = readToken(e); err != nil {
+				if tok, err = readSecret(e, "API token"); err != nil {
 					return err
 				}
 			} else {
@@ -182,26 +179,4 @@ func revokeCurrent(c *apiclient.Client) error {
 		}
 	}
 	return errors.New("the server does not list the token")
-}
-
-// readToken reads a token from stdin: typed at a terminal it is not
-// echoed; piped, its first line.
-func readToken(e *env) (string, error) {
-	if f, ok := e.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		fmt.Fprint(e.stderr, "API token (not shown; then Enter): ")
-		b, err := term.ReadPassword(int(f.Fd()))
-		fmt.Fprintln(e.stderr)
-		if err != nil {
-			return "", fmt.Errorf("read the token: %w", err)
-		}
-		if tok := strings.TrimSpace(string(b)); tok != "" {
-			return tok, nil
-		}
-		return "", usageError{errors.New("no token given")}
-	}
-	line, err := bufio.NewReader(e.stdin).ReadString('\n')
-	if tok := strings.TrimSpace(line); tok != "" {
-		return tok, nil
-	}
-	return "", usageError{fmt.Errorf("no token on stdin (%v)", err)}
 }

@@ -105,7 +105,7 @@ func libAdd(e *env) *cobra.Command {
 			}
 			fields := map[string]string{}
 			if keyStdin {
-				if fields["licenseKey"], err = wsctlReadSecret(e, "license key"); err != nil {
+				if fields["licenseKey"], err = readSecret(e, "license key"); err != nil {
 					return err
 				}
 			}
@@ -152,7 +152,7 @@ func libAddGitHub(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body := map[string]any{"repository": args[0]}
 			if keyStdin {
-				key, err := wsctlReadSecret(e, "license key")
+				key, err := readSecret(e, "license key")
 				if err != nil {
 					return err
 				}
@@ -192,7 +192,7 @@ argument, which shell history would keep. It is stored sealed; only a hint
 		Args:    cobra.ExactArgs(1),
 		Example: "  sandboxctl library license-key set acme-pro < key.txt\n  pass show acme | sandboxctl library license-key set acme-pro",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			key, err := wsctlReadSecret(e, "license key")
+			key, err := readSecret(e, "license key")
 			if err != nil {
 				return err
 			}

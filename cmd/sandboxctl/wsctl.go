@@ -59,10 +59,10 @@ func wsctlOnOff(v any) string {
 	return "off"
 }
 
-// wsctlReadSecret reads a secret (a license key) from the first line of
-// stdin, never from the command line where shell history would keep it.
-// On a terminal it prompts on stderr first.
-func wsctlReadSecret(e *env, what string) (string, error) {
+// readSecret reads a secret (an API token, a license key) from the first
+// line of stdin, never from the command line where shell history would
+// keep it. Typed at a terminal it is prompted for and not echoed.
+func readSecret(e *env, what string) (string, error) {
 	if f, ok := e.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		// Typed at a terminal: not echoed, as a password prompt.
 		fmt.Fprintf(e.stderr, "%s (not shown; then Enter): ", what)
@@ -82,7 +82,7 @@ func wsctlReadSecret(e *env, what string) (string, error) {
 	}
 	s := strings.TrimSpace(line)
 	if s == "" {
-		return "", usageError{fmt.Errorf("no %s on stdin (pipe it in: ... < key.txt)", what)}
+		return "", usageError{fmt.Errorf("no %s on stdin (pipe it in: ... < file)", what)}
 	}
 	return s, nil
 }
