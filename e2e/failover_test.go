@@ -44,14 +44,17 @@ const electionTimeout = cluster.DefaultElectionTimeout
 // cluster is three `sandboxd server` processes that can be killed and
 // restarted on their data dirs.
 type serverProcs struct {
-	t      *testing.T
-	env    []string
-	envs   [][]string
-	args   [][]string
-	token  string // the operator's
-	urls   []string
-	mu     sync.Mutex
-	procs  []*proc
+	t     *testing.T
+	env   []string
+	envs  [][]string
+	args  [][]string
+	token string // the operator's
+	urls  []string
+	mu    sync.Mutex
+	procs []*proc
+	// lives is every process each server ran, killed ones included:
+	// what a failure's explanation reads the logs of.
+	lives  [][]*proc
 	client *http.Client
 }
 
@@ -77,7 +80,9 @@ func startCluster(t *testing.T, plansFile string) *serverProcs {
 		c.urls = append(c.urls, "http://"+api)
 		dirs = append(dirs, dir)
 		clusters = append(clusters, "https://"+cluster)
-		c.procs = append(c.procs, start(t, env, args...))
+		p := start(t, env, args...)
+		c.procs = append(c.procs, p)
+		c.lives = append(c.lives, []*proc{p})
 	}
 	c.token = readKey(t, filepath.Join(dirs[0], "operator-token"))
 	op := st.NewClient(t, c.urls[0], c.token)
@@ -135,7 +140,29 @@ func (c *serverProcs) restart(i int) {
 	p := start(c.t, c.envs[i], c.args[i]...)
 	c.mu.Lock()
 	c.procs[i] = p
+	c.lives[i] = append(c.lives[i], p)
 	c.mu.Unlock()
+}
+
+// logLines returns the lines of every server's log (every life of it)
+// that contain one of words, each prefixed with its server.
+func (c *serverProcs) logLines(words ...string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for i, lives := range c.lives {
+		for life, p := range lives {
+			for _, line := range strings.Split(p.errText(), "\n") {
+				for _, w := range words {
+					if strings.Contains(line, w) {
+						out = append(out, fmt.Sprintf("s%d (life %d): %s", i+1, life+1, line))
+						break
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 // setModel is a set of names: add(name) and read() → every name.
@@ -193,9 +220,16 @@ var setModel = porcupine.Model{
 
 // history is the record of every operation the clients made.
 type history struct {
-	mu     sync.Mutex
-	start  time.Time
-	ops    []porcupine.Operation
+	mu    sync.Mutex
+	start time.Time
+	ops   []porcupine.Operation
+	// downs are when each server was killed, until the clients' idle
+	// connections to it were closed; resends are the writes the HTTP
+	// library sent twice. Only a server that was down may have made it.
+	downs, resends []span
+	// via is, per operation, which servers it went to and what they
+	// answered: what a failure's explanation names.
+	via    []string
 	acks   []ack
 	counts map[string]int
 	// answered counts acknowledged adds and reads: progress.
@@ -210,10 +244,11 @@ type ack struct {
 
 func (h *history) since() int64 { return int64(time.Since(h.start)) }
 
-func (h *history) record(op porcupine.Operation, kind, server string) {
+func (h *history) record(op porcupine.Operation, kind, server, via string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ops = append(h.ops, op)
+	h.via = append(h.via, via)
 	h.counts[kind]++
 	if kind == "add ok" || kind == "read" {
 		h.answered++
@@ -246,10 +281,13 @@ func (h *history) firstWriteAfter(t time.Duration, killed string) (time.Duration
 // attempt sends one request and classifies it: ok; refused (it never
 // left: no server there); fail (answered "not applied":
 // service_unavailable or another error); or unknown (sent and no answer,
-// or outcome_unknown).
-func attempt(client *http.Client, url, token, method, path, body, key string) (string, []byte) {
-	var sent atomic.Bool
-	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteHeaders: func() { sent.Store(true) }})
+// or outcome_unknown). resent says the HTTP library sent it more than
+// once: Go's, like others, resends a request carrying an Idempotency-Key
+// when a reused connection closes before any answer. A "not applied"
+// answer then speaks only for the last sending, so it counts as unknown.
+func attempt(client *http.Client, url, token, method, path, body, key string) (outcome string, raw []byte, resent bool) {
+	var writes atomic.Int32
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteHeaders: func() { writes.Add(1) }})
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -263,24 +301,34 @@ func attempt(client *http.Client, url, token, method, path, body, key string) (s
 		req.Header.Set("Idempotency-Key", key)
 	}
 	resp, err := client.Do(req)
+	resent = writes.Load() > 1
 	if err != nil {
-		if sent.Load() {
-			return "unknown", nil
+		if writes.Load() > 0 {
+			return "unknown", nil, resent
 		}
-		return "refused", nil
+		return "refused", nil, resent
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
+	raw, err = io.ReadAll(resp.Body)
 	switch {
 	case err != nil:
-		return "unknown", nil
+		return "unknown", nil, resent
 	case resp.StatusCode == 200 || resp.StatusCode == 201:
-		return "ok", raw
-	case strings.Contains(string(raw), `"outcome_unknown"`):
-		return "unknown", nil
+		return "ok", raw, resent
+	case strings.Contains(string(raw), `"outcome_unknown"`), resent:
+		return "unknown", raw, resent
 	}
-	return "fail", raw
+	return "fail", raw, resent
 }
+
+// span is a stretch of the test's time: when a server was down, or when
+// a write was on its way.
+type span struct {
+	server   int
+	from, to time.Duration
+}
+
+func (a span) overlaps(b span) bool { return a.server == b.server && a.from <= b.to && b.from <= a.to }
 
 // TestLeaderKillsKeepWritesLinearizable runs three `sandboxd server`
 // processes while clients add and read through random servers, kills
@@ -316,11 +364,15 @@ func TestLeaderKillsKeepWritesLinearizable(t *testing.T) {
 					return
 				default:
 				}
-				server := func() string { return c.urls[rng.IntN(len(c.urls))] }
+				var last int // the server of the last attempt
+				server := func() (string, string) {
+					last = rng.IntN(len(c.urls))
+					return c.urls[last], fmt.Sprintf("s%d", last+1)
+				}
 				if rng.IntN(10) < 3 {
 					call := h.since()
-					srv := server()
-					outcome, raw := attempt(client, srv, userToken, "GET", "/api/account/tokens", "", "")
+					srv, id := server()
+					outcome, raw, _ := attempt(client, srv, userToken, "GET", "/api/account/tokens", "", "")
 					if outcome != "ok" {
 						continue // a failed read has no effect: left out
 					}
@@ -339,20 +391,33 @@ func TestLeaderKillsKeepWritesLinearizable(t *testing.T) {
 					}
 					sort.Strings(names)
 					h.record(porcupine.Operation{ClientId: cl, Input: setInput{}, Call: call,
-						Output: setOutput{names: names}, Return: h.since()}, "read", srv)
+						Output: setOutput{names: names}, Return: h.since()}, "read", srv, id)
 					continue
 				}
 				name := fmt.Sprintf("v%d-%d", cl, n)
 				body := `{"name":"` + name + `"}`
 				call := h.since()
 				outcome, acker := "fail", ""
+				var via []string
 				// A server that is not there is no answer: try another. An
 				// unknown outcome is retried with the same key until an
 				// answer settles it; "not applied" ends the operation
 				// unless an earlier attempt may have landed.
-				for try := 0; try < 50; try++ {
-					srv := server()
-					got, raw := attempt(client, srv, userToken, "POST", "/api/account/tokens", body, name)
+				for try := 0; try < 200; try++ { // 50 ms apart: longer than an outage
+					srv, id := server()
+					sentAt := time.Duration(h.since())
+					got, raw, resent := attempt(client, srv, userToken, "POST", "/api/account/tokens", body, name)
+					note := fmt.Sprintf("%s@%v:%s", id, time.Duration(h.since()).Round(time.Millisecond), got)
+					if got == "fail" || raw != nil && got == "unknown" {
+						note += " " + errorCode(raw)
+					}
+					if resent {
+						h.mu.Lock()
+						h.resends = append(h.resends, span{server: last, from: sentAt, to: time.Duration(h.since())})
+						h.mu.Unlock()
+						note += " (sent twice by the HTTP library)"
+					}
+					via = append(via, note)
 					if got == "fail" && failSample.CompareAndSwap(nil, &raw) {
 						t.Logf("a write answered: %s", raw)
 					}
@@ -379,7 +444,7 @@ func TestLeaderKillsKeepWritesLinearizable(t *testing.T) {
 					ret = math.MaxInt64 // may take effect at any time after its call
 				}
 				h.record(porcupine.Operation{ClientId: cl, Input: setInput{add: true, name: name}, Call: call,
-					Output: setOutput{outcome: outcome}, Return: ret}, "add "+outcome, acker)
+					Output: setOutput{outcome: outcome}, Return: ret}, "add "+outcome, acker, strings.Join(via, ", "))
 			}
 		}()
 	}
@@ -404,6 +469,15 @@ func TestLeaderKillsKeepWritesLinearizable(t *testing.T) {
 		})
 		killedAt := time.Duration(h.since())
 		c.kill(leader)
+		// Connections to the dead process that wait in the clients' pool
+		// would fail on their next use, and the HTTP library would resend
+		// on a new one: close them now, so a resend outside this span is
+		// a live server's doing.
+		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+		h.mu.Lock()
+		h.downs = append(h.downs, span{server: leader, from: killedAt, to: time.Duration(h.since())})
+		h.mu.Unlock()
+		t.Logf("killed s%d (term %d) at %v", leader+1, term, killedAt.Round(time.Millisecond))
 		// The kill counts as a leader kill only if no survivor had moved
 		// past the leader's term: then it still led when it died.
 		asserted := true
@@ -441,20 +515,124 @@ func TestLeaderKillsKeepWritesLinearizable(t *testing.T) {
 	stopClients()
 
 	h.mu.Lock()
+	// A server that answers must answer every write it takes: one that
+	// drops the connection instead leaves the client nothing to go on
+	// (and its HTTP library resending blind).
+	for _, r := range h.resends {
+		if !slices.ContainsFunc(h.downs, r.overlaps) {
+			t.Errorf("s%d, running, closed the connection on a write sent at %v without answering it; the HTTP library sent it again",
+				r.server+1, r.from.Round(time.Millisecond))
+		}
+	}
 	ops := append([]porcupine.Operation(nil), h.ops...)
+	via := append([]string(nil), h.via...)
 	counts := fmt.Sprint(h.counts)
 	h.mu.Unlock()
 	res, info := porcupine.CheckOperationsVerbose(setModel, ops, 2*time.Minute)
 	if res != porcupine.Ok {
+		for _, line := range explain(ops, via) {
+			t.Log(line)
+		}
+		t.Logf("times above count from %s", h.start.Format("15:04:05.000"))
+		for _, line := range c.logLines("forward to leader failed", "ReverseProxy", "leading", "leadership") {
+			t.Log(line)
+		}
 		path := filepath.Join(os.TempDir(), "sandboxd-failover-history.html")
 		if err := porcupine.VisualizePath(setModel, info, path); err == nil {
 			t.Logf("history drawn in %s", path)
 		}
 		t.Fatalf("history of %d operations (%s) is %v against a set", len(ops), counts, res)
 	}
+	for i, op := range ops {
+		if op.Output.(setOutput).outcome == "unknown" {
+			t.Logf("add(%s) never settled: %s", op.Input.(setInput).name, via[i])
+		}
+	}
 	slices.Sort(outages)
 	t.Logf("%d operations (%s) linearizable; %d leader kills (+%d not counted); write outage after a kill: median %v, worst %v (election timeout %v)",
 		len(ops), counts, kills, unasserted, outages[len(outages)/2].Round(time.Millisecond), outages[len(outages)-1].Round(time.Millisecond), electionTimeout)
+}
+
+// errorCode is the error envelope's code in raw, or raw itself, short.
+func errorCode(raw []byte) string {
+	var env struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	if json.Unmarshal(raw, &env) == nil && env.Error.Code != "" {
+		return env.Error.Code
+	}
+	if len(raw) > 80 {
+		raw = raw[:80]
+	}
+	return string(raw)
+}
+
+// explain names the plain anomalies in a history porcupine refused, with
+// the servers involved: a name read that was answered "not applied", an
+// acknowledged name missing from a read that began after the answer, a
+// name read twice, a name a read saw that a later read lost. Porcupine
+// can refuse a history none of these cover (an order no single moment
+// explains); then the drawing is the way in.
+func explain(ops []porcupine.Operation, via []string) []string {
+	const most = 20
+	var out []string
+	say := func(format string, args ...any) {
+		if len(out) < most {
+			out = append(out, fmt.Sprintf(format, args...))
+		}
+	}
+	at := func(ns int64) time.Duration { return time.Duration(ns).Round(time.Millisecond) }
+	adds := map[string]int{}
+	for i, op := range ops {
+		if in := op.Input.(setInput); in.add {
+			adds[in.name] = i
+		}
+	}
+	var reads []int
+	for i, op := range ops {
+		if !op.Input.(setInput).add {
+			reads = append(reads, i)
+		}
+	}
+	for _, r := range reads {
+		rd := ops[r]
+		seen := map[string]bool{}
+		for _, name := range rd.Output.(setOutput).names {
+			if seen[name] {
+				say("read on %s [%v, %v] has %s twice; its add went %s", via[r], at(rd.Call), at(rd.Return), name, via[adds[name]])
+			}
+			seen[name] = true
+			if a, ok := adds[name]; ok && ops[a].Output.(setOutput).outcome == "fail" {
+				say("read on %s [%v, %v] has %s, answered not applied: %s", via[r], at(rd.Call), at(rd.Return), name, via[a])
+			}
+		}
+		for name, a := range adds {
+			add := ops[a]
+			if add.Output.(setOutput).outcome == "ok" && add.Return < rd.Call && !seen[name] {
+				say("read on %s [%v, %v] misses %s, acknowledged at %v: %s", via[r], at(rd.Call), at(rd.Return), name, at(add.Return), via[a])
+			}
+		}
+		for _, r2 := range reads {
+			later := ops[r2]
+			if later.Call <= rd.Return {
+				continue
+			}
+			has := map[string]bool{}
+			for _, name := range later.Output.(setOutput).names {
+				has[name] = true
+			}
+			for name := range seen {
+				if !has[name] {
+					say("read on %s [%v, %v] has %s, a later read on %s [%v, %v] does not; its add went %s",
+						via[r], at(rd.Call), at(rd.Return), name, via[r2], at(later.Call), at(later.Return), via[adds[name]])
+				}
+			}
+		}
+	}
+	if len(out) == most {
+		out = append(out, "(more left out)")
+	}
+	return out
 }
 
 // TestSetModelCatchesLostAndDoubledWrites: the checker the failover test

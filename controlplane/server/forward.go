@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -82,15 +85,38 @@ func (s *Server) forward(next http.Handler) http.Handler {
 	})
 }
 
+// maxHeldAnswer bounds the part of the leader's answer to a forwarded
+// write that a follower holds before passing any of it on. The API's
+// answers are far smaller; a larger one is streamed past the bound.
+const maxHeldAnswer = 1 << 20
+
 // leaderProxy passes one request on to the leader at target, marked as
 // forwarded by self; vouch adds who the client is. When the leader does
-// not answer, the client learns whether the request may have been applied.
+// not answer, or its answer to a write is cut off, the client learns
+// whether the request may have been applied.
 func leaderProxy(target *url.URL, transport http.RoundTripper, self string, vouch func(in *http.Request, out http.Header), log *slog.Logger) http.Handler {
 	// sent records that the request reached the leader's connection: from
 	// then on a write may have been applied even if no answer comes back.
 	var sent atomic.Bool
 	return &httputil.ReverseProxy{
 		Transport: transport,
+		ErrorLog:  slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// A write's answer is read whole before any of it is passed on.
+		// Streamed as it comes, an answer the leader died in the middle
+		// of could only be dropped with the connection: the client would
+		// learn nothing, and HTTP clients resend a request that carries
+		// an Idempotency-Key on their own when a connection closes
+		// unanswered, so the resend's "nothing was written" (the leader
+		// is gone by then) would hide that the first one was applied.
+		ModifyResponse: func(res *http.Response) error {
+			if readOnly(res.Request.Method) || streamed(res.Header.Get("Content-Type")) {
+				return nil
+			}
+			if err := holdBody(res, maxHeldAnswer); err != nil {
+				return fmt.Errorf("the leader's answer was cut off: %w", err)
+			}
+			return nil
+		},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
@@ -109,11 +135,48 @@ func leaderProxy(target *url.URL, transport http.RoundTripper, self string, vouc
 	}
 }
 
+// readOnly reports whether a method never changes anything.
+func readOnly(method string) bool {
+	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
+}
+
+// streamed reports whether a content type is one whose body arrives over
+// time (events, Connect and gRPC streams): it is passed on as it comes.
+func streamed(contentType string) bool {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt == "text/event-stream" || strings.HasPrefix(mt, "application/connect+") || strings.HasPrefix(mt, "application/grpc")
+}
+
+// holdBody reads res's body into memory up to limit bytes, so that a
+// body cut short is an error here rather than a truncated answer. A body
+// longer than limit keeps the rest streaming behind what was read.
+func holdBody(res *http.Response, limit int64) error {
+	held, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
+	if err != nil {
+		res.Body.Close()
+		return err
+	}
+	if int64(len(held)) > limit {
+		res.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(held), res.Body), res.Body}
+		return nil
+	}
+	res.Body.Close()
+	res.Body = io.NopCloser(bytes.NewReader(held))
+	res.ContentLength = int64(len(held))
+	res.TransferEncoding = nil
+	res.Header.Set("Content-Length", strconv.Itoa(len(held)))
+	return nil
+}
+
 // forwardError is the answer when the leader did not answer a forwarded
-// request. Before the request went out nothing happened; after, a write
-// may have been applied, and the client must not be told otherwise.
+// request, or cut its answer off. Before the request went out nothing
+// happened; after, a write may have been applied, and the client must not
+// be told otherwise.
 func forwardError(method string, sent bool) *apierr.Error {
-	if sent && method != http.MethodGet && method != http.MethodHead {
+	if sent && !readOnly(method) {
 		return apierr.OutcomeUnknown("the leader stopped answering after it received the request: " +
 			"the change may or may not have been applied; retry with the same Idempotency-Key, or check before retrying without one")
 	}
