@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -337,7 +338,9 @@ func (a span) overlaps(b span) bool { return a.server == b.server && a.from <= b
 // whole history with porcupine against a set: no acknowledged write is
 // lost, a write answered "not applied" never appears, none appears
 // twice (an unknown outcome is retried with its Idempotency-Key), and
-// every read is linearizable.
+// every read is linearizable. One client is sandboxctl, whose own
+// retries must keep the same promises; and no running server may drop a
+// write without answering it.
 func TestLeaderKillsKeepWritesLinearizable(t *testing.T) {
 	plansFile := filepath.Join(t.TempDir(), "plans.json")
 	if err := os.WriteFile(plansFile, []byte(`{"paid": {"apiTokens": 1000000}}`), 0o600); err != nil {
@@ -448,6 +451,52 @@ func TestLeaderKillsKeepWritesLinearizable(t *testing.T) {
 			}
 		}()
 	}
+	// One more client is the command line: `sandboxctl tokens create`
+	// against a random server, relying on sandboxctl's own retries under
+	// one Idempotency-Key. Exit 0 must mean the token is there for good;
+	// anything else may or may not have landed, but never twice.
+	ctlDone, ctlRetried := 0, 0
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		cl := failoverClients
+		rng := rand.New(rand.NewPCG(uint64(cl), 42))
+		cfg := filepath.Join(t.TempDir(), "config.json")
+		for n := 0; ; n++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			i := rng.IntN(len(c.urls))
+			name := fmt.Sprintf("v%d-%d", cl, n)
+			call := h.since()
+			cmd := exec.Command(ctlBinary, "tokens", "create", "--name", name, "--json")
+			cmd.Env = append(os.Environ(), "SANDBOX_URL="+c.urls[i], "SANDBOX_TOKEN="+userToken, "SANDBOXCTL_CONFIG="+cfg)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			outcome, ret, acker := "ok", h.since(), c.urls[i]
+			retried := strings.Contains(stderr.String(), "retrying for up to")
+			switch {
+			case err == nil:
+				ctlDone++
+				if retried {
+					ctlRetried++
+				}
+			case !retried && !strings.Contains(stderr.String(), "outcome_unknown"):
+				// Refused at the first answer (rate_limited, say): not
+				// applied. After a retry it could be either.
+				outcome, acker = "fail", ""
+				time.Sleep(50 * time.Millisecond)
+			default:
+				outcome, ret, acker = "unknown", math.MaxInt64, ""
+			}
+			note := fmt.Sprintf("sandboxctl via s%d@%v: %v %s", i+1, time.Duration(h.since()).Round(time.Millisecond), err, strings.TrimSpace(stderr.String()))
+			h.record(porcupine.Operation{ClientId: cl, Input: setInput{add: true, name: name}, Call: call,
+				Output: setOutput{outcome: outcome}, Return: ret}, "sandboxctl "+outcome, acker, note)
+		}
+	}()
 	stopClients := sync.OnceFunc(func() { close(done); wg.Wait() })
 	defer stopClients()
 
@@ -524,6 +573,9 @@ func TestLeaderKillsKeepWritesLinearizable(t *testing.T) {
 				r.server+1, r.from.Round(time.Millisecond))
 		}
 	}
+	if ctlDone == 0 {
+		t.Errorf("sandboxctl created no token: its part of the history says nothing")
+	}
 	ops := append([]porcupine.Operation(nil), h.ops...)
 	via := append([]string(nil), h.via...)
 	counts := fmt.Sprint(h.counts)
@@ -549,8 +601,8 @@ func TestLeaderKillsKeepWritesLinearizable(t *testing.T) {
 		}
 	}
 	slices.Sort(outages)
-	t.Logf("%d operations (%s) linearizable; %d leader kills (+%d not counted); write outage after a kill: median %v, worst %v (election timeout %v)",
-		len(ops), counts, kills, unasserted, outages[len(outages)/2].Round(time.Millisecond), outages[len(outages)-1].Round(time.Millisecond), electionTimeout)
+	t.Logf("%d operations (%s) linearizable, %d of sandboxctl's creates done after retrying; %d leader kills (+%d not counted); write outage after a kill: median %v, worst %v (election timeout %v)",
+		len(ops), counts, ctlRetried, kills, unasserted, outages[len(outages)/2].Round(time.Millisecond), outages[len(outages)-1].Round(time.Millisecond), electionTimeout)
 }
 
 // errorCode is the error envelope's code in raw, or raw itself, short.

@@ -274,7 +274,7 @@ with --accept-adaptations.`,
 			// A large bundle on a slow link takes longer than the client's
 			// usual 30 s.
 			slow := *c
-			slow.HTTP = &http.Client{Timeout: 15 * time.Minute}
+			slow.HTTP = &http.Client{Timeout: 15 * time.Minute, Transport: c.HTTP.Transport}
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 			defer cancel()
 			r, err := slow.Call(ctx, "POST", path, buf.Bytes(), "Content-Type", mw.FormDataContentType(), "Idempotency-Key", idempotencyKey())

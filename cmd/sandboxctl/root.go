@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -42,6 +43,11 @@ The server and token come from --server, then SANDBOX_URL and
 SANDBOX_TOKEN, then the profile (login keeps one; --profile picks another).
 The workspace comes from --workspace, then the profile's (workspaces use),
 then your personal one.
+
+While the control plane cannot answer (a leader election: 503, or no
+connection), reads and creates are sent again, with the same
+Idempotency-Key, so nothing is made twice, for up to SANDBOXCTL_RETRY
+(default 10s; 0 never retries).
 
 Exit codes: 0 done; 1 the API refused (its error code on stderr) or could
 not be reached; 2 the command line was wrong; 130 interrupted (Ctrl-C) during
@@ -156,6 +162,11 @@ func (e *env) client() (*apiclient.Client, error) {
 	}
 	c := apiclient.New(server, token)
 	c.Workspace = ws
+	budget, err := retryBudget()
+	if err != nil {
+		return nil, err
+	}
+	c.HTTP.Transport = &retrying{next: http.DefaultTransport, budget: budget, notice: e.stderr}
 	return c, nil
 }
 

@@ -117,7 +117,11 @@ func sitesDelete(e *env) *cobra.Command {
 func sitesJobCmd(e *env, c *cobra.Command, method, rest, doing, waitHelp string) *cobra.Command {
 	var wait bool
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		r, err := e.startJob(wait, method, sitesAPI(args[0], rest), nil)
+		var header []string
+		if method == "POST" { // a reset: safe to retry under one key
+			header = []string{"Idempotency-Key", idempotencyKey()}
+		}
+		r, err := e.startJob(wait, method, sitesAPI(args[0], rest), nil, header...)
 		if err != nil {
 			return err
 		}

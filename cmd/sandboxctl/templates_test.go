@@ -194,6 +194,9 @@ func TestTemplatesAndLaunch(t *testing.T) {
 			if tc.token != "" {
 				t.Setenv("SANDBOX_TOKEN", tc.token)
 			}
+			if tc.want == "service_unavailable" {
+				t.Setenv("SANDBOXCTL_RETRY", "0") // no node comes: nothing to wait for
+			}
 			code, out, errs := ctl(t, "", tc.args...)
 			if code != tc.code || !strings.Contains(errs, tc.want) {
 				t.Fatalf("%v: exit %d (want %d), stderr %q (want %q), stdout %q", tc.args, code, tc.code, errs, tc.want, out)
