@@ -61,7 +61,7 @@ func tokensCmd(e *env) *cobra.Command {
 			}
 			return e.send("POST", "/api/account/tokens", body, func(r *apiclient.Response) {
 				fmt.Fprintf(e.stdout, "token %s (%s); the secret is shown once:\n%s\n", r.Str("token.id"), name, r.Str("secret"))
-			}, "Idempotency-Key", idempotencyKey())
+			}, "Idempotency-Key", e.idempotencyKey())
 		},
 	}
 	create.Flags().StringVar(&name, "name", "sandboxctl", "token name")
@@ -116,7 +116,7 @@ func sshKeyAdd(e *env) *cobra.Command {
 			body := map[string]string{"name": name, "publicKey": strings.TrimSpace(string(pub))}
 			return e.send("POST", "/api/account/ssh-keys", body, func(r *apiclient.Response) {
 				fmt.Fprintf(e.stdout, "added %s (%s)\n", r.Str("sshKey.id"), r.Str("sshKey.fingerprint"))
-			}, "Idempotency-Key", idempotencyKey())
+			}, "Idempotency-Key", e.idempotencyKey())
 		},
 	}
 	c.Flags().StringVar(&name, "name", "", "a name for the key (default: the file's)")

@@ -134,7 +134,7 @@ the file's name.`,
 			return e.send("POST", bpPath, body, func(r *apiclient.Response) {
 				bpPrint(e, r, fmt.Sprintf("saved %s (%s)", r.Str("blueprint.id"), r.Str("blueprint.name")))
 				bpRunsHere(e, r)
-			}, "Idempotency-Key", idempotencyKey())
+			}, "Idempotency-Key", e.idempotencyKey())
 		},
 	}
 	c.Flags().StringVar(&name, "name", "", "name (default: meta.title, or the file's name)")
@@ -277,7 +277,7 @@ with --accept-adaptations.`,
 			slow.HTTP = &http.Client{Timeout: 15 * time.Minute, Transport: c.HTTP.Transport}
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 			defer cancel()
-			r, err := slow.Call(ctx, "POST", path, buf.Bytes(), "Content-Type", mw.FormDataContentType(), "Idempotency-Key", idempotencyKey())
+			r, err := slow.Call(ctx, "POST", path, buf.Bytes(), "Content-Type", mw.FormDataContentType(), "Idempotency-Key", e.idempotencyKey())
 			if err != nil {
 				return bpExplain(e, err)
 			}

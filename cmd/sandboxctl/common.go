@@ -130,10 +130,23 @@ func apiPath(base string, segments ...string) string {
 	return b.String()
 }
 
-// idempotencyKey is a fresh Idempotency-Key for a request that creates
-// something or starts a job, so that the client's own retries of that
-// request cannot do it twice.
-func idempotencyKey() string { return "sandboxctl-" + rand.Text() }
+// idempotencyKey is the Idempotency-Key of a request that creates
+// something or starts a job, so that retries of that request (sandboxctl's
+// own, or the same command run again with SANDBOXCTL_IDEMPOTENCY_KEY set
+// to it) cannot do it twice. Set, that variable is the key of the
+// command's first such request; a later one in the same command gets
+// "-2", "-3" after it, so a command run again sends the same keys in the
+// same order.
+func (e *env) idempotencyKey() string {
+	e.keys++
+	if base := os.Getenv("SANDBOXCTL_IDEMPOTENCY_KEY"); base != "" {
+		if e.keys == 1 {
+			return base
+		}
+		return fmt.Sprintf("%s-%d", base, e.keys)
+	}
+	return "sandboxctl-" + rand.Text()
+}
 
 // fields prints an object as a two-column FIELD/VALUE table.
 func (e *env) fields(rows [][2]string) {

@@ -298,7 +298,7 @@ func (p *importsPusher) start(ctx context.Context, src *importsSource, sourceURL
 	}
 	// A key of this request only: the same archive pushed again later is
 	// a new import, not a replay of this one.
-	r, err := p.call(ctx, "POST", importsPath, body, "Idempotency-Key", idempotencyKey())
+	r, err := p.call(ctx, "POST", importsPath, body, "Idempotency-Key", p.e.idempotencyKey())
 	if err != nil {
 		st.dropArchive()
 		if ctx.Err() != nil {

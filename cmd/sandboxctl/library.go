@@ -114,7 +114,7 @@ func libAdd(e *env) *cobra.Command {
 				return err
 			}
 			return e.send("POST", libPath, body, func(r *apiclient.Response) { libPrint(e, r, "added") },
-				"Content-Type", ctype, "Idempotency-Key", idempotencyKey())
+				"Content-Type", ctype, "Idempotency-Key", e.idempotencyKey())
 		},
 	}
 	cmd.Flags().BoolVar(&keyStdin, "license-key-stdin", false, "read a license key from stdin (kept sealed)")
@@ -159,7 +159,7 @@ func libAddGitHub(e *env) *cobra.Command {
 				body["licenseKey"] = key
 			}
 			return e.send("POST", libPath+"/github", body, func(r *apiclient.Response) { libPrint(e, r, "added") },
-				"Idempotency-Key", idempotencyKey())
+				"Idempotency-Key", e.idempotencyKey())
 		},
 	}
 	cmd.Flags().BoolVar(&keyStdin, "license-key-stdin", false, "read a license key from stdin (kept sealed)")

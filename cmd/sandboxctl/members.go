@@ -172,7 +172,7 @@ func memInvite(e *env) *cobra.Command {
 				id := r.Str("invitation.id")
 				fmt.Fprintf(e.stdout, "invited %s to %s (invitation %s, expires %s)\nthey accept with: sandboxctl invitations accept %s\n",
 					r.Str("invitation.email"), c.Workspace, id, ago(r.Get("invitation.expiresAt")), id)
-			}, "Idempotency-Key", idempotencyKey())
+			}, "Idempotency-Key", e.idempotencyKey())
 		},
 	}
 	cmd.Flags().StringVar(&role, "role", "", "custom role, id or name (default: all but manage)")

@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,41 +44,50 @@ func retryBudget() (time.Duration, error) {
 type retrying struct {
 	next   http.RoundTripper
 	budget time.Duration
-	// notice is told once, when retrying starts, so that a person knows
-	// why the command waits.
+	// notice is told, once per command (told), that sandboxctl waits and
+	// why, so that a person knows.
 	notice io.Writer
+	told   *atomic.Bool
 }
 
+// RoundTrip sends req, and sends it again while that is safe and may
+// help. A write that may have been applied (an outcome_unknown, or no
+// answer) is not settled by a later refusal, which speaks only for
+// itself: unless a later attempt succeeds, the uncertain outcome is what
+// the caller gets, with a word on how to learn it.
 func (rt *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
-	safe := (req.Method == http.MethodGet || req.Method == http.MethodHead || req.Header.Get("Idempotency-Key") != "") &&
+	key := req.Header.Get("Idempotency-Key")
+	safe := (req.Method == http.MethodGet || req.Method == http.MethodHead || key != "") &&
 		(req.Body == nil || req.Body == http.NoBody || req.GetBody != nil)
 	giveUp := time.Now().Add(rt.budget)
-	told := false
+	var unsure *uncertain // a write's first outcome that may have landed
 	for pause := 250 * time.Millisecond; ; pause = min(2*pause, 4*time.Second) {
 		resp, err := rt.next.RoundTrip(req)
 		if !safe || req.Context().Err() != nil {
-			return resp, err
+			return rt.settle(unsure, key, resp, err)
 		}
 		wait, why := retryAfter(resp, err, pause)
+		if key != "" && unsure == nil {
+			unsure = uncertainOf(resp, err)
+		}
 		if why == "" || time.Now().Add(wait).After(giveUp) {
-			return resp, err
+			return rt.settle(unsure, key, resp, err)
 		}
 		if resp != nil {
 			resp.Body.Close()
 		}
-		if !told && rt.notice != nil {
+		if rt.notice != nil && rt.told.CompareAndSwap(false, true) {
 			fmt.Fprintf(rt.notice, "sandboxctl: %s; retrying for up to %v\n", why, rt.budget)
-			told = true
 		}
 		select {
 		case <-req.Context().Done():
-			return nil, req.Context().Err()
+			return rt.settle(unsure, key, nil, req.Context().Err())
 		case <-time.After(wait):
 		}
 		if req.GetBody != nil {
 			body, err := req.GetBody()
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("resend %s %s: %w", req.Method, req.URL.Path, err)
 			}
 			req = req.Clone(req.Context())
 			req.Body = body
@@ -82,12 +95,73 @@ func (rt *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
+// uncertain is an outcome that leaves a write possibly applied: an
+// outcome_unknown answer (kept whole) or no answer.
+type uncertain struct {
+	status int
+	header http.Header
+	body   []byte
+	err    error
+}
+
+// uncertainOf is the uncertainty in one attempt's outcome, or nil when
+// the outcome is plain: an answer other than outcome_unknown, or a
+// connection that was never made (nothing was sent).
+func uncertainOf(resp *http.Response, err error) *uncertain {
+	if err != nil {
+		if opErr := (*net.OpError)(nil); errors.As(err, &opErr) && opErr.Op == "dial" {
+			return nil
+		}
+		return &uncertain{err: err}
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		return nil
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
+	if !bytes.Contains(body, []byte(`"outcome_unknown"`)) {
+		return nil
+	}
+	return &uncertain{status: resp.StatusCode, header: resp.Header.Clone(), body: body}
+}
+
+// settle is the answer to give: the last one, unless an earlier attempt
+// of this keyed write may have landed and the last is no success; then
+// that uncertainty, and how to learn what happened.
+func (rt *retrying) settle(unsure *uncertain, key string, resp *http.Response, err error) (*http.Response, error) {
+	if unsure == nil || (err == nil && resp.StatusCode < 300) {
+		return resp, err
+	}
+	if resp != nil {
+		resp.Body.Close()
+	}
+	if rt.notice != nil {
+		fmt.Fprintf(rt.notice, "sandboxctl: this change may or may not have been made; to learn which without making it twice, "+
+			"run the same command again with SANDBOXCTL_IDEMPOTENCY_KEY=%s\n", key)
+	}
+	if unsure.err != nil {
+		return nil, unsure.err
+	}
+	return &http.Response{Status: "503 Service Unavailable", StatusCode: unsure.status, Header: unsure.header,
+		Body: io.NopCloser(bytes.NewReader(unsure.body)), ContentLength: int64(len(unsure.body)),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
+}
+
 // retryAfter says why a request may succeed if sent again ("" when it
 // may not) and after how long: a 503 after its Retry-After (at least
-// pause, at most 5 s), no answer after pause. A 503's body is read (64
-// KiB of it at most, and put back) to say why.
+// pause, at most 5 s); no answer after pause, unless the error cannot
+// pass by waiting (a name that does not resolve, a certificate refused).
+// A 503's body is read (64 KiB of it at most, and put back) to say why.
 func retryAfter(resp *http.Response, err error, pause time.Duration) (time.Duration, string) {
 	if err != nil {
+		var dnsErr *net.DNSError
+		var certErr *tls.CertificateVerificationError
+		if errors.As(err, &dnsErr) && !dnsErr.Temporary() || errors.As(err, &certErr) {
+			return 0, ""
+		}
 		return pause, fmt.Sprintf("no answer (%v)", err)
 	}
 	if resp.StatusCode != http.StatusServiceUnavailable {

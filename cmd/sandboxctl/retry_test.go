@@ -116,3 +116,60 @@ func TestRetrySettingRefused(t *testing.T) {
 		t.Fatalf("no server: exit %d, %q", code, errs)
 	}
 }
+
+// TestUncertainWriteStaysUncertain: a create answered outcome_unknown,
+// then only "nothing was written" until sandboxctl gives up, ends in the
+// uncertain answer (a later refusal speaks only for itself), with the
+// key to run it again with; run again with SANDBOXCTL_IDEMPOTENCY_KEY,
+// the command sends that key and learns the outcome.
+func TestUncertainWriteStaysUncertain(t *testing.T) {
+	var mu sync.Mutex
+	var keys []string
+	applied := "" // the key the fake applied the create under
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		key := r.Header.Get("Idempotency-Key")
+		keys = append(keys, key)
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case applied == "": // applied, but the answer is lost
+			applied = key
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error":{"code":"outcome_unknown","message":"the leader stopped answering","details":{}}}`)
+		case key == applied && len(keys) > 4: // the election is over: the replay
+			w.Header().Set("Idempotent-Replayed", "true")
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprint(w, `{"site":{"id":"site_1","name":"x","status":"creating"},"jobId":"job_1"}`)
+		default:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error":{"code":"service_unavailable","message":"nothing was written","details":{}}}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv("SANDBOXCTL_CONFIG", t.TempDir()+"/config.json")
+	t.Setenv("SANDBOX_URL", srv.URL)
+	t.Setenv("SANDBOX_TOKEN", "sbx_fake")
+	t.Setenv("SANDBOXCTL_RETRY", "1s")
+
+	code, out, errs := ctl(t, "", "sites", "create", "--name", "x", "--json")
+	mu.Lock()
+	first := keys[0]
+	mu.Unlock()
+	if code != 1 || out != "" || !strings.Contains(errs, "sandboxctl: outcome_unknown:") || strings.Contains(errs, "nothing was written") ||
+		!strings.Contains(errs, "SANDBOXCTL_IDEMPOTENCY_KEY="+first+"\n") {
+		t.Fatalf("exit %d, stdout %q, stderr %q: want the uncertain answer and the key %s", code, out, errs, first)
+	}
+
+	t.Setenv("SANDBOXCTL_IDEMPOTENCY_KEY", first)
+	t.Setenv("SANDBOXCTL_RETRY", "10s")
+	code, out, errs = ctl(t, "", "sites", "create", "--name", "x", "--json")
+	if code != 0 || !strings.Contains(out, `"site_1"`) {
+		t.Fatalf("run again with the key: exit %d, %q %q", code, out, errs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if last := keys[len(keys)-1]; last != first {
+		t.Fatalf("the second run sent key %q, want %q", last, first)
+	}
+}

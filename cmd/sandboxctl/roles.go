@@ -79,7 +79,7 @@ func roleCreate(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			list := roleCapsFlag(caps)
 			return memSend(e, "POST", []string{"roles"}, map[string]any{"name": args[0], "capabilities": list},
-				func(r *apiclient.Response) { rolePrint(e, "created", r) }, "Idempotency-Key", idempotencyKey())
+				func(r *apiclient.Response) { rolePrint(e, "created", r) }, "Idempotency-Key", e.idempotencyKey())
 		},
 	}
 	cmd.Flags().StringSliceVar(&caps, "cap", nil, "any of create,internals,reusables,integrations,manage")

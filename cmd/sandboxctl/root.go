@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -27,6 +28,14 @@ type env struct {
 	profile        string
 	workspace      string
 	json           bool
+	// keys counts the Idempotency-Keys this command made.
+	keys int
+	// noRetry: the command answers a shell's completion, which must not
+	// wait for a control plane that is not there.
+	noRetry bool
+	// retrying is set once sandboxctl has said that it waits: it says so
+	// once per command.
+	retrying atomic.Bool
 }
 
 func newRoot(e *env) *cobra.Command {
@@ -47,7 +56,10 @@ then your personal one.
 While the control plane cannot answer (a leader election: 503, or no
 connection), reads and creates are sent again, with the same
 Idempotency-Key, so nothing is made twice, for up to SANDBOXCTL_RETRY
-(default 10s; 0 never retries).
+(default 10s; 0 never retries). A create whose outcome stays unknown says
+so, with its key: the same command run again with
+SANDBOXCTL_IDEMPOTENCY_KEY set to it learns the outcome without making
+anything twice (CI jobs can set their own key for the same effect).
 
 Exit codes: 0 done; 1 the API refused (its error code on stderr) or could
 not be reached; 2 the command line was wrong; 130 interrupted (Ctrl-C) during
@@ -166,7 +178,11 @@ func (e *env) client() (*apiclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.HTTP.Transport = &retrying{next: http.DefaultTransport, budget: budget, notice: e.stderr}
+	if e.noRetry {
+		budget = 0
+	}
+	c.HTTP.Transport = &retrying{next: http.DefaultTransport, budget: budget, notice: e.stderr, told: &e.retrying}
+	c.HTTP.Timeout += budget // each request's own bound stays whole
 	return c, nil
 }
 

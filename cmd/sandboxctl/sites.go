@@ -85,7 +85,7 @@ func sitesCreate(e *env) *cobra.Command {
 			if expires > 0 {
 				body["expiresInMinutes"] = expires
 			}
-			c, r, err := e.request("POST", "/api/app/sites", body, "Idempotency-Key", idempotencyKey())
+			c, r, err := e.request("POST", "/api/app/sites", body, "Idempotency-Key", e.idempotencyKey())
 			if err != nil {
 				return err
 			}
@@ -119,7 +119,7 @@ func sitesJobCmd(e *env, c *cobra.Command, method, rest, doing, waitHelp string)
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		var header []string
 		if method == "POST" { // a reset: safe to retry under one key
-			header = []string{"Idempotency-Key", idempotencyKey()}
+			header = []string{"Idempotency-Key", e.idempotencyKey()}
 		}
 		r, err := e.startJob(wait, method, sitesAPI(args[0], rest), nil, header...)
 		if err != nil {
@@ -169,6 +169,7 @@ func completeSites(e *env) func(*cobra.Command, []string, string) ([]string, cob
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
+		e.noRetry = true
 		r, err := e.api("GET", "/api/app/sites", nil)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp

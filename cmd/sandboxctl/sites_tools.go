@@ -66,7 +66,7 @@ template afterwards: a later reset goes back to it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, r, err := e.request("POST", sitesAPI(args[0], "/restore"), map[string]string{"templateId": template},
-				"Idempotency-Key", idempotencyKey())
+				"Idempotency-Key", e.idempotencyKey())
 			if err != nil {
 				return err
 			}
@@ -262,7 +262,7 @@ directory.`,
 			if activate {
 				body["activate"] = true
 			}
-			r, err := e.startJob(wait, "POST", sitesAPI(args[0], "/plugins"), body, "Idempotency-Key", idempotencyKey())
+			r, err := e.startJob(wait, "POST", sitesAPI(args[0], "/plugins"), body, "Idempotency-Key", e.idempotencyKey())
 			if err != nil {
 				return err
 			}

@@ -95,7 +95,7 @@ its job ends (--wait waits for it).`,
 			if description != "" {
 				body["description"] = description
 			}
-			c, r, err := e.request("POST", tplPath, body, "Idempotency-Key", idempotencyKey())
+			c, r, err := e.request("POST", tplPath, body, "Idempotency-Key", e.idempotencyKey())
 			if err != nil {
 				return err
 			}
@@ -193,7 +193,7 @@ func tplLaunch(e *env) *cobra.Command {
 			if expires > 0 {
 				body["expiresInMinutes"] = expires
 			}
-			c, r, err := e.request("POST", apiPath(tplPath, args[0], "sites"), body, "Idempotency-Key", idempotencyKey())
+			c, r, err := e.request("POST", apiPath(tplPath, args[0], "sites"), body, "Idempotency-Key", e.idempotencyKey())
 			if err != nil {
 				return err
 			}

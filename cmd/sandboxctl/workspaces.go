@@ -36,7 +36,7 @@ func wsCreate(e *env) *cobra.Command {
 				id := r.Str("workspace.id")
 				fmt.Fprintf(e.stdout, "created workspace %s (%s); select it with --workspace %s or: sandboxctl workspaces use %s\n",
 					r.Str("workspace.name"), id, id, id)
-			}, "Idempotency-Key", idempotencyKey())
+			}, "Idempotency-Key", e.idempotencyKey())
 		},
 	}
 }

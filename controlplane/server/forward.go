@@ -108,12 +108,15 @@ func leaderProxy(target *url.URL, transport http.RoundTripper, self string, vouc
 		// an Idempotency-Key on their own when a connection closes
 		// unanswered, so the resend's "nothing was written" (the leader
 		// is gone by then) would hide that the first one was applied.
+		// Streams, protocol switches and answers with trailers pass as
+		// they come.
 		ModifyResponse: func(res *http.Response) error {
-			if readOnly(res.Request.Method) || streamed(res.Header.Get("Content-Type")) {
+			if readOnly(res.Request.Method) || streamed(res.Header.Get("Content-Type")) ||
+				res.StatusCode == http.StatusSwitchingProtocols || len(res.Trailer) > 0 {
 				return nil
 			}
 			if err := holdBody(res, maxHeldAnswer); err != nil {
-				return fmt.Errorf("the leader's answer was cut off: %w", err)
+				return fmt.Errorf("read the leader's answer: %w", err)
 			}
 			return nil
 		},
