@@ -291,6 +291,10 @@ func TestDrainMovesSites(t *testing.T) {
 		if m["status"] != "moved" || m["to"] != "node-b" || m["downtimeMs"] == nil || m["finishedAt"] == nil {
 			t.Errorf("move: %v", m)
 		}
+		// A site counts as moved once it is served from node-b; its move
+		// then removes the copy on node-a and ends.
+		jobID, _ := m["jobId"].(string)
+		waitJob(t, alice, jobID, "succeeded")
 	}
 	for _, id := range ids {
 		site := alice.Do("GET", "/api/app/sites/"+id, nil).Must(t, 200)
