@@ -66,9 +66,10 @@ func (rt *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 		if !safe || req.Context().Err() != nil {
 			return rt.settle(unsure, key, resp, err)
 		}
-		wait, why := retryAfter(resp, err, pause)
+		code, message := unavailable(resp, err)
+		wait, why := retryAfter(resp, err, code, message, pause)
 		if key != "" && unsure == nil {
-			unsure = uncertainOf(resp, err)
+			unsure = uncertainOf(resp, err, code)
 		}
 		if why == "" || time.Now().Add(wait).After(giveUp) {
 			return rt.settle(unsure, key, resp, err)
@@ -104,27 +105,23 @@ type uncertain struct {
 	err    error
 }
 
-// uncertainOf is the uncertainty in one attempt's outcome, or nil when
-// the outcome is plain: an answer other than outcome_unknown, or a
-// connection that was never made (nothing was sent).
-func uncertainOf(resp *http.Response, err error) *uncertain {
+// uncertainOf is the uncertainty in one attempt's outcome (code is its
+// 503's error code), or nil when the outcome is plain: an answer other
+// than outcome_unknown, or a connection that was never made (nothing was
+// sent).
+func uncertainOf(resp *http.Response, err error, code string) *uncertain {
 	if err != nil {
 		if opErr := (*net.OpError)(nil); errors.As(err, &opErr) && opErr.Op == "dial" {
 			return nil
 		}
 		return &uncertain{err: err}
 	}
-	if resp.StatusCode != http.StatusServiceUnavailable {
+	if code != "outcome_unknown" {
 		return nil
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
-	if !bytes.Contains(body, []byte(`"outcome_unknown"`)) {
-		return nil
-	}
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return &uncertain{status: resp.StatusCode, header: resp.Header.Clone(), body: body}
 }
 
@@ -150,12 +147,33 @@ func (rt *retrying) settle(unsure *uncertain, key string, resp *http.Response, e
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
 }
 
+// unavailable reads a 503's error envelope (64 KiB of the body at most,
+// put back, as this answer may be the one returned): its code and
+// message, "" for any other outcome or a body that is no envelope.
+func unavailable(resp *http.Response, err error) (code, message string) {
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		return "", ""
+	}
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(raw), resp.Body), resp.Body}
+	var env struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if json.Unmarshal(raw, &env) != nil {
+		return "", ""
+	}
+	return env.Error.Code, env.Error.Message
+}
+
 // retryAfter says why a request may succeed if sent again ("" when it
-// may not) and after how long: a 503 after its Retry-After (at least
-// pause, at most 5 s); no answer after pause, unless the error cannot
-// pass by waiting (a name that does not resolve, a certificate refused).
-// A 503's body is read (64 KiB of it at most, and put back) to say why.
-func retryAfter(resp *http.Response, err error, pause time.Duration) (time.Duration, string) {
+// may not) and after how long: a 503 (its envelope's code and message)
+// after its Retry-After (at least pause, at most 5 s); no answer after
+// pause, unless the error cannot pass by waiting (a name that does not
+// resolve, a certificate refused).
+func retryAfter(resp *http.Response, err error, code, message string, pause time.Duration) (time.Duration, string) {
 	if err != nil {
 		var dnsErr *net.DNSError
 		var certErr *tls.CertificateVerificationError
@@ -171,17 +189,8 @@ func retryAfter(resp *http.Response, err error, pause time.Duration) (time.Durat
 	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs >= 0 {
 		wait = min(max(time.Duration(secs)*time.Second, pause), 5*time.Second)
 	}
-	var env struct {
-		Error struct{ Code, Message string } `json:"error"`
-	}
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	// Put back what was read: this answer may be the one returned.
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(raw), resp.Body), resp.Body}
-	if json.Unmarshal(raw, &env) != nil || env.Error.Code == "" {
+	if code == "" {
 		return wait, "the server answered 503"
 	}
-	return wait, fmt.Sprintf("%s: %s", env.Error.Code, env.Error.Message)
+	return wait, fmt.Sprintf("%s: %s", code, message)
 }
