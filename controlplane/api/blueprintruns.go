@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/blueprints"
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -113,7 +114,7 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 	a.bearer(r, create, rest.Route{Method: "POST", Path: "/api/app/blueprints/{id}/sites", Tag: "blueprints", Status: http.StatusAccepted,
 		Summary: "Make a site from a saved Blueprint: the site is made (PHP from preferredVersions), then the Blueprint runs on it step by step. " +
 			"Poll the run (and the site). A Blueprint with error findings is refused with them.",
-		Params: blueprintParam, Request: BlueprintSiteRequest{}, Response: siteRunResponse{},
+		Params: blueprintParam, Request: BlueprintSiteRequest{}, Response: siteRunResponse{}, Idempotent: true,
 		Errors: append(nf, apierr.CodeInvalidRequest, apierr.CodePlanLimitReached, apierr.CodePHPVersionUnavailable),
 		Handler: func(w http.ResponseWriter, req *http.Request) error {
 			b, err := a.blueprintIn(req)
@@ -124,16 +125,18 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 			if err := rest.DecodeJSON(req, &body); err != nil {
 				return err
 			}
-			site, run, err := a.cfg.Runs.CreateSite(req.Context(), caller(req), b, body.Name)
-			if err != nil {
+			_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.CreateSiteWithJob) any {
+				return siteRunResponse{Site: siteView(&cmd.Site), Run: runView(cmd.Run)}
+			}, func(ctx context.Context) error {
+				_, _, err := a.cfg.Runs.CreateSite(ctx, caller(req), b, body.Name)
 				return err
-			}
-			return rest.JSON(w, http.StatusAccepted, siteRunResponse{Site: siteView(site), Run: runView(run)})
+			})
+			return err
 		}})
 	a.bearer(r, create, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/blueprint", Tag: "blueprints", Status: http.StatusAccepted,
 		Summary: "Run a Blueprint (saved: blueprintId; or a source, not saved) on a ready site, on the site's own PHP and WordPress. " +
 			"Poll GET /api/app/blueprints/{id}/runs/{runId} (id \"unsaved\" for a source).",
-		Params: siteParam, Request: ApplyBlueprintRequest{}, Response: runResponse{},
+		Params: siteParam, Request: ApplyBlueprintRequest{}, Response: runResponse{}, Idempotent: true,
 		Errors: []string{apierr.CodeSiteNotFound, apierr.CodeBlueprintNotFound, apierr.CodeInvalidRequest},
 		Handler: func(w http.ResponseWriter, req *http.Request) error {
 			site, err := a.siteIn(req)
@@ -158,16 +161,18 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 					return err
 				}
 			}
-			run, err := a.cfg.Runs.Apply(req.Context(), caller(req), site, b, src)
-			if err != nil {
+			_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.CreateRunWithJob) any {
+				return runResponse{Run: runView(&cmd.Run)}
+			}, func(ctx context.Context) error {
+				_, err := a.cfg.Runs.Apply(ctx, caller(req), site, b, src)
 				return err
-			}
-			return rest.JSON(w, http.StatusAccepted, runResponse{Run: runView(run)})
+			})
+			return err
 		}})
 	a.bearer(r, reuse, rest.Route{Method: "POST", Path: "/api/app/blueprints/{id}/bake", Tag: "blueprints", Status: http.StatusAccepted,
 		Summary: "Bake a saved Blueprint into a Template: a scratch site is made, the Blueprint run on it, the site frozen into the template " +
 			"(building until then) and removed. Poll the run and the template. With templateId, rebake a template baked from this Blueprint.",
-		Params: blueprintParam, Request: BakeRequest{}, Response: bakeResponse{},
+		Params: blueprintParam, Request: BakeRequest{}, Response: bakeResponse{}, Idempotent: true,
 		Errors: append(nf, apierr.CodeInvalidRequest, apierr.CodeTemplateNotFound, apierr.CodePlanLimitReached),
 		Handler: func(w http.ResponseWriter, req *http.Request) error {
 			b, err := a.blueprintIn(req)
@@ -178,11 +183,13 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 			if err := rest.DecodeJSON(req, &body); err != nil {
 				return err
 			}
-			tpl, run, err := a.cfg.Runs.Bake(req.Context(), caller(req), b, body.Name, body.Description, body.TemplateID)
-			if err != nil {
+			_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.StartBake) any {
+				return bakeResponse{Template: templateView(&cmd.Template), Run: runView(&cmd.Run)}
+			}, func(ctx context.Context) error {
+				_, _, err := a.cfg.Runs.Bake(ctx, caller(req), b, body.Name, body.Description, body.TemplateID)
 				return err
-			}
-			return rest.JSON(w, http.StatusAccepted, bakeResponse{Template: templateView(tpl), Run: runView(run)})
+			})
+			return err
 		}})
 	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/blueprints/{id}/runs", Tag: "blueprints",
 		Summary: "A saved Blueprint's runs, newest first.", Params: blueprintParam, Response: runsResponse{}, Errors: nf,

@@ -20,9 +20,10 @@ import (
 // Members is what the operator routes need of the fleet's credentials.
 type Members interface {
 	IsOperator(token string) bool
+	CAFingerprint() (string, error)
 	CreateJoinToken(ctx context.Context, o members.JoinTokenOptions) (string, *state.JoinToken, error)
 	RevokeJoinToken(ctx context.Context, id string) error
-	CreateOperatorToken(ctx context.Context, name string) (string, *state.OperatorToken, error)
+	CreateOperatorToken(ctx context.Context, name, secret string) (string, *state.OperatorToken, error)
 	RevokeOperatorToken(ctx context.Context, id string) error
 	RevokeMember(ctx context.Context, id string) error
 }
@@ -89,7 +90,7 @@ type clusterMembersResponse struct {
 }
 
 func (a *API) registerMembers(r *rest.Router) {
-	a.operator(r, rest.Route{Method: "POST", Path: "/api/admin/join-tokens", Status: http.StatusCreated,
+	a.operator(r, rest.Route{Method: "POST", Path: "/api/admin/join-tokens", Status: http.StatusCreated, Idempotent: true,
 		Summary: "Make a single-use token a new agent, edge or server joins the cluster with; the secret is returned once.",
 		Request: CreateJoinTokenRequest{}, Response: joinTokenCreated{}, Errors: []string{apierr.CodeInvalidRequest},
 		Handler: a.createJoinToken})
@@ -103,7 +104,7 @@ func (a *API) registerMembers(r *rest.Router) {
 			}
 			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
 		}})
-	a.operator(r, rest.Route{Method: "POST", Path: "/api/admin/operator-tokens", Status: http.StatusCreated,
+	a.operator(r, rest.Route{Method: "POST", Path: "/api/admin/operator-tokens", Status: http.StatusCreated, Idempotent: true,
 		Summary: "Make an operator token; the secret is returned once.", Request: CreateOperatorTokenRequest{},
 		Response: operatorTokenCreated{}, Errors: []string{apierr.CodeInvalidRequest}, Handler: a.createOperatorToken})
 	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/operator-tokens", Summary: "List operator tokens (never their secrets).",
@@ -147,12 +148,21 @@ func (a *API) createJoinToken(w http.ResponseWriter, req *http.Request) error {
 	if body.TTLMinutes < 0 || body.TTLMinutes > 43200 {
 		return apierr.Invalid("ttlMinutes", "ttlMinutes must be 1..43200")
 	}
-	tok, rec, err := a.cfg.Members.CreateJoinToken(req.Context(), members.JoinTokenOptions{Role: pki.Role(body.Role), Name: body.Name,
-		TTL: time.Duration(body.TTLMinutes) * time.Minute, Description: body.Description})
+	// The secret is made here so that the answer kept for a replay is
+	// rendered from the applied command.
+	sec := members.NewJoinSecret()
+	fp, err := a.cfg.Members.CAFingerprint()
 	if err != nil {
 		return err
 	}
-	return rest.JSON(w, http.StatusCreated, joinTokenCreated{JoinToken: joinTokenView(rec), Token: tok})
+	_, err = changed(a, w, req, http.StatusCreated, func(cmd fsm.CreateJoinToken) any {
+		return joinTokenCreated{JoinToken: joinTokenView(&cmd.Token), Token: members.FormatJoinToken(fp, cmd.Token.ID, sec)}
+	}, func(ctx context.Context) error {
+		_, _, err := a.cfg.Members.CreateJoinToken(ctx, members.JoinTokenOptions{Role: pki.Role(body.Role), Name: body.Name,
+			TTL: time.Duration(body.TTLMinutes) * time.Minute, Description: body.Description, Secret: sec})
+		return err
+	})
+	return err
 }
 
 func (a *API) listJoinTokens(w http.ResponseWriter, req *http.Request) error {
@@ -173,11 +183,15 @@ func (a *API) createOperatorToken(w http.ResponseWriter, req *http.Request) erro
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	tok, rec, err := a.cfg.Members.CreateOperatorToken(req.Context(), body.Name)
-	if err != nil {
+	tok := members.NewOperatorSecret()
+	_, err := changed(a, w, req, http.StatusCreated, func(cmd fsm.CreateOperatorToken) any {
+		rec := cmd.Token
+		return operatorTokenCreated{OperatorToken: OperatorTokenView{ID: rec.ID, Name: rec.Name, CreatedAt: rec.CreatedAt}, Token: tok}
+	}, func(ctx context.Context) error {
+		_, _, err := a.cfg.Members.CreateOperatorToken(ctx, body.Name, tok)
 		return err
-	}
-	return rest.JSON(w, http.StatusCreated, operatorTokenCreated{OperatorToken: OperatorTokenView{ID: rec.ID, Name: rec.Name, CreatedAt: rec.CreatedAt}, Token: tok})
+	})
+	return err
 }
 
 func (a *API) listOperatorTokens(w http.ResponseWriter, req *http.Request) error {
@@ -269,7 +283,7 @@ type drainResponse struct {
 
 func (a *API) registerFleet(r *rest.Router) {
 	// Not in the contract: an operator's tool, never a tenant's.
-	a.operator(r, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/snapshot", Status: http.StatusAccepted, Params: map[string]string{"id": "site"},
+	a.operator(r, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/snapshot", Status: http.StatusAccepted, Params: map[string]string{"id": "site"}, Idempotent: true,
 		Summary: "Take a snapshot of a running site now (its files and database to the blob store).", Response: jobOnlyResponse{},
 		Errors: []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest}, Handler: a.snapshotSite})
 	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/sites/{id}/snapshots", Params: map[string]string{"id": "site"},
@@ -319,10 +333,7 @@ func (a *API) snapshotSite(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.cfg.Raft.Apply(req.Context(), fsm.CreateJob{Job: j}); err != nil {
-		return err
-	}
-	return rest.JSON(w, http.StatusAccepted, jobOnlyResponse{JobID: j.ID})
+	return a.commit(w, req, fsm.CreateJob{Job: j}, nil, http.StatusAccepted, jobOnlyResponse{JobID: j.ID})
 }
 
 func (a *API) drain(on bool) rest.HandlerFunc {

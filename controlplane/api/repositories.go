@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/repos"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -149,7 +150,7 @@ func (a *API) registerRepositories(r *rest.Router) {
 			}
 			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
 		}})
-	a.bearer(r, g, rest.Route{Method: "POST", Path: base + "/{repoId}/deploy", Tag: "git", Params: repoParams, Status: http.StatusAccepted,
+	a.bearer(r, g, rest.Route{Method: "POST", Path: base + "/{repoId}/deploy", Tag: "git", Params: repoParams, Status: http.StatusAccepted, Idempotent: true,
 		Summary: "Deploy the branch as it is now: a git_deploy job fetches it on the site's node (shallow, real git), checks the tree " +
 			"(no links, submodules or paths out; at most 20,000 files and 256 MiB) and swaps it in; lastDeployedSha follows.",
 		Response: deployJobResponse{}, Errors: append([]string{apierr.CodeInvalidRequest}, notFound...),
@@ -158,11 +159,13 @@ func (a *API) registerRepositories(r *rest.Router) {
 			if err != nil {
 				return err
 			}
-			job, err := a.cfg.Repositories.Deploy(req.Context(), s, req.PathValue("repoId"))
-			if err != nil {
+			_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.CreateJob) any {
+				return deployJobResponse{JobID: cmd.Job.ID}
+			}, func(ctx context.Context) error {
+				_, err := a.cfg.Repositories.Deploy(ctx, s, req.PathValue("repoId"))
 				return err
-			}
-			return rest.JSON(w, http.StatusAccepted, deployJobResponse{JobID: job})
+			})
+			return err
 		}})
 }
 

@@ -136,6 +136,10 @@ type JoinTokenOptions struct {
 	Name        string // optional: the only member name it joins
 	TTL         time.Duration
 	Description string
+	// Secret is the token's secret part, or empty for a new one: the API
+	// makes it first so that the answer it keeps for an Idempotency-Key
+	// replay can be rendered from the applied command.
+	Secret string
 }
 
 // CreateJoinToken makes a single-use join token; the secret is returned
@@ -163,14 +167,37 @@ func (s *Service) CreateJoinToken(ctx context.Context, o JoinTokenOptions) (stri
 	}
 	now := s.now()
 	id := strings.ToLower(ids.Random(8))
-	sec := secret.New("")
+	sec := o.Secret
+	if sec == "" {
+		sec = secret.New("")
+	}
 	tok := state.JoinToken{ID: id, Hash: secret.Hash(sec), Role: string(o.Role), Name: o.Name, Description: o.Description,
 		CreatedAt: now, ExpiresAt: now.Add(o.TTL)}
 	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateJoinToken{Token: tok}); err != nil {
 		return "", nil, err
 	}
-	return JoinTokenPrefix + ca.Fingerprint() + "." + id + "." + sec, &tok, nil
+	return FormatJoinToken(ca.Fingerprint(), id, sec), &tok, nil
 }
+
+// CAFingerprint is the fingerprint of the cluster CA that join tokens
+// carry.
+func (s *Service) CAFingerprint() (string, error) {
+	ca, err := s.CA()
+	if err != nil {
+		return "", err
+	}
+	return ca.Fingerprint(), nil
+}
+
+// FormatJoinToken is the join token a member is given: the CA's
+// fingerprint, so it trusts this cluster on first contact, the token's id
+// and its secret.
+func FormatJoinToken(caFingerprint, id, sec string) string {
+	return JoinTokenPrefix + caFingerprint + "." + id + "." + sec
+}
+
+// NewJoinSecret is a fresh secret part for a join token.
+func NewJoinSecret() string { return secret.New("") }
 
 // ParsedJoinToken is a join token's parts.
 type ParsedJoinToken struct {
@@ -331,17 +358,29 @@ func (s *Service) RevokeJoinToken(ctx context.Context, id string) error {
 
 // NewOperatorToken makes an operator token's secret and record.
 func NewOperatorToken(name string, now time.Time) (string, state.OperatorToken) {
-	tok := secret.New(OperatorTokenPrefix)
+	return operatorToken(NewOperatorSecret(), name, now)
+}
+
+// NewOperatorSecret is a fresh operator token secret.
+func NewOperatorSecret() string { return secret.New(OperatorTokenPrefix) }
+
+func operatorToken(tok, name string, now time.Time) (string, state.OperatorToken) {
 	return tok, state.OperatorToken{ID: "op_" + strings.ToLower(ids.Random(8)), Name: name, Hash: secret.Hash(tok), CreatedAt: now}
 }
 
-// CreateOperatorToken makes an operator token; the secret is returned once.
-func (s *Service) CreateOperatorToken(ctx context.Context, name string) (string, *state.OperatorToken, error) {
+// CreateOperatorToken makes an operator token with the secret tok (from
+// NewOperatorSecret; empty for a new one); the secret is returned once.
+func (s *Service) CreateOperatorToken(ctx context.Context, name, tok string) (string, *state.OperatorToken, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 100 {
 		return "", nil, apierr.Invalid("name", "name is required, at most 100 characters")
 	}
-	tok, rec := NewOperatorToken(name, s.now())
+	if tok == "" {
+		tok = NewOperatorSecret()
+	} else if !strings.HasPrefix(tok, OperatorTokenPrefix) {
+		return "", nil, errors.New("an operator token secret carries its prefix")
+	}
+	tok, rec := operatorToken(tok, name, s.now())
 	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateOperatorToken{Token: rec}); err != nil {
 		return "", nil, err
 	}

@@ -414,7 +414,7 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	closers = append(closers, node.Shutdown)
 	s.node = node
-	s.members = members.New(members.Config{Store: store, Raft: node, Sealer: caSealer, CertTTL: cfg.CertTTL, Now: cfg.Now,
+	s.members = members.New(members.Config{Store: store, Raft: api.Claims(node), Sealer: caSealer, CertTTL: cfg.CertTTL, Now: cfg.Now,
 		Logger: cfg.Logger})
 	s.membersReady.Store(s.members)
 	node.OnLeader(s.finishBootstrap)
