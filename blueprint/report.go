@@ -15,6 +15,9 @@ const (
 	SeverityInfo    = "info"
 )
 
+// Severities is every finding's severity, for the API document.
+var Severities = []string{SeverityError, SeverityWarning, SeverityInfo}
+
 // Finding codes (compatReport[].code). Codes documents each one.
 const (
 	CodeInvalidJSON           = "invalid_json"
@@ -69,7 +72,7 @@ var Codes = map[string]string{
 
 // Finding is one compatReport item.
 type Finding struct {
-	Severity string `json:"severity" enum:"error,warning,info"`
+	Severity string `json:"severity" enum:"@findingSeverity"`
 	Path     string `json:"path" doc:"Where in the source, e.g. steps[2].pluginData.slug; empty for the whole source."`
 	Code     string `json:"code"`
 	Message  string `json:"message"`

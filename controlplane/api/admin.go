@@ -17,12 +17,12 @@ import (
 // CreateAccountRequest is the operator's body to create an account.
 type CreateAccountRequest struct {
 	Email string `json:"email"`
-	Plan  string `json:"plan" enum:"free,paid"`
+	Plan  string `json:"plan" enum:"@plan"`
 }
 
 // SetPlanRequest changes an account's plan.
 type SetPlanRequest struct {
-	Plan string `json:"plan" enum:"free,paid"`
+	Plan string `json:"plan" enum:"@plan"`
 }
 
 // AdminTokenRequest asks for a token for the account with Email.

@@ -32,8 +32,8 @@ type RunView struct {
 	BlueprintRevision int             `json:"blueprintRevision"`
 	SiteID            string          `json:"siteId"`
 	JobID             string          `json:"jobId"`
-	Mode              string          `json:"mode" enum:"create,apply,bake"`
-	Status            string          `json:"status" enum:"pending,running,succeeded,failed"`
+	Mode              string          `json:"mode" enum:"@runMode"`
+	Status            string          `json:"status" enum:"@runStatus"`
 	Steps             []RunStepView   `json:"steps"`
 	Log               string          `json:"log" doc:"What each step did, and the error of the one that failed."`
 	RunnerVersion     string          `json:"runnerVersion"`
@@ -48,7 +48,7 @@ type RunView struct {
 // RunStepView is one step of a run.
 type RunStepView struct {
 	Name       string `json:"name"`
-	Status     string `json:"status" enum:"pending,running,succeeded,failed,skipped"`
+	Status     string `json:"status" enum:"@stepStatus"`
 	DurationMs int64  `json:"durationMs"`
 	Caption    string `json:"caption"`
 	Path       string `json:"path" doc:"Where the step is in the source: steps[3], or a shorthand (plugins[0], siteOptions, login)."`

@@ -24,7 +24,7 @@ type Domains interface {
 // DomainView is the contract's custom domain.
 type DomainView struct {
 	Hostname string `json:"hostname" doc:"Lower case, IDN in punycode, without scheme, port or path."`
-	Status   string `json:"status" enum:"pending_dns,verifying,active,failed" doc:"pending_dns: the records do not point at the service yet; verifying: they do and WordPress is moving to the domain; active: served at https://hostname; failed: the move failed (lastError), check again to retry."`
+	Status   string `json:"status" enum:"@domainStatus" doc:"pending_dns: the records do not point at the service yet; verifying: they do and WordPress is moving to the domain; active: served at https://hostname; failed: the move failed (lastError), check again to retry."`
 	// VerifiedAt is when the domain became active.
 	VerifiedAt *time.Time       `json:"verifiedAt"`
 	URL        string           `json:"url" doc:"https://hostname: where the site answers once active."`

@@ -43,11 +43,11 @@ type ImportView struct {
 	UserID          string    `json:"userId"`
 	OrgID           string    `json:"orgId"`
 	CreatedByUserID string    `json:"createdByUserId"`
-	SourceKind      string    `json:"sourceKind" enum:"remote_plugin,archive"`
+	SourceKind      string    `json:"sourceKind" enum:"@importSourceKind"`
 	SourceURL       string    `json:"sourceUrl" doc:"The live site's URL; its occurrences in the database become the sandbox's URL."`
 	ArtifactID      string    `json:"artifactId" doc:"The sealed archive, once complete."`
 	SiteID          string    `json:"siteId" doc:"The sandbox restored into (a new one is made at completion when none was given)."`
-	Status          string    `json:"status" enum:"awaiting_upload,uploading,restoring,ready,failed,cancelled,site_deleted"`
+	Status          string    `json:"status" enum:"@importStatus"`
 	FailureReason   string    `json:"failureReason"`
 	SizeBytes       int64     `json:"sizeBytes"`
 	ReceivedBytes   int64     `json:"receivedBytes" doc:"Bytes uploaded so far: the offset of the next chunk."`
@@ -69,7 +69,7 @@ type CreateImportRequest struct {
 	SourceURL  string `json:"sourceUrl" doc:"The live site's URL (its WordPress home)."`
 	SiteID     string `json:"siteId,omitempty" doc:"A ready sandbox to restore into in place; omit it to get a new sandbox."`
 	SizeBytes  int64  `json:"sizeBytes" doc:"The archive's exact size in bytes (at least 1)."`
-	SourceKind string `json:"sourceKind,omitempty" enum:"remote_plugin,archive" doc:"remote_plugin for the connector plugin; archive (default) for any other client."`
+	SourceKind string `json:"sourceKind,omitempty" enum:"@importSourceKind" doc:"remote_plugin for the connector plugin; archive (default) for any other client."`
 }
 
 type importResponse struct {
@@ -134,7 +134,7 @@ type Manifest struct {
 // ManifestObject is one object of a manifest.
 type ManifestObject struct {
 	Key  string `json:"key"`
-	Kind string `json:"kind" enum:"archive,sql" doc:"archive: a tar, tar.gz, tar.zst or ZIP; sql: a SQL dump."`
+	Kind string `json:"kind" enum:"@importObjectKind" doc:"archive: a tar, tar.gz, tar.zst or ZIP; sql: a SQL dump."`
 }
 
 var importParam = map[string]string{"id": "import"}

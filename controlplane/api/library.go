@@ -45,8 +45,8 @@ type LibraryEntry struct {
 	ID                   string     `json:"id"`
 	Slug                 string     `json:"slug"`
 	Name                 string     `json:"name"`
-	Source               string     `json:"source" enum:"upload,github_release"`
-	Kind                 string     `json:"kind" enum:"plugin,theme" doc:"Read from the ZIP's WordPress header."`
+	Source               string     `json:"source" enum:"@librarySource"`
+	Kind                 string     `json:"kind" enum:"@pluginKind" doc:"Read from the ZIP's WordPress header."`
 	GithubRepository     *string    `json:"githubRepository"`
 	Filename             string     `json:"filename"`
 	SizeBytes            int64      `json:"sizeBytes"`

@@ -30,7 +30,7 @@ type Members interface {
 
 // CreateJoinTokenRequest asks for a single-use join token.
 type CreateJoinTokenRequest struct {
-	Role        string `json:"role" enum:"agent,edge,server"`
+	Role        string `json:"role" enum:"@memberRole"`
 	Name        string `json:"name,omitempty" doc:"When set, the only member name the token joins (an agent's node id, an edge's or server's id)."`
 	TTLMinutes  int    `json:"ttlMinutes,omitempty" doc:"1..43200; default 1440 (a day)."`
 	Description string `json:"description,omitempty"`
@@ -210,7 +210,7 @@ func (a *API) listOperatorTokens(w http.ResponseWriter, req *http.Request) error
 // NodeView is a node agent as operators see it.
 type NodeView struct {
 	ID          string            `json:"id"`
-	Status      string            `json:"status" enum:"ready,down"`
+	Status      string            `json:"status" enum:"@nodeStatus"`
 	Address     string            `json:"address"`
 	IngressAddr string            `json:"ingressAddr"`
 	Version     string            `json:"version"`

@@ -29,9 +29,9 @@ type RepositoryView struct {
 	SiteID      string `json:"siteId"`
 	RepoURL     string `json:"repoUrl" doc:"Fixed after connecting."`
 	Branch      string `json:"branch"`
-	Destination string `json:"destination" enum:"plugin,theme,wp-content" doc:"Fixed after connecting. plugin and theme go to wp-content/plugins/<folderName> and wp-content/themes/<folderName>; wp-content puts each top-level entry of the repository over wp-content's (uploads/ is never replaced)."`
+	Destination string `json:"destination" enum:"@repoDestination" doc:"Fixed after connecting. plugin and theme go to wp-content/plugins/<folderName> and wp-content/themes/<folderName>; wp-content puts each top-level entry of the repository over wp-content's (uploads/ is never replaced)."`
 	FolderName  string `json:"folderName" doc:"Empty for wp-content."`
-	AuthKind    string `json:"authKind" enum:"https,ssh"`
+	AuthKind    string `json:"authKind" enum:"@repoAuthKind"`
 	// DeployKeyPublic is the deploy key to add to the repository (read
 	// access) for ssh; null for https.
 	DeployKeyPublic *string    `json:"deployKeyPublic"`
@@ -54,9 +54,9 @@ func repositoryView(r *state.Repository) RepositoryView {
 type ConnectRepositoryRequest struct {
 	RepoURL     string `json:"repoUrl" doc:"https://host/owner/repo(.git), ssh://git@host[:port]/owner/repo.git or git@host:owner/repo.git. Its host must not be a private address."`
 	Branch      string `json:"branch,omitempty" doc:"Default main."`
-	Destination string `json:"destination" enum:"plugin,theme,wp-content"`
+	Destination string `json:"destination" enum:"@repoDestination"`
 	FolderName  string `json:"folderName,omitempty" doc:"For plugin and theme: the directory name; default the repository's name."`
-	AuthKind    string `json:"authKind,omitempty" enum:"https,ssh" doc:"Default https. ssh makes an ed25519 deploy key for this repository (its public half in deployKeyPublic)."`
+	AuthKind    string `json:"authKind,omitempty" enum:"@repoAuthKind" doc:"Default https. ssh makes an ed25519 deploy key for this repository (its public half in deployKeyPublic)."`
 	Token       string `json:"token,omitempty" doc:"For a private https repository: an access token with read access (sealed at rest, never returned)."`
 	AutoDeploy  *bool  `json:"autoDeploy,omitempty" doc:"Default true."`
 }

@@ -21,7 +21,7 @@ type SiteView struct {
 	CreatedByUserID  string     `json:"createdByUserId"`
 	Name             string     `json:"name"`
 	Slug             string     `json:"slug"`
-	Status           string     `json:"status" enum:"creating,ready,failed,deleting,unavailable" doc:"unavailable: its node is down, or the site is being switched to another node."`
+	Status           string     `json:"status" enum:"@siteStatus" doc:"unavailable: its node is down, or the site is being switched to another node."`
 	URL              string     `json:"url"`
 	PHPVersion       string     `json:"phpVersion"`
 	WordPressVersion *string    `json:"wordpressVersion"`

@@ -32,7 +32,7 @@ type TemplateView struct {
 	Description                 string               `json:"description"`
 	SourceSiteID                string               `json:"sourceSiteId"`
 	ArtifactID                  *string              `json:"artifactId" doc:"The blob holding the template's files and database; null until it is written."`
-	Status                      string               `json:"status" enum:"building,ready,failed"`
+	Status                      string               `json:"status" enum:"@templateStatus"`
 	FailureReason               *string              `json:"failureReason"`
 	WordPressVersion            string               `json:"wordpressVersion"`
 	PHPVersion                  string               `json:"phpVersion"`
@@ -41,9 +41,9 @@ type TemplateView struct {
 	LaunchEnabled               bool                 `json:"launchEnabled"`
 	LaunchToken                 *string              `json:"launchToken" doc:"Made when launch is first enabled; null before."`
 	LaunchCount                 int                  `json:"launchCount"`
-	LaunchQuotaMode             string               `json:"launchQuotaMode" enum:"visitor,unlimited"`
-	LaunchEntryMode             string               `json:"launchEntryMode" enum:"anonymous,email"`
-	LaunchExpirationMode        string               `json:"launchExpirationMode" enum:"fixed,none"`
+	LaunchQuotaMode             string               `json:"launchQuotaMode" enum:"@launchQuotaMode"`
+	LaunchEntryMode             string               `json:"launchEntryMode" enum:"@launchEntryMode"`
+	LaunchExpirationMode        string               `json:"launchExpirationMode" enum:"@launchExpirationMode"`
 	LaunchExpirationMinutes     int                  `json:"launchExpirationMinutes"`
 	LaunchLandingPath           string               `json:"launchLandingPath"`
 	LaunchBranding              state.LaunchBranding `json:"launchBranding"`

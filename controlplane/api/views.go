@@ -15,7 +15,7 @@ import (
 type User struct {
 	ID                  string    `json:"id"`
 	Email               string    `json:"email"`
-	Plan                string    `json:"plan" enum:"free,paid"`
+	Plan                string    `json:"plan" enum:"@plan"`
 	PersonalWorkspaceID string    `json:"personalWorkspaceId"`
 	CreatedAt           time.Time `json:"createdAt"`
 }
@@ -32,7 +32,7 @@ type APIToken struct {
 	CreatedAt  time.Time  `json:"createdAt"`
 	ExpiresAt  *time.Time `json:"expiresAt"`
 	Current    bool       `json:"current" doc:"True for the token that made this request."`
-	Kind       string     `json:"kind" enum:"personal,oauth" doc:"oauth: given to a client through the OAuth flow; it works only on /api/account/me and the Imports routes, unless its scope is account (a command-line login)."`
+	Kind       string     `json:"kind" enum:"@tokenKind" doc:"oauth: given to a client through the OAuth flow; it works only on /api/account/me and the Imports routes, unless its scope is account (a command-line login)."`
 	ClientName *string    `json:"clientName,omitempty" doc:"For oauth tokens: the client it was given to."`
 	Scope      *string    `json:"scope,omitempty" doc:"For oauth tokens: its scopes, space-separated."`
 }
@@ -52,7 +52,7 @@ type WorkspaceView struct {
 	Name         string    `json:"name"`
 	OwnerUserID  string    `json:"ownerUserId"`
 	Personal     bool      `json:"personal"`
-	Role         string    `json:"role" enum:"owner,member"`
+	Role         string    `json:"role" enum:"@role"`
 	CustomRoleID *string   `json:"customRoleId"`
 	Capabilities []string  `json:"capabilities"`
 	CreatedAt    time.Time `json:"createdAt"`
@@ -62,7 +62,7 @@ type WorkspaceView struct {
 type MemberView struct {
 	UserID       string    `json:"userId"`
 	Email        string    `json:"email"`
-	Role         string    `json:"role" enum:"owner,member"`
+	Role         string    `json:"role" enum:"@role"`
 	CustomRoleID *string   `json:"customRoleId"`
 	Capabilities []string  `json:"capabilities"`
 	JoinedAt     time.Time `json:"joinedAt"`
@@ -90,7 +90,7 @@ type InvitationView struct {
 	Email           string     `json:"email"`
 	CustomRoleID    *string    `json:"customRoleId"`
 	InvitedByUserID string     `json:"invitedByUserId"`
-	Status          string     `json:"status" enum:"pending,accepted,expired"`
+	Status          string     `json:"status" enum:"@invitationStatus"`
 	CreatedAt       time.Time  `json:"createdAt"`
 	ExpiresAt       time.Time  `json:"expiresAt"`
 	AcceptedAt      *time.Time `json:"acceptedAt"`
@@ -99,8 +99,8 @@ type InvitationView struct {
 // JobView is the addendum's job record.
 type JobView struct {
 	ID         string          `json:"id"`
-	Type       string          `json:"type" enum:"create_site,delete_site,reset_site,update_php_config,switch_php_version,deploy_plugin"`
-	Status     string          `json:"status" enum:"queued,running,succeeded,failed"`
+	Type       string          `json:"type" enum:"@jobType"`
+	Status     string          `json:"status" enum:"@jobStatus"`
 	SiteID     *string         `json:"siteId"`
 	Progress   int             `json:"progress"`
 	Error      *state.JobError `json:"error"`
@@ -117,7 +117,7 @@ func jobView(j *state.Job) JobView {
 
 // Usage is an account's consumption against its plan.
 type Usage struct {
-	Plan   string         `json:"plan" enum:"free,paid"`
+	Plan   string         `json:"plan" enum:"@plan"`
 	Limits plans.Limits   `json:"limits" doc:"0 means unlimited (for siteDiskMb: the node's default, 1024)."`
 	Counts map[string]int `json:"counts"`
 }
@@ -135,7 +135,7 @@ func (a *API) invitationView(inv *state.Invitation, now time.Time) InvitationVie
 	v := InvitationView{ID: inv.ID, WorkspaceID: inv.WorkspaceID, Email: inv.Email, CustomRoleID: optional(inv.CustomRoleID),
 		InvitedByUserID: inv.InvitedByUserID, Status: inv.Status, CreatedAt: inv.CreatedAt, ExpiresAt: inv.ExpiresAt, AcceptedAt: inv.AcceptedAt}
 	if v.Status == state.InvitationPending && !now.Before(inv.ExpiresAt) {
-		v.Status = "expired"
+		v.Status = state.InvitationExpired
 	}
 	if ws, err := a.store.Workspace(inv.WorkspaceID); err == nil && ws != nil {
 		v.WorkspaceName = ws.Name

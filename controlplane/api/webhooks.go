@@ -32,9 +32,9 @@ type WebhookView struct {
 // DeliveryView is one delivery's latest attempt.
 type DeliveryView struct {
 	ID         string    `json:"id" doc:"The delivery's id: its x-service-delivery header."`
-	Event      string    `json:"event" enum:"demo.ready,demo.expired"`
+	Event      string    `json:"event" enum:"@webhookEvent"`
 	Attempt    int       `json:"attempt" doc:"1..8"`
-	Status     string    `json:"status" enum:"delivered,retrying,failed"`
+	Status     string    `json:"status" enum:"@deliveryStatus"`
 	HTTPStatus *int      `json:"httpStatus" doc:"The receiver's answer; null when it gave none (refused, timed out)."`
 	Error      *string   `json:"error"`
 	At         time.Time `json:"at"`

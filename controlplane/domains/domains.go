@@ -22,9 +22,12 @@ import (
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
 
+// RecordTypes is every DNS record type Records names.
+var RecordTypes = []string{"CNAME", "A", "AAAA", "TXT"}
+
 // Record is a DNS record the customer creates at their DNS provider.
 type Record struct {
-	Type  string `json:"type" enum:"CNAME,A,AAAA,TXT"`
+	Type  string `json:"type" enum:"@dnsRecordType"`
 	Name  string `json:"name"`
 	Value string `json:"value"`
 }

@@ -113,9 +113,14 @@ type CreateInput struct {
 	SourceKind string
 }
 
+// Phases is every phase Progress shows: the upload, the restore job's
+// steps (sitejobs reports creating_site, restoring, finishing, done) and
+// the import's end states.
+var Phases = []string{"uploading", "creating_site", "restoring", "finishing", "done", state.ImportFailed, state.ImportCancelled}
+
 // Progress is where an import is: uploading, then the restore's phases.
 type Progress struct {
-	Phase      string `json:"phase" enum:"uploading,creating_site,restoring,finishing,done,failed,cancelled"`
+	Phase      string `json:"phase" enum:"@importPhase"`
 	Percent    int    `json:"percent"`
 	BytesDone  int64  `json:"bytesDone"`
 	BytesTotal int64  `json:"bytesTotal"`

@@ -75,7 +75,7 @@ type PartIn struct {
 
 // Init is the answer to multipart/init.
 type Init struct {
-	Mode          string `json:"mode" enum:"direct,local" doc:"local: no object store here; upload with PUT …/upload chunks instead."`
+	Mode          string `json:"mode" enum:"@multipartMode" doc:"local: no object store here; upload with PUT …/upload chunks instead."`
 	UploadID      string `json:"uploadId"`
 	PartSizeBytes int64  `json:"partSizeBytes" doc:"Every part but an object's last has this size (in local mode: the largest chunk)."`
 }

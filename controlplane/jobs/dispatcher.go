@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -108,6 +109,18 @@ func (d *Dispatcher) Register(jobType string, r Runner) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.runners[jobType] = r
+}
+
+// Types lists the job types that have a runner, sorted.
+func (d *Dispatcher) Types() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]string, 0, len(d.runners))
+	for t := range d.runners {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // New makes a queued job row; the caller applies fsm.CreateJob with it.

@@ -44,6 +44,12 @@ const (
 	MoveSite = "move_site"
 )
 
+// Types is every job type, in the order the document lists them. The
+// API's enum of job types is taken from here; a server test checks that
+// the types with a runner are exactly these.
+var Types = []string{CreateSite, DeleteSite, ResetSite, RestoreSite, SwitchPHPVersion, UpdatePHPConfig, DeployPlugin,
+	SnapshotTemplate, GitDeploy, ImportRestore, ApplyBlueprint, BakeBlueprint, SetSiteDomain, SnapshotSite, MoveSite}
+
 // SnapshotPayload is what a snapshot_site job carries.
 type SnapshotPayload struct {
 	Reason string `json:"reason"` // schedule, operator or drain

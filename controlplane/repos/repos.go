@@ -44,6 +44,12 @@ const (
 	AuthSSH       = "ssh"
 )
 
+// Destinations and AuthKinds are those value sets, for the API document.
+var (
+	Destinations = []string{DestPlugin, DestTheme, DestWPContent}
+	AuthKinds    = []string{AuthHTTPS, AuthSSH}
+)
+
 // Config wires the service.
 type Config struct {
 	Store *state.Store

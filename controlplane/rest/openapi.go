@@ -22,6 +22,10 @@ type OpenAPIInfo struct {
 	// Webhooks are the requests the service sends to its customers'
 	// endpoints (OpenAPI 3.1's webhooks object).
 	Webhooks []Webhook
+	// Enums are the closed sets a field's `enum:"@name"` tag names, each
+	// taken from the constants the code sends, so that the document's
+	// enums cannot drift from the answers.
+	Enums map[string][]string
 }
 
 // Webhook is one kind of request the service sends: its body's type and
@@ -38,7 +42,7 @@ var pathParam = regexp.MustCompile(`\{([A-Za-z0-9_]+)\.{0,3}\}`)
 // OpenAPI builds an OpenAPI 3.1 document from the registered routes, so
 // the document and the router cannot drift apart.
 func (rt *Router) OpenAPI(info OpenAPIInfo) map[string]any {
-	g := &schemaGen{defs: map[string]any{}}
+	g := &schemaGen{defs: map[string]any{}, enums: info.Enums}
 	paths := map[string]map[string]any{}
 	for _, r := range rt.Routes() {
 		op := map[string]any{
@@ -226,7 +230,25 @@ func sortedKeys(m map[string]string) []string {
 	return out
 }
 
-type schemaGen struct{ defs map[string]any }
+type schemaGen struct {
+	defs  map[string]any
+	enums map[string][]string
+}
+
+// enumValues resolves an enum tag: "@name" is a set of OpenAPIInfo.Enums
+// (an unknown name is a programming error the document's tests catch);
+// anything else is a literal comma-separated list.
+func (g *schemaGen) enumValues(tag string) []string {
+	name, ok := strings.CutPrefix(tag, "@")
+	if !ok {
+		return strings.Split(tag, ",")
+	}
+	vals, ok := g.enums[name]
+	if !ok || len(vals) == 0 {
+		panic(fmt.Sprintf("openapi: enum tag @%s names no set of OpenAPIInfo.Enums", name))
+	}
+	return slices.Clone(vals)
+}
 
 var (
 	timeType = reflect.TypeOf(time.Time{})
@@ -291,7 +313,7 @@ func (g *schemaGen) object(t reflect.Type) map[string]any {
 		}
 		s := g.schema(f.Type)
 		if enum := f.Tag.Get("enum"); enum != "" {
-			s["enum"] = strings.Split(enum, ",")
+			s["enum"] = g.enumValues(enum)
 		}
 		if doc := f.Tag.Get("doc"); doc != "" {
 			s = map[string]any{"allOf": []any{s}, "description": doc}

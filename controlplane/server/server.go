@@ -937,7 +937,7 @@ func (s *Server) OpenAPI() map[string]any {
 		"idempotency-key":     "The event's id, the same on every attempt: deduplicate on it.",
 	}
 	retries := " Delivered with a 10 s timeout, no redirect followed; a non-2xx answer is retried after 10 s, 30 s, 1 min, 5 min, 15 min, 1 h and 3 h (each ±20%), 8 attempts in all, then failed."
-	return s.router.OpenAPI(rest.OpenAPIInfo{Title: "sandboxd API", Version: Version,
+	return s.router.OpenAPI(rest.OpenAPIInfo{Title: "sandboxd API", Version: Version, Enums: api.Enums(),
 		Description: "Disposable WordPress sandboxes. Errors use the envelope {error: {code, message, details}}. " +
 			"A template's public launch link is served outside the API, at GET /launch/{launchToken} (HTML for people). " +
 			"Git push webhooks are received at POST /hooks/git/{repositoryId}/{secret}, the webhookUrl a connected repository's creation answers " +

@@ -130,8 +130,15 @@ type InstalledPlugin struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
 	Active  bool   `json:"active"`
-	Kind    string `json:"kind" enum:"plugin,theme"`
+	Kind    string `json:"kind" enum:"@pluginKind"`
 }
+
+// PluginKinds is what an installed plugin can be.
+var PluginKinds = []string{"plugin", "theme"}
+
+// FileEntryTypes is what a directory listing's entry can be (the agent's
+// in-site lister reports these).
+var FileEntryTypes = []string{"file", "directory", "symlink"}
 
 // CodeFileNotFound answers a file-manager call on a path that does not exist.
 const CodeFileNotFound = "file_not_found"
@@ -161,7 +168,7 @@ type FileOp struct {
 // FileEntry is one directory entry of a listing.
 type FileEntry struct {
 	Name       string `json:"name"`
-	Type       string `json:"type" enum:"file,directory,symlink"`
+	Type       string `json:"type" enum:"@fileEntryType"`
 	SizeBytes  int64  `json:"sizeBytes"`
 	ModifiedAt string `json:"modifiedAt"`
 }

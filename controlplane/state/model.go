@@ -84,6 +84,9 @@ func (t *Token) Scoped() bool { return t.Kind == TokenOAuth && t.Scope != ScopeA
 const (
 	InvitationPending  = "pending"
 	InvitationAccepted = "accepted"
+	// InvitationExpired is never stored: a pending invitation past its
+	// ExpiresAt reads as expired.
+	InvitationExpired = "expired"
 )
 
 // Invitation asks an email address to join a workspace.

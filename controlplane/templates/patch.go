@@ -24,9 +24,9 @@ type Patch struct {
 	WarmPoolSize *int    `json:"warmPoolSize,omitempty" doc:"Ready sites of this template kept per node (paid plan; at most the operator's bound, 10 by default)."`
 	// Launch link settings (the public launcher uses them).
 	LaunchEnabled               *bool          `json:"launchEnabled,omitempty" doc:"A paid-plan feature: enabling it on a free plan answers 402 template_sharing_requires_paid_plan. launchToken is made when it is first enabled and never changes."`
-	LaunchQuotaMode             *string        `json:"launchQuotaMode,omitempty" enum:"visitor,unlimited"`
-	LaunchEntryMode             *string        `json:"launchEntryMode,omitempty" enum:"anonymous,email"`
-	LaunchExpirationMode        *string        `json:"launchExpirationMode,omitempty" enum:"fixed,none"`
+	LaunchQuotaMode             *string        `json:"launchQuotaMode,omitempty" enum:"@launchQuotaMode"`
+	LaunchEntryMode             *string        `json:"launchEntryMode,omitempty" enum:"@launchEntryMode"`
+	LaunchExpirationMode        *string        `json:"launchExpirationMode,omitempty" enum:"@launchExpirationMode"`
 	LaunchExpirationMinutes     *int           `json:"launchExpirationMinutes,omitempty" doc:"1..43200"`
 	LaunchLandingPath           *string        `json:"launchLandingPath,omitempty" doc:"A path in the sandbox, starting with /."`
 	LaunchBranding              *BrandingPatch `json:"launchBranding,omitempty"`
@@ -146,13 +146,13 @@ func applyLaunch(l *state.Launch, p Patch) error {
 	if p.LaunchEnabled != nil {
 		l.Enabled = *p.LaunchEnabled
 	}
-	if err := oneOf("launchQuotaMode", p.LaunchQuotaMode, &l.QuotaMode, "visitor", "unlimited"); err != nil {
+	if err := oneOf("launchQuotaMode", p.LaunchQuotaMode, &l.QuotaMode, QuotaModes...); err != nil {
 		return err
 	}
-	if err := oneOf("launchEntryMode", p.LaunchEntryMode, &l.EntryMode, "anonymous", "email"); err != nil {
+	if err := oneOf("launchEntryMode", p.LaunchEntryMode, &l.EntryMode, EntryModes...); err != nil {
 		return err
 	}
-	if err := oneOf("launchExpirationMode", p.LaunchExpirationMode, &l.ExpirationMode, "fixed", "none"); err != nil {
+	if err := oneOf("launchExpirationMode", p.LaunchExpirationMode, &l.ExpirationMode, ExpirationModes...); err != nil {
 		return err
 	}
 	if v := p.LaunchExpirationMinutes; v != nil {

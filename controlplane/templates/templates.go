@@ -59,6 +59,13 @@ type Create struct {
 	Description string
 }
 
+// The launch settings' value sets.
+var (
+	QuotaModes      = []string{"visitor", "unlimited"}
+	EntryModes      = []string{"anonymous", "email"}
+	ExpirationModes = []string{"fixed", "none"}
+)
+
 // Launch defaults: a new template's launch link, off until enabled.
 // DefaultLaunch is the launch settings a new template starts with.
 var DefaultLaunch = state.Launch{QuotaMode: "visitor", EntryMode: "anonymous", ExpirationMode: "fixed",

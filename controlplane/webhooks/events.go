@@ -14,18 +14,25 @@ const (
 	DemoExpired = "demo.expired"
 )
 
+// The value sets of an Event, for the API document.
+var (
+	Events      = []string{DemoReady, DemoExpired}
+	DemoStatus  = []string{"ready", "expired"}
+	SourceKinds = []string{"template_launch", "test"}
+)
+
 // Event is the contract's webhook payload, the same for both types.
 type Event struct {
 	ID           string    `json:"id"`
-	Type         string    `json:"type" enum:"demo.ready,demo.expired"`
+	Type         string    `json:"type" enum:"@webhookEvent"`
 	OccurredAt   time.Time `json:"occurredAt"`
 	WorkspaceID  string    `json:"workspaceId"`
 	TemplateID   string    `json:"templateId"`
 	SiteID       string    `json:"siteId"`
 	SiteURL      string    `json:"siteUrl"`
 	Email        *string   `json:"email" doc:"null when the launch link does not collect an email."`
-	Status       string    `json:"status" enum:"ready,expired"`
-	Source       string    `json:"source" enum:"template_launch,test" doc:"test for the event POST …/test sends."`
+	Status       string    `json:"status" enum:"@webhookDemoStatus"`
+	Source       string    `json:"source" enum:"@webhookSource" doc:"test for the event POST …/test sends."`
 	Consent      bool      `json:"consent"`
 	ConsentLabel *string   `json:"consentLabel" doc:"The checkbox text the visitor saw; null when consent is disabled."`
 }
