@@ -227,7 +227,7 @@ func succeeded(t *testing.T, what string, r *st.Response) {
 // mirror serves run on real sites, made from them or applied to them, and
 // their effects are read back from WordPress; a failing step stops its
 // run; a run cannot reach another site's database; a Blueprint baked into
-// a template, then rebaked, keeps the template's slug and launch token,
+// a template, then rebaked, keeps the template's id, slug and launch token,
 // and sites from it have the Blueprint's effects.
 func TestBlueprintsOnRealSites(t *testing.T) {
 	_, rules := resourceMirror(t)
@@ -365,25 +365,37 @@ func TestBlueprintsOnRealSites(t *testing.T) {
 	if other := d.owner.Do("POST", "/api/app/blueprints/"+translations+"/bake", map[string]any{"templateId": tplID}); other.Status != 400 {
 		t.Fatalf("rebake from another Blueprint: %d %s", other.Status, other.Raw)
 	}
+	before := d.owner.Do("POST", "/api/app/templates/"+tplID+"/sites", map[string]any{"name": "Before the rebake"}).Must(t, 202)
+	if job := d.waitJob(t, before.Str("jobId")); job["status"] != "succeeded" {
+		t.Fatalf("site from the baked template: %v", job)
+	}
+	// A rebake keeps the template's id (as well as its slug and launch
+	// token): clients that stored it go on working.
 	rebake := d.owner.Do("POST", "/api/app/blueprints/"+notice+"/bake", map[string]any{"templateId": tplID}).Must(t, 202)
-	newID := rebake.Str("template.id")
+	if rebake.Str("template.id") != tplID || rebake.Str("run.templateId") != tplID {
+		t.Fatalf("the rebake answers another template: %s", rebake.Raw)
+	}
 	succeeded(t, "rebake", d.waitRun(t, notice, rebake.Str("run.id")))
-	st.WaitFor(t, 3*time.Minute, "the rebaked template", func() bool {
-		tpl = d.owner.Do("GET", "/api/app/templates/"+newID, nil)
-		return tpl.Status == 200 && tpl.Str("template.status") == "ready" && tpl.Str("template.slug") == slug
+	st.WaitFor(t, 3*time.Minute, "the rebuild folded into the template", func() bool {
+		tpl = d.owner.Do("GET", "/api/app/templates/"+tplID, nil).Must(t, 200)
+		return tpl.Str("template.updatedAt") != launch.Str("template.updatedAt") &&
+			len(d.owner.Do("GET", "/api/app/templates", nil).Must(t, 200).List("templates")) == 1
 	})
-	if tpl.Str("template.launchToken") != token || tpl.Str("template.sourceBlueprintId") != notice {
+	if tpl.Str("template.status") != "ready" || tpl.Str("template.slug") != slug || tpl.Str("template.launchToken") != token ||
+		tpl.Str("template.sourceBlueprintId") != notice {
 		t.Fatalf("rebaked: %s", tpl.Raw)
 	}
-	if r := d.owner.Do("GET", "/api/app/templates/"+tplID, nil); r.Status != 404 {
-		t.Fatalf("the replaced template: %d", r.Status)
-	}
-	fromTpl := d.owner.Do("POST", "/api/app/templates/"+newID+"/sites", map[string]any{"name": "From baked"}).Must(t, 202)
+	fromTpl := d.owner.Do("POST", "/api/app/templates/"+tplID+"/sites", map[string]any{"name": "From baked"}).Must(t, 202)
 	if job := d.waitJob(t, fromTpl.Str("jobId")); job["status"] != "succeeded" {
 		t.Fatalf("site from the baked template: %v", job)
 	}
 	if c := d.check(t, fromTpl.Str("site.id"), fromTpl.Str("site.url")); c["mu_notice"] != true {
 		t.Fatalf("site from the baked template: %v", c)
+	}
+	// The site made from the old build keeps its files (the node keeps
+	// that build while the site lives).
+	if c := d.check(t, before.Str("site.id"), before.Str("site.url")); c["mu_notice"] != true {
+		t.Fatalf("site made before the rebake: %v", c)
 	}
 	// The scratch sites are gone.
 	st.WaitFor(t, time.Minute, "the scratch sites to go", func() bool {

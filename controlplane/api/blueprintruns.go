@@ -59,9 +59,13 @@ func runView(r *state.BlueprintRun) RunView {
 	for _, s := range r.Steps {
 		steps = append(steps, RunStepView{Name: s.Name, Status: s.Status, DurationMs: s.DurationMs, Caption: s.Caption, Path: s.Path})
 	}
+	tpl := r.TemplateID
+	if r.ReplacesTemplateID != "" {
+		tpl = r.ReplacesTemplateID // a rebake makes the template it rebuilds anew, under its id
+	}
 	return RunView{ID: r.ID, BlueprintID: r.BlueprintID, OrgID: r.WorkspaceID, CreatedByUserID: r.CreatedByUserID,
 		BlueprintRevision: r.BlueprintRevision, SiteID: r.SiteID, JobID: r.JobID, Mode: r.Mode, Status: r.Status, Steps: steps,
-		Log: r.Log, RunnerVersion: r.RunnerVersion, FailureReason: r.FailureReason, TemplateID: r.TemplateID,
+		Log: r.Log, RunnerVersion: r.RunnerVersion, FailureReason: r.FailureReason, TemplateID: tpl,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, CreatedAt: r.CreatedAt}
 }
 
@@ -184,7 +188,13 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 				return err
 			}
 			_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.StartBake) any {
-				return bakeResponse{Template: templateView(&cmd.Template), Run: runView(&cmd.Run)}
+				tpl := &cmd.Template
+				if tpl.RebuildOf != "" { // a rebake answers the template it rebuilds, which keeps its id
+					if old, err := a.store.Template(tpl.RebuildOf); err == nil && old != nil {
+						tpl = old
+					}
+				}
+				return bakeResponse{Template: templateView(tpl), Run: runView(&cmd.Run)}
 			}, func(ctx context.Context) error {
 				_, _, err := a.cfg.Runs.Bake(ctx, caller(req), b, body.Name, body.Description, body.TemplateID)
 				return err

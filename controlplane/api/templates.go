@@ -208,6 +208,9 @@ func (a *API) listTemplates(w http.ResponseWriter, req *http.Request) error {
 	}
 	out := make([]TemplateView, 0, len(ts))
 	for _, t := range ts {
+		if t.RebuildOf != "" {
+			continue // a rebake in progress shows as the template it rebuilds
+		}
 		out = append(out, templateView(t))
 	}
 	return rest.JSON(w, http.StatusOK, templatesResponse{Templates: out})

@@ -132,8 +132,9 @@ func (s *Service) Apply(ctx context.Context, c Caller, site *state.Site, b *stat
 }
 
 // Bake makes a template from a saved Blueprint: a scratch site, the run,
-// the freeze. With rebake set (a template baked from this Blueprint),
-// the new template takes that one's slug and launch token once ready.
+// the freeze. With rebake set (a ready template baked from this
+// Blueprint), the rebuild is folded into that template once ready: it
+// keeps its id, slug and launch token, and is what Bake returns.
 func (s *Service) Bake(ctx context.Context, c Caller, b *state.Blueprint, name, description, rebake string) (*state.Template, *state.BlueprintRun, error) {
 	if s.cfg.Sites == nil {
 		return nil, nil, apierr.Unavailable("sites cannot be made here")
@@ -199,8 +200,10 @@ func (s *Service) Bake(ctx context.Context, c Caller, b *state.Blueprint, name, 
 		Name: nm, Description: desc, Status: state.TemplateBuilding, Launch: templates.DefaultLaunch,
 		SourceBlueprintID: b.ID, SourceBlueprintRevision: b.Revision, CreatedAt: now, UpdatedAt: now}
 	if old != nil {
-		// Building beside the old one under a slug of its own; it takes
-		// the old slug when it replaces it.
+		// Building beside the old one, internal and under a slug of its
+		// own, until it is folded into the old one (same id, slug and
+		// launch token).
+		tpl.RebuildOf = old.ID
 		tpl.Slug = naming.Slug(old.Slug+"-rebake", "template", taken, true)
 	} else {
 		tpl.Slug = naming.Slug(nm, "template", taken, false)
@@ -217,6 +220,9 @@ func (s *Service) Bake(ctx context.Context, c Caller, b *state.Blueprint, name, 
 			return nil, nil, apierr.Invalid("name", "another template took the slug meanwhile; try again")
 		}
 		return nil, nil, err
+	}
+	if old != nil {
+		return old, &run, nil
 	}
 	return &tpl, &run, nil
 }

@@ -168,6 +168,7 @@ type want struct {
 	size     int
 	php      string
 	template string
+	build    string // the template's Build (empty: its id)
 	diskMB   int
 }
 
@@ -191,8 +192,11 @@ func (p *Pool) wanted(node scheduler.Node, templates []*state.Template) map[stri
 	}
 	held := p.cfg.Nodes.HeldTemplates(node.ID)
 	for _, t := range templates {
-		if t.WarmPoolSize > 0 && t.Status == state.TemplateReady && (t.NodeID == node.ID || slices.Contains(held, t.ID)) {
-			out[TemplateKey(t.ID)] = want{size: t.WarmPoolSize, php: t.PHPVersion, template: t.ID, diskMB: p.cfg.TemplateDiskMB}
+		if t.WarmPoolSize > 0 && t.Status == state.TemplateReady && (t.NodeID == node.ID || slices.Contains(held, t.BuildID())) {
+			// Keyed by build: a rebake's new build fills a pool of its
+			// own, and the old build's pooled sites are discarded.
+			out[TemplateKey(t.BuildID())] = want{size: t.WarmPoolSize, php: t.PHPVersion, template: t.ID, build: t.Build,
+				diskMB: p.cfg.TemplateDiskMB}
 		}
 	}
 	return out
@@ -287,9 +291,10 @@ func (p *Pool) start(ctx context.Context, nodeID, key string, w want) error {
 	slug := "pool-" + strings.ToLower(ids.Random(5))
 	site := state.Site{ID: ids.New(ids.Site), WorkspaceID: state.PoolWorkspace, UserID: state.PoolWorkspace,
 		CreatedByUserID: state.PoolWorkspace, Name: "WordPress sandbox", Slug: slug, Status: state.SiteCreating,
-		URL: p.cfg.SiteURL(slug), PHPVersion: w.php, NodeID: nodeID, TemplateID: w.template, Pool: key, CreatedAt: now, UpdatedAt: now}
+		URL: p.cfg.SiteURL(slug), PHPVersion: w.php, NodeID: nodeID, TemplateID: w.template, TemplateBuild: w.build, Pool: key,
+		CreatedAt: now, UpdatedAt: now}
 	job, err := jobs.New(jobspec.CreateSite, state.PoolWorkspace, site.ID, jobspec.CreatePayload{AdminUser: "admin",
-		AdminEmail: "admin@example.com", DiskMB: w.diskMB, TemplateID: w.template}, now)
+		AdminEmail: "admin@example.com", DiskMB: w.diskMB, TemplateID: site.TemplateBuildID()}, now)
 	if err != nil {
 		return err
 	}

@@ -68,16 +68,17 @@ func (r *Runners) ensureTemplate(ctx context.Context, agent agentv1connect.Agent
 	if r.Held != nil && slices.Contains(r.Held.HeldTemplates(nodeID), templateID) {
 		return nil
 	}
-	if tpl, err := r.Store.Template(templateID); err == nil && tpl != nil && tpl.NodeID == nodeID {
+	if tpl, err := r.Store.TemplateByBuild(templateID); err == nil && tpl != nil && tpl.NodeID == nodeID {
 		return nil
 	}
 	return r.sendTemplate(ctx, agent, templateID, jobID)
 }
 
 // sendTemplate streams a template's artifact from the blob store to an
-// agent, which keeps it as a template of its own.
+// agent, which keeps it as a template of its own; templateID is the
+// template's build.
 func (r *Runners) sendTemplate(ctx context.Context, agent agentv1connect.AgentServiceClient, templateID, jobID string) error {
-	tpl, err := r.Store.Template(templateID)
+	tpl, err := r.Store.TemplateByBuild(templateID)
 	if err != nil {
 		return err
 	}

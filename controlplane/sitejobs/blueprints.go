@@ -134,7 +134,15 @@ func (r *Runners) bake(ctx context.Context, j *state.Job, progress func(int)) er
 func (r *Runners) afterBake(ctx context.Context, j *state.Job, run *state.BlueprintRun, tpl *state.Template) error {
 	if run.ReplacesTemplateID != "" {
 		_, err := r.Raft.Apply(ctx, fsm.ReplaceTemplate{OldID: run.ReplacesTemplateID, NewID: tpl.ID, At: r.now()})
-		if err != nil && !errors.Is(err, state.ErrNotFound) {
+		if errors.Is(err, state.ErrNotFound) {
+			// The template was deleted meanwhile (or the fold is done):
+			// an internal rebuild left behind goes too.
+			_, err = r.Raft.Apply(ctx, fsm.DeleteTemplate{ID: tpl.ID})
+			if errors.Is(err, state.ErrNotFound) {
+				err = nil
+			}
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -52,7 +52,7 @@ func (r *Runners) freezeInto(ctx context.Context, j *state.Job, s *state.Site, t
 		return r.templateFailed(ctx, tpl, &jobs.Failure{Code: "node_unavailable", Message: err.Error()})
 	}
 	progress(10)
-	resp, err := agent.FreezeTemplate(ctx, connect.NewRequest(&agentv1.FreezeTemplateRequest{SiteId: s.ID, TemplateId: tpl.ID, JobId: j.ID}))
+	resp, err := agent.FreezeTemplate(ctx, connect.NewRequest(&agentv1.FreezeTemplateRequest{SiteId: s.ID, TemplateId: tpl.BuildID(), JobId: j.ID}))
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -62,7 +62,7 @@ func (r *Runners) freezeInto(ctx context.Context, j *state.Job, s *state.Site, t
 	progress(60)
 	// The artifact lets any node make sites of the template, and it
 	// outlives the node that froze it.
-	sha, err := r.exportArtifact(ctx, agent, tpl.ID, j.ID)
+	sha, err := r.exportArtifact(ctx, agent, tpl.BuildID(), j.ID)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -85,6 +85,14 @@ func (r *Runners) templateFailed(ctx context.Context, tpl *state.Template, err e
 	var f *jobs.Failure
 	if errors.As(err, &f) {
 		msg = f.Message
+	}
+	// A rebake's rebuild is internal: it goes, and the run says why; the
+	// template it rebuilds stays as it was.
+	if tpl.RebuildOf != "" {
+		if _, derr := r.Raft.Apply(context.WithoutCancel(ctx), fsm.DeleteTemplate{ID: tpl.ID}); derr != nil && !errors.Is(derr, state.ErrNotFound) {
+			return errors.Join(err, derr)
+		}
+		return err
 	}
 	// Only a template still building fails: a ready one (a job run again
 	// after it finished) stays as it is.
@@ -192,13 +200,13 @@ func (r *Runners) collectTemplates(ctx context.Context, held HeldTemplates) {
 		}
 		used := map[string]bool{}
 		for _, s := range sites {
-			used[s.TemplateID] = true
+			used[s.TemplateBuildID()] = true
 		}
 		for _, id := range have {
 			if used[id] {
 				continue
 			}
-			if tpl, err := r.Store.Template(id); err != nil || tpl != nil {
+			if tpl, err := r.Store.TemplateByBuild(id); err != nil || tpl != nil {
 				continue
 			}
 			agent, err := r.Agents.Agent(n.ID)

@@ -33,7 +33,7 @@ func (s *Service) claim(ctx context.Context, site state.Site, p jobspec.CreatePa
 	}
 	key := pool.StockKey(site.PHPVersion, p.DiskMB)
 	if site.TemplateID != "" {
-		key = pool.TemplateKey(site.TemplateID)
+		key = pool.TemplateKey(site.TemplateBuildID())
 	}
 	ps := s.cfg.Pools.Take(key)
 	if ps != nil && wantWP != "" && !strings.HasPrefix(ps.WordPressVersion, wantWP) {

@@ -182,7 +182,8 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 	payload := jobspec.CreatePayload{AdminUser: "admin", AdminEmail: in.By.Email, WordPressVersion: in.WordPressVersion,
 		DiskMB: s.cfg.Plans.For(plan).SiteDiskMB}
 	if tpl != nil {
-		site.TemplateID, payload.TemplateID, site.Entry = tpl.ID, tpl.ID, tpl.Entry
+		site.TemplateID, site.TemplateBuild, site.Entry = tpl.ID, tpl.Build, tpl.Entry
+		payload.TemplateID = tpl.BuildID() // what the node clones
 	}
 	if !strings.Contains(payload.AdminEmail, ".") { // owner@localhost is no address WordPress accepts
 		payload.AdminEmail = "admin@example.com"
@@ -284,7 +285,7 @@ func (s *Service) place(php string) (string, error) {
 // holds reports whether a node holds a template (it froze it, or has a
 // copy).
 func (s *Service) holds(nodeID string, t *state.Template) bool {
-	return nodeID == t.NodeID || slices.Contains(s.cfg.Nodes.HeldTemplates(nodeID), t.ID)
+	return nodeID == t.NodeID || slices.Contains(s.cfg.Nodes.HeldTemplates(nodeID), t.BuildID())
 }
 
 // placeFrom places a site made from template t: on a node that holds it
@@ -363,11 +364,11 @@ func (s *Service) Restore(ctx context.Context, site *state.Site, templateID stri
 			"to copy there; make a new site from it instead")
 	}
 	now := s.now()
-	job, err := jobs.New(jobspec.RestoreSite, site.WorkspaceID, site.ID, jobspec.TemplatePayload{TemplateID: t.ID}, now)
+	job, err := jobs.New(jobspec.RestoreSite, site.WorkspaceID, site.ID, jobspec.TemplatePayload{TemplateID: t.BuildID()}, now)
 	if err != nil {
 		return nil, "", err
 	}
-	u := state.SiteUpdate{ID: site.ID, Status: state.SiteCreating, TemplateID: t.ID, At: now}
+	u := state.SiteUpdate{ID: site.ID, Status: state.SiteCreating, TemplateID: t.ID, TemplateBuild: t.Build, At: now}
 	if _, err := s.cfg.Raft.Apply(ctx, fsm.UpdateSiteWithJob{Update: u, Job: job}); err != nil {
 		if errors.Is(err, state.ErrNotFound) {
 			return nil, "", apierr.NotFound(apierr.CodeSiteNotFound, "site")
@@ -375,7 +376,7 @@ func (s *Service) Restore(ctx context.Context, site *state.Site, templateID stri
 		return nil, "", err
 	}
 	next := *site
-	next.Status, next.TemplateID, next.UpdatedAt = u.Status, u.TemplateID, now
+	next.Status, next.TemplateID, next.TemplateBuild, next.UpdatedAt = u.Status, u.TemplateID, u.TemplateBuild, now
 	return &next, job.ID, nil
 }
 

@@ -207,8 +207,11 @@ type Site struct {
 	PHPVersion       string `json:"phpVersion"`
 	WordPressVersion string `json:"wordpressVersion"`
 	TemplateID       string `json:"templateId"`
-	NodeID           string `json:"nodeId"`
-	Port             int    `json:"port"`
+	// TemplateBuild is the build of the template the site was cloned from
+	// when it is not the template's id (the template was rebaked first).
+	TemplateBuild string `json:"templateBuild,omitempty"`
+	NodeID        string `json:"nodeId"`
+	Port          int    `json:"port"`
 	// Address is the site's own IP on its node (its network namespace);
 	// the edge dials Address:Port. Empty for sites of older agents, served
 	// at the node's backend host.
@@ -232,6 +235,15 @@ type Site struct {
 	RestoredFrom *time.Time `json:"restoredFrom,omitempty"`
 	CreatedAt    time.Time  `json:"createdAt"`
 	UpdatedAt    time.Time  `json:"updatedAt"`
+}
+
+// TemplateBuildID is the template build the site's files came from ("":
+// made fresh): what its node must keep while the site lives.
+func (s *Site) TemplateBuildID() string {
+	if s.TemplateBuild != "" {
+		return s.TemplateBuild
+	}
+	return s.TemplateID
 }
 
 // SiteMove is a move of a site to another node in progress.

@@ -56,9 +56,10 @@ func TestRuns(t *testing.T) {
 	}
 }
 
-// TestReplaceTemplate: a ready rebuild takes the old template's slug,
-// launch settings and token, warm pool and leads; the old row
-// goes. A rebuild not ready yet, or of another workspace, is refused.
+// TestReplaceTemplate: a ready rebuild is folded into the template it
+// rebuilds, which keeps its id, slug, launch settings and token, warm
+// pool and leads and takes the rebuild's build, versions and name; the
+// rebuild's row goes. A rebuild not ready yet is refused.
 func TestReplaceTemplate(t *testing.T) {
 	s := seed(t)
 	seedTemplate(t, s) // tpl_1, slug starter
@@ -67,7 +68,8 @@ func TestReplaceTemplate(t *testing.T) {
 	o.Status, o.WarmPoolSize, o.Launch.Token = TemplateReady, 2, "tok123"
 	must(t, s.Update(func(tx *Tx) error { return tx.PutTemplate(o, nil) }))
 	must(t, s.Update(func(tx *Tx) error {
-		return tx.CreateTemplate(Template{ID: "tpl_2", WorkspaceID: "ws_a", UserID: "usr_a", Slug: "starter-rebake-x", Status: TemplateBuilding, CreatedAt: t0}, Quota{})
+		return tx.CreateTemplate(Template{ID: "tpl_2", WorkspaceID: "ws_a", UserID: "usr_a", Slug: "starter-rebake-x", Name: "Starter v2",
+			Status: TemplateBuilding, RebuildOf: "tpl_1", CreatedAt: t0}, Quota{})
 	}))
 	must(t, s.Update(func(tx *Tx) error {
 		return tx.AddLead(Lead{ID: "lead_1", TemplateID: "tpl_1", WorkspaceID: "ws_a", Email: "a@b.c"})
@@ -77,21 +79,30 @@ func TestReplaceTemplate(t *testing.T) {
 	}
 	n, _ := s.Template("tpl_2")
 	ready := *n
-	ready.Status = TemplateReady
+	ready.Status, ready.PHPVersion, ready.ArtifactSHA256 = TemplateReady, "8.4", "sha-v2"
 	must(t, s.Update(func(tx *Tx) error { return tx.PutTemplate(ready, nil) }))
 	must(t, s.Update(func(tx *Tx) error { return tx.ReplaceTemplate("tpl_1", "tpl_2", t0) }))
-	got, _ := s.Template("tpl_2")
-	if gone, _ := s.Template("tpl_1"); gone != nil || got.Slug != "starter" || got.Launch.Token != "tok123" ||
+	got, _ := s.Template("tpl_1")
+	if gone, _ := s.Template("tpl_2"); gone != nil || got == nil || got.Slug != "starter" || got.Launch.Token != "tok123" ||
 		got.WarmPoolSize != 2 || got.Launch.Branding.Headline != "Try it" {
-		t.Fatalf("after the replace: old %v, new %+v", gone, got)
+		t.Fatalf("after the replace: rebuild %v, template %+v", gone, got)
 	}
-	if tpl, _ := s.TemplateByLaunchToken("tok123"); tpl == nil || tpl.ID != "tpl_2" {
+	if got.BuildID() != "tpl_2" || got.Name != "Starter v2" || got.PHPVersion != "8.4" || got.ArtifactSHA256 != "sha-v2" || got.RebuildOf != "" {
+		t.Fatalf("the template did not take the rebuild's content: %+v", got)
+	}
+	if b, _ := s.TemplateByBuild("tpl_2"); b == nil || b.ID != "tpl_1" {
+		t.Fatalf("the build tpl_2 belongs to %v", b)
+	}
+	if b, _ := s.TemplateByBuild("tpl_1"); b != nil {
+		t.Fatalf("the replaced build still belongs to %v", b)
+	}
+	if tpl, _ := s.TemplateByLaunchToken("tok123"); tpl == nil || tpl.ID != "tpl_1" {
 		t.Fatalf("the token leads to %v", tpl)
 	}
-	if leads, _ := s.LeadsOf("tpl_2"); len(leads) != 1 {
-		t.Fatalf("leads moved: %v", leads)
+	if leads, _ := s.LeadsOf("tpl_1"); len(leads) != 1 {
+		t.Fatalf("leads kept: %v", leads)
 	}
 	if err := s.Update(func(tx *Tx) error { return tx.ReplaceTemplate("tpl_1", "tpl_2", t0) }); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("replacing a gone template: %v", err)
+		t.Fatalf("replacing with a gone rebuild: %v", err)
 	}
 }

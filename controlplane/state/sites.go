@@ -127,7 +127,9 @@ type SiteUpdate struct {
 	PHPVersion       string `json:"phpVersion,omitempty"`
 	// TemplateID makes the site's record say it is made from this
 	// template (a restore).
-	TemplateID    string  `json:"templateId,omitempty"`
+	TemplateID string `json:"templateId,omitempty"`
+	// TemplateBuild goes with TemplateID: the template's build.
+	TemplateBuild string  `json:"templateBuild,omitempty"`
 	FailureReason *string `json:"failureReason,omitempty"`
 	// Entry replaces the site's login entry when not nil.
 	Entry *SiteEntry `json:"entry,omitempty"`
@@ -173,7 +175,7 @@ func (t *Tx) UpdateSite(u SiteUpdate) (*Site, error) {
 			c.PHPVersion = u.PHPVersion
 		}
 		if u.TemplateID != "" {
-			c.TemplateID = u.TemplateID
+			c.TemplateID, c.TemplateBuild = u.TemplateID, u.TemplateBuild
 		}
 		if u.Entry != nil {
 			c.Entry = *u.Entry

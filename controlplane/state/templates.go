@@ -72,9 +72,26 @@ type Template struct {
 	SourceBlueprintID       string `json:"sourceBlueprintId,omitempty"`
 	SourceBlueprintRevision int    `json:"sourceBlueprintRevision,omitempty"`
 	// Entry is the login entry sites made from the template start with.
-	Entry     SiteEntry `json:"entry,omitzero"`
+	Entry SiteEntry `json:"entry,omitzero"`
+	// Build names the frozen files and database (on nodes, in the
+	// artifact) when they are not the template's own id: a rebake swaps
+	// a rebuilt build in under the same id (BuildID).
+	Build string `json:"build,omitempty"`
+	// RebuildOf, on a template being rebaked, is the ready template it
+	// will replace: such a row is internal (the API shows the template it
+	// rebuilds) until ReplaceTemplate folds it into that one.
+	RebuildOf string    `json:"rebuildOf,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// BuildID is the id the template's frozen files and database are known
+// by on nodes and in its artifact.
+func (t *Template) BuildID() string {
+	if t.Build != "" {
+		return t.Build
+	}
+	return t.ID
 }
 
 // Template returns a template by id, or nil.
@@ -198,15 +215,36 @@ func (s *Store) TemplateByLaunchToken(token string) (*Template, error) {
 	return first[Template](s.read(), tableTemplates, "launch", token)
 }
 
+// TemplateByBuild returns the template whose current build is id, or nil
+// (a build a rebake replaced belongs to no template any more).
+func (s *Store) TemplateByBuild(id string) (*Template, error) {
+	t, err := s.Template(id)
+	if err != nil || (t != nil && t.BuildID() == id) {
+		return t, err
+	}
+	ts, err := s.AllTemplates()
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range ts {
+		if t.Build == id {
+			return t, nil
+		}
+	}
+	return nil, nil
+}
+
 // AllTemplates lists every template of every workspace.
 func (s *Store) AllTemplates() ([]*Template, error) {
 	return all[Template](s.read(), tableTemplates, "id")
 }
 
-// ReplaceTemplate retires a template in favour of its rebuild: the new
-// one (ready) takes the old one's slug, launch settings and token, launch
-// count, warm pool size, leads and demos; the old row goes, and its tree
-// is collected once its sites are gone, as for any deleted template.
+// ReplaceTemplate folds a ready rebuild into the template it rebuilds:
+// the template keeps its id, slug, launch settings and token, warm pool,
+// leads and demos, and takes the rebuild's build (files and database),
+// versions, name, description and login entry; the rebuild's row goes.
+// The old build is collected on nodes once no site uses it, as for a
+// deleted template.
 func (t *Tx) ReplaceTemplate(oldID, newID string, at time.Time) error {
 	return t.run(func(tx *memdb.Txn) error {
 		old, err := first[Template](tx, tableTemplates, "id", oldID)
@@ -227,39 +265,16 @@ func (t *Tx) ReplaceTemplate(oldID, newID string, at time.Time) error {
 		case next.Status != TemplateReady:
 			return fmt.Errorf("%w: template %s is not ready", ErrConflict, newID)
 		}
-		if err := tx.Delete(tableTemplates, old); err != nil {
-			return err
-		}
-		n := *next
-		n.Slug, n.Launch, n.WarmPoolSize, n.UpdatedAt = old.Slug, old.Launch, old.WarmPoolSize, at
+		n := *old
+		n.Build, n.RebuildOf = next.BuildID(), ""
+		n.Name, n.Description, n.Status, n.FailureReason = next.Name, next.Description, TemplateReady, ""
+		n.WordPressVersion, n.PHPVersion, n.SizeBytes = next.WordPressVersion, next.PHPVersion, next.SizeBytes
+		n.ArtifactSHA256, n.NodeID, n.SourceSiteID, n.Entry = next.ArtifactSHA256, next.NodeID, next.SourceSiteID, next.Entry
+		n.SourceBlueprintID, n.SourceBlueprintRevision = next.SourceBlueprintID, next.SourceBlueprintRevision
+		n.UpdatedAt = at
 		if err := tx.Delete(tableTemplates, next); err != nil {
 			return err
 		}
-		if err := insert(tx, tableTemplates, &n); err != nil {
-			return err
-		}
-		leads, err := all[Lead](tx, tableLeads, "template", oldID)
-		if err != nil {
-			return err
-		}
-		for _, l := range leads {
-			c := *l
-			c.TemplateID = newID
-			if err := insert(tx, tableLeads, &c); err != nil {
-				return err
-			}
-		}
-		demos, err := all[Demo](tx, tableDemos, "template", oldID)
-		if err != nil {
-			return err
-		}
-		for _, d := range demos {
-			c := *d
-			c.TemplateID = newID
-			if err := insert(tx, tableDemos, &c); err != nil {
-				return err
-			}
-		}
-		return nil
+		return insert(tx, tableTemplates, &n)
 	})
 }

@@ -87,7 +87,7 @@ func In(store *state.Store, workspaceID, id string) (*state.Template, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t == nil || t.WorkspaceID != workspaceID {
+	if t == nil || t.WorkspaceID != workspaceID || t.RebuildOf != "" {
 		return nil, NotFound()
 	}
 	return t, nil
