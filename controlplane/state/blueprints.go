@@ -113,9 +113,9 @@ func (t *Tx) PutBlueprint(b Blueprint, ifUpdatedAt time.Time) error {
 	})
 }
 
-// DeleteBlueprint removes a saved Blueprint with its finished runs; a
-// missing one is fine. Its unfinished runs carry on and are collected by
-// PruneState once they finish.
+// DeleteBlueprint removes a saved Blueprint with its finished runs (those
+// whose job has ended too); a missing one is fine. Its unfinished runs
+// carry on and are collected by PruneState once they finish.
 func (t *Tx) DeleteBlueprint(id string) error {
 	return t.run(func(tx *memdb.Txn) error {
 		old, err := first[Blueprint](tx, tableBlueprints, "id", id)
@@ -130,7 +130,9 @@ func (t *Tx) DeleteBlueprint(id string) error {
 			return err
 		}
 		for _, r := range runs {
-			if !r.Terminal() {
+			if done, err := runDone(tx, r); err != nil {
+				return err
+			} else if !done {
 				continue
 			}
 			if err := remove(tx, tableRuns, r); err != nil {

@@ -334,6 +334,8 @@ func TestPruneStateCollects(t *testing.T) {
 				{ID: "live_done", BlueprintID: "bp_live", Status: RunSucceeded},
 				{ID: "old_gone_done", BlueprintID: "bp_gone", Status: RunPending},
 				{ID: "gone_running", BlueprintID: "bp_gone", Status: RunRunning},
+				// Finished, but its job (a bake freezing its template) is not.
+				{ID: "gone_job_running", BlueprintID: "bp_gone", Status: RunSucceeded, JobID: "job_bake"},
 				{ID: "old_unsaved", Status: RunFailed, FinishedAt: ptr(now.Add(-8 * day))},
 				{ID: "unsaved_lately", Status: RunSucceeded, FinishedAt: ptr(now.Add(-6 * day))},
 				{ID: "unsaved_running", Status: RunRunning},
@@ -341,6 +343,7 @@ func TestPruneStateCollects(t *testing.T) {
 				run.WorkspaceID, run.CreatedAt = "ws_a", now.Add(-300*day)
 				must(t, s.Update(func(tx *Tx) error { return insert(tx.tx, tableRuns, &run) }))
 			}
+			must(t, s.Update(func(tx *Tx) error { return tx.CreateJob(Job{ID: "job_bake", Type: "bake", CreatedAt: now}) }))
 			// Finished after the Blueprint was deleted: collected by the prune.
 			must(t, s.Update(func(tx *Tx) error { return tx.DeleteBlueprint("bp_gone") }))
 			done, _ := s.BlueprintRun("old_gone_done")

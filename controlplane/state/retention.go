@@ -176,7 +176,9 @@ func pruneRuns(tx *memdb.Txn, at time.Time, r Retention, out Pruned) error {
 	var drop []*BlueprintRun
 	trim := map[string]bool{}
 	for _, run := range runs {
-		if !run.Terminal() {
+		if done, err := runDone(tx, run); err != nil {
+			return err
+		} else if !done {
 			continue
 		}
 		if run.BlueprintID == "" {
@@ -226,6 +228,23 @@ func pruneRuns(tx *memdb.Txn, at time.Time, r Retention, out Pruned) error {
 // first: a new run drops the oldest beyond it.
 const KeptRuns = 50
 
+// runDone reports whether a run may be collected: it has finished and so
+// has its job (a bake's job still freezes and swaps the template after
+// its run succeeded, and reads the run to do so).
+func runDone(tx *memdb.Txn, r *BlueprintRun) (bool, error) {
+	if !r.Terminal() {
+		return false, nil
+	}
+	if r.JobID == "" {
+		return true, nil
+	}
+	j, err := first[Job](tx, tableJobs, "id", r.JobID)
+	if err != nil {
+		return false, err
+	}
+	return j == nil || j.Terminal(), nil
+}
+
 // trimRuns keeps a Blueprint's KeptRuns newest finished runs and
 // removes the rest; it returns how many it removed.
 func trimRuns(tx *memdb.Txn, blueprintID string) (int, error) {
@@ -235,7 +254,9 @@ func trimRuns(tx *memdb.Txn, blueprintID string) (int, error) {
 	}
 	var done []*BlueprintRun
 	for _, r := range runs {
-		if r.Terminal() {
+		if ok, err := runDone(tx, r); err != nil {
+			return 0, err
+		} else if ok {
 			done = append(done, r)
 		}
 	}
