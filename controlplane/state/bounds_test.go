@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"runtime"
@@ -496,4 +497,24 @@ func TestRunsOfADeletedBlueprintAreCollected(t *testing.T) {
 	if rs, _ := s.RunsOf("bp_1"); len(rs) != 0 {
 		t.Fatalf("%d runs of a deleted Blueprint outlived the prune", len(rs))
 	}
+}
+
+// TestRolesAreCapped: a workspace's 101st custom role is refused;
+// changing an existing one still works at the cap.
+func TestRolesAreCapped(t *testing.T) {
+	s := seed(t) // ws_a holds role_1
+	for i := 1; i < MaxRolesPerWorkspace; i++ {
+		must(t, s.Update(func(tx *Tx) error {
+			return tx.PutRole(Role{ID: fmt.Sprintf("role_x%d", i), WorkspaceID: "ws_a", Name: fmt.Sprintf("r%d", i), Capabilities: []string{}}, false)
+		}))
+	}
+	err := s.Update(func(tx *Tx) error {
+		return tx.PutRole(Role{ID: "role_over", WorkspaceID: "ws_a", Name: "over", Capabilities: []string{}}, false)
+	})
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("role %d: %v", MaxRolesPerWorkspace+1, err)
+	}
+	must(t, s.Update(func(tx *Tx) error {
+		return tx.PutRole(Role{ID: "role_1", WorkspaceID: "ws_a", Name: "Renamed", Capabilities: []string{}}, true)
+	}))
 }
