@@ -59,7 +59,7 @@ var tableBounds = map[string]tableBound{
 		by:        []any{(*Tx).CreateInvitation, (*Tx).PruneState},
 	},
 	tableJobs: {
-		bound:     "unfinished: one per operation in flight (sites, templates, imports, runs, deploys, snapshots, moves)",
+		bound:     "unfinished: the operations in flight on sites, templates, imports, runs, deploys, snapshots and moves (made by rate-limited writes)",
 		retention: "finished jobs 7 days after they finished",
 		enforced:  "PruneState (hourly, leader)",
 		by:        []any{(*Tx).PruneState},
