@@ -53,11 +53,13 @@ type acme struct {
 	cache  *certmagic.Cache
 	magic  *certmagic.Config
 	issuer *certmagic.ACMEIssuer
+	// stopClean ends the storage cleaning (keepCertsClean).
+	stopClean context.CancelFunc
 }
 
 // newACME sets certmagic up; allow decides whether a name may get a
 // certificate (the route table says whether it is an active domain).
-func newACME(cfg ACMEConfig, httpPort, tlsPort int, log *slog.Logger, allow func(name string) error) *acme {
+func newACME(cfg ACMEConfig, id string, httpPort, tlsPort int, log *slog.Logger, allow func(name string) error) *acme {
 	zl := zap.New(&slogCore{log: log.With("component", "certmagic")})
 	a := &acme{}
 	a.cache = certmagic.NewCache(certmagic.CacheOptions{
@@ -81,6 +83,11 @@ func newACME(cfg ACMEConfig, httpPort, tlsPort int, log *slog.Logger, allow func
 		AltHTTPPort: httpPort, AltTLSALPNPort: tlsPort,
 	})
 	a.magic.Issuers = []certmagic.Issuer{a.issuer}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stopClean = cancel
+	if cfg.Storage != nil {
+		go keepCertsClean(ctx, cfg.Storage, id, zl) // ends with stop
+	}
 	return a
 }
 
@@ -89,7 +96,10 @@ func isChallenge(hello *tls.ClientHelloInfo) bool {
 	return slices.Contains(hello.SupportedProtos, acmez.ACMETLS1Protocol)
 }
 
-func (a *acme) stop() { a.cache.Stop() }
+func (a *acme) stop() {
+	a.stopClean()
+	a.cache.Stop()
+}
 
 // errNotServed is the decision for a name that is no active domain here.
 var errNotServed = errors.New("not an active custom domain of this service")

@@ -216,7 +216,7 @@ func (e *Edge) listenTLS(cfg Config) (net.Listener, error) {
 			cfg.ACME.Storage = NewCertStorage(cfg.Creds.FailoverClient(e.controlPlane, pki.RoleServer), rpcauth.ControlPlane, cfg.ID)
 		}
 		httpPort := int(netip.MustParseAddrPort(e.addr).Port())
-		e.acme = newACME(cfg.ACME, httpPort, tlsPort, e.log, e.allowCertificate)
+		e.acme = newACME(cfg.ACME, cfg.ID, httpPort, tlsPort, e.log, e.allowCertificate)
 	}
 	return tls.NewListener(raw, e.tlsConfig(fixed)), nil
 }

@@ -45,6 +45,6 @@ func (m *Manager) AddAdminerToken(id, tokenHash string, expires time.Time) error
 	if !hashRE.MatchString(tokenHash) {
 		return ErrInvalid
 	}
-	b, _ := json.Marshal(map[string]any{"expires": expires.Unix()})
+	b, _ := json.Marshal(map[string]any{"expires": expires.Unix(), "minted": time.Now().UnixNano()})
 	return m.writeToken(s, "adminer-"+tokenHash+".json", b)
 }

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -580,9 +582,14 @@ func (m *Manager) Exec(ctx context.Context, id string, argv []string, stdin []by
 
 var hashRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
-// maxTokenLife is how long a token file is kept at most; every token the
-// control plane makes expires well before.
+// maxTokenLife is how long a token file whose expiry cannot be read is
+// kept; every token the control plane makes expires well before.
 const maxTokenLife = 24 * time.Hour
+
+// maxLiveTokens bounds the unexpired one-time tokens a site holds (login
+// and database links together): every read of a ready import, every
+// login link, mints one, and a new one past the bound drops the oldest.
+const maxLiveTokens = 32
 
 // AddLoginToken stores a one-time login token (by its SHA-256) that the
 // site's mu-plugin honours once before expires.
@@ -600,22 +607,83 @@ func (m *Manager) AddLoginToken(id, tokenHash string, expires time.Time, user, r
 	if redirect != "" && (!strings.HasPrefix(redirect, "/") || strings.HasPrefix(redirect, "//")) {
 		return fmt.Errorf("%w: redirect must be a path", ErrInvalid)
 	}
-	b, _ := json.Marshal(map[string]any{"expires": expires.Unix(), "user": user, "redirect": redirect})
+	b, _ := json.Marshal(map[string]any{"expires": expires.Unix(), "user": user, "redirect": redirect, "minted": time.Now().UnixNano()})
 	return m.writeToken(s, tokenHash+".json", b)
 }
 
 // writeToken stores a one-time token file in the site's read-only login
-// directory (the site marks it used on its own disk) and drops expired
-// ones.
+// directory (the site marks it used on its own disk), after dropping the
+// expired ones and, past maxLiveTokens, the oldest. The directory is the
+// agent's (root's; the site only reads it), so what is listed there was
+// written here.
 func (m *Manager) writeToken(s *Site, name string, data []byte) error {
+	m.tokenMu.Lock()
+	defer m.tokenMu.Unlock()
 	dir := filepath.Join(m.FS(s.ID), "login")
 	ents, _ := os.ReadDir(dir)
+	now := time.Now()
+	type token struct {
+		name    string
+		written time.Time
+	}
+	var live []token
 	for _, e := range ents {
-		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > maxTokenLife {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if !strings.HasSuffix(e.Name(), ".json") || e.Name() == name {
+			if strings.HasSuffix(e.Name(), ".tmp") && now.Sub(info.ModTime()) > time.Minute {
+				_ = os.Remove(path) // a write cut short
+			}
+			continue
+		}
+		expires, minted := tokenTimes(path, info.ModTime())
+		if !expires.After(now) {
+			_ = os.Remove(path)
+			continue
+		}
+		live = append(live, token{e.Name(), minted})
+	}
+	if extra := len(live) - (maxLiveTokens - 1); extra > 0 {
+		sort.Slice(live, func(i, j int) bool {
+			if !live[i].written.Equal(live[j].written) {
+				return live[i].written.Before(live[j].written)
+			}
+			return live[i].name < live[j].name
+		})
+		for _, t := range live[:extra] {
+			_ = os.Remove(filepath.Join(dir, t.name))
 		}
 	}
 	return writeOwned(filepath.Join(dir, name), data, 0o640, 0, s.UID)
+}
+
+// tokenTimes reads when a token file stops working and when it was
+// minted; one that cannot be read (or an older agent's, without minted)
+// counts from when it was written and lasts maxTokenLife.
+func tokenTimes(path string, written time.Time) (expires, minted time.Time) {
+	var t struct {
+		Expires int64 `json:"expires"`
+		Minted  int64 `json:"minted"`
+	}
+	f, err := os.Open(path)
+	if err == nil {
+		err = json.NewDecoder(io.LimitReader(f, 4<<10)).Decode(&t)
+		f.Close()
+	}
+	expires, minted = written.Add(maxTokenLife), written
+	if err != nil {
+		return expires, minted
+	}
+	if t.Expires != 0 {
+		expires = time.Unix(t.Expires, 0)
+	}
+	if t.Minted != 0 {
+		minted = time.Unix(0, t.Minted)
+	}
+	return expires, minted
 }
 
 // diskSlack is room a write must leave on a site's disk: ext4 needs some

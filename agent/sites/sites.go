@@ -203,6 +203,9 @@ type Manager struct {
 	// what replaces its content (alone); see Snapshot.
 	content map[string]*sync.RWMutex
 	http    *http.Client
+	// tokenMu serializes one-time token writes, so a burst of them
+	// keeps to maxLiveTokens.
+	tokenMu sync.Mutex
 }
 
 // New loads the site records under cfg.Dir.

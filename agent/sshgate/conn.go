@@ -24,8 +24,17 @@ var errRefused = errors.New("sshgate: key refused")
 // authorize is the PublicKeyCallback: it asks the Authorizer for every
 // key offered. x/crypto hands the connection the Permissions of the key
 // that actually signed, so the Target is the one that key was given.
+//
+// Refusals are charged to the client's address (Config.AuthFailures);
+// an address whose budget is spent is refused before anything is asked.
 func (g *Gateway) authorize(md ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
 	fp := ssh.FingerprintSHA256(key)
+	addr := addrKey(md.RemoteAddr()).String()
+	if wait := g.failures.Wait(addr); wait > 0 {
+		g.log.Debug("ssh key refused: too many failed logins from the address", "user", md.User(),
+			"remote", md.RemoteAddr().String(), "retry_in", wait.Round(time.Second))
+		return nil, errRefused
+	}
 	ctx, cancel := context.WithTimeout(g.ctx, g.cfg.HandshakeTimeout)
 	defer cancel()
 	t, err := g.cfg.Auth.AuthorizeSSH(ctx, md.User(), key, md.RemoteAddr())
@@ -37,6 +46,7 @@ func (g *Gateway) authorize(md ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permis
 		err = errors.New("unusable target")
 	}
 	if err != nil {
+		g.failures.Allow(addr)
 		g.log.Debug("ssh key refused", "user", md.User(), "remote", md.RemoteAddr().String(), "fingerprint", fp, "err", err)
 		return nil, errRefused
 	}

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sandboxd/sandboxd/internal/ratelimit"
 )
 
 // Config configures a Gateway; its field comments are the documentation
@@ -53,11 +55,22 @@ type Config struct {
 	// IdleTimeout closes a connection over which nothing has passed, in
 	// either direction, for this long.
 	IdleTimeout time.Duration
+	// AuthFailures bounds the refused keys of one client address (an
+	// IPv6 client counts by its /64): once they are spent, every key
+	// from that address is refused without asking the Authorizer, valid
+	// or not (answering a valid one would tell a prober which keys open
+	// which site), until one failure's worth has refilled.
+	AuthFailures ratelimit.Rule
+	// MaxFailureAddrs bounds how many addresses' failures are
+	// remembered; past it the least recently failing are forgotten.
+	MaxFailureAddrs int
 }
 
 // DefaultConfig returns the defaults: port 2222 on every address, 30 s to
 // authenticate, 6 keys per connection, 256 connections (16 per client
-// address), 10 sessions per connection, 30 minutes of idleness.
+// address), 10 sessions per connection, 30 minutes of idleness, 30
+// refused keys a minute per client address (10,000 addresses
+// remembered).
 func DefaultConfig() Config {
 	return Config{
 		Addr:               ":2222",
@@ -67,6 +80,8 @@ func DefaultConfig() Config {
 		MaxConnsPerAddr:    16,
 		MaxSessionsPerConn: 10,
 		IdleTimeout:        30 * time.Minute,
+		AuthFailures:       ratelimit.PerMinute(30),
+		MaxFailureAddrs:    10_000,
 	}
 }
 
@@ -94,6 +109,12 @@ func (c Config) withDefaults() Config {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = d.IdleTimeout
 	}
+	if c.AuthFailures == (ratelimit.Rule{}) {
+		c.AuthFailures = d.AuthFailures
+	}
+	if c.MaxFailureAddrs == 0 {
+		c.MaxFailureAddrs = d.MaxFailureAddrs
+	}
 	return c
 }
 
@@ -108,8 +129,10 @@ func (c Config) Validate() error {
 		return errors.New("sshgate: Backend is required")
 	case c.HandshakeTimeout < 0 || c.IdleTimeout < 0:
 		return errors.New("sshgate: timeouts must be positive")
-	case c.MaxAuthTries < 0 || c.MaxConns < 0 || c.MaxConnsPerAddr < 0 || c.MaxSessionsPerConn < 0:
+	case c.MaxAuthTries < 0 || c.MaxConns < 0 || c.MaxConnsPerAddr < 0 || c.MaxSessionsPerConn < 0 || c.MaxFailureAddrs < 0:
 		return errors.New("sshgate: limits must be positive")
+	case c.AuthFailures.Off():
+		return errors.New("sshgate: the failure budget must have a positive rate and burst")
 	}
 	return nil
 }
@@ -122,6 +145,8 @@ type Gateway struct {
 	ssh    *ssh.ServerConfig
 	ln     net.Listener
 	limit  *limiter
+	// failures counts refused keys per client address (bounded).
+	failures *ratelimit.Limiter
 
 	// ctx ends every connection's sessions when the gateway closes.
 	ctx    context.Context
@@ -151,8 +176,9 @@ func New(cfg Config) (*Gateway, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &Gateway{
 		cfg: cfg, log: log.With("component", "sshgate"), signer: signer,
-		limit: newLimiter(cfg.MaxConns, cfg.MaxConnsPerAddr),
-		ctx:   ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
+		limit:    newLimiter(cfg.MaxConns, cfg.MaxConnsPerAddr),
+		failures: ratelimit.New(cfg.AuthFailures, cfg.MaxFailureAddrs, nil),
+		ctx:      ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
 	}
 	g.ssh = &ssh.ServerConfig{
 		// No version number: it would only help an attacker.

@@ -101,7 +101,7 @@ type ImportDetail struct {
 	Site     *SiteView        `json:"site"`
 	Progress imports.Progress `json:"progress"`
 	SiteURL  *string          `json:"siteUrl" doc:"Once ready: the sandbox's URL."`
-	LoginURL *string          `json:"loginUrl" doc:"Once ready: a one-time link that opens wp-admin signed in (a new one on every read)."`
+	LoginURL *string          `json:"loginUrl" doc:"Once ready: a one-time link that opens wp-admin signed in (a new one on every read, valid 5 minutes; a site keeps its 32 newest unused links, older ones stop working)."`
 }
 
 // MultipartInitRequest declares the objects of a direct upload.

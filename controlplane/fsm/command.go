@@ -122,6 +122,7 @@ var registry = map[Type]func() Command{
 	83: func() Command { return new(FinishMove) },
 	84: func() Command { return new(AbortMove) },
 	85: func() Command { return new(PruneTombstones) },
+	86: func() Command { return new(PruneState) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -775,4 +776,13 @@ type ResealValues struct {
 // PruneTombstones forgets sites deleted before a time.
 type PruneTombstones struct {
 	Before time.Time `json:"before"`
+}
+
+// PruneState forgets, as of At, the rows Retention lets go (finished
+// jobs, old mail, spent invitations and tokens, finished runs of gone
+// Blueprints, ended imports, surplus leads, expired codes and
+// certificate leases); the leader stamps both.
+type PruneState struct {
+	At        time.Time       `json:"at"`
+	Retention state.Retention `json:"retention"`
 }

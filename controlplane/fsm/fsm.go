@@ -303,6 +303,13 @@ func (c PruneTombstones) apply(tx *state.Tx) any {
 	}
 	return n
 }
+func (c PruneState) apply(tx *state.Tx) any {
+	n, err := tx.PruneState(c.At, c.Retention)
+	if err != nil {
+		return err
+	}
+	return n
+}
 func (c AbortMove) apply(tx *state.Tx) any {
 	aborted, err := tx.AbortMove(c.SiteID, c.JobID, c.Reason, c.At)
 	if err != nil {

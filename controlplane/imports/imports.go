@@ -69,12 +69,22 @@ type Config struct {
 type Service struct {
 	cfg Config
 
-	mu       sync.Mutex
-	locks    map[string]*sync.Mutex
+	mu sync.Mutex
+	// locks holds the lock of each import someone holds or waits for
+	// (none once nobody does), progress where each restore running on
+	// this server is (dropped when it ends): neither outlives its work.
+	locks    map[string]*importLock
 	progress map[string]Progress
 	// hashes are the running SHA-256 of uploads this server took from
 	// their first byte, so sealing one need not read it again.
 	hashes map[string]*runningHash
+}
+
+// importLock serializes the writes of one import; holders counts those
+// holding or waiting for it, so the last one out removes it.
+type importLock struct {
+	mu      sync.Mutex
+	holders int
 }
 
 // runningHash is an upload's hash up to offset.
@@ -94,7 +104,7 @@ func New(cfg Config) (*Service, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("imports: %w", err)
 	}
-	return &Service{cfg: cfg, locks: map[string]*sync.Mutex{}, progress: map[string]Progress{}, hashes: map[string]*runningHash{}}, nil
+	return &Service{cfg: cfg, locks: map[string]*importLock{}, progress: map[string]Progress{}, hashes: map[string]*runningHash{}}, nil
 }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
@@ -217,12 +227,20 @@ func (s *Service) lock(id string) func() {
 	s.mu.Lock()
 	l, ok := s.locks[id]
 	if !ok {
-		l = &sync.Mutex{}
+		l = &importLock{}
 		s.locks[id] = l
 	}
+	l.holders++
 	s.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.mu.Lock()
+		if l.holders--; l.holders == 0 {
+			delete(s.locks, id)
+		}
+		s.mu.Unlock()
+	}
 }
 
 func (s *Service) partPath(id string) string { return filepath.Join(s.cfg.Dir, id+".part") }
@@ -495,7 +513,6 @@ func (s *Service) Delete(ctx context.Context, imp *state.Import) error {
 	}
 	s.mu.Lock()
 	delete(s.progress, imp.ID)
-	delete(s.locks, imp.ID)
 	delete(s.hashes, imp.ID)
 	s.mu.Unlock()
 	return nil
@@ -565,6 +582,14 @@ func (s *Service) ProgressOf(imp *state.Import) Progress {
 			return Progress{Phase: "restoring", BytesTotal: imp.SizeBytes}
 		}
 		return p
+	}
+	// Ended: what this server remembered of its restore is not needed
+	// (its runner drops it too, but a restore another leader ended, or
+	// one cut short, leaves it here).
+	s.mu.Lock()
+	delete(s.progress, imp.ID)
+	s.mu.Unlock()
+	switch imp.Status {
 	case state.ImportReady, state.ImportSiteDeleted:
 		return Progress{Phase: "done", Percent: 100, BytesDone: imp.SizeBytes, BytesTotal: imp.SizeBytes}
 	}

@@ -351,6 +351,10 @@ func (s *Service) abortObjects(ctx context.Context, imp *state.Import) {
 func (s *Service) Cleanup(ctx context.Context, imp *state.Import) {
 	s.abortObjects(ctx, imp)
 	_ = os.Remove(s.partPath(imp.ID))
+	s.mu.Lock()
+	delete(s.progress, imp.ID)
+	delete(s.hashes, imp.ID)
+	s.mu.Unlock()
 }
 
 func newJob(imp state.Import, now time.Time) (state.Job, error) {

@@ -248,6 +248,11 @@ type Config struct {
 	// DomainCheckInterval is how often the leader checks pending custom
 	// domains by itself; zero means 1m.
 	DomainCheckInterval time.Duration
+	// Retention is how long the leader's hourly prune keeps finished
+	// jobs, old mail, spent invitations and tokens, finished runs,
+	// ended imports and leads; the zero value means
+	// state.DefaultRetention.
+	Retention state.Retention
 
 	// RaftHeartbeatTimeout and RaftElectionTimeout tune failure detection;
 	// zero keeps cluster's defaults.
@@ -458,6 +463,11 @@ func New(cfg Config) (_ *Server, err error) {
 		StockDiskMB: cfg.Plans.Paid.SiteDiskMB, TemplateDiskMB: cfg.Plans.Paid.SiteDiskMB, Now: cfg.Now, Logger: cfg.Logger})
 	node.OnLeader(func(ctx context.Context) { s.pool.Fill(ctx, 2*time.Second) })
 	node.OnLeader(func(ctx context.Context) { pruneIdempotency(ctx, node, cfg.Now, time.Hour, s.log) })
+	retention := cfg.Retention
+	if retention == (state.Retention{}) {
+		retention = state.DefaultRetention()
+	}
+	node.OnLeader(func(ctx context.Context) { pruneState(ctx, node, cfg.Now, time.Hour, retention, s.log) })
 	node.OnLeader(func(ctx context.Context) {
 		runners.Expire(ctx, cmp.Or(cfg.ExpireInterval, 15*time.Second), func() ([]*state.Site, error) {
 			sites, _, err := store.AllSites()

@@ -68,6 +68,7 @@ func (r *Runners) Fleet(ctx context.Context, cfg FleetConfig) {
 		if err != nil {
 			continue
 		}
+		r.forgetGone(sites)
 		nodes, err := r.Store.Nodes()
 		if err != nil {
 			continue
@@ -80,6 +81,33 @@ func (r *Runners) Fleet(ctx context.Context, cfg FleetConfig) {
 			r.scheduleSnapshots(ctx, sites, byID, cfg)
 		}
 		r.moveAway(ctx, sites, byID, cfg)
+	}
+}
+
+// forgetGone drops what the fleet remembers of sites that no longer
+// exist (failed moves and snapshots, snapshot jobs), so the leader's
+// memory follows the sites it has, not every site it ever had.
+func (r *Runners) forgetGone(sites []*state.Site) {
+	live := make(map[string]bool, len(sites))
+	for _, s := range sites {
+		live[s.ID] = true
+	}
+	r.snapMu.Lock()
+	defer r.snapMu.Unlock()
+	for id := range r.failedMoves {
+		if !live[id] {
+			delete(r.failedMoves, id)
+		}
+	}
+	for id := range r.failedSnaps {
+		if !live[id] {
+			delete(r.failedSnaps, id)
+		}
+	}
+	for id := range r.snapJobs {
+		if !live[id] {
+			delete(r.snapJobs, id)
+		}
 	}
 }
 

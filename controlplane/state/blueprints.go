@@ -113,14 +113,33 @@ func (t *Tx) PutBlueprint(b Blueprint, ifUpdatedAt time.Time) error {
 	})
 }
 
-// DeleteBlueprint removes a saved Blueprint; a missing one is fine.
+// DeleteBlueprint removes a saved Blueprint with its finished runs (those
+// whose job has ended too); a missing one is fine. Its unfinished runs
+// carry on and are collected by PruneState once they finish.
 func (t *Tx) DeleteBlueprint(id string) error {
 	return t.run(func(tx *memdb.Txn) error {
 		old, err := first[Blueprint](tx, tableBlueprints, "id", id)
 		if err != nil || old == nil {
 			return err
 		}
-		return tx.Delete(tableBlueprints, old)
+		if err := tx.Delete(tableBlueprints, old); err != nil {
+			return err
+		}
+		runs, err := all[BlueprintRun](tx, tableRuns, "blueprint", id)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if done, err := runDone(tx, r); err != nil {
+				return err
+			} else if !done {
+				continue
+			}
+			if err := remove(tx, tableRuns, r); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 

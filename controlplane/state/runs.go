@@ -89,7 +89,8 @@ func (s *Store) RunsOf(blueprintID string) ([]*BlueprintRun, error) {
 	return out, err
 }
 
-// CreateRun adds a run; its id must be new.
+// CreateRun adds a run; its id must be new. A saved Blueprint keeps its
+// KeptRuns newest finished runs: older ones go as a new one starts.
 func (t *Tx) CreateRun(r BlueprintRun) error {
 	return t.run(func(tx *memdb.Txn) error {
 		if dup, err := first[BlueprintRun](tx, tableRuns, "id", r.ID); err != nil {
@@ -97,7 +98,14 @@ func (t *Tx) CreateRun(r BlueprintRun) error {
 		} else if dup != nil {
 			return fmt.Errorf("%w: run id %s exists", ErrConflict, r.ID)
 		}
-		return insert(tx, tableRuns, &r)
+		if err := insert(tx, tableRuns, &r); err != nil {
+			return err
+		}
+		if r.BlueprintID == "" {
+			return nil
+		}
+		_, err := trimRuns(tx, r.BlueprintID)
+		return err
 	})
 }
 

@@ -65,6 +65,15 @@ type Attempt struct {
 // keptDeliveries is how many finished deliveries a workspace keeps.
 const keptDeliveries = 50
 
+// MaxPendingDeliveries bounds the deliveries a workspace has on their way
+// (queued or retrying): an event past it fails the oldest pending one
+// (its endpoint has been missing them longest), so a flood of demos to a
+// dead endpoint cannot grow the state.
+const MaxPendingDeliveries = 1000
+
+// droppedDelivery is the error a delivery failed for the bound gets.
+var droppedDelivery = fmt.Sprintf("dropped: more than %d deliveries were pending for this webhook", MaxPendingDeliveries)
+
 // Webhook returns a workspace's webhook, or nil.
 func (s *Store) Webhook(workspaceID string) (*Webhook, error) {
 	return first[Webhook](s.read(), tableWebhooks, "id", workspaceID)
@@ -151,7 +160,42 @@ func enqueue(tx *memdb.Txn, d *Delivery) error {
 	}
 	next := *d
 	next.Attempt, next.Status, next.Done = 0, DeliveryQueued, false
-	return insert(tx, tableDeliveries, &next)
+	if err := insert(tx, tableDeliveries, &next); err != nil {
+		return err
+	}
+	return boundPending(tx, d.WorkspaceID)
+}
+
+// boundPending fails a workspace's oldest pending deliveries beyond
+// MaxPendingDeliveries, then keeps its latest finished ones.
+func boundPending(tx *memdb.Txn, workspaceID string) error {
+	ds, err := all[Delivery](tx, tableDeliveries, "workspace", workspaceID)
+	if err != nil {
+		return err
+	}
+	var pending []*Delivery
+	for _, d := range ds {
+		if !d.Done {
+			pending = append(pending, d)
+		}
+	}
+	if len(pending) <= MaxPendingDeliveries {
+		return nil
+	}
+	sort.Slice(pending, func(i, j int) bool {
+		if !pending[i].CreatedAt.Equal(pending[j].CreatedAt) {
+			return pending[i].CreatedAt.Before(pending[j].CreatedAt)
+		}
+		return pending[i].ID < pending[j].ID
+	})
+	for _, d := range pending[:len(pending)-MaxPendingDeliveries] {
+		c := *d
+		c.Status, c.Done, c.Error = DeliveryFailed, true, droppedDelivery
+		if err := insert(tx, tableDeliveries, &c); err != nil {
+			return err
+		}
+	}
+	return pruneDeliveries(tx, workspaceID)
 }
 
 // AddDelivery records a delivery made outside the queue (a test event,

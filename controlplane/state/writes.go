@@ -314,6 +314,9 @@ func (t *Tx) RemoveMember(workspaceID, userID string) error {
 	})
 }
 
+// MaxRolesPerWorkspace bounds a workspace's custom roles.
+const MaxRolesPerWorkspace = 100
+
 func roleNameTaken(tx *memdb.Txn, r Role) error {
 	roles, err := all[Role](tx, tableRoles, "workspace", r.WorkspaceID)
 	if err != nil {
@@ -349,6 +352,10 @@ func (t *Tx) PutRole(r Role, update bool) error {
 		}
 		if old != nil {
 			r.CreatedAt = old.CreatedAt
+		} else if roles, err := all[Role](tx, tableRoles, "workspace", r.WorkspaceID); err != nil {
+			return err
+		} else if len(roles) >= MaxRolesPerWorkspace {
+			return fmt.Errorf("%w: a workspace has at most %d custom roles", ErrInvalid, MaxRolesPerWorkspace)
 		}
 		if err := roleNameTaken(tx, r); err != nil {
 			return err
