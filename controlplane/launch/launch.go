@@ -92,9 +92,10 @@ type OneDemoError struct {
 
 func (e *OneDemoError) Error() string { return "a demo launched from this address is still running" }
 
-// Visitor is who asks for a demo: Cookie is the launcher's visitor
-// cookie (it identifies the browser), IP the address the request came
-// from, Email and Consent what the form carried.
+// Visitor is who asks for a demo: Cookie is the visitor id from the
+// launcher's signed visitor cookie (it identifies the browser; the
+// launcher passes only an id it minted), IP the address the request
+// came from, Email and Consent what the form carried.
 type Visitor struct {
 	Cookie  string
 	IP      netip.Addr

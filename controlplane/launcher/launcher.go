@@ -22,6 +22,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/launch"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/hostcookie"
 	"github.com/sandboxd/sandboxd/internal/ratelimit"
 	"github.com/sandboxd/sandboxd/internal/secret"
 )
@@ -56,9 +57,11 @@ type Config struct {
 	// SiteOrigins is the CSP source of the sites' origins
 	// (http://*.localhost:8081): the form's submission ends there.
 	SiteOrigins string
-	// Secure marks the visitor cookie Secure: the public API URL is https
-	// (TLS may end at a proxy in front of the servers).
-	Secure bool
+	// Cookies names, signs and reads the visitor cookie: Secure (and
+	// __Host- prefixed) when the public API URL is https, TLS perhaps
+	// ending at a proxy in front of the servers; its Key is the same on
+	// every server, so any of them knows a visitor another one met.
+	Cookies hostcookie.Jar
 	// PoweredBy is the product name in the footer.
 	PoweredBy string
 	Logger    *slog.Logger
@@ -72,10 +75,18 @@ type Launcher struct {
 	csp         string
 }
 
-// VisitorCookie names the cookie that tells the launching browser apart;
-// it is the key to the visitor's demo, so it is HttpOnly and kept to the
-// launcher's paths.
+// VisitorCookie names the cookie that tells the launching browser apart
+// (over https it is __Host-sandboxd_visitor). It is the key to the
+// visitor's demo, so it is HttpOnly, signed (a value this service did
+// not mint is a new visitor), and over http kept to the launcher's
+// paths.
 const VisitorCookie = "sandboxd_visitor"
+
+// visitorPurpose is what the visitor cookie's MAC is for.
+const visitorPurpose = "launch visitor v1"
+
+// visitorLife is how long a browser stays the same visitor.
+const visitorLife = 30 * 24 * time.Hour
 
 //go:embed assets
 var assets embed.FS
@@ -122,18 +133,20 @@ func (l *Launcher) headers(w http.ResponseWriter) {
 	h.Set("Cache-Control", "no-store")
 }
 
-// visitor returns the browser's visitor cookie, setting a new one when
-// set is true and there is none.
+// visitor returns the browser's visitor id from its signed cookie,
+// minting a new one (and setting its cookie) when set is true and there
+// is none. A cookie this service did not sign (planted by a site under
+// a shared parent domain, or made up) is no visitor at all: it is never
+// the key to anyone's demo, and the browser is given a new id.
 func (l *Launcher) visitor(w http.ResponseWriter, r *http.Request, set bool) string {
-	if c, err := r.Cookie(VisitorCookie); err == nil && len(c.Value) >= 20 && len(c.Value) <= 100 {
-		return c.Value
+	if v, ok := l.cfg.Cookies.Signed(r, VisitorCookie, visitorPurpose); ok && len(v) >= 20 && len(v) <= 100 {
+		return v
 	}
 	if !set {
 		return ""
 	}
 	v := secret.New("")
-	http.SetCookie(w, &http.Cookie{Name: VisitorCookie, Value: v, Path: "/launch/", MaxAge: 30 * 24 * 3600,
-		HttpOnly: true, Secure: l.cfg.Secure || r.TLS != nil, SameSite: http.SameSiteLaxMode})
+	l.cfg.Cookies.Set(w, VisitorCookie, l.cfg.Cookies.Sign(visitorPurpose, v), "/launch/", visitorLife)
 	return v
 }
 

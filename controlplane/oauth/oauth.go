@@ -25,6 +25,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
+	"github.com/sandboxd/sandboxd/internal/hostcookie"
 	"github.com/sandboxd/sandboxd/internal/ids"
 	"github.com/sandboxd/sandboxd/internal/secret"
 )
@@ -81,9 +82,11 @@ type Config struct {
 	Mailer Mailer
 	// PublicURL is the API's base URL, for sign-in links.
 	PublicURL string
-	// Key signs the consent page's sessions and forms.
+	// Key signs the consent page's sessions, forms and sign-in browser
+	// cookies; every server derives the same one from the sealing key.
 	Key []byte
-	// Secure marks cookies Secure (the API is served over https).
+	// Secure is true when the API's public URL is https (TLS may end at
+	// a proxy): cookies are then Secure and __Host- prefixed.
 	Secure bool
 	Now    func() time.Time
 	Log    *slog.Logger
@@ -92,6 +95,7 @@ type Config struct {
 // Service registers clients, issues codes and exchanges them.
 type Service struct {
 	cfg     Config
+	jar     hostcookie.Jar
 	signins *signins
 }
 
@@ -103,7 +107,7 @@ func New(cfg Config) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, signins: newSignins()}
+	return &Service{cfg: cfg, jar: hostcookie.Jar{Secure: cfg.Secure, Key: cfg.Key}, signins: newSignins(maxSignins, cfg.Now)}
 }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }

@@ -1,37 +1,34 @@
 package oauth
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"fmt"
 	"html/template"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
-	"github.com/sandboxd/sandboxd/internal/ids"
 	"github.com/sandboxd/sandboxd/internal/logincode"
-	"github.com/sandboxd/sandboxd/internal/ratelimit"
 	"github.com/sandboxd/sandboxd/internal/secret"
 )
 
-// sessionCookie holds the consent page's signed-in account.
+// sessionCookie holds the consent page's signed-in account (over https
+// it is __Host-sbx_connect, so a site under a shared parent domain
+// cannot sign a browser into an account of its choosing).
 const sessionCookie = "sbx_connect"
+
+// sessionPurpose is what the session cookie's MAC is for.
+const sessionPurpose = "connect session v1"
 
 // sessionLife is how long a consent page sign-in lasts.
 const sessionLife = 30 * time.Minute
-
-// signinLife is how long a mailed sign-in link works.
-const signinLife = 15 * time.Minute
 
 // Routes are the consent page's handlers, by ServeMux pattern.
 func (s *Service) Routes() map[string]http.Handler {
@@ -40,30 +37,6 @@ func (s *Service) Routes() map[string]http.Handler {
 		"POST /connect/authorize": http.HandlerFunc(s.decide),
 		"GET /connect/signin":     http.HandlerFunc(s.signin),
 	}
-}
-
-// signins are the one-time sign-in links in flight, by their hash. They
-// live on the leader only: a link from before a leader change is asked
-// for again.
-type signins struct {
-	mu      sync.Mutex
-	pending map[string]pendingSignin
-	byIP    *ratelimit.Limiter
-	byEmail *ratelimit.Limiter
-	tokens  *ratelimit.Limiter
-}
-
-type pendingSignin struct {
-	userID  string
-	next    string
-	expires time.Time
-}
-
-func newSignins() *signins {
-	return &signins{pending: map[string]pendingSignin{},
-		byIP:    ratelimit.New(ratelimit.PerMinute(10), 10000, time.Now),
-		byEmail: ratelimit.New(ratelimit.Rule{Rate: 3.0 / 3600, Burst: 3}, 10000, time.Now),
-		tokens:  ratelimit.New(ratelimit.PerMinute(10), 10000, time.Now)}
 }
 
 // request is a checked authorization request.
@@ -238,7 +211,7 @@ func (s *Service) decide(w http.ResponseWriter, r *http.Request) {
 	ip := clientIP(r)
 	switch r.PostForm.Get("action") {
 	case "token":
-		if ok, _ := s.signins.tokens.Allow(ip); !ok {
+		if ok, _ := s.signins.tokens.Allow(limitKey(ip)); !ok {
 			s.show(w, r, req, "Too many attempts; wait a minute.")
 			return
 		}
@@ -250,7 +223,9 @@ func (s *Service) decide(w http.ResponseWriter, r *http.Request) {
 		s.setSession(w, acct.ID)
 		http.Redirect(w, r, "/connect/authorize?"+req.raw, http.StatusSeeOther)
 	case "email":
-		s.mailSignin(r.Context(), ip, strings.TrimSpace(r.PostForm.Get("email")), req)
+		// The link mailed works only in this browser: it is bound to the
+		// browser's sign-in cookie, set whether or not the account exists.
+		s.mailSignin(r.Context(), ip, strings.TrimSpace(r.PostForm.Get("email")), req, s.signinBrowser(w, r))
 		s.show(w, r, req, "If an account has that address, a sign-in link is on its way. Open it in this browser.")
 	case "approve", "deny":
 		acct := s.account(r)
@@ -295,53 +270,6 @@ func (s *Service) personalTokenAccount(tok string) *state.Account {
 	return acct
 }
 
-// mailSignin sends a one-time sign-in link to the account of email, if
-// there is one; the answer never says whether there was.
-func (s *Service) mailSignin(ctx context.Context, ip, email string, req *request) {
-	if ok, _ := s.signins.byIP.Allow(ip); !ok || email == "" || len(email) > 254 {
-		return
-	}
-	if ok, _ := s.signins.byEmail.Allow(strings.ToLower(email)); !ok {
-		return
-	}
-	acct, err := s.cfg.Store.AccountByEmail(email)
-	if err != nil || acct == nil {
-		return
-	}
-	tok := secret.New("")
-	s.signins.mu.Lock()
-	now := time.Now()
-	for k, p := range s.signins.pending {
-		if now.After(p.expires) {
-			delete(s.signins.pending, k)
-		}
-	}
-	s.signins.pending[secret.Hash(tok)] = pendingSignin{userID: acct.ID, next: "/connect/authorize?" + req.raw, expires: now.Add(signinLife)}
-	s.signins.mu.Unlock()
-	link := strings.TrimRight(s.cfg.PublicURL, "/") + "/connect/signin?t=" + url.QueryEscape(tok)
-	m := state.Mail{ID: ids.New(ids.Mail), To: acct.Email, Subject: "Sign in to connect " + req.client.Name,
-		Text: fmt.Sprintf("Someone (hopefully you) asked to connect %q to your account.\n\nSign in with this link within 15 minutes, "+
-			"in the browser you asked from:\n\n%s\n\nIf it was not you, ignore this message.\n", req.client.Name, link), CreatedAt: s.now()}
-	if err := s.cfg.Mailer.Send(ctx, m); err != nil {
-		s.cfg.Log.Warn("send sign-in link", "err", err)
-	}
-}
-
-func (s *Service) signin(w http.ResponseWriter, r *http.Request) {
-	s.headers(w)
-	h := secret.Hash(r.URL.Query().Get("t"))
-	s.signins.mu.Lock()
-	p, ok := s.signins.pending[h]
-	delete(s.signins.pending, h)
-	s.signins.mu.Unlock()
-	if !ok || time.Now().After(p.expires) {
-		s.render(w, http.StatusBadRequest, page{Title: "Sign-in link", Error: "This sign-in link was used or has expired; ask for a new one."})
-		return
-	}
-	s.setSession(w, p.userID)
-	http.Redirect(w, r, p.next, http.StatusSeeOther)
-}
-
 func (s *Service) mac(parts ...string) string {
 	m := hmac.New(sha256.New, s.cfg.Key)
 	for _, p := range parts {
@@ -354,43 +282,43 @@ func (s *Service) mac(parts ...string) string {
 func (s *Service) setSession(w http.ResponseWriter, userID string) {
 	exp := s.now().Add(sessionLife).Unix()
 	v := userID + "." + strconv.FormatInt(exp, 10)
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: v + "." + s.mac("session", v), Path: "/connect/",
-		HttpOnly: true, Secure: s.cfg.Secure, SameSite: http.SameSiteLaxMode, MaxAge: int(sessionLife / time.Second)})
+	s.jar.Set(w, sessionCookie, s.jar.Sign(sessionPurpose, v), "/connect/", sessionLife)
 }
 
 // account is the consent page's signed-in account, or nil.
 func (s *Service) account(r *http.Request) *state.Account {
-	c, err := r.Cookie(sessionCookie)
-	if err != nil {
-		return nil
-	}
-	i := strings.LastIndexByte(c.Value, '.')
-	if i < 0 {
-		return nil
-	}
-	v, sig := c.Value[:i], c.Value[i+1:]
-	if !hmac.Equal([]byte(sig), []byte(s.mac("session", v))) {
-		return nil
-	}
-	userID, expRaw, ok := strings.Cut(v, ".")
-	exp, err := strconv.ParseInt(expRaw, 10, 64)
-	if !ok || err != nil || s.now().Unix() >= exp {
-		return nil
-	}
-	acct, err := s.cfg.Store.Account(userID)
-	if err != nil {
-		return nil
-	}
+	acct, _ := s.session(r)
 	return acct
+}
+
+// session is the signed-in account and its cookie's value: the first
+// cookie of the scheme's name that this service signed and that has not
+// expired (one planted beside it is skipped).
+func (s *Service) session(r *http.Request) (*state.Account, string) {
+	for _, raw := range s.jar.Values(r, sessionCookie) {
+		v, ok := s.jar.Open(sessionPurpose, raw)
+		if !ok {
+			continue
+		}
+		userID, expRaw, ok := strings.Cut(v, ".")
+		exp, err := strconv.ParseInt(expRaw, 10, 64)
+		if !ok || err != nil || s.now().Unix() >= exp {
+			continue
+		}
+		if acct, err := s.cfg.Store.Account(userID); err == nil && acct != nil {
+			return acct, raw
+		}
+	}
+	return nil, ""
 }
 
 // csrf binds the consent form to the session and the request.
 func (s *Service) csrf(r *http.Request, raw string) string {
-	c, err := r.Cookie(sessionCookie)
-	if err != nil {
+	_, c := s.session(r)
+	if c == "" {
 		return ""
 	}
-	return s.mac("csrf", c.Value, raw)
+	return s.mac("csrf", c, raw)
 }
 
 // clientIP is the client's address as the server's middleware found it

@@ -63,6 +63,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/templates"
 	"github.com/sandboxd/sandboxd/controlplane/webhooks"
 	"github.com/sandboxd/sandboxd/internal/enroll"
+	"github.com/sandboxd/sandboxd/internal/hostcookie"
 	"github.com/sandboxd/sandboxd/internal/ids"
 	"github.com/sandboxd/sandboxd/internal/mirror"
 	"github.com/sandboxd/sandboxd/internal/pki"
@@ -561,9 +562,13 @@ func New(cfg Config) (_ *Server, err error) {
 	launches := launch.New(launch.Config{Store: store, Raft: node, Sites: siteService, IPKey: ipKey, Now: cfg.Now,
 		Log: s.log.With("component", "launch")})
 	node.OnLeader(func(ctx context.Context) { launches.Watch(ctx, cmp.Or(cfg.DemoInterval, 500*time.Millisecond)) })
+	visitorKey, err := keys.Derive("sandboxd launch visitor v1")
+	if err != nil {
+		return nil, err
+	}
 	s.launcher = launcher.New(launcher.Config{Launches: launches, Limits: cfg.LaunchLimits, SiteOrigins: s.siteOrigins(),
-		Secure: strings.HasPrefix(s.url, "https://"),
-		Logger: s.log.With("component", "launcher")})
+		Cookies: hostcookie.Jar{Secure: strings.HasPrefix(s.url, "https://"), Key: visitorKey},
+		Logger:  s.log.With("component", "launcher")})
 	s.metrics.MustRegister(s.pool)
 	resolver, err := domains.NewResolver(cfg.DNSResolver)
 	if err != nil {
