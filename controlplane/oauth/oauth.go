@@ -370,7 +370,7 @@ func (s *Service) Exchange(ctx context.Context, r TokenRequest) (*TokenResponse,
 	exp := now.Add(life)
 	tok := state.Token{ID: ids.New(ids.Token), UserID: acct.ID, Name: name, Hash: secret.Hash(plain),
 		Prefix: secret.Display(plain), CreatedAt: now, ExpiresAt: &exp, Kind: state.TokenOAuth, Scope: code.Scope,
-		ClientID: client.ID, ClientName: client.Name}
+		ClientID: client.ID, ClientName: client.Name, WorkspaceID: code.WorkspaceID}
 	res, err := s.cfg.Raft.Apply(ctx, fsm.RedeemOAuthCode{CodeHash: hash, Token: tok, At: now})
 	if errors.Is(err, state.ErrNotFound) {
 		return nil, badGrant("the code has expired")

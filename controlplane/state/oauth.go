@@ -33,12 +33,16 @@ type OAuthClient struct {
 // bound to its client, redirect URI, PKCE challenge and the account that
 // approved it.
 type OAuthCode struct {
-	ID            string    `json:"id"` // SHA-256 of the code
-	ClientID      string    `json:"clientId"`
-	UserID        string    `json:"userId"`
-	RedirectURI   string    `json:"redirectUri"`
-	Challenge     string    `json:"challenge"`
-	Scope         string    `json:"scope"`
+	ID          string `json:"id"` // SHA-256 of the code
+	ClientID    string `json:"clientId"`
+	UserID      string `json:"userId"`
+	RedirectURI string `json:"redirectUri"`
+	Challenge   string `json:"challenge"`
+	Scope       string `json:"scope"`
+	// WorkspaceID is the workspace the account holder chose on the
+	// consent page: the only one the code's token reaches (empty for
+	// the account scope, whose token is personal).
+	WorkspaceID   string    `json:"workspaceId,omitempty"`
 	ExpiresAt     time.Time `json:"expiresAt"`
 	Used          bool      `json:"used,omitempty"`
 	IssuedTokenID string    `json:"issuedTokenId,omitempty"`
@@ -83,6 +87,13 @@ func (t *Tx) CreateOAuthCode(c OAuthCode, at time.Time) error {
 			return err
 		} else if acct == nil {
 			return fmt.Errorf("%w: account %s", ErrNotFound, c.UserID)
+		}
+		if c.WorkspaceID != "" {
+			if m, err := first[Member](tx, tableMembers, "id", c.WorkspaceID, c.UserID); err != nil {
+				return err
+			} else if m == nil {
+				return fmt.Errorf("%w: workspace %s", ErrNotFound, c.WorkspaceID)
+			}
 		}
 		if dup, err := first[OAuthCode](tx, tableOAuthCodes, "id", c.ID); err != nil {
 			return err
@@ -140,8 +151,8 @@ func (t *Tx) RedeemOAuthCode(hash string, tok Token, at time.Time) (*Redemption,
 			out = &Redemption{Reused: true}
 			return nil
 		}
-		if tok.UserID != c.UserID || tok.ClientID != c.ClientID || tok.Kind != TokenOAuth {
-			return fmt.Errorf("%w: a code's token is its account's and client's", ErrInvalid)
+		if tok.UserID != c.UserID || tok.ClientID != c.ClientID || tok.Kind != TokenOAuth || tok.WorkspaceID != c.WorkspaceID {
+			return fmt.Errorf("%w: a code's token is its account's, client's and workspace's", ErrInvalid)
 		}
 		if dup, err := first[Token](tx, tableTokens, "id", tok.ID); err != nil {
 			return err
