@@ -122,6 +122,7 @@ var registry = map[Type]func() Command{
 	83: func() Command { return new(FinishMove) },
 	84: func() Command { return new(AbortMove) },
 	85: func() Command { return new(PruneTombstones) },
+	86: func() Command { return new(PruneOAuthClients) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -554,9 +555,12 @@ type StartImport struct {
 	SiteQuota state.Quota  `json:"siteQuota"`
 }
 
-// RegisterOAuthClient adds a public OAuth client.
+// RegisterOAuthClient adds a public OAuth client, unless MaxClients
+// (when above zero; entries from before the cap have none) are
+// registered already.
 type RegisterOAuthClient struct {
-	Client state.OAuthClient `json:"client"`
+	Client     state.OAuthClient `json:"client"`
+	MaxClients int               `json:"maxClients,omitempty"`
 }
 
 // CreateOAuthCode stores an approved authorization code (by its hash).
@@ -775,4 +779,14 @@ type ResealValues struct {
 // PruneTombstones forgets sites deleted before a time.
 type PruneTombstones struct {
 	Before time.Time `json:"before"`
+}
+
+// PruneOAuthClients collects registered clients nobody uses, at At (the
+// leader's clock): never given a token UnusedAfter their registration,
+// or without a live token IdleAfter (state.Tx.PruneOAuthClients). It
+// produces how many it removed.
+type PruneOAuthClients struct {
+	At          time.Time     `json:"at"`
+	UnusedAfter time.Duration `json:"unusedAfter"`
+	IdleAfter   time.Duration `json:"idleAfter"`
 }

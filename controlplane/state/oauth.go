@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,6 +28,13 @@ type OAuthClient struct {
 	SoftwareID   string    `json:"softwareId,omitempty"`
 	ClientURI    string    `json:"clientUri,omitempty"`
 	CreatedAt    time.Time `json:"createdAt"`
+	// LastTokenAt is when a code of the client last became a token; nil
+	// means it never got one (collected UnusedAfter its creation).
+	LastTokenAt *time.Time `json:"lastTokenAt,omitempty"`
+	// IdleSince is when a collection pass first found none of the
+	// client's tokens alive (revoked, or expired); nil while one lives.
+	// The client is collected IdleAfter that.
+	IdleSince *time.Time `json:"idleSince,omitempty"`
 }
 
 // OAuthCode is an authorization code, kept by its hash: single use,
@@ -62,13 +70,44 @@ func (s *Store) OAuthCode(hash string) (*OAuthCode, error) {
 	return first[OAuthCode](s.read(), tableOAuthCodes, "id", hash)
 }
 
-// RegisterOAuthClient adds a client.
-func (t *Tx) RegisterOAuthClient(c OAuthClient) error {
+// ErrTooManyClients refuses a registration when the cluster holds its
+// most registered clients.
+var ErrTooManyClients = errors.New("too many registered OAuth clients")
+
+// OAuthClientCount is how many clients are registered.
+func (s *Store) OAuthClientCount() (int, error) {
+	return countRows(s.read(), tableOAuthClients)
+}
+
+func countRows(tx *memdb.Txn, table string) (int, error) {
+	it, err := tx.Get(table, "id")
+	if err != nil {
+		return 0, fmt.Errorf("count %s: %w", table, err)
+	}
+	n := 0
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		n++
+	}
+	return n, nil
+}
+
+// RegisterOAuthClient adds a client, unless max (when above zero)
+// clients are registered already (ErrTooManyClients).
+func (t *Tx) RegisterOAuthClient(c OAuthClient, max int) error {
 	return t.run(func(tx *memdb.Txn) error {
 		if dup, err := first[OAuthClient](tx, tableOAuthClients, "id", c.ID); err != nil {
 			return err
 		} else if dup != nil {
 			return fmt.Errorf("%w: client id %s exists", ErrConflict, c.ID)
+		}
+		if max > 0 {
+			n, err := countRows(tx, tableOAuthClients)
+			if err != nil {
+				return err
+			}
+			if n >= max {
+				return fmt.Errorf("%w: %d of %d", ErrTooManyClients, n, max)
+			}
 		}
 		return insert(tx, tableOAuthClients, &c)
 	})
@@ -163,6 +202,15 @@ func (t *Tx) RedeemOAuthCode(hash string, tok Token, at time.Time) (*Redemption,
 		used.Used, used.IssuedTokenID = true, tok.ID
 		if err := insert(tx, tableOAuthCodes, &used); err != nil {
 			return err
+		}
+		if cl, err := first[OAuthClient](tx, tableOAuthClients, "id", c.ClientID); err != nil {
+			return err
+		} else if cl != nil {
+			got := *cl
+			got.LastTokenAt, got.IdleSince = &at, nil
+			if err := insert(tx, tableOAuthClients, &got); err != nil {
+				return err
+			}
 		}
 		out = &Redemption{}
 		return insert(tx, tableTokens, &tok)
