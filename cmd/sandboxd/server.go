@@ -19,8 +19,10 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/images"
+	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/blobs"
 	"github.com/sandboxd/sandboxd/controlplane/cluster"
+	"github.com/sandboxd/sandboxd/controlplane/oauth"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
@@ -28,6 +30,7 @@ import (
 	"github.com/sandboxd/sandboxd/internal/enroll"
 	"github.com/sandboxd/sandboxd/internal/mirror"
 	"github.com/sandboxd/sandboxd/internal/pki"
+	"github.com/sandboxd/sandboxd/internal/ratelimit"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
 )
 
@@ -47,6 +50,10 @@ type commonFlags struct {
 	edgeAddrs      string
 	sealingKey     func() (string, error)
 	blobStore      string
+	// registrationsPerHour and maxClients bound OAuth client
+	// registrations (0: no limit).
+	registrationsPerHour int
+	maxClients           int
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
@@ -79,6 +86,10 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 			"s3://BUCKET[/PREFIX]?endpoint=http(s)://host:port[&region=R], one bucket all servers share (made if missing; keys from "+
 			"SANDBOXD_BLOB_STORE_ACCESS_KEY and SANDBOXD_BLOB_STORE_SECRET_KEY)")
 	fs.Int64Var(&c.cfg.MaxImportBytes, "max-import-bytes", 20<<30, "largest archive an import may upload, in bytes")
+	fs.IntVar(&c.registrationsPerHour, "oauth-registrations-per-hour", api.DefaultRegistrationsPerHour,
+		"OAuth clients one address (an IPv6 /64) may register an hour at POST /api/connect/register, which needs no login (0: no limit)")
+	fs.IntVar(&c.maxClients, "oauth-max-clients", oauth.DefaultMaxClients,
+		"most OAuth clients the cluster keeps registered; past it registrations answer 429 until unused ones are removed (0: no cap)")
 	fs.StringVar(&c.cfg.ImportStore.Bucket, "import-store-bucket", "sandboxd-imports", "bucket of --import-store (made if missing)")
 	fs.StringVar(&c.cfg.ImportStore.Region, "import-store-region", "us-east-1", "region of --import-store")
 	fs.StringVar(&c.cfg.SandboxDomain, "sandbox-domain", c.cfg.SandboxDomain, "domain sites live under: <slug>.<domain> (a wildcard DNS name pointing at the edges)")
@@ -132,6 +143,11 @@ func (c *commonFlags) start() (*server.Server, error) {
 	}
 	if c.cfg.EdgeAddrs, err = addrList(c.edgeAddrs); err != nil {
 		return nil, fmt.Errorf("--edge-addresses: %w", err)
+	}
+	c.cfg.RateLimits.Registrations = ratelimit.PerHour(c.registrationsPerHour)
+	c.cfg.OAuthClients.MaxClients = c.maxClients
+	if c.maxClients == 0 {
+		c.cfg.OAuthClients.MaxClients = -1 // oauth.Limits: below zero is no cap
 	}
 	if c.plansFile != "" {
 		if c.cfg.Plans, err = readPlans(c.plansFile); err != nil {

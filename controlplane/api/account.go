@@ -115,7 +115,7 @@ func (a *API) listTokens(w http.ResponseWriter, req *http.Request) error {
 	}
 	out := make([]APIToken, 0, len(toks))
 	for _, t := range toks {
-		out = append(out, tokenView(t, c.Token.ID))
+		out = append(out, tokenView(t, c.Token.ID, c.Account.PersonalWorkspaceID))
 	}
 	return rest.JSON(w, http.StatusOK, tokensResponse{Tokens: out})
 }
@@ -167,7 +167,7 @@ func (a *API) createToken(w http.ResponseWriter, req *http.Request) error {
 	}
 	t, plain := NewToken(c.Account.ID, name, a.now(), body.ExpiresInDays)
 	return a.commit(w, req, fsm.CreateToken{Token: t, Quota: quota}, nil,
-		http.StatusCreated, CreateTokenResponse{Token: tokenView(&t, c.Token.ID), Secret: plain})
+		http.StatusCreated, CreateTokenResponse{Token: tokenView(&t, c.Token.ID, c.Account.PersonalWorkspaceID), Secret: plain})
 }
 
 func (a *API) revokeToken(w http.ResponseWriter, req *http.Request) error {

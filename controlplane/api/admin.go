@@ -177,7 +177,7 @@ func (a *API) adminCreateToken(w http.ResponseWriter, req *http.Request) error {
 	}
 	t, plain := NewToken(acct.ID, name, a.now(), nil)
 	return a.commit(w, req, fsm.CreateToken{Token: t}, apierr.NotFound(apierr.CodeAccountNotFound, "account"),
-		http.StatusCreated, CreateTokenResponse{Token: tokenView(&t, ""), Secret: plain})
+		http.StatusCreated, CreateTokenResponse{Token: tokenView(&t, "", ""), Secret: plain})
 }
 
 func (a *API) adminOutbox(w http.ResponseWriter, req *http.Request) error {

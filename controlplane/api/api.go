@@ -362,16 +362,25 @@ func (a *API) authenticate(r *http.Request) (*Caller, error) {
 
 // selectWorkspace resolves the workspace header (or the personal
 // workspace) to a membership. A workspace the caller does not belong to
-// is indistinguishable from one that does not exist.
+// is indistinguishable from one that does not exist, and so is, for a
+// connector's token, any workspace but the one it is bound to.
 func (a *API) selectWorkspace(r *http.Request, c *Caller, mustMatchPath bool) error {
 	id := r.Header.Get(WorkspaceHeader)
 	if id == "" {
 		id = r.Header.Get(LegacyWorkspaceHeader)
 	}
+	notFound := apierr.NotFound(apierr.CodeWorkspaceNotFound, "workspace")
+	if bound := c.Token.Bound(c.Account.PersonalWorkspaceID); bound != "" {
+		// A connector's token reaches the one workspace approved on the
+		// consent page; to it, every other is one that does not exist.
+		if id != "" && id != bound {
+			return notFound
+		}
+		id = bound
+	}
 	if id == "" {
 		id = c.Account.PersonalWorkspaceID
 	}
-	notFound := apierr.NotFound(apierr.CodeWorkspaceNotFound, "workspace")
 	if mustMatchPath && r.PathValue("id") != id {
 		return notFound.With("selectedWorkspaceId", id)
 	}

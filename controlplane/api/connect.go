@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/oauth"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
@@ -26,8 +27,12 @@ func (a *API) registerConnect(r *rest.Router) {
 	}
 	r.Handle(rest.Route{Method: "POST", Path: "/api/connect/register", Tag: "oauth", Status: http.StatusCreated,
 		Summary: "Register a public OAuth client (RFC 7591) for the connector flow: exact redirect URIs (https, or http " +
-			"on localhost-like hosts; no fragment), token_endpoint_auth_method none. No secret is issued; metadata " +
-			"this server does not know is ignored.",
+			"on localhost-like hosts; no fragment; at most 5 of at most 512 characters), token_endpoint_auth_method none. " +
+			"No secret is issued; metadata this server does not know is ignored. An address registers at most 20 " +
+			"clients an hour by default (429 rate_limited, details.limit oauth_registrations, Retry-After); while the " +
+			"cluster holds its most clients (10,000 by default) registrations are refused with 429 rate_limited, " +
+			"details.limit oauth_clients. A client that never gets a token is removed after 24 hours, one whose " +
+			"tokens are all revoked or expired 30 days after that.",
 		Request: oauth.ClientMetadata{}, Response: oauth.ClientInfo{}, MaxBody: 64 << 10,
 		Errors: []string{apierr.CodeInvalidRequest, oauth.CodeInvalidRedirectURI, oauth.CodeInvalidClientMetadata,
 			apierr.CodeRateLimited, apierr.CodePayloadTooLarge},
@@ -42,8 +47,15 @@ func (a *API) registerConnect(r *rest.Router) {
 		Handler: a.exchangeCode})
 }
 
+// clientsFullRetry is the Retry-After of a registration refused while
+// the cluster holds its most clients: unused ones are collected hourly.
+const clientsFullRetry = time.Hour
+
 func (a *API) registerClient(w http.ResponseWriter, req *http.Request) error {
 	if err := a.limits.write(req, ""); err != nil {
+		return err
+	}
+	if err := a.limits.registration(req); err != nil {
 		return err
 	}
 	if mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); mt != "application/json" {
@@ -58,9 +70,15 @@ func (a *API) registerClient(w http.ResponseWriter, req *http.Request) error {
 		return apierr.New(http.StatusBadRequest, oauth.CodeInvalidClientMetadata, "the body is not a JSON client metadata object")
 	}
 	info, err := a.cfg.OAuth.Register(req.Context(), m)
+	if errors.Is(err, oauth.ErrTooManyClients) {
+		a.limits.metrics.RateLimited(LimitClients)
+		return apierr.RateLimited(clientsFullRetry, LimitClients,
+			"this service holds as many registered OAuth clients as it keeps; unused ones are removed over time, retry later")
+	}
 	if err != nil {
 		return writeError("", err)
 	}
+	a.limits.registered(req)
 	w.Header().Set("Cache-Control", "no-store")
 	return rest.JSON(w, http.StatusCreated, info)
 }

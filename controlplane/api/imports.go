@@ -19,8 +19,8 @@ import (
 // Imports is what the import routes need from the imports service.
 type Imports interface {
 	Create(ctx context.Context, c imports.Caller, in imports.CreateInput) (*state.Import, error)
-	In(workspaceID, id string) (*state.Import, error)
-	List(workspaceID string) ([]*state.Import, error)
+	In(c imports.Caller, id string) (*state.Import, error)
+	List(c imports.Caller) ([]*state.Import, error)
 	Upload(ctx context.Context, imp *state.Import, offset int64, body io.Reader) (int64, error)
 	Complete(ctx context.Context, c imports.Caller, imp *state.Import) (*state.Import, string, error)
 	Cancel(ctx context.Context, imp *state.Import) (*state.Import, error)
@@ -67,7 +67,7 @@ func (a *API) importView(imp *state.Import) ImportView {
 // CreateImportRequest starts an import.
 type CreateImportRequest struct {
 	SourceURL  string `json:"sourceUrl" doc:"The live site's URL (its WordPress home)."`
-	SiteID     string `json:"siteId,omitempty" doc:"A ready sandbox to restore into in place; omit it to get a new sandbox."`
+	SiteID     string `json:"siteId,omitempty" doc:"A ready sandbox to restore into in place; omit it to get a new sandbox. A connector's (scoped) token names only sites its own client's imports made (site_not_found otherwise)."`
 	SizeBytes  int64  `json:"sizeBytes" doc:"The archive's exact size in bytes (at least 1)."`
 	SourceKind string `json:"sourceKind,omitempty" enum:"@importSourceKind" doc:"remote_plugin for the connector plugin; archive (default) for any other client."`
 }
@@ -147,14 +147,16 @@ func (a *API) registerImports(r *rest.Router) {
 	write := guard{scope: scopeWorkspace, capability: access.Create, oauthScope: "import:write"}
 	nf := []string{apierr.CodeImportNotFound}
 	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/imports", Tag: "imports",
-		Summary: "List the workspace's imports, each with its ready site's URL.", Response: importsResponse{}, Handler: a.listImports})
+		Summary:  "List the workspace's imports, each with its ready site's URL (a connector's token: only its own client's imports).",
+		Response: importsResponse{}, Handler: a.listImports})
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/imports", Tag: "imports", Status: http.StatusCreated,
 		Summary: "Start an import: upload its archive next (PUT …/upload in chunks, or multipart), then complete it.",
 		Request: CreateImportRequest{}, Response: importResponse{}, Idempotent: true,
 		Errors:  []string{apierr.CodeInvalidRequest, apierr.CodeSiteNotFound, apierr.CodeConflict, apierr.CodePayloadTooLarge},
 		Handler: a.createImport})
 	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/imports/{id}", Tag: "imports", Params: importParam,
-		Summary:  "One import: its sandbox, restore progress and, once ready, the site URL and a one-time login URL.",
+		Summary: "One import: its sandbox, restore progress and, once ready, the site URL and a one-time login URL " +
+			"(a connector's token reads only its own client's imports: import_not_found otherwise).",
 		Response: ImportDetail{}, Errors: nf, Handler: a.getImport})
 	a.bearer(r, write, rest.Route{Method: "PUT", Path: "/api/app/imports/{id}/upload", Tag: "imports", Params: importParam,
 		Summary: "Append a chunk (application/octet-stream, at most 64 MiB) at byte X-Service-Offset, which must equal the " +
@@ -193,16 +195,22 @@ func (a *API) registerImports(r *rest.Router) {
 		Errors: append([]string{apierr.CodeInvalidRequest, apierr.CodeConflict}, nf...), Handler: a.multipartAbort})
 }
 
+// importCaller is the caller as the imports service sees it: a
+// connector's token acts for its OAuth client.
 func importCaller(c *Caller) imports.Caller {
-	return imports.Caller{Workspace: c.Workspace, By: c.Account}
+	ic := imports.Caller{Workspace: c.Workspace, By: c.Account}
+	if c.Token.Scoped() {
+		ic.Client = c.Token.ClientID
+	}
+	return ic
 }
 
 func (a *API) importIn(req *http.Request) (*state.Import, error) {
-	return a.cfg.Imports.In(CallerFrom(req.Context()).Workspace.ID, req.PathValue("id"))
+	return a.cfg.Imports.In(importCaller(CallerFrom(req.Context())), req.PathValue("id"))
 }
 
 func (a *API) listImports(w http.ResponseWriter, req *http.Request) error {
-	list, err := a.cfg.Imports.List(CallerFrom(req.Context()).Workspace.ID)
+	list, err := a.cfg.Imports.List(importCaller(CallerFrom(req.Context())))
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,11 @@ type RateLimits struct {
 	// IPWrites are writes per client address, all its tokens together
 	// (an office or a CI runner behind one address holds several).
 	IPWrites ratelimit.Rule
+	// Registrations are OAuth clients registered per client address
+	// (POST /api/connect/register needs no login, and each client is
+	// kept by every server until it is collected); a refused
+	// registration costs nothing.
+	Registrations ratelimit.Rule
 	// MaxKeys bounds the buckets each limit keeps (addresses or tokens);
 	// zero means ratelimit.DefaultMaxKeys. IPv6 clients are keyed by
 	// their /64, so one host cannot flood the table by rotating
@@ -46,16 +51,23 @@ type RateLimits struct {
 	MaxKeys int
 }
 
+// DefaultRegistrationsPerHour is how many OAuth clients one address may
+// register an hour by default: a connector registers once per site, a
+// command-line login once per login.
+const DefaultRegistrationsPerHour = 20
+
 // DefaultRateLimits are generous for people and scripts and tight for
 // guessers: 10 failed authentications a minute per address; 20 writes a
 // second per token (bursts of 60) and 50 a second per address (bursts of
-// 150). A write is a Raft commit: a single token at its limit is still
-// far below what a cluster commits.
+// 150); 20 OAuth client registrations an hour per address. A write is a
+// Raft commit: a single token at its limit is still far below what a
+// cluster commits.
 func DefaultRateLimits() RateLimits {
 	return RateLimits{
-		AuthFailures: ratelimit.PerMinute(10),
-		TokenWrites:  ratelimit.Rule{Rate: 20, Burst: 60},
-		IPWrites:     ratelimit.Rule{Rate: 50, Burst: 150},
+		AuthFailures:  ratelimit.PerMinute(10),
+		TokenWrites:   ratelimit.Rule{Rate: 20, Burst: 60},
+		IPWrites:      ratelimit.Rule{Rate: 50, Burst: 150},
+		Registrations: ratelimit.PerHour(DefaultRegistrationsPerHour),
 	}
 }
 
@@ -65,20 +77,25 @@ const (
 	LimitAuthFailures = "auth_failures"
 	LimitTokenWrites  = "token_writes"
 	LimitIPWrites     = "ip_writes"
+	// LimitRegistrations: OAuth client registrations per address.
+	LimitRegistrations = "oauth_registrations"
+	// LimitClients: the cluster holds its most registered OAuth clients.
+	LimitClients = "oauth_clients"
 )
 
 // limiters are the live buckets of the RateLimits.
 type limiters struct {
-	authFailures, tokenWrites, ipWrites *ratelimit.Limiter
-	metrics                             *rest.Metrics
+	authFailures, tokenWrites, ipWrites, registrations *ratelimit.Limiter
+	metrics                                            *rest.Metrics
 }
 
 func newLimiters(cfg RateLimits, now func() time.Time, m *rest.Metrics) *limiters {
 	return &limiters{
-		authFailures: ratelimit.New(cfg.AuthFailures, cfg.MaxKeys, now),
-		tokenWrites:  ratelimit.New(cfg.TokenWrites, cfg.MaxKeys, now),
-		ipWrites:     ratelimit.New(cfg.IPWrites, cfg.MaxKeys, now),
-		metrics:      m,
+		authFailures:  ratelimit.New(cfg.AuthFailures, cfg.MaxKeys, now),
+		tokenWrites:   ratelimit.New(cfg.TokenWrites, cfg.MaxKeys, now),
+		ipWrites:      ratelimit.New(cfg.IPWrites, cfg.MaxKeys, now),
+		registrations: ratelimit.New(cfg.Registrations, cfg.MaxKeys, now),
+		metrics:       m,
 	}
 }
 
@@ -143,3 +160,16 @@ func (l *limiters) write(req *http.Request, tokenID string) error {
 	l.ipWrites.Allow(ip)
 	return nil
 }
+
+// registration refuses an OAuth client registration from an address
+// that has spent its Registrations, taking nothing; registered charges
+// an accepted one.
+func (l *limiters) registration(req *http.Request) error {
+	if wait := l.registrations.Wait(clientKey(req)); wait > 0 {
+		l.metrics.RateLimited(LimitRegistrations)
+		return apierr.RateLimited(wait, LimitRegistrations, "too many OAuth clients registered from your address; retry later")
+	}
+	return nil
+}
+
+func (l *limiters) registered(req *http.Request) { l.registrations.Allow(clientKey(req)) }

@@ -35,13 +35,20 @@ type APIToken struct {
 	Kind       string     `json:"kind" enum:"@tokenKind" doc:"oauth: given to a client through the OAuth flow; it works only on /api/account/me and the Imports routes, unless its scope is account (a command-line login)."`
 	ClientName *string    `json:"clientName,omitempty" doc:"For oauth tokens: the client it was given to."`
 	Scope      *string    `json:"scope,omitempty" doc:"For oauth tokens: its scopes, space-separated."`
+	// WorkspaceID is where a connector's token works.
+	WorkspaceID *string `json:"workspaceId,omitempty" doc:"For a connector's oauth token (not the account scope): the one workspace it reaches, chosen on the consent page."`
 }
 
-func tokenView(t *state.Token, current string) APIToken {
+// tokenView shows t; personal is its account's personal workspace (a
+// connector token from before workspace binding is bound to it).
+func tokenView(t *state.Token, current, personal string) APIToken {
 	v := APIToken{ID: t.ID, Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, Current: t.ID == current,
 		Kind: state.TokenPersonal}
 	if t.Kind == state.TokenOAuth {
 		v.Kind, v.ClientName, v.Scope = state.TokenOAuth, &t.ClientName, &t.Scope
+	}
+	if ws := t.Bound(personal); ws != "" {
+		v.WorkspaceID = &ws
 	}
 	return v
 }

@@ -123,6 +123,7 @@ var registry = map[Type]func() Command{
 	84: func() Command { return new(AbortMove) },
 	85: func() Command { return new(PruneTombstones) },
 	86: func() Command { return new(PruneState) },
+	87: func() Command { return new(PruneOAuthClients) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -555,9 +556,12 @@ type StartImport struct {
 	SiteQuota state.Quota  `json:"siteQuota"`
 }
 
-// RegisterOAuthClient adds a public OAuth client.
+// RegisterOAuthClient adds a public OAuth client, unless MaxClients
+// (when above zero; entries from before the cap have none) are
+// registered already.
 type RegisterOAuthClient struct {
-	Client state.OAuthClient `json:"client"`
+	Client     state.OAuthClient `json:"client"`
+	MaxClients int               `json:"maxClients,omitempty"`
 }
 
 // CreateOAuthCode stores an approved authorization code (by its hash).
@@ -785,4 +789,14 @@ type PruneTombstones struct {
 type PruneState struct {
 	At        time.Time       `json:"at"`
 	Retention state.Retention `json:"retention"`
+}
+
+// PruneOAuthClients collects registered clients nobody uses, at At (the
+// leader's clock): never given a token UnusedAfter their registration,
+// or without a live token IdleAfter (state.Tx.PruneOAuthClients). It
+// produces how many it removed.
+type PruneOAuthClients struct {
+	At          time.Time     `json:"at"`
+	UnusedAfter time.Duration `json:"unusedAfter"`
+	IdleAfter   time.Duration `json:"idleAfter"`
 }

@@ -254,8 +254,10 @@ func (c StartImport) apply(tx *state.Tx) any {
 	}
 	return tx.CreateJob(c.Job)
 }
-func (c RegisterOAuthClient) apply(tx *state.Tx) any { return tx.RegisterOAuthClient(c.Client) }
-func (c CreateOAuthCode) apply(tx *state.Tx) any     { return tx.CreateOAuthCode(c.Code, c.At) }
+func (c RegisterOAuthClient) apply(tx *state.Tx) any {
+	return tx.RegisterOAuthClient(c.Client, c.MaxClients)
+}
+func (c CreateOAuthCode) apply(tx *state.Tx) any { return tx.CreateOAuthCode(c.Code, c.At) }
 func (c RedeemOAuthCode) apply(tx *state.Tx) any {
 	return result(tx.RedeemOAuthCode(c.CodeHash, c.Token, c.At))
 }
@@ -319,6 +321,14 @@ func (c AbortMove) apply(tx *state.Tx) any {
 }
 func (c ResealValues) apply(tx *state.Tx) any {
 	n, err := tx.ResealValues(c.Values)
+	if err != nil {
+		return err
+	}
+	return n
+}
+
+func (c PruneOAuthClients) apply(tx *state.Tx) any {
+	n, err := tx.PruneOAuthClients(c.At, c.UnusedAfter, c.IdleAfter)
 	if err != nil {
 		return err
 	}

@@ -113,7 +113,15 @@ func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Milli
 type Caller struct {
 	Workspace *state.Workspace
 	By        *state.Account
+	// Client is the OAuth client of a connector's (scoped) token, empty
+	// for a personal one. Such a caller sees only its client's imports
+	// and restores only into new sandboxes or sites its client's imports
+	// made: its consent page promised nothing more.
+	Client string
 }
+
+// sees reports whether c may see imp (imp is in c's workspace).
+func (c Caller) sees(imp *state.Import) bool { return c.Client == "" || imp.ClientID == c.Client }
 
 // CreateInput is a new import.
 type CreateInput struct {
@@ -186,7 +194,7 @@ func (s *Service) Create(ctx context.Context, c Caller, in CreateInput) (*state.
 	now := s.now()
 	imp := state.Import{ID: ids.New(ids.Import), UserID: c.Workspace.OwnerID, WorkspaceID: c.Workspace.ID, CreatedByUserID: c.By.ID,
 		SourceKind: kind, SourceURL: src, SizeBytes: in.SizeBytes, Status: state.ImportAwaitingUpload, NewSite: in.SiteID == "",
-		CreatedAt: now, UpdatedAt: now}
+		ClientID: c.Client, CreatedAt: now, UpdatedAt: now}
 	if in.SiteID != "" {
 		site, err := s.cfg.Store.Site(in.SiteID)
 		if err != nil {
@@ -194,6 +202,12 @@ func (s *Service) Create(ctx context.Context, c Caller, in CreateInput) (*state.
 		}
 		if site == nil || site.WorkspaceID != c.Workspace.ID {
 			return nil, apierr.NotFound(apierr.CodeSiteNotFound, "site")
+		}
+		if mine, err := s.madeBy(site.ID, c.Client); err != nil {
+			return nil, err
+		} else if !mine {
+			return nil, apierr.NotFound(apierr.CodeSiteNotFound, "site").
+				With("reason", "a connector's token imports into new sandboxes, or into sites its own imports made")
 		}
 		if site.Status != state.SiteReady || site.Move != nil {
 			return nil, apierr.Invalid("siteId", "the site is %s; an import goes into a ready site", site.Status).With("status", site.Status)
@@ -206,21 +220,51 @@ func (s *Service) Create(ctx context.Context, c Caller, in CreateInput) (*state.
 	return &imp, nil
 }
 
-// In returns an import of the workspace, or import_not_found.
-func (s *Service) In(workspaceID, id string) (*state.Import, error) {
+// madeBy reports whether a connector client's own import made the site
+// (always true for a personal caller, client "").
+func (s *Service) madeBy(siteID, client string) (bool, error) {
+	if client == "" {
+		return true, nil
+	}
+	into, err := s.cfg.Store.ImportsInto(siteID)
+	if err != nil {
+		return false, err
+	}
+	for _, imp := range into {
+		if imp.NewSite && imp.ClientID == client {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// In returns an import of the caller's workspace that the caller sees,
+// or import_not_found.
+func (s *Service) In(c Caller, id string) (*state.Import, error) {
 	imp, err := s.cfg.Store.Import(id)
 	if err != nil {
 		return nil, err
 	}
-	if imp == nil || imp.WorkspaceID != workspaceID {
+	if imp == nil || imp.WorkspaceID != c.Workspace.ID || !c.sees(imp) {
 		return nil, notFound()
 	}
 	return imp, nil
 }
 
-// List returns the workspace's imports, newest first.
-func (s *Service) List(workspaceID string) ([]*state.Import, error) {
-	return s.cfg.Store.ImportsOf(workspaceID)
+// List returns the imports of the caller's workspace that the caller
+// sees, newest first.
+func (s *Service) List(c Caller) ([]*state.Import, error) {
+	all, err := s.cfg.Store.ImportsOf(c.Workspace.ID)
+	if err != nil || c.Client == "" {
+		return all, err
+	}
+	out := all[:0]
+	for _, imp := range all {
+		if c.sees(imp) {
+			out = append(out, imp)
+		}
+	}
+	return out, nil
 }
 
 func (s *Service) lock(id string) func() {

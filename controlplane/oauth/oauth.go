@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -69,6 +70,57 @@ const (
 	CodeInvalidScope          = "invalid_scope"
 )
 
+// Bounds of a registration's metadata: what one anonymous request can
+// make every server keep.
+const (
+	MaxRedirectURIs   = 5
+	MaxRedirectURILen = 512
+	MaxClientNameLen  = 100 // characters
+	MaxClientURILen   = 512
+	MaxScopeLen       = 100
+	MaxSoftwareLen    = 64
+)
+
+// Defaults of Limits.
+const (
+	DefaultMaxClients  = 10_000
+	DefaultUnusedAfter = 24 * time.Hour
+	DefaultIdleAfter   = 30 * 24 * time.Hour
+)
+
+// Limits bound the registered clients, which anyone may add.
+type Limits struct {
+	// MaxClients caps the clients registered in the whole cluster; zero
+	// means DefaultMaxClients, below zero no cap.
+	MaxClients int
+	// UnusedAfter removes a client that never got a token this long
+	// after it registered; zero means DefaultUnusedAfter.
+	UnusedAfter time.Duration
+	// IdleAfter removes a client this long after its last token was
+	// gone (revoked, or expired); zero means DefaultIdleAfter.
+	IdleAfter time.Duration
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxClients == 0 {
+		l.MaxClients = DefaultMaxClients
+	}
+	if l.MaxClients < 0 {
+		l.MaxClients = 0 // the command's "no cap"
+	}
+	if l.UnusedAfter <= 0 {
+		l.UnusedAfter = DefaultUnusedAfter
+	}
+	if l.IdleAfter <= 0 {
+		l.IdleAfter = DefaultIdleAfter
+	}
+	return l
+}
+
+// ErrTooManyClients refuses a registration while the cluster holds
+// Limits.MaxClients clients.
+var ErrTooManyClients = state.ErrTooManyClients
+
 // Mailer sends the consent page's sign-in links.
 type Mailer interface {
 	Send(ctx context.Context, m state.Mail) error
@@ -88,6 +140,8 @@ type Config struct {
 	// Secure is true when the API's public URL is https (TLS may end at
 	// a proxy): cookies are then Secure and __Host- prefixed.
 	Secure bool
+	// Limits bound the registered clients.
+	Limits Limits
 	Now    func() time.Time
 	Log    *slog.Logger
 }
@@ -107,6 +161,7 @@ func New(cfg Config) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	return &Service{cfg: cfg, jar: hostcookie.Jar{Secure: cfg.Secure, Key: cfg.Key}, signins: newSignins(maxSignins, cfg.Now)}
 }
 
@@ -170,7 +225,9 @@ func loopbackRedirect(raw string) bool {
 func checkRedirect(raw string) error {
 	u, err := url.Parse(raw)
 	switch {
-	case err != nil || !u.IsAbs() || u.Host == "" || len(raw) > 2000:
+	case len(raw) > MaxRedirectURILen:
+		return oauthErr(CodeInvalidRedirectURI, "a redirect URI may be at most %d characters", MaxRedirectURILen)
+	case err != nil || !u.IsAbs() || u.Host == "":
 		return oauthErr(CodeInvalidRedirectURI, "redirect URI %q is not an absolute URL", raw)
 	case u.Fragment != "" || strings.Contains(raw, "#"):
 		return oauthErr(CodeInvalidRedirectURI, "redirect URI %q has a fragment", raw)
@@ -217,8 +274,8 @@ func (s *Service) Register(ctx context.Context, m ClientMetadata) (*ClientInfo, 
 	if len(m.RedirectURIs) == 0 {
 		return nil, oauthErr(CodeInvalidRedirectURI, "redirect_uris must list at least one URI")
 	}
-	if len(m.RedirectURIs) > 10 {
-		return nil, oauthErr(CodeInvalidRedirectURI, "at most 10 redirect URIs")
+	if len(m.RedirectURIs) > MaxRedirectURIs {
+		return nil, oauthErr(CodeInvalidRedirectURI, "at most %d redirect URIs", MaxRedirectURIs)
 	}
 	for _, u := range m.RedirectURIs {
 		if err := checkRedirect(u); err != nil {
@@ -233,6 +290,9 @@ func (s *Service) Register(ctx context.Context, m ClientMetadata) (*ClientInfo, 
 	}
 	if len(m.ResponseTypes) > 0 && !slices.Equal(m.ResponseTypes, []string{"code"}) {
 		return nil, oauthErr(CodeInvalidClientMetadata, "response_types must be [code]")
+	}
+	if len(m.Scope) > MaxScopeLen {
+		return nil, oauthErr(CodeInvalidClientMetadata, "scope may be at most %d characters", MaxScopeLen)
 	}
 	scope, ok := normalScope(m.Scope, AllScopes)
 	if strings.TrimSpace(m.Scope) == "" {
@@ -256,23 +316,43 @@ func (s *Service) Register(ctx context.Context, m ClientMetadata) (*ClientInfo, 
 	if name == "" {
 		name = "Unnamed client"
 	}
-	if len(name) > 100 || strings.ContainsAny(name, "\x00\r\n") {
-		return nil, oauthErr(CodeInvalidClientMetadata, "client_name must be at most 100 characters on one line")
+	if !utf8.ValidString(name) || utf8.RuneCountInString(name) > MaxClientNameLen || strings.ContainsAny(name, "\x00\r\n") {
+		return nil, oauthErr(CodeInvalidClientMetadata, "client_name must be at most %d characters on one line", MaxClientNameLen)
 	}
 	if m.ClientURI != "" {
-		if u, err := url.Parse(m.ClientURI); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(m.ClientURI) > 2000 {
+		if len(m.ClientURI) > MaxClientURILen {
+			return nil, oauthErr(CodeInvalidClientMetadata, "client_uri may be at most %d characters", MaxClientURILen)
+		}
+		if u, err := url.Parse(m.ClientURI); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, oauthErr(CodeInvalidClientMetadata, "client_uri must be an http(s) URL")
 		}
 	}
 	if m.SoftwareID != "" && !softwareRE.MatchString(m.SoftwareID) {
-		return nil, oauthErr(CodeInvalidClientMetadata, "software_id must be 1 to 64 letters, digits, dots, dashes or underscores")
+		return nil, oauthErr(CodeInvalidClientMetadata, "software_id must be 1 to %d letters, digits, dots, dashes or underscores", MaxSoftwareLen)
+	}
+	if len(m.SoftwareVersion) > MaxSoftwareLen {
+		return nil, oauthErr(CodeInvalidClientMetadata, "software_version may be at most %d characters", MaxSoftwareLen)
 	}
 	c := state.OAuthClient{ID: "cli_" + ids.Random(16), Name: name, RedirectURIs: slices.Clone(m.RedirectURIs), Scope: scope,
 		SoftwareID: m.SoftwareID, ClientURI: m.ClientURI, CreatedAt: s.now()}
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.RegisterOAuthClient{Client: c}); err != nil {
-		return nil, err
+	if _, err := s.cfg.Raft.Apply(ctx, fsm.RegisterOAuthClient{Client: c, MaxClients: s.cfg.Limits.MaxClients}); err != nil {
+		return nil, fmt.Errorf("register client: %w", err)
 	}
 	return infoOf(&c), nil
+}
+
+// MaxClients is the cap on registered clients (zero: none).
+func (s *Service) MaxClients() int { return s.cfg.Limits.MaxClients }
+
+// Collect removes the clients nobody uses (Limits.UnusedAfter,
+// Limits.IdleAfter) and says how many; the leader calls it on a timer.
+func (s *Service) Collect(ctx context.Context) (int, error) {
+	res, err := s.cfg.Raft.Apply(ctx, fsm.PruneOAuthClients{At: s.now(), UnusedAfter: s.cfg.Limits.UnusedAfter, IdleAfter: s.cfg.Limits.IdleAfter})
+	if err != nil {
+		return 0, fmt.Errorf("collect oauth clients: %w", err)
+	}
+	n, _ := res.(int)
+	return n, nil
 }
 
 func infoOf(c *state.OAuthClient) *ClientInfo {
@@ -374,7 +454,7 @@ func (s *Service) Exchange(ctx context.Context, r TokenRequest) (*TokenResponse,
 	exp := now.Add(life)
 	tok := state.Token{ID: ids.New(ids.Token), UserID: acct.ID, Name: name, Hash: secret.Hash(plain),
 		Prefix: secret.Display(plain), CreatedAt: now, ExpiresAt: &exp, Kind: state.TokenOAuth, Scope: code.Scope,
-		ClientID: client.ID, ClientName: client.Name}
+		ClientID: client.ID, ClientName: client.Name, WorkspaceID: code.WorkspaceID}
 	res, err := s.cfg.Raft.Apply(ctx, fsm.RedeemOAuthCode{CodeHash: hash, Token: tok, At: now})
 	if errors.Is(err, state.ErrNotFound) {
 		return nil, badGrant("the code has expired")

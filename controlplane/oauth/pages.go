@@ -157,8 +157,53 @@ func (s *Service) show(w http.ResponseWriter, r *http.Request, req *request, not
 	if acct := s.account(r); acct != nil {
 		p.Email = acct.Email
 		p.CSRF = s.csrf(r, req.raw)
+		if !p.Account {
+			p.Workspaces = s.workspaceChoices(acct)
+		}
 	}
 	s.render(w, http.StatusOK, p)
+}
+
+// workspaceChoice is a workspace the consent page offers.
+type workspaceChoice struct {
+	ID, Name string
+	Selected bool
+}
+
+// workspaceChoices are the account's workspaces, its personal one first
+// and chosen; a connector's token reaches only the one approved.
+func (s *Service) workspaceChoices(acct *state.Account) []workspaceChoice {
+	ms, err := s.cfg.Store.MembershipsOf(acct.ID)
+	if err != nil {
+		s.cfg.Log.Warn("list workspaces for consent", "err", err)
+	}
+	var out []workspaceChoice
+	for _, m := range ms {
+		ws, err := s.cfg.Store.Workspace(m.WorkspaceID)
+		if err != nil || ws == nil {
+			continue
+		}
+		c := workspaceChoice{ID: ws.ID, Name: ws.Name, Selected: ws.ID == acct.PersonalWorkspaceID}
+		if c.Selected {
+			out = append([]workspaceChoice{c}, out...)
+		} else {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// chosenWorkspace is the workspace approved in the form: one of the
+// account's, its personal one when none is named; "" when the form names
+// one that is not the account's.
+func (s *Service) chosenWorkspace(acct *state.Account, id string) string {
+	if id == "" {
+		return acct.PersonalWorkspaceID
+	}
+	if m, err := s.cfg.Store.Member(id, acct.ID); err != nil || m == nil {
+		return ""
+	}
+	return id
 }
 
 func scopeText(scope string) []string {
@@ -166,9 +211,9 @@ func scopeText(scope string) []string {
 	for _, sc := range strings.Fields(scope) {
 		switch sc {
 		case ScopeImportRead:
-			out = append(out, "See your imports and their sandboxes")
+			out = append(out, "See the imports it made and their sandboxes")
 		case ScopeImportWrite:
-			out = append(out, "Upload sites as imports, which make sandboxes in your workspace")
+			out = append(out, "Upload sites as imports, which make new sandboxes in the workspace you choose")
 		case ScopeAccount:
 			out = append(out, "Act as you everywhere: make and delete sites, tokens and workspaces, as a personal API token does (for a command-line tool on this computer)")
 		}
@@ -238,9 +283,16 @@ func (s *Service) decide(w http.ResponseWriter, r *http.Request) {
 				"the account holder denied access", "state", req.state), http.StatusSeeOther)
 			return
 		}
+		wsID := ""
+		if req.scope != ScopeAccount {
+			if wsID = s.chosenWorkspace(acct, r.PostForm.Get("workspace")); wsID == "" {
+				s.show(w, r, req, "That workspace is not one of yours; choose another.")
+				return
+			}
+		}
 		code := secret.New("")
 		c := state.OAuthCode{ID: secret.Hash(code), ClientID: req.client.ID, UserID: acct.ID, RedirectURI: req.redirect,
-			Challenge: req.challenge, Scope: req.scope, ExpiresAt: s.now().Add(CodeLife)}
+			Challenge: req.challenge, Scope: req.scope, WorkspaceID: wsID, ExpiresAt: s.now().Add(CodeLife)}
 		if _, err := s.cfg.Raft.Apply(r.Context(), fsm.CreateOAuthCode{Code: c, At: s.now()}); err != nil {
 			s.cfg.Log.Warn("store authorization code", "err", err)
 			s.render(w, http.StatusServiceUnavailable, page{Title: "Cannot authorize", Error: "The service is busy; go back and try again."})
@@ -348,6 +400,9 @@ type page struct {
 	Request      string
 	Email        string
 	CSRF         string
+	// Workspaces are the account's, for a connector: its token reaches
+	// only the one chosen.
+	Workspaces []workspaceChoice
 }
 
 func (s *Service) render(w http.ResponseWriter, status int, p page) {
@@ -379,14 +434,18 @@ button{padding:.5rem 1rem;font-size:1rem;cursor:pointer} .row{display:flex;gap:.
 {{if .Account}}<p class="err" id="account-warning">This gives a command-line tool full access to your account, as a personal API
 token does. Approve only if you just ran <code>sandboxctl login</code> yourself, on this computer, and it shows this code:</p>
 <p><strong class="host" id="login-code">{{.LoginCode}}</strong></p>{{else}}
-<p>It will not see your password or personal API tokens, and cannot reach anything else in your account.</p>{{end}}
+<p>It reaches only the workspace you choose, and there only the imports it made and the sandboxes they made.
+It will not see your password or personal API tokens, and cannot reach anything else in your account.</p>{{end}}
 </div>
 {{if .Email}}
 <p>Signed in as <strong id="account">{{.Email}}</strong>.</p>
-<form method="post" action="/connect/authorize" class="row">
+<form method="post" action="/connect/authorize">
 <input type="hidden" name="request" value="{{.Request}}"><input type="hidden" name="csrf" value="{{.CSRF}}">
-<button type="submit" name="action" value="approve" id="approve">Approve</button>
-<button type="submit" name="action" value="deny" id="deny">Deny</button>
+{{if gt (len .Workspaces) 1}}<p><label for="workspace">Workspace it may import into</label>
+<select name="workspace" id="workspace">{{range .Workspaces}}<option value="{{.ID}}"{{if .Selected}} selected{{end}}>{{.Name}}</option>{{end}}</select></p>
+{{else}}{{range .Workspaces}}<input type="hidden" name="workspace" value="{{.ID}}"><p>Workspace: <strong id="workspace-name">{{.Name}}</strong></p>{{end}}{{end}}
+<div class="row"><button type="submit" name="action" value="approve" id="approve">Approve</button>
+<button type="submit" name="action" value="deny" id="deny">Deny</button></div>
 </form>
 {{else}}
 <div class="box"><h2>Sign in</h2>

@@ -140,7 +140,7 @@ func (rt *Router) OpenAPI(info OpenAPIInfo) map[string]any {
 					"schema": errorSchema(codes)}},
 			}
 			if status == http.StatusTooManyRequests {
-				resp["description"] = "rate_limited: too many failed authentications from the client's address, or writes by its token or address. Retry after Retry-After seconds (also details.retryAfterSeconds; details.limit names the limit)."
+				resp["description"] = "rate_limited: too many failed authentications from the client's address, writes by its token or address, or OAuth client registrations (from its address, or in all). Retry after Retry-After seconds (also details.retryAfterSeconds; details.limit names the limit)."
 			}
 			if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 				resp["headers"] = map[string]any{"Retry-After": map[string]any{

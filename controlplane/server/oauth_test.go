@@ -87,6 +87,49 @@ func (b *consentBrowser) approve(authURL, token string) *url.URL {
 	return to
 }
 
+// approveIn signs in with a personal token and approves on the consent
+// page, choosing workspace (empty: leave the page's choice); it returns
+// the page it approved on and where the browser is sent.
+func (b *consentBrowser) approveIn(authURL, token, workspace string) (string, *url.URL) {
+	b.t.Helper()
+	u, _ := url.Parse(authURL)
+	resp, page := b.do("GET", u.Path+"?"+u.RawQuery, nil)
+	if strings.Contains(page, `id="signin-token"`) {
+		resp, _ = b.do("POST", "/connect/authorize", url.Values{"request": {u.RawQuery}, "action": {"token"}, "token": {token}})
+		resp, page = b.do("GET", resp.Header.Get("Location"), nil)
+	}
+	m := csrfRE.FindStringSubmatch(page)
+	if resp.StatusCode != 200 || m == nil {
+		b.t.Fatalf("signed-in consent %d: %s", resp.StatusCode, page)
+	}
+	form := url.Values{"request": {u.RawQuery}, "action": {"approve"}, "csrf": {html.UnescapeString(m[1])}}
+	if workspace != "" {
+		form.Set("workspace", workspace)
+	}
+	resp, _ = b.do("POST", "/connect/authorize", form)
+	to, _ := url.Parse(resp.Header.Get("Location"))
+	return page, to
+}
+
+// connectorToken registers a connector, approves it in workspace (empty:
+// the page's default) and exchanges the code; it returns a client with
+// the token, the consent page and the client's id.
+func connectorToken(t *testing.T, s interface{ URL() string }, token, workspace string) (*st.Client, string, string) {
+	t.Helper()
+	const redirect = "http://127.0.0.1:9/callback"
+	anon := st.NewClient(t, s.URL(), "")
+	id := anon.Do("POST", "/api/connect/register", map[string]any{"client_name": "Cloner", "redirect_uris": []string{redirect}}).Must(t, 201).Str("client_id")
+	cfg := &oauth2.Config{ClientID: id, RedirectURL: redirect, Scopes: []string{"import:read", "import:write"},
+		Endpoint: oauth2.Endpoint{AuthURL: s.URL() + "/connect/authorize", TokenURL: s.URL() + "/api/connect/token", AuthStyle: oauth2.AuthStyleInParams}}
+	verifier := oauth2.GenerateVerifier()
+	page, to := newConsentBrowser(t, s.URL()).approveIn(cfg.AuthCodeURL("s", oauth2.S256ChallengeOption(verifier)), token, workspace)
+	tok, err := cfg.Exchange(context.Background(), to.Query().Get("code"), oauth2.VerifierOption(verifier))
+	if err != nil {
+		t.Fatalf("exchange (redirected to %s): %v", to, err)
+	}
+	return st.NewClient(t, s.URL(), tok.AccessToken), page, id
+}
+
 // TestOAuthConnector: golang.org/x/oauth2 (not our code) as the client:
 // register, authorize, exchange with the PKCE verifier, call the import
 // routes. Refused per RFC 9700: a wrong verifier, a reused code (which

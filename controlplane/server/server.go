@@ -226,6 +226,14 @@ type Config struct {
 	// token and per address (429 rate_limited with Retry-After); the zero
 	// value limits nothing, DefaultConfig sets api.DefaultRateLimits.
 	RateLimits api.RateLimits
+	// OAuthClients bound the OAuth clients anyone may register: a cap
+	// on how many the cluster keeps, and when unused ones are removed
+	// (see oauth.Limits; zero values are its defaults). Registrations
+	// per address are RateLimits.Registrations.
+	OAuthClients oauth.Limits
+	// OAuthCollectInterval is how often the leader removes unused OAuth
+	// clients; zero means 1h.
+	OAuthCollectInterval time.Duration
 	// LaunchLimits bound public launches per address and per template;
 	// the zero value limits nothing, DefaultConfig sets
 	// launcher.DefaultLimits.
@@ -545,7 +553,8 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	connector := oauth.New(oauth.Config{Store: store, Raft: node, Mailer: mailer, PublicURL: s.url, Key: connectKey,
-		Secure: strings.HasPrefix(s.url, "https://"), Now: cfg.Now, Log: s.log.With("component", "oauth")})
+		Secure: strings.HasPrefix(s.url, "https://"), Limits: cfg.OAuthClients, Now: cfg.Now, Log: s.log.With("component", "oauth")})
+	node.OnLeader(func(ctx context.Context) { collectOAuthClients(ctx, connector, cfg.OAuthCollectInterval, s.log) })
 	// Jobs run once every runner is in place.
 	node.OnLeader(s.dispatcher.Run)
 	hookSealer := keys.Sealer(sealing.PurposeWebhooks)

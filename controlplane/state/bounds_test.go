@@ -140,9 +140,10 @@ var tableBounds = map[string]tableBound{
 		by:        []any{(*Tx).CreateImport, (*Tx).PruneState},
 	},
 	tableOAuthClients: {
-		bound:     "registrations limited per address and in total (item 1)",
-		retention: "unused clients 24 h, token-less clients 30 days",
-		enforced:  "the OAuth registration's limits and the client collection (item 1)",
+		bound:     "20 registrations an hour per address (the API's limiter); 10,000 in all (--oauth-max-clients)",
+		retention: "clients never given a token 24 h after registering; clients whose tokens are all gone 30 days after",
+		enforced:  "RegisterOAuthClient's cap inside the apply; PruneOAuthClients (hourly, leader)",
+		by:        []any{(*Tx).RegisterOAuthClient, (*Tx).PruneOAuthClients},
 	},
 	tableOAuthCodes: {
 		bound:     "one per approved consent",
@@ -382,7 +383,7 @@ func TestPruneStateCollects(t *testing.T) {
 		}, Retention{LeadsPerTemplate: 3}},
 		{tableOAuthCodes, func(t *testing.T, s *Store) {
 			must(t, s.Update(func(tx *Tx) error {
-				return tx.RegisterOAuthClient(OAuthClient{ID: "cli_1", Name: "c", CreatedAt: now})
+				return tx.RegisterOAuthClient(OAuthClient{ID: "cli_1", Name: "c", CreatedAt: now}, 0)
 			}))
 			for _, c := range []OAuthCode{{ID: "old", ExpiresAt: now.Add(-11 * time.Minute)}, {ID: "kept", ExpiresAt: now.Add(-9 * time.Minute)}} {
 				c.ClientID, c.UserID = "cli_1", "usr_a"

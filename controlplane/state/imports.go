@@ -44,7 +44,11 @@ type Import struct {
 	ArtifactID string `json:"artifactId"`
 	SiteID     string `json:"siteId"`
 	// NewSite says the restore makes its own sandbox (no siteId given).
-	NewSite       bool   `json:"newSite"`
+	NewSite bool `json:"newSite"`
+	// ClientID is the OAuth client whose connector token made the import
+	// (empty for a personal token): such a token sees only its client's
+	// imports, and restores only into sites they made.
+	ClientID      string `json:"clientId,omitempty"`
 	Status        string `json:"status"`
 	FailureReason string `json:"failureReason"`
 	SizeBytes     int64  `json:"sizeBytes"`
@@ -107,6 +111,11 @@ func (s *Store) ImportsOf(workspaceID string) ([]*Import, error) {
 		return out[i].ID > out[j].ID
 	})
 	return out, err
+}
+
+// ImportsInto lists the imports restored (or to be restored) into a site.
+func (s *Store) ImportsInto(siteID string) ([]*Import, error) {
+	return all[Import](s.read(), tableImports, "site", siteID)
 }
 
 // ImportArtifacts lists the blobs of imports still being restored, which

@@ -74,11 +74,27 @@ type Token struct {
 	Scope      string `json:"scope,omitempty"`
 	ClientID   string `json:"clientId,omitempty"`
 	ClientName string `json:"clientName,omitempty"`
+	// WorkspaceID binds a scoped token to the one workspace chosen on
+	// the consent page. Scoped tokens from before the binding have none:
+	// they are bound to their account's personal workspace (Bound).
+	WorkspaceID string `json:"workspaceId,omitempty"`
 }
 
 // Scoped reports whether the token is limited to its scopes: an OAuth
 // token granted ScopeAccount (a command-line login) is not.
 func (t *Token) Scoped() bool { return t.Kind == TokenOAuth && t.Scope != ScopeAccount }
+
+// Bound is the one workspace a scoped token reaches, given its
+// account's personal workspace; empty for a token that is not scoped.
+func (t *Token) Bound(personalWorkspaceID string) string {
+	switch {
+	case !t.Scoped():
+		return ""
+	case t.WorkspaceID != "":
+		return t.WorkspaceID
+	}
+	return personalWorkspaceID
+}
 
 // Invitation statuses.
 const (

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,18 +28,29 @@ type OAuthClient struct {
 	SoftwareID   string    `json:"softwareId,omitempty"`
 	ClientURI    string    `json:"clientUri,omitempty"`
 	CreatedAt    time.Time `json:"createdAt"`
+	// LastTokenAt is when a code of the client last became a token; nil
+	// means it never got one (collected UnusedAfter its creation).
+	LastTokenAt *time.Time `json:"lastTokenAt,omitempty"`
+	// IdleSince is when a collection pass first found none of the
+	// client's tokens alive (revoked, or expired); nil while one lives.
+	// The client is collected IdleAfter that.
+	IdleSince *time.Time `json:"idleSince,omitempty"`
 }
 
 // OAuthCode is an authorization code, kept by its hash: single use,
 // bound to its client, redirect URI, PKCE challenge and the account that
 // approved it.
 type OAuthCode struct {
-	ID            string    `json:"id"` // SHA-256 of the code
-	ClientID      string    `json:"clientId"`
-	UserID        string    `json:"userId"`
-	RedirectURI   string    `json:"redirectUri"`
-	Challenge     string    `json:"challenge"`
-	Scope         string    `json:"scope"`
+	ID          string `json:"id"` // SHA-256 of the code
+	ClientID    string `json:"clientId"`
+	UserID      string `json:"userId"`
+	RedirectURI string `json:"redirectUri"`
+	Challenge   string `json:"challenge"`
+	Scope       string `json:"scope"`
+	// WorkspaceID is the workspace the account holder chose on the
+	// consent page: the only one the code's token reaches (empty for
+	// the account scope, whose token is personal).
+	WorkspaceID   string    `json:"workspaceId,omitempty"`
 	ExpiresAt     time.Time `json:"expiresAt"`
 	Used          bool      `json:"used,omitempty"`
 	IssuedTokenID string    `json:"issuedTokenId,omitempty"`
@@ -58,13 +70,44 @@ func (s *Store) OAuthCode(hash string) (*OAuthCode, error) {
 	return first[OAuthCode](s.read(), tableOAuthCodes, "id", hash)
 }
 
-// RegisterOAuthClient adds a client.
-func (t *Tx) RegisterOAuthClient(c OAuthClient) error {
+// ErrTooManyClients refuses a registration when the cluster holds its
+// most registered clients.
+var ErrTooManyClients = errors.New("too many registered OAuth clients")
+
+// OAuthClientCount is how many clients are registered.
+func (s *Store) OAuthClientCount() (int, error) {
+	return countRows(s.read(), tableOAuthClients)
+}
+
+func countRows(tx *memdb.Txn, table string) (int, error) {
+	it, err := tx.Get(table, "id")
+	if err != nil {
+		return 0, fmt.Errorf("count %s: %w", table, err)
+	}
+	n := 0
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		n++
+	}
+	return n, nil
+}
+
+// RegisterOAuthClient adds a client, unless max (when above zero)
+// clients are registered already (ErrTooManyClients).
+func (t *Tx) RegisterOAuthClient(c OAuthClient, max int) error {
 	return t.run(func(tx *memdb.Txn) error {
 		if dup, err := first[OAuthClient](tx, tableOAuthClients, "id", c.ID); err != nil {
 			return err
 		} else if dup != nil {
 			return fmt.Errorf("%w: client id %s exists", ErrConflict, c.ID)
+		}
+		if max > 0 {
+			n, err := countRows(tx, tableOAuthClients)
+			if err != nil {
+				return err
+			}
+			if n >= max {
+				return fmt.Errorf("%w: %d of %d", ErrTooManyClients, n, max)
+			}
 		}
 		return insert(tx, tableOAuthClients, &c)
 	})
@@ -83,6 +126,13 @@ func (t *Tx) CreateOAuthCode(c OAuthCode, at time.Time) error {
 			return err
 		} else if acct == nil {
 			return fmt.Errorf("%w: account %s", ErrNotFound, c.UserID)
+		}
+		if c.WorkspaceID != "" {
+			if m, err := first[Member](tx, tableMembers, "id", c.WorkspaceID, c.UserID); err != nil {
+				return err
+			} else if m == nil {
+				return fmt.Errorf("%w: workspace %s", ErrNotFound, c.WorkspaceID)
+			}
 		}
 		if dup, err := first[OAuthCode](tx, tableOAuthCodes, "id", c.ID); err != nil {
 			return err
@@ -140,8 +190,8 @@ func (t *Tx) RedeemOAuthCode(hash string, tok Token, at time.Time) (*Redemption,
 			out = &Redemption{Reused: true}
 			return nil
 		}
-		if tok.UserID != c.UserID || tok.ClientID != c.ClientID || tok.Kind != TokenOAuth {
-			return fmt.Errorf("%w: a code's token is its account's and client's", ErrInvalid)
+		if tok.UserID != c.UserID || tok.ClientID != c.ClientID || tok.Kind != TokenOAuth || tok.WorkspaceID != c.WorkspaceID {
+			return fmt.Errorf("%w: a code's token is its account's, client's and workspace's", ErrInvalid)
 		}
 		if dup, err := first[Token](tx, tableTokens, "id", tok.ID); err != nil {
 			return err
@@ -152,6 +202,15 @@ func (t *Tx) RedeemOAuthCode(hash string, tok Token, at time.Time) (*Redemption,
 		used.Used, used.IssuedTokenID = true, tok.ID
 		if err := insert(tx, tableOAuthCodes, &used); err != nil {
 			return err
+		}
+		if cl, err := first[OAuthClient](tx, tableOAuthClients, "id", c.ClientID); err != nil {
+			return err
+		} else if cl != nil {
+			got := *cl
+			got.LastTokenAt, got.IdleSince = &at, nil
+			if err := insert(tx, tableOAuthClients, &got); err != nil {
+				return err
+			}
 		}
 		out = &Redemption{}
 		return insert(tx, tableTokens, &tok)

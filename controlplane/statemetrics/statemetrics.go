@@ -1,5 +1,6 @@
 // Package statemetrics exposes counts read from the replicated state as
-// Prometheus gauges: sites by status and unfinished jobs by status. Every
+// Prometheus gauges: sites by status, unfinished jobs by status and
+// registered OAuth clients (against their cap). Every
 // server reports the same values (its replica), so dashboards take the
 // max over servers.
 package statemetrics
@@ -14,13 +15,16 @@ import (
 type Store interface {
 	AllSitesList() ([]*state.Site, error)
 	UnfinishedJobList() ([]*state.Job, error)
+	OAuthClientCount() (int, error)
 }
 
 var (
 	descSites = prometheus.NewDesc("sandboxd_sites", "Sites by status (creating, ready, failed, deleting); pooled sites are in sandboxd_pool_sites.",
 		[]string{"status"}, nil)
-	descJobs = prometheus.NewDesc("sandboxd_jobs", "Unfinished jobs by status (queued, running).", []string{"status"}, nil)
-	descUp   = prometheus.NewDesc("sandboxd_state_read_ok", "1 when the last scrape could read the state, 0 when it failed.", nil, nil)
+	descJobs    = prometheus.NewDesc("sandboxd_jobs", "Unfinished jobs by status (queued, running).", []string{"status"}, nil)
+	descClients = prometheus.NewDesc("sandboxd_oauth_clients", "Registered OAuth clients (anyone may register one; capped by --oauth-max-clients).",
+		nil, nil)
+	descUp = prometheus.NewDesc("sandboxd_state_read_ok", "1 when the last scrape could read the state, 0 when it failed.", nil, nil)
 )
 
 // Collector reads the state on each scrape.
@@ -39,6 +43,8 @@ func (a storeAdapter) AllSitesList() ([]*state.Site, error) {
 	return sites, err
 }
 
+func (a storeAdapter) OAuthClientCount() (int, error) { return a.s.OAuthClientCount() }
+
 func (a storeAdapter) UnfinishedJobList() ([]*state.Job, error) {
 	jobs, _, err := a.s.UnfinishedJobs()
 	return jobs, err
@@ -48,6 +54,7 @@ func (a storeAdapter) UnfinishedJobList() ([]*state.Job, error) {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descSites
 	ch <- descJobs
+	ch <- descClients
 	ch <- descUp
 }
 
@@ -78,6 +85,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for status, n := range jobs {
 		ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(n), status)
+	}
+	if n, err := c.store.OAuthClientCount(); err == nil {
+		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(n))
+	} else {
+		ok = 0
 	}
 	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, ok)
 }

@@ -10,10 +10,13 @@ import (
 )
 
 type fakeStore struct {
-	sites []*state.Site
-	jobs  []*state.Job
-	err   error
+	sites   []*state.Site
+	jobs    []*state.Job
+	clients int
+	err     error
 }
+
+func (f fakeStore) OAuthClientCount() (int, error) { return f.clients, f.err }
 
 func (f fakeStore) AllSitesList() ([]*state.Site, error)     { return f.sites, f.err }
 func (f fakeStore) UnfinishedJobList() ([]*state.Job, error) { return f.jobs, f.err }
@@ -31,7 +34,8 @@ func TestCollector(t *testing.T) {
 		{"counts by status, pooled sites left to the pool's metrics", fakeStore{
 			sites: []*state.Site{{Status: state.SiteReady}, {Status: state.SiteReady}, {Status: state.SiteFailed},
 				{Status: state.SiteReady, Pool: "php:8.2/disk:10240"}},
-			jobs: []*state.Job{{Status: state.JobQueued}, {Status: state.JobRunning}, {Status: state.JobRunning}}},
+			jobs:    []*state.Job{{Status: state.JobQueued}, {Status: state.JobRunning}, {Status: state.JobRunning}},
+			clients: 3},
 			map[string]map[string]float64{"sandboxd_sites": {"ready": 2, "failed": 1, "creating": 0},
 				"sandboxd_jobs": {"queued": 1, "running": 2}}, 1},
 		{"a failed read says so", fakeStore{err: errors.New("closed")},
@@ -46,6 +50,9 @@ func TestCollector(t *testing.T) {
 						t.Errorf("%s{status=%q} = %v (present %v), want %v", metric, status, got, ok, want)
 					}
 				}
+			}
+			if got, _ := promtest.Value(t, "sandboxd_oauth_clients", nil, c); tt.ok == 1 && got != float64(tt.store.clients) {
+				t.Errorf("oauth clients %v, want %d", got, tt.store.clients)
 			}
 			if got, _ := promtest.Value(t, "sandboxd_state_read_ok", nil, c); got != tt.ok {
 				t.Errorf("read_ok %v, want %v", got, tt.ok)

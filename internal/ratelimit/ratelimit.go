@@ -22,6 +22,9 @@ type Rule struct {
 // PerMinute is n requests a minute, n at once.
 func PerMinute(n int) Rule { return Rule{Rate: float64(n) / 60, Burst: n} }
 
+// PerHour is n requests an hour, n at once.
+func PerHour(n int) Rule { return Rule{Rate: float64(n) / 3600, Burst: n} }
+
 // Off reports whether the rule limits nothing.
 func (r Rule) Off() bool { return r.Rate <= 0 || r.Burst <= 0 }
 

@@ -110,7 +110,9 @@ class Sbx_OAuth {
 
 	/**
 	 * The client id for this base URL and redirect URI, registering one
-	 * (RFC 7591, public client) when there is none or they changed.
+	 * (RFC 7591, public client) when there is none, they changed, or the
+	 * service may have removed it: it removes a client that got no token
+	 * within a day, or had none alive for 30 days.
 	 *
 	 * @return string|WP_Error
 	 */
@@ -119,7 +121,11 @@ class Sbx_OAuth {
 		$redirect = self::redirect_uri();
 		$c        = get_option( self::OPT_CLIENT );
 		if ( is_array( $c ) && ! empty( $c['client_id'] ) && $c['base'] === $base && $c['redirect_uri'] === $redirect ) {
-			return $c['client_id'];
+			$registered = isset( $c['registered_at'] ) ? (int) $c['registered_at'] : 0;
+			$token_at   = isset( $c['token_at'] ) ? (int) $c['token_at'] : 0;
+			if ( $registered > time() - 20 * HOUR_IN_SECONDS || $token_at > time() - 29 * DAY_IN_SECONDS ) {
+				return $c['client_id'];
+			}
 		}
 		$api = new Sbx_Api( $base );
 		$r   = $api->request(
@@ -148,9 +154,10 @@ class Sbx_OAuth {
 		update_option(
 			self::OPT_CLIENT,
 			array(
-				'client_id'    => $r['data']['client_id'],
-				'base'         => $base,
-				'redirect_uri' => $redirect,
+				'client_id'     => $r['data']['client_id'],
+				'base'          => $base,
+				'redirect_uri'  => $redirect,
+				'registered_at' => time(),
 			),
 			false
 		);
@@ -237,6 +244,11 @@ class Sbx_OAuth {
 		}
 		$d       = $r['data'];
 		$expires = isset( $d['expires_in'] ) ? (int) $d['expires_in'] : 0;
+		$client  = get_option( self::OPT_CLIENT );
+		if ( is_array( $client ) && isset( $client['client_id'] ) && $client['client_id'] === $flow['client_id'] ) {
+			$client['token_at'] = time(); // The service keeps a client with a live token.
+			update_option( self::OPT_CLIENT, $client, false );
+		}
 		update_option(
 			self::OPT_TOKEN,
 			array(
