@@ -30,7 +30,7 @@ type DomainView struct {
 	URL        string           `json:"url" doc:"https://hostname: where the site answers once active."`
 	Target     string           `json:"target" doc:"What the records point at: the site's sandbox host (CNAME), or the service's first edge address (apex names)."`
 	Records    []domains.Record `json:"records" doc:"Create these at your DNS provider. A subdomain needs a CNAME to the sandbox host; an apex name (example.com) needs A/AAAA records to the edge addresses and a TXT record that proves it is yours."`
-	LastError  *string          `json:"lastError" doc:"What the last check saw, in words: null when it found the records right."`
+	LastError  *string          `json:"lastError" doc:"What the last check saw, in words: null when it found the records right. An active domain whose certificate cannot be ordered yet says so here too: the certificate budget that is spent and when it refills (the first HTTPS visit after that orders one)."`
 	// LastCheckedAt is when the records were last looked up.
 	LastCheckedAt *time.Time `json:"lastCheckedAt"`
 }
@@ -40,8 +40,16 @@ func (a *API) domainView(site *state.Site, d *state.Domain) *DomainView {
 		return nil
 	}
 	records, target := a.cfg.Domains.Records(site, d)
-	return &DomainView{Hostname: d.Hostname, Status: d.Status, VerifiedAt: d.VerifiedAt, URL: "https://" + d.Hostname,
+	v := &DomainView{Hostname: d.Hostname, Status: d.Status, VerifiedAt: d.VerifiedAt, URL: "https://" + d.Hostname,
 		Target: target, Records: records, LastError: optional(d.LastError), LastCheckedAt: d.LastCheckedAt}
+	if b := d.CertBlocked; b != nil && d.Serving() && a.now().Before(b.Until) {
+		msg := b.Describe()
+		if d.LastError != "" {
+			msg = d.LastError + "; " + msg
+		}
+		v.LastError = &msg
+	}
+	return v
 }
 
 type domainResponse struct {
