@@ -572,7 +572,7 @@ func New(cfg Config) (_ *Server, err error) {
 	repoService := repos.New(repos.Config{Store: store, Raft: writes, Sealer: gitSealer, PublicURL: s.url, Allow: cfg.FetchAllow, Now: cfg.Now})
 	runners.GitSecrets, runners.PinHost = repoService.Secrets, fetch.PinHost
 	domainService := domains.New(domains.Config{Store: store, Raft: writes, Resolver: resolver, EdgeAddrs: cfg.EdgeAddrs,
-		SandboxDomain: cfg.SandboxDomain, Now: cfg.Now})
+		SandboxDomain: cfg.SandboxDomain, Logger: cfg.Logger, Now: cfg.Now})
 	node.OnLeader(func(ctx context.Context) { domainService.Watch(ctx, cmp.Or(cfg.DomainCheckInterval, time.Minute)) })
 	s.api = api.New(api.Config{
 		Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, Members: s.members,
