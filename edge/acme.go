@@ -72,6 +72,7 @@ type OrderRefused struct {
 	RetryAt time.Time
 }
 
+// Error says which budget refused the order and why.
 func (e *OrderRefused) Error() string {
 	return fmt.Sprintf("certificate order for %s refused (%s budget): %s", e.Name, e.Budget, e.Reason)
 }
