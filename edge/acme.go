@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/caddyserver/certmagic"
 	"github.com/mholt/acmez/v3"
@@ -45,8 +47,39 @@ type ACMEConfig struct {
 	// (<slug>.<sandbox domain>) of ready sites, one per site on its first
 	// HTTPS visit, when the edge has no certificate of its own for them
 	// (TLSCertFile): the sandbox wildcard without a wildcard certificate.
+	// Each counts against the order budgets: a wildcard certificate is
+	// the better way.
 	SandboxHosts bool
+	// Orders is asked before every order placed with the CA; nil means
+	// the control plane's budgets (CertStorage.OrderCert), shared by
+	// every edge.
+	Orders OrderGate
 }
+
+// OrderGate decides whether a certificate order may be placed now.
+type OrderGate interface {
+	// OrderCert answers nil when the order for name may go (and counts
+	// it), an *OrderRefused when a budget is spent, or another error when
+	// it could not ask. Safe for concurrent use.
+	OrderCert(ctx context.Context, name string, renewal bool) error
+}
+
+// OrderRefused is an order a budget refused until RetryAt.
+type OrderRefused struct {
+	Name    string
+	Budget  string
+	Reason  string
+	RetryAt time.Time
+}
+
+// Error says which budget refused the order and why.
+func (e *OrderRefused) Error() string {
+	return fmt.Sprintf("certificate order for %s refused (%s budget): %s", e.Name, e.Budget, e.Reason)
+}
+
+// refusalMemory bounds how long an edge answers a refused name's
+// handshakes by itself before it asks the control plane again.
+const refusalMemory = time.Minute
 
 // acme is the edge's certmagic: one config over one cache.
 type acme struct {
@@ -55,13 +88,21 @@ type acme struct {
 	issuer *certmagic.ACMEIssuer
 	// stopClean ends the storage cleaning (keepCertsClean).
 	stopClean context.CancelFunc
+	// refused remembers names whose order was refused, until when, so
+	// a refused name's handshakes neither lock nor ask; bounded by the
+	// names the route table allows.
+	mu      sync.Mutex
+	refused map[string]time.Time
 }
 
 // newACME sets certmagic up; allow decides whether a name may get a
-// certificate (the route table says whether it is an active domain).
-func newACME(cfg ACMEConfig, id string, httpPort, tlsPort int, log *slog.Logger, allow func(name string) error) *acme {
+// certificate (the route table says whether it is an active domain),
+// orders whether an order may be placed now, and count is told each
+// order's outcome (obtained, failed, refused).
+func newACME(cfg ACMEConfig, id string, httpPort, tlsPort int, log *slog.Logger, allow func(name string) error, orders OrderGate,
+	count func(result string)) *acme {
 	zl := zap.New(&slogCore{log: log.With("component", "certmagic")})
-	a := &acme{}
+	a := &acme{refused: map[string]time.Time{}}
 	a.cache = certmagic.NewCache(certmagic.CacheOptions{
 		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return a.magic, nil },
 		Logger:           zl,
@@ -70,9 +111,37 @@ func newACME(cfg ACMEConfig, id string, httpPort, tlsPort int, log *slog.Logger,
 		Storage: cfg.Storage,
 		Logger:  zl,
 		OnDemand: &certmagic.OnDemandConfig{DecisionFunc: func(_ context.Context, name string) error {
+			if err := a.stillRefused(name); err != nil {
+				return err
+			}
 			return allow(name)
 		}},
 		OCSP: certmagic.OCSPConfig{DisableStapling: true},
+		// Every order, renewals included, is asked for first: certmagic
+		// emits cert_obtaining under the name's lock, once storage is
+		// known not to hold the certificate, right before the CA is asked.
+		OnEvent: func(ctx context.Context, event string, data map[string]any) error {
+			name, _ := data["identifier"].(string)
+			switch event {
+			case "cert_obtaining":
+				renewal, _ := data["renewal"].(bool)
+				err := orders.OrderCert(ctx, name, renewal)
+				var refused *OrderRefused
+				if errors.As(err, &refused) {
+					a.refuse(name, refused.RetryAt)
+					count("refused")
+					log.Warn("certificate order refused", "name", name, "budget", refused.Budget, "retry_at", refused.RetryAt, "reason", refused.Reason)
+					// Retrying before the budget refills would only ask again.
+					return certmagic.ErrNoRetry{Err: err}
+				}
+				return err
+			case "cert_obtained":
+				count("obtained")
+			case "cert_failed":
+				count("failed")
+			}
+			return nil
+		},
 	})
 	a.issuer = certmagic.NewACMEIssuer(a.magic, certmagic.ACMEIssuer{
 		CA: cfg.CA, TestCA: cfg.CA, Email: cfg.Email, Agreed: true, TrustedRoots: cfg.Roots, Logger: zl,
@@ -99,6 +168,33 @@ func isChallenge(hello *tls.ClientHelloInfo) bool {
 func (a *acme) stop() {
 	a.stopClean()
 	a.cache.Stop()
+}
+
+// refuse remembers a refused name until retry, at most refusalMemory.
+func (a *acme) refuse(name string, retry time.Time) {
+	now := time.Now()
+	until := now.Add(refusalMemory)
+	if !retry.IsZero() && retry.Before(until) {
+		until = retry
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for n, t := range a.refused {
+		if !t.After(now) {
+			delete(a.refused, n)
+		}
+	}
+	a.refused[name] = until
+}
+
+// stillRefused is the decision for a name refused moments ago.
+func (a *acme) stillRefused(name string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if until, ok := a.refused[name]; ok && time.Now().Before(until) {
+		return fmt.Errorf("%s: the certificate order was refused moments ago; asking again after %s", name, until.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // errNotServed is the decision for a name that is no active domain here.

@@ -33,6 +33,7 @@ type CertStorage struct {
 }
 
 var (
+	_ OrderGate                  = (*CertStorage)(nil)
 	_ certmagic.Storage          = (*CertStorage)(nil)
 	_ certmagic.TryLocker        = (*CertStorage)(nil)
 	_ certmagic.LockLeaseRenewer = (*CertStorage)(nil)
@@ -157,4 +158,22 @@ func (c *CertStorage) Unlock(ctx context.Context, name string) error {
 		return fmt.Errorf("certificate storage: unlock %s: %w", name, err)
 	}
 	return nil
+}
+
+// OrderCert asks the control plane whether an order for name may be
+// placed now: it counts the order against the budgets every edge shares.
+// A refusal is an *OrderRefused.
+func (c *CertStorage) OrderCert(ctx context.Context, name string, renewal bool) error {
+	res, err := c.client.OrderCert(ctx, connect.NewRequest(&edgev1.OrderCertRequest{Name: name, Renewal: renewal}))
+	if err != nil {
+		return fmt.Errorf("certificate order budget: ask for %s: %w", name, err)
+	}
+	if res.Msg.Allowed {
+		return nil
+	}
+	refused := &OrderRefused{Name: name, Budget: res.Msg.Budget, Reason: res.Msg.Reason}
+	if ms := res.Msg.RetryAfterUnixMs; ms > 0 {
+		refused.RetryAt = time.UnixMilli(ms)
+	}
+	return refused
 }

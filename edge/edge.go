@@ -212,11 +212,17 @@ func (e *Edge) listenTLS(cfg Config) (net.Listener, error) {
 	tlsPort := raw.Addr().(*net.TCPAddr).Port
 	e.httpsPort = cmp.Or(cfg.HTTPSPort, tlsPort)
 	if cfg.ACME.CA != "" {
-		if cfg.ACME.Storage == nil {
-			cfg.ACME.Storage = NewCertStorage(cfg.Creds.FailoverClient(e.controlPlane, pki.RoleServer), rpcauth.ControlPlane, cfg.ID)
+		if cfg.ACME.Storage == nil || cfg.ACME.Orders == nil {
+			shared := NewCertStorage(cfg.Creds.FailoverClient(e.controlPlane, pki.RoleServer), rpcauth.ControlPlane, cfg.ID)
+			if cfg.ACME.Storage == nil {
+				cfg.ACME.Storage = shared
+			}
+			if cfg.ACME.Orders == nil {
+				cfg.ACME.Orders = shared
+			}
 		}
 		httpPort := int(netip.MustParseAddrPort(e.addr).Port())
-		e.acme = newACME(cfg.ACME, cfg.ID, httpPort, tlsPort, e.log, e.allowCertificate)
+		e.acme = newACME(cfg.ACME, cfg.ID, httpPort, tlsPort, e.log, e.allowCertificate, cfg.ACME.Orders, e.metrics.countOrder)
 	}
 	return tls.NewListener(raw, e.tlsConfig(fixed)), nil
 }

@@ -36,6 +36,7 @@ type edgeMetrics struct {
 	reg       *promreg.Registry
 	latency   *prometheus.HistogramVec
 	backend   prometheus.Counter
+	orders    *prometheus.CounterVec
 	connected atomic.Bool
 }
 
@@ -50,6 +51,14 @@ func newEdgeMetrics(e *Edge) *edgeMetrics {
 		Namespace: "sandboxd", Subsystem: "edge", Name: "backend_errors_total",
 		Help: "Proxied requests whose site did not answer (502).",
 	})
+	m.orders = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sandboxd", Subsystem: "edge", Name: "certificate_orders_total",
+		Help: "Certificate orders this edge meant to place with the ACME CA, by result: obtained, failed (the CA refused or validation failed), " +
+			"refused (an order budget is spent; see sandboxd_acme_orders_total).",
+	}, []string{"result"})
+	for _, r := range []string{"obtained", "failed", "refused"} {
+		m.orders.WithLabelValues(r)
+	}
 	routes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "sandboxd", Subsystem: "edge", Name: "routes",
 		Help: "Hosts in the edge's route table.",
@@ -64,9 +73,12 @@ func newEdgeMetrics(e *Edge) *edgeMetrics {
 		return 0
 	})
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.latency, m.backend, routes, stream)
+		m.latency, m.backend, m.orders, routes, stream)
 	return m
 }
+
+// countOrder counts a certificate order's result.
+func (m *edgeMetrics) countOrder(result string) { m.orders.WithLabelValues(result).Inc() }
 
 // codeClass is a status code's class label.
 func codeClass(code int) string {

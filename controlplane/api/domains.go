@@ -30,9 +30,10 @@ type DomainView struct {
 	URL        string           `json:"url" doc:"https://hostname: where the site answers once active."`
 	Target     string           `json:"target" doc:"What the records point at: the site's sandbox host (CNAME), or the service's first edge address (apex names)."`
 	Records    []domains.Record `json:"records" doc:"Create these at your DNS provider. A subdomain needs a CNAME to the sandbox host; an apex name (example.com) needs A/AAAA records to the edge addresses and a TXT record that proves it is yours."`
-	LastError  *string          `json:"lastError" doc:"What the last check saw, in words: null when it found the records right."`
+	LastError  *string          `json:"lastError" doc:"What the last check saw, in words: null when it found the records right. An active domain whose certificate cannot be ordered yet says so here too: the certificate budget that is spent and when it refills (the first HTTPS visit after that orders one)."`
 	// LastCheckedAt is when the records were last looked up.
 	LastCheckedAt *time.Time `json:"lastCheckedAt"`
+	ExpiresAt     *time.Time `json:"expiresAt" doc:"pending_dns only: when the claim on the hostname lapses (72 hours after it became pending) and the domain is removed unless a check found its records right by then; null otherwise. Until then another site can take the name over by proving it controls it (a TXT record)."`
 }
 
 func (a *API) domainView(site *state.Site, d *state.Domain) *DomainView {
@@ -40,8 +41,20 @@ func (a *API) domainView(site *state.Site, d *state.Domain) *DomainView {
 		return nil
 	}
 	records, target := a.cfg.Domains.Records(site, d)
-	return &DomainView{Hostname: d.Hostname, Status: d.Status, VerifiedAt: d.VerifiedAt, URL: "https://" + d.Hostname,
+	v := &DomainView{Hostname: d.Hostname, Status: d.Status, VerifiedAt: d.VerifiedAt, URL: "https://" + d.Hostname,
 		Target: target, Records: records, LastError: optional(d.LastError), LastCheckedAt: d.LastCheckedAt}
+	if from := d.PendingFrom(); !from.IsZero() {
+		at := from.Add(state.ClaimTTL)
+		v.ExpiresAt = &at
+	}
+	if b := d.CertBlocked; b != nil && d.Serving() && a.now().Before(b.Until) {
+		msg := b.Describe()
+		if d.LastError != "" {
+			msg = d.LastError + "; " + msg
+		}
+		v.LastError = &msg
+	}
+	return v
 }
 
 type domainResponse struct {
@@ -79,7 +92,10 @@ func (a *API) registerDomains(r *rest.Router) {
 		}})
 	a.bearer(r, g, rest.Route{Method: "PUT", Path: path, Tag: "domains", Params: siteParam, Request: ConnectDomainRequest{},
 		Summary: "Connect a custom domain (pending_dns): create the records it answers, then check it. " +
-			"The same hostname again answers the domain as it is; another one while a domain is connected is 409 conflict.",
+			"The same hostname again answers the domain as it is; another one while a domain is connected is 409 conflict. " +
+			"A hostname another site holds is 409 conflict, except a claim still pending_dns: the site that proves it controls the name " +
+			"takes it over (the TXT record the 409 names in details.record: type, name, value), and the other site loses it. " +
+			"A pending_dns domain lapses at expiresAt.",
 		Response: domainResponse{}, Errors: []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest, apierr.CodeConflict},
 		Handler: func(w http.ResponseWriter, req *http.Request) error {
 			var body ConnectDomainRequest

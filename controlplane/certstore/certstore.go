@@ -1,13 +1,15 @@
 // Package certstore serves the storage every edge shares for its TLS
 // certificates (CertStorageService): certmagic's keys and values kept in
 // the replicated state, sealed, with leases that let one edge at a time
-// order a name. Values never enter the Raft log in the clear.
+// order a name, and the budgets every order is counted against first.
+// Values never enter the Raft log in the clear.
 package certstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -32,22 +34,42 @@ const (
 	MaxLease = 10 * time.Minute
 )
 
+// Config wires the service.
+type Config struct {
+	Store *state.Store
+	Raft  fsm.Applier
+	// Sealer seals every value at rest.
+	Sealer *seal.Sealer
+	// Budget bounds the certificate orders edges may place (OrderCert).
+	Budget state.CertBudget
+	// Logger, or nil for none.
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
 // Service implements CertStorageService over the state store.
 type Service struct {
-	store  *state.Store
-	raft   fsm.Applier
-	sealer *seal.Sealer
-	now    func() time.Time
+	store   *state.Store
+	raft    fsm.Applier
+	sealer  *seal.Sealer
+	budget  state.CertBudget
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *orderMetrics
 }
 
 var _ edgev1connect.CertStorageServiceHandler = (*Service)(nil)
 
-// New returns the service; sealer seals every value at rest.
-func New(store *state.Store, raft fsm.Applier, sealer *seal.Sealer, now func() time.Time) *Service {
-	if now == nil {
-		now = time.Now
+// New returns the service.
+func New(cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
-	return &Service{store: store, raft: raft, sealer: sealer, now: now}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{store: cfg.Store, raft: cfg.Raft, sealer: cfg.Sealer, budget: cfg.Budget, now: cfg.Now,
+		log: cfg.Logger.With("component", "certstore"), metrics: newOrderMetrics()}
 }
 
 // checkKey refuses keys that are empty, too long, or not the plain

@@ -205,12 +205,18 @@ func (r *Resolver) checkApex(ctx context.Context, host string, edges []netip.Add
 	if len(other) > 0 {
 		return fmt.Errorf("%s points at %s, which is not this service: its A/AAAA records must be exactly %s", host, joinAddrs(other), joinAddrs(edges))
 	}
-	txts, err := r.txt(ctx, txtName)
+	return r.checkTXT(ctx, txtName, txtValue)
+}
+
+// checkTXT reports whether name has a TXT record of value; the error
+// says what is missing.
+func (r *Resolver) checkTXT(ctx context.Context, name, value string) error {
+	txts, err := r.txt(ctx, name)
 	if err != nil && !errors.Is(err, errNoName) {
 		return err
 	}
-	if !slices.Contains(txts, txtValue) {
-		return fmt.Errorf("the TXT record %s with the value %s is missing: it proves the domain is yours", txtName, txtValue)
+	if !slices.Contains(txts, value) {
+		return fmt.Errorf("the TXT record %s with the value %s is missing: it proves the domain is yours", name, value)
 	}
 	return nil
 }

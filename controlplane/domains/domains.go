@@ -7,10 +7,14 @@ package domains
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,18 +49,26 @@ type Config struct {
 	// SandboxDomain is the domain sandbox hosts live under; names under
 	// it are the service's own and cannot be connected.
 	SandboxDomain string
-	Now           func() time.Time
+	// Logger, or nil for none.
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Service keeps sites' custom domains.
-type Service struct{ cfg Config }
+type Service struct {
+	cfg Config
+	log *slog.Logger
+}
 
 // New returns the service.
 func New(cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{cfg: cfg}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{cfg: cfg, log: cfg.Logger.With("component", "domains")}
 }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
@@ -66,6 +78,16 @@ func TXTName(host string) string { return "_sandboxd." + host }
 
 // TXTValue is that record's value.
 func TXTValue(token string) string { return "sandboxd-verify=" + token }
+
+// ClaimToken is the TXT token with which siteID proves it controls host
+// and takes it over from another site's pending claim. It is derived, so
+// every server names the same record without storing it; it needs no
+// secrecy (it is published in DNS): only who controls the name's DNS can
+// publish it, and it names the one site it lets in.
+func ClaimToken(siteID, host string) string {
+	sum := sha256.Sum256([]byte("sandboxd domain claim v1\x00" + siteID + "\x00" + host))
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
+}
 
 // SiteHost is the sandbox hostname of a site: what a subdomain's CNAME
 // points at.
@@ -124,6 +146,13 @@ func (s *Service) Connect(ctx context.Context, site *state.Site, raw string) (*s
 	if apex {
 		d.VerifyToken = ids.Random(16)
 	}
+	holder, err := s.cfg.Store.DomainByHostname(host)
+	if err != nil {
+		return nil, err
+	}
+	if holder != nil && holder.SiteID != site.ID && holder.Status == state.DomainPendingDNS {
+		return s.takeOver(ctx, site, d, holder)
+	}
 	res, err := s.cfg.Raft.Apply(ctx, fsm.ConnectDomain{Domain: d})
 	if err != nil {
 		if errors.Is(err, state.ErrNotFound) {
@@ -132,6 +161,45 @@ func (s *Service) Connect(ctx context.Context, site *state.Site, raw string) (*s
 		return nil, err
 	}
 	return res.(*state.Domain), nil
+}
+
+// takeOver connects d's hostname, which holder claims without having
+// proven it, to site when the hostname's TXT record holds site's claim
+// token: whoever controls the name's DNS wins over a squatter. Without
+// the record the answer is 409 conflict naming the record to create
+// (details.record).
+func (s *Service) takeOver(ctx context.Context, site *state.Site, d state.Domain, holder *state.Domain) (*state.Domain, error) {
+	token := ClaimToken(site.ID, d.Hostname)
+	record := Record{Type: "TXT", Name: TXTName(d.Hostname), Value: TXTValue(token)}
+	var proof error = errors.New("this service has no DNS resolver configured")
+	if s.cfg.Resolver != nil {
+		proof = s.cfg.Resolver.checkTXT(ctx, record.Name, record.Value)
+	}
+	if proof != nil {
+		return nil, apierr.Conflict("%s is claimed by another site that has not proven it controls the name; the claim lapses by %s. "+
+			"To take the name over now, prove it is yours: create the TXT record %s with the value %s and connect again. DNS shows: %v",
+			d.Hostname, holder.PendingFrom().Add(state.ClaimTTL).UTC().Format(time.RFC3339), record.Name, record.Value, proof).
+			With("record", record)
+	}
+	d.VerifyToken = token // an apex name keeps proving itself with the same record
+	_, err := s.cfg.Raft.Apply(ctx, fsm.TakeOverDomain{Domain: d, From: holder.SiteID})
+	switch {
+	case errors.Is(err, state.ErrStale):
+		return nil, apierr.Conflict("the claim on %s changed meanwhile; connect again", d.Hostname)
+	case errors.Is(err, state.ErrNotFound):
+		return nil, apierr.NotFound(apierr.CodeSiteNotFound, "site")
+	case err != nil:
+		return nil, err
+	}
+	s.log.Info("custom domain taken over by TXT proof", "hostname", d.Hostname, "site_id", site.ID, "from_site_id", holder.SiteID)
+	out, err := s.cfg.Store.SiteDomain(site.ID)
+	if err != nil {
+		return nil, err
+	}
+	if out == nil || out.Hostname != d.Hostname {
+		return nil, apierr.Conflict("the domain changed meanwhile; read it again")
+	}
+	return out, nil
 }
 
 // Check looks the domain's records up and, when they point at the
@@ -241,14 +309,38 @@ func (s *Service) Disconnect(ctx context.Context, site *state.Site) (*state.Doma
 }
 
 // RecheckFor is how long after being connected a pending domain is
-// checked in the background; later, only a check the customer asks for.
-const RecheckFor = 72 * time.Hour
+// checked in the background: as long as its claim lasts.
+const RecheckFor = state.ClaimTTL
+
+// ExpireClaims releases the domains pending_dns for longer than
+// state.ClaimTTL, so a hostname nobody proves is free again. It writes
+// only when there is one; it returns how many were released.
+func (s *Service) ExpireClaims(ctx context.Context) (int, error) {
+	ds, err := s.cfg.Store.Domains()
+	if err != nil {
+		return 0, err
+	}
+	before := s.now().Add(-state.ClaimTTL)
+	if !slices.ContainsFunc(ds, func(d *state.Domain) bool { f := d.PendingFrom(); return !f.IsZero() && f.Before(before) }) {
+		return 0, nil
+	}
+	res, err := s.cfg.Raft.Apply(ctx, fsm.ExpireDomainClaims{Before: before})
+	if err != nil {
+		return 0, fmt.Errorf("expire domain claims: %w", err)
+	}
+	gone, _ := res.([]*state.Domain)
+	for _, d := range gone {
+		s.log.Info("pending custom domain released", "hostname", d.Hostname, "site_id", d.SiteID, "pending_since", d.PendingFrom())
+	}
+	return len(gone), nil
+}
 
 // Watch checks pending domains in the background while this server
 // leads, so a domain becomes active soon after its records appear
 // without the customer asking again: every interval in a domain's first
 // hour, every ten intervals after that, until RecheckFor. A check that
-// finds what the last one did writes nothing.
+// finds what the last one did writes nothing. Each interval it also
+// releases the claims pending past state.ClaimTTL (ExpireClaims).
 func (s *Service) Watch(ctx context.Context, interval time.Duration) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -258,6 +350,9 @@ func (s *Service) Watch(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		}
+		if _, err := s.ExpireClaims(ctx); err != nil {
+			s.log.Warn("releasing lapsed domain claims failed", "err", err)
 		}
 		ds, err := s.cfg.Store.Domains()
 		if err != nil {

@@ -124,6 +124,9 @@ var registry = map[Type]func() Command{
 	85: func() Command { return new(PruneTombstones) },
 	86: func() Command { return new(PruneState) },
 	87: func() Command { return new(PruneOAuthClients) },
+	88: func() Command { return new(OrderCert) },
+	89: func() Command { return new(TakeOverDomain) },
+	90: func() Command { return new(ExpireDomainClaims) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -799,4 +802,27 @@ type PruneOAuthClients struct {
 	At          time.Time     `json:"at"`
 	UnusedAfter time.Duration `json:"unusedAfter"`
 	IdleAfter   time.Duration `json:"idleAfter"`
+}
+
+// OrderCert asks, before an edge orders a certificate from the ACME CA,
+// whether Order fits Budget (the operator's, stamped by the handler with
+// the order's time and id). It produces the *state.CertBlock of a spent
+// budget (nothing counted), or nil when the order is counted and may go.
+type OrderCert struct {
+	Order  state.CertOrder  `json:"order"`
+	Budget state.CertBudget `json:"budget"`
+}
+
+// TakeOverDomain gives a hostname to the site that proved it controls
+// it (its TXT record), releasing the pending claim of site From. It
+// produces the claim removed.
+type TakeOverDomain struct {
+	Domain state.Domain `json:"domain"`
+	From   string       `json:"from"`
+}
+
+// ExpireDomainClaims releases the domains pending_dns since before
+// Before. It produces the claims removed.
+type ExpireDomainClaims struct {
+	Before time.Time `json:"before"`
 }

@@ -312,6 +312,24 @@ func (c PruneState) apply(tx *state.Tx) any {
 	}
 	return n
 }
+func (c OrderCert) apply(tx *state.Tx) any {
+	block, err := tx.OrderCert(c.Order, c.Budget)
+	switch {
+	case err != nil:
+		return err
+	case block != nil:
+		return block
+	}
+	return nil
+}
+func (c TakeOverDomain) apply(tx *state.Tx) any { return result(tx.TakeOverDomain(c.Domain, c.From)) }
+func (c ExpireDomainClaims) apply(tx *state.Tx) any {
+	ds, err := tx.ExpireDomainClaims(c.Before)
+	if err != nil {
+		return err
+	}
+	return ds
+}
 func (c AbortMove) apply(tx *state.Tx) any {
 	aborted, err := tx.AbortMove(c.SiteID, c.JobID, c.Reason, c.At)
 	if err != nil {

@@ -255,13 +255,18 @@ type Config struct {
 	// CNAME to the site's sandbox host) can be connected.
 	EdgeAddrs []netip.Addr
 	// DomainCheckInterval is how often the leader checks pending custom
-	// domains by itself; zero means 1m.
+	// domains by itself (and releases claims pending past
+	// state.ClaimTTL); zero means 1m.
 	DomainCheckInterval time.Duration
 	// Retention is how long the leader's hourly prune keeps finished
 	// jobs, old mail, spent invitations and tokens, finished runs,
 	// ended imports and leads; the zero value means
 	// state.DefaultRetention.
 	Retention state.Retention
+	// CertBudget bounds the certificate orders the edges place with the
+	// ACME CA, all from one account (see certstore.DefaultBudget); the
+	// zero value bounds nothing.
+	CertBudget state.CertBudget
 
 	// RaftHeartbeatTimeout and RaftElectionTimeout tune failure detection;
 	// zero keeps cluster's defaults.
@@ -279,7 +284,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{DataDir: ".data", APIAddr: "127.0.0.1:8080", Bootstrap: true, Plans: plans.Default(),
 		SandboxDomain: "localhost", SiteScheme: "http", SitePort: 8081, RateLimits: api.DefaultRateLimits(),
-		LaunchLimits: launcher.DefaultLimits()}
+		LaunchLimits: launcher.DefaultLimits(), CertBudget: certstore.DefaultBudget()}
 }
 
 // Validate reports an unusable configuration.
@@ -293,6 +298,9 @@ func (c Config) Validate() error {
 		return errors.New("config: joining a cluster needs a Raft address (--raft-addr)")
 	case c.Bootstrap && len(c.Join) > 0:
 		return errors.New("config: bootstrap and join are exclusive")
+	}
+	if err := c.CertBudget.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	return c.Plans.Validate()
 }
@@ -588,7 +596,7 @@ func New(cfg Config) (_ *Server, err error) {
 	repoService := repos.New(repos.Config{Store: store, Raft: writes, Sealer: gitSealer, PublicURL: s.url, Allow: cfg.FetchAllow, Now: cfg.Now})
 	runners.GitSecrets, runners.PinHost = repoService.Secrets, fetch.PinHost
 	domainService := domains.New(domains.Config{Store: store, Raft: writes, Resolver: resolver, EdgeAddrs: cfg.EdgeAddrs,
-		SandboxDomain: cfg.SandboxDomain, Now: cfg.Now})
+		SandboxDomain: cfg.SandboxDomain, Logger: cfg.Logger, Now: cfg.Now})
 	node.OnLeader(func(ctx context.Context) { domainService.Watch(ctx, cmp.Or(cfg.DomainCheckInterval, time.Minute)) })
 	s.api = api.New(api.Config{
 		Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, Members: s.members,
@@ -631,8 +639,10 @@ func New(cfg Config) (_ *Server, err error) {
 	routePath, routeHandler := edgev1connect.NewRouteServiceHandler(routeService, rpclimit.RoutesServer()...)
 	s.router.HandleRaw(routePath, routeHandler)
 	certSealer := keys.Sealer(sealing.PurposeCerts)
-	certPath, certHandler := edgev1connect.NewCertStorageServiceHandler(certstore.New(store, node, certSealer, cfg.Now),
-		rpclimit.CertServer()...)
+	certService := certstore.New(certstore.Config{Store: store, Raft: node, Sealer: certSealer, Budget: cfg.CertBudget,
+		Logger: cfg.Logger, Now: cfg.Now})
+	s.metrics.MustRegister(certService)
+	certPath, certHandler := edgev1connect.NewCertStorageServiceHandler(certService, rpclimit.CertServer()...)
 	s.router.HandleRaw(certPath, certHandler)
 	s.handler = rest.Observe(s.clientIP(s.deadlines(s.forward(s.router))), cfg.Logger, metrics)
 	s.http = &http.Server{Handler: s.publicHandler(s.handler), Protocols: publicProtocols(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,

@@ -152,9 +152,16 @@ var tableBounds = map[string]tableBound{
 		by:        []any{(*Tx).CreateOAuthCode, (*Tx).PruneState},
 	},
 	tableDomains: {
-		bound:    "one per site",
-		enforced: "keyed by site; removed on disconnect or with the site",
-		by:       []any{(*Tx).ConnectDomain, (*Tx).DisconnectDomain},
+		bound:     "one per site",
+		retention: "a pending_dns claim is released 72 h after it became pending (or taken over by TXT proof)",
+		enforced:  "keyed by site; removed on disconnect or with the site; ExpireDomainClaims (the leader's domain loop)",
+		by:        []any{(*Tx).ConnectDomain, (*Tx).DisconnectDomain, (*Tx).ExpireDomainClaims, (*Tx).TakeOverDomain},
+	},
+	tableCertOrders: {
+		bound:     fmt.Sprintf("%d orders (and the operator's order budgets per window)", MaxCertOrders),
+		retention: "orders older than the longest budget window or cool-down (7 days by default) go with each new order",
+		enforced:  "cap and prune inside OrderCert's apply",
+		by:        []any{(*Tx).OrderCert},
 	},
 	tableCertData: {
 		bound:     fmt.Sprintf("%d entries", MaxCertData),

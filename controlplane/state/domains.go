@@ -40,6 +40,30 @@ type Domain struct {
 	JobID     string    `json:"jobId,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+	// PendingSince is when the domain last became pending_dns (nil when
+	// it is not; CreatedAt for rows older than the field): a claim
+	// pending since more than ClaimTTL is released.
+	PendingSince *time.Time `json:"pendingSince,omitempty"`
+	// CertBlocked is the certificate order budget the domain's last
+	// order found spent, nil once an order went ahead.
+	CertBlocked *CertBlock `json:"certBlocked,omitempty"`
+}
+
+// ClaimTTL is how long a domain may stay pending_dns: then its claim on
+// the hostname is released, so a name nobody proves is never held for
+// good.
+const ClaimTTL = 72 * time.Hour
+
+// PendingFrom is when the domain's pending claim started, or the zero
+// time when it is not pending.
+func (d *Domain) PendingFrom() time.Time {
+	switch {
+	case d == nil || d.Status != DomainPendingDNS:
+		return time.Time{}
+	case d.PendingSince != nil:
+		return *d.PendingSince
+	}
+	return d.CreatedAt
 }
 
 // Serving reports whether the edge routes the domain (and may get it a
@@ -102,8 +126,65 @@ func (t *Tx) ConnectDomain(d Domain) (*Domain, error) {
 		if d.Status == "" {
 			d.Status = DomainPendingDNS
 		}
+		d.PendingSince = nil
+		if d.Status == DomainPendingDNS {
+			at := d.CreatedAt
+			d.PendingSince = &at
+		}
 		out = &d
 		return insert(tx, tableDomains, &d)
+	})
+	return out, err
+}
+
+// TakeOverDomain gives d's hostname to d's site, which proved it controls
+// the name, and removes the pending claim of site from (the loser) in
+// the same transaction. It applies only while that claim is still the
+// hostname's and still pending_dns (ErrStale otherwise); the new domain
+// must be connectable as ConnectDomain's (the site has no other domain).
+// It returns the claim removed.
+func (t *Tx) TakeOverDomain(d Domain, from string) (*Domain, error) {
+	var out *Domain
+	err := t.run(func(tx *memdb.Txn) error {
+		old, err := first[Domain](tx, tableDomains, "hostname", d.Hostname)
+		if err != nil {
+			return err
+		}
+		if old == nil || old.SiteID != from || old.Status != DomainPendingDNS {
+			return fmt.Errorf("%w: the claim on %s changed", ErrStale, d.Hostname)
+		}
+		if err := remove(tx, tableDomains, old); err != nil {
+			return err
+		}
+		if _, err := t.ConnectDomain(d); err != nil {
+			return err
+		}
+		out = old
+		return nil
+	})
+	return out, err
+}
+
+// ExpireDomainClaims releases the domains pending_dns since before
+// (PendingFrom): their hostnames are free again. It returns the claims
+// removed.
+func (t *Tx) ExpireDomainClaims(before time.Time) ([]*Domain, error) {
+	var out []*Domain
+	err := t.run(func(tx *memdb.Txn) error {
+		ds, err := all[Domain](tx, tableDomains, "id")
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			if from := d.PendingFrom(); from.IsZero() || !from.Before(before) {
+				continue
+			}
+			if err := remove(tx, tableDomains, d); err != nil {
+				return err
+			}
+			out = append(out, d)
+		}
+		return nil
 	})
 	return out, err
 }
@@ -128,6 +209,16 @@ func (t *Tx) PutDomain(d Domain, ifStatus []string, job *Job) (*Domain, error) {
 		}
 		next := d
 		next.WorkspaceID, next.Apex, next.VerifyToken, next.CreatedAt = old.WorkspaceID, old.Apex, old.VerifyToken, old.CreatedAt
+		// Only certificate orders change CertBlocked; a claim stays
+		// pending from when it first was.
+		next.CertBlocked, next.PendingSince = old.CertBlocked, nil
+		if next.Status == DomainPendingDNS {
+			from := old.PendingFrom()
+			if from.IsZero() {
+				from = next.UpdatedAt
+			}
+			next.PendingSince = &from
+		}
 		if job != nil {
 			if err := t.CreateJob(*job); err != nil {
 				return err

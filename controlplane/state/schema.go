@@ -34,6 +34,7 @@ const (
 	tableDomains      = "domains"
 	tableCertData     = "cert_data"
 	tableCertLocks    = "cert_locks"
+	tableCertOrders   = "cert_orders"
 	tableSSHKeys      = "ssh_keys"
 	tableRepos        = "repositories"
 	// The cluster's own credentials.
@@ -162,6 +163,9 @@ func schema() *memdb.DBSchema {
 		tableCertLocks: {Name: tableCertLocks, Indexes: map[string]*memdb.IndexSchema{
 			"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Name"}},
 		}},
+		tableCertOrders: {Name: tableCertOrders, Indexes: map[string]*memdb.IndexSchema{
+			"id": idIndex(),
+		}},
 		tableSSHKeys: {Name: tableSSHKeys, Indexes: map[string]*memdb.IndexSchema{
 			"id":          idIndex(),
 			"user":        fieldIndex("user", "UserID", false),
@@ -230,6 +234,6 @@ var tables = []string{
 	tableAccounts, tableWorkspaces, tableRoles, tableMembers, tableTokens,
 	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary, tableIdempotency,
 	tableTemplates, tableLeads, tableDemos, tableWebhooks, tableDeliveries, tableBlueprints, tableRuns,
-	tableImports, tableOAuthClients, tableOAuthCodes, tableDomains, tableCertData, tableCertLocks, tableSSHKeys, tableRepos,
+	tableImports, tableOAuthClients, tableOAuthCodes, tableDomains, tableCertData, tableCertLocks, tableCertOrders, tableSSHKeys, tableRepos,
 	tableClusterCA, tableClusterMembers, tableJoinTokens, tableOperatorTokens, tableSnapshots, tableTombstones,
 }

@@ -215,6 +215,8 @@ func newRow(table string) (any, error) {
 		return new(CertData), nil
 	case tableCertLocks:
 		return new(CertLock), nil
+	case tableCertOrders:
+		return new(CertOrder), nil
 	case tableSSHKeys:
 		return new(SSHKey), nil
 	case tableRepos:

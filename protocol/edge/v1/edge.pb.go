@@ -827,6 +827,134 @@ func (x *UnlockCertRequest) GetOwner() string {
 	return ""
 }
 
+type OrderCertRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the hostname the certificate is for.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// renewal marks an order that replaces a certificate the storage
+	// holds: counted, never refused.
+	Renewal       bool `protobuf:"varint,2,opt,name=renewal,proto3" json:"renewal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrderCertRequest) Reset() {
+	*x = OrderCertRequest{}
+	mi := &file_edge_v1_edge_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrderCertRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrderCertRequest) ProtoMessage() {}
+
+func (x *OrderCertRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_edge_v1_edge_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrderCertRequest.ProtoReflect.Descriptor instead.
+func (*OrderCertRequest) Descriptor() ([]byte, []int) {
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *OrderCertRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OrderCertRequest) GetRenewal() bool {
+	if x != nil {
+		return x.Renewal
+	}
+	return false
+}
+
+type OrderCertResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Allowed bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	// budget names what refused the order: cluster, workspace,
+	// registered_domain, cooldown, or not_served (the name is no active
+	// custom domain or ready site).
+	Budget string `protobuf:"bytes,2,opt,name=budget,proto3" json:"budget,omitempty"`
+	// reason says it in words, for the edge's log.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// retry_after_unix_ms is when the budget refills (0 when not_served).
+	RetryAfterUnixMs int64 `protobuf:"varint,4,opt,name=retry_after_unix_ms,json=retryAfterUnixMs,proto3" json:"retry_after_unix_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *OrderCertResponse) Reset() {
+	*x = OrderCertResponse{}
+	mi := &file_edge_v1_edge_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrderCertResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrderCertResponse) ProtoMessage() {}
+
+func (x *OrderCertResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_edge_v1_edge_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrderCertResponse.ProtoReflect.Descriptor instead.
+func (*OrderCertResponse) Descriptor() ([]byte, []int) {
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *OrderCertResponse) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *OrderCertResponse) GetBudget() string {
+	if x != nil {
+		return x.Budget
+	}
+	return ""
+}
+
+func (x *OrderCertResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *OrderCertResponse) GetRetryAfterUnixMs() int64 {
+	if x != nil {
+		return x.RetryAfterUnixMs
+	}
+	return 0
+}
+
 var File_edge_v1_edge_proto protoreflect.FileDescriptor
 
 const file_edge_v1_edge_proto_rawDesc = "" +
@@ -878,7 +1006,15 @@ const file_edge_v1_edge_proto_rawDesc = "" +
 	"\bacquired\x18\x01 \x01(\bR\bacquired\"=\n" +
 	"\x11UnlockCertRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05owner\x18\x02 \x01(\tR\x05owner*\x96\x01\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\"@\n" +
+	"\x10OrderCertRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\arenewal\x18\x02 \x01(\bR\arenewal\"\x8c\x01\n" +
+	"\x11OrderCertResponse\x12\x18\n" +
+	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x16\n" +
+	"\x06budget\x18\x02 \x01(\tR\x06budget\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12-\n" +
+	"\x13retry_after_unix_ms\x18\x04 \x01(\x03R\x10retryAfterUnixMs*\x96\x01\n" +
 	"\vRouteStatus\x12\x1c\n" +
 	"\x18ROUTE_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ROUTE_STATUS_CREATING\x10\x01\x12\x16\n" +
@@ -886,7 +1022,7 @@ const file_edge_v1_edge_proto_rawDesc = "" +
 	"\x14ROUTE_STATUS_STOPPED\x10\x03\x12\x1c\n" +
 	"\x18ROUTE_STATUS_UNAVAILABLE\x10\x042c\n" +
 	"\fRouteService\x12S\n" +
-	"\vWatchRoutes\x12$.sandboxd.edge.v1.WatchRoutesRequest\x1a\x1c.sandboxd.edge.v1.RouteEvent0\x012\xb8\x04\n" +
+	"\vWatchRoutes\x12$.sandboxd.edge.v1.WatchRoutesRequest\x1a\x1c.sandboxd.edge.v1.RouteEvent0\x012\x8e\x05\n" +
 	"\x12CertStorageService\x12H\n" +
 	"\aGetCert\x12 .sandboxd.edge.v1.CertKeyRequest\x1a\x1b.sandboxd.edge.v1.CertValue\x12H\n" +
 	"\aPutCert\x12 .sandboxd.edge.v1.PutCertRequest\x1a\x1b.sandboxd.edge.v1.CertEmpty\x12K\n" +
@@ -896,7 +1032,8 @@ const file_edge_v1_edge_proto_rawDesc = "" +
 	"\bStatCert\x12 .sandboxd.edge.v1.CertKeyRequest\x1a\x1a.sandboxd.edge.v1.CertInfo\x12Q\n" +
 	"\bLockCert\x12!.sandboxd.edge.v1.LockCertRequest\x1a\".sandboxd.edge.v1.LockCertResponse\x12N\n" +
 	"\n" +
-	"UnlockCert\x12#.sandboxd.edge.v1.UnlockCertRequest\x1a\x1b.sandboxd.edge.v1.CertEmptyB6Z4github.com/sandboxd/sandboxd/protocol/edge/v1;edgev1b\x06proto3"
+	"UnlockCert\x12#.sandboxd.edge.v1.UnlockCertRequest\x1a\x1b.sandboxd.edge.v1.CertEmpty\x12T\n" +
+	"\tOrderCert\x12\".sandboxd.edge.v1.OrderCertRequest\x1a#.sandboxd.edge.v1.OrderCertResponseB6Z4github.com/sandboxd/sandboxd/protocol/edge/v1;edgev1b\x06proto3"
 
 var (
 	file_edge_v1_edge_proto_rawDescOnce sync.Once
@@ -911,7 +1048,7 @@ func file_edge_v1_edge_proto_rawDescGZIP() []byte {
 }
 
 var file_edge_v1_edge_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_edge_v1_edge_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_edge_v1_edge_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_edge_v1_edge_proto_goTypes = []any{
 	(RouteStatus)(0),           // 0: sandboxd.edge.v1.RouteStatus
 	(*WatchRoutesRequest)(nil), // 1: sandboxd.edge.v1.WatchRoutesRequest
@@ -927,6 +1064,8 @@ var file_edge_v1_edge_proto_goTypes = []any{
 	(*LockCertRequest)(nil),    // 11: sandboxd.edge.v1.LockCertRequest
 	(*LockCertResponse)(nil),   // 12: sandboxd.edge.v1.LockCertResponse
 	(*UnlockCertRequest)(nil),  // 13: sandboxd.edge.v1.UnlockCertRequest
+	(*OrderCertRequest)(nil),   // 14: sandboxd.edge.v1.OrderCertRequest
+	(*OrderCertResponse)(nil),  // 15: sandboxd.edge.v1.OrderCertResponse
 }
 var file_edge_v1_edge_proto_depIdxs = []int32{
 	0,  // 0: sandboxd.edge.v1.Route.status:type_name -> sandboxd.edge.v1.RouteStatus
@@ -939,16 +1078,18 @@ var file_edge_v1_edge_proto_depIdxs = []int32{
 	4,  // 7: sandboxd.edge.v1.CertStorageService.StatCert:input_type -> sandboxd.edge.v1.CertKeyRequest
 	11, // 8: sandboxd.edge.v1.CertStorageService.LockCert:input_type -> sandboxd.edge.v1.LockCertRequest
 	13, // 9: sandboxd.edge.v1.CertStorageService.UnlockCert:input_type -> sandboxd.edge.v1.UnlockCertRequest
-	3,  // 10: sandboxd.edge.v1.RouteService.WatchRoutes:output_type -> sandboxd.edge.v1.RouteEvent
-	5,  // 11: sandboxd.edge.v1.CertStorageService.GetCert:output_type -> sandboxd.edge.v1.CertValue
-	7,  // 12: sandboxd.edge.v1.CertStorageService.PutCert:output_type -> sandboxd.edge.v1.CertEmpty
-	7,  // 13: sandboxd.edge.v1.CertStorageService.DeleteCert:output_type -> sandboxd.edge.v1.CertEmpty
-	9,  // 14: sandboxd.edge.v1.CertStorageService.ListCerts:output_type -> sandboxd.edge.v1.ListCertsResponse
-	10, // 15: sandboxd.edge.v1.CertStorageService.StatCert:output_type -> sandboxd.edge.v1.CertInfo
-	12, // 16: sandboxd.edge.v1.CertStorageService.LockCert:output_type -> sandboxd.edge.v1.LockCertResponse
-	7,  // 17: sandboxd.edge.v1.CertStorageService.UnlockCert:output_type -> sandboxd.edge.v1.CertEmpty
-	10, // [10:18] is the sub-list for method output_type
-	2,  // [2:10] is the sub-list for method input_type
+	14, // 10: sandboxd.edge.v1.CertStorageService.OrderCert:input_type -> sandboxd.edge.v1.OrderCertRequest
+	3,  // 11: sandboxd.edge.v1.RouteService.WatchRoutes:output_type -> sandboxd.edge.v1.RouteEvent
+	5,  // 12: sandboxd.edge.v1.CertStorageService.GetCert:output_type -> sandboxd.edge.v1.CertValue
+	7,  // 13: sandboxd.edge.v1.CertStorageService.PutCert:output_type -> sandboxd.edge.v1.CertEmpty
+	7,  // 14: sandboxd.edge.v1.CertStorageService.DeleteCert:output_type -> sandboxd.edge.v1.CertEmpty
+	9,  // 15: sandboxd.edge.v1.CertStorageService.ListCerts:output_type -> sandboxd.edge.v1.ListCertsResponse
+	10, // 16: sandboxd.edge.v1.CertStorageService.StatCert:output_type -> sandboxd.edge.v1.CertInfo
+	12, // 17: sandboxd.edge.v1.CertStorageService.LockCert:output_type -> sandboxd.edge.v1.LockCertResponse
+	7,  // 18: sandboxd.edge.v1.CertStorageService.UnlockCert:output_type -> sandboxd.edge.v1.CertEmpty
+	15, // 19: sandboxd.edge.v1.CertStorageService.OrderCert:output_type -> sandboxd.edge.v1.OrderCertResponse
+	11, // [11:20] is the sub-list for method output_type
+	2,  // [2:11] is the sub-list for method input_type
 	2,  // [2:2] is the sub-list for extension type_name
 	2,  // [2:2] is the sub-list for extension extendee
 	0,  // [0:2] is the sub-list for field type_name
@@ -965,7 +1106,7 @@ func file_edge_v1_edge_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_edge_v1_edge_proto_rawDesc), len(file_edge_v1_edge_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

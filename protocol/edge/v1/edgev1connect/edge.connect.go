@@ -61,6 +61,9 @@ const (
 	// CertStorageServiceUnlockCertProcedure is the fully-qualified name of the CertStorageService's
 	// UnlockCert RPC.
 	CertStorageServiceUnlockCertProcedure = "/sandboxd.edge.v1.CertStorageService/UnlockCert"
+	// CertStorageServiceOrderCertProcedure is the fully-qualified name of the CertStorageService's
+	// OrderCert RPC.
+	CertStorageServiceOrderCertProcedure = "/sandboxd.edge.v1.CertStorageService/OrderCert"
 )
 
 // RouteServiceClient is a client for the sandboxd.edge.v1.RouteService service.
@@ -149,6 +152,12 @@ type CertStorageServiceClient interface {
 	// owner holds an unexpired one.
 	LockCert(context.Context, *connect.Request[v1.LockCertRequest]) (*connect.Response[v1.LockCertResponse], error)
 	UnlockCert(context.Context, *connect.Request[v1.UnlockCertRequest]) (*connect.Response[v1.CertEmpty], error)
+	// OrderCert is asked before an edge orders a certificate from the ACME
+	// CA (every edge orders from one account): the control plane counts
+	// orders against the operator's budgets (the cluster's, a workspace's,
+	// a registered domain's, and a cool-down per name) and answers whether
+	// this one may go, or which budget is spent and when it refills.
+	OrderCert(context.Context, *connect.Request[v1.OrderCertRequest]) (*connect.Response[v1.OrderCertResponse], error)
 }
 
 // NewCertStorageServiceClient constructs a client for the sandboxd.edge.v1.CertStorageService
@@ -204,6 +213,12 @@ func NewCertStorageServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(certStorageServiceMethods.ByName("UnlockCert")),
 			connect.WithClientOptions(opts...),
 		),
+		orderCert: connect.NewClient[v1.OrderCertRequest, v1.OrderCertResponse](
+			httpClient,
+			baseURL+CertStorageServiceOrderCertProcedure,
+			connect.WithSchema(certStorageServiceMethods.ByName("OrderCert")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -216,6 +231,7 @@ type certStorageServiceClient struct {
 	statCert   *connect.Client[v1.CertKeyRequest, v1.CertInfo]
 	lockCert   *connect.Client[v1.LockCertRequest, v1.LockCertResponse]
 	unlockCert *connect.Client[v1.UnlockCertRequest, v1.CertEmpty]
+	orderCert  *connect.Client[v1.OrderCertRequest, v1.OrderCertResponse]
 }
 
 // GetCert calls sandboxd.edge.v1.CertStorageService.GetCert.
@@ -253,6 +269,11 @@ func (c *certStorageServiceClient) UnlockCert(ctx context.Context, req *connect.
 	return c.unlockCert.CallUnary(ctx, req)
 }
 
+// OrderCert calls sandboxd.edge.v1.CertStorageService.OrderCert.
+func (c *certStorageServiceClient) OrderCert(ctx context.Context, req *connect.Request[v1.OrderCertRequest]) (*connect.Response[v1.OrderCertResponse], error) {
+	return c.orderCert.CallUnary(ctx, req)
+}
+
 // CertStorageServiceHandler is an implementation of the sandboxd.edge.v1.CertStorageService
 // service.
 type CertStorageServiceHandler interface {
@@ -268,6 +289,12 @@ type CertStorageServiceHandler interface {
 	// owner holds an unexpired one.
 	LockCert(context.Context, *connect.Request[v1.LockCertRequest]) (*connect.Response[v1.LockCertResponse], error)
 	UnlockCert(context.Context, *connect.Request[v1.UnlockCertRequest]) (*connect.Response[v1.CertEmpty], error)
+	// OrderCert is asked before an edge orders a certificate from the ACME
+	// CA (every edge orders from one account): the control plane counts
+	// orders against the operator's budgets (the cluster's, a workspace's,
+	// a registered domain's, and a cool-down per name) and answers whether
+	// this one may go, or which budget is spent and when it refills.
+	OrderCert(context.Context, *connect.Request[v1.OrderCertRequest]) (*connect.Response[v1.OrderCertResponse], error)
 }
 
 // NewCertStorageServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -319,6 +346,12 @@ func NewCertStorageServiceHandler(svc CertStorageServiceHandler, opts ...connect
 		connect.WithSchema(certStorageServiceMethods.ByName("UnlockCert")),
 		connect.WithHandlerOptions(opts...),
 	)
+	certStorageServiceOrderCertHandler := connect.NewUnaryHandler(
+		CertStorageServiceOrderCertProcedure,
+		svc.OrderCert,
+		connect.WithSchema(certStorageServiceMethods.ByName("OrderCert")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.edge.v1.CertStorageService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case CertStorageServiceGetCertProcedure:
@@ -335,6 +368,8 @@ func NewCertStorageServiceHandler(svc CertStorageServiceHandler, opts ...connect
 			certStorageServiceLockCertHandler.ServeHTTP(w, r)
 		case CertStorageServiceUnlockCertProcedure:
 			certStorageServiceUnlockCertHandler.ServeHTTP(w, r)
+		case CertStorageServiceOrderCertProcedure:
+			certStorageServiceOrderCertHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -370,4 +405,8 @@ func (UnimplementedCertStorageServiceHandler) LockCert(context.Context, *connect
 
 func (UnimplementedCertStorageServiceHandler) UnlockCert(context.Context, *connect.Request[v1.UnlockCertRequest]) (*connect.Response[v1.CertEmpty], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.edge.v1.CertStorageService.UnlockCert is not implemented"))
+}
+
+func (UnimplementedCertStorageServiceHandler) OrderCert(context.Context, *connect.Request[v1.OrderCertRequest]) (*connect.Response[v1.OrderCertResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.edge.v1.CertStorageService.OrderCert is not implemented"))
 }
