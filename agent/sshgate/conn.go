@@ -27,10 +27,13 @@ var errRefused = errors.New("sshgate: key refused")
 //
 // Refusals are charged to the client's address (Config.AuthFailures);
 // an address whose budget is spent is refused before anything is asked.
+// Each ask takes from the budget before it starts, and a key let in
+// gives it back: asks in flight at once from one address (its parallel
+// connections) cannot all pass its last failure.
 func (g *Gateway) authorize(md ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
 	fp := ssh.FingerprintSHA256(key)
 	addr := addrKey(md.RemoteAddr()).String()
-	if wait := g.failures.Wait(addr); wait > 0 {
+	if ok, wait := g.failures.Allow(addr); !ok {
 		g.log.Debug("ssh key refused: too many failed logins from the address", "user", md.User(),
 			"remote", md.RemoteAddr().String(), "retry_in", wait.Round(time.Second))
 		return nil, errRefused
@@ -46,10 +49,10 @@ func (g *Gateway) authorize(md ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permis
 		err = errors.New("unusable target")
 	}
 	if err != nil {
-		g.failures.Allow(addr)
 		g.log.Debug("ssh key refused", "user", md.User(), "remote", md.RemoteAddr().String(), "fingerprint", fp, "err", err)
 		return nil, errRefused
 	}
+	g.failures.Refund(addr)
 	tc := *t
 	return &ssh.Permissions{
 		Extensions: map[string]string{fingerprintExt: fp},

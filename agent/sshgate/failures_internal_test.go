@@ -9,9 +9,14 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sandboxd/sandboxd/internal/ratelimit"
 )
 
 // refuseAll is an Authorizer that refuses every key.
@@ -77,5 +82,65 @@ func TestFailureMemoryIsBounded(t *testing.T) {
 	}
 	if asked := auth.calls - before; asked > DefaultConfig().AuthFailures.Burst+1 {
 		t.Fatalf("200 refusals inside one /64 asked the authorizer %d times", asked)
+	}
+}
+
+// blockingRefuser refuses every key, each ask waiting for release.
+type blockingRefuser struct {
+	entered atomic.Int32
+	release chan struct{}
+}
+
+func (b *blockingRefuser) AuthorizeSSH(context.Context, string, ssh.PublicKey, net.Addr) (*Target, error) {
+	b.entered.Add(1)
+	<-b.release
+	return nil, errors.New("no")
+}
+
+// TestFailuresInFlightAreCounted: keys offered at once from one address
+// (its connections in parallel, each asking the control plane while the
+// others do) are asked about no more often than the address's failure
+// budget: an ask counts from when it starts, and only a key that is let
+// in gives it back.
+func TestFailuresInFlightAreCounted(t *testing.T) {
+	auth := &blockingRefuser{release: make(chan struct{})}
+	g, err := New(Config{Addr: "127.0.0.1:0", HostKeyPath: filepath.Join(t.TempDir(), "key"), Auth: auth, Backend: noBackend{},
+		AuthFailures: ratelimit.PerMinute(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const parallel = 16 // DefaultConfig().MaxConnsPerAddr
+	var early atomic.Int32
+	var wg sync.WaitGroup
+	for i := range parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			addr := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 7), Port: 40000 + i}
+			if _, err := g.authorize(meta{addr}, key); err == nil {
+				t.Error("a refused key was let in")
+			}
+			early.Add(1)
+		}()
+	}
+	// Every attempt has either been refused without an ask or is asking.
+	deadline := time.Now().Add(10 * time.Second)
+	for int(auth.entered.Load()+early.Load()) < parallel && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	asked := auth.entered.Load()
+	close(auth.release)
+	wg.Wait()
+	if asked > 3 {
+		t.Fatalf("%d keys offered at once from one address were all asked about (%d asks), the budget is 3", parallel, asked)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/sandboxd/sandboxd/controlplane/cluster"
 	"github.com/sandboxd/sandboxd/controlplane/oauth"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -58,6 +59,12 @@ func (a *API) registerClient(w http.ResponseWriter, req *http.Request) error {
 	if err := a.limits.registration(req); err != nil {
 		return err
 	}
+	accepted := false
+	defer func() {
+		if !accepted {
+			a.limits.unregistered(req)
+		}
+	}()
 	if mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); mt != "application/json" {
 		return apierr.Invalid("", "Content-Type must be application/json")
 	}
@@ -76,9 +83,11 @@ func (a *API) registerClient(w http.ResponseWriter, req *http.Request) error {
 			"this service holds as many registered OAuth clients as it keeps; unused ones are removed over time, retry later")
 	}
 	if err != nil {
+		// A registration that may have been committed stays charged.
+		accepted = errors.Is(err, cluster.ErrOutcomeUnknown)
 		return writeError("", err)
 	}
-	a.limits.registered(req)
+	accepted = true
 	w.Header().Set("Cache-Control", "no-store")
 	return rest.JSON(w, http.StatusCreated, info)
 }

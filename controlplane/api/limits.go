@@ -161,15 +161,20 @@ func (l *limiters) write(req *http.Request, tokenID string) error {
 	return nil
 }
 
-// registration refuses an OAuth client registration from an address
-// that has spent its Registrations, taking nothing; registered charges
-// an accepted one.
+// registration takes one of the address's Registrations before an OAuth
+// client is registered, refusing the request when they are spent: taken
+// first, so registrations in flight at once (each committed while the
+// others wait) cannot all pass the last one. A registration that is
+// then not accepted gives it back (unregistered): a refused one costs
+// nothing.
 func (l *limiters) registration(req *http.Request) error {
-	if wait := l.registrations.Wait(clientKey(req)); wait > 0 {
+	if ok, wait := l.registrations.Allow(clientKey(req)); !ok {
 		l.metrics.RateLimited(LimitRegistrations)
 		return apierr.RateLimited(wait, LimitRegistrations, "too many OAuth clients registered from your address; retry later")
 	}
 	return nil
 }
 
-func (l *limiters) registered(req *http.Request) { l.registrations.Allow(clientKey(req)) }
+// unregistered gives back what registration took, for a registration
+// that was not accepted.
+func (l *limiters) unregistered(req *http.Request) { l.registrations.Refund(clientKey(req)) }

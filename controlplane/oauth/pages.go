@@ -283,6 +283,10 @@ func (s *Service) decide(w http.ResponseWriter, r *http.Request) {
 				"the account holder denied access", "state", req.state), http.StatusSeeOther)
 			return
 		}
+		if ok, _ := s.signins.approvals.Allow(acct.ID); !ok {
+			s.show(w, r, req, "Too many approvals in a minute; wait a minute and approve again.")
+			return
+		}
 		wsID := ""
 		if req.scope != ScopeAccount {
 			if wsID = s.chosenWorkspace(acct, r.PostForm.Get("workspace")); wsID == "" {

@@ -24,6 +24,11 @@ const signinLife = 15 * time.Minute
 // authorization request (up to 8 KB), so at most about 8 MiB.
 const maxSignins = 1024
 
+// MaxApprovalsPerMinute bounds the approvals one account makes on the
+// consent page: each stores an authorization code through Raft, and the
+// page is no API route, so the API's write limits do not cover it.
+const MaxApprovalsPerMinute = 20
+
 // signinCookie binds a mailed sign-in link to the browser that asked for
 // it (over https __Host-sbx_signin): the link signs in only a browser
 // that carries it, so a link requested in someone else's browser, or
@@ -42,6 +47,9 @@ type signins struct {
 	byIP    *ratelimit.Limiter
 	byEmail *ratelimit.Limiter
 	tokens  *ratelimit.Limiter
+	// approvals are per account: each is a Raft entry, and the consent
+	// page is outside the API's write limits.
+	approvals *ratelimit.Limiter
 
 	mu      sync.Mutex
 	pending map[string]pendingSignin
@@ -61,9 +69,10 @@ func newSignins(max int, now func() time.Time) *signins {
 		now = time.Now
 	}
 	return &signins{max: max, now: now, pending: map[string]pendingSignin{},
-		byIP:    ratelimit.New(ratelimit.PerMinute(10), 10000, now),
-		byEmail: ratelimit.New(ratelimit.Rule{Rate: 3.0 / 3600, Burst: 3}, 10000, now),
-		tokens:  ratelimit.New(ratelimit.PerMinute(10), 10000, now)}
+		byIP:      ratelimit.New(ratelimit.PerMinute(10), 10000, now),
+		byEmail:   ratelimit.New(ratelimit.Rule{Rate: 3.0 / 3600, Burst: 3}, 10000, now),
+		tokens:    ratelimit.New(ratelimit.PerMinute(10), 10000, now),
+		approvals: ratelimit.New(ratelimit.PerMinute(MaxApprovalsPerMinute), 10000, now)}
 }
 
 // add keeps p under hash, expiring in signinLife. Expired links go

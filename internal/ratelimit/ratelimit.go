@@ -78,6 +78,26 @@ func (l *Limiter) Allow(key string) (bool, time.Duration) {
 	return true, 0
 }
 
+// Refund gives back a token Allow took from key for a request that then
+// did not happen (it was refused for another reason), up to the burst.
+// Taking first and refunding after, rather than checking with Wait and
+// taking once done, keeps requests in flight at the same time from all
+// passing a last token. A bucket dropped meanwhile is full already.
+func (l *Limiter) Refund(key string) {
+	if l.rule.Off() {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.keys[key]
+	if !ok {
+		return
+	}
+	b := e.Value.(*bucket)
+	l.refill(b, l.now())
+	b.tokens = min(float64(l.rule.Burst), b.tokens+1)
+}
+
 // Wait says, taking nothing, how long until key has a token: zero when
 // it has one now. An unknown key costs no memory.
 func (l *Limiter) Wait(key string) time.Duration {

@@ -59,6 +59,37 @@ func TestBucket(t *testing.T) {
 	}
 }
 
+// TestRefund: a refunded token can be taken again, never above the
+// burst; refunding an unknown key makes no bucket.
+func TestRefund(t *testing.T) {
+	c := &clock{t: time.Unix(1_000_000, 0)}
+	l := New(PerHour(2), 0, c.now)
+	for _, want := range []bool{true, true, false} {
+		if ok, _ := l.Allow("a"); ok != want {
+			t.Fatalf("Allow = %v, want %v", ok, want)
+		}
+	}
+	l.Refund("a")
+	if ok, _ := l.Allow("a"); !ok {
+		t.Fatal("a refunded token cannot be taken")
+	}
+	if ok, _ := l.Allow("a"); ok {
+		t.Fatal("one refund gave back more than one token")
+	}
+	for range 5 {
+		l.Refund("a")
+	}
+	for _, want := range []bool{true, true, false} {
+		if ok, _ := l.Allow("a"); ok != want {
+			t.Fatalf("after refunds past the burst: Allow = %v, want %v", ok, want)
+		}
+	}
+	l.Refund("b")
+	if l.Len() != 1 {
+		t.Fatalf("refunding an unknown key: %d keys", l.Len())
+	}
+}
+
 // TestOff: a zero rule limits nothing and keeps nothing.
 func TestOff(t *testing.T) {
 	for _, r := range []Rule{{}, {Rate: 1}, {Burst: 5}} {
