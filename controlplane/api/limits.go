@@ -168,7 +168,7 @@ func (l *limiters) write(req *http.Request, tokenID string) error {
 // then not accepted gives it back (unregistered): a refused one costs
 // nothing.
 func (l *limiters) registration(req *http.Request) error {
-	if ok, wait := l.registrations.Allow(clientKey(req)); !ok {
+	if ok, wait := l.registrations.Allow(registrationKey(req)); !ok {
 		l.metrics.RateLimited(LimitRegistrations)
 		return apierr.RateLimited(wait, LimitRegistrations, "too many OAuth clients registered from your address; retry later")
 	}
@@ -177,4 +177,20 @@ func (l *limiters) registration(req *http.Request) error {
 
 // unregistered gives back what registration took, for a registration
 // that was not accepted.
-func (l *limiters) unregistered(req *http.Request) { l.registrations.Refund(clientKey(req)) }
+func (l *limiters) unregistered(req *http.Request) { l.registrations.Refund(registrationKey(req)) }
+
+// registrationKey buckets registrations by the client's IPv4 address or
+// IPv6 /48 (a site's allocation): anonymous registrations share a
+// cluster-wide cap, and one holder of a /48 must not spread over 65,536
+// buckets of /64.
+func registrationKey(req *http.Request) string {
+	ip := rest.ClientIP(req.Context())
+	if !ip.IsValid() {
+		ip = rest.PeerIP(req)
+	}
+	if ip.IsValid() && ip.Is6() && !ip.Is4In6() {
+		p, _ := ip.Prefix(48)
+		return p.String()
+	}
+	return clientKey(req)
+}

@@ -91,8 +91,11 @@ func countRows(tx *memdb.Txn, table string) (int, error) {
 	return n, nil
 }
 
-// RegisterOAuthClient adds a client, unless max (when above zero)
-// clients are registered already (ErrTooManyClients).
+// RegisterOAuthClient adds a client. When max (above zero) clients are
+// registered already, the oldest client that never got a token and was
+// registered before c.CreatedAt-EvictUnusedAfter makes room (a flood of
+// registrations cannot lock real connectors out until the collection);
+// with none such, ErrTooManyClients.
 func (t *Tx) RegisterOAuthClient(c OAuthClient, max int) error {
 	return t.run(func(tx *memdb.Txn) error {
 		if dup, err := first[OAuthClient](tx, tableOAuthClients, "id", c.ID); err != nil {
@@ -106,11 +109,53 @@ func (t *Tx) RegisterOAuthClient(c OAuthClient, max int) error {
 				return err
 			}
 			if n >= max {
-				return fmt.Errorf("%w: %d of %d", ErrTooManyClients, n, max)
+				victim, err := oldestUnusedClient(tx, c.CreatedAt.Add(-EvictUnusedAfter))
+				if err != nil {
+					return err
+				}
+				if victim == nil {
+					return fmt.Errorf("%w: %d of %d", ErrTooManyClients, n, max)
+				}
+				if err := remove(tx, tableOAuthClients, victim); err != nil {
+					return err
+				}
 			}
 		}
 		return insert(tx, tableOAuthClients, &c)
 	})
+}
+
+// EvictUnusedAfter is how old a client that never got a token must be
+// before a registration past the cap may evict it: long enough for a
+// person to go through the consent page.
+const EvictUnusedAfter = time.Hour
+
+// oldestUnusedClient is the earliest registered client, before before,
+// that never got a token and has no code waiting, or nil (ties by id, so
+// every server picks the same one).
+func oldestUnusedClient(tx *memdb.Txn, before time.Time) (*OAuthClient, error) {
+	clients, err := all[OAuthClient](tx, tableOAuthClients, "id")
+	if err != nil {
+		return nil, err
+	}
+	codes, err := all[OAuthCode](tx, tableOAuthCodes, "id")
+	if err != nil {
+		return nil, err
+	}
+	waiting := map[string]bool{}
+	for _, c := range codes {
+		waiting[c.ClientID] = true
+	}
+	var best *OAuthClient
+	for _, c := range clients {
+		if c.LastTokenAt != nil || waiting[c.ID] || !c.CreatedAt.Before(before) {
+			continue
+		}
+		if best == nil || c.CreatedAt.Before(best.CreatedAt) || (c.CreatedAt.Equal(best.CreatedAt) && c.ID < best.ID) {
+			best = c
+		}
+	}
+	return best, nil
 }
 
 // CreateOAuthCode stores a code approved at at, and forgets codes past
