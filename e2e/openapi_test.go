@@ -556,6 +556,7 @@ func TestEveryRouteThroughPrism(t *testing.T) {
 		if s := r.Str("run.status"); s != want {
 			t.Errorf("run %s %s, want %s: %.2000s", id, s, want, r.Raw)
 		}
+		jobDone(r.Str("run.jobId"), want)
 		return r
 	}
 
@@ -897,15 +898,28 @@ func TestEveryRouteThroughPrism(t *testing.T) {
 	w.do(u, "DELETE", repos+"/"+repo, nil, 404)
 	w.do(u, "POST", repos+"/repo_nope/deploy", nil, 404)
 
-	// A custom domain whose records are wrong: pending, checked, removed.
+	// A custom domain: its records wrong (pending_dns), then right (a job
+	// moves WordPress to it), then disconnected (a job moves it back).
 	dom := "/api/app/sites/" + siteA + "/domain"
 	w.do(u, "GET", dom, nil, 200)
 	w.do(u, "PUT", dom, map[string]any{"hostname": "not a host"}, 400)
 	w.do(u, "PUT", dom, map[string]any{"hostname": "shop.example.com"}, 200)
 	dns.Set(t, "shop.example.com", "A 127.0.0.1")
 	w.do(u, "POST", dom+"/check", nil, 200)
+	sandboxHost, _, _ := strings.Cut(strings.TrimPrefix(urlA, "http://"), ":")
+	dns.Set(t, sandboxHost, "A 127.0.0.1")
+	dns.Set(t, "shop.example.com", "CNAME "+sandboxHost+".")
+	if j := w.do(u, "POST", dom+"/check", nil, 200).Str("jobId"); j != "" {
+		jobDone(j, "succeeded")
+	} else {
+		t.Error("a domain whose records are right started no job")
+	}
 	w.do(u, "GET", dom, nil, 200)
-	w.do(u, "DELETE", dom, nil, 200)
+	if j := w.do(u, "DELETE", dom, nil, 200).Str("jobId"); j != "" {
+		jobDone(j, "succeeded")
+	} else {
+		t.Error("disconnecting an active domain started no job")
+	}
 	w.do(u, "DELETE", dom, nil, 400)
 	w.do(u, "POST", dom+"/check", nil, 400)
 
