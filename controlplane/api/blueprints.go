@@ -149,8 +149,9 @@ func (a *API) registerBlueprints(r *rest.Router) {
 			"are applied only with adaptationsAccepted=true; a bundle that still cannot run is refused.",
 		Multipart: map[string]string{"bundle": "file: the ZIP (or bundleUrl).", "bundleUrl": "http(s) URL of the ZIP.", "name": "Default: meta.title.",
 			"description": "", "adaptationsAccepted": "true to accept changes that need review."},
-		Query:    map[string]string{"preview": "1 to inspect compatibility and adaptations without saving (answers 200)."},
-		Response: uploadResponse{}, MaxBody: blueprint.MaxBundle + 1<<20, Idempotent: true,
+		Query:      map[string]string{"preview": "1 to inspect compatibility and adaptations without saving (answers 200)."},
+		AlsoStatus: map[int]string{http.StatusOK: "with preview=1: the Blueprint as it would be saved (without an id) and its adaptation; nothing is saved."},
+		Response:   uploadResponse{}, MaxBody: blueprint.MaxBundle + 1<<20, Idempotent: true,
 		Errors: []string{apierr.CodeInvalidRequest, apierr.CodePayloadTooLarge, apierr.CodePlanLimitReached}, Handler: a.uploadBlueprint})
 	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/blueprints", Tag: "blueprints", Summary: "The workspace's saved Blueprints.",
 		Response: blueprintsResponse{}, Handler: func(w http.ResponseWriter, req *http.Request) error {

@@ -224,6 +224,23 @@ type NodeView struct {
 	UpdatedAt    time.Time `json:"updatedAt"`
 }
 
+// nodeView is a node as operators see it: labels and PHP versions are
+// an object and a list, as documented, also when the node has none (a
+// nil map or slice would be sent as null).
+func nodeView(n *state.Node, sites int) NodeView {
+	labels := n.Labels
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	php := n.PHPVersions
+	if php == nil {
+		php = []string{}
+	}
+	return NodeView{ID: n.ID, Status: n.Status, Address: n.Address, IngressAddr: n.IngressAddr, Version: n.Version,
+		PHPVersions: php, Labels: labels, Sites: sites, MaxSites: n.MaxSites, Draining: n.Drain != nil,
+		RegisteredAt: n.RegisteredAt, UpdatedAt: n.UpdatedAt}
+}
+
 type nodesResponse struct {
 	Nodes []NodeView `json:"nodes"`
 }
@@ -241,9 +258,7 @@ func (a *API) registerNodes(r *rest.Router) {
 				if err != nil {
 					return err
 				}
-				out = append(out, NodeView{ID: n.ID, Status: n.Status, Address: n.Address, IngressAddr: n.IngressAddr, Version: n.Version,
-					PHPVersions: n.PHPVersions, Labels: n.Labels, Sites: len(sites), MaxSites: n.MaxSites, Draining: n.Drain != nil,
-					RegisteredAt: n.RegisteredAt, UpdatedAt: n.UpdatedAt})
+				out = append(out, nodeView(n, len(sites)))
 			}
 			sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 			return rest.JSON(w, http.StatusOK, nodesResponse{Nodes: out})

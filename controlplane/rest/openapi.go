@@ -121,6 +121,13 @@ func (rt *Router) OpenAPI(info OpenAPIInfo) map[string]any {
 			ok["content"] = map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(r.Response))}}
 		}
 		responses[fmt.Sprint(r.Status)] = ok
+		for status, when := range r.AlsoStatus {
+			also := map[string]any{"description": http.StatusText(status) + ": " + when}
+			if content, ok := ok["content"]; ok {
+				also["content"] = content
+			}
+			responses[fmt.Sprint(status)] = also
+		}
 		// Each error status the route can answer, with its codes; every
 		// route can fail with internal_error.
 		byStatus := map[int][]string{}

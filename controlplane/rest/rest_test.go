@@ -137,3 +137,24 @@ func TestRequestIDIsEchoedOrReplaced(t *testing.T) {
 		t.Fatalf("unsafe request id kept: %q", got)
 	}
 }
+
+// TestAlsoStatusIsDocumented: a route's other success statuses are in
+// the document with the success body, beside its main one.
+func TestAlsoStatusIsDocumented(t *testing.T) {
+	r := NewRouter(slog.New(slog.DiscardHandler))
+	r.Handle(Route{Method: "POST", Path: "/things", Summary: "make", Status: http.StatusCreated, Response: body{},
+		AlsoStatus: map[int]string{http.StatusOK: "with preview=1: nothing made."},
+		Handler:    func(w http.ResponseWriter, req *http.Request) error { return nil }})
+	doc := r.OpenAPI(OpenAPIInfo{Title: "t", Version: "1"})
+	responses := doc["paths"].(map[string]map[string]any)["/things"]["post"].(map[string]any)["responses"].(map[string]any)
+	for _, status := range []string{"201", "200"} {
+		resp, _ := responses[status].(map[string]any)
+		b, _ := json.Marshal(resp["content"])
+		if !strings.Contains(string(b), `"$ref":"#/components/schemas/body"`) {
+			t.Errorf("response %s: %v", status, resp)
+		}
+	}
+	if d, _ := responses["200"].(map[string]any)["description"].(string); !strings.Contains(d, "preview=1") {
+		t.Errorf("200's description: %q", d)
+	}
+}

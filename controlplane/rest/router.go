@@ -53,6 +53,10 @@ type Route struct {
 	Response any
 	// Status is the success status; zero means 200.
 	Status int
+	// AlsoStatus lists other success statuses the route answers, with the
+	// same body as Status, each with when (a preview answering 200 where
+	// a save answers 201).
+	AlsoStatus map[int]string
 	// Errors lists the error codes this route can answer.
 	Errors []string
 	// MaxBody caps the request body in bytes; zero means DefaultMaxBody.
