@@ -37,6 +37,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/sshgate"
 	"github.com/sandboxd/sandboxd/internal/enroll"
 	"github.com/sandboxd/sandboxd/internal/pki"
+	"github.com/sandboxd/sandboxd/internal/revocation"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	"github.com/sandboxd/sandboxd/internal/siteingress"
@@ -165,6 +166,9 @@ type Agent struct {
 	servers  atomic.Pointer[[]string]
 	registry agentv1connect.RegistryServiceClient
 	ingress  *siteingress.Server
+	// revoked is the cluster's revocations as last heard: callers holding
+	// a certificate it refuses are turned away.
+	revoked *revocation.Set
 	// removing holds the orphaned sites being removed; removeMu removes
 	// one at a time.
 	removing sync.Map
@@ -214,6 +218,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if a.creds, err = enroll.Obtain(ctx, a.enrollConfig()); err != nil {
 		return nil, err
 	}
+	a.openRevocations()
 	a.registry = agentv1connect.NewRegistryServiceClient(a.creds.FailoverClient(a.Servers, pki.RoleServer), rpcauth.ControlPlane,
 		rpclimit.RegistryClient()...)
 	ok := false
@@ -301,17 +306,11 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	path, handler := agentv1connect.NewAgentServiceHandler(&service{sites: a.sites, git: fetcher, log: a.log},
 		rpclimit.AgentServer()...)
 	mux.Handle(path, handler)
-	// Only control-plane servers call here (mutual TLS, a server's
-	// certificate), with long RPCs (site creation, plugin ZIPs): headers,
-	// idle connections and header size are bounded; a ReadTimeout or
-	// WriteTimeout would cut those RPCs, so there is none.
-	a.http = &http.Server{Handler: rpcauth.Require(nil, pki.RoleServer)(mux), Protocols: rpcauth.Protocols(),
-		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
-	go func() { _ = a.http.Serve(tls.NewListener(a.ln, a.creds.ServerTLS(true))) }()
+	a.serveService(mux)
 	if err := a.serveMetrics(cfg.MetricsAddr); err != nil {
 		return nil, err
 	}
-	if err := a.serveIngress(); err != nil {
+	if err := a.serveIngress(a.sites); err != nil {
 		return nil, err
 	}
 	if err := a.startSSH(); err != nil {
@@ -639,14 +638,20 @@ func (a *Agent) serveMetrics(addr string) error {
 // MetricsAddr is the operator's metrics listener address, or "".
 func (a *Agent) MetricsAddr() string { return a.metricsAddr }
 
-// serveIngress starts the node's ingress for edges.
-func (a *Agent) serveIngress() error {
-	cfg := a.creds.ServerTLS(true)
-	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-		_, err := pki.Verify(cs.PeerCertificates, a.creds.Roots(), time.Now(), pki.RoleEdge)
-		return err
-	}
-	in, err := siteingress.Listen(orDefault(a.cfg.IngressAddr, "127.0.0.1:0"), cfg, a.sites, a.log)
+// serveService serves the AgentService h on a.ln. Only control-plane
+// servers call here (mutual TLS, a server's certificate the cluster
+// still honours), with long RPCs (site creation, plugin ZIPs): headers,
+// idle connections and header size are bounded; a ReadTimeout or
+// WriteTimeout would cut those RPCs, so there is none.
+func (a *Agent) serveService(h http.Handler) {
+	a.http = &http.Server{Handler: a.serviceHandler(h), Protocols: rpcauth.Protocols(),
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	go func() { _ = a.http.Serve(tls.NewListener(a.ln, a.creds.ServerTLS(true))) }()
+}
+
+// serveIngress starts the node's ingress for edges to sites.
+func (a *Agent) serveIngress(sites siteingress.Sites) error {
+	in, err := siteingress.Listen(orDefault(a.cfg.IngressAddr, "127.0.0.1:0"), ingressTLS(a.creds), sites, a.log)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@ func (a *Agent) loop(ctx context.Context) {
 				interval = time.Duration(ms) * time.Millisecond
 			}
 			a.learn(resp.Msg.Servers)
+			a.applyRevocations(resp.Msg.Revocations)
 			a.log.Info("registered with control plane", "servers", a.Servers())
 		}
 		sleep(ctx, interval)
@@ -49,6 +50,7 @@ func (a *Agent) loop(ctx context.Context) {
 			continue
 		}
 		a.learn(resp.Msg.Servers)
+		a.applyRevocations(resp.Msg.Revocations)
 		a.removeOrphans(ctx, resp.Msg.RemoveSiteIds)
 		if resp.Msg.Unknown {
 			registered = false
@@ -94,7 +96,8 @@ func (a *Agent) registration() *agentv1.RegisterRequest {
 }
 
 func (a *Agent) heartbeat(ctx context.Context) *agentv1.HeartbeatRequest {
-	hb := &agentv1.HeartbeatRequest{NodeId: a.cfg.NodeID, PhpVersions: a.catalog.PHPVersions()}
+	hb := &agentv1.HeartbeatRequest{NodeId: a.cfg.NodeID, PhpVersions: a.catalog.PHPVersions(),
+		RevocationsVersion: a.revoked.Version()}
 	list := a.sites.List()
 	hb.Used = &agentv1.Resources{Sites: int32(len(list))}
 	for _, s := range list {

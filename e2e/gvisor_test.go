@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/agent/sites"
 	"github.com/sandboxd/sandboxd/internal/sitepath"
 )
 
@@ -42,6 +43,18 @@ func TestSiteUnderGVisor(t *testing.T) {
 	}
 	if !runscRunning(id) {
 		t.Fatal("no runsc sandbox process for the site")
+	}
+	// The site makes its debug log 4 GiB of nothing, not one newline in
+	// it: the tail is its bounded end, and says there is more.
+	trunc := `<?php $f = fopen('/srv/site/wordpress/wp-content/debug.log', 'c'); echo (int)ftruncate($f, 4 << 30);`
+	d.owner.Do("POST", "/api/app/sites/"+id+"/files/write?path="+sitepath.Encode("trunc.php"),
+		map[string]string{"contentBase64": base64.StdEncoding.EncodeToString([]byte(trunc))}).Must(t, 200)
+	if code, body := fetch(t, url+"/trunc.php"); code != 200 || body != "1" {
+		t.Fatalf("ftruncate in the site: %d %q", code, body)
+	}
+	tail := d.owner.Do("GET", "/api/app/sites/"+id+"/debug/log?lines=1", nil).Must(t, 200)
+	if n := len(tail.Str("content")); tail.Get("exists") != true || tail.Get("truncated") != true || n == 0 || n > sites.MaxDebugLogBytes {
+		t.Fatalf("tail of a 4 GiB log without a newline: exists %v, truncated %v, %d bytes of content", tail.Get("exists"), tail.Get("truncated"), n)
 	}
 	if job := d.waitJob(t, d.owner.Do("DELETE", "/api/app/sites/"+id, nil).Must(t, 202).Str("jobId")); job["status"] != "succeeded" {
 		t.Fatalf("delete: %v", job)

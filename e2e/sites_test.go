@@ -24,6 +24,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/agenttest"
 	"github.com/sandboxd/sandboxd/agent/runtime"
+	"github.com/sandboxd/sandboxd/agent/sites"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/internal/sitepath"
 	"github.com/sandboxd/sandboxd/internal/wpzip"
@@ -226,6 +227,18 @@ func TestSiteEndToEnd(t *testing.T) {
 		huge := d.owner.Do("GET", base+"/log?lines=1", nil).Must(t, 200)
 		if huge.Get("truncated") != true || !strings.Contains(huge.Str("content"), "sandbox-last-line") {
 			t.Fatalf("tail of a 4 GiB log: %.300s", huge.Raw)
+		}
+		// Then cuts it back to exactly 4 GiB: its last MiB and more hold
+		// not one newline. The tail is that bounded end, and says there
+		// is more.
+		d.putFile(t, id, "cut.php", `<?php $f = fopen(__DIR__.'/wp-content/debug.log', 'c'); echo ftruncate($f, 4 << 30) && fstat($f)['size'] === (4 << 30) ? 'ok' : 'no';`)
+		if code, body := fetch(t, url+"/cut.php"); code != 200 || body != "ok" {
+			t.Fatalf("ftruncate page: %d %s", code, body)
+		}
+		cut := d.owner.Do("GET", base+"/log?lines=1", nil)
+		if n := len(cut.Str("content")); cut.Status != 200 || cut.Get("exists") != true || cut.Get("truncated") != true || n == 0 || n > sites.MaxDebugLogBytes {
+			t.Fatalf("tail of a 4 GiB log without a newline: status %d, exists %v, truncated %v, %d bytes of content: %.200s",
+				cut.Status, cut.Get("exists"), cut.Get("truncated"), n, cut.Raw)
 		}
 		d.owner.Do("DELETE", base+"/log", nil).Must(t, 200)
 		if r := d.owner.Do("GET", base+"/log?lines=abc", nil).Must(t, 200); r.Str("content") != "" {

@@ -3,10 +3,14 @@ package sites
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/sandboxd/sandboxd/agent/sitefile"
 )
 
 func (m *Manager) writeDebug(s *Site) error {
@@ -56,29 +60,63 @@ func (m *Manager) SetDebug(id string, p DebugPatch) (Debug, error) {
 
 const debugLog = "/srv/site/wordpress/wp-content/debug.log"
 
-// MaxDebugLogBytes bounds how much of the end of debug.log a tail reads.
+// debugLogRel is debugLog beneath the site's WordPress root.
+const debugLogRel = "wp-content/debug.log"
+
+// MaxDebugLogBytes bounds how much of the end of debug.log a tail reads,
+// and what it answers with.
 const MaxDebugLogBytes = 1 << 20
 
 // TailDebugLog returns up to n last lines of wp-content/debug.log, from
-// its last MaxDebugLogBytes at most (truncated says the log is longer).
-// It is read inside the site's container as the site's user: whatever the
-// site made of that path (a symlink, a FIFO, a 4 GiB sparse file) can
-// only lead within the sandbox, and costs one seek.
-func (m *Manager) TailDebugLog(ctx context.Context, id string, n int) (exists bool, content string, truncated bool, err error) {
-	res, err := m.Exec(ctx, id, []string{"/bin/sh", "-c",
-		`if [ -f "$1" ]; then echo "yes $(stat -c %s -- "$1")"; tail -c "$3" -- "$1" | tail -n "$2"; else echo no; fi`,
-		"sh", debugLog, strconv.Itoa(n), strconv.Itoa(MaxDebugLogBytes)}, nil)
-	if err != nil {
-		return false, "", false, err
+// its last MaxDebugLogBytes at most (truncated says the log holds more
+// than the answer: the bytes before that window, or the start of a line
+// longer than it). The site writes the log as it likes: it is read from
+// the node without following any link (a link or anything but a regular
+// file counts as no log), with one seek and one bounded read whatever
+// its size — a 4 GiB sparse file without a newline answers its last
+// MaxDebugLogBytes.
+func (m *Manager) TailDebugLog(_ context.Context, id string, n int) (exists bool, content string, truncated bool, err error) {
+	if m.get(id) == nil {
+		return false, "", false, ErrNotFound
 	}
-	if res.ExitCode != 0 {
-		return false, "", false, fmt.Errorf("read debug log: exit %d: %.300s", res.ExitCode, res.Stderr)
+	data, more, err := sitefile.Tail(filepath.Join(m.Data(id), "wordpress"), debugLogRel, MaxDebugLogBytes)
+	switch {
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, sitefile.ErrUnsafePath), errors.Is(err, sitefile.ErrNotRegular):
+		return false, "", false, nil
+	case err != nil:
+		return false, "", false, fmt.Errorf("read debug log: %w", err)
 	}
-	first, rest, _ := strings.Cut(string(res.Stdout), "\n")
-	state, size, _ := strings.Cut(first, " ")
-	bytes, _ := strconv.ParseInt(size, 10, 64)
-	// The site writes what it likes; the answer travels as UTF-8 text.
-	return state == "yes", strings.ToValidUTF8(rest, "\uFFFD"), bytes > MaxDebugLogBytes, nil
+	content, cut := lastLines(data, n, MaxDebugLogBytes)
+	return true, content, more || cut, nil
+}
+
+// lastLines is what `tail -n n` prints of data (a line is what ends in a
+// newline, or the end of data), as UTF-8 text (invalid bytes replaced)
+// of at most max bytes; cut says the text lost its start to max.
+func lastLines(data []byte, n, max int) (text string, cut bool) {
+	end := len(data)
+	if end > 0 && data[end-1] == '\n' {
+		end-- // the last line's own newline
+	}
+	start := 0
+	for i := end - 1; i >= 0; i-- {
+		if data[i] == '\n' {
+			if n--; n == 0 {
+				start = i + 1
+				break
+			}
+		}
+	}
+	text = strings.ToValidUTF8(string(data[start:]), "\uFFFD")
+	if len(text) <= max {
+		return text, false
+	}
+	// Replacements made it longer: keep its end, from a rune's start.
+	i := len(text) - max
+	for i < len(text) && !utf8.RuneStart(text[i]) {
+		i++
+	}
+	return text[i:], true
 }
 
 // TruncateDebugLog empties wp-content/debug.log; a missing log is fine.

@@ -23,6 +23,7 @@ import (
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
 	"github.com/sandboxd/sandboxd/internal/pki"
+	"github.com/sandboxd/sandboxd/internal/revocation"
 	"github.com/sandboxd/sandboxd/internal/seal"
 	"github.com/sandboxd/sandboxd/internal/secret"
 )
@@ -430,4 +431,36 @@ func joinRefused(err error) error {
 		return apierr.New(401, apierr.CodeAuthRequired, "%s", strings.TrimPrefix(err.Error(), state.ErrConflict.Error()+": "))
 	}
 	return err
+}
+
+// Revocations lists what a member that does not hold the state (a node
+// agent) must refuse to honour the rule of Check: each revoked member's
+// certificates, and each member's certificates from before its last
+// join, while any of them may still be valid — until the last one issued
+// before the revocation or join has expired (ttl after it; the member's
+// last certificate's expiry if later). Older entries refuse nothing
+// that is still valid and are left out, which bounds the list.
+func Revocations(ms []*state.ClusterMember, now time.Time, ttl time.Duration) []revocation.Entry {
+	if ttl <= 0 {
+		ttl = DefaultCertTTL
+	}
+	var out []revocation.Entry
+	for _, m := range ms {
+		e := revocation.Entry{ID: m.ID}
+		switch {
+		case m.RevokedAt != nil:
+			e.Revoked, e.Until = true, m.RevokedAt.Add(ttl)
+			if m.ExpiresAt.After(e.Until) {
+				e.Until = m.ExpiresAt
+			}
+		case !m.ValidFrom.IsZero():
+			e.ValidFrom, e.Until = m.ValidFrom, m.ValidFrom.Add(ttl)
+		default:
+			continue
+		}
+		if e.Until.After(now) {
+			out = append(out, e)
+		}
+	}
+	return revocation.Normalize(out, now)
 }

@@ -17,8 +17,10 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/members"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/pki"
+	"github.com/sandboxd/sandboxd/internal/revocation"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/rpclimit"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
@@ -41,8 +43,11 @@ type Config struct {
 	// OrphanGrace is how long a node reports a site that is no longer its
 	// own before it is told to remove it; zero means DefaultOrphanGrace.
 	OrphanGrace time.Duration
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// CertTTL is the lifetime of member certificates: how long a
+	// revocation is sent to agents; zero means members.DefaultCertTTL.
+	CertTTL time.Duration
+	Now     func() time.Time
+	Logger  *slog.Logger
 }
 
 // Registry serves agents and tracks their liveness on the leader.
@@ -123,7 +128,8 @@ func (r *Registry) Register(ctx context.Context, req *connect.Request[agentv1.Re
 	if err != nil {
 		return nil, err
 	}
-	resp := &agentv1.RegisterResponse{HeartbeatIntervalMs: r.cfg.HeartbeatInterval.Milliseconds(), Servers: r.servers()}
+	resp := &agentv1.RegisterResponse{HeartbeatIntervalMs: r.cfg.HeartbeatInterval.Milliseconds(), Servers: r.servers(),
+		Revocations: r.revocations("")}
 	for _, s := range sites {
 		resp.SiteIds = append(resp.SiteIds, s.ID)
 	}
@@ -142,7 +148,8 @@ func (r *Registry) Heartbeat(ctx context.Context, req *connect.Request[agentv1.H
 		r.metrics.heartbeats.WithLabelValues(heartbeatError).Inc()
 		return nil, err
 	}
-	resp := &agentv1.HeartbeatResponse{HeartbeatIntervalMs: r.cfg.HeartbeatInterval.Milliseconds(), Servers: r.servers()}
+	resp := &agentv1.HeartbeatResponse{HeartbeatIntervalMs: r.cfg.HeartbeatInterval.Milliseconds(), Servers: r.servers(),
+		Revocations: r.revocations(req.Msg.RevocationsVersion)}
 	if node == nil {
 		r.metrics.heartbeats.WithLabelValues(heartbeatUnknown).Inc()
 		resp.Unknown = true
@@ -235,6 +242,29 @@ func (r *Registry) servers() []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// revocations is the cluster's list of certificates agents must refuse
+// (members.Revocations), or nil when the agent holds version have of it
+// already (or the list cannot be read now: the agent keeps its own, and
+// asks again at its next heartbeat).
+func (r *Registry) revocations(have string) *agentv1.Revocations {
+	ms, err := r.cfg.Store.ClusterMembers()
+	if err != nil {
+		r.log.Warn("reading members for the agents' revocations", "err", err)
+		return nil
+	}
+	list := members.Revocations(ms, r.cfg.Now(), r.cfg.CertTTL)
+	version := revocation.Version(list)
+	if version == have {
+		return nil
+	}
+	out := &agentv1.Revocations{Version: version, Members: make([]*agentv1.RevokedMember, 0, len(list))}
+	for _, e := range list {
+		out.Members = append(out.Members, &agentv1.RevokedMember{Id: e.ID, Revoked: e.Revoked,
+			ValidFromUnixNano: revocation.UnixNano(e.ValidFrom), UntilUnixNano: revocation.UnixNano(e.Until)})
+	}
 	return out
 }
 

@@ -84,3 +84,50 @@ func TestRegistrationHeartbeatsAndDownDetection(t *testing.T) {
 		t.Fatal("a node that heartbeats again stays down")
 	}
 }
+
+// TestHeartbeatCarriesRevocations: the register and heartbeat answers
+// carry the members agents must refuse, under a version; an agent that
+// holds the current version is not sent the list again, an old agent
+// (that sends none) gets it each time and ignores it.
+func TestHeartbeatCarriesRevocations(t *testing.T) {
+	s := st.Single(t, st.Options{})
+	ctx := context.Background()
+	client := agentv1connect.NewRegistryServiceClient(st.Member(t, s, pki.RoleAgent, "n1").Client("", pki.RoleServer), s.ClusterURL())
+	st.Member(t, s, pki.RoleEdge, "e1")
+	st.Member(t, s, pki.RoleEdge, "e2")
+	op := st.Operator(t, s)
+	op.Do("DELETE", "/api/admin/members/edge/e1", nil).Must(t, 200)
+
+	revoked := func(r *agentv1.Revocations) map[string]bool {
+		out := map[string]bool{}
+		for _, m := range r.GetMembers() {
+			out[m.Id] = m.Revoked
+		}
+		return out
+	}
+	reg, err := client.Register(ctx, connect.NewRequest(&agentv1.RegisterRequest{NodeId: "n1", Address: "https://127.0.0.1:1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := reg.Msg.Revocations
+	if list.GetVersion() == "" || !revoked(list)["edge/e1"] || revoked(list)["edge/e2"] {
+		t.Fatalf("register answer: %v", list)
+	}
+	hb := func(version string) *agentv1.Revocations {
+		resp, err := client.Heartbeat(ctx, connect.NewRequest(&agentv1.HeartbeatRequest{NodeId: "n1", RevocationsVersion: version}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Msg.Revocations
+	}
+	if got := hb(list.Version); got != nil {
+		t.Fatalf("the current list sent again: %v", got)
+	}
+	if got := hb(""); got.GetVersion() != list.Version {
+		t.Fatalf("an agent without a version: %v", got)
+	}
+	op.Do("DELETE", "/api/admin/members/edge/e2", nil).Must(t, 200)
+	if got := hb(list.Version); got.GetVersion() == list.Version || !revoked(got)["edge/e2"] || !revoked(got)["edge/e1"] {
+		t.Fatalf("after a second revocation: %v", got)
+	}
+}

@@ -449,7 +449,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.dispatcher = jobs.NewDispatcher(jobs.Config{Store: store, Raft: node, Workers: cfg.JobWorkers,
 		PerWorkspace: cfg.JobsPerWorkspace, Logger: cfg.Logger, Now: cfg.Now})
 	s.registry = nodes.New(nodes.Config{Store: store, Raft: node, Creds: s.creds, HeartbeatInterval: cfg.HeartbeatInterval,
-		DownAfter: cfg.NodeDownAfter, OrphanGrace: cfg.OrphanGrace,
+		DownAfter: cfg.NodeDownAfter, OrphanGrace: cfg.OrphanGrace, CertTTL: cfg.CertTTL,
 		Now: cfg.Now, Logger: cfg.Logger})
 	sealer, replaySealer := keys.Sealer(sealing.PurposeLibrary), keys.Sealer(sealing.PurposeReplay)
 	if cfg.GitHubAPI == "" {

@@ -88,8 +88,10 @@ type DebugPatch struct {
 
 // DebugLog is the contract's debug log result.
 type DebugLog struct {
-	Content string `json:"content"`
-	Exists  bool   `json:"exists"`
+	// Content is the last lines asked for, from the log's last MiB at
+	// most: one bounded read, however large the log.
+	Content string `json:"content" doc:"The last lines asked for, read from the log's last MiB at most (a last line longer than that is its last MiB); invalid UTF-8 is replaced by U+FFFD."`
+	Exists  bool   `json:"exists" doc:"false, with empty content, when wp-content/debug.log does not exist, is a link or is not a regular file."`
 	Lines   int    `json:"lines"`
 	// Truncated says the log is longer than the end that was read (1 MiB).
 	Truncated bool `json:"truncated" doc:"The log is longer than the last MiB that was read; older lines are not shown."`

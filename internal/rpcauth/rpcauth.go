@@ -29,6 +29,7 @@ type Creds struct {
 	ca    []byte
 	caDER []byte
 	cert  atomic.Pointer[tls.Certificate]
+	check atomic.Pointer[Checker]
 	// Now is the clock certificates are checked against; nil is time.Now.
 	Now func() time.Time
 }
@@ -92,6 +93,21 @@ func (c *Creds) now() time.Time {
 
 func (c *Creds) current() *tls.Certificate { return c.cert.Load() }
 
+// SetChecker makes every handshake of these credentials' ClientTLS and
+// ServerTLS configs, those made before included, refuse a peer whose
+// certificate check refuses: a node agent's copy of the cluster's
+// revocations, so a revoked member is turned away at the handshake.
+func (c *Creds) SetChecker(check Checker) { c.check.Store(&check) }
+
+// checkPeer runs the Checker over a verified peer's leaf certificate.
+func (c *Creds) checkPeer(id pki.Identity, leaf *x509.Certificate) error {
+	p := c.check.Load()
+	if p == nil || *p == nil {
+		return nil
+	}
+	return (*p)(id, leaf)
+}
+
 // ClientTLS dials a peer holding one of roles; with id set, exactly that
 // member (a server calling a node's agent checks it is that node).
 func (c *Creds) ClientTLS(id string, roles ...pki.Role) *tls.Config {
@@ -112,6 +128,9 @@ func (c *Creds) ClientTLS(id string, roles ...pki.Role) *tls.Config {
 			if id != "" && got.ID != id {
 				return fmt.Errorf("rpcauth: reached %s, wanted %s", got, id)
 			}
+			if err := c.checkPeer(got, cs.PeerCertificates[0]); err != nil {
+				return fmt.Errorf("rpcauth: %w", err)
+			}
 			return nil
 		},
 		NextProtos: []string{"h2", "http/1.1"},
@@ -119,8 +138,8 @@ func (c *Creds) ClientTLS(id string, roles ...pki.Role) *tls.Config {
 }
 
 // ServerTLS serves members: a client certificate, when sent, must chain
-// to the CA (Require then checks its role); required says whether one
-// must be sent at all.
+// to the CA (Require then checks its role) and pass the Checker set with
+// SetChecker; required says whether one must be sent at all.
 func (c *Creds) ServerTLS(required bool) *tls.Config {
 	auth := tls.VerifyClientCertIfGiven
 	if required {
@@ -132,6 +151,20 @@ func (c *Creds) ServerTLS(required bool) *tls.Config {
 		ClientAuth:     auth,
 		ClientCAs:      c.roots,
 		NextProtos:     []string{"h2", "http/1.1"},
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.VerifiedChains) == 0 || c.check.Load() == nil {
+				return nil // none sent (and none required), or nothing to check
+			}
+			leaf := cs.VerifiedChains[0][0]
+			id, err := pki.IdentityOf(leaf)
+			if err != nil {
+				return fmt.Errorf("rpcauth: %w", err)
+			}
+			if err := c.checkPeer(id, leaf); err != nil {
+				return fmt.Errorf("rpcauth: %w", err)
+			}
+			return nil
+		},
 	}
 }
 

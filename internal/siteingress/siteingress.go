@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -45,8 +46,13 @@ type Server struct {
 	slots chan struct{}
 	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
+	mu sync.Mutex
+	// conns are the open connections, each with its edge's certificate
+	// once the handshake is done (nil before).
+	conns map[net.Conn]*x509.Certificate
+	// refuse is Cut's last check, applied to handshakes that end after
+	// it ran too.
+	refuse func(peer *x509.Certificate) error
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -62,7 +68,7 @@ func Listen(addr string, tlsCfg *tls.Config, sites Sites, log *slog.Logger) (*Se
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Server{ln: tls.NewListener(ln, tlsCfg), sites: sites, log: log.With("component", "ingress"),
-		slots: make(chan struct{}, DefaultMaxConns), conns: map[net.Conn]struct{}{},
+		slots: make(chan struct{}, DefaultMaxConns), conns: map[net.Conn]*x509.Certificate{},
 		dial: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext}, nil
 }
 
@@ -114,8 +120,41 @@ func (s *Server) track(c net.Conn) bool {
 	if s.closed {
 		return false
 	}
-	s.conns[c] = struct{}{}
+	s.conns[c] = nil
 	return true
+}
+
+// shook records the edge certificate of a connection whose handshake is
+// done; false when Cut's check, which the handshake may have raced,
+// refuses it.
+func (s *Server) shook(c net.Conn, peer *x509.Certificate) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refuse != nil && s.refuse(peer) != nil {
+		return false
+	}
+	if _, ok := s.conns[c]; ok {
+		s.conns[c] = peer
+	}
+	return true
+}
+
+// Cut closes the open connections whose edge's certificate refuse turns
+// away (a revoked edge's): the listener's check refuses its new
+// handshakes, this ends what it had open. A handshake ending meanwhile
+// is checked with refuse as well. It returns how many it cut.
+func (s *Server) Cut(refuse func(peer *x509.Certificate) error) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refuse = refuse
+	n := 0
+	for c, peer := range s.conns {
+		if peer != nil && refuse(peer) != nil {
+			c.Close()
+			n++
+		}
+	}
+	return n
 }
 
 func (s *Server) untrack(c net.Conn) {
@@ -143,6 +182,10 @@ func (s *Server) handle(c net.Conn) {
 	if tc, ok := c.(*tls.Conn); ok {
 		if err := tc.Handshake(); err != nil {
 			s.log.Debug("ingress handshake refused", "err", err)
+			return
+		}
+		if cs := tc.ConnectionState(); len(cs.PeerCertificates) > 0 && !s.shook(c, cs.PeerCertificates[0]) {
+			s.log.Debug("ingress: the edge's certificate was refused meanwhile")
 			return
 		}
 	}

@@ -323,7 +323,10 @@ type RegisterResponse struct {
 	SiteIds []string `protobuf:"bytes,2,rep,name=site_ids,json=siteIds,proto3" json:"site_ids,omitempty"`
 	// servers are the cluster URLs of every control-plane server, so the
 	// agent can go on when the one it was given is down.
-	Servers       []string `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
+	Servers []string `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
+	// revocations are the member certificates the cluster no longer
+	// honours; the agent refuses callers holding one.
+	Revocations   *Revocations `protobuf:"bytes,4,opt,name=revocations,proto3" json:"revocations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -379,6 +382,147 @@ func (x *RegisterResponse) GetServers() []string {
 	return nil
 }
 
+func (x *RegisterResponse) GetRevocations() *Revocations {
+	if x != nil {
+		return x.Revocations
+	}
+	return nil
+}
+
+// Revocations is the control plane's list of member certificates it no
+// longer honours that may still be within their validity: a member
+// revoked, or one that joined again (its certificates from before that
+// join are refused). Entries leave the list once every certificate they
+// refuse has expired, so it stays bounded.
+type Revocations struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// version names the list; an agent sends it back in its heartbeats and
+	// is sent the list again only when it changed.
+	Version       string           `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	Members       []*RevokedMember `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Revocations) Reset() {
+	*x = Revocations{}
+	mi := &file_agent_v1_agent_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Revocations) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Revocations) ProtoMessage() {}
+
+func (x *Revocations) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Revocations.ProtoReflect.Descriptor instead.
+func (*Revocations) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Revocations) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Revocations) GetMembers() []*RevokedMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// RevokedMember refuses certificates of one member.
+type RevokedMember struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the member's identity, "<role>/<name>" (e.g. edge/edge-1).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// revoked refuses every certificate of the member.
+	Revoked bool `protobuf:"varint,2,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	// valid_from_unix_nano refuses certificates of the member issued
+	// before it (an earlier enrolment's); 0: none.
+	ValidFromUnixNano int64 `protobuf:"varint,3,opt,name=valid_from_unix_nano,json=validFromUnixNano,proto3" json:"valid_from_unix_nano,omitempty"`
+	// until_unix_nano is when every certificate the entry refuses has
+	// expired: the agent may forget the entry then.
+	UntilUnixNano int64 `protobuf:"varint,4,opt,name=until_unix_nano,json=untilUnixNano,proto3" json:"until_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokedMember) Reset() {
+	*x = RevokedMember{}
+	mi := &file_agent_v1_agent_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokedMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokedMember) ProtoMessage() {}
+
+func (x *RevokedMember) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokedMember.ProtoReflect.Descriptor instead.
+func (*RevokedMember) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RevokedMember) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RevokedMember) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
+func (x *RevokedMember) GetValidFromUnixNano() int64 {
+	if x != nil {
+		return x.ValidFromUnixNano
+	}
+	return 0
+}
+
+func (x *RevokedMember) GetUntilUnixNano() int64 {
+	if x != nil {
+		return x.UntilUnixNano
+	}
+	return 0
+}
+
 type SiteStatus struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	SiteId string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
@@ -396,7 +540,7 @@ type SiteStatus struct {
 
 func (x *SiteStatus) Reset() {
 	*x = SiteStatus{}
-	mi := &file_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_agent_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -408,7 +552,7 @@ func (x *SiteStatus) String() string {
 func (*SiteStatus) ProtoMessage() {}
 
 func (x *SiteStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_agent_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -421,7 +565,7 @@ func (x *SiteStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteStatus.ProtoReflect.Descriptor instead.
 func (*SiteStatus) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SiteStatus) GetSiteId() string {
@@ -474,14 +618,17 @@ type HeartbeatRequest struct {
 	Sites       []*SiteStatus          `protobuf:"bytes,4,rep,name=sites,proto3" json:"sites,omitempty"`
 	PhpVersions []string               `protobuf:"bytes,5,rep,name=php_versions,json=phpVersions,proto3" json:"php_versions,omitempty"`
 	// templates are the ids of the templates the node holds.
-	Templates     []string `protobuf:"bytes,6,rep,name=templates,proto3" json:"templates,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Templates []string `protobuf:"bytes,6,rep,name=templates,proto3" json:"templates,omitempty"`
+	// revocations_version is the version of the revocations the agent
+	// holds; the answer carries the list only when it is not the current.
+	RevocationsVersion string `protobuf:"bytes,7,opt,name=revocations_version,json=revocationsVersion,proto3" json:"revocations_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_agent_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +640,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_agent_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +653,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HeartbeatRequest) GetNodeId() string {
@@ -551,6 +698,13 @@ func (x *HeartbeatRequest) GetTemplates() []string {
 	return nil
 }
 
+func (x *HeartbeatRequest) GetRevocationsVersion() string {
+	if x != nil {
+		return x.RevocationsVersion
+	}
+	return ""
+}
+
 type HeartbeatResponse struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	HeartbeatIntervalMs int64                  `protobuf:"varint,1,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
@@ -562,13 +716,16 @@ type HeartbeatResponse struct {
 	// own: deleted, or moved to another node while it was away. The agent
 	// removes them (their data is elsewhere, or was deleted by their owner).
 	RemoveSiteIds []string `protobuf:"bytes,4,rep,name=remove_site_ids,json=removeSiteIds,proto3" json:"remove_site_ids,omitempty"`
+	// revocations is set when the agent's revocations_version is not the
+	// current one: the whole list, which replaces the agent's.
+	Revocations   *Revocations `protobuf:"bytes,5,opt,name=revocations,proto3" json:"revocations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_agent_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +737,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_agent_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +750,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HeartbeatResponse) GetHeartbeatIntervalMs() int64 {
@@ -624,6 +781,13 @@ func (x *HeartbeatResponse) GetRemoveSiteIds() []string {
 	return nil
 }
 
+func (x *HeartbeatResponse) GetRevocations() *Revocations {
+	if x != nil {
+		return x.Revocations
+	}
+	return nil
+}
+
 type SiteRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SiteId        string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
@@ -634,7 +798,7 @@ type SiteRef struct {
 
 func (x *SiteRef) Reset() {
 	*x = SiteRef{}
-	mi := &file_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_agent_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +810,7 @@ func (x *SiteRef) String() string {
 func (*SiteRef) ProtoMessage() {}
 
 func (x *SiteRef) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_agent_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +823,7 @@ func (x *SiteRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteRef.ProtoReflect.Descriptor instead.
 func (*SiteRef) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SiteRef) GetSiteId() string {
@@ -702,7 +866,7 @@ type CreateSiteRequest struct {
 
 func (x *CreateSiteRequest) Reset() {
 	*x = CreateSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +878,7 @@ func (x *CreateSiteRequest) String() string {
 func (*CreateSiteRequest) ProtoMessage() {}
 
 func (x *CreateSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +891,7 @@ func (x *CreateSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSiteRequest.ProtoReflect.Descriptor instead.
 func (*CreateSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateSiteRequest) GetSiteId() string {
@@ -831,7 +995,7 @@ type CreateSiteResponse struct {
 
 func (x *CreateSiteResponse) Reset() {
 	*x = CreateSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +1007,7 @@ func (x *CreateSiteResponse) String() string {
 func (*CreateSiteResponse) ProtoMessage() {}
 
 func (x *CreateSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +1020,7 @@ func (x *CreateSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSiteResponse.ProtoReflect.Descriptor instead.
 func (*CreateSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateSiteResponse) GetStatus() *SiteStatus {
@@ -882,7 +1046,7 @@ type DeleteSiteResponse struct {
 
 func (x *DeleteSiteResponse) Reset() {
 	*x = DeleteSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -894,7 +1058,7 @@ func (x *DeleteSiteResponse) String() string {
 func (*DeleteSiteResponse) ProtoMessage() {}
 
 func (x *DeleteSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -907,7 +1071,7 @@ func (x *DeleteSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSiteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteSiteResponse) GetExisted() bool {
@@ -927,7 +1091,7 @@ type ResetSiteRequest struct {
 
 func (x *ResetSiteRequest) Reset() {
 	*x = ResetSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +1103,7 @@ func (x *ResetSiteRequest) String() string {
 func (*ResetSiteRequest) ProtoMessage() {}
 
 func (x *ResetSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +1116,7 @@ func (x *ResetSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSiteRequest.ProtoReflect.Descriptor instead.
 func (*ResetSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResetSiteRequest) GetSiteId() string {
@@ -979,7 +1143,7 @@ type ResetSiteResponse struct {
 
 func (x *ResetSiteResponse) Reset() {
 	*x = ResetSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +1155,7 @@ func (x *ResetSiteResponse) String() string {
 func (*ResetSiteResponse) ProtoMessage() {}
 
 func (x *ResetSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1168,7 @@ func (x *ResetSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSiteResponse.ProtoReflect.Descriptor instead.
 func (*ResetSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResetSiteResponse) GetStatus() *SiteStatus {
@@ -1036,7 +1200,7 @@ type CreateLoginTokenRequest struct {
 
 func (x *CreateLoginTokenRequest) Reset() {
 	*x = CreateLoginTokenRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1212,7 @@ func (x *CreateLoginTokenRequest) String() string {
 func (*CreateLoginTokenRequest) ProtoMessage() {}
 
 func (x *CreateLoginTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1225,7 @@ func (x *CreateLoginTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLoginTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateLoginTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateLoginTokenRequest) GetSiteId() string {
@@ -1107,7 +1271,7 @@ type CreateLoginTokenResponse struct {
 
 func (x *CreateLoginTokenResponse) Reset() {
 	*x = CreateLoginTokenResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1119,7 +1283,7 @@ func (x *CreateLoginTokenResponse) String() string {
 func (*CreateLoginTokenResponse) ProtoMessage() {}
 
 func (x *CreateLoginTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1132,7 +1296,7 @@ func (x *CreateLoginTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLoginTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateLoginTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 type DebugSettings struct {
@@ -1147,7 +1311,7 @@ type DebugSettings struct {
 
 func (x *DebugSettings) Reset() {
 	*x = DebugSettings{}
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1323,7 @@ func (x *DebugSettings) String() string {
 func (*DebugSettings) ProtoMessage() {}
 
 func (x *DebugSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1336,7 @@ func (x *DebugSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugSettings.ProtoReflect.Descriptor instead.
 func (*DebugSettings) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DebugSettings) GetWpDebug() bool {
@@ -1217,7 +1381,7 @@ type SetDebugRequest struct {
 
 func (x *SetDebugRequest) Reset() {
 	*x = SetDebugRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1393,7 @@ func (x *SetDebugRequest) String() string {
 func (*SetDebugRequest) ProtoMessage() {}
 
 func (x *SetDebugRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1406,7 @@ func (x *SetDebugRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDebugRequest.ProtoReflect.Descriptor instead.
 func (*SetDebugRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetDebugRequest) GetSiteId() string {
@@ -1290,7 +1454,7 @@ type TailDebugLogRequest struct {
 
 func (x *TailDebugLogRequest) Reset() {
 	*x = TailDebugLogRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1466,7 @@ func (x *TailDebugLogRequest) String() string {
 func (*TailDebugLogRequest) ProtoMessage() {}
 
 func (x *TailDebugLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1479,7 @@ func (x *TailDebugLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailDebugLogRequest.ProtoReflect.Descriptor instead.
 func (*TailDebugLogRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TailDebugLogRequest) GetSiteId() string {
@@ -1345,7 +1509,7 @@ type TailDebugLogResponse struct {
 
 func (x *TailDebugLogResponse) Reset() {
 	*x = TailDebugLogResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1521,7 @@ func (x *TailDebugLogResponse) String() string {
 func (*TailDebugLogResponse) ProtoMessage() {}
 
 func (x *TailDebugLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1534,7 @@ func (x *TailDebugLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailDebugLogResponse.ProtoReflect.Descriptor instead.
 func (*TailDebugLogResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TailDebugLogResponse) GetExists() bool {
@@ -1409,7 +1573,7 @@ type TruncateDebugLogResponse struct {
 
 func (x *TruncateDebugLogResponse) Reset() {
 	*x = TruncateDebugLogResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1585,7 @@ func (x *TruncateDebugLogResponse) String() string {
 func (*TruncateDebugLogResponse) ProtoMessage() {}
 
 func (x *TruncateDebugLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1598,7 @@ func (x *TruncateDebugLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateDebugLogResponse.ProtoReflect.Descriptor instead.
 func (*TruncateDebugLogResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 type SetPHPConfigRequest struct {
@@ -1448,7 +1612,7 @@ type SetPHPConfigRequest struct {
 
 func (x *SetPHPConfigRequest) Reset() {
 	*x = SetPHPConfigRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1624,7 @@ func (x *SetPHPConfigRequest) String() string {
 func (*SetPHPConfigRequest) ProtoMessage() {}
 
 func (x *SetPHPConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1637,7 @@ func (x *SetPHPConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPHPConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetPHPConfigRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetPHPConfigRequest) GetSiteId() string {
@@ -1506,7 +1670,7 @@ type PHPConfig struct {
 
 func (x *PHPConfig) Reset() {
 	*x = PHPConfig{}
-	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1682,7 @@ func (x *PHPConfig) String() string {
 func (*PHPConfig) ProtoMessage() {}
 
 func (x *PHPConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1695,7 @@ func (x *PHPConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PHPConfig.ProtoReflect.Descriptor instead.
 func (*PHPConfig) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PHPConfig) GetSettings() map[string]string {
@@ -1556,7 +1720,7 @@ type Email struct {
 
 func (x *Email) Reset() {
 	*x = Email{}
-	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1732,7 @@ func (x *Email) String() string {
 func (*Email) ProtoMessage() {}
 
 func (x *Email) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1745,7 @@ func (x *Email) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Email.ProtoReflect.Descriptor instead.
 func (*Email) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Email) GetId() string {
@@ -1642,7 +1806,7 @@ type ListEmailsResponse struct {
 
 func (x *ListEmailsResponse) Reset() {
 	*x = ListEmailsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1818,7 @@ func (x *ListEmailsResponse) String() string {
 func (*ListEmailsResponse) ProtoMessage() {}
 
 func (x *ListEmailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1831,7 @@ func (x *ListEmailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEmailsResponse.ProtoReflect.Descriptor instead.
 func (*ListEmailsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListEmailsResponse) GetEmails() []*Email {
@@ -1685,7 +1849,7 @@ type ClearEmailsResponse struct {
 
 func (x *ClearEmailsResponse) Reset() {
 	*x = ClearEmailsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1861,7 @@ func (x *ClearEmailsResponse) String() string {
 func (*ClearEmailsResponse) ProtoMessage() {}
 
 func (x *ClearEmailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1874,7 @@ func (x *ClearEmailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearEmailsResponse.ProtoReflect.Descriptor instead.
 func (*ClearEmailsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{23}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{25}
 }
 
 type SwitchPHPVersionRequest struct {
@@ -1724,7 +1888,7 @@ type SwitchPHPVersionRequest struct {
 
 func (x *SwitchPHPVersionRequest) Reset() {
 	*x = SwitchPHPVersionRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_agent_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1900,7 @@ func (x *SwitchPHPVersionRequest) String() string {
 func (*SwitchPHPVersionRequest) ProtoMessage() {}
 
 func (x *SwitchPHPVersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_agent_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1913,7 @@ func (x *SwitchPHPVersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchPHPVersionRequest.ProtoReflect.Descriptor instead.
 func (*SwitchPHPVersionRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SwitchPHPVersionRequest) GetSiteId() string {
@@ -1783,7 +1947,7 @@ type SwitchPHPVersionResponse struct {
 
 func (x *SwitchPHPVersionResponse) Reset() {
 	*x = SwitchPHPVersionResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +1959,7 @@ func (x *SwitchPHPVersionResponse) String() string {
 func (*SwitchPHPVersionResponse) ProtoMessage() {}
 
 func (x *SwitchPHPVersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +1972,7 @@ func (x *SwitchPHPVersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchPHPVersionResponse.ProtoReflect.Descriptor instead.
 func (*SwitchPHPVersionResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SwitchPHPVersionResponse) GetStatus() *SiteStatus {
@@ -1841,7 +2005,7 @@ type FilesRequest struct {
 
 func (x *FilesRequest) Reset() {
 	*x = FilesRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_agent_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +2017,7 @@ func (x *FilesRequest) String() string {
 func (*FilesRequest) ProtoMessage() {}
 
 func (x *FilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_agent_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +2030,7 @@ func (x *FilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilesRequest.ProtoReflect.Descriptor instead.
 func (*FilesRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FilesRequest) GetSiteId() string {
@@ -1932,7 +2096,7 @@ type FileEntry struct {
 
 func (x *FileEntry) Reset() {
 	*x = FileEntry{}
-	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_agent_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2108,7 @@ func (x *FileEntry) String() string {
 func (*FileEntry) ProtoMessage() {}
 
 func (x *FileEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_agent_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2121,7 @@ func (x *FileEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
 func (*FileEntry) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FileEntry) GetName() string {
@@ -2014,7 +2178,7 @@ type FilesResponse struct {
 
 func (x *FilesResponse) Reset() {
 	*x = FilesResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_agent_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2190,7 @@ func (x *FilesResponse) String() string {
 func (*FilesResponse) ProtoMessage() {}
 
 func (x *FilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_agent_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2203,7 @@ func (x *FilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilesResponse.ProtoReflect.Descriptor instead.
 func (*FilesResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FilesResponse) GetErrorCode() string {
@@ -2118,7 +2282,7 @@ type DatabaseInfo struct {
 
 func (x *DatabaseInfo) Reset() {
 	*x = DatabaseInfo{}
-	mi := &file_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_agent_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2294,7 @@ func (x *DatabaseInfo) String() string {
 func (*DatabaseInfo) ProtoMessage() {}
 
 func (x *DatabaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_agent_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2307,7 @@ func (x *DatabaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DatabaseInfo.ProtoReflect.Descriptor instead.
 func (*DatabaseInfo) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DatabaseInfo) GetHost() string {
@@ -2196,7 +2360,7 @@ type Plugin struct {
 
 func (x *Plugin) Reset() {
 	*x = Plugin{}
-	mi := &file_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_agent_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2372,7 @@ func (x *Plugin) String() string {
 func (*Plugin) ProtoMessage() {}
 
 func (x *Plugin) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_agent_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2385,7 @@ func (x *Plugin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plugin.ProtoReflect.Descriptor instead.
 func (*Plugin) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Plugin) GetSlug() string {
@@ -2268,7 +2432,7 @@ type ListPluginsResponse struct {
 
 func (x *ListPluginsResponse) Reset() {
 	*x = ListPluginsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_agent_v1_agent_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2280,7 +2444,7 @@ func (x *ListPluginsResponse) String() string {
 func (*ListPluginsResponse) ProtoMessage() {}
 
 func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_agent_v1_agent_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2293,7 +2457,7 @@ func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPluginsResponse.ProtoReflect.Descriptor instead.
 func (*ListPluginsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{31}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListPluginsResponse) GetPlugins() []*Plugin {
@@ -2317,7 +2481,7 @@ type InstallPluginRequest struct {
 
 func (x *InstallPluginRequest) Reset() {
 	*x = InstallPluginRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_agent_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2493,7 @@ func (x *InstallPluginRequest) String() string {
 func (*InstallPluginRequest) ProtoMessage() {}
 
 func (x *InstallPluginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_agent_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2506,7 @@ func (x *InstallPluginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallPluginRequest.ProtoReflect.Descriptor instead.
 func (*InstallPluginRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *InstallPluginRequest) GetSiteId() string {
@@ -2389,7 +2553,7 @@ type InstallPluginResponse struct {
 
 func (x *InstallPluginResponse) Reset() {
 	*x = InstallPluginResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_agent_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2565,7 @@ func (x *InstallPluginResponse) String() string {
 func (*InstallPluginResponse) ProtoMessage() {}
 
 func (x *InstallPluginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_agent_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2578,7 @@ func (x *InstallPluginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallPluginResponse.ProtoReflect.Descriptor instead.
 func (*InstallPluginResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *InstallPluginResponse) GetPlugin() *Plugin {
@@ -2435,7 +2599,7 @@ type FreezeTemplateRequest struct {
 
 func (x *FreezeTemplateRequest) Reset() {
 	*x = FreezeTemplateRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_agent_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2611,7 @@ func (x *FreezeTemplateRequest) String() string {
 func (*FreezeTemplateRequest) ProtoMessage() {}
 
 func (x *FreezeTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_agent_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2624,7 @@ func (x *FreezeTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeTemplateRequest.ProtoReflect.Descriptor instead.
 func (*FreezeTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FreezeTemplateRequest) GetSiteId() string {
@@ -2494,7 +2658,7 @@ type TemplateRef struct {
 
 func (x *TemplateRef) Reset() {
 	*x = TemplateRef{}
-	mi := &file_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_agent_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2670,7 @@ func (x *TemplateRef) String() string {
 func (*TemplateRef) ProtoMessage() {}
 
 func (x *TemplateRef) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_agent_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2683,7 @@ func (x *TemplateRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateRef.ProtoReflect.Descriptor instead.
 func (*TemplateRef) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TemplateRef) GetTemplateId() string {
@@ -2550,7 +2714,7 @@ type TemplateInfo struct {
 
 func (x *TemplateInfo) Reset() {
 	*x = TemplateInfo{}
-	mi := &file_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_agent_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2726,7 @@ func (x *TemplateInfo) String() string {
 func (*TemplateInfo) ProtoMessage() {}
 
 func (x *TemplateInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_agent_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2739,7 @@ func (x *TemplateInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateInfo.ProtoReflect.Descriptor instead.
 func (*TemplateInfo) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TemplateInfo) GetTemplateId() string {
@@ -2622,7 +2786,7 @@ type DeleteTemplateResponse struct {
 
 func (x *DeleteTemplateResponse) Reset() {
 	*x = DeleteTemplateResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_agent_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +2798,7 @@ func (x *DeleteTemplateResponse) String() string {
 func (*DeleteTemplateResponse) ProtoMessage() {}
 
 func (x *DeleteTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_agent_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +2811,7 @@ func (x *DeleteTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTemplateResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteTemplateResponse) GetExisted() bool {
@@ -2668,7 +2832,7 @@ type RestoreSiteRequest struct {
 
 func (x *RestoreSiteRequest) Reset() {
 	*x = RestoreSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_agent_v1_agent_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2844,7 @@ func (x *RestoreSiteRequest) String() string {
 func (*RestoreSiteRequest) ProtoMessage() {}
 
 func (x *RestoreSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_agent_v1_agent_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2857,7 @@ func (x *RestoreSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSiteRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RestoreSiteRequest) GetSiteId() string {
@@ -2726,7 +2890,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_agent_v1_agent_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2738,7 +2902,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_agent_v1_agent_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2751,7 +2915,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Chunk) GetData() []byte {
@@ -2772,7 +2936,7 @@ type ImportTemplateRequest struct {
 
 func (x *ImportTemplateRequest) Reset() {
 	*x = ImportTemplateRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_agent_v1_agent_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2948,7 @@ func (x *ImportTemplateRequest) String() string {
 func (*ImportTemplateRequest) ProtoMessage() {}
 
 func (x *ImportTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_agent_v1_agent_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +2961,7 @@ func (x *ImportTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportTemplateRequest.ProtoReflect.Descriptor instead.
 func (*ImportTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ImportTemplateRequest) GetTemplateId() string {
@@ -2834,7 +2998,7 @@ type RenameSiteRequest struct {
 
 func (x *RenameSiteRequest) Reset() {
 	*x = RenameSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_agent_v1_agent_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2846,7 +3010,7 @@ func (x *RenameSiteRequest) String() string {
 func (*RenameSiteRequest) ProtoMessage() {}
 
 func (x *RenameSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_agent_v1_agent_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2859,7 +3023,7 @@ func (x *RenameSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameSiteRequest.ProtoReflect.Descriptor instead.
 func (*RenameSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{41}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RenameSiteRequest) GetSiteId() string {
@@ -2906,7 +3070,7 @@ type RenameSiteResponse struct {
 
 func (x *RenameSiteResponse) Reset() {
 	*x = RenameSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_agent_v1_agent_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2918,7 +3082,7 @@ func (x *RenameSiteResponse) String() string {
 func (*RenameSiteResponse) ProtoMessage() {}
 
 func (x *RenameSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_agent_v1_agent_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2931,7 +3095,7 @@ func (x *RenameSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameSiteResponse.ProtoReflect.Descriptor instead.
 func (*RenameSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{42}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RenameSiteResponse) GetStatus() *SiteStatus {
@@ -2960,7 +3124,7 @@ type RunBlueprintStepRequest struct {
 
 func (x *RunBlueprintStepRequest) Reset() {
 	*x = RunBlueprintStepRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_agent_v1_agent_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3136,7 @@ func (x *RunBlueprintStepRequest) String() string {
 func (*RunBlueprintStepRequest) ProtoMessage() {}
 
 func (x *RunBlueprintStepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_agent_v1_agent_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3149,7 @@ func (x *RunBlueprintStepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunBlueprintStepRequest.ProtoReflect.Descriptor instead.
 func (*RunBlueprintStepRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{43}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RunBlueprintStepRequest) GetSiteId() string {
@@ -3046,7 +3210,7 @@ type RunBlueprintStepResponse struct {
 
 func (x *RunBlueprintStepResponse) Reset() {
 	*x = RunBlueprintStepResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_agent_v1_agent_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3058,7 +3222,7 @@ func (x *RunBlueprintStepResponse) String() string {
 func (*RunBlueprintStepResponse) ProtoMessage() {}
 
 func (x *RunBlueprintStepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_agent_v1_agent_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3071,7 +3235,7 @@ func (x *RunBlueprintStepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunBlueprintStepResponse.ProtoReflect.Descriptor instead.
 func (*RunBlueprintStepResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{44}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RunBlueprintStepResponse) GetOk() bool {
@@ -3127,7 +3291,7 @@ type RestoreArchiveRequest struct {
 
 func (x *RestoreArchiveRequest) Reset() {
 	*x = RestoreArchiveRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_agent_v1_agent_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3139,7 +3303,7 @@ func (x *RestoreArchiveRequest) String() string {
 func (*RestoreArchiveRequest) ProtoMessage() {}
 
 func (x *RestoreArchiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_agent_v1_agent_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3152,7 +3316,7 @@ func (x *RestoreArchiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreArchiveRequest.ProtoReflect.Descriptor instead.
 func (*RestoreArchiveRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{45}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RestoreArchiveRequest) GetHeader() *RestoreHeader {
@@ -3181,7 +3345,7 @@ type RestoreHeader struct {
 
 func (x *RestoreHeader) Reset() {
 	*x = RestoreHeader{}
-	mi := &file_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_agent_v1_agent_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3357,7 @@ func (x *RestoreHeader) String() string {
 func (*RestoreHeader) ProtoMessage() {}
 
 func (x *RestoreHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_agent_v1_agent_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3370,7 @@ func (x *RestoreHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreHeader.ProtoReflect.Descriptor instead.
 func (*RestoreHeader) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{46}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RestoreHeader) GetSiteId() string {
@@ -3249,7 +3413,7 @@ type RestorePart struct {
 
 func (x *RestorePart) Reset() {
 	*x = RestorePart{}
-	mi := &file_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_agent_v1_agent_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3261,7 +3425,7 @@ func (x *RestorePart) String() string {
 func (*RestorePart) ProtoMessage() {}
 
 func (x *RestorePart) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_agent_v1_agent_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3274,7 +3438,7 @@ func (x *RestorePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestorePart.ProtoReflect.Descriptor instead.
 func (*RestorePart) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{47}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RestorePart) GetKind() string {
@@ -3319,7 +3483,7 @@ type RestoreArchiveResponse struct {
 
 func (x *RestoreArchiveResponse) Reset() {
 	*x = RestoreArchiveResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_agent_v1_agent_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3331,7 +3495,7 @@ func (x *RestoreArchiveResponse) String() string {
 func (*RestoreArchiveResponse) ProtoMessage() {}
 
 func (x *RestoreArchiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_agent_v1_agent_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3344,7 +3508,7 @@ func (x *RestoreArchiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreArchiveResponse.ProtoReflect.Descriptor instead.
 func (*RestoreArchiveResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{48}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RestoreArchiveResponse) GetFiles() int64 {
@@ -3428,7 +3592,7 @@ type SetSiteURLRequest struct {
 
 func (x *SetSiteURLRequest) Reset() {
 	*x = SetSiteURLRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_agent_v1_agent_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3440,7 +3604,7 @@ func (x *SetSiteURLRequest) String() string {
 func (*SetSiteURLRequest) ProtoMessage() {}
 
 func (x *SetSiteURLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_agent_v1_agent_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3453,7 +3617,7 @@ func (x *SetSiteURLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSiteURLRequest.ProtoReflect.Descriptor instead.
 func (*SetSiteURLRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{49}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SetSiteURLRequest) GetSiteId() string {
@@ -3486,7 +3650,7 @@ type SetSiteURLResponse struct {
 
 func (x *SetSiteURLResponse) Reset() {
 	*x = SetSiteURLResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_agent_v1_agent_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3498,7 +3662,7 @@ func (x *SetSiteURLResponse) String() string {
 func (*SetSiteURLResponse) ProtoMessage() {}
 
 func (x *SetSiteURLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_agent_v1_agent_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3511,7 +3675,7 @@ func (x *SetSiteURLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSiteURLResponse.ProtoReflect.Descriptor instead.
 func (*SetSiteURLResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{50}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SetSiteURLResponse) GetStatus() *SiteStatus {
@@ -3535,7 +3699,7 @@ type AuthorizeSSHRequest struct {
 
 func (x *AuthorizeSSHRequest) Reset() {
 	*x = AuthorizeSSHRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_agent_v1_agent_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +3711,7 @@ func (x *AuthorizeSSHRequest) String() string {
 func (*AuthorizeSSHRequest) ProtoMessage() {}
 
 func (x *AuthorizeSSHRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_agent_v1_agent_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +3724,7 @@ func (x *AuthorizeSSHRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeSSHRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizeSSHRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{51}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AuthorizeSSHRequest) GetNodeId() string {
@@ -3605,7 +3769,7 @@ type AuthorizeSSHResponse struct {
 
 func (x *AuthorizeSSHResponse) Reset() {
 	*x = AuthorizeSSHResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_agent_v1_agent_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3617,7 +3781,7 @@ func (x *AuthorizeSSHResponse) String() string {
 func (*AuthorizeSSHResponse) ProtoMessage() {}
 
 func (x *AuthorizeSSHResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_agent_v1_agent_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3630,7 +3794,7 @@ func (x *AuthorizeSSHResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeSSHResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizeSSHResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{52}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *AuthorizeSSHResponse) GetAllowed() bool {
@@ -3678,7 +3842,7 @@ type DeployRepositoryRequest struct {
 
 func (x *DeployRepositoryRequest) Reset() {
 	*x = DeployRepositoryRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_agent_v1_agent_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3690,7 +3854,7 @@ func (x *DeployRepositoryRequest) String() string {
 func (*DeployRepositoryRequest) ProtoMessage() {}
 
 func (x *DeployRepositoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_agent_v1_agent_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3703,7 +3867,7 @@ func (x *DeployRepositoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployRepositoryRequest.ProtoReflect.Descriptor instead.
 func (*DeployRepositoryRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{53}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DeployRepositoryRequest) GetSiteId() string {
@@ -3794,7 +3958,7 @@ type DeployRepositoryResponse struct {
 
 func (x *DeployRepositoryResponse) Reset() {
 	*x = DeployRepositoryResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_agent_v1_agent_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3806,7 +3970,7 @@ func (x *DeployRepositoryResponse) String() string {
 func (*DeployRepositoryResponse) ProtoMessage() {}
 
 func (x *DeployRepositoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_agent_v1_agent_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3819,7 +3983,7 @@ func (x *DeployRepositoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployRepositoryResponse.ProtoReflect.Descriptor instead.
 func (*DeployRepositoryResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{54}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DeployRepositoryResponse) GetSha() string {
@@ -3855,7 +4019,7 @@ type SnapshotSiteRequest struct {
 
 func (x *SnapshotSiteRequest) Reset() {
 	*x = SnapshotSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_agent_v1_agent_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3867,7 +4031,7 @@ func (x *SnapshotSiteRequest) String() string {
 func (*SnapshotSiteRequest) ProtoMessage() {}
 
 func (x *SnapshotSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_agent_v1_agent_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3880,7 +4044,7 @@ func (x *SnapshotSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSiteRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{55}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SnapshotSiteRequest) GetSiteId() string {
@@ -3920,7 +4084,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_agent_v1_agent_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3932,7 +4096,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_agent_v1_agent_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3945,7 +4109,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{56}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SnapshotChunk) GetPart() SnapshotPart {
@@ -4014,11 +4178,20 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	" \x01(\tR\vingressAddr\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbd\x01\n" +
 	"\x10RegisterResponse\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x01 \x01(\x03R\x13heartbeatIntervalMs\x12\x19\n" +
 	"\bsite_ids\x18\x02 \x03(\tR\asiteIds\x12\x18\n" +
-	"\aservers\x18\x03 \x03(\tR\aservers\"\xc4\x01\n" +
+	"\aservers\x18\x03 \x03(\tR\aservers\x12@\n" +
+	"\vrevocations\x18\x04 \x01(\v2\x1e.sandboxd.agent.v1.RevocationsR\vrevocations\"c\n" +
+	"\vRevocations\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12:\n" +
+	"\amembers\x18\x02 \x03(\v2 .sandboxd.agent.v1.RevokedMemberR\amembers\"\x92\x01\n" +
+	"\rRevokedMember\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\arevoked\x18\x02 \x01(\bR\arevoked\x12/\n" +
+	"\x14valid_from_unix_nano\x18\x03 \x01(\x03R\x11validFromUnixNano\x12&\n" +
+	"\x0funtil_unix_nano\x18\x04 \x01(\x03R\runtilUnixNano\"\xc4\x01\n" +
 	"\n" +
 	"SiteStatus\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x122\n" +
@@ -4026,19 +4199,21 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
 	"\fmemory_bytes\x18\x05 \x01(\x03R\vmemoryBytes\x12\x18\n" +
-	"\aaddress\x18\x06 \x01(\tR\aaddress\"\xe9\x01\n" +
+	"\aaddress\x18\x06 \x01(\tR\aaddress\"\x9a\x02\n" +
 	"\x10HeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x120\n" +
 	"\x04used\x18\x02 \x01(\v2\x1c.sandboxd.agent.v1.ResourcesR\x04used\x12\x14\n" +
 	"\x05load1\x18\x03 \x01(\x01R\x05load1\x123\n" +
 	"\x05sites\x18\x04 \x03(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x05sites\x12!\n" +
 	"\fphp_versions\x18\x05 \x03(\tR\vphpVersions\x12\x1c\n" +
-	"\ttemplates\x18\x06 \x03(\tR\ttemplates\"\xa3\x01\n" +
+	"\ttemplates\x18\x06 \x03(\tR\ttemplates\x12/\n" +
+	"\x13revocations_version\x18\a \x01(\tR\x12revocationsVersion\"\xe5\x01\n" +
 	"\x11HeartbeatResponse\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x01 \x01(\x03R\x13heartbeatIntervalMs\x12\x18\n" +
 	"\aunknown\x18\x02 \x01(\bR\aunknown\x12\x18\n" +
 	"\aservers\x18\x03 \x03(\tR\aservers\x12&\n" +
-	"\x0fremove_site_ids\x18\x04 \x03(\tR\rremoveSiteIds\"9\n" +
+	"\x0fremove_site_ids\x18\x04 \x03(\tR\rremoveSiteIds\x12@\n" +
+	"\vrevocations\x18\x05 \x01(\v2\x1e.sandboxd.agent.v1.RevocationsR\vrevocations\"9\n" +
 	"\aSiteRef\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x9a\x03\n" +
@@ -4386,159 +4561,164 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(SiteState)(0),                   // 0: sandboxd.agent.v1.SiteState
 	(SnapshotPart)(0),                // 1: sandboxd.agent.v1.SnapshotPart
 	(*Resources)(nil),                // 2: sandboxd.agent.v1.Resources
 	(*RegisterRequest)(nil),          // 3: sandboxd.agent.v1.RegisterRequest
 	(*RegisterResponse)(nil),         // 4: sandboxd.agent.v1.RegisterResponse
-	(*SiteStatus)(nil),               // 5: sandboxd.agent.v1.SiteStatus
-	(*HeartbeatRequest)(nil),         // 6: sandboxd.agent.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),        // 7: sandboxd.agent.v1.HeartbeatResponse
-	(*SiteRef)(nil),                  // 8: sandboxd.agent.v1.SiteRef
-	(*CreateSiteRequest)(nil),        // 9: sandboxd.agent.v1.CreateSiteRequest
-	(*CreateSiteResponse)(nil),       // 10: sandboxd.agent.v1.CreateSiteResponse
-	(*DeleteSiteResponse)(nil),       // 11: sandboxd.agent.v1.DeleteSiteResponse
-	(*ResetSiteRequest)(nil),         // 12: sandboxd.agent.v1.ResetSiteRequest
-	(*ResetSiteResponse)(nil),        // 13: sandboxd.agent.v1.ResetSiteResponse
-	(*CreateLoginTokenRequest)(nil),  // 14: sandboxd.agent.v1.CreateLoginTokenRequest
-	(*CreateLoginTokenResponse)(nil), // 15: sandboxd.agent.v1.CreateLoginTokenResponse
-	(*DebugSettings)(nil),            // 16: sandboxd.agent.v1.DebugSettings
-	(*SetDebugRequest)(nil),          // 17: sandboxd.agent.v1.SetDebugRequest
-	(*TailDebugLogRequest)(nil),      // 18: sandboxd.agent.v1.TailDebugLogRequest
-	(*TailDebugLogResponse)(nil),     // 19: sandboxd.agent.v1.TailDebugLogResponse
-	(*TruncateDebugLogResponse)(nil), // 20: sandboxd.agent.v1.TruncateDebugLogResponse
-	(*SetPHPConfigRequest)(nil),      // 21: sandboxd.agent.v1.SetPHPConfigRequest
-	(*PHPConfig)(nil),                // 22: sandboxd.agent.v1.PHPConfig
-	(*Email)(nil),                    // 23: sandboxd.agent.v1.Email
-	(*ListEmailsResponse)(nil),       // 24: sandboxd.agent.v1.ListEmailsResponse
-	(*ClearEmailsResponse)(nil),      // 25: sandboxd.agent.v1.ClearEmailsResponse
-	(*SwitchPHPVersionRequest)(nil),  // 26: sandboxd.agent.v1.SwitchPHPVersionRequest
-	(*SwitchPHPVersionResponse)(nil), // 27: sandboxd.agent.v1.SwitchPHPVersionResponse
-	(*FilesRequest)(nil),             // 28: sandboxd.agent.v1.FilesRequest
-	(*FileEntry)(nil),                // 29: sandboxd.agent.v1.FileEntry
-	(*FilesResponse)(nil),            // 30: sandboxd.agent.v1.FilesResponse
-	(*DatabaseInfo)(nil),             // 31: sandboxd.agent.v1.DatabaseInfo
-	(*Plugin)(nil),                   // 32: sandboxd.agent.v1.Plugin
-	(*ListPluginsResponse)(nil),      // 33: sandboxd.agent.v1.ListPluginsResponse
-	(*InstallPluginRequest)(nil),     // 34: sandboxd.agent.v1.InstallPluginRequest
-	(*InstallPluginResponse)(nil),    // 35: sandboxd.agent.v1.InstallPluginResponse
-	(*FreezeTemplateRequest)(nil),    // 36: sandboxd.agent.v1.FreezeTemplateRequest
-	(*TemplateRef)(nil),              // 37: sandboxd.agent.v1.TemplateRef
-	(*TemplateInfo)(nil),             // 38: sandboxd.agent.v1.TemplateInfo
-	(*DeleteTemplateResponse)(nil),   // 39: sandboxd.agent.v1.DeleteTemplateResponse
-	(*RestoreSiteRequest)(nil),       // 40: sandboxd.agent.v1.RestoreSiteRequest
-	(*Chunk)(nil),                    // 41: sandboxd.agent.v1.Chunk
-	(*ImportTemplateRequest)(nil),    // 42: sandboxd.agent.v1.ImportTemplateRequest
-	(*RenameSiteRequest)(nil),        // 43: sandboxd.agent.v1.RenameSiteRequest
-	(*RenameSiteResponse)(nil),       // 44: sandboxd.agent.v1.RenameSiteResponse
-	(*RunBlueprintStepRequest)(nil),  // 45: sandboxd.agent.v1.RunBlueprintStepRequest
-	(*RunBlueprintStepResponse)(nil), // 46: sandboxd.agent.v1.RunBlueprintStepResponse
-	(*RestoreArchiveRequest)(nil),    // 47: sandboxd.agent.v1.RestoreArchiveRequest
-	(*RestoreHeader)(nil),            // 48: sandboxd.agent.v1.RestoreHeader
-	(*RestorePart)(nil),              // 49: sandboxd.agent.v1.RestorePart
-	(*RestoreArchiveResponse)(nil),   // 50: sandboxd.agent.v1.RestoreArchiveResponse
-	(*SetSiteURLRequest)(nil),        // 51: sandboxd.agent.v1.SetSiteURLRequest
-	(*SetSiteURLResponse)(nil),       // 52: sandboxd.agent.v1.SetSiteURLResponse
-	(*AuthorizeSSHRequest)(nil),      // 53: sandboxd.agent.v1.AuthorizeSSHRequest
-	(*AuthorizeSSHResponse)(nil),     // 54: sandboxd.agent.v1.AuthorizeSSHResponse
-	(*DeployRepositoryRequest)(nil),  // 55: sandboxd.agent.v1.DeployRepositoryRequest
-	(*DeployRepositoryResponse)(nil), // 56: sandboxd.agent.v1.DeployRepositoryResponse
-	(*SnapshotSiteRequest)(nil),      // 57: sandboxd.agent.v1.SnapshotSiteRequest
-	(*SnapshotChunk)(nil),            // 58: sandboxd.agent.v1.SnapshotChunk
-	nil,                              // 59: sandboxd.agent.v1.RegisterRequest.LabelsEntry
-	nil,                              // 60: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	nil,                              // 61: sandboxd.agent.v1.PHPConfig.SettingsEntry
+	(*Revocations)(nil),              // 5: sandboxd.agent.v1.Revocations
+	(*RevokedMember)(nil),            // 6: sandboxd.agent.v1.RevokedMember
+	(*SiteStatus)(nil),               // 7: sandboxd.agent.v1.SiteStatus
+	(*HeartbeatRequest)(nil),         // 8: sandboxd.agent.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),        // 9: sandboxd.agent.v1.HeartbeatResponse
+	(*SiteRef)(nil),                  // 10: sandboxd.agent.v1.SiteRef
+	(*CreateSiteRequest)(nil),        // 11: sandboxd.agent.v1.CreateSiteRequest
+	(*CreateSiteResponse)(nil),       // 12: sandboxd.agent.v1.CreateSiteResponse
+	(*DeleteSiteResponse)(nil),       // 13: sandboxd.agent.v1.DeleteSiteResponse
+	(*ResetSiteRequest)(nil),         // 14: sandboxd.agent.v1.ResetSiteRequest
+	(*ResetSiteResponse)(nil),        // 15: sandboxd.agent.v1.ResetSiteResponse
+	(*CreateLoginTokenRequest)(nil),  // 16: sandboxd.agent.v1.CreateLoginTokenRequest
+	(*CreateLoginTokenResponse)(nil), // 17: sandboxd.agent.v1.CreateLoginTokenResponse
+	(*DebugSettings)(nil),            // 18: sandboxd.agent.v1.DebugSettings
+	(*SetDebugRequest)(nil),          // 19: sandboxd.agent.v1.SetDebugRequest
+	(*TailDebugLogRequest)(nil),      // 20: sandboxd.agent.v1.TailDebugLogRequest
+	(*TailDebugLogResponse)(nil),     // 21: sandboxd.agent.v1.TailDebugLogResponse
+	(*TruncateDebugLogResponse)(nil), // 22: sandboxd.agent.v1.TruncateDebugLogResponse
+	(*SetPHPConfigRequest)(nil),      // 23: sandboxd.agent.v1.SetPHPConfigRequest
+	(*PHPConfig)(nil),                // 24: sandboxd.agent.v1.PHPConfig
+	(*Email)(nil),                    // 25: sandboxd.agent.v1.Email
+	(*ListEmailsResponse)(nil),       // 26: sandboxd.agent.v1.ListEmailsResponse
+	(*ClearEmailsResponse)(nil),      // 27: sandboxd.agent.v1.ClearEmailsResponse
+	(*SwitchPHPVersionRequest)(nil),  // 28: sandboxd.agent.v1.SwitchPHPVersionRequest
+	(*SwitchPHPVersionResponse)(nil), // 29: sandboxd.agent.v1.SwitchPHPVersionResponse
+	(*FilesRequest)(nil),             // 30: sandboxd.agent.v1.FilesRequest
+	(*FileEntry)(nil),                // 31: sandboxd.agent.v1.FileEntry
+	(*FilesResponse)(nil),            // 32: sandboxd.agent.v1.FilesResponse
+	(*DatabaseInfo)(nil),             // 33: sandboxd.agent.v1.DatabaseInfo
+	(*Plugin)(nil),                   // 34: sandboxd.agent.v1.Plugin
+	(*ListPluginsResponse)(nil),      // 35: sandboxd.agent.v1.ListPluginsResponse
+	(*InstallPluginRequest)(nil),     // 36: sandboxd.agent.v1.InstallPluginRequest
+	(*InstallPluginResponse)(nil),    // 37: sandboxd.agent.v1.InstallPluginResponse
+	(*FreezeTemplateRequest)(nil),    // 38: sandboxd.agent.v1.FreezeTemplateRequest
+	(*TemplateRef)(nil),              // 39: sandboxd.agent.v1.TemplateRef
+	(*TemplateInfo)(nil),             // 40: sandboxd.agent.v1.TemplateInfo
+	(*DeleteTemplateResponse)(nil),   // 41: sandboxd.agent.v1.DeleteTemplateResponse
+	(*RestoreSiteRequest)(nil),       // 42: sandboxd.agent.v1.RestoreSiteRequest
+	(*Chunk)(nil),                    // 43: sandboxd.agent.v1.Chunk
+	(*ImportTemplateRequest)(nil),    // 44: sandboxd.agent.v1.ImportTemplateRequest
+	(*RenameSiteRequest)(nil),        // 45: sandboxd.agent.v1.RenameSiteRequest
+	(*RenameSiteResponse)(nil),       // 46: sandboxd.agent.v1.RenameSiteResponse
+	(*RunBlueprintStepRequest)(nil),  // 47: sandboxd.agent.v1.RunBlueprintStepRequest
+	(*RunBlueprintStepResponse)(nil), // 48: sandboxd.agent.v1.RunBlueprintStepResponse
+	(*RestoreArchiveRequest)(nil),    // 49: sandboxd.agent.v1.RestoreArchiveRequest
+	(*RestoreHeader)(nil),            // 50: sandboxd.agent.v1.RestoreHeader
+	(*RestorePart)(nil),              // 51: sandboxd.agent.v1.RestorePart
+	(*RestoreArchiveResponse)(nil),   // 52: sandboxd.agent.v1.RestoreArchiveResponse
+	(*SetSiteURLRequest)(nil),        // 53: sandboxd.agent.v1.SetSiteURLRequest
+	(*SetSiteURLResponse)(nil),       // 54: sandboxd.agent.v1.SetSiteURLResponse
+	(*AuthorizeSSHRequest)(nil),      // 55: sandboxd.agent.v1.AuthorizeSSHRequest
+	(*AuthorizeSSHResponse)(nil),     // 56: sandboxd.agent.v1.AuthorizeSSHResponse
+	(*DeployRepositoryRequest)(nil),  // 57: sandboxd.agent.v1.DeployRepositoryRequest
+	(*DeployRepositoryResponse)(nil), // 58: sandboxd.agent.v1.DeployRepositoryResponse
+	(*SnapshotSiteRequest)(nil),      // 59: sandboxd.agent.v1.SnapshotSiteRequest
+	(*SnapshotChunk)(nil),            // 60: sandboxd.agent.v1.SnapshotChunk
+	nil,                              // 61: sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	nil,                              // 62: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	nil,                              // 63: sandboxd.agent.v1.PHPConfig.SettingsEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
 	2,  // 0: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
-	59, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
-	0,  // 2: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
-	2,  // 3: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
-	5,  // 4: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
-	2,  // 5: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
-	5,  // 6: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	5,  // 7: sandboxd.agent.v1.ResetSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	60, // 8: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	61, // 9: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
-	23, // 10: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
-	5,  // 11: sandboxd.agent.v1.SwitchPHPVersionResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	29, // 12: sandboxd.agent.v1.FilesResponse.entries:type_name -> sandboxd.agent.v1.FileEntry
-	32, // 13: sandboxd.agent.v1.ListPluginsResponse.plugins:type_name -> sandboxd.agent.v1.Plugin
-	32, // 14: sandboxd.agent.v1.InstallPluginResponse.plugin:type_name -> sandboxd.agent.v1.Plugin
-	5,  // 15: sandboxd.agent.v1.RenameSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	48, // 16: sandboxd.agent.v1.RestoreArchiveRequest.header:type_name -> sandboxd.agent.v1.RestoreHeader
-	49, // 17: sandboxd.agent.v1.RestoreHeader.parts:type_name -> sandboxd.agent.v1.RestorePart
-	5,  // 18: sandboxd.agent.v1.SetSiteURLResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	1,  // 19: sandboxd.agent.v1.SnapshotChunk.part:type_name -> sandboxd.agent.v1.SnapshotPart
-	3,  // 20: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
-	6,  // 21: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
-	53, // 22: sandboxd.agent.v1.RegistryService.AuthorizeSSH:input_type -> sandboxd.agent.v1.AuthorizeSSHRequest
-	9,  // 23: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
-	8,  // 24: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
-	12, // 25: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.ResetSiteRequest
-	14, // 26: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	8,  // 27: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
-	17, // 28: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
-	18, // 29: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
-	8,  // 30: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
-	21, // 31: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
-	8,  // 32: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
-	8,  // 33: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
-	26, // 34: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
-	28, // 35: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
-	8,  // 36: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
-	14, // 37: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	8,  // 38: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
-	34, // 39: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
-	36, // 40: sandboxd.agent.v1.AgentService.FreezeTemplate:input_type -> sandboxd.agent.v1.FreezeTemplateRequest
-	37, // 41: sandboxd.agent.v1.AgentService.DeleteTemplate:input_type -> sandboxd.agent.v1.TemplateRef
-	40, // 42: sandboxd.agent.v1.AgentService.RestoreSite:input_type -> sandboxd.agent.v1.RestoreSiteRequest
-	37, // 43: sandboxd.agent.v1.AgentService.ExportTemplate:input_type -> sandboxd.agent.v1.TemplateRef
-	42, // 44: sandboxd.agent.v1.AgentService.ImportTemplate:input_type -> sandboxd.agent.v1.ImportTemplateRequest
-	43, // 45: sandboxd.agent.v1.AgentService.RenameSite:input_type -> sandboxd.agent.v1.RenameSiteRequest
-	45, // 46: sandboxd.agent.v1.AgentService.RunBlueprintStep:input_type -> sandboxd.agent.v1.RunBlueprintStepRequest
-	47, // 47: sandboxd.agent.v1.AgentService.RestoreArchive:input_type -> sandboxd.agent.v1.RestoreArchiveRequest
-	51, // 48: sandboxd.agent.v1.AgentService.SetSiteURL:input_type -> sandboxd.agent.v1.SetSiteURLRequest
-	55, // 49: sandboxd.agent.v1.AgentService.DeployRepository:input_type -> sandboxd.agent.v1.DeployRepositoryRequest
-	57, // 50: sandboxd.agent.v1.AgentService.SnapshotSite:input_type -> sandboxd.agent.v1.SnapshotSiteRequest
-	4,  // 51: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
-	7,  // 52: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
-	54, // 53: sandboxd.agent.v1.RegistryService.AuthorizeSSH:output_type -> sandboxd.agent.v1.AuthorizeSSHResponse
-	10, // 54: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	11, // 55: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
-	13, // 56: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	15, // 57: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	16, // 58: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	16, // 59: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	19, // 60: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
-	20, // 61: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
-	22, // 62: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
-	24, // 63: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
-	25, // 64: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
-	27, // 65: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
-	30, // 66: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
-	31, // 67: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
-	15, // 68: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	33, // 69: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
-	35, // 70: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
-	38, // 71: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	39, // 72: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
-	13, // 73: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	41, // 74: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
-	38, // 75: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	44, // 76: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
-	46, // 77: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
-	50, // 78: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
-	52, // 79: sandboxd.agent.v1.AgentService.SetSiteURL:output_type -> sandboxd.agent.v1.SetSiteURLResponse
-	56, // 80: sandboxd.agent.v1.AgentService.DeployRepository:output_type -> sandboxd.agent.v1.DeployRepositoryResponse
-	58, // 81: sandboxd.agent.v1.AgentService.SnapshotSite:output_type -> sandboxd.agent.v1.SnapshotChunk
-	51, // [51:82] is the sub-list for method output_type
-	20, // [20:51] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	61, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	5,  // 2: sandboxd.agent.v1.RegisterResponse.revocations:type_name -> sandboxd.agent.v1.Revocations
+	6,  // 3: sandboxd.agent.v1.Revocations.members:type_name -> sandboxd.agent.v1.RevokedMember
+	0,  // 4: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
+	2,  // 5: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
+	7,  // 6: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
+	5,  // 7: sandboxd.agent.v1.HeartbeatResponse.revocations:type_name -> sandboxd.agent.v1.Revocations
+	2,  // 8: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
+	7,  // 9: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	7,  // 10: sandboxd.agent.v1.ResetSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	62, // 11: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	63, // 12: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
+	25, // 13: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
+	7,  // 14: sandboxd.agent.v1.SwitchPHPVersionResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	31, // 15: sandboxd.agent.v1.FilesResponse.entries:type_name -> sandboxd.agent.v1.FileEntry
+	34, // 16: sandboxd.agent.v1.ListPluginsResponse.plugins:type_name -> sandboxd.agent.v1.Plugin
+	34, // 17: sandboxd.agent.v1.InstallPluginResponse.plugin:type_name -> sandboxd.agent.v1.Plugin
+	7,  // 18: sandboxd.agent.v1.RenameSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	50, // 19: sandboxd.agent.v1.RestoreArchiveRequest.header:type_name -> sandboxd.agent.v1.RestoreHeader
+	51, // 20: sandboxd.agent.v1.RestoreHeader.parts:type_name -> sandboxd.agent.v1.RestorePart
+	7,  // 21: sandboxd.agent.v1.SetSiteURLResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	1,  // 22: sandboxd.agent.v1.SnapshotChunk.part:type_name -> sandboxd.agent.v1.SnapshotPart
+	3,  // 23: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
+	8,  // 24: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
+	55, // 25: sandboxd.agent.v1.RegistryService.AuthorizeSSH:input_type -> sandboxd.agent.v1.AuthorizeSSHRequest
+	11, // 26: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
+	10, // 27: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
+	14, // 28: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.ResetSiteRequest
+	16, // 29: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	10, // 30: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
+	19, // 31: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
+	20, // 32: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
+	10, // 33: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
+	23, // 34: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
+	10, // 35: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
+	10, // 36: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
+	28, // 37: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
+	30, // 38: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
+	10, // 39: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
+	16, // 40: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	10, // 41: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
+	36, // 42: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
+	38, // 43: sandboxd.agent.v1.AgentService.FreezeTemplate:input_type -> sandboxd.agent.v1.FreezeTemplateRequest
+	39, // 44: sandboxd.agent.v1.AgentService.DeleteTemplate:input_type -> sandboxd.agent.v1.TemplateRef
+	42, // 45: sandboxd.agent.v1.AgentService.RestoreSite:input_type -> sandboxd.agent.v1.RestoreSiteRequest
+	39, // 46: sandboxd.agent.v1.AgentService.ExportTemplate:input_type -> sandboxd.agent.v1.TemplateRef
+	44, // 47: sandboxd.agent.v1.AgentService.ImportTemplate:input_type -> sandboxd.agent.v1.ImportTemplateRequest
+	45, // 48: sandboxd.agent.v1.AgentService.RenameSite:input_type -> sandboxd.agent.v1.RenameSiteRequest
+	47, // 49: sandboxd.agent.v1.AgentService.RunBlueprintStep:input_type -> sandboxd.agent.v1.RunBlueprintStepRequest
+	49, // 50: sandboxd.agent.v1.AgentService.RestoreArchive:input_type -> sandboxd.agent.v1.RestoreArchiveRequest
+	53, // 51: sandboxd.agent.v1.AgentService.SetSiteURL:input_type -> sandboxd.agent.v1.SetSiteURLRequest
+	57, // 52: sandboxd.agent.v1.AgentService.DeployRepository:input_type -> sandboxd.agent.v1.DeployRepositoryRequest
+	59, // 53: sandboxd.agent.v1.AgentService.SnapshotSite:input_type -> sandboxd.agent.v1.SnapshotSiteRequest
+	4,  // 54: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
+	9,  // 55: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
+	56, // 56: sandboxd.agent.v1.RegistryService.AuthorizeSSH:output_type -> sandboxd.agent.v1.AuthorizeSSHResponse
+	12, // 57: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	13, // 58: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
+	15, // 59: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	17, // 60: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	18, // 61: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	18, // 62: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	21, // 63: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
+	22, // 64: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
+	24, // 65: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
+	26, // 66: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
+	27, // 67: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
+	29, // 68: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
+	32, // 69: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
+	33, // 70: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
+	17, // 71: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	35, // 72: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
+	37, // 73: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
+	40, // 74: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	41, // 75: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
+	15, // 76: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	43, // 77: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
+	40, // 78: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	46, // 79: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
+	48, // 80: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
+	52, // 81: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
+	54, // 82: sandboxd.agent.v1.AgentService.SetSiteURL:output_type -> sandboxd.agent.v1.SetSiteURLResponse
+	58, // 83: sandboxd.agent.v1.AgentService.DeployRepository:output_type -> sandboxd.agent.v1.DeployRepositoryResponse
+	60, // 84: sandboxd.agent.v1.AgentService.SnapshotSite:output_type -> sandboxd.agent.v1.SnapshotChunk
+	54, // [54:85] is the sub-list for method output_type
+	23, // [23:54] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_agent_proto_init() }
@@ -4546,15 +4726,15 @@ func file_agent_v1_agent_proto_init() {
 	if File_agent_v1_agent_proto != nil {
 		return
 	}
-	file_agent_v1_agent_proto_msgTypes[15].OneofWrappers = []any{}
-	file_agent_v1_agent_proto_msgTypes[28].OneofWrappers = []any{}
+	file_agent_v1_agent_proto_msgTypes[17].OneofWrappers = []any{}
+	file_agent_v1_agent_proto_msgTypes[30].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   60,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
