@@ -98,8 +98,8 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 	fs.StringVar(&c.cfg.DNSResolver, "dns-resolver", os.Getenv("SANDBOXD_DNS_RESOLVER"), "host:port of the DNS resolver custom-domain checks ask (default: the first nameserver in /etc/resolv.conf)")
 	fs.StringVar(&c.edgeAddrs, "edge-addresses", os.Getenv("SANDBOXD_EDGE_ADDRESSES"), "comma-separated public IPs of the edges: apex custom domains point A/AAAA records at them (without any, only subdomains can be connected)")
 	b := &c.cfg.CertBudget
-	fs.IntVar(&b.Cluster, "acme-orders-cluster", b.Cluster, "certificate orders every edge together may place with the ACME CA per --acme-orders-window, renewals included (one ACME account; Let's Encrypt allows 300 per 3h; 0: unbounded)")
-	fs.IntVar(&b.Workspace, "acme-orders-workspace", b.Workspace, "new certificate orders one workspace's custom domains and sandbox hosts may cause per --acme-orders-window (0: unbounded)")
+	fs.IntVar(&b.Cluster, "acme-orders-cluster", b.Cluster, "new certificate orders every edge together may place with the ACME CA per --acme-orders-window, renewals counted; renewals may go a fifth above it (one ACME account; Let's Encrypt allows 300 per 3h; 0: unbounded)")
+	fs.IntVar(&b.Workspace, "acme-orders-workspace", b.Workspace, "new certificate orders the custom domains and sandbox hosts of one account's workspaces may cause per --acme-orders-window (0: unbounded)")
 	fs.DurationVar(&b.Window, "acme-orders-window", b.Window, "window of --acme-orders-cluster and --acme-orders-workspace")
 	fs.IntVar(&b.RegisteredDomain, "acme-orders-registered-domain", b.RegisteredDomain, "new certificate orders under one registered domain (example.com, or the sandbox domain's) per --acme-orders-registered-domain-window (Let's Encrypt allows 50 a week; 0: unbounded)")
 	fs.DurationVar(&b.RegisteredDomainWindow, "acme-orders-registered-domain-window", b.RegisteredDomainWindow, "window of --acme-orders-registered-domain")

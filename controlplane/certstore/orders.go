@@ -44,6 +44,9 @@ func (s *Service) OrderCert(ctx context.Context, req *connect.Request[edgev1.Ord
 	now := s.now().UTC().Truncate(time.Millisecond)
 	o := state.CertOrder{ID: fmt.Sprintf("%019d-%s", now.UnixNano(), ids.Random(6)), Name: name, WorkspaceID: workspace,
 		RegisteredDomain: RegisteredDomain(name), Renewal: req.Msg.Renewal, At: now}
+	if ws, err := s.store.Workspace(workspace); err == nil && ws != nil {
+		o.OwnerID = ws.OwnerID
+	}
 	block, err := s.store.DecideCertOrder(o, s.budget)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)

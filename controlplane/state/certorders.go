@@ -19,11 +19,17 @@ type CertOrder struct {
 	// Name is the hostname the certificate is for.
 	Name        string `json:"name"`
 	WorkspaceID string `json:"workspaceId"`
+	// OwnerID is the workspace owner's account: the workspace budget
+	// counts the orders of all the workspaces one account owns together,
+	// so making workspaces does not multiply it.
+	OwnerID string `json:"ownerId,omitempty"`
 	// RegisteredDomain is Name's registrable domain (eTLD+1), what the
 	// CA's per-domain limit counts.
 	RegisteredDomain string `json:"registeredDomain"`
 	// Renewal orders replace a certificate the storage holds: they count
-	// toward the cluster's orders but are never refused.
+	// toward the cluster's orders and are refused only past
+	// RenewalCeiling (the edge says which orders renew, on a handshake a
+	// tenant can time, so even they have a ceiling).
 	Renewal bool      `json:"renewal,omitempty"`
 	At      time.Time `json:"at"`
 }
@@ -34,7 +40,8 @@ type CertOrder struct {
 type CertBudget struct {
 	// Cluster bounds every order (renewals included) per Window.
 	Cluster int `json:"cluster"`
-	// Workspace bounds one workspace's new orders per Window.
+	// Workspace bounds the new orders of one account's workspaces per
+	// Window (orders count by the workspace owner).
 	Workspace int           `json:"workspace"`
 	Window    time.Duration `json:"window"`
 	// RegisteredDomain bounds new orders under one registered domain per
@@ -59,6 +66,12 @@ func (b CertBudget) Validate() error {
 	}
 	return nil
 }
+
+// RenewalCeiling is the most orders, renewals included, the cluster
+// places per Window: a fifth above Cluster (with the defaults, 300 per
+// 3 h: Let's Encrypt's own limit), so renewals have room that new
+// orders cannot take, and no mix of them passes the CA's limit.
+func (b CertBudget) RenewalCeiling() int { return b.Cluster + b.Cluster/5 }
 
 // keep is how long an order matters to some budget.
 func (b CertBudget) keep() time.Duration { return max(b.Window, b.RegisteredDomainWindow, b.Cooldown) }
@@ -104,9 +117,6 @@ func (s *Store) DecideCertOrder(o CertOrder, b CertBudget) (*CertBlock, error) {
 // decideCertOrder applies b to o given the orders kept: the first budget
 // o finds spent, or nil. Renewals are never refused.
 func decideCertOrder(orders []*CertOrder, o CertOrder, b CertBudget) *CertBlock {
-	if o.Renewal {
-		return nil
-	}
 	var cluster, workspace, domain []time.Time
 	var lastOfName, oldest time.Time
 	recent := 0
@@ -119,7 +129,7 @@ func decideCertOrder(orders []*CertOrder, o CertOrder, b CertBudget) *CertBlock 
 		}
 		if p.At.After(o.At.Add(-b.Window)) {
 			cluster = append(cluster, p.At)
-			if !p.Renewal && p.WorkspaceID == o.WorkspaceID {
+			if !p.Renewal && sameTenant(p, &o) {
 				workspace = append(workspace, p.At)
 			}
 		}
@@ -132,6 +142,13 @@ func decideCertOrder(orders []*CertOrder, o CertOrder, b CertBudget) *CertBlock 
 	}
 	if recent >= MaxCertOrders {
 		return &CertBlock{Budget: BudgetCluster, Limit: MaxCertOrders, Window: b.keep(), Until: oldest.Add(b.keep())}
+	}
+	if o.Renewal {
+		if ceiling := b.RenewalCeiling(); b.Cluster > 0 && len(cluster) >= ceiling {
+			slices.SortFunc(cluster, func(x, y time.Time) int { return x.Compare(y) })
+			return &CertBlock{Budget: BudgetCluster, Limit: ceiling, Window: b.Window, Until: cluster[len(cluster)-ceiling].Add(b.Window)}
+		}
+		return nil
 	}
 	if b.Cooldown > 0 && !lastOfName.IsZero() {
 		return &CertBlock{Budget: BudgetCooldown, Window: b.Cooldown, Until: lastOfName.Add(b.Cooldown)}
@@ -155,6 +172,16 @@ func decideCertOrder(orders []*CertOrder, o CertOrder, b CertBudget) *CertBlock 
 		return &CertBlock{Budget: c.budget, Limit: c.limit, Window: c.window, Until: c.ats[len(c.ats)-c.limit].Add(c.window)}
 	}
 	return nil
+}
+
+// sameTenant reports whether two orders count against one workspace
+// budget: the same owner account (orders recorded before owners were,
+// by workspace).
+func sameTenant(p, o *CertOrder) bool {
+	if p.OwnerID != "" && o.OwnerID != "" {
+		return p.OwnerID == o.OwnerID
+	}
+	return p.WorkspaceID == o.WorkspaceID
 }
 
 // OrderCert counts o against b at o.At. A spent budget refuses it (the

@@ -19,6 +19,7 @@ func TestOrderCertBudgets(t *testing.T) {
 		return CertOrder{Name: name, WorkspaceID: ws, RegisteredDomain: reg, At: t0.Add(at)}
 	}
 	renewal := func(o CertOrder) CertOrder { o.Renewal = true; return o }
+	ownedBy := func(owner string, o CertOrder) CertOrder { o.OwnerID = owner; return o }
 	type step struct {
 		o    CertOrder
 		want string // "" allowed, else the budget that refuses
@@ -48,6 +49,23 @@ func TestOrderCertBudgets(t *testing.T) {
 			{o: renewal(order("g.six.test", "ws6", 6*time.Minute))}, // never refused
 			{o: order("f.five.test", "ws6", 3*time.Hour+30*time.Second), want: BudgetCluster, until: 3*time.Hour + time.Minute},
 			{o: order("f.five.test", "ws6", 3*time.Hour+time.Minute)}, // the second renewal left the window
+		}},
+		{"one account's workspaces share its budget", []step{
+			{o: ownedBy("usr1", order("a.one.test", "ws1", 0))},
+			{o: ownedBy("usr1", order("b.two.test", "ws2", time.Minute))},
+			{o: ownedBy("usr1", order("c.three.test", "ws3", 2*time.Minute))},
+			{o: ownedBy("usr1", order("d.four.test", "ws4", 3*time.Minute)), want: BudgetWorkspace, until: 3 * time.Hour},
+			{o: ownedBy("usr2", order("d.four.test", "ws5", 4*time.Minute))}, // another account
+		}},
+		{"renewals stop at the ceiling, a fifth above the cluster's budget", []step{
+			{o: renewal(order("a.one.test", "ws1", 0))},
+			{o: renewal(order("b.one.test", "ws2", time.Minute))},
+			{o: renewal(order("c.one.test", "ws3", 2*time.Minute))},
+			{o: renewal(order("d.one.test", "ws4", 3*time.Minute))},
+			{o: renewal(order("e.one.test", "ws5", 4*time.Minute))},
+			{o: order("f.two.test", "ws6", 5*time.Minute), want: BudgetCluster, until: 3 * time.Hour},
+			{o: renewal(order("g.one.test", "ws6", 6*time.Minute))}, // the sixth: 5 + 5/5
+			{o: renewal(order("h.one.test", "ws6", 7*time.Minute)), want: BudgetCluster, until: 3 * time.Hour},
 		}},
 		{"a registered domain's week", []step{
 			{o: order("a.shop.test", "ws1", 0)},
