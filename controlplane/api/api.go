@@ -264,7 +264,13 @@ func (a *API) bearerRoute(g guard, rt rest.Route) rest.Route {
 			if c.Workspace != nil {
 				ws = c.Workspace.ID
 			}
-			return writeError(req.Header.Get(IdempotencyHeader), a.idempotent(w, req, c.Account.ID, ws, next))
+			// A connector's keys are its own: another client of the
+			// account cannot replay its answers.
+			scope := c.Account.ID
+			if c.Token.Scoped() {
+				scope += "/" + c.Token.ClientID
+			}
+			return writeError(req.Header.Get(IdempotencyHeader), a.idempotent(w, req, scope, ws, next))
 		}
 		return writeError(req.Header.Get(IdempotencyHeader), next(w, req))
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/imports"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -243,12 +244,14 @@ func (a *API) createImport(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	imp, err := a.cfg.Imports.Create(req.Context(), importCaller(c), imports.CreateInput{SourceURL: body.SourceURL,
-		SiteID: body.SiteID, SizeBytes: body.SizeBytes, SourceKind: body.SourceKind})
-	if err != nil {
+	_, err := changed(a, w, req, http.StatusCreated, func(cmd fsm.CreateImport) any {
+		return importResponse{Import: a.importView(&cmd.Import)}
+	}, func(ctx context.Context) error {
+		_, err := a.cfg.Imports.Create(ctx, importCaller(c), imports.CreateInput{SourceURL: body.SourceURL,
+			SiteID: body.SiteID, SizeBytes: body.SizeBytes, SourceKind: body.SourceKind})
 		return err
-	}
-	return rest.JSON(w, http.StatusCreated, importResponse{Import: a.importView(imp)})
+	})
+	return err
 }
 
 func (a *API) getImport(w http.ResponseWriter, req *http.Request) error {

@@ -20,6 +20,7 @@ type Repositories interface {
 	Update(ctx context.Context, site *state.Site, id string, p repos.Patch) (*state.Repository, error)
 	Disconnect(ctx context.Context, site *state.Site, id string) error
 	Deploy(ctx context.Context, site *state.Site, id string) (string, error)
+	WebhookURL(id, secret string) string
 }
 
 // RepositoryView is the contract's connected repository (owner-facing
@@ -179,10 +180,17 @@ func (a *API) connectRepository(w http.ResponseWriter, req *http.Request) error 
 		return err
 	}
 	c := CallerFrom(req.Context())
-	rp, url, secret, err := a.cfg.Repositories.Connect(req.Context(), s, c.Account, repos.Connect{RepoURL: body.RepoURL, Branch: body.Branch,
-		Destination: body.Destination, FolderName: body.FolderName, AuthKind: body.AuthKind, Token: body.Token, AutoDeploy: body.AutoDeploy})
-	if err != nil {
+	// The secret is made here so that the answer kept for a replay is
+	// rendered from the applied command with it.
+	secret := repos.NewWebhookSecret()
+	_, err = changed(a, w, req, http.StatusCreated, func(cmd fsm.CreateRepository) any {
+		return connectRepositoryResponse{Repository: repositoryView(&cmd.Repository),
+			WebhookURL: a.cfg.Repositories.WebhookURL(cmd.Repository.ID, secret), WebhookSecret: secret}
+	}, func(ctx context.Context) error {
+		_, _, _, err := a.cfg.Repositories.Connect(ctx, s, c.Account, repos.Connect{RepoURL: body.RepoURL, Branch: body.Branch,
+			Destination: body.Destination, FolderName: body.FolderName, AuthKind: body.AuthKind, Token: body.Token,
+			AutoDeploy: body.AutoDeploy, WebhookSecret: secret})
 		return err
-	}
-	return rest.JSON(w, http.StatusCreated, connectRepositoryResponse{Repository: repositoryView(rp), WebhookURL: url, WebhookSecret: secret})
+	})
+	return err
 }

@@ -87,6 +87,10 @@ type Connect struct {
 	// Token authenticates an https repository (optional: public ones need none).
 	Token      string
 	AutoDeploy *bool
+	// WebhookSecret is the push webhook's secret (NewWebhookSecret), or
+	// empty for a new one: the API makes it first so that the answer it
+	// keeps for an Idempotency-Key replay shows it.
+	WebhookSecret string
 }
 
 // Patch is what may change after connecting.
@@ -222,7 +226,10 @@ func (s *Service) Connect(ctx context.Context, site *state.Site, by *state.Accou
 		r.DeployKeyPublic = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))) + " sandboxd-" + r.ID
 		r.DeployKeySealed = s.cfg.Sealer.Seal(string(pem.EncodeToMemory(block)), r.ID+"/deploy-key")
 	}
-	secret := newSecret()
+	secret := in.WebhookSecret
+	if secret == "" {
+		secret = newSecret()
+	}
 	r.WebhookSecretSealed = s.cfg.Sealer.Seal(secret, r.ID+"/webhook")
 	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateRepository{Repository: r}); err != nil {
 		if errors.Is(err, state.ErrNotFound) {
@@ -238,6 +245,9 @@ func (s *Service) Connect(ctx context.Context, site *state.Site, by *state.Accou
 func (s *Service) WebhookURL(id, secret string) string {
 	return strings.TrimRight(s.cfg.PublicURL, "/") + "/hooks/git/" + id + "/" + secret
 }
+
+// NewWebhookSecret is a fresh push webhook secret.
+func NewWebhookSecret() string { return newSecret() }
 
 func newSecret() string {
 	b := make([]byte, 32)

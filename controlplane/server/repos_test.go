@@ -102,6 +102,17 @@ func TestGitRepositories(t *testing.T) {
 	site := made.Str("site.id")
 	base := "/api/app/sites/" + site + "/repositories"
 
+	t.Run("a retry under one Idempotency-Key connects once and shows the same secret", func(t *testing.T) {
+		body := map[string]any{"repoUrl": "https://127.0.0.1/keyed/once.git", "destination": "plugin", "folderName": "once"}
+		first := alice.Do("POST", base, body, "Idempotency-Key", "repo-1").Must(t, 201)
+		again := alice.Do("POST", base, body, "Idempotency-Key", "repo-1").Must(t, 201)
+		if !bytes.Equal(first.Raw, again.Raw) || first.Str("webhookSecret") == "" ||
+			!strings.HasSuffix(first.Str("webhookUrl"), "/"+first.Str("repository.id")+"/"+first.Str("webhookSecret")) {
+			t.Fatalf("the retry is not the first answer:\n first %s\n again %s", first.Raw, again.Raw)
+		}
+		alice.Do("DELETE", base+"/"+first.Str("repository.id"), nil).Must(t, 200)
+	})
+
 	t.Run("bad input is refused and nothing is kept", func(t *testing.T) {
 		for _, c := range []struct {
 			body  map[string]any

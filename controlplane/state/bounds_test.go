@@ -47,10 +47,10 @@ var tableBounds = map[string]tableBound{
 		by:       []any{(*Tx).PutRole},
 	},
 	tableTokens: {
-		bound:     "personal tokens: plan quota per account (defaults: free 10, paid 100); OAuth tokens: one per redeemed authorization code, living 30 days",
+		bound:     "personal tokens: plan quota per account (defaults: free 10, paid 100); OAuth tokens: 100 live per account (a new one retires the oldest), living 30 days",
 		retention: "expired tokens are removed 30 days after their expiry",
 		enforced:  "quota inside the apply; PruneState (hourly, leader)",
-		by:        []any{(*Tx).CreateToken, (*Tx).PruneState},
+		by:        []any{(*Tx).CreateToken, (*Tx).RedeemOAuthCode, (*Tx).PruneState},
 	},
 	tableInvitations: {
 		bound:     "pending: within the workspace's seats quota",

@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	memdb "github.com/hashicorp/go-memdb"
@@ -258,7 +259,50 @@ func (t *Tx) RedeemOAuthCode(hash string, tok Token, at time.Time) (*Redemption,
 			}
 		}
 		out = &Redemption{}
-		return insert(tx, tableTokens, &tok)
+		if err := insert(tx, tableTokens, &tok); err != nil {
+			return err
+		}
+		return trimOAuthTokens(tx, tok.UserID, at)
 	})
 	return out, err
+}
+
+// MaxOAuthTokens bounds the connector tokens an account holds: past it,
+// a new token retires the account's oldest one, so consenting again and
+// again cannot grow the state.
+const MaxOAuthTokens = 100
+
+// trimOAuthTokens removes the account's oldest live connector tokens (by
+// creation, then id: the same on every server) past MaxOAuthTokens;
+// expired ones are the prune's.
+func trimOAuthTokens(tx *memdb.Txn, userID string, at time.Time) error {
+	toks, err := all[Token](tx, tableTokens, "user", userID)
+	if err != nil {
+		return err
+	}
+	var live []*Token
+	for _, t := range toks {
+		if t.Kind != TokenOAuth {
+			continue
+		}
+		if t.ExpiresAt != nil && !at.Before(*t.ExpiresAt) {
+			continue // expired: the prune removes it in time
+		}
+		live = append(live, t)
+	}
+	if len(live) <= MaxOAuthTokens {
+		return nil
+	}
+	sort.Slice(live, func(i, j int) bool {
+		if !live[i].CreatedAt.Equal(live[j].CreatedAt) {
+			return live[i].CreatedAt.Before(live[j].CreatedAt)
+		}
+		return live[i].ID < live[j].ID
+	})
+	for _, t := range live[:len(live)-MaxOAuthTokens] {
+		if err := remove(tx, tableTokens, t); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -137,5 +138,31 @@ func TestOAuthClientCap(t *testing.T) {
 	must(t, reg("cli_4", 0))
 	if n, _ := s.OAuthClientCount(); n != 4 {
 		t.Fatalf("%d clients, want 4", n)
+	}
+}
+
+// TestOAuthTokensPerAccountAreBounded: an account that consents again and
+// again holds at most MaxOAuthTokens live connector tokens; each past it
+// retires the oldest, and the newest stay.
+func TestOAuthTokensPerAccountAreBounded(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	s := oauthFixture(t, t0, "cli_a")
+	for i := range MaxOAuthTokens + 5 {
+		grant(t, s, "cli_a", fmt.Sprintf("tok_%03d", i), t0.Add(time.Duration(i)*time.Second), 30*24*time.Hour)
+	}
+	toks, err := s.TokensOf("usr_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(toks) != MaxOAuthTokens {
+		t.Fatalf("%d connector tokens kept, want %d", len(toks), MaxOAuthTokens)
+	}
+	for _, id := range []string{"tok_000", "tok_004"} {
+		if tok, _ := s.Token(id); tok != nil {
+			t.Errorf("the oldest token %s is kept", id)
+		}
+	}
+	if tok, _ := s.Token(fmt.Sprintf("tok_%03d", MaxOAuthTokens+4)); tok == nil {
+		t.Error("the newest token is gone")
 	}
 }
