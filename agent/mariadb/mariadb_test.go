@@ -3,6 +3,7 @@ package mariadb_test
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -24,24 +25,41 @@ func startServer(t *testing.T) (srv *mariadb.Server, start func() (*mariadb.Serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	start = func() (*mariadb.Server, error) { return mariadb.Start(ctx, rt, img, filepath.Join(dir, "mariadb")) }
+	start = func() (*mariadb.Server, error) {
+		return mariadb.Start(ctx, rt, mariadb.Config{Image: img, Dir: filepath.Join(dir, "mariadb"), LogWriter: agenttest.LogWriter(t),
+			SystemMaxMB: 256, TempMaxMB: 64})
+	}
 	if srv, err = start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.Close() })
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "mariadb", "mariadb.log"))
+			t.Logf("the server's log:\n%s", b[max(0, len(b)-8<<10):])
+		}
+		srv.Close()
+		// The server goes before what it mounted (its volumes, its
+		// temporary disk).
+		if err := rt.Remove(ctx, mariadb.ContainerID); err != nil {
+			t.Error(err)
+		}
+		if err := mariadb.Unmount(filepath.Join(dir, "mariadb")); err != nil {
+			t.Error(err)
+		}
+	})
 	return srv, start
 }
 
 func TestSiteDatabases(t *testing.T) {
 	ctx := context.Background()
 	srv, start := startServer(t)
-	if err := srv.CreateSiteDatabase(ctx, "wp_a", "wp_a", "pw-a"); err != nil {
+	if err := srv.CreateSiteDatabase(ctx, "", "wp_a", "wp_a", "pw-a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.CreateSiteDatabase(ctx, "wp_a", "wp_a", "pw-a2"); err != nil {
+	if err := srv.CreateSiteDatabase(ctx, "", "wp_a", "wp_a", "pw-a2"); err != nil {
 		t.Fatal("repeat:", err)
 	}
-	if err := srv.CreateSiteDatabase(ctx, "wp_b", "wp_b", "pw-b"); err != nil {
+	if err := srv.CreateSiteDatabase(ctx, "", "wp_b", "wp_b", "pw-b"); err != nil {
 		t.Fatal(err)
 	}
 	open := func(user, pw, db string) *sql.DB {
@@ -66,7 +84,7 @@ func TestSiteDatabases(t *testing.T) {
 		t.Fatal("old password accepted")
 	}
 	for _, bad := range []string{"x; DROP DATABASE mysql", "Upper", ""} {
-		if err := srv.CreateSiteDatabase(ctx, bad, "u", "p"); err == nil {
+		if err := srv.CreateSiteDatabase(ctx, "", bad, "u", "p"); err == nil {
 			t.Fatalf("%q accepted", bad)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/sandboxd/sandboxd/agent/dumpload"
+	"github.com/sandboxd/sandboxd/agent/mariadb"
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	"github.com/sandboxd/sandboxd/agent/sitearchive"
 	"github.com/sandboxd/sandboxd/internal/urlrewrite"
@@ -32,7 +33,7 @@ var importFinishScript string
 
 // Restorer is what an import needs from the database server.
 type Restorer interface {
-	StageDatabase(ctx context.Context, staging, user string) error
+	StageDatabase(ctx context.Context, volume, staging, user string) error
 	DropStaging(ctx context.Context, staging, user string) error
 	DetectPrefix(ctx context.Context, db string) (string, error)
 	TakeOver(ctx context.Context, staging, site, prefix string) (int, error)
@@ -119,7 +120,11 @@ func (m *Manager) RestoreArchive(ctx context.Context, id string, req RestoreRequ
 		_ = db.DropStaging(bg, stagingDB, s.DBUser)
 	}
 	discard() // what an earlier attempt of this job left
-	if err := db.StageDatabase(ctx, stagingDB, s.DBUser); err != nil {
+	if err := db.StageDatabase(ctx, m.dbVolume(s), stagingDB, s.DBUser); err != nil {
+		return nil, err
+	}
+	// Granted anew: limited again at once if the site is over its plan.
+	if err := m.guardDB(ctx, s); err != nil {
 		return nil, err
 	}
 	committed := false
@@ -245,7 +250,9 @@ func (m *Manager) unpack(ctx context.Context, s *Site, ex streamExec, stage, sta
 	<-h.loaded
 	if readErr == nil {
 		readErr = h.loadErr()
-		if readErr != nil {
+		if err := m.dbError(s.ID, readErr); errors.Is(err, ErrDiskFull) || errors.Is(err, mariadb.ErrFull) {
+			readErr = err // the site's disk (or a bound the sites share) is full
+		} else if readErr != nil {
 			readErr = fmt.Errorf("%w: %v", ErrInvalid, readErr)
 		}
 	}
