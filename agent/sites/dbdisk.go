@@ -143,7 +143,9 @@ func (m *Manager) usage(s *Site) (sitedisk.Usage, error) {
 		return u, err
 	}
 	u.Size = s.Limits.DiskMB << 20
-	u.Free = max(0, u.Size-u.Used)
+	// ext4's own free space (less its metadata's and its reserve) can be
+	// below what the plan leaves.
+	u.Free = min(u.Free, max(0, u.Size-u.Used))
 	return u, nil
 }
 
