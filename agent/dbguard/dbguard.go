@@ -267,6 +267,13 @@ func (g *Guard) read() {
 				name = string(raw)
 			}
 			off += unix.SizeofInotifyEvent + int(ev.Len)
+			if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
+				// Reports were lost: every site is checked now.
+				for u := range g.sites {
+					g.pending[u] = true
+				}
+				continue
+			}
 			w, ok := g.wds[ev.Wd]
 			if !ok {
 				continue
