@@ -26,6 +26,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent/agentmetrics"
 	"github.com/sandboxd/sandboxd/agent/daemon"
+	"github.com/sandboxd/sandboxd/agent/dbguard"
 	"github.com/sandboxd/sandboxd/agent/gitdeploy"
 	"github.com/sandboxd/sandboxd/agent/hostclaim"
 	"github.com/sandboxd/sandboxd/agent/images"
@@ -114,6 +115,12 @@ type Config struct {
 	// MetricsAddr is the operator's plain-HTTP listener for /metrics and
 	// /healthz (counts only); empty serves none.
 	MetricsAddr string
+	// DBSystemMaxMB and DBTempMaxMB bound what the sites share on the
+	// node's disk in MariaDB (its undo logs; its temporary tables and
+	// sort files); 0 takes mariadb's defaults. Each site's own tables
+	// are on its own disk.
+	DBSystemMaxMB int64
+	DBTempMaxMB   int64
 	// IngressAddr is where edges (mutual TLS, an edge's certificate)
 	// reach this node's sites; default 127.0.0.1:0 (edges on this host
 	// only). IngressPublicAddr is host:port edges dial; default
@@ -144,15 +151,18 @@ type Agent struct {
 	rt      *runtime.Runtime
 	catalog *images.Catalog
 	db      *mariadb.Server
-	net     *sitenet.Network
-	sites   *sites.Manager
-	http    *http.Server
-	ssh     *sshgate.Gateway
-	metrics *agentmetrics.Metrics
-	ln      net.Listener
-	url     string
-	cancel  context.CancelFunc
-	done    chan struct{}
+	guard   *dbguard.Guard
+	// stopGuard ends the guard's goroutine.
+	stopGuard func()
+	net       *sitenet.Network
+	sites     *sites.Manager
+	http      *http.Server
+	ssh       *sshgate.Gateway
+	metrics   *agentmetrics.Metrics
+	ln        net.Listener
+	url       string
+	cancel    context.CancelFunc
+	done      chan struct{}
 	// registered is closed after the first successful registration.
 	registered     chan struct{}
 	registeredOnce sync.Once
@@ -245,6 +255,11 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.LogWriter == "" {
+		if cfg.LogWriter, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
 	// The default runtime is imported now; the others in the background,
 	// so a first start is not held up by images nobody asked for yet (a
 	// site that needs one meanwhile waits for its import).
@@ -257,7 +272,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 			a.log.Warn("importing images", "err", err)
 		}
 	}()
-	if a.db, err = mariadb.Start(ctx, a.rt, mdb, filepath.Join(dir, "mariadb")); err != nil {
+	if a.db, err = mariadb.New(mariadb.Config{Image: mdb, Dir: filepath.Join(dir, "mariadb"), LogWriter: cfg.LogWriter,
+		SystemMaxMB: cfg.DBSystemMaxMB, TempMaxMB: cfg.DBTempMaxMB}); err != nil {
 		return nil, err
 	}
 	claims := orDefault(cfg.ClaimsDir, hostclaim.DefaultDir)
@@ -273,11 +289,6 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		Egress: cfg.SiteEgress, Allow: cfg.SiteAllow, Claims: subnets, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
-	if cfg.LogWriter == "" {
-		if cfg.LogWriter, err = os.Executable(); err != nil {
-			return nil, err
-		}
-	}
 	sandbox, err := sandboxBinary(dir, cfg.Sandbox)
 	if err != nil {
 		return nil, err
@@ -286,9 +297,29 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.SiteEgress == sitenet.EgressPublic {
 		resolvers = hostResolvers()
 	}
-	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: meteredRuntime{a.rt, a.metrics}, Images: a.catalog, DB: a.db,
+	// The guard holds each site's database to its plan's disk; it runs
+	// for as long as the agent (closed with it).
+	if a.guard, err = dbguard.New(dbguard.Config{Limiter: a.db, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	guardCtx, stopGuard := context.WithCancel(context.WithoutCancel(ctx))
+	guardDone := make(chan struct{})
+	a.stopGuard = func() { stopGuard(); <-guardDone }
+	go func() {
+		defer close(guardDone)
+		a.guard.Run(guardCtx)
+	}()
+	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: meteredRuntime{a.rt, a.metrics}, Images: a.catalog, DB: a.db, Guard: a.guard,
 		Network: a.net, UIDs: uids, LogWriter: cfg.LogWriter, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger,
 		StockTemplates: true}); err != nil {
+		return nil, err
+	}
+	// The sites' disks, with their database volumes, are there before
+	// MariaDB starts: its crash recovery opens the tables it has redo for.
+	if err := a.sites.AttachDisks(); err != nil {
+		a.log.Warn("some sites' disks did not mount", "err", err)
+	}
+	if err := a.db.Run(ctx, a.rt); err != nil {
 		return nil, err
 	}
 	if err := a.sites.Reattach(ctx); err != nil {
@@ -437,6 +468,9 @@ func (a *Agent) closeParts() {
 	if a.ingress != nil {
 		_ = a.ingress.Close()
 	}
+	if a.stopGuard != nil {
+		a.stopGuard()
+	}
 	if a.db != nil {
 		_ = a.db.Close()
 	}
@@ -484,8 +518,10 @@ func StopEverything(ctx context.Context, dataDir string) error {
 			errs = append(errs, rt.Remove(ctx, id))
 		}
 	}
-	// With the containers gone, the sites' disks and namespaces go too
-	// (a later start makes them again, with the same addresses).
+	// With the containers gone, MariaDB's mounts (the sites' database
+	// volumes, its temporary disk), the sites' disks and namespaces go
+	// too (a later start makes them again, with the same addresses).
+	errs = append(errs, mariadb.Unmount(filepath.Join(dir, "mariadb")))
 	// A clone's tree (an overlay on its disk over an id-mapped view of
 	// its template) goes before the disk.
 	views, _ := filepath.Glob(filepath.Join(dir, "sites", "fs", "*", "template-view"))

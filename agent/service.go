@@ -37,14 +37,23 @@ func rpcError(err error) error {
 		return connect.NewError(connect.CodeNotFound, err)
 	case errors.Is(err, sites.ErrInvalid):
 		return connect.NewError(connect.CodeInvalidArgument, err)
+	case errors.Is(err, sites.ErrPayloadTooLarge):
+		return refusal(err, agentv1.RefusalTooLarge)
 	case errors.Is(err, sites.ErrDiskFull), errors.Is(err, sites.ErrTooLarge):
-		return connect.NewError(connect.CodeResourceExhausted, err)
+		return refusal(err, agentv1.RefusalDiskFull)
 	case errors.Is(err, sites.ErrNotRunning):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, images.ErrMissing):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	}
 	return connect.NewError(connect.CodeInternal, err)
+}
+
+// refusal is a CodeResourceExhausted error that names which limit it is.
+func refusal(err error, why string) error {
+	ce := connect.NewError(connect.CodeResourceExhausted, err)
+	ce.Meta().Set(agentv1.RefusalKey, why)
+	return ce
 }
 
 func status(s *sites.Site, state agentv1.SiteState) *agentv1.SiteStatus {

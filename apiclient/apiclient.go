@@ -24,7 +24,16 @@ type Client struct {
 	// Workspace, when set, selects the workspace (X-Service-Workspace).
 	Workspace string
 	HTTP      *http.Client
+	// MaxAnswerBytes bounds an answer as read, after any decompression
+	// (Go's transport inflates a gzip answer itself); default
+	// DefaultMaxAnswerBytes.
+	MaxAnswerBytes int64
 }
+
+// DefaultMaxAnswerBytes bounds an answer: far above the API's largest
+// (a file's content, a run's log), far below what a gzip bomb inflates
+// to.
+const DefaultMaxAnswerBytes = 256 << 20
 
 // New returns a client for base authenticating with token.
 func New(base, token string) *Client {
@@ -113,9 +122,16 @@ func (c *Client) Do(ctx context.Context, method, path string, body any, header .
 		return nil, fmt.Errorf("%s %s: %w", method, c.Base+path, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
+	max := c.MaxAnswerBytes
+	if max <= 0 {
+		max = DefaultMaxAnswerBytes
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
+	}
+	if int64(len(raw)) > max {
+		return nil, fmt.Errorf("%s %s: the answer is larger than %d bytes", method, path, max)
 	}
 	r := &Response{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
 	if len(raw) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {

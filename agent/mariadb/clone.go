@@ -68,6 +68,18 @@ func (s *Server) CopyDatabase(ctx context.Context, from, to string) error {
 	return nil
 }
 
+// DatabaseBytes is what a database's tables and indexes take, as InnoDB
+// counts them (what a copy of it needs, roughly).
+func (s *Server) DatabaseBytes(ctx context.Context, db string) (int64, error) {
+	var n sql.NullInt64
+	err := s.db.QueryRowContext(ctx, "SELECT SUM(DATA_LENGTH + INDEX_LENGTH) FROM information_schema.TABLES "+
+		"WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE'", db).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("size of %s: %w", db, err)
+	}
+	return n.Int64, nil
+}
+
 // MaxRewriteValue is the largest value RewriteURLs reads; a bigger one is
 // left as it is and counted, so a site cannot make the agent hold an
 // unbounded amount.

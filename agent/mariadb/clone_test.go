@@ -26,7 +26,7 @@ func TestCopyAndRewrite(t *testing.T) {
 	ctx := context.Background()
 	srv, _ := startServer(t)
 	for _, db := range []string{"wp_src", "wp_dst"} {
-		if err := srv.CreateSiteDatabase(ctx, db, db, "pw-"+db); err != nil {
+		if err := srv.CreateSiteDatabase(ctx, "", db, db, "pw-"+db); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,7 +135,7 @@ func TestConcurrentRewrites(t *testing.T) {
 	const oldURL, newURL = "http://pool-x.localhost", "http://claimed.localhost"
 	for i := range n {
 		db := fmt.Sprintf("wp_cr%d", i)
-		if err := srv.CreateSiteDatabase(ctx, db, db, "pw-"+db); err != nil {
+		if err := srv.CreateSiteDatabase(ctx, "", db, db, "pw-"+db); err != nil {
 			t.Fatal(err)
 		}
 		c := mysql.NewConfig()

@@ -20,7 +20,7 @@ func TestDumpAndLoad(t *testing.T) {
 	ctx := context.Background()
 	srv, _ := startServer(t)
 	for _, db := range []string{"wp_dsrc", "wp_ddst"} {
-		if err := srv.CreateSiteDatabase(ctx, db, db, "pw-"+db); err != nil {
+		if err := srv.CreateSiteDatabase(ctx, "", db, db, "pw-"+db); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -100,7 +100,7 @@ func TestDumpAndLoad(t *testing.T) {
 		{"no length", "INSERT INTO `x` VALUES (1)\n", "bad statement length"},
 		{"too long", "99999999999:x\n", "bad statement length"},
 	} {
-		if err := srv.CreateSiteDatabase(ctx, "wp_dbad", "wp_dbad", "pw"); err != nil {
+		if err := srv.CreateSiteDatabase(ctx, "", "wp_dbad", "wp_dbad", "pw"); err != nil {
 			t.Fatal(err)
 		}
 		if err := srv.Load(ctx, "wp_dbad", strings.NewReader(bad.dump)); err == nil || !strings.Contains(err.Error(), bad.why) {

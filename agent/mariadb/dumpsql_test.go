@@ -26,7 +26,7 @@ func TestDumpSQL(t *testing.T) {
 	srv, _ := startServer(t)
 	open := func(db string) *sql.DB {
 		t.Helper()
-		if err := srv.CreateSiteDatabase(ctx, db, db, "pw-"+db); err != nil {
+		if err := srv.CreateSiteDatabase(ctx, "", db, db, "pw-"+db); err != nil {
 			t.Fatal(err)
 		}
 		p, err := sql.Open("mysql", dumpload.DSN(db, "pw-"+db, srv.Addr(), db))

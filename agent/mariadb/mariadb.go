@@ -6,9 +6,13 @@ package mariadb
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -27,6 +31,10 @@ import (
 // data directory on the host belongs to it.
 const uid = 999
 
+// UID is the host uid MariaDB's files have: a site's disk reserves room
+// for it.
+const UID = uid
+
 // ContainerID is the MariaDB container's id in the agent's namespace.
 const ContainerID = "mariadb"
 
@@ -34,10 +42,14 @@ const ContainerID = "mariadb"
 type Runner interface {
 	Run(ctx context.Context, s runtime.Spec) error
 	Exec(ctx context.Context, id string, argv, env []string, uid, gid uint32, stdin []byte) (*runtime.ExecResult, error)
+	Exists(ctx context.Context, id string) (bool, error)
+	Stop(ctx context.Context, id string, grace time.Duration) error
+	Remove(ctx context.Context, id string) error
 }
 
 // Server is a node's MariaDB.
 type Server struct {
+	cfg      Config
 	dir      string
 	port     int
 	password string
@@ -56,11 +68,67 @@ func (s *Server) SocketDir() string { return filepath.Join(s.dir, "data", "run")
 // one site cannot take the server's connections from the others.
 const MaxUserConnections = 40
 
-// Start makes sure the server runs: it initialises the data directory on
-// first use, starts (or re-attaches to) the container and waits until an
-// admin connection works.
-func Start(ctx context.Context, rt Runner, image, dir string) (*Server, error) {
-	s := &Server{dir: dir}
+// Config is a node's MariaDB.
+type Config struct {
+	// Image is the MariaDB image.
+	Image string
+	// Dir holds the server's data directory, its socket, the mount point
+	// of the sites' database volumes and its temporary disk.
+	Dir string
+	// LogWriter is the binary that writes the server's log with a cap
+	// (agent/logwriter): a tenant can make the server log (aborted
+	// connections, full tables). Empty appends without a cap.
+	LogWriter string
+	// SystemMaxMB bounds InnoDB's system tablespace, which holds every
+	// site's undo log (what a transaction changed, until it is purged):
+	// past it, the transaction that needs more fails, and nothing fills
+	// the node's disk. Default DefaultSystemMaxMB.
+	SystemMaxMB int64
+	// TempMaxMB bounds InnoDB's temporary tablespace (temporary tables)
+	// and is the size of the disk of the server's tmpdir (sort files,
+	// on-disk internal temporary tables). Default DefaultTempMaxMB.
+	TempMaxMB int64
+}
+
+// Defaults of the bounds of what every site shares on the node's disk.
+const (
+	DefaultSystemMaxMB = 2048
+	DefaultTempMaxMB   = 2048
+)
+
+// MaxLogBytes bounds each of the server's two log files.
+const MaxLogBytes = 8 << 20
+
+// Start makes sure the server runs (New, then Run).
+func Start(ctx context.Context, rt Runner, cfg Config) (*Server, error) {
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Run(ctx, rt); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// New lays out the server's directories (the data directory, the
+// volumes' shared mount point, the temporary disk) without starting it:
+// site volumes can be attached before the server starts, which it must
+// find there (InnoDB's crash recovery opens the tables it has redo for).
+func New(cfg Config) (*Server, error) {
+	if cfg.SystemMaxMB <= 0 {
+		cfg.SystemMaxMB = DefaultSystemMaxMB
+	}
+	if cfg.TempMaxMB <= 0 {
+		cfg.TempMaxMB = DefaultTempMaxMB
+	}
+	dir := cfg.Dir
+	// The system tablespace never shrinks: a bound below what it holds
+	// would keep the server from starting, so it is at least that.
+	if st, err := os.Stat(filepath.Join(dir, "data", "db", "ibdata1")); err == nil {
+		cfg.SystemMaxMB = max(cfg.SystemMaxMB, (st.Size()+1<<20-1)>>20)
+	}
+	s := &Server{dir: dir, cfg: cfg}
 	for _, d := range []string{dir, filepath.Join(dir, "data"), filepath.Join(dir, "data", "run")} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return nil, err
@@ -76,6 +144,12 @@ func Start(ctx context.Context, rt Runner, image, dir string) (*Server, error) {
 	if err := os.Chmod(filepath.Join(dir, "data", "run"), 0o755); err != nil {
 		return nil, err
 	}
+	if err := s.prepareVolumes(); err != nil {
+		return nil, err
+	}
+	if err := s.prepareTemp(); err != nil {
+		return nil, err
+	}
 	var err error
 	if s.port, err = persistentPort(filepath.Join(dir, "port")); err != nil {
 		return nil, err
@@ -83,6 +157,14 @@ func Start(ctx context.Context, rt Runner, image, dir string) (*Server, error) {
 	if s.password, err = persistent(filepath.Join(dir, "admin-password"), func() string { return secret.New("") }); err != nil {
 		return nil, err
 	}
+	return s, nil
+}
+
+// Run starts the server's container (or re-attaches to it: a running
+// one is left alone unless its spec changed) and waits until an admin
+// connection works.
+func (s *Server) Run(ctx context.Context, rt Runner) error {
+	dir, image := s.dir, s.cfg.Image
 	// The init file runs on every start, so the admin account always
 	// matches the password on disk.
 	initSQL := fmt.Sprintf("CREATE USER IF NOT EXISTS 'sandboxd'@'127.0.0.1' IDENTIFIED BY '%[1]s';\n"+
@@ -90,33 +172,37 @@ func Start(ctx context.Context, rt Runner, image, dir string) (*Server, error) {
 		"GRANT ALL PRIVILEGES ON *.* TO 'sandboxd'@'127.0.0.1' WITH GRANT OPTION;\n", s.password)
 	initPath := filepath.Join(dir, "data", "init.sql")
 	if err := os.WriteFile(initPath, []byte(initSQL), 0o600); err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.Chown(initPath, uid, uid); err != nil {
-		return nil, err
+		return err
 	}
 	mounts := []runtime.Mount{{Source: filepath.Join(dir, "data"), Target: "/data"}}
 	if _, err := os.Stat(filepath.Join(dir, "data", "db", "mysql")); errors.Is(err, os.ErrNotExist) {
 		if err := initialise(ctx, rt, image, dir, mounts); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	mounts = append(mounts, runtime.Mount{Source: s.volumesDir(), Target: volumesTarget, Slave: true},
+		runtime.Mount{Source: s.tempDir(), Target: "/tmp"})
 	spec := runtime.Spec{ID: ContainerID, Image: image, UID: uid, GID: uid, Mounts: mounts,
-		LogPath: filepath.Join(dir, "mariadb.log"),
-		Args: []string{"mariadbd", "--no-defaults", "--datadir=/data/db", "--port=" + strconv.Itoa(s.port),
-			"--bind-address=127.0.0.1", "--socket=/data/run/mysqld.sock", "--pid-file=/data/run/mysqld.pid",
-			"--init-file=/data/init.sql", "--skip-name-resolve", "--skip-log-bin", "--max-connections=1000",
-			"--innodb-buffer-pool-size=128M", "--innodb-log-file-size=32M", "--innodb-flush-log-at-trx-commit=2",
-			"--character-set-server=utf8mb4", "--collation-server=utf8mb4_unicode_ci", "--performance-schema=OFF"}}
+		LogPath: filepath.Join(dir, "mariadb.log"), LogWriter: s.cfg.LogWriter, LogMaxBytes: MaxLogBytes,
+		Args: s.args()}
+	if err := s.replaceOutdated(ctx, rt, spec); err != nil {
+		return err
+	}
 	if err := rt.Run(ctx, spec); err != nil {
-		return nil, fmt.Errorf("start mariadb: %w", err)
+		return fmt.Errorf("start mariadb: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, revFile), []byte(specRevision(spec)+"\n"), 0o600); err != nil {
+		return err
 	}
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr = "sandboxd", s.password, "tcp", s.Addr()
 	cfg.Timeout = 2 * time.Second
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	db.SetMaxOpenConns(8)
 	deadline := time.Now().Add(60 * time.Second)
@@ -129,13 +215,89 @@ func Start(ctx context.Context, rt Runner, image, dir string) (*Server, error) {
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			db.Close()
-			log, _ := os.ReadFile(filepath.Join(dir, "data", "error.log"))
-			return nil, fmt.Errorf("mariadb did not accept connections: %w\n%s", err, lastLines(string(log), 10))
+			return fmt.Errorf("mariadb did not accept connections: %w\n%s", err, lastLines(logTail(filepath.Join(dir, "mariadb.log")), 10))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	s.db = db
-	return s, nil
+	return nil
+}
+
+// args is the server's command line. Besides the basics, it bounds what
+// the sites share on the node's disk: no binary log; a redo log of
+// fixed size; the system tablespace (undo logs) and the temporary
+// tablespace capped; sort files and on-disk temporary tables on a disk
+// of their own. Every site's own tables live in its volume, on its own
+// disk (see AttachVolume): so that no table can be put anywhere else,
+// DATA DIRECTORY and INDEX DIRECTORY are ignored (no symbolic links)
+// and every table is InnoDB, one file per table (MyISAM and Aria would
+// write logs to the shared data directory or wait for a full disk, and
+// MEMORY tables take the server's memory); a CREATE TABLE naming
+// another engine gets InnoDB with a warning (the server's SQL mode has
+// no NO_ENGINE_SUBSTITUTION).
+func (s *Server) args() []string {
+	return []string{"mariadbd", "--no-defaults", "--datadir=/data/db", "--port=" + strconv.Itoa(s.port),
+		"--bind-address=127.0.0.1", "--socket=/data/run/mysqld.sock", "--pid-file=/data/run/mysqld.pid",
+		"--init-file=/data/init.sql", "--skip-name-resolve", "--skip-log-bin", "--max-connections=1000",
+		"--innodb-buffer-pool-size=128M", "--innodb-log-file-size=32M", "--innodb-flush-log-at-trx-commit=2",
+		"--character-set-server=utf8mb4", "--collation-server=utf8mb4_unicode_ci", "--performance-schema=OFF",
+		"--skip-symbolic-links", "--innodb-file-per-table=ON", "--enforce-storage-engine=InnoDB",
+		"--sql-mode=STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER",
+		"--innodb-undo-tablespaces=0",
+		fmt.Sprintf("--innodb-data-file-path=ibdata1:12M:autoextend:max:%dM", s.cfg.SystemMaxMB),
+		fmt.Sprintf("--innodb-temp-data-file-path=ibtmp1:12M:autoextend:max:%dM", s.cfg.TempMaxMB),
+		"--tmpdir=/tmp", fmt.Sprintf("--tmp-disk-table-size=%d", s.cfg.TempMaxMB<<20)}
+}
+
+// revFile keeps the revision of the spec the container was made with.
+const revFile = "container-rev"
+
+// specRevision is a digest of what the container is made with.
+func specRevision(spec runtime.Spec) string {
+	b, _ := json.Marshal(struct {
+		Image  string
+		Args   []string
+		Mounts []runtime.Mount
+		Log    int64
+	}{spec.Image, spec.Args, spec.Mounts, spec.LogMaxBytes})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
+}
+
+// replaceOutdated removes the server's container when it was made with
+// another spec (an older agent's, without the volumes or the bounds):
+// the running server stops cleanly and Run makes it again.
+func (s *Server) replaceOutdated(ctx context.Context, rt Runner, spec runtime.Spec) error {
+	b, err := os.ReadFile(filepath.Join(s.dir, revFile))
+	if err == nil && strings.TrimSpace(string(b)) == specRevision(spec) {
+		return nil
+	}
+	exists, err := rt.Exists(ctx, ContainerID)
+	if err != nil || !exists {
+		return err
+	}
+	// A clean shutdown: InnoDB writes what it holds and needs no recovery.
+	if err := rt.Stop(ctx, ContainerID, 2*time.Minute); err != nil {
+		return fmt.Errorf("stop the outdated mariadb: %w", err)
+	}
+	if err := rt.Remove(ctx, ContainerID); err != nil {
+		return fmt.Errorf("remove the outdated mariadb: %w", err)
+	}
+	return nil
+}
+
+// logTail is the end of the server's log (64 KiB at most).
+func logTail(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > 64<<10 {
+		_, _ = f.Seek(st.Size()-64<<10, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 64<<10))
+	return string(b)
 }
 
 func initialise(ctx context.Context, rt Runner, image, dir string, mounts []runtime.Mount) error {
@@ -145,13 +307,7 @@ func initialise(ctx context.Context, rt Runner, image, dir string, mounts []runt
 	if err := rt.Run(ctx, spec); err != nil {
 		return fmt.Errorf("mariadb init container: %w", err)
 	}
-	defer func() {
-		if r, ok := rt.(interface {
-			Remove(context.Context, string) error
-		}); ok {
-			_ = r.Remove(context.WithoutCancel(ctx), id)
-		}
-	}()
+	defer func() { _ = rt.Remove(context.WithoutCancel(ctx), id) }()
 	res, err := rt.Exec(ctx, id, []string{"mariadb-install-db", "--no-defaults", "--datadir=/data/db",
 		"--auth-root-authentication-method=socket", "--skip-test-db", "--skip-name-resolve"}, nil, uid, uid, nil)
 	if err != nil {
@@ -165,20 +321,33 @@ func initialise(ctx context.Context, rt Runner, image, dir string, mounts []runt
 }
 
 // Close drops the admin connection; the server keeps running.
-func (s *Server) Close() error { return s.db.Close() }
+func (s *Server) Close() error {
+	if s.db == nil {
+		return nil
+	}
+	return s.db.Close()
+}
 
 var ident = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
 var siteHosts = []string{"localhost", "127.0.0.1"}
 
 // CreateSiteDatabase makes a database and a user that may use only it,
-// with this password. Repeating it converges (the password is reset).
-func (s *Server) CreateSiteDatabase(ctx context.Context, name, user, password string) error {
+// with this password, the database placed in volume (see AttachVolume;
+// "" keeps it in the server's data directory). Repeating it converges
+// (the password is reset); a database an older agent made in the data
+// directory stays there.
+func (s *Server) CreateSiteDatabase(ctx context.Context, volume, name, user, password string) error {
 	if !ident.MatchString(name) || !ident.MatchString(user) {
 		return fmt.Errorf("mariadb: invalid database or user name %q/%q", name, user)
 	}
 	if strings.ContainsAny(password, `'\`) {
 		return errors.New("mariadb: password contains a quote")
+	}
+	if volume != "" {
+		if err := s.place(name, volume); err != nil && !errors.Is(err, errLegacy) {
+			return fmt.Errorf("create site database %s: %w", name, err)
+		}
 	}
 	qs := []string{"CREATE DATABASE IF NOT EXISTS `" + name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"}
 	// 'localhost' is the site through the socket; '127.0.0.1' an operator
@@ -193,23 +362,23 @@ func (s *Server) CreateSiteDatabase(ctx context.Context, name, user, password st
 	}
 	for _, q := range qs {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("create site database %s: %w", name, err)
+			return fmt.Errorf("create site database %s: %w", name, Classify(err))
 		}
 	}
 	return nil
 }
 
-// DropSiteDatabase removes a site's database and user; missing ones are fine.
+// DropSiteDatabase removes a site's database (wherever it lies) and
+// user; missing ones are fine.
 func (s *Server) DropSiteDatabase(ctx context.Context, name, user string) error {
 	if !ident.MatchString(name) || !ident.MatchString(user) {
 		return fmt.Errorf("mariadb: invalid database or user name %q/%q", name, user)
 	}
-	qs := []string{"DROP DATABASE IF EXISTS `" + name + "`"}
-	for _, host := range siteHosts {
-		qs = append(qs, "DROP USER IF EXISTS '"+user+"'@'"+host+"'")
+	if err := s.dropDatabase(ctx, name); err != nil {
+		return fmt.Errorf("drop site database %s: %w", name, err)
 	}
-	for _, q := range qs {
-		if _, err := s.db.ExecContext(ctx, q); err != nil {
+	for _, host := range siteHosts {
+		if _, err := s.db.ExecContext(ctx, "DROP USER IF EXISTS '"+user+"'@'"+host+"'"); err != nil {
 			return fmt.Errorf("drop site database %s: %w", name, err)
 		}
 	}

@@ -3,7 +3,9 @@ package mariadb_test
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -15,7 +17,7 @@ import (
 // startServer runs a MariaDB in a namespace of the test's own on the
 // test binary's containerd, closed when the test ends; start starts it
 // again on the same data (Start's re-attach).
-func startServer(t *testing.T) (srv *mariadb.Server, start func() (*mariadb.Server, error)) {
+func startServer(t *testing.T) (srv *mariadb.Server, start func(change ...func(*mariadb.Config)) (*mariadb.Server, error)) {
 	t.Helper()
 	socket, dir := agenttest.Containerd(t)
 	rt := agenttest.Runtime(t, socket)
@@ -24,24 +26,45 @@ func startServer(t *testing.T) (srv *mariadb.Server, start func() (*mariadb.Serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	start = func() (*mariadb.Server, error) { return mariadb.Start(ctx, rt, img, filepath.Join(dir, "mariadb")) }
+	start = func(change ...func(*mariadb.Config)) (*mariadb.Server, error) {
+		cfg := mariadb.Config{Image: img, Dir: filepath.Join(dir, "mariadb"), LogWriter: agenttest.LogWriter(t),
+			SystemMaxMB: 256, TempMaxMB: 64}
+		for _, c := range change {
+			c(&cfg)
+		}
+		return mariadb.Start(ctx, rt, cfg)
+	}
 	if srv, err = start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.Close() })
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "mariadb", "mariadb.log"))
+			t.Logf("the server's log:\n%s", b[max(0, len(b)-8<<10):])
+		}
+		srv.Close()
+		// The server goes before what it mounted (its volumes, its
+		// temporary disk).
+		if err := rt.Remove(ctx, mariadb.ContainerID); err != nil {
+			t.Error(err)
+		}
+		if err := mariadb.Unmount(filepath.Join(dir, "mariadb")); err != nil {
+			t.Error(err)
+		}
+	})
 	return srv, start
 }
 
 func TestSiteDatabases(t *testing.T) {
 	ctx := context.Background()
 	srv, start := startServer(t)
-	if err := srv.CreateSiteDatabase(ctx, "wp_a", "wp_a", "pw-a"); err != nil {
+	if err := srv.CreateSiteDatabase(ctx, "", "wp_a", "wp_a", "pw-a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.CreateSiteDatabase(ctx, "wp_a", "wp_a", "pw-a2"); err != nil {
+	if err := srv.CreateSiteDatabase(ctx, "", "wp_a", "wp_a", "pw-a2"); err != nil {
 		t.Fatal("repeat:", err)
 	}
-	if err := srv.CreateSiteDatabase(ctx, "wp_b", "wp_b", "pw-b"); err != nil {
+	if err := srv.CreateSiteDatabase(ctx, "", "wp_b", "wp_b", "pw-b"); err != nil {
 		t.Fatal(err)
 	}
 	open := func(user, pw, db string) *sql.DB {
@@ -66,7 +89,7 @@ func TestSiteDatabases(t *testing.T) {
 		t.Fatal("old password accepted")
 	}
 	for _, bad := range []string{"x; DROP DATABASE mysql", "Upper", ""} {
-		if err := srv.CreateSiteDatabase(ctx, bad, "u", "p"); err == nil {
+		if err := srv.CreateSiteDatabase(ctx, "", bad, "u", "p"); err == nil {
 			t.Fatalf("%q accepted", bad)
 		}
 	}
@@ -88,4 +111,53 @@ func TestSiteDatabases(t *testing.T) {
 		t.Fatal(err)
 	}
 	again.Close()
+}
+
+// TestServerBounds: the server runs with what bounds the sites' shared
+// use of the node's disk (no binary log, no symbolic links, InnoDB
+// only, the system and temporary tablespaces capped, its tmpdir the
+// temporary disk); a start with other bounds replaces the container (an
+// older agent's, say) and keeps the data.
+func TestServerBounds(t *testing.T) {
+	ctx := context.Background()
+	srv, start := startServer(t)
+	if err := srv.CreateSiteDatabase(ctx, "", "wp_kept", "wp_kept", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	vars := func(s *mariadb.Server) map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		for _, v := range []string{"log_bin", "have_symlink", "enforce_storage_engine", "innodb_file_per_table", "innodb_data_file_path",
+			"innodb_temp_data_file_path", "tmpdir", "tmp_disk_table_size", "sql_mode", "innodb_undo_tablespaces"} {
+			var val sql.NullString
+			if err := s.Root().QueryRowContext(ctx, "SELECT @@GLOBAL."+v).Scan(&val); err != nil {
+				t.Fatalf("%s: %v", v, err)
+			}
+			out[v] = val.String
+		}
+		return out
+	}
+	got := vars(srv)
+	for k, want := range map[string]string{"log_bin": "0", "have_symlink": "DISABLED", "enforce_storage_engine": "InnoDB",
+		"innodb_file_per_table": "1", "innodb_data_file_path": "ibdata1:12M:autoextend:max:256M",
+		"innodb_temp_data_file_path": "ibtmp1:12M:autoextend:max:64M", "tmpdir": "/tmp", "tmp_disk_table_size": "67108864",
+		"innodb_undo_tablespaces": "0"} {
+		if got[k] != want {
+			t.Errorf("%s = %q, want %q", k, got[k], want)
+		}
+	}
+	if strings.Contains(got["sql_mode"], "NO_ENGINE_SUBSTITUTION") {
+		t.Errorf("sql_mode %q: a CREATE TABLE naming another engine would fail instead of getting InnoDB", got["sql_mode"])
+	}
+	again, err := start(func(c *mariadb.Config) { c.SystemMaxMB = 300 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if v := vars(again)["innodb_data_file_path"]; v != "ibdata1:12M:autoextend:max:300M" {
+		t.Fatalf("after a start with other bounds: %s", v)
+	}
+	if db, user, err := again.Exists(ctx, "wp_kept", "wp_kept"); err != nil || !db || !user {
+		t.Fatalf("the data after the container was replaced: %v %v %v", db, user, err)
+	}
 }

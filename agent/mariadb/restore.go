@@ -15,15 +15,23 @@ const SitePrefix = "wp_"
 
 var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_]{1,32}$`)
 
-// StageDatabase makes an empty staging database that a site's user may
+// StageDatabase makes an empty staging database in volume (the site's:
+// see AttachVolume; "" for the data directory) that a site's user may
 // fill (an import loads its dump there, over the site's own account,
 // before it takes the site's place). An old one of the name goes first.
-func (s *Server) StageDatabase(ctx context.Context, staging, user string) error {
+func (s *Server) StageDatabase(ctx context.Context, volume, staging, user string) error {
 	if !ident.MatchString(staging) || !ident.MatchString(user) {
 		return fmt.Errorf("mariadb: invalid database or user name %q/%q", staging, user)
 	}
-	qs := []string{"DROP DATABASE IF EXISTS " + quoteIdent(staging),
-		"CREATE DATABASE " + quoteIdent(staging) + " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"}
+	if err := s.dropDatabase(ctx, staging); err != nil {
+		return fmt.Errorf("stage database %s: %w", staging, err)
+	}
+	if volume != "" {
+		if err := s.place(staging, volume); err != nil {
+			return fmt.Errorf("stage database %s: %w", staging, err)
+		}
+	}
+	qs := []string{"CREATE DATABASE IF NOT EXISTS " + quoteIdent(staging) + " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"}
 	for _, host := range siteHosts {
 		qs = append(qs, "GRANT ALL PRIVILEGES ON "+quoteIdent(staging)+".* TO '"+user+"'@'"+host+"'")
 	}
@@ -45,7 +53,7 @@ func (s *Server) DropStaging(ctx context.Context, staging, user string) error {
 		// A grant that is not there is an error; it is gone either way.
 		_, _ = s.db.ExecContext(ctx, "REVOKE ALL PRIVILEGES ON "+quoteIdent(staging)+".* FROM '"+user+"'@'"+host+"'")
 	}
-	if _, err := s.db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(staging)); err != nil {
+	if err := s.dropDatabase(ctx, staging); err != nil {
 		return fmt.Errorf("drop staging %s: %w", staging, err)
 	}
 	return nil
@@ -133,6 +141,24 @@ func (s *Server) TakeOver(ctx context.Context, staging, site, prefix string) (in
 	if len(renames) == 0 {
 		return 0, fmt.Errorf("the dump holds no tables of prefix %s", prefix)
 	}
+	// The tables move by renaming their files, which stays within one
+	// filesystem: a site's database that does not lie in its staging's
+	// volume (an older agent's, in the data directory) is made again
+	// there first. Its tables are replaced anyway.
+	if vol := s.volumeOf(staging); vol != s.volumeOf(site) {
+		if err := s.dropDatabase(ctx, site); err != nil {
+			return 0, fmt.Errorf("take over %s: %w", site, err)
+		}
+		if vol != "" {
+			if err := s.place(site, vol); err != nil {
+				return 0, fmt.Errorf("take over %s: %w", site, err)
+			}
+		}
+		if _, err := s.db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteIdent(site)+
+			" CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"); err != nil {
+			return 0, fmt.Errorf("take over %s: %w", site, err)
+		}
+	}
 	oldTables, oldViews, err := s.objects(ctx, site)
 	if err != nil {
 		return 0, fmt.Errorf("list %s: %w", site, err)
@@ -167,7 +193,7 @@ func (s *Server) TakeOver(ctx context.Context, staging, site, prefix string) (in
 			return 0, err
 		}
 	}
-	if _, err := conn.ExecContext(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(staging)); err != nil {
+	if err := s.dropDatabase(ctx, staging); err != nil {
 		return 0, fmt.Errorf("drop %s: %w", staging, err)
 	}
 	return len(renames), nil

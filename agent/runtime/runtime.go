@@ -98,6 +98,10 @@ func (r *Runtime) ImportImage(ctx context.Context, ref, archive string) error {
 type Mount struct {
 	Source, Target string
 	ReadOnly       bool
+	// Slave makes mounts the host adds under Source later (and their
+	// removal) appear in the container too (rslave propagation); Source
+	// must then be a shared mount point.
+	Slave bool
 }
 
 // Spec describes one container.
@@ -170,6 +174,9 @@ func (s Spec) opts() []oci.SpecOpts {
 		o := []string{"rbind", "rw", "nosuid", "nodev"}
 		if m.ReadOnly {
 			o[1] = "ro"
+		}
+		if m.Slave {
+			o = append(o, "rslave")
 		}
 		mounts = append(mounts, specs.Mount{Type: "bind", Source: m.Source, Destination: m.Target, Options: o})
 	}

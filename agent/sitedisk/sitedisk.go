@@ -24,8 +24,26 @@ import (
 // kept (its content is the site's), a mounted dir is left alone. A new
 // filesystem's root belongs to root with mode 0755.
 func Ensure(img string, sizeMB int64, dir string) error {
+	return EnsureReserved(img, sizeMB, Reserve{}, dir)
+}
+
+// Reserve is room on a disk beyond its size that only one uid may use
+// (ext4's reserved blocks, given to that uid): every other uid finds the
+// disk full at its size.
+type Reserve struct {
+	MB  int64
+	UID int
+}
+
+// EnsureReserved is Ensure for a disk of sizeMB plus r, r usable by
+// r.UID alone. The reserve is set when the image is made; an existing
+// image keeps what it has.
+func EnsureReserved(img string, sizeMB int64, r Reserve, dir string) error {
 	if sizeMB < 16 {
 		return fmt.Errorf("sitedisk: size %d MiB is too small", sizeMB)
+	}
+	if r.MB < 0 || (r.MB > 0 && r.UID <= 0) {
+		return fmt.Errorf("sitedisk: bad reserve %+v", r)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("sitedisk: %w", err)
@@ -35,7 +53,7 @@ func Ensure(img string, sizeMB int64, dir string) error {
 		return err
 	}
 	if _, err := os.Stat(img); errors.Is(err, os.ErrNotExist) {
-		if err := create(img, sizeMB); err != nil {
+		if err := create(img, sizeMB, r); err != nil {
 			return err
 		}
 	} else if err != nil {
@@ -46,7 +64,8 @@ func Ensure(img string, sizeMB int64, dir string) error {
 
 // create makes a sparse image and an ext4 filesystem on it, written to a
 // temporary name first so a crash never leaves a half-made image behind.
-func create(img string, sizeMB int64) error {
+func create(img string, sizeMB int64, r Reserve) error {
+	sizeMB += r.MB
 	tmp := img + ".new"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -62,11 +81,19 @@ func create(img string, sizeMB int64) error {
 	}
 	// No reserved blocks (the site gets all of its size), a small journal,
 	// inode tables initialised lazily: about 15 ms.
-	out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "0", "-J", "size=4",
+	out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "0", "-J", "size=4", "-b", strconv.Itoa(blockSize),
 		"-E", "lazy_itable_init=1,lazy_journal_init=1,root_owner=0:0", tmp).CombinedOutput()
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("sitedisk: mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	if r.MB > 0 {
+		blocks := (r.MB << 20) / blockSize
+		out, err := exec.Command("tune2fs", "-r", strconv.FormatInt(blocks, 10), "-u", strconv.Itoa(r.UID), tmp).CombinedOutput()
+		if err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("sitedisk: tune2fs: %v: %s", err, strings.TrimSpace(string(out)))
+		}
 	}
 	if err := os.Rename(tmp, img); err != nil {
 		os.Remove(tmp)
@@ -205,8 +232,10 @@ func unescape(s string) string {
 	return b.String()
 }
 
-// Usage is how full a mounted site disk is, in bytes.
-type Usage struct{ Size, Free int64 }
+// Usage is how full a mounted site disk is, in bytes: its Size (a
+// reserve included), what is Used on it (by anyone, in the reserve too)
+// and what is Free for a uid without the reserve.
+type Usage struct{ Size, Used, Free int64 }
 
 // UsageOf reports the size and the free space of the disk mounted at dir,
 // so a refused write can say the disk is full rather than "cannot write".
@@ -215,5 +244,9 @@ func UsageOf(dir string) (Usage, error) {
 	if err := unix.Statfs(dir, &st); err != nil {
 		return Usage{}, fmt.Errorf("sitedisk: %w", err)
 	}
-	return Usage{Size: int64(st.Blocks) * st.Bsize, Free: int64(st.Bavail) * st.Bsize}, nil
+	return Usage{Size: int64(st.Blocks) * st.Bsize, Used: int64(st.Blocks-st.Bfree) * st.Bsize,
+		Free: int64(st.Bavail) * st.Bsize}, nil
 }
+
+// blockSize is the disks' block size: the unit of their reserve.
+const blockSize = 4096

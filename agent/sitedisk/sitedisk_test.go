@@ -3,7 +3,9 @@ package sitedisk
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -96,5 +98,46 @@ func TestUnescape(t *testing.T) {
 		if got := unescape(in); got != want {
 			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestReserveIsTheUIDs: a disk of 32 MiB with 16 MiB reserved for one
+// uid is full at 32 MiB for every other uid (the site's files), while
+// that uid (the node's MariaDB) writes on into the reserve.
+func TestReserveIsTheUIDs(t *testing.T) {
+	dir := t.TempDir()
+	img, mnt := filepath.Join(dir, "disk.img"), filepath.Join(dir, "data")
+	t.Cleanup(func() { _ = Unmount(mnt) })
+	const owner, other = 999, 2_000_123
+	if err := EnsureReserved(img, 32, Reserve{MB: 16, UID: owner}, mnt); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Dir(dir), dir, mnt} {
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill := func(uid int, name string) (int64, string) {
+		t.Helper()
+		cmd := exec.Command("dd", "if=/dev/zero", "of="+filepath.Join(mnt, name), "bs=1M", "count=64", "conv=fsync")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+		out, _ := cmd.CombinedOutput()
+		st, err := os.Stat(filepath.Join(mnt, name))
+		if err != nil {
+			t.Fatalf("%s: %v: %s", name, err, out)
+		}
+		return st.Size(), string(out)
+	}
+	n, out := fill(other, "site")
+	if n > 32<<20 || !strings.Contains(out, "No space left") {
+		t.Fatalf("another uid wrote %d MiB into a 32 MiB disk: %s", n>>20, out)
+	}
+	u, err := UsageOf(mnt)
+	if err != nil || u.Free > 2<<20 || u.Size < 40<<20 || u.Used > 32<<20 {
+		t.Fatalf("usage after the other uid filled it: %+v %v", u, err)
+	}
+	n, out = fill(owner, "owner")
+	if n < 12<<20 || n > 16<<20 || !strings.Contains(out, "No space left") {
+		t.Fatalf("the reserve's uid wrote %d MiB more: %s", n>>20, out)
 	}
 }

@@ -115,7 +115,7 @@ func (m *Manager) ImportTemplate(ctx context.Context, id string, r io.Reader) (*
 	if t.ID != id || t.URL == "" {
 		return nil, fmt.Errorf("%w: the artifact is of template %q, not %q", ErrInvalid, t.ID, id)
 	}
-	if err := m.cfg.DB.CreateSiteDatabase(ctx, templateDB(id), templateDB(id), secret.New("")); err != nil {
+	if err := m.cfg.DB.CreateSiteDatabase(ctx, "", templateDB(id), templateDB(id), secret.New("")); err != nil {
 		return nil, err
 	}
 	sql, err := os.Open(filepath.Join(tmp, artifact.DatabaseName))

@@ -150,6 +150,11 @@ func (m *Manager) RunBlueprintStep(ctx context.Context, id string, req StepReque
 		if out.Error.Code == "disk_full" {
 			return nil, m.diskFullError(id)
 		}
+		if out.Error.Code == "sql_error" && m.dbLimited(id) {
+			// The site is over its plan: the guard took its database's
+			// writes away, which is why the statement failed.
+			return nil, fmt.Errorf("%w; the step: %s", m.diskFullError(id), out.Error.Message)
+		}
 		return nil, &StepError{Code: out.Error.Code, Message: out.Error.Message, Log: log}
 	}
 	return &StepResult{Log: log, User: out.User}, nil

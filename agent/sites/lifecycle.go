@@ -90,7 +90,10 @@ func (m *Manager) provision(ctx context.Context, s *Site, wantWP string) error {
 		return err
 	}
 	t1 := time.Now()
-	if err := m.cfg.DB.CreateSiteDatabase(ctx, s.DBName, s.DBUser, s.DBPassword); err != nil {
+	if err := m.cfg.DB.CreateSiteDatabase(ctx, m.dbVolume(s), s.DBName, s.DBUser, s.DBPassword); err != nil {
+		return m.dbError(s.ID, err)
+	}
+	if err := m.guardDB(ctx, s); err != nil {
 		return err
 	}
 	t2 := time.Now()
@@ -214,7 +217,7 @@ func (m *Manager) writeFiles(s *Site) error {
 			return err
 		}
 	}
-	if err := sitedisk.Ensure(filepath.Join(fs, "disk.img"), s.Limits.DiskMB, m.Data(s.ID)); err != nil {
+	if err := m.ensureDisk(s); err != nil {
 		return err
 	}
 	// The disk's root is root's, closed to every other uid (a site that
@@ -233,6 +236,9 @@ func (m *Manager) writeFiles(s *Site) error {
 		if err := os.Lchown(p, uid, uid); err != nil {
 			return err
 		}
+	}
+	if err := m.attachVolume(s); err != nil {
+		return err
 	}
 	module, moduleFile := phpModule(s.PHPVersion)
 	apache, err := render(apacheConf, map[string]any{"Port": Port, "Module": module, "ModuleFile": moduleFile, "Workers": 8})
@@ -453,6 +459,9 @@ func (m *Manager) teardown(ctx context.Context, s *Site) error {
 	if err := m.cfg.DB.DropSiteDatabase(ctx, s.DBName, s.DBUser); err != nil {
 		return err
 	}
+	if err := m.detachVolume(ctx, s); err != nil {
+		return err
+	}
 	if err := m.cfg.Network.Detach(ctx, s.ID); err != nil {
 		return err
 	}
@@ -537,7 +546,14 @@ func (m *Manager) Reattach(ctx context.Context) error {
 			}
 			continue
 		}
-		if s.Stopped || s.UID == 0 {
+		if s.UID == 0 {
+			continue
+		}
+		if s.Stopped {
+			// Not running, but its database is there (and reachable).
+			if err := m.guardDB(ctx, &s); err != nil {
+				errs = append(errs, fmt.Errorf("site %s: %w", s.ID, err))
+			}
 			continue
 		}
 		if err := m.restart(ctx, &s); err != nil {
@@ -550,7 +566,10 @@ func (m *Manager) Reattach(ctx context.Context) error {
 // restart makes sure a site's disk, namespace and container are there
 // and runs it; what still runs is left alone.
 func (m *Manager) restart(ctx context.Context, s *Site) error {
-	if err := sitedisk.Ensure(filepath.Join(m.FS(s.ID), "disk.img"), s.Limits.DiskMB, m.Data(s.ID)); err != nil {
+	if err := m.mountDisk(s); err != nil {
+		return err
+	}
+	if err := m.guardDB(ctx, s); err != nil {
 		return err
 	}
 	if err := m.mountTree(s); err != nil {
@@ -693,7 +712,11 @@ const diskSlack = 256 << 10
 // checkDisk fails with ErrDiskFull, saying how full, when the site's
 // disk has less than need bytes (and some slack) free.
 func (m *Manager) checkDisk(id string, need int64) error {
-	u, err := sitedisk.UsageOf(m.Data(id))
+	s := m.get(id)
+	if s == nil {
+		return ErrNotFound
+	}
+	u, err := m.usage(s)
 	if err != nil || u.Free >= need+diskSlack {
 		return nil // no answer is no reason to refuse: the write itself will tell
 	}
@@ -702,7 +725,11 @@ func (m *Manager) checkDisk(id string, need int64) error {
 
 // diskFullError is ErrDiskFull for a write the site found no room for.
 func (m *Manager) diskFullError(id string) error {
-	u, err := sitedisk.UsageOf(m.Data(id))
+	s := m.get(id)
+	if s == nil {
+		return ErrDiskFull
+	}
+	u, err := m.usage(s)
 	if err != nil {
 		return ErrDiskFull
 	}
@@ -714,6 +741,6 @@ func diskFull(u sitedisk.Usage, need int64) error {
 	if need > 0 {
 		more = fmt.Sprintf(", %d KiB more wanted", (need+1023)>>10)
 	}
-	return fmt.Errorf("%w (%d of %d MiB used%s); delete files to make room", ErrDiskFull,
-		(u.Size-u.Free)>>20, u.Size>>20, more)
+	return fmt.Errorf("%w (%d of %d MiB used by its files and its database%s); delete files or data to make room", ErrDiskFull,
+		u.Used>>20, u.Size>>20, more)
 }

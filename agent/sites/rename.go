@@ -99,7 +99,7 @@ func (m *Manager) moveDB(ctx context.Context, cl Cloner, s *Site, url string) er
 		return err
 	}
 	_, err = cl.RewriteURLs(ctx, s.DBName, rw)
-	return err
+	return m.dbError(s.ID, err)
 }
 
 // rewriteConfig writes the site's wp-config.php and hosts file for its

@@ -2,6 +2,8 @@ package sites
 
 import (
 	"archive/tar"
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -22,6 +24,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/sandboxd/sandboxd/agent/dumpload"
+	"github.com/sandboxd/sandboxd/agent/mariadb"
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	"github.com/sandboxd/sandboxd/agent/sitearchive"
 	"github.com/sandboxd/sandboxd/internal/urlrewrite"
@@ -32,7 +35,7 @@ var importFinishScript string
 
 // Restorer is what an import needs from the database server.
 type Restorer interface {
-	StageDatabase(ctx context.Context, staging, user string) error
+	StageDatabase(ctx context.Context, volume, staging, user string) error
 	DropStaging(ctx context.Context, staging, user string) error
 	DetectPrefix(ctx context.Context, db string) (string, error)
 	TakeOver(ctx context.Context, staging, site, prefix string) (int, error)
@@ -44,8 +47,15 @@ type streamExec interface {
 	ExecReader(ctx context.Context, id string, argv, env []string, uid, gid uint32, stdin io.Reader) (*runtime.ExecResult, error)
 }
 
-// ImportLimits bound what one import may unpack into a site.
+// ImportLimits bound what one import may unpack into a site. A dump
+// (a "sql" part, or one in an archive) is bounded by MaxFileBytes as it
+// is sent and again as it decompresses.
 var ImportLimits = sitearchive.DefaultLimits
+
+// ErrPayloadTooLarge refuses an import past one of ImportLimits (a
+// dump that decompresses to more than its bound, say): a fixed cap,
+// not the site's plan.
+var ErrPayloadTooLarge = errors.New("the import is too large")
 
 // RestorePart is one part of an import's stream: an archive or a dump.
 type RestorePart struct {
@@ -119,7 +129,11 @@ func (m *Manager) RestoreArchive(ctx context.Context, id string, req RestoreRequ
 		_ = db.DropStaging(bg, stagingDB, s.DBUser)
 	}
 	discard() // what an earlier attempt of this job left
-	if err := db.StageDatabase(ctx, stagingDB, s.DBUser); err != nil {
+	if err := db.StageDatabase(ctx, m.dbVolume(s), stagingDB, s.DBUser); err != nil {
+		return nil, err
+	}
+	// Granted anew: limited again at once if the site is over its plan.
+	if err := m.guardDB(ctx, s); err != nil {
 		return nil, err
 	}
 	committed := false
@@ -203,6 +217,9 @@ func (m *Manager) unpack(ctx context.Context, s *Site, ex streamExec, stage, sta
 			switch p.Kind {
 			case "archive":
 				sum, err := sitearchive.Read(lr, spool, ImportLimits, h)
+				if errors.Is(err, sitearchive.ErrTooLarge) || errors.Is(err, ErrPayloadTooLarge) {
+					return fmt.Errorf("%w: %s: %v", ErrPayloadTooLarge, partName(p, i), err)
+				}
 				if err != nil {
 					return fmt.Errorf("%w: %s: %v", ErrInvalid, partName(p, i), err)
 				}
@@ -219,7 +236,13 @@ func (m *Manager) unpack(ctx context.Context, s *Site, ex streamExec, stage, sta
 					h.charset = sum.DBCharset
 				}
 			case "sql":
-				if err := h.SQL(p.Name, io.LimitReader(lr, ImportLimits.MaxBytes)); err != nil {
+				// A dump on its own may come gzip-compressed (whatever
+				// its name says): it is decompressed as it spools.
+				err := h.spoolDump(p.Name, lr, true)
+				if errors.Is(err, ErrPayloadTooLarge) {
+					return fmt.Errorf("%s: %w", partName(p, i), err)
+				}
+				if err != nil {
 					return fmt.Errorf("%w: %s: %v", ErrInvalid, partName(p, i), err)
 				}
 				dumps++
@@ -245,7 +268,9 @@ func (m *Manager) unpack(ctx context.Context, s *Site, ex streamExec, stage, sta
 	<-h.loaded
 	if readErr == nil {
 		readErr = h.loadErr()
-		if readErr != nil {
+		if err := m.dbError(s.ID, readErr); errors.Is(err, ErrDiskFull) || errors.Is(err, mariadb.ErrFull) {
+			readErr = err // the site's disk (or a bound the sites share) is full
+		} else if readErr != nil {
 			readErr = fmt.Errorf("%w: %v", ErrInvalid, readErr)
 		}
 	}
@@ -334,17 +359,46 @@ func (h *restoreHandler) Hardlink(rel, target string) error {
 	return h.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeLink, Name: rel, Linkname: target, ModTime: time.Now()})
 }
 
-// SQL spools a dump to the node's disk and queues it: dumps load in
-// order on one connection while the archive's files go on unpacking.
-func (h *restoreHandler) SQL(name string, r io.Reader) error {
+// SQL spools an archive's dump (sitearchive has decompressed it) and
+// queues it: dumps load in order on one connection while the archive's
+// files go on unpacking.
+func (h *restoreHandler) SQL(name string, r io.Reader) error { return h.spoolDump(name, r, false) }
+
+// spoolDump writes a dump to the node's disk, at most ImportLimits'
+// MaxFileBytes of SQL (ErrPayloadTooLarge past it), decompressing it
+// first when sniff is set and it is gzip-compressed, and queues it.
+func (h *restoreHandler) spoolDump(name string, r io.Reader, sniff bool) error {
 	if err := h.loadErr(); err != nil {
 		return err
+	}
+	max := ImportLimits.MaxFileBytes
+	if max <= 0 {
+		max = sitearchive.DefaultLimits.MaxFileBytes
+	}
+	what := "dump"
+	if sniff {
+		br := bufio.NewReaderSize(r, 64<<10)
+		if head, _ := br.Peek(2); bytes.Equal(head, []byte{0x1f, 0x8b}) {
+			zr, err := gzip.NewReader(br)
+			if err != nil {
+				return fmt.Errorf("%s is not a gzip stream: %w", name, err)
+			}
+			defer zr.Close()
+			r, what = zr, "decompressed dump"
+		} else {
+			r = br
+		}
 	}
 	f, err := os.CreateTemp(h.spool, "dump-*.sql")
 	if err != nil {
 		return fmt.Errorf("spool %s: %w", name, err)
 	}
-	if _, err := io.Copy(f, r); err != nil {
+	// One byte past the bound tells "at it" from "over it".
+	n, err := io.Copy(f, io.LimitReader(r, max+1))
+	if err == nil && n > max {
+		err = fmt.Errorf("%w: the %s %s is larger than %d bytes", ErrPayloadTooLarge, what, name, max)
+	}
+	if err != nil {
 		f.Close()
 		os.Remove(f.Name())
 		return err
@@ -387,13 +441,8 @@ func (h *restoreHandler) loadErr() error {
 	return h.err
 }
 
+// loadOne loads a spooled dump (plain SQL: spool decompressed it).
 func (h *restoreHandler) loadOne(name string, r io.Reader) error {
-	if strings.HasSuffix(strings.ToLower(name), ".gz") {
-		if zr, err := gzip.NewReader(r); err == nil {
-			defer zr.Close()
-			r = zr
-		}
-	}
 	if h.charset != "" {
 		if !charsetRE.MatchString(h.charset) {
 			return fmt.Errorf("DB_CHARSET %q is not a character set name", h.charset)

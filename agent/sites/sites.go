@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxd/sandboxd/agent/dbguard"
 	"github.com/sandboxd/sandboxd/agent/images"
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	"github.com/sandboxd/sandboxd/agent/sitenet"
@@ -81,7 +82,15 @@ type Database interface {
 	Addr() string
 	// SocketDir holds the server's Unix socket; sites get it read-only.
 	SocketDir() string
-	CreateSiteDatabase(ctx context.Context, name, user, password string) error
+	// AttachVolume makes dir (on the site's disk, never in its
+	// container) the volume key, where the site's databases live and so
+	// count against its disk; DetachVolume drops what is left there
+	// and lets it go.
+	AttachVolume(key, dir string) error
+	DetachVolume(ctx context.Context, key string) error
+	// CreateSiteDatabase places the database in volume ("": the
+	// server's own data directory, for templates).
+	CreateSiteDatabase(ctx context.Context, volume, name, user, password string) error
 	DropSiteDatabase(ctx context.Context, name, user string) error
 }
 
@@ -162,8 +171,14 @@ type Site struct {
 	TemplateURL string `json:"templateUrl,omitempty"`
 	// Stock says the template is the node's stock install: the clone has
 	// its own title and administrator, set again on every reset.
-	Stock     bool      `json:"stock,omitempty"`
-	CreatedAt time.Time `json:"createdAt"`
+	Stock bool `json:"stock,omitempty"`
+	// DiskReserveMB is the room on the site's disk beyond its plan's
+	// size that only MariaDB may use, where its database may overshoot
+	// until the guard stops it; 0 for a disk made by an older agent, on
+	// which the database is not (it stays in MariaDB's own directory
+	// until the site is reset).
+	DiskReserveMB int64     `json:"diskReserveMb,omitempty"`
+	CreatedAt     time.Time `json:"createdAt"`
 }
 
 // Config wires a Manager.
@@ -190,6 +205,17 @@ type Config struct {
 	// StockTemplates makes fresh sites clones of a stock install per
 	// runtime image (made once, on first need) instead of installing each.
 	StockTemplates bool
+	// Guard holds each site's database to its plan's disk
+	// (agent/dbguard); with none, databases stay in MariaDB's own
+	// directory, bounded by nothing.
+	Guard Guard
+}
+
+// Guard holds sites' databases to their plans' disks (agent/dbguard).
+type Guard interface {
+	Track(ctx context.Context, s dbguard.Site) error
+	Untrack(user string)
+	Limited(user string) bool
 }
 
 // Manager runs a node's sites.
@@ -355,8 +381,13 @@ func (m *Manager) recordPath(id string) string {
 func (m *Manager) FS(id string) string { return filepath.Join(m.cfg.Dir, "fs", id) }
 
 // Data returns where the site's disk is mounted on the host: its top
-// directories are the site's (wordpress/, state/, logs/, mail/, tmp/).
+// directories are the site's (wordpress/, state/, logs/, mail/, tmp/),
+// but for its database volume (dbDir).
 func (m *Manager) Data(id string) string { return filepath.Join(m.FS(id), "disk") }
+
+// dbDir is the site's database volume: a top directory of its disk that
+// no container of the site mounts, the node's MariaDB's own.
+func (m *Manager) dbDir(id string) string { return filepath.Join(m.Data(id), "mariadb") }
 
 // Addr is where the site's web server answers: its own address, Port.
 func (s *Site) Addr() string {

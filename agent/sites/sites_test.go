@@ -42,7 +42,8 @@ func setUp(t *testing.T, opts ...func(*sites.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := mariadb.Start(ctx, rt, img, filepath.Join(dir, "mariadb"))
+	db, err := mariadb.Start(ctx, rt, mariadb.Config{Image: img, Dir: filepath.Join(dir, "mariadb"), LogWriter: agenttest.LogWriter(t),
+		SystemMaxMB: 512, TempMaxMB: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,14 @@ func setUp(t *testing.T, opts ...func(*sites.Config)) *env {
 	}
 	sitesDir := filepath.Join(dir, "sites")
 	t.Cleanup(func() {
-		// After the containers (cleanups run last-registered first): disks and namespaces.
+		// MariaDB first, then what it mounted (the sites' database
+		// volumes hold their disks), the disks and namespaces.
+		if err := rt.Remove(ctx, mariadb.ContainerID); err != nil {
+			t.Error(err)
+		}
+		if err := mariadb.Unmount(filepath.Join(dir, "mariadb")); err != nil {
+			t.Error(err)
+		}
 		disks, _ := filepath.Glob(filepath.Join(sitesDir, "fs", "*", "disk"))
 		for _, d := range disks {
 			if err := sitedisk.Unmount(d); err != nil {

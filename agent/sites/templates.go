@@ -149,7 +149,7 @@ func (m *Manager) freeze(ctx context.Context, siteID, id string, restart bool) (
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("freeze %s: %w", s.ID, err), start())
 	}
-	if err := m.cfg.DB.CreateSiteDatabase(ctx, templateDB(id), templateDB(id), secret.New("")); err != nil {
+	if err := m.cfg.DB.CreateSiteDatabase(ctx, "", templateDB(id), templateDB(id), secret.New("")); err != nil {
 		return nil, errors.Join(err, start())
 	}
 	if err := cl.CopyDatabase(ctx, s.DBName, templateDB(id)); err != nil {
@@ -271,18 +271,27 @@ func (m *Manager) provisionClone(ctx context.Context, s *Site, t *Template) erro
 			return err
 		}
 	}
-	if err := m.cfg.DB.CreateSiteDatabase(ctx, s.DBName, s.DBUser, s.DBPassword); err != nil {
+	if err := m.cfg.DB.CreateSiteDatabase(ctx, m.dbVolume(s), s.DBName, s.DBUser, s.DBPassword); err != nil {
+		return m.dbError(s.ID, err)
+	}
+	if err := m.guardDB(ctx, s); err != nil {
+		return err
+	}
+	// The copy lands on the clone's disk, by the server's own account
+	// (which the guard does not limit): a template's database that would
+	// not fit under the clone's plan is refused before it is copied.
+	if err := m.roomForCopy(ctx, cl, s, t.DBName); err != nil {
 		return err
 	}
 	if err := cl.CopyDatabase(ctx, t.DBName, s.DBName); err != nil {
-		return err
+		return m.dbError(s.ID, err)
 	}
 	if _, err := cl.RewriteURLs(ctx, s.DBName, rw); err != nil {
-		return err
+		return m.dbError(s.ID, err)
 	}
 	if s.Stock {
 		if err := m.setIdentity(ctx, s); err != nil {
-			return err
+			return m.dbError(s.ID, err)
 		}
 	}
 	netns, err := m.attach(ctx, s)

@@ -43,6 +43,9 @@ func (p *profiler) stop() (map[string]time.Duration, error) {
 	return cpuByLabel(p.buf.Bytes())
 }
 
+// maxProfile bounds an inflated CPU profile.
+const maxProfile = 256 << 20
+
 // cpuByLabel reads a gzipped pprof profile (profile.proto) and sums each
 // sample's CPU time by the value of its "server" or "load" label.
 func cpuByLabel(gz []byte) (map[string]time.Duration, error) {
@@ -50,9 +53,14 @@ func cpuByLabel(gz []byte) (map[string]time.Duration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read profile: %w", err)
 	}
-	raw, err := io.ReadAll(zr)
+	// A profile inflates to a few MiB; a bound keeps a bad one from
+	// inflating without end.
+	raw, err := io.ReadAll(io.LimitReader(zr, maxProfile+1))
 	if err != nil {
 		return nil, fmt.Errorf("read profile: %w", err)
+	}
+	if len(raw) > maxProfile {
+		return nil, fmt.Errorf("read profile: larger than %d bytes inflated", maxProfile)
 	}
 	type sample struct {
 		values []int64

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/mariadb"
 	"github.com/sandboxd/sandboxd/agent/sitenet"
 )
 
@@ -16,6 +17,7 @@ type siteNetFlags struct {
 	egress, allow, subnet, sandbox string
 	ssh, sshPublic                 string
 	gitCA                          string
+	dbSystemMB, dbTempMB           int64
 }
 
 func (f *siteNetFlags) register(fs *flag.FlagSet, egress, ssh string) {
@@ -26,11 +28,19 @@ func (f *siteNetFlags) register(fs *flag.FlagSet, egress, ssh string) {
 	fs.StringVar(&f.allow, "site-allow", "", "comma-separated ADDR[/BITS][:PORT] sites may reach whatever --site-egress says (e.g. a resolver 10.0.0.2:53)")
 	fs.StringVar(&f.sandbox, "runtime", agent.SandboxRunc, "what sites run under: runc, or gvisor (runsc with the ptrace platform: a kernel of its own per site, at a cost in speed; sites made before keep theirs until reset)")
 	fs.StringVar(&f.subnet, "site-subnet", "", "IPv4 subnet of the sites' bridge (default: a free /22 of 10.200.0.0/16, chosen once)")
+	fs.Int64Var(&f.dbSystemMB, "mariadb-system-max-mb", mariadb.DefaultSystemMaxMB,
+		"bound of the node's MariaDB system tablespace, which holds every site's undo log (a site's own tables are on its own disk)")
+	fs.Int64Var(&f.dbTempMB, "mariadb-temp-max-mb", mariadb.DefaultTempMaxMB,
+		"bound of the node's MariaDB temporary tablespace, and size of the disk of its sort files and on-disk temporary tables")
 }
 
 // apply puts the flags into an agent config.
 func (f *siteNetFlags) apply(cfg *agent.Config) error {
 	cfg.SSHAddr, cfg.SSHPublicAddr, cfg.GitCAFile = f.ssh, f.sshPublic, f.gitCA
+	if f.dbSystemMB < 64 || f.dbTempMB < 64 {
+		return fmt.Errorf("--mariadb-system-max-mb and --mariadb-temp-max-mb must be at least 64")
+	}
+	cfg.DBSystemMaxMB, cfg.DBTempMaxMB = f.dbSystemMB, f.dbTempMB
 	switch e := sitenet.Egress(f.egress); e {
 	case sitenet.EgressNone, sitenet.EgressPublic:
 		cfg.SiteEgress = e

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/blueprint"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
@@ -161,8 +162,18 @@ func (r *Runner) Run(ctx context.Context, runID string, progress func(int)) erro
 				return ctx.Err()
 			}
 			st.Status = state.RunFailed
-			r.appendLog(run, "error: "+stepErr.Error()+"\n")
-			return r.failStep(ctx, run, i, stepErr.Error())
+			reason := stepErr.Error()
+			var limit *jobs.Failure
+			if errors.As(stepErr, &limit) {
+				reason = limit.Message
+			}
+			r.appendLog(run, "error: "+reason+"\n")
+			err := r.failStep(ctx, run, i, reason)
+			if limit != nil && errors.Is(err, ErrRunFailed) {
+				// The run's job fails with the limit's code.
+				return fmt.Errorf("%w%w", err, limit)
+			}
+			return err
 		}
 		st.Status = state.RunSucceeded
 		if user != "" {
@@ -204,6 +215,11 @@ func (r *Runner) step(ctx context.Context, agent agentv1connect.AgentServiceClie
 		SiteId: res.site.ID, JobId: res.run.JobID, Step: s.Name, ArgsJson: args, Blobs: in.blobs, ExtrasJson: extras}))
 	if err != nil {
 		var ce *connect.Error
+		if errors.As(err, &ce) && ce.Code() == connect.CodeResourceExhausted && ce.Meta().Get(agentv1.RefusalKey) == agentv1.RefusalDiskFull {
+			// The site's disk, which holds its files and its database,
+			// is full: the plan's limit.
+			return res.notes(), "", "", &jobs.Failure{Code: "plan_limit_reached", Message: ce.Message()}
+		}
 		if errors.As(err, &ce) {
 			return res.notes(), "", "", fmt.Errorf("the site's node could not run the step: %s", ce.Message())
 		}

@@ -40,6 +40,9 @@ func (f RunnerFunc) Run(ctx context.Context, job *state.Job, progress func(int))
 type Failure struct {
 	Code    string
 	Message string
+	// Details, when set, are the job error's details (for
+	// plan_limit_reached: plan, limit, resource).
+	Details map[string]any
 }
 
 func (f *Failure) Error() string { return f.Code + ": " + f.Message }
@@ -290,7 +293,7 @@ func (d *Dispatcher) runOne(ctx context.Context, j *state.Job) bool {
 		u.Status = state.JobFailed
 		var f *Failure
 		if errors.As(runErr, &f) {
-			u.Error = &state.JobError{Code: f.Code, Message: f.Message}
+			u.Error = &state.JobError{Code: f.Code, Message: f.Message, Details: f.Details}
 		} else {
 			u.Error = &state.JobError{Code: "job_failed", Message: runErr.Error()}
 		}

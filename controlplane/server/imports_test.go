@@ -20,6 +20,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/imports"
+	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -39,6 +40,9 @@ type restoreAgent struct {
 	fail      bool
 	block     bool
 	cancelled chan string
+	// refuse, when set, is the refusal (agentv1.Refusal*) a restore ends
+	// with, as an agent says a limit was hit.
+	refuse string
 }
 
 func (f *restoreAgent) RestoreArchive(ctx context.Context, stream *connect.ClientStream[agentv1.RestoreArchiveRequest]) (*connect.Response[agentv1.RestoreArchiveResponse], error) {
@@ -53,8 +57,13 @@ func (f *restoreAgent) RestoreArchive(ctx context.Context, stream *connect.Clien
 	f.mu.Lock()
 	f.restores[hdr.GetSiteId()] = data.Bytes()
 	f.headers[hdr.GetSiteId()] = hdr
-	fail, block := f.fail, f.block
+	fail, block, refuse := f.fail, f.block, f.refuse
 	f.mu.Unlock()
+	if refuse != "" {
+		ce := connect.NewError(connect.CodeResourceExhausted, errors.New("refused: "+refuse))
+		ce.Meta().Set(agentv1.RefusalKey, refuse)
+		return nil, ce
+	}
 	if block {
 		<-ctx.Done()
 		f.cancelled <- hdr.GetSiteId()
@@ -513,4 +522,55 @@ func TestImportsMultipart(t *testing.T) {
 		t.Fatalf("abort left %v", left)
 	}
 	alice.Do("POST", abase+"abort", nil).Must(t, 400)
+}
+
+// TestImportRefusals: a restore the node refuses for a limit fails the
+// import's job with the limit's code: a dump over the node's fixed cap
+// (a .sql.gz bomb) is payload_too_large; the site's disk full (its files
+// and its database) is plan_limit_reached with the details the API's
+// error envelope gives: plan, limit and resource.
+func TestImportRefusals(t *testing.T) {
+	s := st.Single(t, st.Options{})
+	agent := startRestoreAgent(t, s)
+	alice := st.NewAccount(t, s, "alice@example.com", "paid")
+	for _, tc := range []struct {
+		refuse, code string
+		details      map[string]any
+	}{
+		{agentv1.RefusalTooLarge, "payload_too_large", nil},
+		{agentv1.RefusalDiskFull, "plan_limit_reached", map[string]any{"resource": "siteDiskMb", "plan": "paid",
+			"limit": float64(plans.Default().Paid.SiteDiskMB)}},
+	} {
+		t.Run(tc.refuse, func(t *testing.T) {
+			agent.mu.Lock()
+			agent.refuse = tc.refuse
+			agent.mu.Unlock()
+			archive := []byte("an archive the node refuses")
+			imp := alice.Do("POST", "/api/app/imports", map[string]any{"sourceUrl": "https://live.example.com",
+				"sizeBytes": len(archive)}).Must(t, 201)
+			id := imp.Str("import.id")
+			upload(alice, id, 0, archive).Must(t, 200)
+			jobID := alice.Do("POST", "/api/app/imports/"+id+"/complete", nil).Must(t, 202).Str("jobId")
+			if r := waitImport(t, alice, id, "ready", "failed"); r.Str("import.status") != "failed" {
+				t.Fatalf("import: %s", r.Raw)
+			}
+			var job *st.Response
+			st.WaitFor(t, 20*time.Second, "the job to end", func() bool {
+				job = alice.Do("GET", "/api/app/jobs/"+jobID, nil).Must(t, 200)
+				return job.Str("job.status") == "failed"
+			})
+			if job.Str("job.error.code") != tc.code {
+				t.Fatalf("job: %s", job.Raw)
+			}
+			details, _ := job.Get("job.error.details").(map[string]any)
+			if tc.details == nil && details != nil {
+				t.Fatalf("details of %s: %s", tc.code, job.Raw)
+			}
+			for k, v := range tc.details {
+				if details[k] != v {
+					t.Fatalf("details.%s: %s", k, job.Raw)
+				}
+			}
+		})
+	}
 }

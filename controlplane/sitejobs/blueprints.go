@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
@@ -44,6 +45,12 @@ func (r *Runners) runBlueprint(ctx context.Context, runID string, progress func(
 	err := r.Blueprints.Run(ctx, runID, progress)
 	switch {
 	case err != nil && r.Blueprints.Failed(err):
+		// A run stopped by a limit (the site's disk full) fails with the
+		// limit's code; any other with the run's.
+		var limit *jobs.Failure
+		if errors.As(err, &limit) {
+			return &jobs.Failure{Code: limit.Code, Message: strings.TrimSuffix(err.Error(), limit.Error()), Details: limit.Details}
+		}
 		return &jobs.Failure{Code: "blueprint_run_failed", Message: err.Error()}
 	case err != nil && ctx.Err() != nil:
 		return err // leadership lost: the next leader carries the run on

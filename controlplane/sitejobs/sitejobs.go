@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
+	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
@@ -72,21 +73,42 @@ type Runners struct {
 
 // Register adds the site job runners to a dispatcher.
 func (r *Runners) Register(d *jobs.Dispatcher) {
-	d.Register(jobspec.CreateSite, jobs.RunnerFunc(r.create))
-	d.Register(jobspec.DeleteSite, jobs.RunnerFunc(r.delete))
-	d.Register(jobspec.ResetSite, jobs.RunnerFunc(r.reset))
-	d.Register(jobspec.UpdatePHPConfig, jobs.RunnerFunc(r.phpConfig))
-	d.Register(jobspec.SwitchPHPVersion, jobs.RunnerFunc(r.switchPHP))
-	d.Register(jobspec.DeployPlugin, jobs.RunnerFunc(r.deploy))
-	d.Register(jobspec.SnapshotTemplate, jobs.RunnerFunc(r.snapshot))
-	d.Register(jobspec.RestoreSite, jobs.RunnerFunc(r.restore))
-	d.Register(jobspec.ApplyBlueprint, jobs.RunnerFunc(r.apply))
-	d.Register(jobspec.BakeBlueprint, jobs.RunnerFunc(r.bake))
-	d.Register(jobspec.ImportRestore, jobs.RunnerFunc(r.importRestore))
-	d.Register(jobspec.SetSiteDomain, jobs.RunnerFunc(r.setDomain))
-	d.Register(jobspec.SnapshotSite, jobs.RunnerFunc(r.snapshotSite))
-	d.Register(jobspec.MoveSite, jobs.RunnerFunc(r.moveSite))
-	d.Register(jobspec.GitDeploy, jobs.RunnerFunc(r.gitDeploy))
+	for typ, run := range map[string]jobs.RunnerFunc{
+		jobspec.CreateSite: r.create, jobspec.DeleteSite: r.delete, jobspec.ResetSite: r.reset,
+		jobspec.UpdatePHPConfig: r.phpConfig, jobspec.SwitchPHPVersion: r.switchPHP, jobspec.DeployPlugin: r.deploy,
+		jobspec.SnapshotTemplate: r.snapshot, jobspec.RestoreSite: r.restore, jobspec.ApplyBlueprint: r.apply,
+		jobspec.BakeBlueprint: r.bake, jobspec.ImportRestore: r.importRestore, jobspec.SetSiteDomain: r.setDomain,
+		jobspec.SnapshotSite: r.snapshotSite, jobspec.MoveSite: r.moveSite, jobspec.GitDeploy: r.gitDeploy,
+	} {
+		d.Register(typ, r.withPlanDetails(run))
+	}
+}
+
+// withPlanDetails gives a job that failed plan_limit_reached (the
+// site's disk, which holds its files and its database, is full) the
+// details the API's error envelope would: plan, limit, resource.
+func (r *Runners) withPlanDetails(run jobs.RunnerFunc) jobs.RunnerFunc {
+	return func(ctx context.Context, j *state.Job, progress func(int)) error {
+		err := run(ctx, j, progress)
+		var f *jobs.Failure
+		if !errors.As(err, &f) || f.Code != "plan_limit_reached" || f.Details != nil {
+			return err
+		}
+		f.Details = map[string]any{"resource": plans.SiteDiskMB}
+		site, serr := r.Store.Site(j.SiteID)
+		if serr != nil || site == nil {
+			return err
+		}
+		if ws, werr := r.Store.Workspace(site.WorkspaceID); werr == nil && ws != nil {
+			if plan, perr := r.Store.PlanOf(ws); perr == nil {
+				f.Details["plan"] = plan
+			}
+		}
+		if r.DiskMB != nil {
+			f.Details["limit"] = r.DiskMB(site)
+		}
+		return err
+	}
 }
 
 func (r *Runners) now() time.Time {
@@ -117,8 +139,13 @@ func failure(what string, err error) error {
 			code = "node_unavailable"
 		case connect.CodeInvalidArgument, connect.CodeFailedPrecondition:
 			code = "invalid_request"
-		case connect.CodeResourceExhausted: // the site's disk is full
+		case connect.CodeResourceExhausted:
+			// The site's disk is full (the plan's), or the request is
+			// over a fixed cap of the node's.
 			code = "plan_limit_reached"
+			if ce.Meta().Get(agentv1.RefusalKey) == agentv1.RefusalTooLarge {
+				code = CodePayloadTooLarge
+			}
 		}
 		return &jobs.Failure{Code: code, Message: what + ": " + ce.Message()}
 	}

@@ -130,6 +130,11 @@ const (
 type JobError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Details are the error's details when its code has some, as the
+	// API's error envelope gives them: plan_limit_reached carries plan,
+	// limit and resource (siteDiskMb when the site's disk, its files and
+	// its database, is full).
+	Details map[string]any `json:"details,omitempty" doc:"For plan_limit_reached: plan, limit and resource (siteDiskMb: the site's disk, which holds its files and its database, is full)."`
 }
 
 // Job is a slow operation the leader dispatches to a worker.

@@ -419,7 +419,10 @@ function bp_step_run_sql()
         $r = $wpdb->query($q);
         if ($r === false || $wpdb->last_error !== '') {
             $err = $wpdb->last_error !== '' ? $wpdb->last_error : 'the query failed';
-            bp_fail('sql_error', "runSql: statement $n (line $start) failed: $err — in: " . bp_excerpt(preg_replace('/\s+/', ' ', $q), 200, false));
+            // MariaDB found no room for the site's database (on the
+            // site's disk): the disk is full, as for a file.
+            $code = preg_match('/ is full|No space left on device/i', $err) ? 'disk_full' : 'sql_error';
+            bp_fail($code, "runSql: statement $n (line $start) failed: $err — in: " . bp_excerpt(preg_replace('/\s+/', ' ', $q), 200, false));
         }
     };
     while (($line = fgets($f)) !== false) {

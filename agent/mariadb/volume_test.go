@@ -1,0 +1,373 @@
+package mariadb_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sandboxd/sandboxd/agent/agenttest"
+	"github.com/sandboxd/sandboxd/agent/dbguard"
+	"github.com/sandboxd/sandboxd/agent/mariadb"
+	"github.com/sandboxd/sandboxd/agent/sitedisk"
+)
+
+// siteDisk is a small site disk of the test's own, its database volume
+// directory made on it as the site manager makes it; the disk goes when
+// the test ends (after the server, registered before it).
+func siteDisk(t *testing.T, sizeMB, reserveMB int64) (disk, volume string) {
+	t.Helper()
+	dir := agenttest.ShortDir(t)
+	disk = filepath.Join(dir, "disk")
+	if err := sitedisk.EnsureReserved(filepath.Join(dir, "disk.img"), sizeMB, sitedisk.Reserve{MB: reserveMB, UID: mariadb.UID}, disk); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sitedisk.Unmount(disk); err != nil {
+			t.Error(err)
+		}
+	})
+	volume = filepath.Join(disk, "mariadb")
+	if err := os.Mkdir(volume, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return disk, volume
+}
+
+// dataBytes is what the server's data directory holds, links not
+// followed (a placed database is a link): how much of the node's disk
+// the server's own files take.
+func dataBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			n += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func openAs(t *testing.T, srv *mariadb.Server, user, pw, db string) *sql.DB {
+	t.Helper()
+	c := mysql.NewConfig()
+	c.User, c.Passwd, c.Net, c.Addr, c.DBName = user, pw, "tcp", srv.Addr(), db
+	d, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// TestVolumeHoldsADatabase: a site's database placed in the volume on
+// its disk keeps its files there, not in the server's data directory; a
+// table cannot be put outside the volume (DATA DIRECTORY) nor made of
+// another engine; LimitWrites leaves the site's user reading and making
+// room, ends its connections, and gives everything back; an import's
+// staging database lies in the same volume and takes over by renames;
+// dropping and detaching leave the disk empty.
+func TestVolumeHoldsADatabase(t *testing.T) {
+	ctx := context.Background()
+	_, volume := siteDisk(t, 48, 48)
+	srv, _ := startServer(t)
+	dataDir := srv.DataDirForTests()
+	if err := srv.AttachVolume("wp_full", volume); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.AttachVolume("wp_full", volume); err != nil {
+		t.Fatal("attach again:", err)
+	}
+	if err := srv.CreateSiteDatabase(ctx, "wp_full", "wp_full", "wp_full", "pw-full"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.CreateSiteDatabase(ctx, "wp_full", "wp_full", "wp_full", "pw-full"); err != nil {
+		t.Fatal("create again:", err)
+	}
+	if target, err := os.Readlink(filepath.Join(dataDir, "wp_full")); err != nil || target != "/volumes/wp_full/wp_full" {
+		t.Fatalf("the database's entry: %q %v", target, err)
+	}
+	full := openAs(t, srv, "wp_full", "pw-full", "wp_full")
+	for _, q := range []string{"CREATE TABLE fill (id int AUTO_INCREMENT PRIMARY KEY, b longblob)",
+		"CREATE TABLE outside (id int PRIMARY KEY) DATA DIRECTORY = '/data'",
+		"CREATE TABLE mine (id int PRIMARY KEY) ENGINE = MyISAM",
+		"CREATE TABLE aria (id int PRIMARY KEY) ENGINE = Aria DATA DIRECTORY = '/tmp'",
+	} {
+		if _, err := full.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var name, create string
+	if err := full.QueryRowContext(ctx, "SHOW CREATE TABLE mine").Scan(&name, &create); err != nil || !strings.Contains(create, "ENGINE=InnoDB") {
+		t.Fatalf("a MyISAM table: %q %v", create, err)
+	}
+	before := dataBytes(t, dataDir)
+	row := strings.Repeat("x", 1<<20)
+	for range 16 {
+		if _, err := full.ExecContext(ctx, "INSERT INTO fill (b) VALUES (?)", row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"outside.ibd", "fill.ibd", "aria.ibd", "mine.ibd"} {
+		if _, err := os.Stat(filepath.Join(volume, "wp_full", n)); err != nil {
+			t.Fatalf("%s is not in the volume: %v", n, err)
+		}
+	}
+	if st, err := os.Stat(filepath.Join(volume, "wp_full", "fill.ibd")); err != nil || st.Size() < 16<<20 {
+		t.Fatalf("16 MiB of rows: %v %v", st, err)
+	}
+	if grew := dataBytes(t, dataDir) - before; grew > 8<<20 {
+		t.Fatalf("the server's data directory grew by %d MiB while 16 MiB went into the site's database", grew>>20)
+	}
+	if ibd, _ := filepath.Glob(filepath.Join(dataDir, "*", "*.ibd")); len(ibd) > 0 {
+		for _, f := range ibd {
+			if strings.HasPrefix(filepath.Base(filepath.Dir(f)), "wp_") {
+				t.Fatalf("a site's table in the data directory itself: %v", f)
+			}
+		}
+	}
+
+	// Limited: the open connection ends, a new one reads and makes room
+	// but writes nothing; then it writes again.
+	held, err := full.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.LimitWrites(ctx, "wp_full", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := held.ExecContext(ctx, "SELECT 1"); err == nil {
+		t.Fatal("a connection of the limited user outlived the limit")
+	}
+	held.Close()
+	conn, err := full.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"INSERT INTO fill (b) VALUES ('x')", "UPDATE fill SET b = 'y'", "CREATE TABLE more (id int)",
+		"ALTER TABLE fill ADD COLUMN c int", "INSERT INTO mine VALUES (1)"} {
+		if _, err := conn.ExecContext(ctx, q); err == nil || !strings.Contains(err.Error(), "denied") {
+			t.Fatalf("%s while limited: %v", q, err)
+		}
+	}
+	var rows int
+	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM fill").Scan(&rows); err != nil || rows != 16 {
+		t.Fatalf("reading while limited: %d %v", rows, err)
+	}
+	for _, q := range []string{"DELETE FROM fill WHERE id = 1", "DROP TABLE outside", "TRUNCATE TABLE aria"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s while limited: %v", q, err)
+		}
+	}
+	// Limiting again changes nothing, and ends nothing.
+	if err := srv.LimitWrites(ctx, "wp_full", true); err != nil {
+		t.Fatal("limit again:", err)
+	}
+	if _, err := conn.ExecContext(ctx, "SELECT 1"); err != nil {
+		t.Fatal("limiting again ended a connection:", err)
+	}
+	conn.Close()
+	if err := srv.LimitWrites(ctx, "wp_full", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := full.ExecContext(ctx, "INSERT INTO mine VALUES (2)"); err != nil {
+		t.Fatal("after the limit:", err)
+	}
+
+	// An import: its staging database in the same volume takes over.
+	if err := srv.StageDatabase(ctx, "wp_full", "wp_full_i", "wp_full"); err != nil {
+		t.Fatal(err)
+	}
+	if target, err := os.Readlink(filepath.Join(dataDir, "wp_full_i")); err != nil || target != "/volumes/wp_full/wp_full_i" {
+		t.Fatalf("the staging database's entry: %q %v", target, err)
+	}
+	staging := openAs(t, srv, "wp_full", "pw-full", "wp_full_i")
+	for _, q := range []string{"CREATE TABLE wpx_options (id int PRIMARY KEY, option_name varchar(64), option_value text)",
+		"CREATE TABLE wpx_posts (ID int PRIMARY KEY)", "CREATE TABLE wpx_usermeta (umeta_id int PRIMARY KEY, meta_key varchar(64))",
+		"INSERT INTO wpx_options VALUES (1, 'wpx_user_roles', 'r')"} {
+		if _, err := staging.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if n, err := srv.TakeOver(ctx, "wp_full_i", "wp_full", "wpx_"); err != nil || n != 3 {
+		t.Fatalf("take over: %d %v", n, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dataDir, "wp_full_i")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the staging database's entry is left: %v", err)
+	}
+	var opt string
+	if err := full.QueryRowContext(ctx, "SELECT option_name FROM wp_options").Scan(&opt); err != nil || opt != "wp_user_roles" {
+		t.Fatalf("after the take-over: %q %v", opt, err)
+	}
+
+	// Dropped and detached: nothing is left on the disk or in the server.
+	if err := srv.DropSiteDatabase(ctx, "wp_full", "wp_full"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(dataDir, "wp_full")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the database's entry is left: %v", err)
+	}
+	if err := srv.DetachVolume(ctx, "wp_full"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.DetachVolume(ctx, "wp_full"); err != nil {
+		t.Fatal("detach again:", err)
+	}
+	if ents, err := os.ReadDir(volume); err != nil || len(ents) > 0 {
+		t.Fatalf("the volume holds %v (%v)", ents, err)
+	}
+	if db, user, err := srv.Exists(ctx, "wp_full", "wp_full"); err != nil || db || user {
+		t.Fatalf("left behind: db=%v user=%v err=%v", db, user, err)
+	}
+}
+
+// TestGuardStopsADatabaseAtItsPlan: a site inserting large values (the
+// kind that, on a full disk, makes InnoDB abort the whole server in its
+// rollback) is stopped by the guard once its disk holds more than its
+// plan: its writes fail with a clear error well before the disk is
+// full, the server keeps serving another site, which writes, and the
+// server's data directory did not grow with the site's data.
+func TestGuardStopsADatabaseAtItsPlan(t *testing.T) {
+	ctx := context.Background()
+	const planMB, reserveMB = 48, 48
+	disk, volume := siteDisk(t, planMB, reserveMB)
+	srv, _ := startServer(t)
+	dataDir := srv.DataDirForTests()
+	g, err := dbguard.New(dbguard.Config{Limiter: srv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gctx, cancel := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); g.Run(gctx) }()
+	t.Cleanup(func() { cancel(); <-ran })
+	if err := srv.AttachVolume("wp_fill", volume); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.CreateSiteDatabase(ctx, "wp_fill", "wp_fill", "wp_fill", "pw-fill"); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Track(ctx, dbguard.Site{User: "wp_fill", Disk: disk, Volume: volume, LimitBytes: planMB << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.CreateSiteDatabase(ctx, "", "wp_other", "wp_other", "pw-other"); err != nil {
+		t.Fatal(err)
+	}
+	full, other := openAs(t, srv, "wp_fill", "pw-fill", "wp_fill"), openAs(t, srv, "wp_other", "pw-other", "wp_other")
+	if _, err := full.ExecContext(ctx, "CREATE TABLE fill (id int AUTO_INCREMENT PRIMARY KEY, b longblob)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ExecContext(ctx, "CREATE TABLE t (id int AUTO_INCREMENT PRIMARY KEY, v varchar(64))"); err != nil {
+		t.Fatal(err)
+	}
+	before := dataBytes(t, dataDir)
+	row := strings.Repeat("x", 1<<20)
+	var inserted int64
+	var fillErr error
+	for inserted < 4*(planMB+reserveMB)<<20 {
+		if _, fillErr = full.ExecContext(ctx, "INSERT INTO fill (b) VALUES (?)", row); fillErr != nil {
+			break
+		}
+		inserted += 1 << 20
+	}
+	t.Logf("%d MiB went in, then: %v", inserted>>20, fillErr)
+	if fillErr == nil {
+		t.Fatalf("%d MiB went into a site whose plan is %d MiB", inserted>>20, planMB)
+	}
+	if !g.Limited("wp_fill") {
+		t.Fatalf("the guard did not limit the site: %v", fillErr)
+	}
+	// Its next write is refused, clearly.
+	if _, err := full.ExecContext(ctx, "INSERT INTO fill (b) VALUES ('x')"); err == nil || !strings.Contains(err.Error(), "INSERT command denied") {
+		t.Fatalf("a write past the plan: %v", err)
+	}
+	u, err := sitedisk.UsageOf(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Used > (planMB+reserveMB/2)<<20 {
+		t.Fatalf("the disk holds %d MiB: the site's database went %d MiB past its plan of %d", u.Used>>20, (u.Used>>20)-planMB, planMB)
+	}
+	// The server is up: the other site writes, this one reads.
+	if _, err := other.ExecContext(ctx, "INSERT INTO t (v) VALUES ('still here')"); err != nil {
+		t.Fatal("the other database:", err)
+	}
+	var rows int64
+	if err := full.QueryRowContext(ctx, "SELECT COUNT(*) FROM fill").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if grew := dataBytes(t, dataDir) - before; grew > 32<<20 {
+		t.Fatalf("the server's data directory grew by %d MiB while the site filled its disk", grew>>20)
+	}
+	// Room made: the writes come back.
+	if _, err := full.ExecContext(ctx, "DROP TABLE fill"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Check(ctx, "wp_fill"); err != nil || g.Limited("wp_fill") {
+		t.Fatalf("after dropping the table: limited=%v %v", g.Limited("wp_fill"), err)
+	}
+	if _, err := full.ExecContext(ctx, "CREATE TABLE again (id int)"); err != nil {
+		t.Fatal("after making room:", err)
+	}
+}
+
+// TestVolumeDetachDropsWhatIsLeft: a site deleted mid-import leaves its
+// staging database; detaching the volume drops it with the rest, and a
+// database whose volume went without a detach (its link dangles) still
+// drops.
+func TestVolumeDetachDropsWhatIsLeft(t *testing.T) {
+	ctx := context.Background()
+	_, volume := siteDisk(t, 32, 32)
+	srv, _ := startServer(t)
+	dataDir := srv.DataDirForTests()
+	if err := srv.AttachVolume("wp_gone", volume); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.CreateSiteDatabase(ctx, "wp_gone", "wp_gone", "wp_gone", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.StageDatabase(ctx, "wp_gone", "wp_gone_i", "wp_gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openAs(t, srv, "wp_gone", "pw", "wp_gone_i").ExecContext(ctx, "CREATE TABLE t (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.DetachVolume(ctx, "wp_gone"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"wp_gone", "wp_gone_i"} {
+		if _, err := os.Lstat(filepath.Join(dataDir, n)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s is left: %v", n, err)
+		}
+		if db, _, err := srv.Exists(ctx, n, "nobody"); err != nil || db {
+			t.Fatalf("%s still exists: %v", n, err)
+		}
+	}
+	// A dangling link (its volume gone without a detach) drops too.
+	if err := os.Symlink("/volumes/wp_lost/wp_lost", filepath.Join(dataDir, "wp_lost")); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.DropSiteDatabase(ctx, "wp_lost", "wp_lost"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(dataDir, "wp_lost")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the dangling link is left: %v", err)
+	}
+}
