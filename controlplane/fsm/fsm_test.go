@@ -70,6 +70,10 @@ func fill(t *testing.T, v reflect.Value, path string) {
 		fill(t, e, path+".value")
 		v.SetMapIndex(k, e)
 	case reflect.Interface:
+		if v.Type() == reflect.TypeFor[any]() {
+			v.Set(reflect.ValueOf("v-" + path)) // a JSON value: a string travels as itself
+			return
+		}
 		if v.Type() != reflect.TypeFor[Command]() {
 			t.Fatalf("%s: cannot fill an interface %s", path, v.Type())
 		}

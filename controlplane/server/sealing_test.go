@@ -242,12 +242,25 @@ func TestSealingKeyRotation(t *testing.T) {
 	restart(2, keyB+"\n"+keyA+"\n")
 	leader = st.Leader(t, servers)
 	op = st.Operator(t, leader)
-	status := op.Do("GET", "/api/admin/sealing-key", nil).Must(t, 200)
-	for _, sv := range status.List("servers") {
-		if fmt.Sprint(sv["keyIds"]) != fmt.Sprint([]any{idB, idA}) || sv["clusterCa"] != "ok" || sv["clusterCaKeyId"] != idA {
-			t.Fatalf("keyrings before the rotation: %s", status.Raw)
+	// A server just restarted answers once it has replayed the log up to
+	// the cluster CA: wait for every server to say so.
+	var status *st.Response
+	ready := func() bool {
+		status = op.Do("GET", "/api/admin/sealing-key", nil).Must(t, 200)
+		for _, sv := range status.List("servers") {
+			if fmt.Sprint(sv["keyIds"]) != fmt.Sprint([]any{idB, idA}) || sv["clusterCa"] != "ok" || sv["clusterCaKeyId"] != idA {
+				return false
+			}
 		}
+		return len(status.List("servers")) == 3
 	}
+	st.WaitFor(t, 30*time.Second, "every server to hold both keys and the cluster CA", func() bool {
+		ok := ready()
+		if !ok {
+			t.Logf("keyrings before the rotation: %s", status.Raw)
+		}
+		return ok
+	})
 	if strings.Contains(string(status.Raw), keyA) || strings.Contains(string(status.Raw), keyB) {
 		t.Fatal("a key in the keyring status")
 	}
