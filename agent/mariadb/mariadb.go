@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -220,7 +221,7 @@ func (s *Server) Run(ctx context.Context, rt Runner) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	s.db = db
-	return nil
+	return s.escapeGrants(ctx)
 }
 
 // args is the server's command line. Besides the basics, it bounds what
@@ -358,11 +359,63 @@ func (s *Server) CreateSiteDatabase(ctx context.Context, volume, name, user, pas
 		qs = append(qs,
 			"CREATE USER IF NOT EXISTS "+account+" IDENTIFIED BY '"+password+"'"+limit,
 			"ALTER USER "+account+" IDENTIFIED BY '"+password+"'"+limit,
-			"GRANT ALL PRIVILEGES ON `"+name+"`.* TO "+account)
+			"GRANT ALL PRIVILEGES ON "+quoteIdent(grantName(name))+".* TO "+account,
+			// An older agent's grant, whose "_" is a wildcard.
+			"REVOKE ALL PRIVILEGES ON "+quoteIdent(name)+".* FROM "+account)
 	}
 	for _, q := range qs {
-		if _, err := s.db.ExecContext(ctx, q); err != nil {
+		if _, err := s.db.ExecContext(ctx, q); err != nil && !isNoSuchGrant(err) {
 			return fmt.Errorf("create site database %s: %w", name, Classify(err))
+		}
+	}
+	return nil
+}
+
+// grantName is how a grant names database name. In a grant's database
+// name "_" is a wildcard: `wp_a`.* would grant on `wp-a` and `wpXa` too,
+// which the account could then CREATE, as plain directories of the
+// server's data directory (on the node's disk, bounded by nothing). So
+// it is escaped (ident allows no "%").
+func grantName(name string) string { return strings.ReplaceAll(name, "_", `\_`) }
+
+// grantedName undoes grantName.
+func grantedName(pattern string) string { return strings.ReplaceAll(pattern, `\_`, "_") }
+
+// escapeGrants rewrites the site grants an older agent made with the
+// database's name unescaped (see grantName) into escaped ones, allowing
+// what they allowed (everything, or what LimitWrites leaves).
+func (s *Server) escapeGrants(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, "SELECT Db, User, Host, Insert_priv FROM mysql.db")
+	if err != nil {
+		return fmt.Errorf("escape grants: %w", err)
+	}
+	type grant struct{ db, user, host, insert string }
+	var old []grant
+	for rows.Next() {
+		var g grant
+		if err := rows.Scan(&g.db, &g.user, &g.host, &g.insert); err != nil {
+			rows.Close()
+			return fmt.Errorf("escape grants: %w", err)
+		}
+		if ident.MatchString(g.db) && strings.Contains(g.db, "_") && ident.MatchString(g.user) && slices.Contains(siteHosts, g.host) {
+			old = append(old, g)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("escape grants: %w", err)
+	}
+	for _, g := range old {
+		account := "'" + g.user + "'@'" + g.host + "'"
+		privileges := "ALL PRIVILEGES"
+		if g.insert != "Y" {
+			privileges = limitedPrivileges
+		}
+		for _, q := range []string{"GRANT " + privileges + " ON " + quoteIdent(grantName(g.db)) + ".* TO " + account,
+			"REVOKE ALL PRIVILEGES ON " + quoteIdent(g.db) + ".* FROM " + account} {
+			if _, err := s.db.ExecContext(ctx, q); err != nil && !isNoSuchGrant(err) {
+				return fmt.Errorf("escape the grant of %s on %s: %w", account, g.db, err)
+			}
 		}
 	}
 	return nil
