@@ -184,6 +184,9 @@ func (s *Server) Run(ctx context.Context, rt Runner) error {
 			return err
 		}
 	}
+	if err := s.lockDataDir(); err != nil {
+		return fmt.Errorf("mariadb: %w", err)
+	}
 	mounts = append(mounts, runtime.Mount{Source: s.volumesDir(), Target: volumesTarget, Slave: true},
 		runtime.Mount{Source: s.tempDir(), Target: "/tmp"})
 	spec := runtime.Spec{ID: ContainerID, Image: image, UID: uid, GID: uid, Mounts: mounts,

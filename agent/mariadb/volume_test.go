@@ -469,3 +469,83 @@ func TestSiteGrantsNameOnlyItsDatabases(t *testing.T) {
 		t.Fatalf("grants of the site after its staging went: %d %v", n, err)
 	}
 }
+
+// TestSiteCannotMoveItsDatabaseOffItsDisk: a site's account may drop its
+// own database (its DROP privilege is DROP TABLE's too), but that must
+// not let it make the database again as a plain directory of the
+// server's data directory (MariaDB removes the link along with the
+// database), where its tables would fill the node's disk, bounded by
+// nothing; nor its import's staging database. The server starts again
+// after the attempt, and the agent still drops everything.
+func TestSiteCannotMoveItsDatabaseOffItsDisk(t *testing.T) {
+	ctx := context.Background()
+	_, volume := siteDisk(t, 32, 32)
+	srv, start := startServer(t)
+	dataDir := srv.DataDirForTests()
+	if err := srv.AttachVolume("wp_mv", volume); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.CreateSiteDatabase(ctx, "wp_mv", "wp_mv", "wp_mv", "pw-mv"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.StageDatabase(ctx, "wp_mv", "wp_mv_i", "wp_mv"); err != nil {
+		t.Fatal(err)
+	}
+	site := openAs(t, srv, "wp_mv", "pw-mv", "")
+	site.SetMaxOpenConns(1)
+	for _, db := range []string{"wp_mv", "wp_mv_i"} {
+		if _, err := site.ExecContext(ctx, "CREATE TABLE "+db+".before (id int PRIMARY KEY)"); err != nil {
+			t.Fatal(err)
+		}
+		_, dropErr := site.ExecContext(ctx, "DROP DATABASE "+db)
+		_, createErr := site.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+db)
+		t.Logf("the site's DROP DATABASE %s: %v; its CREATE: %v", db, dropErr, createErr)
+		if _, err := site.ExecContext(ctx, "CREATE TABLE "+db+".t (id int PRIMARY KEY, b longblob)"); err != nil {
+			t.Fatalf("a table in %s after the site's DROP: %v", db, err)
+		}
+		if target, err := os.Readlink(filepath.Join(dataDir, db)); err != nil || target != "/volumes/wp_mv/"+db {
+			t.Errorf("after the site dropped %s and made it again, its entry: %q %v", db, target, err)
+		}
+		if _, err := os.Stat(filepath.Join(volume, db, "t.ibd")); err != nil {
+			t.Errorf("the table of %s is not in the volume: %v", db, err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	if _, err := site.ExecContext(ctx, "INSERT INTO wp_mv.t VALUES (1, 'x')"); err != nil {
+		t.Fatal(err)
+	}
+	// The server starts again on it (nothing of the refused DROP is
+	// done again), and the agent still drops it all.
+	srv.Close()
+	srv, err := start()
+	if err != nil {
+		t.Fatal("restart:", err)
+	}
+	defer srv.Close()
+	var n int
+	if err := openAs(t, srv, "wp_mv", "pw-mv", "wp_mv").QueryRowContext(ctx, "SELECT COUNT(*) FROM t").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("after the restart: %d %v", n, err)
+	}
+	if err := srv.DropStaging(ctx, "wp_mv_i", "wp_mv"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.DropSiteDatabase(ctx, "wp_mv", "wp_mv"); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range []string{"wp_mv", "wp_mv_i"} {
+		if _, err := os.Lstat(filepath.Join(dataDir, db)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the entry of %s is left: %v", db, err)
+		}
+		if ok, _, err := srv.Exists(ctx, db, "nobody"); err != nil || ok {
+			t.Errorf("%s still exists: %v", db, err)
+		}
+	}
+	if ents, err := os.ReadDir(volume); err != nil || len(ents) > 0 {
+		t.Fatalf("the volume holds %v (%v)", ents, err)
+	}
+	if err := srv.DetachVolume(ctx, "wp_mv"); err != nil {
+		t.Fatal(err)
+	}
+}
