@@ -35,7 +35,7 @@ func (s *Server) LimitWrites(ctx context.Context, user string, limited bool) err
 		}
 		changed = true
 		account := "'" + user + "'@'" + g.host + "'"
-		qs := []string{"GRANT ALL PRIVILEGES ON " + quoteIdent(g.db) + ".* TO " + account}
+		qs := grantSite(g.db, account)
 		if limited {
 			qs = []string{"REVOKE ALL PRIVILEGES ON " + quoteIdent(g.db) + ".* FROM " + account,
 				"GRANT " + limitedPrivileges + " ON " + quoteIdent(g.db) + ".* TO " + account}

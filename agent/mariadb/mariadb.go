@@ -224,7 +224,7 @@ func (s *Server) Run(ctx context.Context, rt Runner) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	s.db = db
-	return s.escapeGrants(ctx)
+	return s.fixGrants(ctx)
 }
 
 // args is the server's command line. Besides the basics, it bounds what
@@ -362,9 +362,9 @@ func (s *Server) CreateSiteDatabase(ctx context.Context, volume, name, user, pas
 		qs = append(qs,
 			"CREATE USER IF NOT EXISTS "+account+" IDENTIFIED BY '"+password+"'"+limit,
 			"ALTER USER "+account+" IDENTIFIED BY '"+password+"'"+limit,
-			"GRANT ALL PRIVILEGES ON "+quoteIdent(grantName(name))+".* TO "+account,
 			// An older agent's grant, whose "_" is a wildcard.
 			"REVOKE ALL PRIVILEGES ON "+quoteIdent(name)+".* FROM "+account)
+		qs = append(qs, grantSite(grantName(name), account)...)
 	}
 	for _, q := range qs {
 		if _, err := s.db.ExecContext(ctx, q); err != nil && !isNoSuchGrant(err) {
@@ -372,6 +372,17 @@ func (s *Server) CreateSiteDatabase(ctx context.Context, volume, name, user, pas
 		}
 	}
 	return nil
+}
+
+// grantSite is what gives a site's account everything on the databases
+// pattern names but temporary tables. Those are InnoDB's (the server
+// enforces InnoDB) in the temporary tablespace every site shares, capped
+// at TempMaxMB: a statement filling one past the cap made InnoDB abort
+// the whole server in its rollback ("[FATAL] InnoDB: Error (Out of disk
+// space) in rollback"). WordPress makes none.
+func grantSite(pattern, account string) []string {
+	return []string{"GRANT ALL PRIVILEGES ON " + quoteIdent(pattern) + ".* TO " + account,
+		"REVOKE CREATE TEMPORARY TABLES ON " + quoteIdent(pattern) + ".* FROM " + account}
 }
 
 // grantName is how a grant names database name. In a grant's database
@@ -384,40 +395,48 @@ func grantName(name string) string { return strings.ReplaceAll(name, "_", `\_`) 
 // grantedName undoes grantName.
 func grantedName(pattern string) string { return strings.ReplaceAll(pattern, `\_`, "_") }
 
-// escapeGrants rewrites the site grants an older agent made with the
-// database's name unescaped (see grantName) into escaped ones, allowing
-// what they allowed (everything, or what LimitWrites leaves).
-func (s *Server) escapeGrants(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, "SELECT Db, User, Host, Insert_priv FROM mysql.db")
+// fixGrants brings the site grants an older agent made to today's:
+// one naming its database unescaped (see grantName) is made escaped,
+// allowing what it allowed (everything, or what LimitWrites leaves), and
+// temporary tables are taken away (see grantSite).
+func (s *Server) fixGrants(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, "SELECT Db, User, Host, Insert_priv, Create_tmp_table_priv FROM mysql.db")
 	if err != nil {
-		return fmt.Errorf("escape grants: %w", err)
+		return fmt.Errorf("fix grants: %w", err)
 	}
-	type grant struct{ db, user, host, insert string }
+	type grant struct{ db, user, host, insert, tmp string }
 	var old []grant
 	for rows.Next() {
 		var g grant
-		if err := rows.Scan(&g.db, &g.user, &g.host, &g.insert); err != nil {
+		if err := rows.Scan(&g.db, &g.user, &g.host, &g.insert, &g.tmp); err != nil {
 			rows.Close()
-			return fmt.Errorf("escape grants: %w", err)
+			return fmt.Errorf("fix grants: %w", err)
 		}
-		if ident.MatchString(g.db) && strings.Contains(g.db, "_") && ident.MatchString(g.user) && slices.Contains(siteHosts, g.host) {
+		if !ident.MatchString(grantedName(g.db)) || !ident.MatchString(g.user) || !slices.Contains(siteHosts, g.host) {
+			continue
+		}
+		if ident.MatchString(g.db) && strings.Contains(g.db, "_") || g.tmp == "Y" {
 			old = append(old, g)
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("escape grants: %w", err)
+		return fmt.Errorf("fix grants: %w", err)
 	}
 	for _, g := range old {
 		account := "'" + g.user + "'@'" + g.host + "'"
-		privileges := "ALL PRIVILEGES"
-		if g.insert != "Y" {
-			privileges = limitedPrivileges
+		pattern := grantName(grantedName(g.db))
+		qs := []string{"REVOKE CREATE TEMPORARY TABLES ON " + quoteIdent(pattern) + ".* FROM " + account}
+		if g.db != pattern {
+			qs = []string{"GRANT " + limitedPrivileges + " ON " + quoteIdent(pattern) + ".* TO " + account}
+			if g.insert == "Y" {
+				qs = grantSite(pattern, account)
+			}
+			qs = append(qs, "REVOKE ALL PRIVILEGES ON "+quoteIdent(g.db)+".* FROM "+account)
 		}
-		for _, q := range []string{"GRANT " + privileges + " ON " + quoteIdent(grantName(g.db)) + ".* TO " + account,
-			"REVOKE ALL PRIVILEGES ON " + quoteIdent(g.db) + ".* FROM " + account} {
+		for _, q := range qs {
 			if _, err := s.db.ExecContext(ctx, q); err != nil && !isNoSuchGrant(err) {
-				return fmt.Errorf("escape the grant of %s on %s: %w", account, g.db, err)
+				return fmt.Errorf("fix the grant of %s on %s: %w", account, g.db, err)
 			}
 		}
 	}

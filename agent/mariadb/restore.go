@@ -33,7 +33,7 @@ func (s *Server) StageDatabase(ctx context.Context, volume, staging, user string
 	}
 	qs := []string{"CREATE DATABASE IF NOT EXISTS " + quoteIdent(staging) + " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"}
 	for _, host := range siteHosts {
-		qs = append(qs, "GRANT ALL PRIVILEGES ON "+quoteIdent(grantName(staging))+".* TO '"+user+"'@'"+host+"'")
+		qs = append(qs, grantSite(grantName(staging), "'"+user+"'@'"+host+"'")...)
 	}
 	for _, q := range qs {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
