@@ -38,9 +38,11 @@ func (a *Agent) useRevocations(set *revocation.Set) {
 }
 
 // applyRevocations takes the control plane's list from a register or
-// heartbeat answer (nil: the one held is current) and cuts the ingress
-// connections of edges it now refuses. (Calls from servers are checked
-// request by request, so an open connection gets no further.)
+// heartbeat answer (nil: the one held is current), cuts the ingress
+// connections of edges it now refuses, and closes its own idle
+// connections to servers so that a revoked one is not called again.
+// (Calls from servers are checked request by request, so an open
+// connection gets no further.)
 func (a *Agent) applyRevocations(msg *agentv1.Revocations) {
 	if msg == nil || msg.Version == a.revoked.Version() {
 		return
@@ -53,6 +55,9 @@ func (a *Agent) applyRevocations(msg *agentv1.Revocations) {
 	if err := a.revoked.Replace(msg.Version, entries); err != nil {
 		a.log.Warn("keeping the revocations on disk", "err", err)
 	}
+	// The agent's own connections to servers (its heartbeats keep one
+	// open for ever) handshake again, and a revoked server is left.
+	a.creds.Recheck()
 	cut := 0
 	if a.ingress != nil {
 		cut = a.ingress.Cut(a.revoked.Peer)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -187,5 +188,41 @@ func TestConcurrentRewrites(t *testing.T) {
 	var left int
 	if err := srv.Root().QueryRowContext(ctx, "SELECT COUNT(*) FROM wp_cr0.wp_posts WHERE guid LIKE 'http://pool-x%'").Scan(&left); err != nil || left != 0 {
 		t.Fatalf("%d rows left at the old URL (%v)", left, err)
+	}
+}
+
+// TestDatabaseBytesRightAfterACopy: what a database takes, as a clone's
+// room check reads it, is what its files hold even right after it was
+// filled (a template is frozen by a copy and may be cloned at once);
+// InnoDB's table statistics lag by seconds and said 0 then, so a
+// template of any size passed the check of a clone of any plan, and the
+// server's own account (which the guard does not limit) copied it onto
+// a disk it did not fit.
+func TestDatabaseBytesRightAfterACopy(t *testing.T) {
+	ctx := context.Background()
+	srv, _ := startServer(t)
+	for _, db := range []string{"tpl_from", "tpl_to"} {
+		if err := srv.CreateSiteDatabase(ctx, "", db, db, "pw"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from := openAs(t, srv, "tpl_from", "pw", "tpl_from")
+	if _, err := from.ExecContext(ctx, "CREATE TABLE t (id int AUTO_INCREMENT PRIMARY KEY, b longblob)"); err != nil {
+		t.Fatal(err)
+	}
+	row := strings.Repeat("x", 1<<20)
+	for range 24 {
+		if _, err := from.ExecContext(ctx, "INSERT INTO t (b) VALUES (?)", row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := srv.DatabaseBytes(ctx, "tpl_from"); err != nil || n < 24<<20 {
+		t.Errorf("right after 24 MiB went in: %d bytes, %v", n, err)
+	}
+	if err := srv.CopyDatabase(ctx, "tpl_from", "tpl_to"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := srv.DatabaseBytes(ctx, "tpl_to"); err != nil || n < 24<<20 {
+		t.Errorf("right after a copy of 24 MiB: %d bytes, %v", n, err)
 	}
 }

@@ -35,7 +35,7 @@ func (s *Server) LimitWrites(ctx context.Context, user string, limited bool) err
 		}
 		changed = true
 		account := "'" + user + "'@'" + g.host + "'"
-		qs := []string{"GRANT ALL PRIVILEGES ON " + quoteIdent(g.db) + ".* TO " + account}
+		qs := grantSite(g.db, account)
 		if limited {
 			qs = []string{"REVOKE ALL PRIVILEGES ON " + quoteIdent(g.db) + ".* FROM " + account,
 				"GRANT " + limitedPrivileges + " ON " + quoteIdent(g.db) + ".* TO " + account}
@@ -73,7 +73,9 @@ func (s *Server) databaseGrants(ctx context.Context, user string) ([]dbGrant, er
 		if err := rows.Scan(&g.db, &g.host, &insert); err != nil {
 			return nil, err
 		}
-		if ident.MatchString(g.db) && slices.Contains(siteHosts, g.host) {
+		// g.db is the grant's pattern (grantName's, or an older agent's
+		// unescaped one): the statements below name it as it is.
+		if ident.MatchString(grantedName(g.db)) && slices.Contains(siteHosts, g.host) {
 			g.canWrite = insert == "Y"
 			out = append(out, g)
 		}

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -183,6 +184,9 @@ func (s *Server) Run(ctx context.Context, rt Runner) error {
 			return err
 		}
 	}
+	if err := s.lockDataDir(); err != nil {
+		return fmt.Errorf("mariadb: %w", err)
+	}
 	mounts = append(mounts, runtime.Mount{Source: s.volumesDir(), Target: volumesTarget, Slave: true},
 		runtime.Mount{Source: s.tempDir(), Target: "/tmp"})
 	spec := runtime.Spec{ID: ContainerID, Image: image, UID: uid, GID: uid, Mounts: mounts,
@@ -220,7 +224,7 @@ func (s *Server) Run(ctx context.Context, rt Runner) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	s.db = db
-	return nil
+	return s.fixGrants(ctx)
 }
 
 // args is the server's command line. Besides the basics, it bounds what
@@ -358,11 +362,82 @@ func (s *Server) CreateSiteDatabase(ctx context.Context, volume, name, user, pas
 		qs = append(qs,
 			"CREATE USER IF NOT EXISTS "+account+" IDENTIFIED BY '"+password+"'"+limit,
 			"ALTER USER "+account+" IDENTIFIED BY '"+password+"'"+limit,
-			"GRANT ALL PRIVILEGES ON `"+name+"`.* TO "+account)
+			// An older agent's grant, whose "_" is a wildcard.
+			"REVOKE ALL PRIVILEGES ON "+quoteIdent(name)+".* FROM "+account)
+		qs = append(qs, grantSite(grantName(name), account)...)
 	}
 	for _, q := range qs {
-		if _, err := s.db.ExecContext(ctx, q); err != nil {
+		if _, err := s.db.ExecContext(ctx, q); err != nil && !isNoSuchGrant(err) {
 			return fmt.Errorf("create site database %s: %w", name, Classify(err))
+		}
+	}
+	return nil
+}
+
+// grantSite is what gives a site's account everything on the databases
+// pattern names but temporary tables. Those are InnoDB's (the server
+// enforces InnoDB) in the temporary tablespace every site shares, capped
+// at TempMaxMB: a statement filling one past the cap made InnoDB abort
+// the whole server in its rollback ("[FATAL] InnoDB: Error (Out of disk
+// space) in rollback"). WordPress makes none.
+func grantSite(pattern, account string) []string {
+	return []string{"GRANT ALL PRIVILEGES ON " + quoteIdent(pattern) + ".* TO " + account,
+		"REVOKE CREATE TEMPORARY TABLES ON " + quoteIdent(pattern) + ".* FROM " + account}
+}
+
+// grantName is how a grant names database name. In a grant's database
+// name "_" is a wildcard: `wp_a`.* would grant on `wp-a` and `wpXa` too,
+// which the account could then CREATE, as plain directories of the
+// server's data directory (on the node's disk, bounded by nothing). So
+// it is escaped (ident allows no "%").
+func grantName(name string) string { return strings.ReplaceAll(name, "_", `\_`) }
+
+// grantedName undoes grantName.
+func grantedName(pattern string) string { return strings.ReplaceAll(pattern, `\_`, "_") }
+
+// fixGrants brings the site grants an older agent made to today's:
+// one naming its database unescaped (see grantName) is made escaped,
+// allowing what it allowed (everything, or what LimitWrites leaves), and
+// temporary tables are taken away (see grantSite).
+func (s *Server) fixGrants(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, "SELECT Db, User, Host, Insert_priv, Create_tmp_table_priv FROM mysql.db")
+	if err != nil {
+		return fmt.Errorf("fix grants: %w", err)
+	}
+	type grant struct{ db, user, host, insert, tmp string }
+	var old []grant
+	for rows.Next() {
+		var g grant
+		if err := rows.Scan(&g.db, &g.user, &g.host, &g.insert, &g.tmp); err != nil {
+			rows.Close()
+			return fmt.Errorf("fix grants: %w", err)
+		}
+		if !ident.MatchString(grantedName(g.db)) || !ident.MatchString(g.user) || !slices.Contains(siteHosts, g.host) {
+			continue
+		}
+		if ident.MatchString(g.db) && strings.Contains(g.db, "_") || g.tmp == "Y" {
+			old = append(old, g)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("fix grants: %w", err)
+	}
+	for _, g := range old {
+		account := "'" + g.user + "'@'" + g.host + "'"
+		pattern := grantName(grantedName(g.db))
+		qs := []string{"REVOKE CREATE TEMPORARY TABLES ON " + quoteIdent(pattern) + ".* FROM " + account}
+		if g.db != pattern {
+			qs = []string{"GRANT " + limitedPrivileges + " ON " + quoteIdent(pattern) + ".* TO " + account}
+			if g.insert == "Y" {
+				qs = grantSite(pattern, account)
+			}
+			qs = append(qs, "REVOKE ALL PRIVILEGES ON "+quoteIdent(g.db)+".* FROM "+account)
+		}
+		for _, q := range qs {
+			if _, err := s.db.ExecContext(ctx, q); err != nil && !isNoSuchGrant(err) {
+				return fmt.Errorf("fix the grant of %s on %s: %w", account, g.db, err)
+			}
 		}
 	}
 	return nil

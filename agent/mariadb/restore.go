@@ -33,7 +33,7 @@ func (s *Server) StageDatabase(ctx context.Context, volume, staging, user string
 	}
 	qs := []string{"CREATE DATABASE IF NOT EXISTS " + quoteIdent(staging) + " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"}
 	for _, host := range siteHosts {
-		qs = append(qs, "GRANT ALL PRIVILEGES ON "+quoteIdent(staging)+".* TO '"+user+"'@'"+host+"'")
+		qs = append(qs, grantSite(grantName(staging), "'"+user+"'@'"+host+"'")...)
 	}
 	for _, q := range qs {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
@@ -50,8 +50,11 @@ func (s *Server) DropStaging(ctx context.Context, staging, user string) error {
 		return fmt.Errorf("mariadb: invalid database or user name %q/%q", staging, user)
 	}
 	for _, host := range siteHosts {
-		// A grant that is not there is an error; it is gone either way.
-		_, _ = s.db.ExecContext(ctx, "REVOKE ALL PRIVILEGES ON "+quoteIdent(staging)+".* FROM '"+user+"'@'"+host+"'")
+		// A grant that is not there is an error; it is gone either way
+		// (an older agent's is unescaped: see grantName).
+		for _, name := range []string{grantName(staging), staging} {
+			_, _ = s.db.ExecContext(ctx, "REVOKE ALL PRIVILEGES ON "+quoteIdent(name)+".* FROM '"+user+"'@'"+host+"'")
+		}
 	}
 	if err := s.dropDatabase(ctx, staging); err != nil {
 		return fmt.Errorf("drop staging %s: %w", staging, err)

@@ -76,6 +76,43 @@ func (s *Server) prepareVolumes() error {
 	return nil
 }
 
+// lockDataDir makes the data directory root's, the server's group
+// writing in it, with the sticky bit, and every link in it root's: the
+// server makes and removes its own files and databases there, but not
+// a link that places a database in a volume. A site's account may drop
+// its own database (the DROP privilege is DROP TABLE's too); MariaDB
+// would remove the link with it, and the next CREATE DATABASE of the
+// name (the CREATE privilege is CREATE TABLE's too) would make a plain
+// directory there, on the node's disk, bounded by nothing. With the link
+// kept, the DROP fails once the tables are gone and the database stays
+// in its volume (dropDatabase removes the link itself).
+func (s *Server) lockDataDir() error {
+	d := s.dataDB()
+	if err := os.Chown(d, 0, uid); err != nil {
+		return err
+	}
+	if err := os.Chmod(d, 0o770|fs.ModeSticky); err != nil {
+		return err
+	}
+	data, err := os.OpenRoot(d)
+	if err != nil {
+		return err
+	}
+	defer data.Close()
+	ents, err := fs.ReadDir(data.FS(), ".")
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.Type()&fs.ModeSymlink != 0 {
+			if err := data.Lchown(e.Name(), 0, 0); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // prepareTemp mounts the server's temporary disk (a sparse image of
 // TempMaxMB): sort files and on-disk temporary tables of every site go
 // there, and a query that needs more fails instead of filling the
@@ -271,32 +308,61 @@ func (s *Server) place(name, volume string) error {
 		return fmt.Errorf("mariadb: options of %s: %w", name, err)
 	}
 	if fi == nil { // no entry yet
+		// Root's, which the server cannot remove (lockDataDir).
 		if err := data.Symlink(link(volume, name), name); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("mariadb: place %s: %w", name, err)
-		}
-		if err := data.Lchown(name, uid, uid); err != nil {
-			return err
 		}
 	}
 	return nil
 }
 
-// dropDatabase drops a database wherever it lies. MariaDB removes a
-// placed database's link and its directory in the volume itself; a link
-// it cannot follow (a volume not attached) is removed, and so is a link
-// left behind.
+// dropDatabase drops a database wherever it lies. For a placed one,
+// MariaDB drops its tables but cannot remove its link (lockDataDir), so
+// its DROP fails: the link goes here, and what is left of its directory
+// in the volume. A link the server cannot follow (a volume not
+// attached) goes likewise, and so does a link left behind. A DROP that
+// failed with tables still there is an error, and nothing is removed.
 func (s *Server) dropDatabase(ctx context.Context, name string) error {
+	vol := s.volumeOf(name)
 	_, err := s.db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(name))
-	if err != nil && s.volumeOf(name) != "" {
-		if rerr := s.unlink(name); rerr != nil {
-			return errors.Join(err, rerr)
+	if err != nil && vol != "" {
+		var left int
+		if cerr := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", name).Scan(&left); cerr != nil || left > 0 {
+			return errors.Join(fmt.Errorf("drop database %s: %w", name, err), cerr)
+		}
+		if err := s.unlink(name); err != nil {
+			return err
 		}
 		_, err = s.db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(name))
 	}
 	if err != nil {
 		return fmt.Errorf("drop database %s: %w", name, err)
 	}
-	return s.unlink(name)
+	if err := s.unlink(name); err != nil {
+		return err
+	}
+	if vol != "" {
+		return s.removeLeft(vol, name)
+	}
+	return nil
+}
+
+// removeLeft removes what is left of database name's directory in
+// volume, once the database is dropped and its link gone; a volume not
+// attached has nothing (its mount point is empty).
+func (s *Server) removeLeft(volume, name string) error {
+	root, err := os.OpenRoot(filepath.Join(s.volumesDir(), volume))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.RemoveAll(name); err != nil {
+		return fmt.Errorf("mariadb: remove what is left of %s: %w", name, err)
+	}
+	return nil
 }
 
 // unlink removes the data directory's entry of name if it is a link.

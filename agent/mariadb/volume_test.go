@@ -371,3 +371,181 @@ func TestVolumeDetachDropsWhatIsLeft(t *testing.T) {
 		t.Fatalf("the dangling link is left: %v", err)
 	}
 }
+
+// TestSiteGrantsNameOnlyItsDatabases: a site's account cannot make a
+// database whose name its grant's "_" matches as a wildcard (`wp-esc`,
+// `wpXesc`): one would be a plain directory of the server's data
+// directory, on the node's disk, bounded by nothing. An older agent's
+// wildcard grant is rewritten when the server starts. Writes are still
+// limited and given back on the site's database and its staging one.
+func TestSiteGrantsNameOnlyItsDatabases(t *testing.T) {
+	ctx := context.Background()
+	_, volume := siteDisk(t, 32, 32)
+	srv, start := startServer(t)
+	dataDir := srv.DataDirForTests()
+	if err := srv.AttachVolume("wp_esc", volume); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.CreateSiteDatabase(ctx, "wp_esc", "wp_esc", "wp_esc", "pw-esc"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.StageDatabase(ctx, "wp_esc", "wp_esc_i", "wp_esc"); err != nil {
+		t.Fatal(err)
+	}
+	// A site of an older agent: its grant names its database unescaped,
+	// and it was limited.
+	if err := srv.CreateSiteDatabase(ctx, "", "wp_old", "wp_old", "pw-old"); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"REVOKE ALL PRIVILEGES ON `wp\\_old`.* FROM 'wp_old'@'127.0.0.1'",
+		"REVOKE ALL PRIVILEGES ON `wp_old`.* FROM 'wp_old'@'127.0.0.1'",
+		"GRANT SELECT, DELETE, DROP, LOCK TABLES, SHOW VIEW ON `wp_old`.* TO 'wp_old'@'127.0.0.1'"} {
+		if _, err := srv.Root().ExecContext(ctx, q); err != nil && !strings.Contains(err.Error(), "1141") {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	srv.Close()
+	srv, err := start()
+	if err != nil {
+		t.Fatal("restart:", err)
+	}
+	defer srv.Close()
+	old := openAs(t, srv, "wp_old", "pw-old", "wp_old")
+	if _, err := old.ExecContext(ctx, "CREATE TABLE t (id int)"); err == nil || !strings.Contains(err.Error(), "denied") {
+		t.Errorf("the older site, limited, after its grant was rewritten: %v", err)
+	}
+	if err := srv.LimitWrites(ctx, "wp_old", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.ExecContext(ctx, "CREATE TABLE t (id int)"); err != nil {
+		t.Errorf("the older site given its writes back: %v", err)
+	}
+	if _, err := old.ExecContext(ctx, "CREATE DATABASE wpXold"); err == nil {
+		t.Error("the older site's account made a database of the node after the restart")
+	}
+
+	site := openAs(t, srv, "wp_esc", "pw-esc", "")
+	site.SetMaxOpenConns(1)
+	for _, q := range []string{"CREATE DATABASE `wp-esc`", "CREATE DATABASE wpXesc", "CREATE DATABASE `wp-esc-i`"} {
+		if _, err := site.ExecContext(ctx, q); err == nil {
+			t.Errorf("the site's account made a database of the node: %s", q)
+		}
+	}
+	for _, n := range []string{"wp@002desc", "wpXesc", "wp@002desc@002di", "wpXold"} {
+		if _, err := os.Lstat(filepath.Join(dataDir, n)); err == nil {
+			t.Errorf("%s is in the server's data directory", n)
+		}
+	}
+	for _, db := range []string{"wp_esc", "wp_esc_i"} {
+		if _, err := site.ExecContext(ctx, "CREATE TABLE "+db+".t (id int PRIMARY KEY, b longblob)"); err != nil {
+			t.Fatalf("a table in %s: %v", db, err)
+		}
+	}
+	if err := srv.LimitWrites(ctx, "wp_esc", true); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range []string{"wp_esc", "wp_esc_i"} {
+		if _, err := site.ExecContext(ctx, "INSERT INTO "+db+".t VALUES (1, 'x')"); err == nil || !strings.Contains(err.Error(), "denied") {
+			t.Fatalf("a write to %s while limited: %v", db, err)
+		}
+		if _, err := site.ExecContext(ctx, "DELETE FROM "+db+".t"); err != nil {
+			t.Fatalf("making room in %s while limited: %v", db, err)
+		}
+	}
+	if err := srv.LimitWrites(ctx, "wp_esc", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range []string{"wp_esc", "wp_esc_i"} {
+		if _, err := site.ExecContext(ctx, "INSERT INTO "+db+".t VALUES (1, 'x')"); err != nil {
+			t.Fatalf("a write to %s after the limit: %v", db, err)
+		}
+	}
+	// The staging grant goes with the staging database.
+	if err := srv.DropStaging(ctx, "wp_esc_i", "wp_esc"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := srv.Root().QueryRowContext(ctx, "SELECT COUNT(*) FROM mysql.db WHERE User = 'wp_esc'").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("grants of the site after its staging went: %d %v", n, err)
+	}
+}
+
+// TestSiteCannotMoveItsDatabaseOffItsDisk: a site's account may drop its
+// own database (its DROP privilege is DROP TABLE's too), but that must
+// not let it make the database again as a plain directory of the
+// server's data directory (MariaDB removes the link along with the
+// database), where its tables would fill the node's disk, bounded by
+// nothing; nor its import's staging database. The server starts again
+// after the attempt, and the agent still drops everything.
+func TestSiteCannotMoveItsDatabaseOffItsDisk(t *testing.T) {
+	ctx := context.Background()
+	_, volume := siteDisk(t, 32, 32)
+	srv, start := startServer(t)
+	dataDir := srv.DataDirForTests()
+	if err := srv.AttachVolume("wp_mv", volume); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.CreateSiteDatabase(ctx, "wp_mv", "wp_mv", "wp_mv", "pw-mv"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.StageDatabase(ctx, "wp_mv", "wp_mv_i", "wp_mv"); err != nil {
+		t.Fatal(err)
+	}
+	site := openAs(t, srv, "wp_mv", "pw-mv", "")
+	site.SetMaxOpenConns(1)
+	for _, db := range []string{"wp_mv", "wp_mv_i"} {
+		if _, err := site.ExecContext(ctx, "CREATE TABLE "+db+".before (id int PRIMARY KEY)"); err != nil {
+			t.Fatal(err)
+		}
+		_, dropErr := site.ExecContext(ctx, "DROP DATABASE "+db)
+		_, createErr := site.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+db)
+		t.Logf("the site's DROP DATABASE %s: %v; its CREATE: %v", db, dropErr, createErr)
+		if _, err := site.ExecContext(ctx, "CREATE TABLE "+db+".t (id int PRIMARY KEY, b longblob)"); err != nil {
+			t.Fatalf("a table in %s after the site's DROP: %v", db, err)
+		}
+		if target, err := os.Readlink(filepath.Join(dataDir, db)); err != nil || target != "/volumes/wp_mv/"+db {
+			t.Errorf("after the site dropped %s and made it again, its entry: %q %v", db, target, err)
+		}
+		if _, err := os.Stat(filepath.Join(volume, db, "t.ibd")); err != nil {
+			t.Errorf("the table of %s is not in the volume: %v", db, err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	if _, err := site.ExecContext(ctx, "INSERT INTO wp_mv.t VALUES (1, 'x')"); err != nil {
+		t.Fatal(err)
+	}
+	// The server starts again on it (nothing of the refused DROP is
+	// done again), and the agent still drops it all.
+	srv.Close()
+	srv, err := start()
+	if err != nil {
+		t.Fatal("restart:", err)
+	}
+	defer srv.Close()
+	var n int
+	if err := openAs(t, srv, "wp_mv", "pw-mv", "wp_mv").QueryRowContext(ctx, "SELECT COUNT(*) FROM t").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("after the restart: %d %v", n, err)
+	}
+	if err := srv.DropStaging(ctx, "wp_mv_i", "wp_mv"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.DropSiteDatabase(ctx, "wp_mv", "wp_mv"); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range []string{"wp_mv", "wp_mv_i"} {
+		if _, err := os.Lstat(filepath.Join(dataDir, db)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the entry of %s is left: %v", db, err)
+		}
+		if ok, _, err := srv.Exists(ctx, db, "nobody"); err != nil || ok {
+			t.Errorf("%s still exists: %v", db, err)
+		}
+	}
+	if ents, err := os.ReadDir(volume); err != nil || len(ents) > 0 {
+		t.Fatalf("the volume holds %v (%v)", ents, err)
+	}
+	if err := srv.DetachVolume(ctx, "wp_mv"); err != nil {
+		t.Fatal(err)
+	}
+}

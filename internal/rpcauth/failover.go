@@ -55,6 +55,11 @@ func (f *Failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		lastErr = err
+		if errors.Is(err, errAnswerRefused) {
+			// Sent, so not sent again; the next call goes elsewhere.
+			f.last.Store(int64((idx + 1) % len(servers)))
+			return nil, err
+		}
 		if !notSent(err) || req.Context().Err() != nil {
 			return nil, err
 		}
@@ -64,10 +69,18 @@ func (f *Failover) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, lastErr
 }
 
-// notSent reports an error from dialling: nothing reached the server.
+// notSent reports an error from dialling, or a server refused at the
+// handshake (ErrPeerRefused: a revoked one): nothing reached the server.
 func notSent(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, ErrPeerRefused)
+}
+
+// CloseIdleConnections closes the idle connections of Base.
+func (f *Failover) CloseIdleConnections() {
+	if c, ok := f.Base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // FailoverClient is Client with requests spread over servers (see

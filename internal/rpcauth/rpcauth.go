@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/pki"
@@ -30,6 +32,10 @@ type Creds struct {
 	caDER []byte
 	cert  atomic.Pointer[tls.Certificate]
 	check atomic.Pointer[Checker]
+	// transports are those of the clients made (Client), whose idle
+	// connections Recheck closes; a client gone is dropped.
+	mu         sync.Mutex
+	transports []weak.Pointer[http.Transport]
 	// Now is the clock certificates are checked against; nil is time.Now.
 	Now func() time.Time
 }
@@ -97,7 +103,40 @@ func (c *Creds) current() *tls.Certificate { return c.cert.Load() }
 // ServerTLS configs, those made before included, refuse a peer whose
 // certificate check refuses: a node agent's copy of the cluster's
 // revocations, so a revoked member is turned away at the handshake.
-func (c *Creds) SetChecker(check Checker) { c.check.Store(&check) }
+func (c *Creds) SetChecker(check Checker) {
+	c.check.Store(&check)
+	c.Recheck()
+}
+
+// Recheck makes the Checker judge anew the peers these credentials'
+// clients (Client, FailoverClient) hold connections to: their idle
+// connections close, so their next calls handshake again (a peer now
+// refused is refused there, and FailoverClient goes on to the next
+// server); a connection busy with a call has its answer checked (see
+// checked). Call it whenever what the Checker refuses changed (a node
+// agent's revocations): a connection kept open by regular calls would
+// otherwise outlive a revocation for ever.
+func (c *Creds) Recheck() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	live := c.transports[:0]
+	for _, w := range c.transports {
+		if t := w.Value(); t != nil {
+			t.CloseIdleConnections()
+			live = append(live, w)
+		}
+	}
+	clear(c.transports[len(live):])
+	c.transports = live
+}
+
+// ErrPeerRefused marks a connection the Checker refused at its
+// handshake: nothing was sent to the peer.
+var ErrPeerRefused = errors.New("the peer's certificate is refused")
+
+// errAnswerRefused marks an answer from a peer the Checker refuses (it
+// was refused after the connection was made): the call was sent.
+var errAnswerRefused = errors.New("the answer came from a peer whose certificate is refused")
 
 // checkPeer runs the Checker over a verified peer's leaf certificate.
 func (c *Creds) checkPeer(id pki.Identity, leaf *x509.Certificate) error {
@@ -129,7 +168,7 @@ func (c *Creds) ClientTLS(id string, roles ...pki.Role) *tls.Config {
 				return fmt.Errorf("rpcauth: reached %s, wanted %s", got, id)
 			}
 			if err := c.checkPeer(got, cs.PeerCertificates[0]); err != nil {
-				return fmt.Errorf("rpcauth: %w", err)
+				return fmt.Errorf("rpcauth: %w: %w", ErrPeerRefused, err)
 			}
 			return nil
 		},
@@ -175,14 +214,47 @@ func (c *Creds) Client(id string, roles ...pki.Role) *http.Client {
 	p := new(http.Protocols)
 	p.SetHTTP2(true)
 	p.SetHTTP1(true)
-	return &http.Client{Transport: &http.Transport{
+	t := &http.Transport{
 		Protocols:         p,
 		ForceAttemptHTTP2: true,
 		DialContext:       (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSClientConfig:   c.ClientTLS(id, roles...),
 		IdleConnTimeout:   90 * time.Second,
-	}}
+	}
+	c.mu.Lock()
+	c.transports = append(c.transports, weak.Make(t))
+	c.mu.Unlock()
+	return &http.Client{Transport: &checked{creds: c, t: t}}
 }
+
+// checked refuses answers from a peer the Checker refuses, which a
+// connection made before the Checker changed still reaches, and closes
+// the idle connections so that the next call handshakes again.
+type checked struct {
+	creds *Creds
+	t     *http.Transport
+}
+
+func (c *checked) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.t.RoundTrip(req)
+	if err != nil || resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 {
+		return resp, err
+	}
+	leaf := resp.TLS.PeerCertificates[0]
+	id, err := pki.IdentityOf(leaf)
+	if err == nil {
+		err = c.creds.checkPeer(id, leaf)
+	}
+	if err != nil {
+		resp.Body.Close()
+		c.t.CloseIdleConnections()
+		return nil, fmt.Errorf("rpcauth: %w: %w", errAnswerRefused, err)
+	}
+	return resp, nil
+}
+
+// CloseIdleConnections closes the transport's idle connections.
+func (c *checked) CloseIdleConnections() { c.t.CloseIdleConnections() }
 
 // Protocols lets a TLS http.Server take HTTP/1.1 and HTTP/2.
 func Protocols() *http.Protocols {
