@@ -15,21 +15,14 @@ func pruneIdempotency(ctx context.Context, raft fsm.Applier, now func() time.Tim
 	if now == nil {
 		now = time.Now
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, interval, func(ctx context.Context) {
 		res, err := raft.Apply(ctx, fsm.PruneIdempotency{At: now().UTC()})
 		if err != nil {
 			log.Warn("pruning idempotency keys failed", "component", "server", "err", err)
-			continue
+			return
 		}
 		if n, _ := res.(int); n > 0 {
 			log.Info("pruned idempotency keys", "component", "server", "count", n)
 		}
-	}
+	})
 }

@@ -19,21 +19,14 @@ func collectOAuthClients(ctx context.Context, c clientCollector, interval time.D
 	if interval <= 0 {
 		interval = time.Hour
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, interval, func(ctx context.Context) {
 		n, err := c.Collect(ctx)
 		if err != nil {
 			log.Warn("collecting unused OAuth clients failed", "component", "server", "err", err)
-			continue
+			return
 		}
 		if n > 0 {
 			log.Info("removed unused OAuth clients", "component", "server", "count", n)
 		}
-	}
+	})
 }

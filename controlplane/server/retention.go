@@ -17,21 +17,14 @@ func pruneState(ctx context.Context, raft fsm.Applier, now func() time.Time, int
 	if now == nil {
 		now = time.Now
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, interval, func(ctx context.Context) {
 		res, err := raft.Apply(ctx, fsm.PruneState{At: now().UTC(), Retention: r})
 		if err != nil {
 			log.Warn("pruning the state failed", "component", "server", "err", err)
-			continue
+			return
 		}
 		if p, _ := res.(state.Pruned); p.Total() > 0 {
 			log.Info("pruned the state", "component", "server", "rows", p.Total(), "by_table", map[string]int(p))
 		}
-	}
+	})
 }
