@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/agent/agenttest"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 )
 
@@ -94,7 +95,7 @@ func TestDatabaseBoundedByPlanDisk(t *testing.T) {
 	}
 
 	dataDir := filepath.Join(dir, "agent", "mariadb", "data", "db")
-	before := treeBytes(t, dataDir)
+	before := agenttest.TreeBytes(t, dataDir)
 	// Three times the plan, 1 MiB at a time.
 	fill := php(fillerURL, "op=fill&mb=288")
 	inserted, _ := fill["insertedMb"].(float64)
@@ -118,7 +119,7 @@ func TestDatabaseBoundedByPlanDisk(t *testing.T) {
 	if fi, err := os.Lstat(entry); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 		t.Fatalf("the site's database in MariaDB's data directory: %q %v", entry, err)
 	}
-	if grew := treeBytes(t, dataDir) - before; grew > 48<<20 {
+	if grew := agenttest.TreeBytes(t, dataDir) - before; grew > 48<<20 {
 		t.Fatalf("the node's MariaDB data directory grew by %d MiB while the site inserted %v MiB", grew>>20, inserted)
 	}
 	var sfs syscall.Statfs_t
@@ -159,27 +160,4 @@ func TestDatabaseBoundedByPlanDisk(t *testing.T) {
 	st.WaitFor(t, time.Minute, "the site's writes to come back", func() bool {
 		return php(fillerURL, "op=write")["ok"] == true
 	})
-}
-
-// treeBytes is what the regular files under dir take, links not followed.
-func treeBytes(t *testing.T, dir string) int64 {
-	t.Helper()
-	var n int64
-	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if e.Type().IsRegular() {
-			info, err := e.Info()
-			if err != nil {
-				return err
-			}
-			n += info.Size()
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }

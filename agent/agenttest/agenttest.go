@@ -7,6 +7,7 @@ package agenttest
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -139,4 +140,28 @@ func LogWriter(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TreeBytes is what the regular files under dir take, links not followed:
+// how much of a disk a tree really holds.
+func TreeBytes(t testing.TB, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.Type().IsRegular() {
+			info, err := e.Info()
+			if err != nil {
+				return err
+			}
+			n += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -40,31 +40,6 @@ func siteDisk(t *testing.T, sizeMB, reserveMB int64) (disk, volume string) {
 	return disk, volume
 }
 
-// dataBytes is what the server's data directory holds, links not
-// followed (a placed database is a link): how much of the node's disk
-// the server's own files take.
-func dataBytes(t *testing.T, dir string) int64 {
-	t.Helper()
-	var n int64
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			n += info.Size()
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 func openAs(t *testing.T, srv *mariadb.Server, user, pw, db string) *sql.DB {
 	t.Helper()
 	c := mysql.NewConfig()
@@ -118,7 +93,7 @@ func TestVolumeHoldsADatabase(t *testing.T) {
 	if err := full.QueryRowContext(ctx, "SHOW CREATE TABLE mine").Scan(&name, &create); err != nil || !strings.Contains(create, "ENGINE=InnoDB") {
 		t.Fatalf("a MyISAM table: %q %v", create, err)
 	}
-	before := dataBytes(t, dataDir)
+	before := agenttest.TreeBytes(t, dataDir)
 	row := strings.Repeat("x", 1<<20)
 	for range 16 {
 		if _, err := full.ExecContext(ctx, "INSERT INTO fill (b) VALUES (?)", row); err != nil {
@@ -133,7 +108,7 @@ func TestVolumeHoldsADatabase(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(volume, "wp_full", "fill.ibd")); err != nil || st.Size() < 16<<20 {
 		t.Fatalf("16 MiB of rows: %v %v", st, err)
 	}
-	if grew := dataBytes(t, dataDir) - before; grew > 8<<20 {
+	if grew := agenttest.TreeBytes(t, dataDir) - before; grew > 8<<20 {
 		t.Fatalf("the server's data directory grew by %d MiB while 16 MiB went into the site's database", grew>>20)
 	}
 	if ibd, _ := filepath.Glob(filepath.Join(dataDir, "*", "*.ibd")); len(ibd) > 0 {
@@ -277,7 +252,7 @@ func TestGuardStopsADatabaseAtItsPlan(t *testing.T) {
 	if _, err := other.ExecContext(ctx, "CREATE TABLE t (id int AUTO_INCREMENT PRIMARY KEY, v varchar(64))"); err != nil {
 		t.Fatal(err)
 	}
-	before := dataBytes(t, dataDir)
+	before := agenttest.TreeBytes(t, dataDir)
 	row := strings.Repeat("x", 1<<20)
 	var inserted int64
 	var fillErr error
@@ -313,7 +288,7 @@ func TestGuardStopsADatabaseAtItsPlan(t *testing.T) {
 	if err := full.QueryRowContext(ctx, "SELECT COUNT(*) FROM fill").Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
-	if grew := dataBytes(t, dataDir) - before; grew > 32<<20 {
+	if grew := agenttest.TreeBytes(t, dataDir) - before; grew > 32<<20 {
 		t.Fatalf("the server's data directory grew by %d MiB while the site filled its disk", grew>>20)
 	}
 	// Room made: the writes come back.
