@@ -133,6 +133,14 @@ func TestCustomDomains(t *testing.T) {
 	site, siteHost := newSite(alice, "Shop")
 	other, otherHost := newSite(alice, "Other")
 	path := "/api/app/sites/" + site + "/domain"
+	// disconnect removes a domain and waits for the job that moves
+	// WordPress back, so the next step does not race it for the site.
+	disconnect := func(t *testing.T, p string) {
+		t.Helper()
+		if r := alice.Do("DELETE", p, nil).Must(t, 200); r.Str("jobId") != "" {
+			waitJob(t, alice, r.Str("jobId"), "succeeded")
+		}
+	}
 
 	t.Run("bad hostnames are refused and nothing is kept", func(t *testing.T) {
 		for _, h := range []string{"", "https://shop.example.com", "shop.example.com/path", "shop.example.com:8443", "*.example.com",
@@ -260,7 +268,7 @@ func TestCustomDomains(t *testing.T) {
 		}
 		// The name is free again.
 		alice.Do("PUT", "/api/app/sites/"+other+"/domain", map[string]any{"hostname": "shop.example.com"}).Must(t, 200)
-		alice.Do("DELETE", "/api/app/sites/"+other+"/domain", nil).Must(t, 200)
+		disconnect(t, "/api/app/sites/"+other+"/domain")
 	})
 
 	t.Run("IDN names are kept in punycode", func(t *testing.T) {
@@ -268,7 +276,7 @@ func TestCustomDomains(t *testing.T) {
 		if r.Str("domain.hostname") != "xn--bcher-kva.example.com" {
 			t.Fatalf("idn: %s", r.Raw)
 		}
-		alice.Do("DELETE", "/api/app/sites/"+other+"/domain", nil).Must(t, 200)
+		disconnect(t, "/api/app/sites/"+other+"/domain")
 	})
 
 	t.Run("apex names need A records to the edges and a TXT record", func(t *testing.T) {
@@ -299,7 +307,7 @@ func TestCustomDomains(t *testing.T) {
 		if got := alice.Do("GET", p, nil).Must(t, 200); got.Str("domain.status") != "active" || agent.current(other) != "https://example.org" {
 			t.Fatalf("apex active: %s, WordPress at %s", got.Raw, agent.current(other))
 		}
-		alice.Do("DELETE", p, nil).Must(t, 200)
+		disconnect(t, p)
 	})
 
 	t.Run("a failed move marks the domain failed and a new check retries", func(t *testing.T) {
@@ -326,7 +334,7 @@ func TestCustomDomains(t *testing.T) {
 		if got := alice.Do("GET", p, nil).Must(t, 200); got.Str("domain.status") != "active" {
 			t.Fatalf("after the retry: %s", got.Raw)
 		}
-		alice.Do("DELETE", p, nil).Must(t, 200)
+		disconnect(t, p)
 	})
 
 	t.Run("a disconnect during the move ends on the sandbox URL", func(t *testing.T) {
