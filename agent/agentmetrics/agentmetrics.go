@@ -36,6 +36,8 @@ type Metrics struct {
 	heartbeats *prometheus.CounterVec
 	registers  *prometheus.CounterVec
 	lastBeat   prometheus.Gauge
+	undo       prometheus.Gauge
+	undoEnded  prometheus.Counter
 
 	mu    sync.Mutex
 	sites map[string]int
@@ -68,6 +70,14 @@ func New() *Metrics {
 			Namespace: "sandboxd", Subsystem: "agent", Name: "last_heartbeat_timestamp_seconds",
 			Help: "Unix time of the last heartbeat the control plane accepted.",
 		}),
+		undo: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "db_undo_bytes",
+			Help: "Undo log in use in the node's MariaDB, which every site shares (capped at --mariadb-system-max-mb).",
+		}),
+		undoEnded: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "db_transactions_ended_total",
+			Help: "Site database connections the agent ended because their transactions held the shared undo log past half its cap.",
+		}),
 	}
 	for _, r := range []string{ResultOK, ResultError} {
 		m.starts.WithLabelValues(r)
@@ -75,7 +85,7 @@ func New() *Metrics {
 		m.registers.WithLabelValues(r)
 	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.starts, m.startTime, m.heartbeats, m.registers, m.lastBeat, sitesCollector{m})
+		m.starts, m.startTime, m.heartbeats, m.registers, m.lastBeat, m.undo, m.undoEnded, sitesCollector{m})
 	return m
 }
 
@@ -104,6 +114,13 @@ func (m *Metrics) Heartbeat(now time.Time, err error) {
 
 // Registered records one registration attempt's outcome.
 func (m *Metrics) Registered(err error) { m.registers.WithLabelValues(result(err)).Inc() }
+
+// Undo records one check of the shared undo log: how much was in use and
+// how many site connections were ended for holding it.
+func (m *Metrics) Undo(usedBytes int64, ended int) {
+	m.undo.Set(float64(usedBytes))
+	m.undoEnded.Add(float64(ended))
+}
 
 // Sites records how many of the node's sites are in each state.
 func (m *Metrics) Sites(byState map[string]int) {

@@ -28,6 +28,9 @@ import (
 	"github.com/sandboxd/sandboxd/internal/secret"
 )
 
+// adminUser is the agent's own account.
+const adminUser = "sandboxd"
+
 // uid is the unprivileged user mariadbd runs as inside its container; the
 // data directory on the host belongs to it.
 const uid = 999
@@ -85,6 +88,10 @@ type Config struct {
 	// past it, the transaction that needs more fails, and nothing fills
 	// the node's disk. Default DefaultSystemMaxMB.
 	SystemMaxMB int64
+	// UndoHighMB is how much of the shared undo log (in the system
+	// tablespace) may be in use before the site transactions holding it
+	// are ended (see ReapUndo). Default half of SystemMaxMB.
+	UndoHighMB int64
 	// TempMaxMB bounds InnoDB's temporary tablespace (temporary tables)
 	// and is the size of the disk of the server's tmpdir (sort files,
 	// on-disk internal temporary tables). Default DefaultTempMaxMB.
@@ -128,6 +135,9 @@ func New(cfg Config) (*Server, error) {
 	// would keep the server from starting, so it is at least that.
 	if st, err := os.Stat(filepath.Join(dir, "data", "db", "ibdata1")); err == nil {
 		cfg.SystemMaxMB = max(cfg.SystemMaxMB, (st.Size()+1<<20-1)>>20)
+	}
+	if cfg.UndoHighMB <= 0 || cfg.UndoHighMB > cfg.SystemMaxMB {
+		cfg.UndoHighMB = cfg.SystemMaxMB / 2
 	}
 	s := &Server{dir: dir, cfg: cfg}
 	for _, d := range []string{dir, filepath.Join(dir, "data"), filepath.Join(dir, "data", "run")} {
@@ -202,7 +212,7 @@ func (s *Server) Run(ctx context.Context, rt Runner) error {
 		return err
 	}
 	cfg := mysql.NewConfig()
-	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr = "sandboxd", s.password, "tcp", s.Addr()
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr = adminUser, s.password, "tcp", s.Addr()
 	cfg.Timeout = 2 * time.Second
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {

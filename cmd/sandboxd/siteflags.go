@@ -29,7 +29,7 @@ func (f *siteNetFlags) register(fs *flag.FlagSet, egress, ssh string) {
 	fs.StringVar(&f.sandbox, "runtime", agent.SandboxRunc, "what sites run under: runc, or gvisor (runsc with the ptrace platform: a kernel of its own per site, at a cost in speed; sites made before keep theirs until reset)")
 	fs.StringVar(&f.subnet, "site-subnet", "", "IPv4 subnet of the sites' bridge (default: a free /22 of 10.200.0.0/16, chosen once)")
 	fs.Int64Var(&f.dbSystemMB, "mariadb-system-max-mb", mariadb.DefaultSystemMaxMB,
-		"bound of the node's MariaDB system tablespace, which holds every site's undo log (a site's own tables are on its own disk)")
+		"bound of the node's MariaDB system tablespace, which holds every site's undo log (a site's own tables are on its own disk); past half of it, the site transactions holding the undo are ended")
 	fs.Int64Var(&f.dbTempMB, "mariadb-temp-max-mb", mariadb.DefaultTempMaxMB,
 		"bound of the node's MariaDB temporary tablespace, and size of the disk of its sort files and on-disk temporary tables")
 }

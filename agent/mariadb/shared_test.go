@@ -1,0 +1,163 @@
+package mariadb_test
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOneSiteCannotHoldTheSharedUndo: the undo log every site shares (in
+// the system tablespace, capped at SystemMaxMB) is not one site's to
+// fill. A site that updates one 7 KB row over and over in one open
+// transaction writes no more than that row on its own disk (so its plan
+// and the guard see nothing) but fills the shared undo in seconds; a
+// site that keeps a read view open keeps every other site's committed
+// undo from being purged. Either way, without the reaper every other
+// site's writes fail ("The table … is full") for as long as the
+// transaction stays open (measured: still failing 60 s later). With it,
+// the transaction is ended, its changes roll back, the undo in use falls
+// and another site writes again.
+func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
+	ctx := context.Background()
+	srv, _ := startServer(t) // SystemMaxMB 256: the reaper starts at 128
+	watch, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.WatchUndo(watch, 100*time.Millisecond, slog.New(slog.NewTextHandler(testWriter{t}, nil)), nil)
+	}()
+	t.Cleanup(func() { stop(); <-done })
+
+	site := func(name string) *sql.DB {
+		if err := srv.CreateSiteDatabase(ctx, "", name, name, "pw-"+name); err != nil {
+			t.Fatal(err)
+		}
+		db := openAs(t, srv, name, "pw-"+name, name)
+		for _, q := range []string{
+			"CREATE TABLE u (id int PRIMARY KEY, v varchar(7000))",
+			"INSERT INTO u VALUES (1, REPEAT('a', 7000))",
+			// churn changes the row n times; in autocommit each change
+			// commits on its own.
+			"CREATE PROCEDURE churn(n int) BEGIN DECLARE i int DEFAULT 0; WHILE i < n DO " +
+				"UPDATE u SET v = REPEAT(CHAR(65 + i % 26), 7000) WHERE id = 1; SET i = i + 1; END WHILE; END",
+		} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		return db
+	}
+	writes := func(t *testing.T, db *sql.DB) {
+		t.Helper()
+		// At the latest once the reaper has ended the transaction and
+		// its rollback is done.
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			_, err := db.ExecContext(ctx, "UPDATE u SET v = 'other' WHERE id = 1")
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("another site cannot write while one site holds the shared undo: %v", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	ended := func(t *testing.T, conn *sql.Conn) {
+		t.Helper()
+		if _, err := conn.ExecContext(ctx, "SELECT 1"); err == nil {
+			t.Fatal("the connection that held the undo is still open")
+		}
+	}
+	undoFalls := func(t *testing.T) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			used, err := srv.UndoBytes(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if used < 128<<20 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the undo in use stays at %d MiB", used>>20)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	hog, other := site("wp_hog"), site("wp_other")
+
+	t.Run("one transaction changing a row over and over", func(t *testing.T) {
+		conn, err := hog.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, "START TRANSACTION"); err != nil {
+			t.Fatal(err)
+		}
+		_, churnErr := conn.ExecContext(ctx, "CALL churn(60000)")
+		if churnErr == nil {
+			t.Fatal("60,000 changes of 7 KB in one transaction went through under a 256 MiB undo log")
+		}
+		t.Logf("the site's churn: %v", churnErr)
+		writes(t, other)
+		ended(t, conn)
+		// Its changes rolled back: the row is what it was.
+		var v string
+		if err := hog.QueryRowContext(ctx, "SELECT LEFT(v, 3) FROM u WHERE id = 1").Scan(&v); err != nil || v != "aaa" {
+			t.Fatalf("the ended transaction's row: %q %v", v, err)
+		}
+		undoFalls(t)
+	})
+
+	t.Run("a read view kept open while another site churns", func(t *testing.T) {
+		conn, err := hog.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT"); err != nil {
+			t.Fatal(err)
+		}
+		// A transaction is old once it began before the undo went above
+		// the mark, in the server's whole seconds: let its clock tick.
+		for {
+			var ticked bool
+			if err := srv.Root().QueryRowContext(ctx, "SELECT COUNT(*) > 0 FROM information_schema.INNODB_TRX WHERE trx_started < NOW()").Scan(&ticked); err != nil {
+				t.Fatal(err)
+			}
+			if ticked {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		// Committed changes, each small, whose undo the open read view
+		// keeps from purge: past the reaper's mark the reader is ended
+		// (whether the writer found the undo full before depends on how
+		// fast the machine is).
+		third := site("wp_third")
+		_, err = third.ExecContext(ctx, "CALL churn(25000)")
+		t.Logf("a site committing its changes one by one: %v", err)
+		ended(t, conn)
+		writes(t, other)
+		undoFalls(t)
+	})
+
+	// The server's own connections are never ended.
+	if err := srv.Root().PingContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testWriter writes a logger's lines to the test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
