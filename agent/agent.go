@@ -298,8 +298,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		resolvers = hostResolvers()
 	}
 	// The guard holds each site's database to its plan's disk; it runs
-	// for as long as the agent (closed with it), and so does the watch on
-	// the undo log the sites share (started with MariaDB, below).
+	// for as long as the agent (closed with it), and so does MariaDB's
+	// watch (started with MariaDB, below).
 	if a.guard, err = dbguard.New(dbguard.Config{Limiter: a.db, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
@@ -323,13 +323,14 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if err := a.db.Run(ctx, a.rt); err != nil {
 		return nil, err
 	}
-	// No site's transaction may hold the undo log every site shares.
-	undoDone := make(chan struct{})
+	// MariaDB is started again if it stops, and no site's transaction
+	// may hold the undo log every site shares.
+	watchDone := make(chan struct{})
 	go func() {
-		defer close(undoDone)
-		a.db.WatchUndo(guardCtx, time.Second, cfg.Logger.With("component", "mariadb", "node_id", cfg.NodeID), a.metrics.Undo)
+		defer close(watchDone)
+		a.db.Watch(guardCtx, a.rt, time.Second, cfg.Logger.With("component", "mariadb", "node_id", cfg.NodeID), a.metrics)
 	}()
-	a.stopGuard = func() { stopGuard(); <-guardDone; <-undoDone }
+	a.stopGuard = func() { stopGuard(); <-guardDone; <-watchDone }
 	if err := a.sites.Reattach(ctx); err != nil {
 		a.log.Warn("some sites did not restart", "err", err)
 	}

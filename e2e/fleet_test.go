@@ -500,11 +500,13 @@ func TestFleetAcrossHosts(t *testing.T) {
 
 	t.Run("a lost node's sites are restored elsewhere from their snapshots", func(t *testing.T) {
 		// Each site's latest snapshot (taken on the schedule) holds a
-		// file written before it; one written after is what the loss costs.
-		before := time.Now()
+		// file written before it; one written after is what the loss
+		// costs. A snapshot reads the files after its takenAt, so one
+		// taken after every write is done holds them.
 		for _, s := range sites {
 			marker(s, "before.txt", "saved")
 		}
+		before := time.Now()
 		for _, s := range sites {
 			st.WaitFor(t, 2*time.Minute, "a snapshot of "+s.id+" after the write", func() bool {
 				list := op.Do("GET", "/api/admin/sites/"+s.id+"/snapshots", nil).Must(t, 200).List("snapshots")

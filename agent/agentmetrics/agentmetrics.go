@@ -38,6 +38,7 @@ type Metrics struct {
 	lastBeat   prometheus.Gauge
 	undo       prometheus.Gauge
 	undoEnded  prometheus.Counter
+	dbRestarts *prometheus.CounterVec
 
 	mu    sync.Mutex
 	sites map[string]int
@@ -78,14 +79,19 @@ func New() *Metrics {
 			Namespace: "sandboxd", Subsystem: "agent", Name: "db_transactions_ended_total",
 			Help: "Site database connections the agent ended because their transactions held the shared undo log past half its cap.",
 		}),
+		dbRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "db_restarts_total",
+			Help: "Times the agent found the node's MariaDB stopped (a crash, the OOM killer) and started it again, by result.",
+		}, []string{"result"}),
 	}
 	for _, r := range []string{ResultOK, ResultError} {
 		m.starts.WithLabelValues(r)
 		m.heartbeats.WithLabelValues(r)
 		m.registers.WithLabelValues(r)
+		m.dbRestarts.WithLabelValues(r)
 	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.starts, m.startTime, m.heartbeats, m.registers, m.lastBeat, m.undo, m.undoEnded, sitesCollector{m})
+		m.starts, m.startTime, m.heartbeats, m.registers, m.lastBeat, m.undo, m.undoEnded, m.dbRestarts, sitesCollector{m})
 	return m
 }
 
@@ -121,6 +127,9 @@ func (m *Metrics) Undo(usedBytes int64, ended int) {
 	m.undo.Set(float64(usedBytes))
 	m.undoEnded.Add(float64(ended))
 }
+
+// Restarted records one restart of the node's MariaDB after it stopped.
+func (m *Metrics) Restarted(err error) { m.dbRestarts.WithLabelValues(result(err)).Inc() }
 
 // Sites records how many of the node's sites are in each state.
 func (m *Metrics) Sites(byState map[string]int) {

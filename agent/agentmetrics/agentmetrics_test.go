@@ -23,6 +23,7 @@ func TestMetrics(t *testing.T) {
 	m.Heartbeat(time.Unix(1700000002, 0), errors.New("dial http://10.0.0.1:8080"))
 	m.Undo(5<<20, 0)
 	m.Undo(300<<20, 2)
+	m.Restarted(nil)
 	m.Sites(map[string]int{agentmetrics.SiteReady: 3, agentmetrics.SiteFailed: 1, "bogus": 9})
 
 	rec := httptest.NewRecorder()
@@ -42,6 +43,8 @@ func TestMetrics(t *testing.T) {
 		`sandboxd_agent_sites{state="failed"} 1`,
 		`sandboxd_agent_db_undo_bytes 3.145728e+08`,
 		`sandboxd_agent_db_transactions_ended_total 2`,
+		`sandboxd_agent_db_restarts_total{result="ok"} 1`,
+		`sandboxd_agent_db_restarts_total{result="error"} 0`,
 	}
 	for _, want := range tests {
 		if !strings.Contains(text, want) {

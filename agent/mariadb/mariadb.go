@@ -47,6 +47,7 @@ type Runner interface {
 	Run(ctx context.Context, s runtime.Spec) error
 	Exec(ctx context.Context, id string, argv, env []string, uid, gid uint32, stdin []byte) (*runtime.ExecResult, error)
 	Exists(ctx context.Context, id string) (bool, error)
+	Running(ctx context.Context, id string) (bool, error)
 	Stop(ctx context.Context, id string, grace time.Duration) error
 	Remove(ctx context.Context, id string) error
 }
@@ -197,11 +198,7 @@ func (s *Server) Run(ctx context.Context, rt Runner) error {
 	if err := s.lockDataDir(); err != nil {
 		return fmt.Errorf("mariadb: %w", err)
 	}
-	mounts = append(mounts, runtime.Mount{Source: s.volumesDir(), Target: volumesTarget, Slave: true},
-		runtime.Mount{Source: s.tempDir(), Target: "/tmp"})
-	spec := runtime.Spec{ID: ContainerID, Image: image, UID: uid, GID: uid, Mounts: mounts,
-		LogPath: filepath.Join(dir, "mariadb.log"), LogWriter: s.cfg.LogWriter, LogMaxBytes: MaxLogBytes,
-		Args: s.args()}
+	spec := s.spec()
 	if err := s.replaceOutdated(ctx, rt, spec); err != nil {
 		return err
 	}
@@ -219,22 +216,39 @@ func (s *Server) Run(ctx context.Context, rt Runner) error {
 		return err
 	}
 	db.SetMaxOpenConns(8)
+	if err := waitReady(ctx, db, dir); err != nil {
+		db.Close()
+		return err
+	}
+	s.db = db
+	return s.fixGrants(ctx)
+}
+
+// spec is the server's container.
+func (s *Server) spec() runtime.Spec {
+	mounts := []runtime.Mount{{Source: filepath.Join(s.dir, "data"), Target: "/data"},
+		{Source: s.volumesDir(), Target: volumesTarget, Slave: true},
+		{Source: s.tempDir(), Target: "/tmp"}}
+	return runtime.Spec{ID: ContainerID, Image: s.cfg.Image, UID: uid, GID: uid, Mounts: mounts,
+		LogPath: filepath.Join(s.dir, "mariadb.log"), LogWriter: s.cfg.LogWriter, LogMaxBytes: MaxLogBytes,
+		Args: s.args()}
+}
+
+// waitReady waits until the server answers db, for a minute at most.
+func waitReady(ctx context.Context, db *sql.DB, dir string) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err = db.PingContext(pctx)
+		err := db.PingContext(pctx)
 		cancel()
 		if err == nil {
-			break
+			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			db.Close()
 			return fmt.Errorf("mariadb did not accept connections: %w\n%s", err, lastLines(logTail(filepath.Join(dir, "mariadb.log")), 10))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	s.db = db
-	return s.fixGrants(ctx)
 }
 
 // args is the server's command line. Besides the basics, it bounds what

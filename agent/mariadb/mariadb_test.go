@@ -6,12 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sandboxd/sandboxd/agent/agenttest"
 	"github.com/sandboxd/sandboxd/agent/mariadb"
+	"github.com/sandboxd/sandboxd/agent/runtime"
 )
 
 // startServer runs a MariaDB in a namespace of the test's own on the
@@ -37,6 +39,7 @@ func startServer(t *testing.T) (srv *mariadb.Server, start func(change ...func(*
 	if srv, err = start(); err != nil {
 		t.Fatal(err)
 	}
+	runtimes.Store(srv, rt)
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(dir, "mariadb", "mariadb.log"))
@@ -53,6 +56,15 @@ func startServer(t *testing.T) (srv *mariadb.Server, start func(change ...func(*
 		}
 	})
 	return srv, start
+}
+
+// runtimes holds the runtime each startServer's server runs on.
+var runtimes sync.Map // *mariadb.Server → *runtime.Runtime
+
+// runtimeOf is the runtime srv runs on.
+func runtimeOf(srv *mariadb.Server) *runtime.Runtime {
+	rt, _ := runtimes.Load(srv)
+	return rt.(*runtime.Runtime)
 }
 
 func TestSiteDatabases(t *testing.T) {

@@ -3,7 +3,6 @@ package mariadb
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
@@ -171,40 +170,3 @@ func (s *Server) siteTransactions(ctx context.Context) ([]siteTrx, error) {
 	return out, rows.Err()
 }
 
-// WatchUndo checks the undo in use every interval until ctx ends and,
-// while it is above Config.UndoHighMB, ends what holds it (see reapUndo),
-// logging each connection it ends; observe (if not nil) hears of each
-// check that worked.
-func (s *Server) WatchUndo(ctx context.Context, every time.Duration, log *slog.Logger, observe func(usedBytes int64, ended int)) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	failing := false
-	var since time.Time // when the undo went above its mark; zero while under
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		now := time.Now().UTC()
-		if since.IsZero() {
-			since = now
-		}
-		reaped, used, err := s.reapUndo(ctx, now, since)
-		if err != nil && ctx.Err() == nil && !failing {
-			log.Warn("checking the shared undo log failed", "err", err)
-		}
-		failing = err != nil
-		if err == nil && used <= s.cfg.UndoHighMB<<20 {
-			since = time.Time{}
-		}
-		if err == nil && observe != nil {
-			observe(used, len(reaped))
-		}
-		for _, r := range reaped {
-			log.Warn("ended a site's transaction: the undo log every site shares is almost full",
-				"db_user", r.User, "connection", r.Connection, "rows_modified", r.RowsModified,
-				"started", r.Started, "why", r.Why, "undo_mb", used>>20, "undo_high_mb", s.cfg.UndoHighMB)
-		}
-	}
-}

@@ -5,8 +5,11 @@ import (
 	"database/sql"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/agent/mariadb"
 )
 
 // TestOneSiteCannotHoldTheSharedUndo: the undo log every site shares (in
@@ -27,7 +30,7 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		srv.WatchUndo(watch, 100*time.Millisecond, slog.New(slog.NewTextHandler(testWriter{t}, nil)), nil)
+		srv.Watch(watch, runtimeOf(srv), 100*time.Millisecond, slog.New(slog.NewTextHandler(testWriter{t}, nil)), nil)
 	}()
 	t.Cleanup(func() { stop(); <-done })
 
@@ -152,6 +155,78 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 	if err := srv.Root().PingContext(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestWatchRestartsAStoppedServer: when mariadbd dies (a crash, the OOM
+// killer), every site's database is gone until someone starts it again;
+// Watch does, and what the sites committed is there.
+func TestWatchRestartsAStoppedServer(t *testing.T) {
+	ctx := context.Background()
+	srv, _ := startServer(t)
+	rt := runtimeOf(srv)
+	if err := srv.CreateSiteDatabase(ctx, "", "wp_crash", "wp_crash", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	site := openAs(t, srv, "wp_crash", "pw", "wp_crash")
+	for _, q := range []string{"CREATE TABLE t (v varchar(16))", "INSERT INTO t VALUES ('committed')"} {
+		if _, err := site.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obs := &observer{}
+	watch, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Watch(watch, rt, 100*time.Millisecond, slog.New(slog.NewTextHandler(testWriter{t}, nil)), obs)
+	}()
+	t.Cleanup(func() { stop(); <-done })
+
+	// mariadbd crashes: SIGSEGV, which it handles by aborting.
+	res, err := rt.Exec(ctx, mariadb.ContainerID, []string{"kill", "-SEGV", "1"}, nil, mariadb.UID, mariadb.UID, nil)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("crash mariadbd: %v %+v", err, res)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var v string
+		err := site.QueryRowContext(ctx, "SELECT v FROM t").Scan(&v)
+		if err == nil && v == "committed" && obs.restarts() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the site's database after mariadbd crashed: %q %v (restarts %d)", v, err, obs.restarts())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if running, err := rt.Running(ctx, mariadb.ContainerID); err != nil || !running {
+		t.Fatalf("running %v %v", running, err)
+	}
+}
+
+// observer counts what Watch reports.
+type observer struct {
+	mu       sync.Mutex
+	restart  int
+	failures int
+}
+
+func (o *observer) Undo(int64, int) {}
+
+func (o *observer) Restarted(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err != nil {
+		o.failures++
+		return
+	}
+	o.restart++
+}
+
+func (o *observer) restarts() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.restart
 }
 
 // testWriter writes a logger's lines to the test's log.
