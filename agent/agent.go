@@ -121,6 +121,9 @@ type Config struct {
 	// are on its own disk.
 	DBSystemMaxMB int64
 	DBTempMaxMB   int64
+	// DBMemoryMB bounds MariaDB's container's memory and DBSessionMemMB
+	// what one connection may hold in it; 0 takes mariadb's defaults.
+	DBMemoryMB, DBSessionMemMB int64
 	// IngressAddr is where edges (mutual TLS, an edge's certificate)
 	// reach this node's sites; default 127.0.0.1:0 (edges on this host
 	// only). IngressPublicAddr is host:port edges dial; default
@@ -273,7 +276,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 	}()
 	if a.db, err = mariadb.New(mariadb.Config{Image: mdb, Dir: filepath.Join(dir, "mariadb"), LogWriter: cfg.LogWriter,
-		SystemMaxMB: cfg.DBSystemMaxMB, TempMaxMB: cfg.DBTempMaxMB}); err != nil {
+		SystemMaxMB: cfg.DBSystemMaxMB, TempMaxMB: cfg.DBTempMaxMB, MemoryMB: cfg.DBMemoryMB, SessionMemMB: cfg.DBSessionMemMB}); err != nil {
 		return nil, err
 	}
 	claims := orDefault(cfg.ClaimsDir, hostclaim.DefaultDir)
@@ -526,6 +529,7 @@ func StopEverything(ctx context.Context, dataDir string) error {
 		for _, id := range ids {
 			errs = append(errs, rt.Remove(ctx, id))
 		}
+		errs = append(errs, runtime.RemoveNamespaceCgroups(Namespace(dir)))
 	}
 	// With the containers gone, MariaDB's mounts (the sites' database
 	// volumes, its temporary disk), the sites' disks and namespaces go

@@ -38,6 +38,7 @@ type Metrics struct {
 	lastBeat   prometheus.Gauge
 	undo       prometheus.Gauge
 	undoEnded  prometheus.Counter
+	memEnded   prometheus.Counter
 	dbRestarts *prometheus.CounterVec
 
 	mu    sync.Mutex
@@ -79,6 +80,10 @@ func New() *Metrics {
 			Namespace: "sandboxd", Subsystem: "agent", Name: "db_transactions_ended_total",
 			Help: "Site database connections the agent ended because their transactions held the shared undo log past half its cap.",
 		}),
+		memEnded: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "db_memory_connections_ended_total",
+			Help: "Site database connections the agent ended because they held more of MariaDB's memory than one connection may (--mariadb-session-mem-mb).",
+		}),
 		dbRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sandboxd", Subsystem: "agent", Name: "db_restarts_total",
 			Help: "Times the agent found the node's MariaDB stopped (a crash, the OOM killer) and started it again, by result.",
@@ -91,7 +96,7 @@ func New() *Metrics {
 		m.dbRestarts.WithLabelValues(r)
 	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.starts, m.startTime, m.heartbeats, m.registers, m.lastBeat, m.undo, m.undoEnded, m.dbRestarts, sitesCollector{m})
+		m.starts, m.startTime, m.heartbeats, m.registers, m.lastBeat, m.undo, m.undoEnded, m.memEnded, m.dbRestarts, sitesCollector{m})
 	return m
 }
 
@@ -127,6 +132,9 @@ func (m *Metrics) Undo(usedBytes int64, ended int) {
 	m.undo.Set(float64(usedBytes))
 	m.undoEnded.Add(float64(ended))
 }
+
+// MemoryEnded records site connections ended for the memory they held.
+func (m *Metrics) MemoryEnded(ended int) { m.memEnded.Add(float64(ended)) }
 
 // Restarted records one restart of the node's MariaDB after it stopped.
 func (m *Metrics) Restarted(err error) { m.dbRestarts.WithLabelValues(result(err)).Inc() }

@@ -24,6 +24,7 @@ func TestMetrics(t *testing.T) {
 	m.Undo(5<<20, 0)
 	m.Undo(300<<20, 2)
 	m.Restarted(nil)
+	m.MemoryEnded(1)
 	m.Sites(map[string]int{agentmetrics.SiteReady: 3, agentmetrics.SiteFailed: 1, "bogus": 9})
 
 	rec := httptest.NewRecorder()
@@ -44,6 +45,7 @@ func TestMetrics(t *testing.T) {
 		`sandboxd_agent_db_undo_bytes 3.145728e+08`,
 		`sandboxd_agent_db_transactions_ended_total 2`,
 		`sandboxd_agent_db_restarts_total{result="ok"} 1`,
+		`sandboxd_agent_db_memory_connections_ended_total 1`,
 		`sandboxd_agent_db_restarts_total{result="error"} 0`,
 	}
 	for _, want := range tests {

@@ -77,6 +77,9 @@ func Runtime(t testing.TB, socket string) *runtime.Runtime {
 		for _, id := range ids {
 			_ = rt.Remove(ctx, id)
 		}
+		if err := runtime.RemoveNamespaceCgroups(rt.Namespace()); err != nil {
+			t.Error(err)
+		}
 		rt.Close()
 	})
 	return rt

@@ -89,6 +89,15 @@ type Config struct {
 	// past it, the transaction that needs more fails, and nothing fills
 	// the node's disk. Default DefaultSystemMaxMB.
 	SystemMaxMB int64
+	// MemoryMB bounds the server's container's memory: however the sites
+	// use the server, the kernel ends it (and the agent's Watch starts it
+	// again) before the node runs short. Default DefaultMemoryMB.
+	MemoryMB int64
+	// SessionMemMB bounds the memory one connection may take in the
+	// server (its sorts, joins, in-memory temporary tables, variables):
+	// a site cannot raise it, and a statement that would need more fails.
+	// Default DefaultSessionMemMB.
+	SessionMemMB int64
 	// UndoHighMB is how much of the shared undo log (in the system
 	// tablespace) may be in use before the site transactions holding it
 	// are ended (see ReapUndo). Default half of SystemMaxMB.
@@ -99,11 +108,20 @@ type Config struct {
 	TempMaxMB int64
 }
 
-// Defaults of the bounds of what every site shares on the node's disk.
+// Defaults of the bounds of what every site shares on the node's disk,
+// and of one connection's memory.
 const (
-	DefaultSystemMaxMB = 2048
-	DefaultTempMaxMB   = 2048
+	DefaultSystemMaxMB  = 2048
+	DefaultTempMaxMB    = 2048
+	DefaultSessionMemMB = 256
+	DefaultMemoryMB     = 4096
 )
+
+// heapTableMB bounds an in-memory temporary table (a GROUP BY, a
+// DISTINCT, a UNION): past it the table goes to the temporary disk, so a
+// site's large query is slower rather than a share of the server's
+// memory. A site cannot raise it.
+const heapTableMB = 32
 
 // MaxLogBytes bounds each of the server's two log files.
 const MaxLogBytes = 8 << 20
@@ -130,6 +148,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.TempMaxMB <= 0 {
 		cfg.TempMaxMB = DefaultTempMaxMB
+	}
+	if cfg.SessionMemMB <= 0 {
+		cfg.SessionMemMB = DefaultSessionMemMB
+	}
+	if cfg.MemoryMB <= 0 {
+		cfg.MemoryMB = DefaultMemoryMB
 	}
 	dir := cfg.Dir
 	// The system tablespace never shrinks: a bound below what it holds
@@ -231,7 +255,7 @@ func (s *Server) spec() runtime.Spec {
 		{Source: s.tempDir(), Target: "/tmp"}}
 	return runtime.Spec{ID: ContainerID, Image: s.cfg.Image, UID: uid, GID: uid, Mounts: mounts,
 		LogPath: filepath.Join(s.dir, "mariadb.log"), LogWriter: s.cfg.LogWriter, LogMaxBytes: MaxLogBytes,
-		Args: s.args()}
+		MemoryBytes: s.cfg.MemoryMB << 20, Args: s.args()}
 }
 
 // waitReady waits until the server answers db, for a minute at most.
@@ -251,9 +275,9 @@ func waitReady(ctx context.Context, db *sql.DB, dir string) error {
 	}
 }
 
-// args is the server's command line. Besides the basics, it bounds what
-// the sites share on the node's disk: no binary log; a redo log of
-// fixed size; the system tablespace (undo logs) and the temporary
+// args is the server's command line. Besides the basics, it bounds one
+// connection's memory and what the sites share on the node's disk: no
+// binary log; a redo log of fixed size; the system tablespace (undo logs) and the temporary
 // tablespace capped; sort files and on-disk temporary tables on a disk
 // of their own. Every site's own tables live in its volume, on its own
 // disk (see AttachVolume): so that no table can be put anywhere else,
@@ -274,7 +298,14 @@ func (s *Server) args() []string {
 		"--innodb-undo-tablespaces=0",
 		fmt.Sprintf("--innodb-data-file-path=ibdata1:12M:autoextend:max:%dM", s.cfg.SystemMaxMB),
 		fmt.Sprintf("--innodb-temp-data-file-path=ibtmp1:12M:autoextend:max:%dM", s.cfg.TempMaxMB),
-		"--tmpdir=/tmp", fmt.Sprintf("--tmp-disk-table-size=%d", s.cfg.TempMaxMB<<20)}
+		"--tmpdir=/tmp", fmt.Sprintf("--tmp-disk-table-size=%d", s.cfg.TempMaxMB<<20),
+		// What one connection may take of the server's memory, which a
+		// site's SET SESSION cannot raise (--maximum-*).
+		fmt.Sprintf("--max-session-mem-used=%d", s.cfg.SessionMemMB<<20),
+		fmt.Sprintf("--maximum-max-session-mem-used=%d", s.cfg.SessionMemMB<<20),
+		fmt.Sprintf("--tmp-table-size=%d", heapTableMB<<20), fmt.Sprintf("--maximum-tmp-table-size=%d", heapTableMB<<20),
+		fmt.Sprintf("--maximum-tmp-memory-table-size=%d", heapTableMB<<20),
+		fmt.Sprintf("--max-heap-table-size=%d", heapTableMB<<20), fmt.Sprintf("--maximum-max-heap-table-size=%d", heapTableMB<<20)}
 }
 
 // revFile keeps the revision of the spec the container was made with.
@@ -287,7 +318,8 @@ func specRevision(spec runtime.Spec) string {
 		Args   []string
 		Mounts []runtime.Mount
 		Log    int64
-	}{spec.Image, spec.Args, spec.Mounts, spec.LogMaxBytes})
+		Memory int64
+	}{spec.Image, spec.Args, spec.Mounts, spec.LogMaxBytes, spec.MemoryBytes})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12])
 }

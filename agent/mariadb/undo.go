@@ -2,8 +2,9 @@ package mariadb
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
-	"time"
+	"strconv"
 )
 
 // The undo log every site shares lives in the system tablespace, capped at
@@ -12,12 +13,16 @@ import (
 // row over and over grows the undo by the row's size each time while its
 // own disk grows by nothing (measured: 256 MiB in 4 s), and a transaction
 // left open, even one that only read, keeps every site's committed undo
-// from being purged. Past the cap every site's writes fail ("The table …
-// is full") for as long as that transaction stays open. So when the undo
-// in use passes Config.UndoHighMB, WatchUndo ends the site transactions
-// that hold it: the one that changed the most rows, and the oldest (which
-// pins what purge may free). Their connections end, their changes roll
-// back and the space is theirs no more; the others never notice.
+// from being purged; so does an XA transaction prepared and left without a
+// connection, through restarts. Past the cap every site's writes fail
+// ("The table … is full") for as long as that transaction stays. So
+// prepared XA transactions without a connection are rolled back (sites
+// have no transaction manager to finish them), and while the undo in use
+// is above Config.UndoHighMB, Watch ends the site transactions that hold
+// it: those of every site whose open transactions changed many rows, and
+// every one begun before the undo went above the mark or a few seconds
+// ago, whose read view pins what purge may free. Their connections end,
+// their changes roll back and the space is theirs no more.
 
 // undoMonitor is InnoDB's counter of the pages its rollback segments hold
 // (off by default: a restarted server starts without it, so every check
@@ -49,13 +54,17 @@ func (s *Server) UndoBytes(ctx context.Context) (int64, error) {
 	return pages * innodbPage, nil
 }
 
-// Reaped is a site connection the reaper ended.
+// Reaped is what the reaper ended of one site's database user.
 type Reaped struct {
-	User         string
-	Connection   int64
+	User string
+	// Connections ended, and the rows their transactions had changed.
+	Connections  int
 	RowsModified int64
-	Started      time.Time
-	// Why is "most rows changed" or "oldest".
+	// OldestSeconds is the age of the oldest transaction ended.
+	OldestSeconds int64
+	// MemoryBytes is the memory the connections held (reapMemory).
+	MemoryBytes int64
+	// Why is "most rows changed", "old" or "memory".
 	Why string
 }
 
@@ -64,109 +73,250 @@ type siteTrx struct {
 	user     string
 	conn     int64
 	modified int64
-	started  time.Time
+	age      int64 // seconds, by the server's clock
 }
 
 // heavyRows is how many rows a site's open transactions must have changed
-// between them before they are ended as the heaviest: fewer hold little
-// undo (a row's undo is at most about a page, 40 connections of a site
-// at this many rows under 400 MiB), and a site's ordinary statements,
-// which commit one by one, are left alone while purge catches up.
+// between them before they are ended as heavy: fewer hold little undo (a
+// row's undo is at most about a page: 40 connections of a site at this
+// many rows under 400 MiB), and a site's ordinary statements, which commit
+// one by one, are left alone while purge catches up.
 const heavyRows = 1000
 
-// oldAfter is how old a transaction is always old enough to be ended as
-// the oldest, however long the undo has been above its mark.
-const oldAfter = 30 * time.Second
+// oldAfter is the age from which a transaction is ended while the undo is
+// above its mark, however long it has been there: its read view pins
+// every change committed since it began.
+const oldAfter = 5
 
-// reapUndo ends, while the undo in use is above Config.UndoHighMB, what
-// holds it: every open writing transaction of the site whose open
-// transactions changed the most rows (heavyRows at least), and the oldest transaction of any
-// site if it began before the undo went above the mark (since) or
-// oldAfter ago, whose read view keeps purge from freeing what every site
-// committed since. Transactions begun while the undo is above its mark
-// that changed nothing hold nothing and are left alone; so are the
-// server's own connections. It returns what it ended and the undo in
-// use it saw.
-func (s *Server) reapUndo(ctx context.Context, now, since time.Time) ([]Reaped, int64, error) {
+// reapUndo rolls back the prepared XA transactions that have no
+// connection and, while the undo in use is above Config.UndoHighMB, ends
+// what holds it: every open writing transaction of each site whose open
+// transactions changed heavyRows or more, and every site transaction
+// begun before the undo went above the mark (overFor seconds ago) or
+// oldAfter seconds ago or more. The server's own connections are never
+// ended. It returns what it ended, by site, and the undo in use it saw.
+func (s *Server) reapUndo(ctx context.Context, overFor int64) ([]Reaped, int64, error) {
+	trxs, detached, err := s.openTransactions(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	if detached > 0 {
+		if err := s.rollbackPrepared(ctx); err != nil {
+			return nil, 0, err
+		}
+	}
 	used, err := s.UndoBytes(ctx)
-	if err != nil || used <= s.cfg.UndoHighMB<<20 {
+	if err != nil || used <= s.cfg.UndoHighMB<<20 || len(trxs) == 0 {
 		return nil, used, err
 	}
-	trxs, err := s.siteTransactions(ctx)
-	if err != nil || len(trxs) == 0 {
+	if trxs, err = s.ofSites(ctx, trxs); err != nil {
 		return nil, used, err
 	}
 	byUser := map[string]int64{}
-	heavy := ""
-	var oldest *siteTrx
-	for i, t := range trxs {
+	for _, t := range trxs {
 		byUser[t.user] += t.modified
-		if byUser[t.user] > byUser[heavy] {
-			heavy = t.user
-		}
-		// The server's clock counts whole seconds.
-		if t.started.Before(since.Truncate(time.Second)) || t.started.Before(now.Add(-oldAfter)) {
-			if oldest == nil || t.started.Before(oldest.started) {
-				oldest = &trxs[i]
-			}
-		}
 	}
-	var out []Reaped
-	end := func(t siteTrx, why string) error {
-		for _, r := range out {
-			if r.Connection == t.conn {
-				return nil
-			}
-		}
-		if _, err := s.db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", t.conn)); err != nil && !isUnknownThread(err) {
-			return fmt.Errorf("mariadb: end connection %d of %s: %w", t.conn, t.user, err)
-		}
-		out = append(out, Reaped{User: t.user, Connection: t.conn, RowsModified: t.modified, Started: t.started, Why: why})
-		return nil
-	}
-	if heavy != "" && byUser[heavy] >= heavyRows {
-		for _, t := range trxs {
-			if t.user == heavy && t.modified > 0 {
-				if err := end(t, "most rows changed"); err != nil {
-					return out, used, err
-				}
-			}
-		}
-	}
-	if oldest != nil {
-		if err := end(*oldest, "oldest"); err != nil {
-			return out, used, err
-		}
-	}
-	return out, used, nil
-}
-
-// siteTransactions lists the open transactions of sites' users, but
-// those whose connection is already ended (rolling back).
-func (s *Server) siteTransactions(ctx context.Context) ([]siteTrx, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT p.USER, p.ID, t.trx_rows_modified, t.trx_started
-		FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
-		WHERE t.trx_state <> 'ROLLING BACK' AND p.COMMAND <> 'Killed'`)
-	if err != nil {
-		return nil, fmt.Errorf("mariadb: open transactions: %w", err)
-	}
-	defer rows.Close()
-	var out []siteTrx
-	for rows.Next() {
-		var t siteTrx
-		var started string
-		if err := rows.Scan(&t.user, &t.conn, &t.modified, &started); err != nil {
-			return nil, err
-		}
-		// The server's own (the agent's) and system threads are never
-		// a site's.
-		if t.user == adminUser || !ident.MatchString(t.user) {
+	out := map[string]*Reaped{}
+	var order []string
+	for _, t := range trxs {
+		why := ""
+		switch {
+		case byUser[t.user] >= heavyRows && t.modified > 0:
+			why = "most rows changed"
+		case t.age >= oldAfter || t.age > overFor:
+			why = "old"
+		default:
 			continue
 		}
-		// The server's clock is UTC in its container.
-		t.started, _ = time.Parse(time.DateTime, started)
+		if _, err := s.db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", t.conn)); err != nil && !isUnknownThread(err) {
+			return collect(out, order), used, fmt.Errorf("mariadb: end connection %d of %s: %w", t.conn, t.user, err)
+		}
+		r := out[t.user+" "+why]
+		if r == nil {
+			r = &Reaped{User: t.user, Why: why}
+			out[t.user+" "+why] = r
+			order = append(order, t.user+" "+why)
+		}
+		r.Connections++
+		r.RowsModified += t.modified
+		r.OldestSeconds = max(r.OldestSeconds, t.age)
+	}
+	return collect(out, order), used, nil
+}
+
+func collect(m map[string]*Reaped, order []string) []Reaped {
+	out := make([]Reaped, 0, len(order))
+	for _, k := range order {
+		out = append(out, *m[k])
+	}
+	return out
+}
+
+// openTransactions lists the open transactions that have a connection,
+// but those rolling back, and counts those without one (prepared XA
+// transactions).
+func (s *Server) openTransactions(ctx context.Context) ([]siteTrx, int, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT trx_mysql_thread_id, trx_rows_modified, TIMESTAMPDIFF(SECOND, trx_started, NOW())
+		FROM information_schema.INNODB_TRX WHERE trx_state <> 'ROLLING BACK'`)
+	if err != nil {
+		return nil, 0, fmt.Errorf("mariadb: open transactions: %w", err)
+	}
+	defer rows.Close()
+	var trxs []siteTrx
+	detached := 0
+	for rows.Next() {
+		var t siteTrx
+		if err := rows.Scan(&t.conn, &t.modified, &t.age); err != nil {
+			return nil, 0, err
+		}
+		if t.conn == 0 {
+			detached++
+			continue
+		}
+		trxs = append(trxs, t)
+	}
+	return trxs, detached, rows.Err()
+}
+
+// ofSites keeps the transactions of sites' users, each with its user:
+// not the server's own (the agent's), system threads' or those of ended
+// connections. InnoDB's list and the process list are read apart and
+// joined here: a join in SQL would make a temporary table of the process
+// list, on the temporary disk sites share.
+func (s *Server) ofSites(ctx context.Context, trxs []siteTrx) ([]siteTrx, error) {
+	users, err := s.processes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []siteTrx
+	for _, t := range trxs {
+		t.user = users[t.conn]
+		if t.user == "" || t.user == adminUser || !ident.MatchString(t.user) {
+			continue
+		}
 		out = append(out, t)
+	}
+	return out, nil
+}
+
+// processes maps the server's live connections to their users (SHOW
+// PROCESSLIST, which needs no temporary table); ended ones are left out.
+func (s *Server) processes(ctx context.Context) (map[int64]string, error) {
+	rows, err := s.db.QueryContext(ctx, "SHOW PROCESSLIST")
+	if err != nil {
+		return nil, fmt.Errorf("mariadb: process list: %w", err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	vals := make([]sql.RawBytes, len(cols))
+	dest := make([]any, len(cols))
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	idx := map[string]int{}
+	for i, c := range cols {
+		idx[c] = i
+	}
+	id, user, command := idx["Id"], idx["User"], idx["Command"]
+	out := map[int64]string{}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		if string(vals[command]) == "Killed" {
+			continue
+		}
+		n, err := strconv.ParseInt(string(vals[id]), 10, 64)
+		if err != nil {
+			continue
+		}
+		out[n] = string(vals[user])
 	}
 	return out, rows.Err()
 }
 
+// rollbackPrepared rolls back every prepared XA transaction the server
+// holds. The agent uses none and WordPress has no transaction manager: a
+// site's prepared transaction would keep its undo and its locks forever,
+// through restarts. One whose connection still lives cannot be rolled
+// back from here and is left to that connection (or to its end).
+func (s *Server) rollbackPrepared(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, "XA RECOVER")
+	if err != nil {
+		return fmt.Errorf("mariadb: prepared transactions: %w", err)
+	}
+	var xids []string
+	for rows.Next() {
+		var format, gtridLen, bqualLen int64
+		var data []byte
+		if err := rows.Scan(&format, &gtridLen, &bqualLen, &data); err != nil {
+			rows.Close()
+			return err
+		}
+		if gtridLen < 0 || bqualLen < 0 || gtridLen+bqualLen != int64(len(data)) {
+			continue
+		}
+		// The xid as hexadecimal literals: the site chose its bytes.
+		xids = append(xids, fmt.Sprintf("X'%x',X'%x',%d", data[:gtridLen], data[gtridLen:], format))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, x := range xids {
+		// Errors are those attached to a live connection.
+		_, _ = s.db.ExecContext(ctx, "XA ROLLBACK "+x)
+	}
+	return nil
+}
+
+// reapMemory ends the site connections that hold more of the server's
+// memory than Config.SessionMemMB. The server refuses a statement past
+// that bound only at its next check, and a SET of many user variables has
+// none: one such statement kept 1 GB in a connection (measured), which
+// then held it, idle.
+func (s *Server) reapMemory(ctx context.Context) ([]Reaped, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT USER, ID, MEMORY_USED FROM information_schema.PROCESSLIST
+		WHERE MEMORY_USED > ? AND COMMAND <> 'Killed'`, s.cfg.SessionMemMB<<20)
+	if err != nil {
+		return nil, fmt.Errorf("mariadb: connections' memory: %w", err)
+	}
+	type hog struct {
+		user     string
+		conn, mb int64
+	}
+	var over []hog
+	for rows.Next() {
+		var h hog
+		if err := rows.Scan(&h.user, &h.conn, &h.mb); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if h.user != adminUser && ident.MatchString(h.user) {
+			over = append(over, h)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := map[string]*Reaped{}
+	var order []string
+	for _, h := range over {
+		if _, err := s.db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", h.conn)); err != nil && !isUnknownThread(err) {
+			return collect(out, order), fmt.Errorf("mariadb: end connection %d of %s: %w", h.conn, h.user, err)
+		}
+		r := out[h.user]
+		if r == nil {
+			r = &Reaped{User: h.user, Why: "memory"}
+			out[h.user] = r
+			order = append(order, h.user)
+		}
+		r.Connections++
+		r.MemoryBytes += h.mb
+	}
+	return collect(out, order), nil
+}

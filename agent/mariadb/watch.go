@@ -10,6 +10,7 @@ import (
 // Observer hears what Watch does (the agent's metrics).
 type Observer interface {
 	Undo(usedBytes int64, ended int)
+	MemoryEnded(ended int)
 	Restarted(err error)
 }
 
@@ -28,16 +29,18 @@ func (s *Server) Revive(ctx context.Context, rt Runner) (bool, error) {
 	return true, waitReady(ctx, s.db, s.dir)
 }
 
-// Watch keeps the server up and no site holding its undo, checking every
-// interval until ctx ends: a server that stopped (mariadbd crashed, or
-// the kernel's OOM killer ended it) is started again (Revive); while the
-// undo in use is above Config.UndoHighMB, what holds it is ended (see
-// reapUndo). It logs what it does; observe (if not nil) hears of each
-// check of the undo that worked and of each restart.
+// Watch keeps the server up and no site holding its undo or its memory,
+// checking every interval until ctx ends: a server that stopped (mariadbd
+// crashed, or the kernel's OOM killer ended it) is started again
+// (Revive); prepared XA transactions left without a connection are rolled
+// back and, while the undo in use is above Config.UndoHighMB, what holds
+// it is ended (reapUndo); a site connection holding more memory than
+// Config.SessionMemMB is ended (reapMemory). It logs what it does, one
+// line per site and reason; observe (if not nil) hears of it.
 func (s *Server) Watch(ctx context.Context, rt Runner, every time.Duration, log *slog.Logger, observe Observer) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	down, failing := false, false
+	down, undoFailing, memFailing := false, false, false
 	var since time.Time // when the undo went above its mark; zero while under
 	for {
 		select {
@@ -45,7 +48,10 @@ func (s *Server) Watch(ctx context.Context, rt Runner, every time.Duration, log 
 			return
 		case <-t.C:
 		}
-		revived, err := s.Revive(ctx, rt)
+		// A server or containerd that hangs must not stop the watch.
+		cctx, cancel := context.WithTimeout(ctx, reviveTimeout)
+		revived, err := s.Revive(cctx, rt)
+		cancel()
 		if ctx.Err() != nil {
 			return
 		}
@@ -61,25 +67,56 @@ func (s *Server) Watch(ctx context.Context, rt Runner, every time.Duration, log 
 		if down = err != nil; down {
 			continue
 		}
-		now := time.Now().UTC()
-		if since.IsZero() {
-			since = now
+		now := time.Now()
+		overFor := int64(0)
+		if !since.IsZero() {
+			overFor = int64(now.Sub(since) / time.Second)
 		}
-		reaped, used, err := s.reapUndo(ctx, now, since)
-		if err != nil && ctx.Err() == nil && !failing {
+		cctx, cancel = context.WithTimeout(ctx, checkTimeout)
+		reaped, used, err := s.reapUndo(cctx, overFor)
+		cancel()
+		if err != nil && ctx.Err() == nil && !undoFailing {
 			log.Warn("checking the shared undo log failed", "err", err)
 		}
-		failing = err != nil
-		if err == nil && used <= s.cfg.UndoHighMB<<20 {
+		undoFailing = err != nil
+		switch {
+		case err == nil && used <= s.cfg.UndoHighMB<<20:
 			since = time.Time{}
+		case err == nil && since.IsZero():
+			since = now
 		}
-		if err == nil && observe != nil {
-			observe.Undo(used, len(reaped))
-		}
+		ended := 0
 		for _, r := range reaped {
-			log.Warn("ended a site's transaction: the undo log every site shares is almost full",
-				"db_user", r.User, "connection", r.Connection, "rows_modified", r.RowsModified,
-				"started", r.Started, "why", r.Why, "undo_mb", used>>20, "undo_high_mb", s.cfg.UndoHighMB)
+			ended += r.Connections
+			log.Warn("ended a site's transactions: the undo log every site shares is almost full",
+				"db_user", r.User, "why", r.Why, "connections", r.Connections, "rows_modified", r.RowsModified,
+				"oldest_seconds", r.OldestSeconds, "undo_mb", used>>20, "undo_high_mb", s.cfg.UndoHighMB)
+		}
+		if observe != nil && (err == nil || ended > 0) {
+			observe.Undo(used, ended)
+		}
+		cctx, cancel = context.WithTimeout(ctx, checkTimeout)
+		hogs, err := s.reapMemory(cctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && !memFailing {
+			log.Warn("checking the connections' memory failed", "err", err)
+		}
+		memFailing = err != nil
+		ended = 0
+		for _, r := range hogs {
+			ended += r.Connections
+			log.Warn("ended a site's connections: they held more of MariaDB's memory than one connection may",
+				"db_user", r.User, "connections", r.Connections, "memory_mb", r.MemoryBytes>>20, "session_mem_mb", s.cfg.SessionMemMB)
+		}
+		if observe != nil {
+			observe.MemoryEnded(ended)
 		}
 	}
 }
+
+// Bounds of each of Watch's checks: a restart waits for the server to
+// answer (waitReady's minute).
+const (
+	checkTimeout  = 10 * time.Second
+	reviveTimeout = 90 * time.Second
+)

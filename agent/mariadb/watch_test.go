@@ -3,6 +3,7 @@ package mariadb_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"log/slog"
 	"strings"
 	"sync"
@@ -151,6 +152,50 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 		undoFalls(t)
 	})
 
+	t.Run("a prepared XA transaction left without a connection", func(t *testing.T) {
+		conn, err := hog.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{"XA START 'squat'", "CALL churn(5000)", "XA END 'squat'", "XA PREPARE 'squat'"} {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		// Closed, its connection leaves the transaction prepared: its undo
+		// and its lock would stay through restarts. The watch rolls it back.
+		conn.Raw(func(any) error { return driver.ErrBadConn })
+		conn.Close()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			var n int
+			if err := srv.Root().QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX").Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				rows, _ := srv.Root().QueryContext(ctx, "XA RECOVER FORMAT='SQL'")
+				for rows != nil && rows.Next() {
+					var f, g, b int
+					var d string
+					rows.Scan(&f, &g, &b, &d)
+					_, err := srv.Root().ExecContext(ctx, "XA ROLLBACK "+d)
+					t.Logf("xa %d %d %d %s: rollback %v", f, g, b, d, err)
+				}
+				var id int64
+				srv.Root().QueryRowContext(ctx, "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX").Scan(&id)
+				t.Fatalf("%d transactions stay (thread %d)", n, id)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		var v string
+		if err := hog.QueryRowContext(ctx, "SELECT LEFT(v, 3) FROM u WHERE id = 1").Scan(&v); err != nil || v != "aaa" {
+			t.Fatalf("the prepared transaction's row: %q %v", v, err)
+		}
+	})
+
 	// The server's own connections are never ended.
 	if err := srv.Root().PingContext(ctx); err != nil {
 		t.Fatal(err)
@@ -212,6 +257,8 @@ type observer struct {
 }
 
 func (o *observer) Undo(int64, int) {}
+
+func (o *observer) MemoryEnded(int) {}
 
 func (o *observer) Restarted(err error) {
 	o.mu.Lock()
