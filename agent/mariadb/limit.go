@@ -18,7 +18,11 @@ const limitedPrivileges = "SELECT, DELETE, DROP, LOCK TABLES, SHOW VIEW"
 // reading and making room; with limited false it gives everything back.
 // When that changes anything, it ends the user's connections: the
 // database privileges a connection holds last until it changes database
-// (and a running statement of a limited user rolls back). Both are
+// (and a running statement of a limited user rolls back). Giving writes
+// back ends only the idle ones: a statement running then would fail
+// mid-way (WordPress, losing its connection while it loads, answers 500
+// "Database Error"), while an idle one ended is reconnected by WordPress
+// at its next query; one busy then keeps reading until it reconnects. Both are
 // idempotent, and the same call again changes nothing.
 func (s *Server) LimitWrites(ctx context.Context, user string, limited bool) error {
 	if !ident.MatchString(user) {
@@ -49,7 +53,7 @@ func (s *Server) LimitWrites(ctx context.Context, user string, limited bool) err
 	if !changed {
 		return nil
 	}
-	return s.endConnections(ctx, user)
+	return s.endConnections(ctx, user, !limited)
 }
 
 // dbGrant is a user's grant on a database, from one host.
@@ -83,9 +87,14 @@ func (s *Server) databaseGrants(ctx context.Context, user string) ([]dbGrant, er
 	return out, rows.Err()
 }
 
-// endConnections kills every connection of user.
-func (s *Server) endConnections(ctx context.Context, user string) error {
-	rows, err := s.db.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?", user)
+// endConnections kills every connection of user, or only those idle
+// between statements.
+func (s *Server) endConnections(ctx context.Context, user string, idleOnly bool) error {
+	q := "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?"
+	if idleOnly {
+		q += " AND COMMAND = 'Sleep'"
+	}
+	rows, err := s.db.QueryContext(ctx, q, user)
 	if err != nil {
 		return fmt.Errorf("connections of %s: %w", user, err)
 	}

@@ -305,7 +305,14 @@ func (s *Server) args() []string {
 		fmt.Sprintf("--maximum-max-session-mem-used=%d", s.cfg.SessionMemMB<<20),
 		fmt.Sprintf("--tmp-table-size=%d", heapTableMB<<20), fmt.Sprintf("--maximum-tmp-table-size=%d", heapTableMB<<20),
 		fmt.Sprintf("--maximum-tmp-memory-table-size=%d", heapTableMB<<20),
-		fmt.Sprintf("--max-heap-table-size=%d", heapTableMB<<20), fmt.Sprintf("--maximum-max-heap-table-size=%d", heapTableMB<<20)}
+		fmt.Sprintf("--max-heap-table-size=%d", heapTableMB<<20), fmt.Sprintf("--maximum-max-heap-table-size=%d", heapTableMB<<20),
+		// Buffers a session sizes itself: at most a few times the
+		// defaults.
+		"--maximum-sort-buffer-size=16M", "--maximum-join-buffer-size=16M", "--maximum-join-buffer-space-limit=64M",
+		"--maximum-mrr-buffer-size=16M", "--maximum-read-buffer-size=8M", "--maximum-read-rnd-buffer-size=8M",
+		"--maximum-group-concat-max-len=16M", "--maximum-max-recursive-iterations=1000000",
+		// Full-text searches' caches, out of any session's count.
+		"--innodb-ft-result-cache-limit=64M", "--innodb-ft-total-cache-size=64M", "--innodb-ft-cache-size=8M"}
 }
 
 // revFile keeps the revision of the spec the container was made with.

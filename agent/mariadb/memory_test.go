@@ -2,6 +2,7 @@ package mariadb_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
@@ -88,6 +89,36 @@ func TestOneConnectionCannotTakeTheServersMemory(t *testing.T) {
 	}
 	if _, err := conn.ExecContext(ctx, "SELECT 1"); err == nil {
 		t.Fatal("the connection that held the memory is still open")
+	}
+
+	// Under the bound of one connection, many of one site are bounded
+	// together: an eighth of the server's memory (512 MiB here).
+	many := openAs(t, srv, "wp_mem", "pw", "wp_mem")
+	held := make([]*sql.Conn, 3)
+	for i := range held {
+		if held[i], err = many.Conn(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer held[i].Close()
+		// The last may be ended while it sets them.
+		_, err := held[i].ExecContext(ctx, "SET "+strings.Join(vars[:12], ", "))
+		t.Logf("connection %d: 192 MB of user variables: %v", i, err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		alive := 0
+		for _, c := range held {
+			if _, err := c.ExecContext(ctx, "SELECT 1"); err == nil {
+				alive++
+			}
+		}
+		if alive == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the site's connections holding 576 MB together are open", alive)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

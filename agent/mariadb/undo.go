@@ -64,7 +64,7 @@ type Reaped struct {
 	OldestSeconds int64
 	// MemoryBytes is the memory the connections held (reapMemory).
 	MemoryBytes int64
-	// Why is "most rows changed", "old" or "memory".
+	// Why is "most rows changed", "old", "locks" or "memory".
 	Why string
 }
 
@@ -73,6 +73,7 @@ type siteTrx struct {
 	user     string
 	conn     int64
 	modified int64
+	lockMem  int64 // bytes of the buffer pool its locks take
 	age      int64 // seconds, by the server's clock
 }
 
@@ -88,9 +89,22 @@ const heavyRows = 1000
 // every change committed since it began.
 const oldAfter = 5
 
+// Row locks live in InnoDB's buffer pool, which every site shares (128
+// MiB): a site locking many pages (SELECT … LOCK IN SHARE MODE over a
+// large table, from its forty connections) would make every site's
+// writes fail ("The total number of locks exceeds the lock table size")
+// and, near the whole pool, make the server abort. Once the locks of all
+// transactions pass lockHighBytes, the transactions of each site whose
+// locks pass siteLockBytes are ended.
+var (
+	lockHighBytes int64 = 32 << 20
+	siteLockBytes int64 = 16 << 20
+)
+
 // reapUndo rolls back the prepared XA transactions that have no
-// connection and, while the undo in use is above Config.UndoHighMB, ends
-// what holds it: every open writing transaction of each site whose open
+// connection, ends the transactions of sites holding too many locks (see
+// lockHighBytes) and, while the undo in use is above Config.UndoHighMB,
+// ends what holds it: every open writing transaction of each site whose open
 // transactions changed heavyRows or more, and every site transaction
 // begun before the undo went above the mark (overFor seconds ago) or
 // oldAfter seconds ago or more. The server's own connections are never
@@ -106,21 +120,34 @@ func (s *Server) reapUndo(ctx context.Context, overFor int64) ([]Reaped, int64, 
 		}
 	}
 	used, err := s.UndoBytes(ctx)
-	if err != nil || used <= s.cfg.UndoHighMB<<20 || len(trxs) == 0 {
-		return nil, used, err
+	if err != nil {
+		return nil, 0, err
+	}
+	over := used > s.cfg.UndoHighMB<<20
+	var locks int64
+	for _, t := range trxs {
+		locks += t.lockMem
+	}
+	if !over && locks <= lockHighBytes || len(trxs) == 0 {
+		return nil, used, nil
 	}
 	if trxs, err = s.ofSites(ctx, trxs); err != nil {
 		return nil, used, err
 	}
-	byUser := map[string]int64{}
+	byUser, lockByUser := map[string]int64{}, map[string]int64{}
 	for _, t := range trxs {
 		byUser[t.user] += t.modified
+		lockByUser[t.user] += t.lockMem
 	}
 	out := map[string]*Reaped{}
 	var order []string
 	for _, t := range trxs {
 		why := ""
 		switch {
+		case lockByUser[t.user] > siteLockBytes && t.lockMem > 0:
+			why = "locks"
+		case !over:
+			continue
 		case byUser[t.user] >= heavyRows && t.modified > 0:
 			why = "most rows changed"
 		case t.age >= oldAfter || t.age > overFor:
@@ -156,8 +183,8 @@ func collect(m map[string]*Reaped, order []string) []Reaped {
 // but those rolling back, and counts those without one (prepared XA
 // transactions).
 func (s *Server) openTransactions(ctx context.Context) ([]siteTrx, int, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT trx_mysql_thread_id, trx_rows_modified, TIMESTAMPDIFF(SECOND, trx_started, NOW())
-		FROM information_schema.INNODB_TRX WHERE trx_state <> 'ROLLING BACK'`)
+	rows, err := s.db.QueryContext(ctx, `SELECT trx_mysql_thread_id, trx_rows_modified, trx_lock_memory_bytes,
+		TIMESTAMPDIFF(SECOND, trx_started, NOW()) FROM information_schema.INNODB_TRX WHERE trx_state <> 'ROLLING BACK'`)
 	if err != nil {
 		return nil, 0, fmt.Errorf("mariadb: open transactions: %w", err)
 	}
@@ -166,7 +193,7 @@ func (s *Server) openTransactions(ctx context.Context) ([]siteTrx, int, error) {
 	detached := 0
 	for rows.Next() {
 		var t siteTrx
-		if err := rows.Scan(&t.conn, &t.modified, &t.age); err != nil {
+		if err := rows.Scan(&t.conn, &t.modified, &t.lockMem, &t.age); err != nil {
 			return nil, 0, err
 		}
 		if t.conn == 0 {
@@ -238,6 +265,10 @@ func (s *Server) processes(ctx context.Context) (map[int64]string, error) {
 	return out, rows.Err()
 }
 
+// maxRollbacks bounds the prepared transactions rolled back in one check,
+// so the check's other work is done whatever a site prepares.
+const maxRollbacks = 64
+
 // rollbackPrepared rolls back every prepared XA transaction the server
 // holds. The agent uses none and WordPress has no transaction manager: a
 // site's prepared transaction would keep its undo and its locks forever,
@@ -259,14 +290,18 @@ func (s *Server) rollbackPrepared(ctx context.Context) error {
 		if gtridLen < 0 || bqualLen < 0 || gtridLen+bqualLen != int64(len(data)) {
 			continue
 		}
-		// The xid as hexadecimal literals: the site chose its bytes.
-		xids = append(xids, fmt.Sprintf("X'%x',X'%x',%d", data[:gtridLen], data[gtridLen:], format))
+		// The xid as hexadecimal literals: the site chose its bytes. The
+		// format id is unsigned in XA's grammar, shown signed.
+		xids = append(xids, fmt.Sprintf("X'%x',X'%x',%d", data[:gtridLen], data[gtridLen:], uint64(format)))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	for _, x := range xids {
+	for i, x := range xids {
+		if i == maxRollbacks {
+			break // the rest at the next check
+		}
 		// Errors are those attached to a live connection.
 		_, _ = s.db.ExecContext(ctx, "XA ROLLBACK "+x)
 	}
@@ -274,29 +309,36 @@ func (s *Server) rollbackPrepared(ctx context.Context) error {
 }
 
 // reapMemory ends the site connections that hold more of the server's
-// memory than Config.SessionMemMB. The server refuses a statement past
+// memory than Config.SessionMemMB, and every connection (holding any) of
+// a site whose connections together hold more than an eighth of
+// Config.MemoryMB. The server refuses a statement past
 // that bound only at its next check, and a SET of many user variables has
 // none: one such statement kept 1 GB in a connection (measured), which
 // then held it, idle.
 func (s *Server) reapMemory(ctx context.Context) ([]Reaped, error) {
+	// A site's connections together may hold an eighth of the server's
+	// memory: one site cannot make the kernel end it for everyone.
+	perSite := s.cfg.MemoryMB << 20 / 8
 	rows, err := s.db.QueryContext(ctx, `SELECT USER, ID, MEMORY_USED FROM information_schema.PROCESSLIST
-		WHERE MEMORY_USED > ? AND COMMAND <> 'Killed'`, s.cfg.SessionMemMB<<20)
+		WHERE MEMORY_USED > ? AND COMMAND <> 'Killed'`, 1<<20)
 	if err != nil {
 		return nil, fmt.Errorf("mariadb: connections' memory: %w", err)
 	}
-	type hog struct {
-		user     string
-		conn, mb int64
+	type conn struct {
+		user      string
+		id, bytes int64
 	}
-	var over []hog
+	var conns []conn
+	byUser := map[string]int64{}
 	for rows.Next() {
-		var h hog
-		if err := rows.Scan(&h.user, &h.conn, &h.mb); err != nil {
+		var c conn
+		if err := rows.Scan(&c.user, &c.id, &c.bytes); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		if h.user != adminUser && ident.MatchString(h.user) {
-			over = append(over, h)
+		if c.user != adminUser && ident.MatchString(c.user) {
+			conns = append(conns, c)
+			byUser[c.user] += c.bytes
 		}
 	}
 	rows.Close()
@@ -305,18 +347,21 @@ func (s *Server) reapMemory(ctx context.Context) ([]Reaped, error) {
 	}
 	out := map[string]*Reaped{}
 	var order []string
-	for _, h := range over {
-		if _, err := s.db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", h.conn)); err != nil && !isUnknownThread(err) {
-			return collect(out, order), fmt.Errorf("mariadb: end connection %d of %s: %w", h.conn, h.user, err)
+	for _, c := range conns {
+		if c.bytes <= s.cfg.SessionMemMB<<20 && byUser[c.user] <= perSite {
+			continue
 		}
-		r := out[h.user]
+		if _, err := s.db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", c.id)); err != nil && !isUnknownThread(err) {
+			return collect(out, order), fmt.Errorf("mariadb: end connection %d of %s: %w", c.id, c.user, err)
+		}
+		r := out[c.user]
 		if r == nil {
-			r = &Reaped{User: h.user, Why: "memory"}
-			out[h.user] = r
-			order = append(order, h.user)
+			r = &Reaped{User: c.user, Why: "memory"}
+			out[c.user] = r
+			order = append(order, c.user)
 		}
 		r.Connections++
-		r.MemoryBytes += h.mb
+		r.MemoryBytes += c.bytes
 	}
 	return collect(out, order), nil
 }

@@ -67,6 +67,23 @@ func (s *Server) Watch(ctx context.Context, rt Runner, every time.Duration, log 
 		if down = err != nil; down {
 			continue
 		}
+		// Memory first: it runs out fastest.
+		cctx, cancel = context.WithTimeout(ctx, checkTimeout)
+		hogs, err := s.reapMemory(cctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && !memFailing {
+			log.Warn("checking the connections' memory failed", "err", err)
+		}
+		memFailing = err != nil
+		ended := 0
+		for _, r := range hogs {
+			ended += r.Connections
+			log.Warn("ended a site's connections: they held more of MariaDB's memory than a connection or a site may",
+				"db_user", r.User, "connections", r.Connections, "memory_mb", r.MemoryBytes>>20, "session_mem_mb", s.cfg.SessionMemMB)
+		}
+		if observe != nil {
+			observe.MemoryEnded(ended)
+		}
 		now := time.Now()
 		overFor := int64(0)
 		if !since.IsZero() {
@@ -85,31 +102,15 @@ func (s *Server) Watch(ctx context.Context, rt Runner, every time.Duration, log 
 		case err == nil && since.IsZero():
 			since = now
 		}
-		ended := 0
+		ended = 0
 		for _, r := range reaped {
 			ended += r.Connections
-			log.Warn("ended a site's transactions: the undo log every site shares is almost full",
+			log.Warn("ended a site's transactions: they held the undo log or the lock memory every site shares",
 				"db_user", r.User, "why", r.Why, "connections", r.Connections, "rows_modified", r.RowsModified,
 				"oldest_seconds", r.OldestSeconds, "undo_mb", used>>20, "undo_high_mb", s.cfg.UndoHighMB)
 		}
 		if observe != nil && (err == nil || ended > 0) {
 			observe.Undo(used, ended)
-		}
-		cctx, cancel = context.WithTimeout(ctx, checkTimeout)
-		hogs, err := s.reapMemory(cctx)
-		cancel()
-		if err != nil && ctx.Err() == nil && !memFailing {
-			log.Warn("checking the connections' memory failed", "err", err)
-		}
-		memFailing = err != nil
-		ended = 0
-		for _, r := range hogs {
-			ended += r.Connections
-			log.Warn("ended a site's connections: they held more of MariaDB's memory than one connection may",
-				"db_user", r.User, "connections", r.Connections, "memory_mb", r.MemoryBytes>>20, "session_mem_mb", s.cfg.SessionMemMB)
-		}
-		if observe != nil {
-			observe.MemoryEnded(ended)
 		}
 	}
 }

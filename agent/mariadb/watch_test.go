@@ -157,7 +157,10 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, q := range []string{"XA START 'squat'", "CALL churn(5000)", "XA END 'squat'", "XA PREPARE 'squat'"} {
+		// A format id past a signed 64-bit number: XA RECOVER shows it
+		// negative, and the rollback must name it as it was given.
+		xid := "'squat','',9223372036854775808"
+		for _, q := range []string{"XA START " + xid, "CALL churn(5000)", "XA END " + xid, "XA PREPARE " + xid} {
 			if _, err := conn.ExecContext(ctx, q); err != nil {
 				t.Fatalf("%s: %v", q, err)
 			}
@@ -199,6 +202,96 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 	// The server's own connections are never ended.
 	if err := srv.Root().PingContext(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOneSiteCannotTakeTheLockMemory: row locks live in the buffer pool
+// every site shares; a site locking many pages from many connections
+// would leave none for the others' writes (and, at the whole pool, make
+// the server abort). Past the bound, that site's transactions are ended;
+// another site's few locks are not. (The bounds are lowered here: the
+// defaults need tables of hundreds of MB.)
+func TestOneSiteCannotTakeTheLockMemory(t *testing.T) {
+	ctx := context.Background()
+	srv, _ := startServer(t)
+	t.Cleanup(mariadb.SetLockBoundsForTests(256<<10, 128<<10))
+	watch, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Watch(watch, runtimeOf(srv), 100*time.Millisecond, slog.New(slog.NewTextHandler(testWriter{t}, nil)), nil)
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	open := func(name string) *sql.DB {
+		if err := srv.CreateSiteDatabase(ctx, "", name, name, "pw"); err != nil {
+			t.Fatal(err)
+		}
+		return openAs(t, srv, name, "pw", name)
+	}
+	hog, other := open("wp_locks"), open("wp_few")
+	for _, q := range []string{"CREATE TABLE t (id int PRIMARY KEY, v varchar(100))",
+		"INSERT INTO t SELECT seq, REPEAT('x', 100) FROM seq_1_to_200000"} {
+		if _, err := hog.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{"CREATE TABLE t (id int PRIMARY KEY)", "INSERT INTO t VALUES (1), (2)"} {
+		if _, err := other.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	few, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer few.Close()
+	if _, err := few.ExecContext(ctx, "START TRANSACTION"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := few.ExecContext(ctx, "SELECT * FROM t LOCK IN SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	var conns []*sql.Conn
+	for range 4 {
+		c, err := hog.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+		if _, err := c.ExecContext(ctx, "START TRANSACTION"); err != nil {
+			t.Fatal(err)
+		}
+		// Ended meanwhile, the statement fails: what the test wants.
+		_, _ = c.ExecContext(ctx, "SELECT COUNT(*) FROM (SELECT * FROM t LOCK IN SHARE MODE) x")
+	}
+	// Past the bound of all sites' locks, the locking site's are ended
+	// until all are under it again.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var locks int64
+		if err := srv.Root().QueryRowContext(ctx, "SELECT COALESCE(SUM(trx_lock_memory_bytes), 0) FROM information_schema.INNODB_TRX").Scan(&locks); err != nil {
+			t.Fatal(err)
+		}
+		if locks <= 256<<10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the transactions hold %d KiB of locks", locks>>10)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	alive := 0
+	for _, c := range conns {
+		if _, err := c.ExecContext(ctx, "SELECT 1"); err == nil {
+			alive++
+		}
+	}
+	if alive == len(conns) {
+		t.Fatal("none of the locking site's connections was ended")
+	}
+	if _, err := few.ExecContext(ctx, "COMMIT"); err != nil {
+		t.Fatalf("another site's transaction with few locks was ended: %v", err)
 	}
 }
 

@@ -34,7 +34,7 @@ func (f *siteNetFlags) register(fs *flag.FlagSet, egress, ssh string) {
 	fs.Int64Var(&f.dbTempMB, "mariadb-temp-max-mb", mariadb.DefaultTempMaxMB,
 		"bound of the node's MariaDB temporary tablespace, and size of the disk of its sort files and on-disk temporary tables")
 	fs.Int64Var(&f.dbMemoryMB, "mariadb-memory-mb", mariadb.DefaultMemoryMB,
-		"memory limit of the node's MariaDB container: past it the kernel ends MariaDB and the agent starts it again, never the node's other processes")
+		"memory limit of the node's MariaDB container: past it the kernel ends MariaDB and the agent starts it again, never the node's other processes; a site's connections together may hold an eighth of it")
 	fs.Int64Var(&f.dbSessionMB, "mariadb-session-mem-mb", mariadb.DefaultSessionMemMB,
 		"memory one database connection may hold in the node's MariaDB; a site cannot raise it, and a site connection holding more is ended")
 }
@@ -45,8 +45,8 @@ func (f *siteNetFlags) apply(cfg *agent.Config) error {
 	if f.dbSystemMB < 64 || f.dbTempMB < 64 {
 		return fmt.Errorf("--mariadb-system-max-mb and --mariadb-temp-max-mb must be at least 64")
 	}
-	if f.dbSessionMB < 16 || f.dbMemoryMB < 4*f.dbSessionMB || f.dbMemoryMB < 512 {
-		return fmt.Errorf("--mariadb-session-mem-mb must be at least 16 and --mariadb-memory-mb at least 512 and four sessions' worth")
+	if f.dbSessionMB < 16 || f.dbMemoryMB < 512 || f.dbSessionMB > f.dbMemoryMB/8 {
+		return fmt.Errorf("--mariadb-session-mem-mb must be at least 16 and at most an eighth of --mariadb-memory-mb (at least 512): a site's connections together may hold an eighth")
 	}
 	cfg.DBSystemMaxMB, cfg.DBTempMaxMB = f.dbSystemMB, f.dbTempMB
 	cfg.DBMemoryMB, cfg.DBSessionMemMB = f.dbMemoryMB, f.dbSessionMB
