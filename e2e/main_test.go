@@ -171,6 +171,21 @@ func (p *proc) errText() string {
 	return p.stderr.String()
 }
 
+// tailLines is how much of a failed test's process output stop logs.
+const tailLines = 80
+
+// tail is the last n lines the process wrote (stdout then stderr), but
+// the access log's lines (one per request, heartbeats included).
+func (p *proc) tail(n int) string {
+	var keep []string
+	for _, l := range strings.Split(p.output(), "\n") {
+		if l != "" && !strings.Contains(l, `"msg":"request"`) {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep[max(0, len(keep)-n):], "\n")
+}
+
 // output is all the process has written so far, stdout then stderr.
 func (p *proc) output() string {
 	p.mu.Lock()
@@ -178,8 +193,13 @@ func (p *proc) output() string {
 	return p.stdout.String() + p.stderr.String()
 }
 
-// stop sends SIGTERM and waits for a clean exit.
+// stop sends SIGTERM and waits for a clean exit. When the test failed,
+// it logs the end of what the process said first, so that a failure in
+// CI can be read without running it again.
 func (p *proc) stop(t *testing.T) {
+	if t.Failed() {
+		t.Logf("%s said (last %d lines, access log left out):\n%s", filepath.Base(p.cmd.Path), tailLines, p.tail(tailLines))
+	}
 	if p.cmd.ProcessState != nil {
 		return
 	}
