@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -55,13 +54,7 @@ func TestOneConnectionCannotTakeTheServersMemory(t *testing.T) {
 	// User variables are counted, but a statement is stopped only at its
 	// next check: a SET of many has none, and the connection then holds
 	// them (measured: 1 GB). The watch ends such a connection.
-	watch, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Watch(watch, runtimeOf(srv), 100*time.Millisecond, slog.New(slog.NewTextHandler(testWriter{t}, nil)), nil)
-	}()
-	t.Cleanup(func() { stop(); <-done })
+	watchFor(t, srv, nil)
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -73,20 +66,14 @@ func TestOneConnectionCannotTakeTheServersMemory(t *testing.T) {
 	}
 	_, err = conn.ExecContext(ctx, "SET "+strings.Join(vars, ", "))
 	t.Logf("1 GB of user variables in one statement: %v", err)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually(t, 30*time.Second, func() error {
 		var held int64
-		if err := srv.Root().QueryRowContext(ctx, "SELECT COALESCE(MAX(MEMORY_USED), 0) FROM information_schema.PROCESSLIST WHERE USER = 'wp_mem' AND COMMAND <> 'Killed'").Scan(&held); err != nil {
-			t.Fatal(err)
+		err := srv.Root().QueryRowContext(ctx, "SELECT COALESCE(MAX(MEMORY_USED), 0) FROM information_schema.PROCESSLIST WHERE USER = 'wp_mem' AND COMMAND <> 'Killed'").Scan(&held)
+		if err == nil && held > mariadb.DefaultSessionMemMB<<20 {
+			err = fmt.Errorf("a site's connection keeps %d MiB of the server's memory", held>>20)
 		}
-		if held <= mariadb.DefaultSessionMemMB<<20 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a site's connection keeps %d MiB of the server's memory", held>>20)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 	if _, err := conn.ExecContext(ctx, "SELECT 1"); err == nil {
 		t.Fatal("the connection that held the memory is still open")
 	}
@@ -104,22 +91,18 @@ func TestOneConnectionCannotTakeTheServersMemory(t *testing.T) {
 		_, err := held[i].ExecContext(ctx, "SET "+strings.Join(vars[:12], ", "))
 		t.Logf("connection %d: 192 MB of user variables: %v", i, err)
 	}
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	eventually(t, 30*time.Second, func() error {
 		alive := 0
 		for _, c := range held {
 			if _, err := c.ExecContext(ctx, "SELECT 1"); err == nil {
 				alive++
 			}
 		}
-		if alive == 0 {
-			break
+		if alive > 0 {
+			return fmt.Errorf("%d of the site's connections holding 576 MB together are open", alive)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of the site's connections holding 576 MB together are open", alive)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // memoryLimit is the memory limit of the cgroup of namespace ns's MariaDB.

@@ -4,11 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/sandboxd/sandboxd/agent/mariadb"
 )
@@ -27,13 +31,7 @@ import (
 func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 	ctx := context.Background()
 	srv, _ := startServer(t) // SystemMaxMB 256: the reaper starts at 128
-	watch, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Watch(watch, runtimeOf(srv), 100*time.Millisecond, slog.New(slog.NewTextHandler(testWriter{t}, nil)), nil)
-	}()
-	t.Cleanup(func() { stop(); <-done })
+	watchFor(t, srv, nil)
 
 	site := func(name string) *sql.DB {
 		if err := srv.CreateSiteDatabase(ctx, "", name, name, "pw-"+name); err != nil {
@@ -58,17 +56,12 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 		t.Helper()
 		// At the latest once the reaper has ended the transaction and
 		// its rollback is done.
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			_, err := db.ExecContext(ctx, "UPDATE u SET v = 'other' WHERE id = 1")
-			if err == nil {
-				return
+		eventually(t, time.Minute, func() error {
+			if _, err := db.ExecContext(ctx, "UPDATE u SET v = 'other' WHERE id = 1"); err != nil {
+				return fmt.Errorf("another site cannot write while one site holds the shared undo: %w", err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("another site cannot write while one site holds the shared undo: %v", err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	ended := func(t *testing.T, conn *sql.Conn) {
 		t.Helper()
@@ -78,20 +71,13 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 	}
 	undoFalls := func(t *testing.T) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		eventually(t, time.Minute, func() error {
 			used, err := srv.UndoBytes(ctx)
-			if err != nil {
-				t.Fatal(err)
+			if err == nil && used >= 128<<20 {
+				err = fmt.Errorf("the undo in use stays at %d MiB", used>>20)
 			}
-			if used < 128<<20 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the undo in use stays at %d MiB", used>>20)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return err
+		})
 	}
 	hog, other := site("wp_hog"), site("wp_other")
 
@@ -110,7 +96,13 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 		}
 		t.Logf("the site's churn: %v", churnErr)
 		writes(t, other)
-		ended(t, conn)
+		// Ended by the watch mid-way, as a rule; on a slow machine the
+		// undo may reach its cap first, and the server rolls the
+		// statement back itself (its transaction then holds nothing).
+		var me *mysql.MySQLError
+		if !errors.As(churnErr, &me) || me.Number != 1114 {
+			ended(t, conn)
+		}
 		// Its changes rolled back: the row is what it was.
 		var v string
 		if err := hog.QueryRowContext(ctx, "SELECT LEFT(v, 3) FROM u WHERE id = 1").Scan(&v); err != nil || v != "aaa" {
@@ -169,30 +161,16 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 		// and its lock would stay through restarts. The watch rolls it back.
 		conn.Raw(func(any) error { return driver.ErrBadConn })
 		conn.Close()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		// Measured: gone after 0.1 to 38 s (why it sometimes takes that
+		// long is not known yet; the watch tries at every check).
+		eventually(t, 2*time.Minute, func() error {
 			var n int
-			if err := srv.Root().QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX").Scan(&n); err != nil {
-				t.Fatal(err)
+			err := srv.Root().QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX").Scan(&n)
+			if err == nil && n > 0 {
+				err = fmt.Errorf("%d transactions stay", n)
 			}
-			if n == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				rows, _ := srv.Root().QueryContext(ctx, "XA RECOVER FORMAT='SQL'")
-				for rows != nil && rows.Next() {
-					var f, g, b int
-					var d string
-					rows.Scan(&f, &g, &b, &d)
-					_, err := srv.Root().ExecContext(ctx, "XA ROLLBACK "+d)
-					t.Logf("xa %d %d %d %s: rollback %v", f, g, b, d, err)
-				}
-				var id int64
-				srv.Root().QueryRowContext(ctx, "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX").Scan(&id)
-				t.Fatalf("%d transactions stay (thread %d)", n, id)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return err
+		})
 		var v string
 		if err := hog.QueryRowContext(ctx, "SELECT LEFT(v, 3) FROM u WHERE id = 1").Scan(&v); err != nil || v != "aaa" {
 			t.Fatalf("the prepared transaction's row: %q %v", v, err)
@@ -216,13 +194,7 @@ func TestOneSiteCannotTakeTheLockMemory(t *testing.T) {
 	srv, _ := startServer(t)
 	const high = 64 << 10 // a site's 200,000 rows locked take about 100 KiB per connection
 	t.Cleanup(mariadb.SetLockBoundsForTests(high, high/2))
-	watch, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Watch(watch, runtimeOf(srv), 100*time.Millisecond, slog.New(slog.NewTextHandler(testWriter{t}, nil)), nil)
-	}()
-	t.Cleanup(func() { stop(); <-done })
+	watchFor(t, srv, nil)
 	open := func(name string) *sql.DB {
 		if err := srv.CreateSiteDatabase(ctx, "", name, name, "pw"); err != nil {
 			t.Fatal(err)
@@ -264,25 +236,19 @@ func TestOneSiteCannotTakeTheLockMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Ended meanwhile, the statement fails: what the test wants.
-		_, err = c.ExecContext(ctx, "SELECT COUNT(*) FROM (SELECT * FROM t LOCK IN SHARE MODE) x")
+		_, err = c.ExecContext(ctx, "SELECT COUNT(v) FROM t LOCK IN SHARE MODE")
 		t.Logf("locking 200,000 rows: %v", err)
 	}
 	// Past the bound of all sites' locks, the locking site's are ended
 	// until all are under it again.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually(t, 30*time.Second, func() error {
 		var locks int64
-		if err := srv.Root().QueryRowContext(ctx, "SELECT COALESCE(SUM(trx_lock_memory_bytes), 0) FROM information_schema.INNODB_TRX").Scan(&locks); err != nil {
-			t.Fatal(err)
+		err := srv.Root().QueryRowContext(ctx, "SELECT COALESCE(SUM(trx_lock_memory_bytes), 0) FROM information_schema.INNODB_TRX").Scan(&locks)
+		if err == nil && locks > high {
+			err = fmt.Errorf("the transactions hold %d KiB of locks", locks>>10)
 		}
-		if locks <= high {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the transactions hold %d KiB of locks", locks>>10)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 	alive := 0
 	for _, c := range conns {
 		if _, err := c.ExecContext(ctx, "SELECT 1"); err == nil {
@@ -314,31 +280,21 @@ func TestWatchRestartsAStoppedServer(t *testing.T) {
 		}
 	}
 	obs := &observer{}
-	watch, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Watch(watch, rt, 100*time.Millisecond, slog.New(slog.NewTextHandler(testWriter{t}, nil)), obs)
-	}()
-	t.Cleanup(func() { stop(); <-done })
+	watchFor(t, srv, obs)
 
 	// mariadbd crashes: SIGSEGV, which it handles by aborting.
 	res, err := rt.Exec(ctx, mariadb.ContainerID, []string{"kill", "-SEGV", "1"}, nil, mariadb.UID, mariadb.UID, nil)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("crash mariadbd: %v %+v", err, res)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	eventually(t, 2*time.Minute, func() error {
 		var v string
 		err := site.QueryRowContext(ctx, "SELECT v FROM t").Scan(&v)
-		if err == nil && v == "committed" && obs.restarts() > 0 {
-			break
+		if err != nil || v != "committed" || obs.restarts() == 0 {
+			return fmt.Errorf("the site's database after mariadbd crashed: %q %v (restarts %d)", v, err, obs.restarts())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the site's database after mariadbd crashed: %q %v (restarts %d)", v, err, obs.restarts())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if running, err := rt.Running(ctx, mariadb.ContainerID); err != nil || !running {
 		t.Fatalf("running %v %v", running, err)
 	}
@@ -369,6 +325,36 @@ func (o *observer) restarts() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.restart
+}
+
+// watchFor runs srv's Watch every 100 ms, logging to the test, until the
+// test ends.
+func watchFor(t *testing.T, srv *mariadb.Server, obs mariadb.Observer) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Watch(ctx, runtimeOf(srv), 100*time.Millisecond, slog.New(slog.NewTextHandler(testWriter{t}, nil)), obs)
+	}()
+	t.Cleanup(func() { stop(); <-done })
+}
+
+// eventually calls cond every 100 ms until it returns nil, and fails the
+// test with its last error once limit has passed.
+func eventually(t *testing.T, limit time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // testWriter writes a logger's lines to the test's log.
