@@ -105,7 +105,14 @@ func (b *browserLogin) run(ctx context.Context) (string, error) {
 		}
 	})}
 	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
+	// Shutdown, not Close: the handler hands over its result before its
+	// page has reached the browser, and closing at once would cut that
+	// page off (the browser would show a reset connection, not the result).
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
 
 	fmt.Fprintf(b.out, "To log in, open this page in a browser on this computer:\n\n  %s\n\n", authURL)
 	fmt.Fprintf(b.out, "Approve there only if the page shows this login code: %s\n", logincode.Of(oauth2.S256ChallengeFromVerifier(verifier)))
