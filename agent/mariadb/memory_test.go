@@ -66,7 +66,7 @@ func TestOneConnectionCannotTakeTheServersMemory(t *testing.T) {
 	}
 	_, err = conn.ExecContext(ctx, "SET "+strings.Join(vars, ", "))
 	t.Logf("1 GB of user variables in one statement: %v", err)
-	eventually(t, 30*time.Second, func() error {
+	eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
 		var held int64
 		err := srv.Root().QueryRowContext(ctx, "SELECT COALESCE(MAX(MEMORY_USED), 0) FROM information_schema.PROCESSLIST WHERE USER = 'wp_mem' AND COMMAND <> 'Killed'").Scan(&held)
 		if err == nil && held > mariadb.DefaultSessionMemMB<<20 {
@@ -91,7 +91,7 @@ func TestOneConnectionCannotTakeTheServersMemory(t *testing.T) {
 		_, err := held[i].ExecContext(ctx, "SET "+strings.Join(vars[:12], ", "))
 		t.Logf("connection %d: 192 MB of user variables: %v", i, err)
 	}
-	eventually(t, 30*time.Second, func() error {
+	eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
 		alive := 0
 		for _, c := range held {
 			if _, err := c.ExecContext(ctx, "SELECT 1"); err == nil {

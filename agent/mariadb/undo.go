@@ -110,14 +110,14 @@ var (
 // oldAfter seconds ago or more. The server's own connections are never
 // ended. It returns what it ended, by site, and the undo in use it saw.
 func (s *Server) reapUndo(ctx context.Context, overFor int64) ([]Reaped, int64, error) {
-	trxs, detached, err := s.openTransactions(ctx)
-	if err != nil {
+	// XA RECOVER reads the server's list of prepared transactions
+	// itself; INNODB_TRX may be a snapshot (see openTransactions).
+	if err := s.rollbackPrepared(ctx); err != nil {
 		return nil, 0, err
 	}
-	if detached > 0 {
-		if err := s.rollbackPrepared(ctx); err != nil {
-			return nil, 0, err
-		}
+	trxs, err := s.openTransactions(ctx)
+	if err != nil {
+		return nil, 0, err
 	}
 	used, err := s.UndoBytes(ctx)
 	if err != nil {
@@ -180,29 +180,28 @@ func collect(m map[string]*Reaped, order []string) []Reaped {
 }
 
 // openTransactions lists the open transactions that have a connection,
-// but those rolling back, and counts those without one (prepared XA
-// transactions).
-func (s *Server) openTransactions(ctx context.Context) ([]siteTrx, int, error) {
+// but those rolling back. InnoDB answers from a snapshot it refreshes
+// only once no one has read it for 0.1 s (CACHE_MIN_IDLE_TIME_US): an
+// operator's tool reading it faster than that would keep the watch
+// seeing the past, so nothing here should poll it that often.
+func (s *Server) openTransactions(ctx context.Context) ([]siteTrx, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT trx_mysql_thread_id, trx_rows_modified, trx_lock_memory_bytes,
 		TIMESTAMPDIFF(SECOND, trx_started, NOW()) FROM information_schema.INNODB_TRX WHERE trx_state <> 'ROLLING BACK'`)
 	if err != nil {
-		return nil, 0, fmt.Errorf("mariadb: open transactions: %w", err)
+		return nil, fmt.Errorf("mariadb: open transactions: %w", err)
 	}
 	defer rows.Close()
 	var trxs []siteTrx
-	detached := 0
 	for rows.Next() {
 		var t siteTrx
 		if err := rows.Scan(&t.conn, &t.modified, &t.lockMem, &t.age); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		if t.conn == 0 {
-			detached++
-			continue
+		if t.conn != 0 { // prepared XA transactions have none
+			trxs = append(trxs, t)
 		}
-		trxs = append(trxs, t)
 	}
-	return trxs, detached, rows.Err()
+	return trxs, rows.Err()
 }
 
 // ofSites keeps the transactions of sites' users, each with its user:

@@ -56,7 +56,7 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 		t.Helper()
 		// At the latest once the reaper has ended the transaction and
 		// its rollback is done.
-		eventually(t, time.Minute, func() error {
+		eventually(t, time.Minute, 100*time.Millisecond, func() error {
 			if _, err := db.ExecContext(ctx, "UPDATE u SET v = 'other' WHERE id = 1"); err != nil {
 				return fmt.Errorf("another site cannot write while one site holds the shared undo: %w", err)
 			}
@@ -71,7 +71,7 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 	}
 	undoFalls := func(t *testing.T) {
 		t.Helper()
-		eventually(t, time.Minute, func() error {
+		eventually(t, time.Minute, 100*time.Millisecond, func() error {
 			used, err := srv.UndoBytes(ctx)
 			if err == nil && used >= 128<<20 {
 				err = fmt.Errorf("the undo in use stays at %d MiB", used>>20)
@@ -122,16 +122,18 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 		}
 		// A transaction is old once it began before the undo went above
 		// the mark, in the server's whole seconds: let its clock tick.
-		for {
-			var ticked bool
-			if err := srv.Root().QueryRowContext(ctx, "SELECT COUNT(*) > 0 FROM information_schema.INNODB_TRX WHERE trx_started < NOW()").Scan(&ticked); err != nil {
-				t.Fatal(err)
-			}
-			if ticked {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
+		var began int64
+		if err := conn.QueryRowContext(ctx, "SELECT UNIX_TIMESTAMP()").Scan(&began); err != nil {
+			t.Fatal(err)
 		}
+		eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
+			var now int64
+			err := srv.Root().QueryRowContext(ctx, "SELECT UNIX_TIMESTAMP()").Scan(&now)
+			if err == nil && now <= began {
+				err = errors.New("the server's clock has not ticked")
+			}
+			return err
+		})
 		// Committed changes, each small, whose undo the open read view
 		// keeps from purge: past the reaper's mark the reader is ended
 		// (whether the writer found the undo full before depends on how
@@ -161,15 +163,31 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 		// and its lock would stay through restarts. The watch rolls it back.
 		conn.Raw(func(any) error { return driver.ErrBadConn })
 		conn.Close()
-		// Measured: gone after 0.1 to 38 s (why it sometimes takes that
-		// long is not known yet; the watch tries at every check).
-		eventually(t, 2*time.Minute, func() error {
-			var n int
-			err := srv.Root().QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX").Scan(&n)
-			if err == nil && n > 0 {
-				err = fmt.Errorf("%d transactions stay", n)
+		// Gone from the server's prepared transactions, its row lock
+		// released: another transaction locks the row at once.
+		eventually(t, time.Minute, 100*time.Millisecond, func() error {
+			rows, err := srv.Root().QueryContext(ctx, "XA RECOVER")
+			if err != nil {
+				return err
 			}
-			return err
+			prepared := 0
+			for rows.Next() {
+				prepared++
+			}
+			rows.Close()
+			if prepared > 0 {
+				return fmt.Errorf("%d prepared transactions stay", prepared)
+			}
+			tx, err := hog.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			var v string
+			if err := tx.QueryRowContext(ctx, "SELECT LEFT(v, 3) FROM u WHERE id = 1 FOR UPDATE NOWAIT").Scan(&v); err != nil {
+				return fmt.Errorf("the prepared transaction's row stays locked: %w", err)
+			}
+			return nil
 		})
 		var v string
 		if err := hog.QueryRowContext(ctx, "SELECT LEFT(v, 3) FROM u WHERE id = 1").Scan(&v); err != nil || v != "aaa" {
@@ -241,7 +259,17 @@ func TestOneSiteCannotTakeTheLockMemory(t *testing.T) {
 	}
 	// Past the bound of all sites' locks, the locking site's are ended
 	// until all are under it again.
-	eventually(t, 30*time.Second, func() error {
+	eventually(t, 30*time.Second, 500*time.Millisecond, func() error {
+		for _, c := range conns {
+			if _, err := c.ExecContext(ctx, "SELECT 1"); err != nil {
+				return nil
+			}
+		}
+		return errors.New("none of the locking site's connections was ended")
+	})
+	// InnoDB refreshes INNODB_TRX only once no one has read it for 0.1 s:
+	// polled no faster than the watch, it shows the present.
+	eventually(t, 30*time.Second, 500*time.Millisecond, func() error {
 		var locks int64
 		err := srv.Root().QueryRowContext(ctx, "SELECT COALESCE(SUM(trx_lock_memory_bytes), 0) FROM information_schema.INNODB_TRX").Scan(&locks)
 		if err == nil && locks > high {
@@ -249,15 +277,6 @@ func TestOneSiteCannotTakeTheLockMemory(t *testing.T) {
 		}
 		return err
 	})
-	alive := 0
-	for _, c := range conns {
-		if _, err := c.ExecContext(ctx, "SELECT 1"); err == nil {
-			alive++
-		}
-	}
-	if alive == len(conns) {
-		t.Fatal("none of the locking site's connections was ended")
-	}
 	if _, err := few.ExecContext(ctx, "COMMIT"); err != nil {
 		t.Fatalf("another site's transaction with few locks was ended: %v", err)
 	}
@@ -287,7 +306,7 @@ func TestWatchRestartsAStoppedServer(t *testing.T) {
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("crash mariadbd: %v %+v", err, res)
 	}
-	eventually(t, 2*time.Minute, func() error {
+	eventually(t, 2*time.Minute, 100*time.Millisecond, func() error {
 		var v string
 		err := site.QueryRowContext(ctx, "SELECT v FROM t").Scan(&v)
 		if err != nil || v != "committed" || obs.restarts() == 0 {
@@ -327,22 +346,23 @@ func (o *observer) restarts() int {
 	return o.restart
 }
 
-// watchFor runs srv's Watch every 100 ms, logging to the test, until the
-// test ends.
+// watchFor runs srv's Watch every 250 ms, logging to the test, until the
+// test ends: more often, it would read INNODB_TRX too often for InnoDB to
+// refresh it (see openTransactions).
 func watchFor(t *testing.T, srv *mariadb.Server, obs mariadb.Observer) {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		srv.Watch(ctx, runtimeOf(srv), 100*time.Millisecond, slog.New(slog.NewTextHandler(testWriter{t}, nil)), obs)
+		srv.Watch(ctx, runtimeOf(srv), 250*time.Millisecond, slog.New(slog.NewTextHandler(testWriter{t}, nil)), obs)
 	}()
 	t.Cleanup(func() { stop(); <-done })
 }
 
-// eventually calls cond every 100 ms until it returns nil, and fails the
-// test with its last error once limit has passed.
-func eventually(t *testing.T, limit time.Duration, cond func() error) {
+// eventually calls cond every interval until it returns nil, and fails
+// the test with its last error once limit has passed.
+func eventually(t *testing.T, limit, every time.Duration, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
@@ -353,7 +373,7 @@ func eventually(t *testing.T, limit time.Duration, cond func() error) {
 		if time.Now().After(deadline) {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(every)
 	}
 }
 
