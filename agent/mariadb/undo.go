@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // The undo log every site shares lives in the system tablespace, capped at
@@ -264,9 +265,15 @@ func (s *Server) processes(ctx context.Context) (map[int64]string, error) {
 	return out, rows.Err()
 }
 
-// maxRollbacks bounds the prepared transactions rolled back in one check,
-// so the check's other work is done whatever a site prepares.
-const maxRollbacks = 64
+// Bounds of rollbackPrepared in one check: a site can prepare and leave
+// transactions about as fast as it can connect, and some of those listed
+// may belong to live connections (they cannot be rolled back from here):
+// every check rolls back what it can for a while, and the check's other
+// work is still done.
+const (
+	maxPrepared    = 10000
+	rollbackBudget = 2 * time.Second
+)
 
 // rollbackPrepared rolls back every prepared XA transaction the server
 // holds. The agent uses none and WordPress has no transaction manager: a
@@ -279,7 +286,7 @@ func (s *Server) rollbackPrepared(ctx context.Context) error {
 		return fmt.Errorf("mariadb: prepared transactions: %w", err)
 	}
 	var xids []string
-	for rows.Next() {
+	for len(xids) < maxPrepared && rows.Next() {
 		var format, gtridLen, bqualLen int64
 		var data []byte
 		if err := rows.Scan(&format, &gtridLen, &bqualLen, &data); err != nil {
@@ -297,8 +304,9 @@ func (s *Server) rollbackPrepared(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	for i, x := range xids {
-		if i == maxRollbacks {
+	deadline := time.Now().Add(rollbackBudget)
+	for _, x := range xids {
+		if time.Now().After(deadline) {
 			break // the rest at the next check
 		}
 		// Errors are those attached to a live connection.

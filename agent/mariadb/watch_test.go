@@ -146,25 +146,35 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 		undoFalls(t)
 	})
 
-	t.Run("a prepared XA transaction left without a connection", func(t *testing.T) {
-		conn, err := hog.Conn(ctx)
-		if err != nil {
+	t.Run("prepared XA transactions left without a connection", func(t *testing.T) {
+		// prepare runs the statements on a connection of its own, then
+		// drops it: the transaction stays prepared, its undo and its
+		// locks through restarts.
+		prepare := func(xid string, work string) {
+			conn, err := hog.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range []string{"XA START " + xid, work, "XA END " + xid, "XA PREPARE " + xid} {
+				if _, err := conn.ExecContext(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			conn.Raw(func(any) error { return driver.ErrBadConn })
+			conn.Close()
+		}
+		if _, err := hog.ExecContext(ctx, "CREATE TABLE xa (id int PRIMARY KEY)"); err != nil {
 			t.Fatal(err)
 		}
-		// A format id of the site's choosing, the largest there is: the rollback
-		// names it as it was given.
-		xid := "'squat','',2147483647"
-		for _, q := range []string{"XA START " + xid, "CALL churn(1000)", "XA END " + xid, "XA PREPARE " + xid} {
-			if _, err := conn.ExecContext(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
+		// A hundred, each locking a row of its own, while the watch runs;
+		// then one with a format id of the site's choosing, the largest
+		// there is (the rollback names it as it was given).
+		for i := range 100 {
+			prepare(fmt.Sprintf("'many-%d'", i), fmt.Sprintf("INSERT INTO xa VALUES (%d)", i))
 		}
-		// Closed, its connection leaves the transaction prepared: its undo
-		// and its lock would stay through restarts. The watch rolls it back.
-		conn.Raw(func(any) error { return driver.ErrBadConn })
-		conn.Close()
-		// Gone from the server's prepared transactions, its row lock
-		// released: another transaction locks the row at once.
+		prepare("'squat','',2147483647", "CALL churn(1000)")
+		// Gone from the server's prepared transactions, their row locks
+		// released: another transaction locks the rows at once.
 		eventually(t, time.Minute, 100*time.Millisecond, func() error {
 			rows, err := srv.Root().QueryContext(ctx, "XA RECOVER")
 			if err != nil {
@@ -186,6 +196,10 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 			var v string
 			if err := tx.QueryRowContext(ctx, "SELECT LEFT(v, 3) FROM u WHERE id = 1 FOR UPDATE NOWAIT").Scan(&v); err != nil {
 				return fmt.Errorf("the prepared transaction's row stays locked: %w", err)
+			}
+			var n int
+			if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM xa FOR UPDATE NOWAIT").Scan(&n); err != nil || n != 0 {
+				return fmt.Errorf("the prepared inserts: %d rows, %v", n, err)
 			}
 			return nil
 		})
