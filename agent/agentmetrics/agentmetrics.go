@@ -39,7 +39,11 @@ type Metrics struct {
 	undo       prometheus.Gauge
 	undoEnded  prometheus.Counter
 	memEnded   prometheus.Counter
-	dbRestarts *prometheus.CounterVec
+	// prepared is what the last check left of the prepared XA
+	// transactions; preparedRolledBack counts those it rolled back.
+	prepared           prometheus.Gauge
+	preparedRolledBack prometheus.Counter
+	dbRestarts         *prometheus.CounterVec
 
 	mu    sync.Mutex
 	sites map[string]int
@@ -84,6 +88,14 @@ func New() *Metrics {
 			Namespace: "sandboxd", Subsystem: "agent", Name: "db_memory_connections_ended_total",
 			Help: "Site database connections the agent ended because they held more of MariaDB's memory than one connection may (--mariadb-session-mem-mb).",
 		}),
+		prepared: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "db_prepared_transactions",
+			Help: "Prepared XA transactions left in the node's MariaDB after the agent's last check: those of live connections and those it had no time for (counted up to 10000).",
+		}),
+		preparedRolledBack: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "db_prepared_rolled_back_total",
+			Help: "Prepared XA transactions, left by sites without a connection, that the agent rolled back.",
+		}),
 		dbRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sandboxd", Subsystem: "agent", Name: "db_restarts_total",
 			Help: "Times the agent found the node's MariaDB stopped (a crash, the OOM killer) and started it again, by result.",
@@ -96,7 +108,7 @@ func New() *Metrics {
 		m.dbRestarts.WithLabelValues(r)
 	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.starts, m.startTime, m.heartbeats, m.registers, m.lastBeat, m.undo, m.undoEnded, m.memEnded, m.dbRestarts, sitesCollector{m})
+		m.starts, m.startTime, m.heartbeats, m.registers, m.lastBeat, m.undo, m.undoEnded, m.memEnded, m.prepared, m.preparedRolledBack, m.dbRestarts, sitesCollector{m})
 	return m
 }
 
@@ -135,6 +147,13 @@ func (m *Metrics) Undo(usedBytes int64, ended int) {
 
 // MemoryEnded records site connections ended for the memory they held.
 func (m *Metrics) MemoryEnded(ended int) { m.memEnded.Add(float64(ended)) }
+
+// Prepared records one check of the prepared XA transactions: how many
+// were listed and how many were rolled back.
+func (m *Metrics) Prepared(listed, rolledBack int) {
+	m.prepared.Set(float64(listed - rolledBack))
+	m.preparedRolledBack.Add(float64(rolledBack))
+}
 
 // Restarted records one restart of the node's MariaDB after it stopped.
 func (m *Metrics) Restarted(err error) { m.dbRestarts.WithLabelValues(result(err)).Inc() }

@@ -25,6 +25,8 @@ func TestMetrics(t *testing.T) {
 	m.Undo(300<<20, 2)
 	m.Restarted(nil)
 	m.MemoryEnded(1)
+	m.Prepared(40, 30)
+	m.Prepared(12, 10)
 	m.Sites(map[string]int{agentmetrics.SiteReady: 3, agentmetrics.SiteFailed: 1, "bogus": 9})
 
 	rec := httptest.NewRecorder()
@@ -47,6 +49,8 @@ func TestMetrics(t *testing.T) {
 		`sandboxd_agent_db_restarts_total{result="ok"} 1`,
 		`sandboxd_agent_db_memory_connections_ended_total 1`,
 		`sandboxd_agent_db_restarts_total{result="error"} 0`,
+		`sandboxd_agent_db_prepared_transactions 2`,
+		`sandboxd_agent_db_prepared_rolled_back_total 40`,
 	}
 	for _, want := range tests {
 		if !strings.Contains(text, want) {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
-	"time"
 )
 
 // The undo log every site shares lives in the system tablespace, capped at
@@ -17,8 +16,8 @@ import (
 // from being purged; so does an XA transaction prepared and left without a
 // connection, through restarts. Past the cap every site's writes fail
 // ("The table … is full") for as long as that transaction stays. So
-// prepared XA transactions without a connection are rolled back (sites
-// have no transaction manager to finish them), and while the undo in use
+// prepared XA transactions without a connection are rolled back (see
+// rollbackPrepared), and while the undo in use
 // is above Config.UndoHighMB, Watch ends the site transactions that hold
 // it: those of every site whose open transactions changed many rows, and
 // every one begun before the undo went above the mark or a few seconds
@@ -102,8 +101,7 @@ var (
 	siteLockBytes int64 = 16 << 20
 )
 
-// reapUndo rolls back the prepared XA transactions that have no
-// connection, ends the transactions of sites holding too many locks (see
+// reapUndo ends the transactions of sites holding too many locks (see
 // lockHighBytes) and, while the undo in use is above Config.UndoHighMB,
 // ends what holds it: every open writing transaction of each site whose open
 // transactions changed heavyRows or more, and every site transaction
@@ -111,11 +109,6 @@ var (
 // oldAfter seconds ago or more. The server's own connections are never
 // ended. It returns what it ended, by site, and the undo in use it saw.
 func (s *Server) reapUndo(ctx context.Context, overFor int64) ([]Reaped, int64, error) {
-	// XA RECOVER reads the server's list of prepared transactions
-	// itself; INNODB_TRX may be a snapshot (see openTransactions).
-	if err := s.rollbackPrepared(ctx); err != nil {
-		return nil, 0, err
-	}
 	trxs, err := s.openTransactions(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -263,56 +256,6 @@ func (s *Server) processes(ctx context.Context) (map[int64]string, error) {
 		out[n] = string(vals[user])
 	}
 	return out, rows.Err()
-}
-
-// Bounds of rollbackPrepared in one check: a site can prepare and leave
-// transactions about as fast as it can connect, and some of those listed
-// may belong to live connections (they cannot be rolled back from here):
-// every check rolls back what it can for a while, and the check's other
-// work is still done.
-const (
-	maxPrepared    = 10000
-	rollbackBudget = 2 * time.Second
-)
-
-// rollbackPrepared rolls back every prepared XA transaction the server
-// holds. The agent uses none and WordPress has no transaction manager: a
-// site's prepared transaction would keep its undo and its locks forever,
-// through restarts. One whose connection still lives cannot be rolled
-// back from here and is left to that connection (or to its end).
-func (s *Server) rollbackPrepared(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, "XA RECOVER")
-	if err != nil {
-		return fmt.Errorf("mariadb: prepared transactions: %w", err)
-	}
-	var xids []string
-	for len(xids) < maxPrepared && rows.Next() {
-		var format, gtridLen, bqualLen int64
-		var data []byte
-		if err := rows.Scan(&format, &gtridLen, &bqualLen, &data); err != nil {
-			rows.Close()
-			return err
-		}
-		if gtridLen < 0 || bqualLen < 0 || gtridLen+bqualLen != int64(len(data)) {
-			continue
-		}
-		// The xid as hexadecimal literals: the site chose its bytes. The
-		// format id is unsigned in XA's grammar, shown signed.
-		xids = append(xids, fmt.Sprintf("X'%x',X'%x',%d", data[:gtridLen], data[gtridLen:], uint64(format)))
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(rollbackBudget)
-	for _, x := range xids {
-		if time.Now().After(deadline) {
-			break // the rest at the next check
-		}
-		// Errors are those attached to a live connection.
-		_, _ = s.db.ExecContext(ctx, "XA ROLLBACK "+x)
-	}
-	return nil
 }
 
 // reapMemory ends the site connections that hold more of the server's

@@ -12,6 +12,7 @@ type Observer interface {
 	Undo(usedBytes int64, ended int)
 	MemoryEnded(ended int)
 	Restarted(err error)
+	Prepared(listed, rolledBack int)
 }
 
 // Revive starts the server's container again when its task is not
@@ -32,15 +33,16 @@ func (s *Server) Revive(ctx context.Context, rt Runner) (bool, error) {
 // Watch keeps the server up and no site holding its undo or its memory,
 // checking every interval until ctx ends: a server that stopped (mariadbd
 // crashed, or the kernel's OOM killer ended it) is started again
-// (Revive); prepared XA transactions left without a connection are rolled
-// back and, while the undo in use is above Config.UndoHighMB, what holds
-// it is ended (reapUndo); a site connection holding more memory than
-// Config.SessionMemMB is ended (reapMemory). It logs what it does, one
+// (Revive); a site connection holding more memory than
+// Config.SessionMemMB is ended (reapMemory); while the undo in use is
+// above Config.UndoHighMB, or the locks above their bound, what holds them
+// is ended (reapUndo); last, prepared XA transactions left without a
+// connection are rolled back (rollbackPrepared). It logs what it does, one
 // line per site and reason; observe (if not nil) hears of it.
 func (s *Server) Watch(ctx context.Context, rt Runner, every time.Duration, log *slog.Logger, observe Observer) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	down, undoFailing, memFailing := false, false, false
+	down, undoFailing, memFailing, xaFailing, xaPiling := false, false, false, false, false
 	var since time.Time // when the undo went above its mark; zero while under
 	for {
 		select {
@@ -111,6 +113,25 @@ func (s *Server) Watch(ctx context.Context, rt Runner, every time.Duration, log 
 		}
 		if observe != nil && (err == nil || ended > 0) {
 			observe.Undo(used, ended)
+		}
+		cctx, cancel = context.WithTimeout(ctx, xaTimeout)
+		listed, rolledBack, err := s.rollbackPrepared(cctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && !xaFailing {
+			log.Warn("checking the prepared XA transactions failed", "err", err)
+		}
+		xaFailing = err != nil
+		// One line while they pile up faster than they are rolled back,
+		// not one a second.
+		if piling := listed-rolledBack >= 1000; piling != xaPiling {
+			xaPiling = piling
+			if piling {
+				log.Warn("prepared XA transactions pile up faster than the agent rolls them back: a site leaves them on purpose",
+					"listed", listed, "rolled_back", rolledBack)
+			}
+		}
+		if observe != nil && err == nil {
+			observe.Prepared(listed, rolledBack)
 		}
 	}
 }

@@ -185,6 +185,9 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 				prepared++
 			}
 			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
 			if prepared > 0 {
 				return fmt.Errorf("%d prepared transactions stay", prepared)
 			}
@@ -234,6 +237,10 @@ func TestOneSiteCannotTakeTheLockMemory(t *testing.T) {
 		return openAs(t, srv, name, "pw", name)
 	}
 	hog, other := open("wp_locks"), open("wp_few")
+	// All along, a third site leaves empty prepared XA transactions from
+	// four connections as fast as it can: the lock check is not delayed
+	// by them, and once it stops they are all rolled back.
+	stopFlood := floodPrepared(t, open("wp_xa"), 4)
 	for _, q := range []string{"CREATE TABLE t (id int PRIMARY KEY, v varchar(100))",
 		"INSERT INTO t SELECT seq, REPEAT('x', 100) FROM seq_1_to_200000"} {
 		if _, err := hog.ExecContext(ctx, q); err != nil {
@@ -294,6 +301,77 @@ func TestOneSiteCannotTakeTheLockMemory(t *testing.T) {
 	if _, err := few.ExecContext(ctx, "COMMIT"); err != nil {
 		t.Fatalf("another site's transaction with few locks was ended: %v", err)
 	}
+	left := stopFlood()
+	t.Logf("the flooding site left %d prepared transactions", left)
+	if left == 0 {
+		t.Fatal("the flood left no prepared transaction")
+	}
+	eventually(t, time.Minute, 250*time.Millisecond, func() error {
+		rows, err := srv.Root().QueryContext(ctx, "XA RECOVER")
+		if err != nil {
+			return err
+		}
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		rows.Close()
+		if n > 0 {
+			return fmt.Errorf("%d prepared transactions stay", n)
+		}
+		return rows.Err()
+	})
+}
+
+// floodPrepared has n connections of db prepare empty XA transactions
+// and leave them, a new connection each time, until the returned func is
+// called; that returns how many were left.
+func floodPrepared(t *testing.T, db *sql.DB, n int) func() int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	left := 0
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				conn, err := db.Conn(ctx)
+				if err != nil {
+					continue
+				}
+				xid := fmt.Sprintf("'flood-%d-%d'", w, i)
+				ok := true
+				for _, q := range []string{"XA START " + xid, "XA END " + xid, "XA PREPARE " + xid} {
+					if _, err := conn.ExecContext(ctx, q); err != nil {
+						ok = false
+						break
+					}
+				}
+				conn.Raw(func(any) error { return driver.ErrBadConn })
+				conn.Close()
+				if ok {
+					mu.Lock()
+					left++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	stopped := false
+	stop := func() int {
+		if !stopped {
+			stopped = true
+			cancel()
+			wg.Wait()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return left
+	}
+	t.Cleanup(func() { stop() })
+	return stop
 }
 
 // TestWatchRestartsAStoppedServer: when mariadbd dies (a crash, the OOM
@@ -343,6 +421,8 @@ type observer struct {
 func (o *observer) Undo(int64, int) {}
 
 func (o *observer) MemoryEnded(int) {}
+
+func (o *observer) Prepared(int, int) {}
 
 func (o *observer) Restarted(err error) {
 	o.mu.Lock()

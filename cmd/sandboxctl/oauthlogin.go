@@ -94,24 +94,29 @@ func (b *browserLogin) run(ctx context.Context) (string, error) {
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Connection", "close")
 		errText := ""
 		if res.err != nil {
 			errText = res.err.Error()
 		}
 		_ = loginPage.Execute(w, map[string]any{"Err": errText})
+		// The page is on its way before the login goes on and, when it
+		// ends, stops this listener.
+		_ = http.NewResponseController(w).Flush()
 		select {
 		case got <- res:
 		default:
 		}
 	})}
 	go func() { _ = srv.Serve(ln) }()
-	// Shutdown, not Close: the handler hands over its result before its
-	// page has reached the browser, and closing at once would cut that
-	// page off (the browser would show a reset connection, not the result).
+	// Shutdown lets the handler finish its page; a connection the browser
+	// opened and never used would hold it 5 s, so it is cut after one.
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		if srv.Shutdown(sctx) != nil {
+			_ = srv.Close()
+		}
 	}()
 
 	fmt.Fprintf(b.out, "To log in, open this page in a browser on this computer:\n\n  %s\n\n", authURL)
