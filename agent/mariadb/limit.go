@@ -16,14 +16,15 @@ const limitedPrivileges = "SELECT, DELETE, DROP, LOCK TABLES, SHOW VIEW"
 
 // LimitWrites takes from user every privilege on its databases but
 // reading and making room; with limited false it gives everything back.
-// When that changes anything, it ends the user's connections: the
-// database privileges a connection holds last until it changes database
-// (and a running statement of a limited user rolls back). Giving writes
-// back ends only the idle ones: a statement running then would fail
-// mid-way (WordPress, losing its connection while it loads, answers 500
-// "Database Error"), while an idle one ended is reconnected by WordPress
-// at its next query; one busy then keeps reading until it reconnects. Both are
-// idempotent, and the same call again changes nothing.
+// Limiting ends the user's connections, since the database privileges a
+// connection holds last until it changes database (a running statement
+// rolls back). Giving writes back ends none: WordPress connects anew for
+// every request, so its next request writes, while ending the connection
+// of one in progress would fail it mid-way (500 "Database Error", seen
+// even when only connections idle between statements were ended). A
+// connection open since before the limit reads until it reconnects or
+// changes database. Both are idempotent, and the same call again
+// changes nothing.
 func (s *Server) LimitWrites(ctx context.Context, user string, limited bool) error {
 	if !ident.MatchString(user) {
 		return fmt.Errorf("mariadb: invalid user name %q", user)
@@ -50,10 +51,10 @@ func (s *Server) LimitWrites(ctx context.Context, user string, limited bool) err
 			}
 		}
 	}
-	if !changed {
+	if !changed || !limited {
 		return nil
 	}
-	return s.endConnections(ctx, user, !limited)
+	return s.endConnections(ctx, user)
 }
 
 // dbGrant is a user's grant on a database, from one host.
@@ -87,14 +88,9 @@ func (s *Server) databaseGrants(ctx context.Context, user string) ([]dbGrant, er
 	return out, rows.Err()
 }
 
-// endConnections kills every connection of user, or only those idle
-// between statements.
-func (s *Server) endConnections(ctx context.Context, user string, idleOnly bool) error {
-	q := "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?"
-	if idleOnly {
-		q += " AND COMMAND = 'Sleep'"
-	}
-	rows, err := s.db.QueryContext(ctx, q, user)
+// endConnections kills every connection of user.
+func (s *Server) endConnections(ctx context.Context, user string) error {
+	rows, err := s.db.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?", user)
 	if err != nil {
 		return fmt.Errorf("connections of %s: %w", user, err)
 	}

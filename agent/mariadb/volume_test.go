@@ -158,13 +158,25 @@ func TestVolumeHoldsADatabase(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, "SELECT 1"); err != nil {
 		t.Fatal("limiting again ended a connection:", err)
 	}
-	conn.Close()
+	// Given back: nothing is ended (a request in progress would fail);
+	// a new connection writes, and so does the old one once it selects
+	// its database again.
 	if err := srv.LimitWrites(ctx, "wp_full", false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := full.ExecContext(ctx, "INSERT INTO mine VALUES (2)"); err != nil {
+	if _, err := conn.ExecContext(ctx, "SELECT 1"); err != nil {
+		t.Fatal("giving writes back ended a connection:", err)
+	}
+	if _, err := openAs(t, srv, "wp_full", "pw-full", "wp_full").ExecContext(ctx, "INSERT INTO mine VALUES (2)"); err != nil {
 		t.Fatal("after the limit:", err)
 	}
+	if _, err := conn.ExecContext(ctx, "USE wp_full"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "INSERT INTO mine VALUES (3)"); err != nil {
+		t.Fatal("an older connection after the limit, its database selected again:", err)
+	}
+	conn.Close()
 
 	// An import: its staging database in the same volume takes over.
 	if err := srv.StageDatabase(ctx, "wp_full", "wp_full_i", "wp_full"); err != nil {
@@ -392,6 +404,8 @@ func TestSiteGrantsNameOnlyItsDatabases(t *testing.T) {
 	if err := srv.LimitWrites(ctx, "wp_old", false); err != nil {
 		t.Fatal(err)
 	}
+	// Its pooled connection reads until it reconnects: a new one writes.
+	old = openAs(t, srv, "wp_old", "pw-old", "wp_old")
 	if _, err := old.ExecContext(ctx, "CREATE TABLE t (id int)"); err != nil {
 		t.Errorf("the older site given its writes back: %v", err)
 	}
