@@ -4,16 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/sandboxd/sandboxd/apiclient"
+	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/sealing"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 )
@@ -26,7 +28,7 @@ Commands:
   set-plan       --email E --plan free|paid   change an account's plan
   accounts                                    list accounts
   outbox                                      show mail kept when no SMTP server is set
-  cluster                                     show Raft servers and the leader
+  cluster [--json]                            Raft servers: address, voter, leader, state, last contact
   nodes                                       node agents: status, sites, version
   drain NODE [--wait]                         move every site off a node (it takes no new ones); --wait
                                               follows the moves and prints each one's downtime
@@ -79,7 +81,7 @@ func runAdmin(args []string, out io.Writer) error {
 	if cmd == "sealing-key ids" {
 		return sealingKeyIDs(args, out)
 	}
-	fs := flag.NewFlagSet("sandboxd admin "+cmd, flag.ContinueOnError)
+	fs := newFlagSet("sandboxd admin " + cmd)
 	dataDir := fs.String("data-dir", ".data", "data directory of the running server")
 	serverURL := fs.String("server", "", "API URL of a server (default: read from <data-dir>/api-url)")
 	operatorToken := secretFlag(fs, "token", "SANDBOXD_OPERATOR_TOKEN", "operator token (default: <data-dir>/operator-token)")
@@ -92,6 +94,7 @@ func runAdmin(args []string, out io.Writer) error {
 	description := fs.String("description", "", "what the join token is for")
 	wait := fs.Bool("wait", false, "drain: wait until every site has moved, printing each move")
 	dryRun := fs.Bool("dry-run", false, "count what a rotation would reseal; change nothing (rotate-sealing-key)")
+	asJSON := fs.Bool("json", false, "print the server's answer as JSON, for scripts (cluster)")
 	// Positional arguments (an id) may come before or after the flags.
 	var pos []string
 	for len(args) > 0 {
@@ -327,12 +330,16 @@ func runAdmin(args []string, out io.Writer) error {
 		}
 		printRotation(out, res.Rotation)
 	case "cluster":
-		var res struct{ Cluster any }
+		var res struct{ Cluster api.ClusterStatus }
 		if err := c.do("GET", "/api/admin/cluster", nil, &res); err != nil {
 			return err
 		}
-		b, _ := json.MarshalIndent(res.Cluster, "", "  ")
-		fmt.Fprintln(out, string(b))
+		if *asJSON {
+			b, _ := json.MarshalIndent(res.Cluster, "", "  ")
+			fmt.Fprintln(out, string(b))
+			return nil
+		}
+		printCluster(out, res.Cluster)
 	}
 	return nil
 }
@@ -424,6 +431,46 @@ func (c *adminClient) followDrain(out io.Writer, node string) error {
 
 // printKeyrings shows each server's key ids and whether they open the
 // cluster's values.
+// printCluster is the Raft cluster as a table, one server a line, each
+// with what it says of itself (or why it could not be asked).
+func printCluster(out io.Writer, c api.ClusterStatus) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tRAFT ADDRESS\tAPI\tVOTER\tLEADER\tSTATE\tAPPLIED\tLAST CONTACT")
+	for _, sv := range c.Servers {
+		state, applied, contact := "?", "?", "?"
+		if st := sv.Status; st != nil {
+			state, applied, contact = st.State, strconv.FormatUint(st.AppliedIndex, 10), "-"
+			if st.LastContactSeconds != nil {
+				contact = (time.Duration(*st.LastContactSeconds * float64(time.Second))).Round(time.Millisecond).String() + " ago"
+			}
+		} else if sv.Error != "" {
+			contact = "unreachable: " + sv.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sv.ID, sv.RaftAddr, orDash(sv.APIAddr), yesNo(sv.Voter), yesNo(sv.Leader),
+			state, applied, contact)
+	}
+	_ = tw.Flush()
+	leader := c.LeaderID
+	if leader == "" {
+		leader = "none (an election is under way)"
+	}
+	fmt.Fprintf(out, "leader %s, term %d; answered by %s\n", leader, c.Term, c.NodeID)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 func printKeyrings(out io.Writer, servers []sealing.Status) {
 	for _, st := range servers {
 		switch {
@@ -476,7 +523,7 @@ func orBefore(id string) string {
 // sealingKeyIDs prints the id of each key of a sealing key setting, so an
 // operator can tell which line of a key file a server's status names.
 func sealingKeyIDs(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("sandboxd admin sealing-key ids", flag.ContinueOnError)
+	fs := newFlagSet("sandboxd admin sealing-key ids")
 	setting := secretFlag(fs, "sealing-key", "SANDBOXD_SEALING_KEY", "sealing keys, one per line")
 	if err := fs.Parse(args); err != nil {
 		return err

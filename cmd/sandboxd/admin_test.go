@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/sealing"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/internal/seal"
@@ -86,5 +87,38 @@ func TestPrintRotation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPrintCluster: the cluster's table shows every server with its
+// address, vote, leadership, state, applied index and last contact, and
+// why a server could not be asked.
+func TestPrintCluster(t *testing.T) {
+	ago := 0.25
+	c := api.ClusterStatus{NodeID: "s1", LeaderID: "s1", Term: 4, Servers: []api.ClusterServer{
+		{ID: "s1", RaftAddr: "127.0.0.1:7001", APIAddr: "http://127.0.0.1:8001", Voter: true, Leader: true,
+			Status: &api.RaftStatus{ID: "s1", State: "Leader", AppliedIndex: 42}},
+		{ID: "s2", RaftAddr: "127.0.0.1:7002", Voter: true,
+			Status: &api.RaftStatus{ID: "s2", State: "Follower", AppliedIndex: 41, LastContactSeconds: &ago}},
+		{ID: "s3", RaftAddr: "127.0.0.1:7003", Voter: false, Error: "did not answer: connection refused"},
+	}}
+	var out strings.Builder
+	printCluster(&out, c)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("want a header, 3 servers and a summary:\n%s", out.String())
+	}
+	for i, want := range [][]string{
+		{"SERVER", "RAFT ADDRESS", "VOTER", "LEADER", "STATE", "APPLIED", "LAST CONTACT"},
+		{"s1", "127.0.0.1:7001", "http://127.0.0.1:8001", "yes", "Leader", "42"},
+		{"s2", "127.0.0.1:7002", "Follower", "41", "250ms ago"},
+		{"s3", "127.0.0.1:7003", "no", "?", "unreachable: did not answer: connection refused"},
+		{"leader s1, term 4; answered by s1"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(lines[i], w) {
+				t.Errorf("line %d lacks %q: %q", i, w, lines[i])
+			}
+		}
 	}
 }

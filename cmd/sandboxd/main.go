@@ -76,6 +76,18 @@ func main() {
 	}
 }
 
+// flagOutput is where a command's flag errors and -h go (a test reads it).
+var flagOutput io.Writer = os.Stderr
+
+// newFlagSet is a command's flag set. Usage strings never hold
+// backquotes: the flag package prints a backquoted word as the flag's
+// argument name ("-images-dir make images").
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(flagOutput)
+	return fs
+}
+
 // version is the release; `go build -ldflags "-X main.version=…"` sets
 // it, and every component reports it (health, registration, nodes).
 var version = "0.1.0"

@@ -19,11 +19,11 @@ import (
 
 // runAgent runs a node agent against a control plane.
 func runAgent(args []string) error {
-	fs := flag.NewFlagSet("sandboxd agent", flag.ContinueOnError)
+	fs := newFlagSet("sandboxd agent")
 	var cfg agent.Config
 	var logFormat, logLevel, labels, phpImages, controlPlane string
 	fs.StringVar(&controlPlane, "control-plane", "https://127.0.0.1:7443", "comma-separated cluster URLs (--cluster-addr) of control-plane servers; one is enough")
-	joinToken := secretFlag(fs, "join-token", "SANDBOXD_JOIN_TOKEN", "join token spent on the first start (`sandboxd admin join-token create --role agent`)")
+	joinToken := secretFlag(fs, "join-token", "SANDBOXD_JOIN_TOKEN", "join token spent on the first start (from \"sandboxd admin join-token create --role agent\")")
 	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/sandboxd/agent", "directory for sites, MariaDB and (if started here) containerd")
 	fs.StringVar(&cfg.NodeID, "node-id", "", "node id (default: made once and kept in the data dir)")
 	fs.StringVar(&cfg.ListenAddr, "listen-addr", "127.0.0.1:8090", "listen address of the AgentService")
@@ -32,7 +32,7 @@ func runAgent(args []string) error {
 	fs.StringVar(&cfg.IngressAddr, "ingress-addr", "127.0.0.1:8444", "listen address where edges reach this node's sites (mutual TLS, edges' certificates only); 0.0.0.0:8444 for edges on other hosts")
 	fs.StringVar(&cfg.IngressPublicAddr, "ingress-public-addr", "", "host:port edges dial for the ingress (default: --ingress-addr, with --backend-host for an unspecified host)")
 	fs.StringVar(&cfg.ContainerdSocket, "containerd-socket", "/run/containerd/containerd.sock", "containerd to use; one is started under the data dir when none answers")
-	fs.StringVar(&cfg.ImagesDir, "images-dir", images.DefaultDir(), "image cache filled by `make images`")
+	fs.StringVar(&cfg.ImagesDir, "images-dir", images.DefaultDir(), "image cache filled by \"make images\"")
 	fs.StringVar(&phpImages, "php-image", "", "comma-separated VERSION=REF pairs pointing PHP versions at registry images (pulled when missing; localhost registries over plain HTTP)")
 	fs.StringVar(&labels, "labels", "", "comma-separated key=value labels sites can be constrained to")
 	fs.Int64Var(&cfg.MemoryMB, "memory-mb", 0, "memory offered to sites (0: unlimited)")
@@ -76,12 +76,12 @@ func runAgent(args []string) error {
 
 // runEdge runs an edge proxy against a control plane.
 func runEdge(args []string) error {
-	fs := flag.NewFlagSet("sandboxd edge", flag.ContinueOnError)
+	fs := newFlagSet("sandboxd edge")
 	var cfg edge.Config
 	var logFormat, logLevel, controlPlane, dataDir string
 	fs.StringVar(&controlPlane, "control-plane", "https://127.0.0.1:7443", "comma-separated cluster URLs (--cluster-addr) of control-plane servers; one is enough")
 	fs.StringVar(&dataDir, "data-dir", "/var/lib/sandboxd/edge", "directory for the edge's cluster certificate")
-	joinToken := secretFlag(fs, "join-token", "SANDBOXD_JOIN_TOKEN", "join token spent on the first start (`sandboxd admin join-token create --role edge`)")
+	joinToken := secretFlag(fs, "join-token", "SANDBOXD_JOIN_TOKEN", "join token spent on the first start (from \"sandboxd admin join-token create --role edge\")")
 	fs.StringVar(&cfg.ID, "id", "", "edge id in the control plane's logs (default: hostname)")
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8081", "HTTP listen address")
 	fs.StringVar(&cfg.TLSAddr, "tls-addr", "", "HTTPS listen address (needs --tls-cert and --tls-key, or --acme-ca)")

@@ -109,7 +109,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 	c.cfg.SMTP.Password = os.Getenv("SANDBOXD_SMTP_PASSWORD")
 	c.sealingKey = secretFlag(fs, "sealing-key", "SANDBOXD_SEALING_KEY",
 		"keys every server seals secrets in the replicated state with, the same on all servers: the first seals, any others "+
-			"(one per line in the file, comma-separated in the variable) only open what they sealed, until `sandboxd admin rotate-sealing-key` "+
+			"(one per line in the file, comma-separated in the variable) only open what they sealed, until \"sandboxd admin rotate-sealing-key\" "+
 			"reseals it (default: one made once in the data dir, for one machine)")
 	fs.StringVar(&c.cfg.AdvertiseCluster, "advertise-cluster", "", "cluster URL agents, edges and other servers dial (default https://<cluster-addr>)")
 	fs.DurationVar(&c.cfg.HeartbeatInterval, "heartbeat-interval", 2*time.Second, "how often agents report to the control plane")
@@ -173,7 +173,7 @@ func (c *commonFlags) start() (*server.Server, error) {
 }
 
 func runServer(args []string) error {
-	fs := flag.NewFlagSet("sandboxd server", flag.ContinueOnError)
+	fs := newFlagSet("sandboxd server")
 	var c commonFlags
 	c.register(fs, "json")
 	fs.StringVar(&c.cfg.NodeID, "node-id", "", "server id in the Raft cluster (default: made once and kept in the data dir)")
@@ -185,7 +185,7 @@ func runServer(args []string) error {
 		"how long a candidate waits for votes before it tries again (at least the heartbeat timeout)")
 	fs.StringVar(&c.cfg.ClusterAddr, "cluster-addr", "127.0.0.1:7443", "listen address of the mutual-TLS port agents, edges and other servers use")
 	fs.StringVar(&c.join, "join", "", "cluster URL(s) of existing servers, comma-separated (https://host:7443); joins instead of bootstrapping")
-	joinToken := secretFlag(fs, "join-token", "SANDBOXD_JOIN_TOKEN", "join token spent on the first start of a joining server (`sandboxd admin join-token create --role server`)")
+	joinToken := secretFlag(fs, "join-token", "SANDBOXD_JOIN_TOKEN", "join token spent on the first start of a joining server (from \"sandboxd admin join-token create --role server\")")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -208,14 +208,18 @@ func runServer(args []string) error {
 	}
 	fmt.Printf("sandboxd server %s: API %s, cluster %s, Raft %s\n", s.Node().ID(), s.URL(), s.ClusterURL(), c.cfg.RaftAddr)
 	if tok := s.OperatorToken(); tok != "" {
-		fmt.Printf("operator token in %s (sandboxd admin reads it there)\n", filepath.Join(c.cfg.DataDir, "operator-token"))
+		// Printed once the token works: scripts wait for this line.
+		go func() {
+			<-s.OperatorTokenReady()
+			fmt.Printf("operator token in %s (sandboxd admin reads it there)\n", filepath.Join(c.cfg.DataDir, "operator-token"))
+		}()
 	}
 	waitSignal()
 	return s.Close()
 }
 
 func runDev(args []string) error {
-	fs := flag.NewFlagSet("sandboxd dev", flag.ContinueOnError)
+	fs := newFlagSet("sandboxd dev")
 	var c commonFlags
 	c.register(fs, "text")
 	edgeAddr := fs.String("edge-addr", "127.0.0.1:8081", "listen address of the edge that serves the sites")
@@ -224,10 +228,10 @@ func runDev(args []string) error {
 	agentMetricsAddr := fs.String("agent-metrics-addr", "", "operator-only listen address of the agent's /metrics and /healthz (empty: none)")
 	var acmeF acmeFlags
 	acmeF.register(fs)
-	imagesDir := fs.String("images-dir", images.DefaultDir(), "image cache filled by `make images`")
+	imagesDir := fs.String("images-dir", images.DefaultDir(), "image cache filled by \"make images\"")
 	socket := fs.String("containerd-socket", "/run/containerd/containerd.sock", "containerd to use; one is started under the data dir when none answers")
-	stop := fs.Bool("stop", false, "stop the sites, MariaDB and containerd left running by an earlier `sandboxd dev` on this data dir, and exit")
-	maxSites := fs.Int("max-sites", 0, "most sites this machine's node takes (0: unlimited); more nodes join with `sandboxd agent`")
+	stop := fs.Bool("stop", false, "stop the sites, MariaDB and containerd left running by an earlier \"sandboxd dev\" on this data dir, and exit")
+	maxSites := fs.Int("max-sites", 0, "most sites this machine's node takes (0: unlimited); more nodes join with \"sandboxd agent\"")
 	var siteNet siteNetFlags
 	siteNet.register(fs, "none", "127.0.0.1:2222") // a developer's machine lends sites no network
 	if err := fs.Parse(args); err != nil {

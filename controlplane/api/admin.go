@@ -9,6 +9,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/cluster"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/sealing"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
@@ -40,8 +41,51 @@ type outboxResponse struct {
 }
 
 type clusterResponse struct {
-	Cluster any `json:"cluster"`
+	Cluster ClusterStatus `json:"cluster"`
 }
+
+// ClusterStatus is the Raft cluster as the answering server sees it,
+// with each server's own view (asked over the cluster port).
+type ClusterStatus struct {
+	NodeID       string `json:"nodeId" doc:"The server that answered."`
+	State        string `json:"state" doc:"Its Raft state: Leader, Follower or Candidate."`
+	LeaderID     string `json:"leaderId" doc:"The leader's id; empty during an election."`
+	LeaderAPI    string `json:"leaderApi" doc:"The leader's API URL."`
+	Term         uint64 `json:"term"`
+	AppliedIndex uint64 `json:"appliedIndex"`
+	// Servers is the Raft configuration, each with what it says of itself.
+	Servers []ClusterServer `json:"servers"`
+	Sealing sealing.Status  `json:"sealing" doc:"The answering server's sealing key ids."`
+}
+
+// ClusterServer is one server of the Raft configuration.
+type ClusterServer struct {
+	ID          string `json:"id"`
+	RaftAddr    string `json:"raftAddr"`
+	APIAddr     string `json:"apiAddr,omitempty"`
+	ClusterAddr string `json:"clusterAddr,omitempty"`
+	Voter       bool   `json:"voter"`
+	Leader      bool   `json:"leader"`
+	// Status is what the server says of itself; nil when it did not answer.
+	Status *RaftStatus `json:"status,omitempty"`
+	Error  string      `json:"error,omitempty" doc:"Why the server could not be asked."`
+}
+
+// RaftStatus is one server's own view of Raft, what an operator compares
+// across servers to find one that lags or lost its leader.
+type RaftStatus struct {
+	ID           string `json:"id"`
+	State        string `json:"state"`
+	Term         uint64 `json:"term"`
+	AppliedIndex uint64 `json:"appliedIndex"`
+	LeaderID     string `json:"leaderId,omitempty"`
+	// LastContactSeconds is how long ago it last heard from the leader,
+	// by its own clock; absent on the leader and before any contact.
+	LastContactSeconds *float64 `json:"lastContactSeconds,omitempty"`
+}
+
+// RaftStatusPath is where a server asks another for its RaftStatus.
+const RaftStatusPath = "/internal/raft/status"
 
 func validPlan(p string) error {
 	if p != state.PlanFree && p != state.PlanPaid {
@@ -67,11 +111,11 @@ func (a *API) registerAdmin(r *rest.Router) {
 		Response: outboxResponse{}, Handler: a.adminOutbox})
 	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/cluster", Summary: "Raft servers, leader and state.",
 		Response: clusterResponse{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
-			var c any
-			if a.cfg.Cluster != nil {
-				c = a.cfg.Cluster()
-			}
-			return rest.JSON(w, http.StatusOK, clusterResponse{Cluster: c})
+			return rest.JSON(w, http.StatusOK, clusterResponse{Cluster: a.cfg.Cluster.Cluster(req.Context())})
+		}})
+	a.internal(r, rest.Route{Method: "GET", Path: RaftStatusPath, Summary: "This server's own view of Raft.",
+		Response: RaftStatus{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
+			return rest.JSON(w, http.StatusOK, a.cfg.Cluster.Local())
 		}})
 	a.operator(r, rest.Route{Method: "DELETE", Path: "/api/admin/cluster/servers/{id}",
 		Summary: "Remove a server (for example a dead one) from the Raft cluster.", Params: map[string]string{"id": "server"},

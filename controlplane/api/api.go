@@ -37,6 +37,14 @@ type Mailer interface {
 	Send(ctx context.Context, m state.Mail) error
 }
 
+// ClusterView answers operators' questions about the Raft cluster.
+type ClusterView interface {
+	// Local is this server's own view.
+	Local() RaftStatus
+	// Cluster is every configured server, each asked for its own view.
+	Cluster(ctx context.Context) ClusterStatus
+}
+
 // Config wires the handlers to the rest of the control plane.
 type Config struct {
 	Store *state.Store
@@ -54,7 +62,7 @@ type Config struct {
 	// Leave removes a server from the Raft cluster (leader only).
 	Leave func(ctx context.Context, id string) error
 	// Cluster describes the Raft cluster for operators.
-	Cluster func() any
+	Cluster ClusterView
 	Now     func() time.Time
 	Logger  *slog.Logger
 	// Sites changes sites (create, delete, reset, PHP, deploys).

@@ -2,11 +2,13 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/server"
@@ -82,8 +84,31 @@ func TestOperatorRemovesDeadServer(t *testing.T) {
 	st.Leader(t, survivors)
 	st.NewClient(t, survivors[0].URL(), alice.Token).Do("POST", "/api/account/tokens", map[string]string{"name": "after"}).Must(t, 201)
 
-	// The operator takes the dead server out of the configuration.
+	// The operator sees which one is dead, from a follower as well.
 	op := st.NewClient(t, survivors[0].URL(), survivors[0].OperatorToken())
+	var view struct{ Cluster api.ClusterStatus }
+	if err := json.Unmarshal(op.Do("GET", "/api/admin/cluster", nil).Must(t, 200).Raw, &view); err != nil {
+		t.Fatal(err)
+	}
+	if len(view.Cluster.Servers) != 3 || view.Cluster.LeaderID == "" || view.Cluster.LeaderID == leader.Node().ID() {
+		t.Fatalf("cluster view after the leader died: %+v", view.Cluster)
+	}
+	for _, sv := range view.Cluster.Servers {
+		switch {
+		case sv.ID == leader.Node().ID():
+			if sv.Status != nil || sv.Error == "" || !sv.Voter {
+				t.Errorf("the dead server is shown as answering: %+v", sv)
+			}
+		case sv.Status == nil || sv.Status.ID != sv.ID || sv.Status.AppliedIndex == 0 || sv.APIAddr == "":
+			t.Errorf("a live server did not say what it sees: %+v %+v", sv, sv.Status)
+		case sv.Leader != (sv.ID == view.Cluster.LeaderID) || sv.Leader != (sv.Status.State == "Leader"):
+			t.Errorf("leadership shown wrongly: %+v %+v", sv, sv.Status)
+		case !sv.Leader && sv.Status.LastContactSeconds == nil:
+			t.Errorf("a follower has no last contact: %+v", sv.Status)
+		}
+	}
+
+	// The operator takes the dead server out of the configuration.
 	op.Do("DELETE", "/api/admin/cluster/servers/"+leader.Node().ID(), nil).Must(t, 200)
 	if r := op.Do("DELETE", "/api/admin/cluster/servers/server-unknown", nil).Must(t, 404); r.Code() != "not_found" {
 		t.Fatal(r.Raw)

@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/sandboxd/sandboxd/internal/enroll"
 	"github.com/sandboxd/sandboxd/internal/pki"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
+	"github.com/sandboxd/sandboxd/internal/secret"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 )
@@ -210,6 +213,48 @@ func TestOperatorTokens(t *testing.T) {
 // TestCertificatesRenewThemselves: with a short certificate lifetime, a
 // server and a member renew before expiry (a new serial, a new key) and
 // go on working.
+// TestBootstrapOperatorTokenWorksOnceInItsFile: the operator token a new
+// cluster's first server makes appears in <data-dir>/operator-token only
+// once its hash is committed, so a script that uses it the moment it
+// appears is never refused; a restart keeps it.
+func TestBootstrapOperatorTokenWorksOnceInItsFile(t *testing.T) {
+	for run := range 3 {
+		cfg := st.NodeConfig(t, t.TempDir(), st.FreeAddr(t), st.FreeAddr(t), server.NewSealingKey(), true, nil, st.Options{})
+		cfg.FastRaftForTests = false // an operator's timings: the first election takes a while
+		s := st.Start(t, cfg)
+		file := filepath.Join(cfg.DataDir, "operator-token")
+		var tok []byte
+		st.WaitFor(t, 20*time.Second, "the operator token file", func() bool {
+			var err error
+			if tok, err = os.ReadFile(file); err != nil {
+				return false
+			}
+			if op, _ := s.Node().Store().OperatorTokenByHash(secret.Hash(strings.TrimSpace(string(tok)))); op == nil {
+				t.Fatalf("run %d: the token is in its file before its hash is in the state", run)
+			}
+			return true
+		})
+		op := st.NewClient(t, s.URL(), strings.TrimSpace(string(tok)))
+		if r := op.Do("GET", "/api/admin/operator-tokens", nil); r.Status != 200 {
+			t.Fatalf("run %d: the token in its file was refused the moment it appeared: %d %s", run, r.Status, r.Raw)
+		}
+		if _, err := os.Stat(file + ".pending"); !os.IsNotExist(err) {
+			t.Errorf("run %d: the pending file is still there: %v", run, err)
+		}
+		if run == 0 {
+			_ = s.Close()
+			s = st.Start(t, cfg)
+			st.WaitFor(t, 20*time.Second, "the restarted server to lead", func() bool { return s.Node().IsLeader() })
+			if r := st.NewClient(t, s.URL(), strings.TrimSpace(string(tok))).Do("GET", "/api/admin/operator-tokens", nil); r.Status != 200 {
+				t.Fatalf("after a restart the token was refused: %d %s", r.Status, r.Raw)
+			}
+			if got, _ := os.ReadFile(file); string(got) != string(tok) {
+				t.Errorf("a restart changed the token file")
+			}
+		}
+	}
+}
+
 func TestCertificatesRenewThemselves(t *testing.T) {
 	s := st.Single(t, st.Options{Configure: func(c *server.Config) { c.CertTTL = 6 * time.Second }})
 	dir := t.TempDir()

@@ -40,6 +40,11 @@ func (s *Server) WaitLeader(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the operator token to be committed: %w", ctx.Err())
+	case <-s.operatorReady:
+	}
 	return nil
 }
 

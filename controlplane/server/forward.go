@@ -31,13 +31,13 @@ const forwardedHeader = "X-Sandboxd-Forwarded-By"
 // local reports whether a path is answered by whichever node receives it:
 // health, metrics, the document, the launcher's static files and the
 // edge's route stream (any node's replica will do), and a server's own
-// sealing key ids. The API, the public launch pages (they launch demos),
+// sealing key ids and Raft view. The API, the public launch pages (they launch demos),
 // Git push webhooks, agent registration and the edges' certificate
 // storage go to the leader.
 func local(path string) bool {
 	// Blobs are served by the server that holds them, not the leader.
 	if path == "/healthz" || path == "/metrics" || path == "/api/openapi.json" || strings.HasPrefix(path, "/internal/blobs/") ||
-		path == api.KeyringPath {
+		path == api.KeyringPath || path == api.RaftStatusPath {
 		return true
 	}
 	return !(strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/internal/") || path == "/mcp" ||

@@ -33,6 +33,9 @@ const (
 	tlsDir            = "tls"
 	sealingKeyFile    = "sealing-key"
 	operatorTokenFile = "operator-token"
+	// pendingOperatorFile holds the bootstrap operator token until the
+	// state holds its hash: a token in operatorTokenFile always works.
+	pendingOperatorFile = "operator-token.pending"
 	// pendingCAFile holds the bootstrap CA's key, sealed, until the
 	// first leader term has put it in the replicated state.
 	pendingCAFile = "ca-key.pending"

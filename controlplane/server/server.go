@@ -41,6 +41,7 @@ import (
 	"github.com/sandboxd/sandboxd/internal/objstore"
 	"github.com/sandboxd/sandboxd/internal/promreg"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
+	"github.com/sandboxd/sandboxd/internal/secret"
 
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -332,10 +333,13 @@ type Server struct {
 	clusterHTTP       *http.Server
 	clusterURL        string
 	bootstrapOperator string
-	bootstrapped      atomic.Bool
-	membersReady      atomic.Pointer[members.Service]
-	stopRenew         context.CancelFunc
-	sealing           *sealingService
+	// operatorReady is closed once bootstrapOperator is in its file and
+	// its hash in this server's state (at once when there is none).
+	operatorReady chan struct{}
+	bootstrapped  atomic.Bool
+	membersReady  atomic.Pointer[members.Service]
+	stopRenew     context.CancelFunc
+	sealing       *sealingService
 }
 
 // New opens the node's storage, starts Raft and binds the API listener.
@@ -400,8 +404,11 @@ func New(cfg Config) (_ *Server, err error) {
 	closers = append(closers, cln.Close)
 	s.clusterURL = strings.TrimRight(cmp.Or(cfg.AdvertiseCluster, "https://"+cln.Addr().String()), "/")
 	caSealer := keys.Sealer(sealing.PurposeClusterCA)
+	s.operatorReady = make(chan struct{})
 	if fresh && cfg.Bootstrap {
-		if s.bootstrapOperator, err = persistent(filepath.Join(cfg.DataDir, operatorTokenFile), func() string {
+		// The token waits in its pending file until the state holds its
+		// hash (watchOperatorToken): a token an operator can read works.
+		if s.bootstrapOperator, err = persistent(filepath.Join(cfg.DataDir, pendingOperatorFile), func() string {
 			tok, _ := members.NewOperatorToken("bootstrap", time.Now())
 			return tok
 		}); err != nil {
@@ -409,6 +416,11 @@ func New(cfg Config) (_ *Server, err error) {
 		}
 	} else if b, err := os.ReadFile(filepath.Join(cfg.DataDir, operatorTokenFile)); err == nil {
 		s.bootstrapOperator = strings.TrimSpace(string(b))
+		close(s.operatorReady)
+	} else if b, err := os.ReadFile(filepath.Join(cfg.DataDir, pendingOperatorFile)); err == nil {
+		s.bootstrapOperator = strings.TrimSpace(string(b)) // stopped before its hash was committed
+	} else {
+		close(s.operatorReady)
 	}
 	joinCtx, cancelJoin := context.WithTimeout(context.Background(), 2*time.Minute)
 	s.creds, err = s.credentials(joinCtx, caSealer, fresh)
@@ -600,7 +612,7 @@ func New(cfg Config) (_ *Server, err error) {
 	node.OnLeader(func(ctx context.Context) { domainService.Watch(ctx, cmp.Or(cfg.DomainCheckInterval, time.Minute)) })
 	s.api = api.New(api.Config{
 		Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, Members: s.members,
-		PublicURL: s.url, Leave: node.RemoveServer, Cluster: s.clusterInfo, Logger: cfg.Logger, Now: cfg.Now,
+		PublicURL: s.url, Leave: node.RemoveServer, Cluster: clusterView{s}, Logger: cfg.Logger, Now: cfg.Now,
 		Sites: siteService, Tools: siteService, Templates: tpls, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer, Webhooks: hooks,
 		Blueprints:   bps,
 		Runs:         bps,
@@ -723,6 +735,40 @@ func persistent(path string, generate func() string) (string, error) {
 	return v, nil
 }
 
+// watchOperatorToken moves the bootstrap operator token from its pending
+// file to operator-token once this server's state holds its hash, so
+// that an operator (or a script) that reads the file is never refused.
+func (s *Server) watchOperatorToken(ctx context.Context) {
+	select {
+	case <-s.operatorReady:
+		return
+	default:
+	}
+	hash := secret.Hash(s.bootstrapOperator)
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if op, err := s.node.Store().OperatorTokenByHash(hash); err == nil && op != nil {
+			pending := filepath.Join(s.cfg.DataDir, pendingOperatorFile)
+			if err := os.Rename(pending, filepath.Join(s.cfg.DataDir, operatorTokenFile)); err != nil {
+				s.log.Error("the operator token is committed but its file could not be written", "file", pending, "err", err)
+				return
+			}
+			close(s.operatorReady)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// OperatorTokenReady is closed once OperatorToken can be used (and is in
+// <data-dir>/operator-token on the server that bootstrapped the cluster).
+func (s *Server) OperatorTokenReady() <-chan struct{} { return s.operatorReady }
+
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, perm); err != nil {
@@ -757,6 +803,7 @@ func (s *Server) Start() error {
 	s.stopRenew = stopRenew
 	go enroll.KeepFresh(renewCtx, enroll.Config{Dir: filepath.Join(s.cfg.DataDir, tlsDir), Logger: s.log}, s.creds, s.clusterURLs)
 	go s.sealing.watch(renewCtx) // stops with the renewals, at Close or Kill
+	go s.watchOperatorToken(renewCtx)
 	if len(s.cfg.Join) > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		s.stopJoin = cancel
@@ -846,21 +893,6 @@ func (s *Server) Kill() {
 	_ = s.http.Close()
 	_ = s.clusterHTTP.Close()
 	_ = s.node.Shutdown()
-}
-
-func (s *Server) clusterInfo() any {
-	servers, _ := s.node.Store().Servers()
-	st := s.node.Stats()
-	return map[string]any{
-		"nodeId":        s.node.ID(),
-		"state":         s.node.State().String(),
-		"leaderApi":     s.node.LeaderAPI(),
-		"servers":       servers,
-		"term":          st["term"],
-		"appliedIndex":  s.node.AppliedIndex(),
-		"configuration": st["latest_configuration"],
-		"sealing":       s.sealing.Local(),
-	}
 }
 
 func (s *Server) registerInfra() {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -288,6 +289,14 @@ const VouchHeader = "X-Sandboxd-Peer"
 // its certificate). nil accepts every certificate the CA issued.
 type Checker func(id pki.Identity, cert *x509.Certificate) error
 
+// article puts "a" or "an" before a role's name.
+func article(role string) string {
+	if role != "" && strings.ContainsRune("aeiou", rune(role[0])) {
+		return "an " + role
+	}
+	return "a " + role
+}
+
 // Require lets through requests whose client certificate (verified
 // against the CA by the listener) names one of roles and passes check.
 // A request a server forwards carries the original member in
@@ -297,7 +306,7 @@ func Require(check Checker, roles ...pki.Role) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			id, err := authenticate(r, check)
 			if err == nil && !hasRole(roles, id.Role) {
-				err = apierr.New(http.StatusForbidden, apierr.CodeInsufficientScope, "a %s may not call this", id.Role)
+				err = apierr.New(http.StatusForbidden, apierr.CodeInsufficientScope, "%s may not call this", article(string(id.Role)))
 			}
 			if err != nil {
 				apierr.Write(w, err)
