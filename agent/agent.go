@@ -149,6 +149,7 @@ const (
 // Agent is a running node agent.
 type Agent struct {
 	cfg     Config
+	lock    *os.File // the data dir's lock, held until Close
 	log     *slog.Logger
 	daemon  *daemon.Daemon
 	rt      *runtime.Runtime
@@ -225,21 +226,25 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.ContainerdSocket == "" {
 		cfg.ContainerdSocket = daemon.SystemSocket
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "agent", "node_id", cfg.NodeID), done: make(chan struct{}),
-		registered: make(chan struct{}), imported: make(chan struct{}), metrics: agentmetrics.New()}
-	a.servers.Store(&cfg.ControlPlane)
-	if a.creds, err = enroll.Obtain(ctx, a.enrollConfig()); err != nil {
+	lock, err := lockDataDir(dir)
+	if err != nil {
 		return nil, err
 	}
-	a.openRevocations()
-	a.registry = agentv1connect.NewRegistryServiceClient(a.creds.FailoverClient(a.Servers, pki.RoleServer), rpcauth.ControlPlane,
-		rpclimit.RegistryClient()...)
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "agent", "node_id", cfg.NodeID), done: make(chan struct{}),
+		registered: make(chan struct{}), imported: make(chan struct{}), metrics: agentmetrics.New(), lock: lock}
+	a.servers.Store(&cfg.ControlPlane)
 	ok := false
 	defer func() {
 		if !ok {
 			a.closeParts()
 		}
 	}()
+	if a.creds, err = enroll.Obtain(ctx, a.enrollConfig()); err != nil {
+		return nil, err
+	}
+	a.openRevocations()
+	a.registry = agentv1connect.NewRegistryServiceClient(a.creds.FailoverClient(a.Servers, pki.RoleServer), rpcauth.ControlPlane,
+		rpclimit.RegistryClient()...)
 	socket, d, err := daemon.Ensure(ctx, cfg.ContainerdSocket, containerdDir(dir), cfg.Logger)
 	if err != nil {
 		return nil, err
@@ -488,6 +493,9 @@ func (a *Agent) closeParts() {
 	}
 	if a.rt != nil {
 		_ = a.rt.Close()
+	}
+	if a.lock != nil {
+		_ = a.lock.Close() // the data dir is free for a stop or the next start
 	}
 }
 

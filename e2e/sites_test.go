@@ -12,6 +12,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/agenttest"
+	"github.com/sandboxd/sandboxd/agent/hostclaim"
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	"github.com/sandboxd/sandboxd/agent/sites"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
@@ -700,11 +702,48 @@ func TestTwoDevInstancesSideBySide(t *testing.T) {
 	if code, _ := fetch(t, "http://"+strings.Split(hostB, ":")[0]+":"+strings.Split(a.edge, ":")[1]+"/"); code != 404 {
 		t.Fatalf("instance A's edge serves B's site: %d", code)
 	}
+	// A stop or purge never pulls sites from under a running agent.
+	for _, verb := range []string{"--stop", "--purge"} {
+		if out, err := run(t, nil, "dev", verb, "--data-dir", dirB); err == nil || !strings.Contains(err.Error(), "an agent is running on this data dir") {
+			t.Fatalf("dev %s while B runs: %v %s", verb, err, out)
+		}
+	}
+	if code, _ := fetch(t, urlB+"/"); code != 200 {
+		t.Fatalf("a refused stop took B's site down: %d", code)
+	}
 	b.proc.stop(t)
 	if _, err := run(t, nil, "dev", "--stop", "--data-dir", dirB); err != nil {
 		t.Fatal(err)
 	}
 	if code, body := fetch(t, urlA+"/"); code != 200 || !strings.Contains(body, "Alpha Instance") {
 		t.Fatalf("stopping B took A's site down: %d", code)
+	}
+	// The purge leaves nothing of B on the host: no data dir, mount,
+	// bridge, nftables table or host claim.
+	if out, err := run(t, nil, "dev", "--purge", "--data-dir", dirB); err != nil || !strings.Contains(out, "purged") {
+		t.Fatalf("dev --purge: %v %s", err, out)
+	}
+	if _, err := os.Stat(dirB); !os.IsNotExist(err) {
+		t.Errorf("the data dir is still there: %v", err)
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mounts), dirB) {
+		t.Errorf("mounts left under %s", dirB)
+	}
+	name := agent.NetworkName(filepath.Join(dirB, "agent"))
+	if out, _ := exec.Command("nft", "list", "tables").Output(); strings.Contains(string(out), "sandboxd_"+name) {
+		t.Errorf("nftables tables left: %s", out)
+	}
+	if _, err := net.InterfaceByName("sbx" + name); err == nil {
+		t.Errorf("bridge sbx%s left", name)
+	}
+	claims, _ := filepath.Glob(filepath.Join(hostclaim.DefaultDir, "*", "*"))
+	for _, c := range claims {
+		if owner, _ := os.ReadFile(c); strings.HasPrefix(string(owner), dirB+"/") {
+			t.Errorf("claim %s still held for %s", c, owner)
+		}
+	}
+	if code, body := fetch(t, urlA+"/"); code != 200 || !strings.Contains(body, "Alpha Instance") {
+		t.Fatalf("purging B took A's site down: %d", code)
 	}
 }

@@ -42,8 +42,15 @@ func runAgent(args []string) error {
 	fs.StringVar(&logLevel, "log-level", "info", "log level")
 	var net siteNetFlags
 	net.register(fs, "public", ":2222")
+	stop := fs.Bool("stop", false, "stop everything this agent left running (SIGTERM leaves its sites up for the next start): sites, MariaDB, "+
+		"a containerd it started, its mounts, bridge and nftables tables; data kept; refused while the agent runs")
+	purge := fs.Bool("purge", false, "retire this host's agent: stop everything as --stop does, give back its site uids and subnet, "+
+		"and remove the data dir (every site's files and database); drain the node first")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *stop || *purge {
+		return stopAgent(cfg.DataDir, *purge)
 	}
 	if err := net.apply(&cfg); err != nil {
 		return err
@@ -72,6 +79,24 @@ func runAgent(args []string) error {
 	fmt.Printf("sandboxd agent: AgentService %s, control plane %s\n", a.URL(), cfg.ControlPlane)
 	waitSignal()
 	return a.Close()
+}
+
+// stopAgent is an agent's --stop and --purge, and dev's.
+func stopAgent(dataDir string, purge bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if !purge {
+		if err := agent.Stop(ctx, dataDir); err != nil {
+			return err
+		}
+		fmt.Println("stopped; data kept in", dataDir)
+		return nil
+	}
+	if err := agent.Retire(ctx, dataDir, ""); err != nil {
+		return err
+	}
+	fmt.Println("purged: everything stopped, host claims given back,", dataDir, "removed")
+	return nil
 }
 
 // runEdge runs an edge proxy against a control plane.

@@ -231,6 +231,7 @@ func runDev(args []string) error {
 	imagesDir := fs.String("images-dir", images.DefaultDir(), "image cache filled by \"make images\"")
 	socket := fs.String("containerd-socket", "/run/containerd/containerd.sock", "containerd to use; one is started under the data dir when none answers")
 	stop := fs.Bool("stop", false, "stop the sites, MariaDB and containerd left running by an earlier \"sandboxd dev\" on this data dir, and exit")
+	purge := fs.Bool("purge", false, "stop as --stop does, give back the host claims and remove the data dir (every site), and exit")
 	maxSites := fs.Int("max-sites", 0, "most sites this machine's node takes (0: unlimited); more nodes join with \"sandboxd agent\"")
 	var siteNet siteNetFlags
 	siteNet.register(fs, "none", "127.0.0.1:2222") // a developer's machine lends sites no network
@@ -241,13 +242,13 @@ func runDev(args []string) error {
 	if err := siteNet.apply(&acfg); err != nil {
 		return err
 	}
-	if *stop {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := agent.StopEverything(ctx, filepath.Join(c.cfg.DataDir, "agent")); err != nil {
+	if *stop || *purge {
+		if err := stopAgent(filepath.Join(c.cfg.DataDir, "agent"), *purge); err != nil {
 			return err
 		}
-		fmt.Println("stopped; data kept in", c.cfg.DataDir)
+		if *purge {
+			return agent.RemoveDataDir(c.cfg.DataDir)
+		}
 		return nil
 	}
 	_, port, err := net.SplitHostPort(*edgeAddr)

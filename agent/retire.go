@@ -1,0 +1,151 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// lockFile is the file in an agent's data dir that a running agent
+// holds locked (flock), so that a stop or purge never pulls the sites
+// out from under it. The kernel drops the lock when the process dies,
+// SIGKILL included.
+const lockFile = "agent.lock"
+
+// ErrRunning is returned when an agent process still holds the data dir.
+var ErrRunning = errors.New("an agent is running on this data dir")
+
+// lockDataDir takes the data dir for this process, or says which
+// process holds it.
+func lockDataDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("agent: lock the data dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		pid, _ := os.ReadFile(f.Name())
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w (%s, pid %s): stop it first", ErrRunning, dir, strings.TrimSpace(string(pid)))
+		}
+		return nil, fmt.Errorf("agent: lock the data dir: %w", err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// Stop stops everything of the agent with this data dir once its
+// process has ended (SIGTERM leaves sites running for the next start):
+// its sites' and MariaDB's containers, a containerd it started, the
+// mounts of the sites' disks and network namespaces, the site bridge
+// and its nftables tables. Files, databases and host claims stay, and
+// the next start brings every site back.
+func Stop(ctx context.Context, dataDir string) error {
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("agent: data dir: %w", err)
+	}
+	lock, err := lockDataDir(dir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	return StopEverything(ctx, dir)
+}
+
+// Retire stops everything of the agent with this data dir, gives back
+// what it held on the host (site uids, its subnet) and removes the data
+// dir: sites, databases and credentials are gone. The node's record and
+// certificate are the control plane's (drain it first; revoke it after).
+func Retire(ctx context.Context, dataDir, claimsDir string) error {
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("agent: data dir: %w", err)
+	}
+	lock, err := lockDataDir(dir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := Purge(ctx, dir, claimsDir); err != nil {
+		return err
+	}
+	return RemoveDataDir(dir)
+}
+
+// RemoveDataDir removes a data dir in which nothing is mounted any more;
+// with a mount left it removes nothing (RemoveAll would empty a site's
+// disk through it) and names the mounts.
+func RemoveDataDir(dir string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	mounts, err := mountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	if len(mounts) > 0 {
+		return fmt.Errorf("remove %s: still mounted under it, so nothing was removed: %s", dir, strings.Join(mounts, ", "))
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	return nil
+}
+
+// mountsUnder lists the mount points at or below dir.
+func mountsUnder(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		// Mount points escape spaces and the like as octal (\040).
+		mp := unescapeMount(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	return out, sc.Err()
+}
+
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

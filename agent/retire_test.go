@@ -1,0 +1,81 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestStopRefusedWhileTheAgentRuns: the data dir's lock keeps a stop, a
+// retire or a second agent off a running agent's sites; it is free again
+// once the holder closes it.
+func TestStopRefusedWhileTheAgentRuns(t *testing.T) {
+	dir := t.TempDir()
+	held, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, try := range map[string]func() error{
+		"stop":   func() error { return Stop(context.Background(), dir) },
+		"retire": func() error { return Retire(context.Background(), dir, t.TempDir()) },
+		"start":  func() error { f, err := lockDataDir(dir); f.Close(); return err },
+	} {
+		if err := try(); !errors.Is(err, ErrRunning) || !strings.Contains(err.Error(), "pid ") {
+			t.Errorf("%s while the agent runs: %v", name, err)
+		}
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("a refused retire removed the data dir: %v", err)
+	}
+	held.Close()
+	f, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatalf("the lock outlived its holder: %v", err)
+	}
+	f.Close()
+}
+
+// TestRemoveDataDirLeavesAMountedDirAlone: with anything still mounted
+// below it, the data dir is left whole (RemoveAll would empty the mount).
+func TestRemoveDataDirLeavesAMountedDirAlone(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data dir") // a space: mountinfo escapes it
+	inner := filepath.Join(dir, "sites", "disk")
+	if err := os.MkdirAll(inner, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", inner, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("mount a tmpfs (the agent's tests run as root): %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(inner, syscall.MNT_DETACH) })
+	keep := filepath.Join(inner, "wp-config.php")
+	if err := os.WriteFile(keep, []byte("<?php"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveDataDir(dir); err == nil || !strings.Contains(err.Error(), inner) {
+		t.Fatalf("removed with a mount under it: %v", err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("the mounted disk lost a file: %v", err)
+	}
+	if err := syscall.Unmount(inner, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveDataDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("still there: %v", err)
+	}
+}
+
+func TestUnescapeMount(t *testing.T) {
+	for in, want := range map[string]string{`/a/b`: "/a/b", `/data\040dir/x`: "/data dir/x", `/t\011ab`: "/t\tab", `/end\04`: `/end\04`} {
+		if got := unescapeMount(in); got != want {
+			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
