@@ -171,10 +171,24 @@ func Observe(next http.Handler, log *slog.Logger, m *Metrics) http.Handler {
 			if info.err != nil && errors.As(info.err, &ae) {
 				attrs = append(attrs, "error_code", ae.Code)
 			}
-			log.Info("request", attrs...)
+			log.Log(r.Context(), accessLevel(r, route, sw.status), "request", attrs...)
 		}()
 		next.ServeHTTP(sw, r)
 	})
+}
+
+// accessLevel is the level of a request's access-log line: the cluster's
+// own traffic (members' RPCs over mutual TLS: heartbeats, route watches,
+// forwarded requests) and health and metrics scrapes are debug, so that
+// a terminal shows what people do; a server error is a warning.
+func accessLevel(r *http.Request, route string, status int) slog.Level {
+	switch {
+	case status >= 500:
+		return slog.LevelWarn
+	case r.TLS != nil && len(r.TLS.PeerCertificates) > 0, route == "GET /healthz", route == "GET /metrics":
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }
 
 // LogPath is a request path as logs may show it: a webhook URL's last

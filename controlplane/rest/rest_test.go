@@ -1,6 +1,8 @@
 package rest
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -156,5 +158,35 @@ func TestAlsoStatusIsDocumented(t *testing.T) {
 	}
 	if d, _ := responses["200"].(map[string]any)["description"].(string); !strings.Contains(d, "preview=1") {
 		t.Errorf("200's description: %q", d)
+	}
+}
+
+// TestAccessLogLevels: people's requests are info, the cluster's own
+// traffic (members over mutual TLS) and scrapes are debug, so a terminal
+// at info shows what people do; server errors are warnings.
+func TestAccessLogLevels(t *testing.T) {
+	member := &tls.ConnectionState{PeerCertificates: []*x509.Certificate{{}}}
+	for _, tc := range []struct {
+		name   string
+		route  string
+		tls    *tls.ConnectionState
+		status int
+		want   slog.Level
+	}{
+		{"an API call", "POST /api/app/sites", nil, 202, slog.LevelInfo},
+		{"a refused API call", "POST /api/app/sites", nil, 401, slog.LevelInfo},
+		{"an agent's heartbeat", "/sandboxd.agent.v1.RegistryService/", member, 200, slog.LevelDebug},
+		{"an agent refused", "/sandboxd.agent.v1.RegistryService/", member, 403, slog.LevelDebug},
+		{"TLS without a client certificate", "POST /api/app/sites", &tls.ConnectionState{}, 200, slog.LevelInfo},
+		{"a health check", "GET /healthz", nil, 200, slog.LevelDebug},
+		{"a scrape", "GET /metrics", nil, 200, slog.LevelDebug},
+		{"a member's request that failed", "/sandboxd.agent.v1.RegistryService/", member, 503, slog.LevelWarn},
+		{"an API call that failed", "GET /api/app/sites", nil, 500, slog.LevelWarn},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.TLS = tc.tls
+		if got := accessLevel(r, tc.route, tc.status); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
