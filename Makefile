@@ -31,12 +31,15 @@ images: deps
 run: build images
 	./$(BIN) dev $(RUN_ARGS)
 
+# Everything, never skipped (root, containerd, MariaDB, Chromium); prints
+# the ten slowest tests and the slowest packages at the end.
 test: deps images
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 40m ./...
+	set -o pipefail; $(GO) test -race -count=1 -timeout 40m -json ./... | $(GO) run ./deploy/dev/testsummary
 
+# What needs neither root nor containerd: a minute or two, for the inner loop.
 test-short:
-	$(GO) test -count=1 ./...
+	$(GO) test -short -count=1 ./...
 
 # Checks deploy/: the alert rules (promtool check and test rules) and the
 # Grafana dashboard use only registered metrics, the README lists them,

@@ -50,7 +50,7 @@ func runAgent(args []string) error {
 		return err
 	}
 	if *stop || *purge {
-		return stopAgent(cfg.DataDir, *purge)
+		return stopAgent(cfg.DataDir, cfg.DataDir, *purge)
 	}
 	if err := net.apply(&cfg); err != nil {
 		return err
@@ -81,21 +81,27 @@ func runAgent(args []string) error {
 	return a.Close()
 }
 
-// stopAgent is an agent's --stop and --purge, and dev's.
-func stopAgent(dataDir string, purge bool) error {
+// stopAgent is an agent's --stop and --purge, and dev's (whose data dir,
+// shown, holds the agent's).
+func stopAgent(dataDir, shown string, purge bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if !purge {
 		if err := agent.Stop(ctx, dataDir); err != nil {
 			return err
 		}
-		fmt.Println("stopped; data kept in", dataDir)
+		fmt.Println("stopped; data kept in", shown)
 		return nil
 	}
 	if err := agent.Retire(ctx, dataDir, ""); err != nil {
 		return err
 	}
-	fmt.Println("purged: everything stopped, host claims given back,", dataDir, "removed")
+	if shown != dataDir {
+		if err := agent.RemoveDataDir(shown); err != nil {
+			return err
+		}
+	}
+	fmt.Println("purged: everything stopped, host claims given back,", shown, "removed")
 	return nil
 }
 

@@ -243,13 +243,7 @@ func runDev(args []string) error {
 		return err
 	}
 	if *stop || *purge {
-		if err := stopAgent(filepath.Join(c.cfg.DataDir, "agent"), *purge); err != nil {
-			return err
-		}
-		if *purge {
-			return agent.RemoveDataDir(c.cfg.DataDir)
-		}
-		return nil
+		return stopAgent(filepath.Join(c.cfg.DataDir, "agent"), c.cfg.DataDir, *purge)
 	}
 	_, port, err := net.SplitHostPort(*edgeAddr)
 	if err != nil {
