@@ -74,8 +74,11 @@ type Config struct {
 	// ContainerdSocket is tried first; when nothing answers there, the
 	// agent starts its own containerd under DataDir.
 	ContainerdSocket string
-	// Namespace isolates this agent's containers in containerd; default
-	// derived from DataDir, so two agents never collide.
+	// Namespace is the containerd namespace of this agent's images and
+	// containers; default one of its own, derived from DataDir. Agents of
+	// one host may share one: each image is then imported and unpacked
+	// once for all of them, and each agent's containers carry its scope
+	// (ContainerScope) so that none touches another's.
 	Namespace string
 	// ImagesDir is the image cache `make images` fills.
 	ImagesDir string
@@ -253,7 +256,10 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if err := recordSocket(dir, socket); err != nil {
 		return nil, err
 	}
-	if a.rt, err = runtime.Connect(socket, cfg.Namespace); err != nil {
+	if err := recordNamespace(dir, cfg.Namespace); err != nil {
+		return nil, err
+	}
+	if a.rt, err = connectRuntime(socket, dir, cfg.Namespace); err != nil {
 		return nil, err
 	}
 	if a.catalog, err = images.Load(cfg.ImagesDir, cfg.ImageOverrides); err != nil {
@@ -527,7 +533,8 @@ func StopEverything(ctx context.Context, dataDir string) error {
 	}
 	var errs []error
 	if socket != "" {
-		rt, err := runtime.Connect(socket, Namespace(dir))
+		ns := recordedNamespace(dir)
+		rt, err := connectRuntime(socket, dir, ns)
 		if err != nil {
 			return err
 		}
@@ -537,7 +544,9 @@ func StopEverything(ctx context.Context, dataDir string) error {
 		for _, id := range ids {
 			errs = append(errs, rt.Remove(ctx, id))
 		}
-		errs = append(errs, runtime.RemoveNamespaceCgroups(Namespace(dir)))
+		// A namespace shared with other agents keeps its cgroup while
+		// they hold containers (the removal leaves a busy one alone).
+		errs = append(errs, runtime.RemoveNamespaceCgroups(ns))
 	}
 	// With the containers gone, MariaDB's mounts (the sites' database
 	// volumes, its temporary disk), the sites' disks and namespaces go
@@ -579,6 +588,46 @@ func Purge(ctx context.Context, dataDir, claimsDir string) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// namespaceRecord names the file in an agent's data dir that keeps a
+// containerd namespace shared with other agents, for StopEverything.
+const namespaceRecord = "containerd-namespace"
+
+// ContainerScope starts the containerd id of every container of the
+// agent with this data dir when its namespace is shared with others.
+func ContainerScope(dataDir string) string { return "a" + NetworkName(dataDir) + "-" }
+
+// connectRuntime is the agent's runtime in namespace ns, scoped to its
+// own containers when ns is not the agent's own namespace.
+func connectRuntime(socket, dir, ns string) (*runtime.Runtime, error) {
+	if ns == Namespace(dir) {
+		return runtime.Connect(socket, ns)
+	}
+	return runtime.ConnectScoped(socket, ns, ContainerScope(dir))
+}
+
+// recordNamespace keeps a shared namespace in the data dir, or removes
+// the record when the agent's namespace is its own.
+func recordNamespace(dir, ns string) error {
+	path := filepath.Join(dir, namespaceRecord)
+	if ns == Namespace(dir) {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return os.WriteFile(path, []byte(ns+"\n"), 0o600)
+}
+
+// recordedNamespace is the namespace recordNamespace kept, or the
+// agent's own.
+func recordedNamespace(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, namespaceRecord))
+	if ns := strings.TrimSpace(string(b)); err == nil && ns != "" {
+		return ns
+	}
+	return Namespace(dir)
 }
 
 // socketRecord names the file in an agent's data dir that keeps the

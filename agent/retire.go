@@ -84,6 +84,13 @@ func Retire(ctx context.Context, dataDir, claimsDir string) error {
 	if err := Purge(ctx, dir, claimsDir); err != nil {
 		return err
 	}
+	// Under a long data dir the containerd it started lives in the
+	// temporary directory (a unix socket's path is short).
+	if ctd := containerdDir(dir); !strings.HasPrefix(ctd, dir+"/") {
+		if err := RemoveDataDir(ctd); err != nil {
+			return err
+		}
+	}
 	return RemoveDataDir(dir)
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // galleryDir holds the community gallery Blueprints and their data files
@@ -230,6 +231,8 @@ func succeeded(t *testing.T, what string, r *st.Response) {
 // a template, then rebaked, keeps the template's id, slug and launch token,
 // and sites from it have the Blueprint's effects.
 func TestBlueprintsOnRealSites(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	_, rules := resourceMirror(t)
 	dir := devDataDir(t)
 	d := startDev(t, dir, freeAddr(t), freeAddr(t), "--resource-mirror", rules, "--resource-mirror-only")

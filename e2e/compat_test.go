@@ -10,6 +10,7 @@ import (
 	"time"
 
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // TestOldAgentOnNewServer runs a node agent of the previous protocol
@@ -19,6 +20,8 @@ import (
 // has no ingress); what it cannot do (snapshots) fails with a clear
 // reason; the site is deleted as usual.
 func TestOldAgentOnNewServer(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	old := filepath.Join(t.TempDir(), "oldagent")
 	build := exec.Command("go", "build", "-o", old, "./e2e/testdata/oldagent")
 	build.Dir = ".."

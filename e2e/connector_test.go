@@ -21,6 +21,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/agenttest"
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 	"github.com/sandboxd/sandboxd/internal/secret"
 )
 
@@ -158,8 +159,9 @@ exec php -S "$LIVE_HOST" -t /live/wp`
 // chunks, and the service restores a sandbox that serves the same
 // content at its own URL with serialized options intact.
 func TestConnectorPlugin(t *testing.T) {
-	dir := devDataDir(t)
-	d := startDev(t, dir, freeAddr(t), freeAddr(t))
+	t.Parallel()
+	hosttest.Root(t)
+	d := sharedDev(t)
 	// A sandbox gives the node's MariaDB port.
 	probe := d.owner.Do("POST", "/api/app/sites", map[string]any{"name": "Probe"}).Must(t, 202)
 	d.waitJob(t, probe.Str("jobId"))
@@ -297,8 +299,10 @@ echo json_encode(array('home' => home_url(), 'blogname' => get_option('blogname'
 // exchange with the verifier gives a token that works on the imports
 // routes only. Denying in the browser sends access_denied.
 func TestOAuthInBrowser(t *testing.T) {
-	dir := devDataDir(t)
-	d := startDev(t, dir, freeAddr(t), freeAddr(t))
+	t.Parallel()
+	hosttest.Root(t)
+	d := sharedDev(t)
+	dir := d.dir
 	got := make(chan url.Values, 4)
 	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/callback" {

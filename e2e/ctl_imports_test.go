@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // ctlRun is a sandboxctl process whose stderr lines are followed.
@@ -139,8 +141,9 @@ func (d *devSystem) liveDB(t *testing.T, port string) *sql.DB {
 // server is (not from 0) and the import becomes a sandbox that serves the
 // live site's content at its own URL. The CLI's cache is empty at the end.
 func TestSandboxctlImportPush(t *testing.T) {
-	dir := devDataDir(t)
-	d := startDev(t, dir, freeAddr(t), freeAddr(t))
+	t.Parallel()
+	hosttest.Root(t)
+	d := sharedDev(t)
 	probe := d.owner.Do("POST", "/api/app/sites", map[string]any{"name": "Probe"}).Must(t, 202)
 	d.waitJob(t, probe.Str("jobId"))
 	port := fmt.Sprint(d.owner.Do("GET", "/api/app/sites/"+probe.Str("site.id")+"/database", nil).Must(t, 200).Get("database.port"))

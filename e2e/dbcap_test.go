@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent/agenttest"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // fillPHP is a site's own PHP writing to its own database through
@@ -56,6 +57,8 @@ out(['error' => 'unknown op']);
 // site (a Blueprint's runSql) fails plan_limit_reached with the plan's
 // details; dropping the table gives the site its writes back.
 func TestDatabaseBoundedByPlanDisk(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	const planMB = 96
 	dir := devDataDir(t)
 	plansFile := filepath.Join(t.TempDir(), "plans.json")

@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // TestDevFirstStartRestartAndAdmin is the README walk-through: start
@@ -15,6 +18,8 @@ import (
 // with `sandboxd admin`, invite it, read the invitation from the outbox,
 // accept it, restart, and find everything (and the same token) again.
 func TestDevFirstStartRestartAndAdmin(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	dir := devDataDir(t)
 	addr := freeAddr(t)
 	edgeAddr := freeAddr(t)
@@ -100,6 +105,7 @@ func TestDevFirstStartRestartAndAdmin(t *testing.T) {
 // second and third joined with --join and a join token each (sharing the
 // sealing key), and writes through a follower.
 func TestThreeServerProcesses(t *testing.T) {
+	t.Parallel()
 	key, err := run(t, nil, "admin", "sealing-key", "new")
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +138,34 @@ func TestThreeServerProcesses(t *testing.T) {
 		servers, _ := r.Get("cluster.servers").([]any)
 		return len(servers) == 3
 	})
+	// The operator's table: three voters, one leader, each server's own
+	// view (a follower's last contact with the leader).
+	st.WaitFor(t, 30*time.Second, "every follower to have heard the leader", func() bool {
+		out, err := run(t, env, "admin", "cluster", "--server", urls[1])
+		if err != nil {
+			t.Fatalf("admin cluster: %v", err)
+		}
+		leaders, followers := 0, 0
+		for _, l := range strings.Split(out, "\n") {
+			f := strings.Fields(l)
+			if len(f) < 7 || !slices.Contains([]string{"s1", "s2", "s3"}, f[0]) {
+				continue
+			}
+			if f[3] != "yes" {
+				t.Fatalf("%s is not a voter:\n%s", f[0], out)
+			}
+			switch {
+			case f[4] == "yes" && f[5] == "Leader":
+				leaders++
+			case f[4] == "no" && f[5] == "Follower" && strings.HasSuffix(l, " ago"):
+				followers++
+			}
+		}
+		return leaders == 1 && followers == 2 && strings.Contains(out, "answered by s2")
+	})
+	if out, err := run(t, env, "admin", "cluster", "--server", urls[0], "--json"); err != nil || !json.Valid([]byte(out)) || !strings.Contains(out, `"raftAddr"`) {
+		t.Fatalf("admin cluster --json: %v %s", err, out)
+	}
 	out, err := run(t, env, "admin", "create-account", "--data-dir", dirs[1], "--email", "c@example.com", "--plan", "paid")
 	if err != nil {
 		t.Fatalf("create-account through a member: %v %s", err, out)

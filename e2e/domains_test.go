@@ -16,6 +16,7 @@ import (
 
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/internal/dnstest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 	"github.com/sandboxd/sandboxd/internal/pebbletest"
 )
 
@@ -28,6 +29,8 @@ import (
 // same certificate without ordering again, and a disconnect stops the
 // routing and puts WordPress back on its sandbox URL.
 func TestCustomDomainOnARealSite(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	dns := dnstest.Start(t)
 	edgeAddr, edgeTLS := freeAddr(t), freeAddr(t)
 	pebble := pebbletest.Start(t, pebbletest.Options{HTTPPort: portNumber(t, edgeAddr), TLSPort: portNumber(t, edgeTLS), DNSServer: dns.Addr})

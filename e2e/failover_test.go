@@ -342,6 +342,7 @@ func (a span) overlaps(b span) bool { return a.server == b.server && a.from <= b
 // retries must keep the same promises; and no running server may drop a
 // write without answering it.
 func TestLeaderKillsKeepWritesLinearizable(t *testing.T) {
+	t.Parallel()
 	plansFile := filepath.Join(t.TempDir(), "plans.json")
 	if err := os.WriteFile(plansFile, []byte(`{"paid": {"apiTokens": 1000000}}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -691,6 +692,7 @@ func explain(ops []porcupine.Operation, via []string) []string {
 // TestSetModelCatchesLostAndDoubledWrites: the checker the failover test
 // relies on refuses the histories it exists to catch.
 func TestSetModelCatchesLostAndDoubledWrites(t *testing.T) {
+	t.Parallel()
 	add := func(name, outcome string, call, ret int64) porcupine.Operation {
 		return porcupine.Operation{Input: setInput{add: true, name: name}, Output: setOutput{outcome: outcome}, Call: call, Return: ret}
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/agenttest"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/internal/enroll"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 	"github.com/sandboxd/sandboxd/internal/pki"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/sitepath"
@@ -332,6 +333,7 @@ func (fs *fleetSystem) waitJob(t *testing.T, id string) map[string]any {
 // the API, and back when it returns.
 func TestFleetAcrossHosts(t *testing.T) {
 	t.Parallel() // with the other fleet: they share nothing but the machine
+	hosttest.Root(t)
 	fs := startFleet(t, "--heartbeat-interval", "500ms", "--node-down-after", "3s", "--snapshot-every", "10s",
 		"--reschedule-after", "12s", "--orphan-grace", "3s")
 	t.Logf("fleet up: servers %s %s %s, agents %s %s, edges %s %s", fs.servers[0].ip, fs.servers[1].ip, fs.servers[2].ip,
@@ -609,6 +611,7 @@ func (c *apiCaller) do(method, path, body, key string) (int, []byte) {
 // own agent's restart. The fleet then runs the new version everywhere.
 func TestFleetRollingUpgrade(t *testing.T) {
 	t.Parallel()
+	hosttest.Root(t)
 	fs := startFleet(t, "--heartbeat-interval", "500ms")
 	next := filepath.Join(t.TempDir(), "sandboxd-next")
 	build := exec.Command("go", "build", "-ldflags", "-X main.version=0.2.0-next", "-o", next, "./cmd/sandboxd")

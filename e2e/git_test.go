@@ -15,6 +15,7 @@ import (
 
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/internal/gittest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 func gitPlugin(version string) map[string]string {
@@ -55,6 +56,8 @@ func pushDelivery(t *testing.T, url, secret, delivery, branch, after string) (in
 // another branch and a replayed delivery deploy nothing; repoUrl cannot
 // be changed.
 func TestGitDeployOnARealSite(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	srv := gittest.NewHTTPServer(t)
 	plugin := gittest.NewRepo(t, srv.Root, "hello-git", gitPlugin("1.0"))
 	sshd := gittest.NewSSHServer(t, nil)

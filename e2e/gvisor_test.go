@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 	"github.com/sandboxd/sandboxd/internal/sitepath"
 )
 
@@ -14,6 +15,8 @@ import (
 // served through the edge, driven through the file manager (an exec in its
 // sandbox), runs on gVisor's kernel, and is deleted with its sandbox.
 func TestSiteUnderGVisor(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	if _, err := exec.LookPath("runsc"); err != nil {
 		t.Fatal("runsc is not installed (deploy/dev/install-deps.sh installs it)")
 	}

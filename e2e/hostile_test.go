@@ -24,6 +24,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/agenttest"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 	"github.com/sandboxd/sandboxd/internal/sitepath"
 	"github.com/sandboxd/sandboxd/internal/wpzip"
 )
@@ -112,6 +113,8 @@ out(['error' => 'unknown op']);
 // a secret that must not leak into any answer or log, listeners that
 // must see no connection from the site. The other site keeps serving.
 func TestHostileTenant(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	dir := devDataDir(t)
 	plansFile := filepath.Join(t.TempDir(), "plans.json")
 	if err := os.WriteFile(plansFile, []byte(`{"paid": {"siteDiskMb": 256}}`), 0o644); err != nil {

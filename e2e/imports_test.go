@@ -23,6 +23,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // importSetup gives a site what a live site has: a post that links its
@@ -309,8 +310,9 @@ func unserialized(t *testing.T, v string) map[string]any {
 // target site checked afterwards: nothing outside the site changed and
 // the site itself is as it was.
 func TestImportsOnRealSites(t *testing.T) {
-	dir := devDataDir(t)
-	d := startDev(t, dir, freeAddr(t), freeAddr(t))
+	t.Parallel()
+	hosttest.Root(t)
+	d := sharedDev(t)
 
 	// The live site.
 	live := d.owner.Do("POST", "/api/app/sites", map[string]any{"name": "Live"}).Must(t, 202)

@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // hookReceiver is a customer's webhook endpoint over HTTPS: it checks
@@ -86,6 +87,8 @@ func (r *hookReceiver) caFile(t *testing.T) string {
 // demo.ready and, once the one-minute lease ends, demo.expired, both
 // verified with the receiver's own HMAC code.
 func TestLaunchLinkInBrowser(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	rcv := newHookReceiver(t)
 	dir := devDataDir(t)
 	d := launchWithEnv(t, []string{"SSL_CERT_FILE=" + rcv.caFile(t)}, dir, freeAddr(t), freeAddr(t),

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/agenttest"
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/ids"
 )
 
 // binary is sandboxd and ctlBinary sandboxctl, both built for this run.
@@ -41,25 +43,52 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	code := agenttest.Run(m)
+	code := agenttest.Run(m, stopShared)
+	if shared.namespace != "" {
+		if err := runtime.RemoveNamespaceCgroups(shared.namespace); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			code = 1
+		}
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-// sharedContainerd is the test binary's one containerd, which the dev
-// systems of most tests share (each in its own namespace, as two agents
-// on one host do), so that each does not start a daemon and import every
-// image again. Tests of the own-containerd path (`make run`, dev --stop)
-// leave it out.
+// sharedContainerd is the test binary's one containerd and namespace,
+// which the dev systems of most tests share (as agents of one host may),
+// so that each does not start a daemon and import and unpack every image
+// again; each system's containers carry its own scope. Tests of the
+// own-containerd path (`make run`, dev --stop) leave it out.
 func sharedContainerd(t *testing.T) []string {
 	t.Helper()
 	socket, _ := agenttest.Containerd(t)
-	shared.socket = socket
-	return []string{"--containerd-socket", socket}
+	shared.once.Do(func() {
+		shared.socket, shared.namespace = socket, "sbx-e2e-"+ids.Random(4)
+		// The images go in before any system starts: systems started
+		// at once would otherwise import the same image together.
+		rt, err := runtime.Connect(socket, shared.namespace)
+		if err != nil {
+			shared.err = err
+			return
+		}
+		defer rt.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		shared.err = agenttest.Catalog(t).EnsureAll(ctx, rt)
+	})
+	if shared.err != nil {
+		t.Fatalf("import the images into the shared namespace: %v", shared.err)
+	}
+	return []string{"--containerd-socket", socket, "--containerd-namespace", shared.namespace}
 }
 
-// shared remembers the shared containerd once a test has started it.
-var shared struct{ socket string }
+// shared is the shared containerd and namespace once a test has set
+// them up.
+var shared struct {
+	once              sync.Once
+	socket, namespace string
+	err               error
+}
 
 func freeAddr(t *testing.T) string { return st.FreeAddr(t) }
 
@@ -79,7 +108,7 @@ func devDataDir(t *testing.T) string {
 		// On the shared containerd, Purge found the namespace through the
 		// socket the agent recorded: nothing of this system is left there.
 		if shared.socket != "" {
-			rt, err := runtime.Connect(shared.socket, agent.Namespace(filepath.Join(dir, "agent")))
+			rt, err := runtime.ConnectScoped(shared.socket, shared.namespace, agent.ContainerScope(filepath.Join(dir, "agent")))
 			if err != nil {
 				t.Errorf("connect to the shared containerd: %v", err)
 				return
@@ -105,17 +134,33 @@ type proc struct {
 
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	// A node's SSH gateway binds port 2222 by default: tests run side by
+	// side, so each takes a port of its own unless it names one.
+	if len(args) > 0 && (args[0] == "dev" || args[0] == "agent") && !slices.Contains(args, "--ssh-addr") {
+		args = append(args, "--ssh-addr", "127.0.0.1:0")
+	}
 	return startCmd(t, env, binary, args...)
 }
 
 // startCmd is start for any command (sandboxd through nsenter, say).
 func startCmd(t *testing.T, env []string, name string, args ...string) *proc {
 	t.Helper()
+	p, err := spawn(env, name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+// spawn starts a process whose output is collected; stopping it is the
+// caller's.
+func spawn(env []string, name string, args ...string) (*proc, error) {
 	p := &proc{cmd: exec.Command(name, args...), lines: make(chan string, 100), done: make(chan error, 1)}
 	p.cmd.Env = append(os.Environ(), env...)
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p.cmd.Stderr = writerFunc(func(b []byte) {
 		p.mu.Lock()
@@ -123,7 +168,7 @@ func startCmd(t *testing.T, env []string, name string, args ...string) *proc {
 		p.mu.Unlock()
 	})
 	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -138,8 +183,7 @@ func startCmd(t *testing.T, env []string, name string, args ...string) *proc {
 		}
 		p.done <- p.cmd.Wait()
 	}()
-	t.Cleanup(func() { p.stop(t) })
-	return p
+	return p, nil
 }
 
 type writerFunc func([]byte)
@@ -149,18 +193,27 @@ func (f writerFunc) Write(b []byte) (int, error) { f(b); return len(b), nil }
 // waitLine returns the first stdout line with prefix.
 func (p *proc) waitLine(t *testing.T, prefix string) string {
 	t.Helper()
-	timeout := time.After(60 * time.Second)
+	l, err := p.line(prefix, 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// line returns the first stdout line with prefix, without it.
+func (p *proc) line(prefix string, wait time.Duration) (string, error) {
+	timeout := time.After(wait)
 	for {
 		select {
 		case l := <-p.lines:
 			if strings.HasPrefix(l, prefix) {
-				return strings.TrimPrefix(l, prefix)
+				return strings.TrimPrefix(l, prefix), nil
 			}
 		case err := <-p.done:
 			p.done <- err
-			t.Fatalf("sandboxd exited (%v) before printing %q\nstderr:\n%s", err, prefix, p.errText())
+			return "", fmt.Errorf("sandboxd exited (%v) before printing %q\nstderr:\n%s", err, prefix, p.errText())
 		case <-timeout:
-			t.Fatalf("no %q line\nstderr:\n%s", prefix, p.errText())
+			return "", fmt.Errorf("no %q line\nstderr:\n%s", prefix, p.errText())
 		}
 	}
 }
@@ -200,19 +253,27 @@ func (p *proc) stop(t *testing.T) {
 	if t.Failed() {
 		t.Logf("%s said (last %d lines, access log left out):\n%s", filepath.Base(p.cmd.Path), tailLines, p.tail(tailLines))
 	}
+	if err := p.terminate(); err != nil {
+		t.Error(err)
+	}
+}
+
+// terminate sends SIGTERM and waits for a clean exit (SIGKILL after 20s).
+func (p *proc) terminate() error {
 	if p.cmd.ProcessState != nil {
-		return
+		return nil
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-p.done:
 		p.done <- err
 		if err != nil {
-			t.Errorf("sandboxd did not exit cleanly: %v\n%s", err, p.errText())
+			return fmt.Errorf("sandboxd did not exit cleanly: %v\n%s", err, p.errText())
 		}
+		return nil
 	case <-time.After(20 * time.Second):
 		_ = p.cmd.Process.Kill()
-		t.Errorf("sandboxd ignored SIGTERM")
+		return fmt.Errorf("sandboxd ignored SIGTERM")
 	}
 }
 

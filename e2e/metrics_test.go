@@ -8,6 +8,7 @@ import (
 	"time"
 
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 	"github.com/sandboxd/sandboxd/internal/promreg/promtest"
 )
 
@@ -31,6 +32,8 @@ func sample(text, series string) (float64, bool) {
 // edge's on --edge-metrics-addr only. None of them, nor health, shows an
 // address.
 func TestFleetMetrics(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	dir := devDataDir(t)
 	api, edgeAddr, metricsAddr, agentMetrics := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	d := startDev(t, dir, api, edgeAddr, "--edge-metrics-addr", metricsAddr, "--agent-metrics-addr", agentMetrics)

@@ -26,6 +26,7 @@ import (
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/internal/dnstest"
 	"github.com/sandboxd/sandboxd/internal/gittest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 	"github.com/sandboxd/sandboxd/internal/objstore/objstoretest"
 	"github.com/sandboxd/sandboxd/internal/sitepath"
 	"github.com/sandboxd/sandboxd/internal/wpzip"
@@ -124,6 +125,7 @@ func (p *prismProxy) stop() []string {
 // the declared schema, enums respected. The requests walk the routes a
 // control plane without nodes can answer, successes and errors alike.
 func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
+	t.Parallel()
 	api, dataDir := freeAddr(t), filepath.Join(t.TempDir(), "s")
 	start(t, nil, "server", "--data-dir", dataDir, "--api-addr", api, "--cluster-addr", freeAddr(t), "--raft-addr", freeAddr(t))
 	direct := st.NewClient(t, "http://"+api, "")
@@ -489,6 +491,8 @@ const blueprintSetName = `{"steps":[{"step":"setSiteOptions","options":{"blognam
 // operation of the document no answer was checked for, so a new route
 // cannot go unchecked.
 func TestEveryRouteThroughPrism(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	started := time.Now()
 	gitSrv := gittest.NewHTTPServer(t)
 	gittest.NewRepo(t, gitSrv.Root, "prism-plugin", gitPlugin("1.0"))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // metric reads one sample of the dev system's /metrics (0 when absent).
@@ -36,6 +37,8 @@ func (d *devSystem) metric(t *testing.T, name string) float64 {
 // at its own URL with its own title at once; the pool refills; a
 // template's warmPoolSize keeps ready sites of the template the same way.
 func TestWarmPool(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	dir := devDataDir(t)
 	d := startDev(t, dir, freeAddr(t), freeAddr(t), "--pool", "8.2=2")
 	ready := `sandboxd_pool_sites{pool="php:8.2/disk:10240",status="ready"}`

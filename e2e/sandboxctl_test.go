@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // ctlRunner runs the built sandboxctl as a person's shell would, with a
@@ -79,7 +81,9 @@ func (c *ctlRunner) json(args ...string) map[string]any {
 // --json parsed; a gallery Blueprint validated; API errors exit 1 with
 // their code, wrong command lines exit 2.
 func TestSandboxctl(t *testing.T) {
-	d := startDev(t, devDataDir(t), freeAddr(t), freeAddr(t))
+	t.Parallel()
+	hosttest.Root(t)
+	d := sharedDev(t)
 
 	t.Run("login in a browser", func(t *testing.T) {
 		c := newCtl(t)
@@ -137,7 +141,7 @@ func TestSandboxctl(t *testing.T) {
 		if err := cmd.Wait(); err != nil || result != "Logged in" || !strings.Contains(out.String(), "logged in to "+d.owner.Base) {
 			t.Fatalf("login: %v, page %q, %s", err, result, out.String())
 		}
-		if me := c.json("whoami"); field(me, "user.email") != "owner@localhost" {
+		if me := c.json("whoami"); field(me, "user.email") != d.email {
 			t.Fatalf("whoami after the browser login: %v", me)
 		}
 		// The token is listed as the browser login's, and works.

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 	"github.com/sandboxd/sandboxd/internal/wpzip"
 )
 
@@ -30,6 +31,8 @@ import (
 // (the dev token files, the cluster token file, the site's own
 // configuration for its database password).
 func TestSecretsCanary(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	began := time.Now()
 	smtpAddr, _ := startSMTP(t)
 	const smtpPassword = "canary-smtp-Pa55word-7d1e"

@@ -28,6 +28,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	"github.com/sandboxd/sandboxd/agent/sites"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 	"github.com/sandboxd/sandboxd/internal/sitepath"
 	"github.com/sandboxd/sandboxd/internal/wpzip"
 )
@@ -37,6 +38,7 @@ type devSystem struct {
 	dir, api, edge string
 	proc           *proc
 	owner          *st.Client
+	email          string // owner's
 }
 
 // startDev starts `sandboxd dev` on the test binary's shared containerd.
@@ -62,7 +64,7 @@ func launchDev(t *testing.T, dir, api, edge string, flags ...string) *devSystem 
 	p := start(t, nil, append([]string{"dev", "--data-dir", dir, "--api-addr", api, "--edge-addr", edge, "--log-format", "json"}, flags...)...)
 	url := p.waitLine(t, "SANDBOX_URL=")
 	token := p.waitLine(t, "SANDBOX_TOKEN=")
-	return &devSystem{dir: dir, api: api, edge: edge, proc: p, owner: st.NewClient(t, url, token)}
+	return &devSystem{dir: dir, api: api, edge: edge, proc: p, owner: st.NewClient(t, url, token), email: "owner@localhost"}
 }
 
 // putFile writes a file into a site's WordPress root through the file
@@ -128,6 +130,8 @@ func fetch(t *testing.T, url string) (int, string) {
 // served by WordPress through the edge, signed in through a magic link in
 // a real browser, kept across a restart, and deleted without a trace.
 func TestSiteEndToEnd(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	dir := devDataDir(t)
 	api, edgeAddr := freeAddr(t), freeAddr(t)
 	d := startDev(t, dir, api, edgeAddr)
@@ -681,6 +685,8 @@ func TestSiteEndToEnd(t *testing.T) {
 // each serves its own site, and stopping one leaves the other's site
 // alone.
 func TestTwoDevInstancesSideBySide(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	dirA, dirB := devDataDir(t), devDataDir(t)
 	a := startDevOwnContainerd(t, dirA, freeAddr(t), freeAddr(t))
 	b := startDevOwnContainerd(t, dirB, freeAddr(t), freeAddr(t))

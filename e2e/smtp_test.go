@@ -10,6 +10,7 @@ import (
 	"time"
 
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // TestInvitationEmailThroughSMTP sends an invitation through a real SMTP
@@ -37,6 +38,8 @@ func startSMTP(t *testing.T) (addr, maildir string) {
 }
 
 func TestInvitationEmailThroughSMTP(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	smtpAddr, maildir := startSMTP(t)
 
 	dir := devDataDir(t)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // sshClient is Debian's OpenSSH client with a key of its own and the
@@ -67,8 +68,10 @@ func (c *sshClient) sftp(user, batch string) (string, error) {
 // workspace, a deleted key and a removed member are refused at their next
 // connection.
 func TestSSHIntoASite(t *testing.T) {
-	dir := devDataDir(t)
-	d := startDev(t, dir, freeAddr(t), freeAddr(t))
+	t.Parallel()
+	hosttest.Root(t)
+	d := sharedDev(t)
+	dir := d.dir
 	made := d.owner.Do("POST", "/api/app/sites", map[string]any{"name": "SSH shop"}).Must(t, 202)
 	id := made.Str("site.id")
 	if job := d.waitJob(t, made.Str("jobId")); job["status"] != "succeeded" {

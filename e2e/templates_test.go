@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // templateSetup gives a site what real sites have that holds their URL:
@@ -61,8 +62,10 @@ add_action('wp_footer', function () { echo '<p>e2e-banner-active</p>'; });`
 // deleted template leaves its sites serving, and its tree leaves the
 // node once no site is made from it.
 func TestTemplatesEndToEnd(t *testing.T) {
-	dir := devDataDir(t)
-	d := startDev(t, dir, freeAddr(t), freeAddr(t))
+	t.Parallel()
+	hosttest.Root(t)
+	d := sharedDev(t)
+	dir := d.dir
 
 	// A site that expires while the rest of this test runs: the leader's
 	// reaper deletes it, container, files and all.
@@ -242,6 +245,8 @@ func TestTemplatesEndToEnd(t *testing.T) {
 // artifact in the blob store, and restores a site of that node: the node
 // pulls the artifact once and keeps the copy.
 func TestTemplateOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
 	dir := devDataDir(t)
 	// This machine's node takes one site: the template's source.
 	d := startDev(t, dir, freeAddr(t), freeAddr(t), "--max-sites", "1")

@@ -409,7 +409,11 @@ func (e *Edge) proxy(route *edgev1.Route) *httputil.ReverseProxy {
 			}
 			e.log.Warn("backend unreachable", "site_id", route.SiteId, "backend", route.Backend, "err", err)
 			e.metrics.backend.Inc()
-			page(w, http.StatusBadGateway, "Sandbox not answering", "The sandbox did not answer. Try again in a moment.", false)
+			// Its node may be gone: the control plane marks it down after
+			// --node-down-after, and this page becomes "temporarily
+			// unavailable"; until then browsers retry by themselves.
+			w.Header().Set("Retry-After", "5")
+			page(w, http.StatusBadGateway, "Sandbox not answering", "The sandbox did not answer. This page tries again by itself.", true)
 		},
 	}
 }

@@ -100,6 +100,21 @@ func TestEdgeFollowsTheRouteStream(t *testing.T) {
 	}
 	apply(fsm.SetNodeStatus{ID: "n1", Status: state.NodeReady, At: now})
 	waitStatus("shop-ab12c.localhost:8081", 200)
+	// The site stops answering before its node is known to be down: a
+	// page that says so and reloads itself, and Retry-After for clients.
+	backend.Close()
+	req, _ := http.NewRequest("GET", "http://"+e.Addr()+"/x", nil)
+	req.Host = "shop-ab12c.localhost:8081"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 502 || resp.Header.Get("Retry-After") != "5" || !strings.Contains(string(body), "did not answer") ||
+		!strings.Contains(string(body), `http-equiv="refresh" content="5"`) {
+		t.Fatalf("a silent site: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
 	apply(fsm.DeleteSite{ID: site.ID})
 	waitStatus("shop-ab12c.localhost:8081", 404)
 

@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/images"
 	"github.com/sandboxd/sandboxd/agent/logwriter"
 	"github.com/sandboxd/sandboxd/agent/runtime"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
 
@@ -48,6 +49,7 @@ var shared struct {
 // own. The package's TestMain must be Main, which stops the daemon.
 func Containerd(t testing.TB) (socket, dir string) {
 	t.Helper()
+	hosttest.Root(t)
 	if !mainRuns {
 		t.Fatal("agenttest.Containerd needs agenttest.Main as the package's TestMain (it stops the daemon)")
 	}
@@ -63,9 +65,55 @@ func Containerd(t testing.TB) (socket, dir string) {
 	return shared.socket, ShortDir(t)
 }
 
-// Runtime connects to socket in a namespace of its own, and removes every
-// container of that namespace when the test ends.
+// Runtime is a runtime on socket for one test: it sees only the
+// containers it makes, in a namespace the test binary's tests share with
+// their images, so that each test does not import and unpack every image
+// again (seconds a test). The test's containers are removed when it ends.
 func Runtime(t testing.TB, socket string) *runtime.Runtime {
+	t.Helper()
+	base := sharedNamespace(t, socket)
+	rt := base.Scoped("t" + ids.Random(4) + "-")
+	t.Cleanup(func() {
+		ctx := context.Background()
+		ids, _ := rt.Containers(ctx)
+		for _, id := range ids {
+			if err := rt.Remove(ctx, id); err != nil {
+				t.Errorf("remove container %s: %v", id, err)
+			}
+		}
+	})
+	return rt
+}
+
+// namespaces holds, per containerd socket, the runtime of the namespace
+// the binary's tests share; Run removes their cgroups at the end.
+var namespaces struct {
+	mu  sync.Mutex
+	rts map[string]*runtime.Runtime
+}
+
+func sharedNamespace(t testing.TB, socket string) *runtime.Runtime {
+	t.Helper()
+	namespaces.mu.Lock()
+	defer namespaces.mu.Unlock()
+	if rt, ok := namespaces.rts[socket]; ok {
+		return rt
+	}
+	rt, err := runtime.Connect(socket, "sbx-test-"+ids.Random(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if namespaces.rts == nil {
+		namespaces.rts = map[string]*runtime.Runtime{}
+	}
+	namespaces.rts[socket] = rt
+	return rt
+}
+
+// FreshRuntime connects to socket in a namespace of the test's own, with
+// no image in it (a test of importing or pulling one), and removes every
+// container of that namespace when the test ends.
+func FreshRuntime(t testing.TB, socket string) *runtime.Runtime {
 	t.Helper()
 	rt, err := runtime.Connect(socket, "sbx-test-"+ids.Random(4))
 	if err != nil {
@@ -86,20 +134,27 @@ func Runtime(t testing.TB, socket string) *runtime.Runtime {
 }
 
 // Catalog opens the image cache and fails the test, naming `make images`,
-// when it holds no PHP 8.2 image.
+// when it holds no PHP 8.2 image. Every test of a binary gets the same
+// catalogue, so that two tests never import one image at once.
 func Catalog(t testing.TB) *images.Catalog {
 	t.Helper()
-	c, err := images.Load(images.DefaultDir(), nil)
-	if err != nil {
-		t.Fatal(err)
+	catalog.once.Do(func() { catalog.c, catalog.err = images.Load(images.DefaultDir(), nil) })
+	if catalog.err != nil {
+		t.Fatal(catalog.err)
 	}
-	for _, v := range c.PHPVersions() {
+	for _, v := range catalog.c.PHPVersions() {
 		if v == "8.2" {
-			return c
+			return catalog.c
 		}
 	}
 	t.Fatalf("no PHP 8.2 image in %s: run `make images` first", images.DefaultDir())
 	return nil
+}
+
+var catalog struct {
+	once sync.Once
+	c    *images.Catalog
+	err  error
 }
 
 // Main runs a test package that uses Containerd or whose containers log
@@ -113,11 +168,36 @@ func Main(m *testing.M) {
 	os.Exit(Run(m))
 }
 
-// Run runs the tests and then stops the package's containerd, returning
-// the exit code: for a TestMain with work of its own before or after.
-func Run(m *testing.M) int {
+// Run runs the tests, then each of before (what must go while the
+// daemon still runs), then stops the package's containerd, returning the
+// exit code: for a TestMain with work of its own before or after.
+func Run(m *testing.M, before ...func() error) int {
 	mainRuns = true
 	code := m.Run()
+	for _, f := range before {
+		if err := f(); err != nil {
+			fmt.Fprintln(os.Stderr, "agenttest:", err)
+			code = 1
+		}
+	}
+	namespaces.mu.Lock()
+	for _, rt := range namespaces.rts {
+		ctx := context.Background()
+		left, _ := rt.Containers(ctx)
+		if len(left) > 0 {
+			fmt.Fprintln(os.Stderr, "agenttest: containers left in the shared namespace:", left)
+			code = 1
+		}
+		for _, id := range left {
+			_ = rt.Remove(ctx, id)
+		}
+		if err := runtime.RemoveNamespaceCgroups(rt.Namespace()); err != nil {
+			fmt.Fprintln(os.Stderr, "agenttest:", err)
+			code = 1
+		}
+		rt.Close()
+	}
+	namespaces.mu.Unlock()
 	if shared.d != nil {
 		if err := shared.d.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "agenttest: stop containerd:", err)

@@ -30,7 +30,7 @@ func TestOneConnectionCannotTakeTheServersMemory(t *testing.T) {
 	}
 	// The kernel bounds the server's memory whatever the sites do: its
 	// cgroup's limit, read on the host (v2 or v1).
-	if got := memoryLimit(runtimeOf(srv).Namespace()); got != strconv.Itoa(mariadb.DefaultMemoryMB<<20) {
+	if got := memoryLimit(runtimeOf(srv)); got != strconv.Itoa(mariadb.DefaultMemoryMB<<20) {
 		t.Fatalf("the server's memory limit: %q", got)
 	}
 	db := openAs(t, srv, "wp_mem", "pw", "wp_mem")
@@ -106,8 +106,8 @@ func TestOneConnectionCannotTakeTheServersMemory(t *testing.T) {
 }
 
 // memoryLimit is the memory limit of the cgroup of namespace ns's MariaDB.
-func memoryLimit(ns string) string {
-	for _, d := range runtime.CgroupDirs(ns, mariadb.ContainerID) {
+func memoryLimit(rt *runtime.Runtime) string {
+	for _, d := range rt.CgroupDirs(mariadb.ContainerID) {
 		for _, f := range []string{"memory.max", "memory.limit_in_bytes"} {
 			if b, err := os.ReadFile(filepath.Join(d, f)); err == nil {
 				return strings.TrimSpace(string(b))

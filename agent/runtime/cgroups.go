@@ -22,6 +22,10 @@ func CgroupDirs(ns, id string) []string {
 	return cgroupDirs(filepath.Join(ns, id))
 }
 
+// CgroupDirs are the cgroup directories of the container this Runtime
+// calls id.
+func (r *Runtime) CgroupDirs(id string) []string { return CgroupDirs(r.ns, r.cid(id)) }
+
 func cgroupDirs(rel string) []string {
 	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
 		return []string{filepath.Join(cgroupRoot, rel)} // v2

@@ -63,7 +63,7 @@ func (r *Runtime) ExecInteractive(ctx context.Context, id string, p InteractiveP
 		return -1, fmt.Errorf("exec in %s: no command", id)
 	}
 	ctx = r.ctx(ctx)
-	c, err := r.client.LoadContainer(ctx, id)
+	c, err := r.client.LoadContainer(ctx, r.cid(id))
 	if err != nil {
 		return -1, fmt.Errorf("container %s: %w", id, err)
 	}

@@ -55,8 +55,9 @@ func TestRegistryImageForAPHPVersion(t *testing.T) {
 	if err := publisher.PushImage(ctx, local, remote); err != nil {
 		t.Fatal(err)
 	}
-	// ...and an agent is pointed at it instead of its image cache.
-	rt := agenttest.Runtime(t, socket)
+	// ...and an agent is pointed at it instead of its image cache (in a
+	// namespace of its own, so that the image really is pulled).
+	rt := agenttest.FreshRuntime(t, socket)
 	cat, err := images.Load(t.TempDir(), map[string]string{"8.2": remote})
 	if err != nil {
 		t.Fatal(err)

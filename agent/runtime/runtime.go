@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,7 +35,24 @@ import (
 type Runtime struct {
 	client *containerd.Client
 	ns     string
+	// scope starts the containerd id of every container this Runtime
+	// touches, and only those are its Containers: tests share one
+	// namespace, and its unpacked images, among many Runtimes.
+	scope  string
+	shared bool // the client is another Runtime's: Close leaves it open
 }
+
+// Scoped is a Runtime on r's daemon and namespace that sees only the
+// containers it makes, whose containerd ids start with scope (callers use
+// the ids without it). Images are the namespace's, shared. Tests use it so
+// that each does not import and unpack every image into a namespace of its
+// own; closing it leaves r open.
+func (r *Runtime) Scoped(scope string) *Runtime {
+	return &Runtime{client: r.client, ns: r.ns, scope: r.scope + scope, shared: true}
+}
+
+// cid is the containerd id of the container the caller calls id.
+func (r *Runtime) cid(id string) string { return r.scope + id }
 
 // Connect dials containerd at socket and works in namespace ns.
 func Connect(socket, ns string) (*Runtime, error) {
@@ -45,8 +63,25 @@ func Connect(socket, ns string) (*Runtime, error) {
 	return &Runtime{client: c, ns: ns}, nil
 }
 
+// ConnectScoped is Connect for a namespace shared with other users of the
+// daemon: the Runtime sees only the containers whose containerd ids start
+// with scope (see Scoped), and closing it closes its client.
+func ConnectScoped(socket, ns, scope string) (*Runtime, error) {
+	r, err := Connect(socket, ns)
+	if err != nil {
+		return nil, err
+	}
+	r.scope = scope
+	return r, nil
+}
+
 // Close releases the client; containers keep running.
-func (r *Runtime) Close() error { return r.client.Close() }
+func (r *Runtime) Close() error {
+	if r.shared {
+		return nil
+	}
+	return r.client.Close()
+}
 
 func (r *Runtime) ctx(ctx context.Context) context.Context {
 	return namespaces.WithNamespace(ctx, r.ns)
@@ -222,6 +257,7 @@ func orDefault(s, d string) string {
 // left alone, so Run is how an agent re-attaches after a restart too.
 func (r *Runtime) Run(ctx context.Context, s Spec) error {
 	ctx = r.ctx(ctx)
+	s.ID = r.cid(s.ID)
 	c, err := r.client.LoadContainer(ctx, s.ID)
 	if errdefs.IsNotFound(err) {
 		img, ierr := r.client.GetImage(ctx, s.Image)
@@ -280,7 +316,7 @@ func (r *Runtime) Run(ctx context.Context, s Spec) error {
 // is not running.
 func (r *Runtime) Running(ctx context.Context, id string) (bool, error) {
 	ctx = r.ctx(ctx)
-	c, err := r.client.LoadContainer(ctx, id)
+	c, err := r.client.LoadContainer(ctx, r.cid(id))
 	if errdefs.IsNotFound(err) {
 		return false, nil
 	}
@@ -305,7 +341,7 @@ func (r *Runtime) Running(ctx context.Context, id string) (bool, error) {
 // deletes it; the container and its snapshot stay for a later Run.
 func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
 	ctx = r.ctx(ctx)
-	c, err := r.client.LoadContainer(ctx, id)
+	c, err := r.client.LoadContainer(ctx, r.cid(id))
 	if errdefs.IsNotFound(err) {
 		return nil
 	}
@@ -345,7 +381,7 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 		return err
 	}
 	ctx = r.ctx(ctx)
-	c, err := r.client.LoadContainer(ctx, id)
+	c, err := r.client.LoadContainer(ctx, r.cid(id))
 	if errdefs.IsNotFound(err) {
 		return nil
 	}
@@ -360,7 +396,7 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 
 // Exists reports whether a container with this id exists.
 func (r *Runtime) Exists(ctx context.Context, id string) (bool, error) {
-	_, err := r.client.LoadContainer(r.ctx(ctx), id)
+	_, err := r.client.LoadContainer(r.ctx(ctx), r.cid(id))
 	if errdefs.IsNotFound(err) {
 		return false, nil
 	}
@@ -410,7 +446,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, argv []string, env []stri
 // unpacked inside the container): the process reads it to EOF.
 func (r *Runtime) ExecReader(ctx context.Context, id string, argv []string, env []string, uid, gid uint32, stdin io.Reader) (*ExecResult, error) {
 	ctx = r.ctx(ctx)
-	c, err := r.client.LoadContainer(ctx, id)
+	c, err := r.client.LoadContainer(ctx, r.cid(id))
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
@@ -485,7 +521,7 @@ func (e *eofReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Containers lists the ids of this namespace's containers.
+// Containers lists the ids of this namespace's containers (of its scope).
 func (r *Runtime) Containers(ctx context.Context) ([]string, error) {
 	cs, err := r.client.Containers(r.ctx(ctx))
 	if err != nil {
@@ -493,7 +529,9 @@ func (r *Runtime) Containers(ctx context.Context) ([]string, error) {
 	}
 	out := make([]string, 0, len(cs))
 	for _, c := range cs {
-		out = append(out, c.ID())
+		if id, ok := strings.CutPrefix(c.ID(), r.scope); ok {
+			out = append(out, id)
+		}
 	}
 	return out, nil
 }

@@ -157,3 +157,38 @@ touch /etc/x 2>/dev/null && echo root-writable; touch /share/ok && echo share-wr
 		t.Fatalf("80 MB of output: truncated %v, %d bytes kept, stderr %q, exit %d", big.Truncated, len(big.Stdout), big.Stderr, big.ExitCode)
 	}
 }
+
+// TestScopedRuntimesShareANamespace: two scoped runtimes on one
+// namespace (two agents of a host, or two tests) use the same ids without
+// touching each other's containers, and share its images.
+func TestScopedRuntimesShareANamespace(t *testing.T) {
+	socket, _ := agenttest.Containerd(t)
+	a, b := agenttest.Runtime(t, socket), agenttest.Runtime(t, socket)
+	ctx := context.Background()
+	ref, err := agenttest.Catalog(t).PHP(ctx, a, "8.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if has, err := b.HasImage(ctx, ref); err != nil || !has {
+		t.Fatalf("the other scope does not see the namespace's image: %v %v", has, err)
+	}
+	for _, rt := range []*runtime.Runtime{a, b} {
+		if err := rt.Run(ctx, runtime.Spec{ID: "same", Image: ref, UID: 33, GID: 33, Args: []string{"sleep", "600"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, rt := range map[string]*runtime.Runtime{"a": a, "b": b} {
+		if ids, err := rt.Containers(ctx); err != nil || len(ids) != 1 || ids[0] != "same" {
+			t.Fatalf("%s sees %v %v", name, ids, err)
+		}
+	}
+	if err := a.Remove(ctx, "same"); err != nil {
+		t.Fatal(err)
+	}
+	if running, err := b.Running(ctx, "same"); err != nil || !running {
+		t.Fatalf("removing a's container stopped b's: %v %v", running, err)
+	}
+	if exists, _ := a.Exists(ctx, "same"); exists {
+		t.Fatal("a's container is still there")
+	}
+}

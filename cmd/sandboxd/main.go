@@ -88,6 +88,10 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
+// namespaceUsage is the agent's and dev's --containerd-namespace.
+const namespaceUsage = "containerd namespace of this agent's images and containers (default: one of its own); agents of one host " +
+	"may share one, so that each image is unpacked once for all of them (each agent's containers are prefixed with its own scope)"
+
 // version is the release; `go build -ldflags "-X main.version=…"` sets
 // it, and every component reports it (health, registration, nodes).
 var version = "0.1.0"

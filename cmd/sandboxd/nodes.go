@@ -32,6 +32,7 @@ func runAgent(args []string) error {
 	fs.StringVar(&cfg.IngressAddr, "ingress-addr", "127.0.0.1:8444", "listen address where edges reach this node's sites (mutual TLS, edges' certificates only); 0.0.0.0:8444 for edges on other hosts")
 	fs.StringVar(&cfg.IngressPublicAddr, "ingress-public-addr", "", "host:port edges dial for the ingress (default: --ingress-addr, with --backend-host for an unspecified host)")
 	fs.StringVar(&cfg.ContainerdSocket, "containerd-socket", "/run/containerd/containerd.sock", "containerd to use; one is started under the data dir when none answers")
+	fs.StringVar(&cfg.Namespace, "containerd-namespace", "", namespaceUsage)
 	fs.StringVar(&cfg.ImagesDir, "images-dir", images.DefaultDir(), "image cache filled by \"make images\"")
 	fs.StringVar(&phpImages, "php-image", "", "comma-separated VERSION=REF pairs pointing PHP versions at registry images (pulled when missing; localhost registries over plain HTTP)")
 	fs.StringVar(&labels, "labels", "", "comma-separated key=value labels sites can be constrained to")
