@@ -32,10 +32,12 @@ run: build images
 	./$(BIN) dev $(RUN_ARGS)
 
 # Everything, never skipped (root, containerd, MariaDB, Chromium); prints
-# the ten slowest tests and the slowest packages at the end.
+# the ten slowest tests and the slowest packages at the end. The
+# end-to-end package goes first (its tests run four at a time, most on one
+# shared dev system) while the others run beside it.
 test: deps images
 	$(GO) vet ./...
-	set -o pipefail; $(GO) test -race -count=1 -timeout 40m -json ./... | $(GO) run ./deploy/dev/testsummary
+	set -o pipefail; $(GO) test -race -count=1 -timeout 40m -parallel 4 -json ./e2e/ ./... | $(GO) run ./deploy/dev/testsummary
 
 # What needs neither root nor containerd: a minute or two, for the inner loop.
 test-short:

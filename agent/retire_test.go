@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // TestStopRefusedWhileTheAgentRuns: the data dir's lock keeps a stop, a
@@ -42,6 +44,7 @@ func TestStopRefusedWhileTheAgentRuns(t *testing.T) {
 // TestRemoveDataDirLeavesAMountedDirAlone: with anything still mounted
 // below it, the data dir is left whole (RemoveAll would empty the mount).
 func TestRemoveDataDirLeavesAMountedDirAlone(t *testing.T) {
+	hosttest.Root(t)
 	dir := filepath.Join(t.TempDir(), "data dir") // a space: mountinfo escapes it
 	inner := filepath.Join(dir, "sites", "disk")
 	if err := os.MkdirAll(inner, 0o700); err != nil {

@@ -139,9 +139,17 @@ func TestThreeServerProcesses(t *testing.T) {
 		return len(servers) == 3
 	})
 	// The operator's table: three voters, one leader, each server's own
-	// view (a follower's last contact with the leader).
+	// view (a follower's last contact with the leader), whichever server
+	// is asked (the leader answers).
+	var table string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("admin cluster printed:\n%s", table)
+		}
+	})
 	st.WaitFor(t, 30*time.Second, "every follower to have heard the leader", func() bool {
 		out, err := run(t, env, "admin", "cluster", "--server", urls[1])
+		table = out
 		if err != nil {
 			t.Fatalf("admin cluster: %v", err)
 		}
@@ -161,7 +169,7 @@ func TestThreeServerProcesses(t *testing.T) {
 				followers++
 			}
 		}
-		return leaders == 1 && followers == 2 && strings.Contains(out, "answered by s2")
+		return leaders == 1 && followers == 2
 	})
 	if out, err := run(t, env, "admin", "cluster", "--server", urls[0], "--json"); err != nil || !json.Valid([]byte(out)) || !strings.Contains(out, `"raftAddr"`) {
 		t.Fatalf("admin cluster --json: %v %s", err, out)

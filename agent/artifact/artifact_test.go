@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 var lim = Limits{Entries: 100, Bytes: 1 << 20, Depth: 8, Record: 4 << 10, Database: 1 << 20}
@@ -23,6 +25,7 @@ type record struct {
 // absolute and relative, an empty file) and a dump come back the same,
 // owned by the uid asked for, the setuid bit dropped.
 func TestRoundTrip(t *testing.T) {
+	hosttest.Root(t)
 	src := t.TempDir()
 	files := filepath.Join(src, "files")
 	must := func(err error) {

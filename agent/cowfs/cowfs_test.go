@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // asUID runs a shell command as uid (and gid) on the host.
@@ -33,6 +35,7 @@ func owner(t *testing.T, path string) int {
 // own, writes only to its upper layer, cannot write the template even as
 // root through its view, and its changes are invisible to the other.
 func TestTwoSitesOverOneTemplate(t *testing.T) {
+	hosttest.Root(t)
 	dir, err := os.MkdirTemp("/tmp", "cow-")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent/dbguard"
 	"github.com/sandboxd/sandboxd/agent/sitedisk"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // limiter records what the guard asked for.
@@ -49,6 +50,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // directory made after the site was first tracked (an import's
 // staging); making room gives the writes back.
 func TestGuardLimitsAtThePlan(t *testing.T) {
+	hosttest.Root(t)
 	dir := t.TempDir()
 	disk := filepath.Join(dir, "disk")
 	t.Cleanup(func() { _ = sitedisk.Unmount(disk) })

@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/dbguard"
 	"github.com/sandboxd/sandboxd/agent/mariadb"
 	"github.com/sandboxd/sandboxd/agent/sitedisk"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // siteDisk is a small site disk of the test's own, its database volume
@@ -60,6 +61,7 @@ func openAs(t *testing.T, srv *mariadb.Server, user, pw, db string) *sql.DB {
 // staging database lies in the same volume and takes over by renames;
 // dropping and detaching leave the disk empty.
 func TestVolumeHoldsADatabase(t *testing.T) {
+	hosttest.Root(t)
 	ctx := context.Background()
 	_, volume := siteDisk(t, 48, 48)
 	srv, _ := startServer(t)
@@ -232,6 +234,7 @@ func TestVolumeHoldsADatabase(t *testing.T) {
 // full, the server keeps serving another site, which writes, and the
 // server's data directory did not grow with the site's data.
 func TestGuardStopsADatabaseAtItsPlan(t *testing.T) {
+	hosttest.Root(t)
 	ctx := context.Background()
 	const planMB, reserveMB = 48, 48
 	disk, volume := siteDisk(t, planMB, reserveMB)
@@ -322,6 +325,7 @@ func TestGuardStopsADatabaseAtItsPlan(t *testing.T) {
 // database whose volume went without a detach (its link dangles) still
 // drops.
 func TestVolumeDetachDropsWhatIsLeft(t *testing.T) {
+	hosttest.Root(t)
 	ctx := context.Background()
 	_, volume := siteDisk(t, 32, 32)
 	srv, _ := startServer(t)
@@ -368,6 +372,7 @@ func TestVolumeDetachDropsWhatIsLeft(t *testing.T) {
 // wildcard grant is rewritten when the server starts. Writes are still
 // limited and given back on the site's database and its staging one.
 func TestSiteGrantsNameOnlyItsDatabases(t *testing.T) {
+	hosttest.Root(t)
 	ctx := context.Background()
 	_, volume := siteDisk(t, 32, 32)
 	srv, start := startServer(t)
@@ -469,6 +474,7 @@ func TestSiteGrantsNameOnlyItsDatabases(t *testing.T) {
 // nothing; nor its import's staging database. The server starts again
 // after the attempt, and the agent still drops everything.
 func TestSiteCannotMoveItsDatabaseOffItsDisk(t *testing.T) {
+	hosttest.Root(t)
 	ctx := context.Background()
 	_, volume := siteDisk(t, 32, 32)
 	srv, start := startServer(t)

@@ -17,6 +17,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/sandboxd/sandboxd/agent/sftpjail"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // TestMain makes the test binary a jail child when Command starts it.
@@ -149,6 +150,7 @@ func get(c *sftp.Client, name string) (string, error) {
 // TestJailPutGet: a file written through the jail lands inside the root,
 // owned by the site's uid, and reads back.
 func TestJailPutGet(t *testing.T) {
+	hosttest.Root(t)
 	s := newSite(t)
 	c, _ := jail(t, s.root)
 	if err := put(c, "/hello.txt", "hello\n"); err != nil {
@@ -184,6 +186,7 @@ func TestJailPutGet(t *testing.T) {
 // whatever path or symlink the client uses, and inside it the client has
 // the site user's rights only. Each case is checked on the host too.
 func TestJailConfines(t *testing.T) {
+	hosttest.Root(t)
 	s := newSite(t)
 	c, cmd := jail(t, s.root)
 	hostPasswd, err := os.ReadFile("/etc/passwd")
@@ -319,6 +322,7 @@ func TestJailConfines(t *testing.T) {
 // TestJailRefuses: the child serves nothing unless it can confine itself
 // as asked.
 func TestJailRefuses(t *testing.T) {
+	hosttest.Root(t)
 	s := newSite(t)
 	link := filepath.Join(filepath.Dir(s.root), "link")
 	if err := os.Symlink(s.root, link); err != nil {
@@ -360,6 +364,7 @@ func TestJailRefuses(t *testing.T) {
 // TestJailWithOpenSSHClient drives the jail with /usr/bin/sftp in batch
 // mode, as a person would.
 func TestJailWithOpenSSHClient(t *testing.T) {
+	hosttest.Root(t)
 	s := newSite(t)
 	self, err := os.Executable()
 	if err != nil {

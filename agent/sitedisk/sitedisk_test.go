@@ -8,12 +8,15 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // TestDiskLimitIsEnforced mounts a real 32 MiB disk, fills it, and checks
 // that the write past its size fails, that the image stays sparse, and
 // that unmounting leaves no mount or loop device behind.
 func TestDiskLimitIsEnforced(t *testing.T) {
+	hosttest.Root(t)
 	dir := t.TempDir()
 	img, mnt := filepath.Join(dir, "disk.img"), filepath.Join(dir, "data")
 	t.Cleanup(func() { _ = Unmount(mnt) })
@@ -105,6 +108,7 @@ func TestUnescape(t *testing.T) {
 // uid is full at 32 MiB for every other uid (the site's files), while
 // that uid (the node's MariaDB) writes on into the reserve.
 func TestReserveIsTheUIDs(t *testing.T) {
+	hosttest.Root(t)
 	dir := t.TempDir()
 	img, mnt := filepath.Join(dir, "disk.img"), filepath.Join(dir, "data")
 	t.Cleanup(func() { _ = Unmount(mnt) })

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // TestCopyTree: a tenant's tree is copied with its files, directories and
@@ -14,6 +16,7 @@ import (
 // host (FIFOs, setuid bits), owned by the given uid; limits stop a copy
 // and leave nothing behind.
 func TestCopyTree(t *testing.T) {
+	hosttest.Root(t)
 	src := t.TempDir()
 	const uid = 2099010
 	write := func(rel, body string, mode os.FileMode) {

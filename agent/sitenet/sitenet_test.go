@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent/agenttest"
 	"github.com/sandboxd/sandboxd/agent/hostclaim"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
 
@@ -171,6 +172,7 @@ func newNetwork(t *testing.T, egress Egress, allow ...string) *Network {
 // destination a hostile tenant would; the listeners exist (the host
 // reaches them), so a refusal is the policy's doing.
 func TestSitePolicy(t *testing.T) {
+	hosttest.Root(t)
 	for _, egress := range []Egress{EgressPublic, EgressNone} {
 		t.Run(string(egress), func(t *testing.T) {
 			w := newWorld(t)
@@ -275,6 +277,7 @@ func TestSitePolicy(t *testing.T) {
 // which Go never ends, would otherwise show the process's sockets as the
 // site's in /proc/<pid>/net).
 func TestCreatingANamespaceLeavesEveryThreadHome(t *testing.T) {
+	hosttest.Root(t)
 	home, err := os.Readlink("/proc/self/ns/net")
 	if err != nil {
 		t.Fatal(err)

@@ -7,12 +7,15 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // TestTouchOwnedRefusesWhatTheSitePlanted: a link out of the state
 // directory, a FIFO or a directory under a marker's name fails the call
 // and touches nothing on the host.
 func TestTouchOwnedRefusesWhatTheSitePlanted(t *testing.T) {
+	hosttest.Root(t)
 	dir := t.TempDir()
 	outside := filepath.Join(t.TempDir(), "host-file")
 	if err := os.WriteFile(outside, []byte("host"), 0o600); err != nil {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // tokenSite is a Manager holding one site record (no container: token
@@ -49,6 +51,7 @@ func tokenFiles(t *testing.T, dir string) map[string]bool {
 // newest, so the link just handed out works), and a token is collected
 // once it has expired, not a day later.
 func TestLoginTokensAreBounded(t *testing.T) {
+	hosttest.Root(t)
 	m, dir := tokenSite(t)
 	live := time.Now().Add(5 * time.Minute)
 	const minted = 500

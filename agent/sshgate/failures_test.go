@@ -8,6 +8,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sandboxd/sandboxd/agent/sshgate"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // TestFailedLoginsAreBounded: a client that keeps offering keys no
@@ -16,6 +17,7 @@ import (
 // gateway refuses it without asking the control plane, so a flood of
 // failed logins costs neither an ask nor a log line each.
 func TestFailedLoginsAreBounded(t *testing.T) {
+	hosttest.Root(t)
 	f := startGateway(t, sshgate.Config{})
 	f.auth.allow("site_alice", signer(t).PublicKey())
 	stranger := signer(t)

@@ -13,11 +13,13 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sandboxd/sandboxd/agent/sshgate"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // TestPTYAndWindowChange: a terminal request and later window changes
 // reach the backend, with TERM from the terminal request.
 func TestPTYAndWindowChange(t *testing.T) {
+	hosttest.Root(t)
 	f := startGateway(t, sshgate.Config{})
 	key := signer(t)
 	f.auth.allow("site_alice", key.PublicKey())
@@ -81,6 +83,7 @@ func TestPTYAndWindowChange(t *testing.T) {
 // unknown subsystems, port forwarding and other channel types are
 // refused; a shell without a command is the backend's choice.
 func TestSessionRequests(t *testing.T) {
+	hosttest.Root(t)
 	f := startGateway(t, sshgate.Config{})
 	key := signer(t)
 	f.auth.allow("site_alice", key.PublicKey())
@@ -162,6 +165,7 @@ func isProhibited(err error) bool {
 // TestLimits: the version string, the handshake deadline, the caps on
 // connections per address and sessions per connection, and idleness.
 func TestLimits(t *testing.T) {
+	hosttest.Root(t)
 	f := startGateway(t, sshgate.Config{HandshakeTimeout: 300 * time.Millisecond, MaxConnsPerAddr: 2,
 		MaxSessionsPerConn: 2, IdleTimeout: 2 * time.Second, MaxAuthTries: 3})
 	key := signer(t)
@@ -267,6 +271,7 @@ func TestLimits(t *testing.T) {
 // TestCloseEndsSessions: Close ends running sessions (their context) and
 // returns; the client sees its connection end.
 func TestCloseEndsSessions(t *testing.T) {
+	hosttest.Root(t)
 	f := startGateway(t, sshgate.Config{})
 	key := signer(t)
 	f.auth.allow("site_alice", key.PublicKey())

@@ -14,12 +14,14 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/sshgate"
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
 // TestExecWithOpenSSH: `ssh site@node CMD` runs CMD through the backend,
 // returns its output on the right streams and its exit code, passes
 // stdin, and lets only the locale and terminal variables through.
 func TestExecWithOpenSSH(t *testing.T) {
+	hosttest.Root(t)
 	f := startGateway(t, sshgate.Config{})
 	alice := newUserKey(t, t.TempDir(), "alice")
 	f.auth.allow("site_alice", alice.pub)
@@ -73,6 +75,7 @@ func TestExecWithOpenSSH(t *testing.T) {
 // site's key are refused; a key revoked in the control plane is refused
 // at the next connection.
 func TestAuthRefusedWithOpenSSH(t *testing.T) {
+	hosttest.Root(t)
 	f := startGateway(t, sshgate.Config{})
 	keys := t.TempDir()
 	alice, bob, mallory := newUserKey(t, keys, "alice"), newUserKey(t, keys, "bob"), newUserKey(t, keys, "mallory")
@@ -110,6 +113,7 @@ func TestAuthRefusedWithOpenSSH(t *testing.T) {
 // TestForwardingRefusedWithOpenSSH: no local (-L), remote (-R) or stdio
 // (-W) forwarding reaches anything.
 func TestForwardingRefusedWithOpenSSH(t *testing.T) {
+	hosttest.Root(t)
 	f := startGateway(t, sshgate.Config{})
 	alice := newUserKey(t, t.TempDir(), "alice")
 	f.auth.allow("site_alice", alice.pub)
@@ -188,6 +192,7 @@ func TestForwardingRefusedWithOpenSSH(t *testing.T) {
 // TestHostKeyPersists: the key is made once (0600 in a 0700 directory),
 // kept across restarts, and is what OpenSSH sees and prints.
 func TestHostKeyPersists(t *testing.T) {
+	hosttest.Root(t)
 	path := filepath.Join(t.TempDir(), "etc", "ssh", "ssh_host_ed25519_key")
 	first := startGateway(t, sshgate.Config{HostKeyPath: path})
 	fp := first.g.Fingerprint()
@@ -272,6 +277,7 @@ func TestHostKeyRefused(t *testing.T) {
 // backend's SFTP, here the real jail: files land in the site root owned
 // by the site's user, and nothing outside it is reachable.
 func TestSFTPWithOpenSSH(t *testing.T) {
+	hosttest.Root(t)
 	f := startGateway(t, sshgate.Config{})
 	alice := newUserKey(t, t.TempDir(), "alice")
 	f.auth.allow("site_alice", alice.pub)

@@ -441,7 +441,10 @@ func printCluster(out io.Writer, c api.ClusterStatus) {
 		if st := sv.Status; st != nil {
 			state, applied, contact = st.State, strconv.FormatUint(st.AppliedIndex, 10), "-"
 			if st.LastContactSeconds != nil {
-				contact = (time.Duration(*st.LastContactSeconds * float64(time.Second))).Round(time.Millisecond).String() + " ago"
+				contact = "<1ms ago"
+				if d := time.Duration(*st.LastContactSeconds * float64(time.Second)); d >= time.Millisecond {
+					contact = d.Round(time.Millisecond).String() + " ago"
+				}
 			}
 		} else if sv.Error != "" {
 			contact = "unreachable: " + sv.Error

@@ -101,18 +101,20 @@ func TestPrintCluster(t *testing.T) {
 		{ID: "s2", RaftAddr: "127.0.0.1:7002", Voter: true,
 			Status: &api.RaftStatus{ID: "s2", State: "Follower", AppliedIndex: 41, LastContactSeconds: &ago}},
 		{ID: "s3", RaftAddr: "127.0.0.1:7003", Voter: false, Error: "did not answer: connection refused"},
+		{ID: "s4", RaftAddr: "127.0.0.1:7004", Voter: true, Status: &api.RaftStatus{ID: "s4", State: "Follower", AppliedIndex: 42, LastContactSeconds: new(float64)}},
 	}}
 	var out strings.Builder
 	printCluster(&out, c)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 5 {
-		t.Fatalf("want a header, 3 servers and a summary:\n%s", out.String())
+	if len(lines) != 6 {
+		t.Fatalf("want a header, 4 servers and a summary:\n%s", out.String())
 	}
 	for i, want := range [][]string{
 		{"SERVER", "RAFT ADDRESS", "VOTER", "LEADER", "STATE", "APPLIED", "LAST CONTACT"},
 		{"s1", "127.0.0.1:7001", "http://127.0.0.1:8001", "yes", "Leader", "42"},
 		{"s2", "127.0.0.1:7002", "Follower", "41", "250ms ago"},
 		{"s3", "127.0.0.1:7003", "no", "?", "unreachable: did not answer: connection refused"},
+		{"s4", "<1ms ago"},
 		{"leader s1, term 4; answered by s1"},
 	} {
 		for _, w := range want {

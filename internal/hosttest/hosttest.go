@@ -20,3 +20,14 @@ func Root(t testing.TB) {
 		t.Fatal("needs root (containerd, mounts, namespaces): run make test as root, or go test -short for the rest")
 	}
 }
+
+// Missing reports a tool that deploy/dev/install-deps.sh installs but
+// this machine lacks: the test fails, or under -short is skipped (a
+// developer may run the short tests before installing everything).
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf(format, args...)
+	}
+	t.Fatalf(format, args...)
+}

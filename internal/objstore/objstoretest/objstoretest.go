@@ -1,6 +1,7 @@
 // Package objstoretest runs a real S3-compatible server (VersityGW over a
-// temporary directory) for tests. A missing server fails the test: CI
-// installs it (deploy/dev/install-deps.sh), so it never skips.
+// temporary directory) for tests. A missing server fails the test (under
+// -short it is skipped): CI installs it (deploy/dev/install-deps.sh), so
+// it never skips there.
 package objstoretest
 
 import (
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/internal/hosttest"
 	"github.com/sandboxd/sandboxd/internal/objstore"
 )
 
@@ -37,7 +39,7 @@ func Start(t testing.TB) (objstore.Config, string) {
 	t.Helper()
 	bin := Binary()
 	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("VersityGW is not installed at %s (run deploy/dev/install-deps.sh): %v", bin, err)
+		hosttest.Missing(t, "VersityGW is not installed at %s (run deploy/dev/install-deps.sh): %v", bin, err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
