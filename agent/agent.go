@@ -84,6 +84,9 @@ type Config struct {
 	ImagesDir string
 	// ImageOverrides point PHP versions at registry images.
 	ImageOverrides map[string]string
+	// PHPVersions are the PHP versions this node offers (imports and
+	// advertises); empty: every one the image cache has.
+	PHPVersions []string
 	// Capacity is what the node offers the scheduler.
 	MemoryMB int64
 	CPUMilli int64
@@ -264,6 +267,9 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	if a.catalog, err = images.Load(cfg.ImagesDir, cfg.ImageOverrides); err != nil {
 		return nil, err
+	}
+	if err := a.catalog.Only(cfg.PHPVersions); err != nil {
+		return nil, fmt.Errorf("--php-versions: %w", err)
 	}
 	mdb, err := a.catalog.MariaDB(ctx, a.rt)
 	if err != nil {

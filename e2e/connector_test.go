@@ -22,6 +22,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/internal/hosttest"
+	"github.com/sandboxd/sandboxd/internal/ids"
 	"github.com/sandboxd/sandboxd/internal/secret"
 )
 
@@ -32,6 +33,9 @@ import (
 // database of its own on the node's MariaDB.
 type liveSite struct {
 	url, dir, password, log string
+	// db is its database and user on the node's MariaDB, a name of its
+	// own: tests that share a dev system run side by side.
+	db string
 }
 
 // liveSetup gives the live site what the connector must carry: posts
@@ -75,15 +79,16 @@ func startLiveSite(t *testing.T, d *devSystem, dbPort string) *liveSite {
 	// MariaDB administrator (the test stands in for a hosting company).
 	admin := d.adminDB(t, dbPort)
 	pw := secret.New("")
-	for _, q := range []string{"CREATE DATABASE IF NOT EXISTS live_shop", "CREATE USER IF NOT EXISTS 'live_shop'@'127.0.0.1' IDENTIFIED BY '" + pw + "'",
-		"ALTER USER 'live_shop'@'127.0.0.1' IDENTIFIED BY '" + pw + "'", "GRANT ALL ON live_shop.* TO 'live_shop'@'127.0.0.1'"} {
+	db := "live_" + strings.ToLower(ids.Random(4))
+	for _, q := range []string{"CREATE DATABASE " + db, "CREATE USER '" + db + "'@'127.0.0.1' IDENTIFIED BY '" + pw + "'",
+		"GRANT ALL ON " + db + ".* TO '" + db + "'@'127.0.0.1'"} {
 		if _, err := admin.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
 	t.Cleanup(func() {
-		_, _ = admin.Exec("DROP DATABASE IF EXISTS live_shop")
-		_, _ = admin.Exec("DROP USER IF EXISTS 'live_shop'@'127.0.0.1'")
+		_, _ = admin.Exec("DROP DATABASE IF EXISTS " + db)
+		_, _ = admin.Exec("DROP USER IF EXISTS '" + db + "'@'127.0.0.1'")
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -91,7 +96,7 @@ func startLiveSite(t *testing.T, d *devSystem, dbPort string) *liveSite {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	live := &liveSite{url: "http://" + addr, dir: t.TempDir(), password: "live-" + secret.New("")[:12]}
+	live := &liveSite{url: "http://" + addr, dir: t.TempDir(), password: "live-" + secret.New("")[:12], db: db}
 	wp := filepath.Join(live.dir, "wp")
 	for _, p := range []string{filepath.Join(wp, "wp-content", "plugins", "live-marker"), filepath.Join(wp, "wp-content", "uploads", "2024", "02")} {
 		if err := os.MkdirAll(p, 0o777); err != nil {
@@ -108,7 +113,7 @@ func startLiveSite(t *testing.T, d *devSystem, dbPort string) *liveSite {
 	write("wp/wp-content/uploads/2024/02/live.png", string(pngBytes))
 	write("setup.php", liveSetup)
 	write("wp-config.php", fmt.Sprintf(`<?php
-define('DB_NAME', 'live_shop'); define('DB_USER', 'live_shop'); define('DB_PASSWORD', '%s');
+define('DB_NAME', '%s'); define('DB_USER', '%s'); define('DB_PASSWORD', '%s');
 define('DB_HOST', '127.0.0.1:%s'); define('DB_CHARSET', 'utf8mb4'); define('DB_COLLATE', '');
 $table_prefix = 'shop_';
 define('WP_HOME', '%s'); define('WP_SITEURL', '%s');
@@ -116,7 +121,7 @@ define('AUTH_KEY', '%s'); define('SECURE_AUTH_KEY', '%s'); define('LOGGED_IN_KEY
 define('FS_METHOD', 'direct'); define('DISABLE_WP_CRON', true);
 if (!defined('ABSPATH')) { define('ABSPATH', '/live/wp/'); }
 require_once ABSPATH . 'wp-settings.php';
-`, pw, dbPort, live.url, live.url, secret.New(""), secret.New(""), secret.New(""), secret.New("")))
+`, db, db, pw, dbPort, live.url, live.url, secret.New(""), secret.New(""), secret.New(""), secret.New("")))
 	// The connector plugin, as a site owner installs it.
 	if out, err := exec.Command("cp", "-a", "../connector/plugin/sandboxd-connector", filepath.Join(wp, "wp-content", "plugins")).CombinedOutput(); err != nil {
 		t.Fatalf("copy the connector: %v %s", err, out)
@@ -331,7 +336,14 @@ func TestOAuthInBrowser(t *testing.T) {
 	}
 	// No SMTP server: the operator's outbox holds the message.
 	out, err := run(t, nil, "admin", "outbox", "--data-dir", dir)
-	links := regexp.MustCompile(`https?://\S+/connect/signin\?t=[A-Za-z0-9_%-]+`).FindAllString(out, -1)
+	// The outbox is the shared system's: only this account's mail counts.
+	var mine strings.Builder
+	for _, m := range strings.Split(out, "\n---- ") {
+		if strings.Contains(m, "\nTo: "+me+"\n") {
+			mine.WriteString(m)
+		}
+	}
+	links := regexp.MustCompile(`https?://\S+/connect/signin\?t=[A-Za-z0-9_%-]+`).FindAllString(mine.String(), -1)
 	if err != nil || len(links) == 0 {
 		t.Fatalf("no sign-in link mailed: %v\n%s", err, out)
 	}

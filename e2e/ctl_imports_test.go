@@ -117,14 +117,14 @@ func (r *ctlRun) output() string {
 
 // liveDB connects to the live site's database as the node's MariaDB
 // administrator.
-func (d *devSystem) liveDB(t *testing.T, port string) *sql.DB {
+func (d *devSystem) liveDB(t *testing.T, port, name string) *sql.DB {
 	t.Helper()
 	pw, err := os.ReadFile(filepath.Join(d.dir, "agent", "mariadb", "admin-password"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := mysql.NewConfig()
-	c.User, c.Passwd, c.Net, c.Addr, c.DBName = "sandboxd", strings.TrimSpace(string(pw)), "tcp", "127.0.0.1:"+port, "live_shop"
+	c.User, c.Passwd, c.Net, c.Addr, c.DBName = "sandboxd", strings.TrimSpace(string(pw)), "tcp", "127.0.0.1:"+port, name
 	db, err := sql.Open("mysql", c.FormatDSN())
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestSandboxctlImportPush(t *testing.T) {
 	live := startLiveSite(t, d, port)
 
 	dumpFile := filepath.Join(t.TempDir(), "dump.sql")
-	sqlDump := dump(t, d.liveDB(t, port))
+	sqlDump := dump(t, d.liveDB(t, port, live.db))
 	if !strings.Contains(string(sqlDump), "Live post") || !strings.Contains(string(sqlDump), live.url) {
 		t.Fatal("the live dump lacks the post or the live URL")
 	}

@@ -23,7 +23,7 @@ func TestDevFirstStartRestartAndAdmin(t *testing.T) {
 	dir := devDataDir(t)
 	addr := freeAddr(t)
 	edgeAddr := freeAddr(t)
-	dev := start(t, nil, "dev", "--data-dir", dir, "--api-addr", addr, "--edge-addr", edgeAddr)
+	dev := start(t, nil, append([]string{"dev", "--data-dir", dir, "--api-addr", addr, "--edge-addr", edgeAddr}, sharedContainerd(t)...)...)
 	url := dev.waitLine(t, "SANDBOX_URL=")
 	token := dev.waitLine(t, "SANDBOX_TOKEN=")
 	if url != "http://"+addr || !strings.HasPrefix(token, "sbx_") {
@@ -82,7 +82,7 @@ func TestDevFirstStartRestartAndAdmin(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "dev.env")); !os.IsNotExist(err) {
 		t.Fatalf("dev.env left behind by a stopped system: %v", err)
 	}
-	dev2 := start(t, nil, "dev", "--data-dir", dir, "--api-addr", addr, "--edge-addr", edgeAddr)
+	dev2 := start(t, nil, append([]string{"dev", "--data-dir", dir, "--api-addr", addr, "--edge-addr", edgeAddr}, sharedContainerd(t)...)...)
 	st.WaitFor(t, 2*time.Minute, "dev.env", func() bool {
 		b, err := os.ReadFile(filepath.Join(dir, "dev.env"))
 		return err == nil && string(b) == string(env)

@@ -240,10 +240,12 @@ func startFleet(t *testing.T, serverArgs ...string) *fleetSystem {
 			}
 		})
 		// Each agent starts a containerd of its own, in its namespace:
-		// its sites and MariaDB live on its machine.
+		// its sites and MariaDB live on its machine. It offers PHP 8.2
+		// only, so that it imports no image the test does not use.
 		h.start([]string{"SANDBOXD_JOIN_TOKEN=" + fs.joinToken("agent", h.name)}, "agent", "--data-dir", h.dir, "--node-id", h.name,
 			"--control-plane", controlPlane, "--listen-addr", h.addr(8090), "--backend-host", h.ip, "--ingress-addr", h.addr(8444),
-			"--containerd-socket", filepath.Join(h.dir, "none.sock"), "--site-egress", "none", "--ssh-addr", "", "--log-format", "json")
+			"--containerd-socket", filepath.Join(h.dir, "none.sock"), "--php-versions", "8.2", "--site-egress", "none", "--ssh-addr", "",
+			"--log-format", "json")
 	}
 	for i := 1; i <= 2; i++ {
 		h := f.host(fmt.Sprintf("e%d", i))
@@ -637,6 +639,7 @@ func TestFleetRollingUpgrade(t *testing.T) {
 	stop := make(chan struct{})
 	var loops sync.WaitGroup
 	var written []string
+	var writes atomic.Int64 // len(written), for waits while the loop runs
 	loops.Add(1)
 	go func() { // the client: a write (a token made, then revoked) every few seconds
 		defer loops.Done()
@@ -655,6 +658,7 @@ func TestFleetRollingUpgrade(t *testing.T) {
 				continue
 			}
 			written = append(written, name)
+			writes.Add(1)
 			var made struct{ Token struct{ ID string } }
 			_ = json.Unmarshal(body, &made)
 			// A revoke that is sent again may find it gone: done either way.
@@ -715,6 +719,11 @@ func TestFleetRollingUpgrade(t *testing.T) {
 	}()
 
 	op := st.NewClient(t, fs.api, fs.operator)
+	writesGoThrough := func(after string) {
+		t.Helper()
+		n := writes.Load()
+		st.WaitFor(t, time.Minute, "two writes to go through after "+after, func() bool { return writes.Load() >= n+2 })
+	}
 	upgrade := func(h *host, ready func() bool) window {
 		t.Helper()
 		from := time.Now()
@@ -724,7 +733,8 @@ func TestFleetRollingUpgrade(t *testing.T) {
 		st.WaitFor(t, 3*time.Minute, h.name+" upgraded and back", ready)
 		w := window{from, time.Now()}
 		t.Logf("%s upgraded in %v", h.name, w.to.Sub(w.from).Round(time.Millisecond))
-		time.Sleep(3 * time.Second) // an operator checks before the next
+		// An operator checks that the service works before the next.
+		writesGoThrough(h.name + " upgraded")
 		return w
 	}
 	for _, h := range fs.servers {
@@ -760,7 +770,7 @@ func TestFleetRollingUpgrade(t *testing.T) {
 			return err == nil && code == 200
 		})
 	}
-	time.Sleep(2 * time.Second)
+	writesGoThrough("the last upgrade")
 	close(stop)
 	loops.Wait()
 

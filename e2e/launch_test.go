@@ -232,7 +232,15 @@ func launchWithEnv(t *testing.T, env []string, dir, api, edge string, flags ...s
 // mustRun runs one browser action that gives a value.
 func mustRun[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	t.Helper()
-	v, err := chromedp.Run(ctx, a)
+	// A page that is still settling (a script rewriting it, a late
+	// redirect) can replace the node between the query and the read: the
+	// read is tried again on the page as it is then.
+	var v T
+	var err error
+	st.WaitFor(t, 20*time.Second, "a read of the page", func() bool {
+		v, err = chromedp.Run(ctx, a)
+		return err == nil || !strings.Contains(err.Error(), "No node with given id found")
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

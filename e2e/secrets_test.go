@@ -40,7 +40,7 @@ func TestSecretsCanary(t *testing.T) {
 	// specs and containerd's metadata are places a secret could leak to.
 	dir := devDataDir(t)
 	p := start(t, []string{"SANDBOXD_SMTP_PASSWORD=" + smtpPassword}, "dev", "--data-dir", dir,
-		"--api-addr", freeAddr(t), "--edge-addr", freeAddr(t), "--log-format", "json", "--log-level", "debug",
+		"--api-addr", freeAddr(t), "--edge-addr", freeAddr(t), "--log-format", "json", "--log-level", "debug", "--php-versions", "8.2",
 		"--smtp-addr", smtpAddr, "--smtp-from", "sandboxd@example.test", "--smtp-username", "canary")
 	apiURL := p.waitLine(t, "SANDBOX_URL=")
 	ownerToken := p.waitLine(t, "SANDBOX_TOKEN=")

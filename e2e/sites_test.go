@@ -48,10 +48,11 @@ func startDev(t *testing.T, dir, api, edge string, flags ...string) *devSystem {
 }
 
 // startDevOwnContainerd starts `sandboxd dev` as `make run` does, on a
-// containerd it starts under its data dir.
+// containerd it starts under its data dir (offering PHP 8.2 only, so
+// that it imports no image the test does not use).
 func startDevOwnContainerd(t *testing.T, dir, api, edge string) *devSystem {
 	t.Helper()
-	return launchDev(t, dir, api, edge)
+	return launchDev(t, dir, api, edge, "--php-versions", "8.2")
 }
 
 func launchDev(t *testing.T, dir, api, edge string, flags ...string) *devSystem {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 
@@ -50,6 +51,36 @@ func Load(dir string, overrides map[string]string) (*Catalog, error) {
 		c.entries[e.Name] = e
 	}
 	return c, nil
+}
+
+// Only keeps the PHP versions given (and MariaDB): a node that offers
+// fewer runtimes imports and advertises only those. A version with no
+// image is an error that names the ones there are.
+func (c *Catalog) Only(versions []string) error {
+	if len(versions) == 0 {
+		return nil
+	}
+	keep := map[string]bool{}
+	have := c.PHPVersions()
+	for _, v := range versions {
+		if !slices.Contains(have, v) {
+			return fmt.Errorf("%w: no image for PHP %s in %s (it has %v); build it with `make images`", ErrMissing, v, c.dir, have)
+		}
+		keep[v] = true
+	}
+	for name, e := range c.entries {
+		if e.PHPVersion != "" && !keep[e.PHPVersion] {
+			delete(c.entries, name)
+		}
+	}
+	overrides := map[string]string{}
+	for v, ref := range c.overrides {
+		if keep[v] {
+			overrides[v] = ref
+		}
+	}
+	c.overrides = overrides
+	return nil
 }
 
 // PHPVersions lists the PHP versions with an image, sorted.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -73,5 +74,46 @@ func TestCatalog(t *testing.T) {
 	}
 	if _, err := empty.MariaDB(ctx, s); !errors.Is(err, ErrMissing) {
 		t.Fatal("empty catalogue")
+	}
+}
+
+// TestOnly: a node that offers some PHP versions imports and advertises
+// only those (MariaDB stays); one the cache lacks is refused by name.
+func TestOnly(t *testing.T) {
+	dir := t.TempDir()
+	cat := `{"images":[{"name":"php-8.2","ref":"r/php:8.2","phpVersion":"8.2","hash":"h1","file":"a.tar"},
+	{"name":"php-7.4","ref":"r/php:7.4","phpVersion":"7.4","hash":"h2","file":"b.tar"},
+	{"name":"mariadb","ref":"r/mariadb","hash":"h3","file":"c.tar"}]}`
+	if err := os.WriteFile(filepath.Join(dir, "catalog.json"), []byte(cat), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"a.tar", "b.tar", "c.tar"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	overrides := map[string]string{"8.3": "registry.example/php:8.3"}
+	c, err := Load(dir, overrides)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Only([]string{"8.1"}); !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "PHP 8.1") {
+		t.Fatalf("a version the cache lacks: %v", err)
+	}
+	if err := c.Only([]string{"8.2"}); err != nil {
+		t.Fatal(err)
+	}
+	if v := c.PHPVersions(); len(v) != 1 || v[0] != "8.2" {
+		t.Fatalf("versions %v", v)
+	}
+	s := &fakeStore{has: map[string]bool{}, pullable: map[string]bool{}}
+	if err := c.EnsureAll(context.Background(), s); err != nil || len(s.imported) != 2 {
+		t.Fatalf("imported %v (%v): want PHP 8.2 and MariaDB", s.imported, err)
+	}
+	if _, err := c.PHP(context.Background(), s, "7.4"); !errors.Is(err, ErrMissing) {
+		t.Fatalf("7.4 left out: %v", err)
+	}
+	if len(overrides) != 1 {
+		t.Fatal("Only changed the caller's overrides")
 	}
 }

@@ -92,6 +92,10 @@ func newFlagSet(name string) *flag.FlagSet {
 const namespaceUsage = "containerd namespace of this agent's images and containers (default: one of its own); agents of one host " +
 	"may share one, so that each image is unpacked once for all of them (each agent's containers are prefixed with its own scope)"
 
+// phpVersionsUsage is the agent's and dev's --php-versions.
+const phpVersionsUsage = "comma-separated PHP versions this node offers, e.g. 8.2,8.4 (default: every version the image cache has); " +
+	"only these are imported and advertised"
+
 // version is the release; `go build -ldflags "-X main.version=…"` sets
 // it, and every component reports it (health, registration, nodes).
 var version = "0.1.0"

@@ -33,6 +33,7 @@ func runAgent(args []string) error {
 	fs.StringVar(&cfg.IngressPublicAddr, "ingress-public-addr", "", "host:port edges dial for the ingress (default: --ingress-addr, with --backend-host for an unspecified host)")
 	fs.StringVar(&cfg.ContainerdSocket, "containerd-socket", "/run/containerd/containerd.sock", "containerd to use; one is started under the data dir when none answers")
 	fs.StringVar(&cfg.Namespace, "containerd-namespace", "", namespaceUsage)
+	phpVersions := fs.String("php-versions", "", phpVersionsUsage)
 	fs.StringVar(&cfg.ImagesDir, "images-dir", images.DefaultDir(), "image cache filled by \"make images\"")
 	fs.StringVar(&phpImages, "php-image", "", "comma-separated VERSION=REF pairs pointing PHP versions at registry images (pulled when missing; localhost registries over plain HTTP)")
 	fs.StringVar(&labels, "labels", "", "comma-separated key=value labels sites can be constrained to")
@@ -67,6 +68,7 @@ func runAgent(args []string) error {
 	if cfg.ImageOverrides, err = pairs(phpImages); err != nil {
 		return fmt.Errorf("--php-image: %w", err)
 	}
+	cfg.PHPVersions = list(*phpVersions)
 	if cfg.Logger, err = newLogger(os.Stderr, logFormat, logLevel); err != nil {
 		return err
 	}

@@ -231,6 +231,7 @@ func runDev(args []string) error {
 	imagesDir := fs.String("images-dir", images.DefaultDir(), "image cache filled by \"make images\"")
 	socket := fs.String("containerd-socket", "/run/containerd/containerd.sock", "containerd to use; one is started under the data dir when none answers")
 	namespace := fs.String("containerd-namespace", "", namespaceUsage)
+	phpVersions := fs.String("php-versions", "", phpVersionsUsage)
 	stop := fs.Bool("stop", false, "stop the sites, MariaDB and containerd left running by an earlier \"sandboxd dev\" on this data dir, and exit")
 	purge := fs.Bool("purge", false, "stop as --stop does, give back the host claims and remove the data dir (every site), and exit")
 	maxSites := fs.Int("max-sites", 0, "most sites this machine's node takes (0: unlimited); more nodes join with \"sandboxd agent\"")
@@ -239,7 +240,8 @@ func runDev(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	acfg := agent.Config{DataDir: filepath.Join(c.cfg.DataDir, "agent"), ImagesDir: *imagesDir, ContainerdSocket: *socket, Namespace: *namespace, MaxSites: *maxSites}
+	acfg := agent.Config{DataDir: filepath.Join(c.cfg.DataDir, "agent"), ImagesDir: *imagesDir, ContainerdSocket: *socket, Namespace: *namespace, MaxSites: *maxSites,
+		PHPVersions: list(*phpVersions)}
 	if err := siteNet.apply(&acfg); err != nil {
 		return err
 	}

@@ -8,9 +8,10 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/blueprints"
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
@@ -111,9 +112,9 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 	reuse := guard{scope: scopeWorkspace, capability: access.Reusables}
 	nf := []string{apierr.CodeBlueprintNotFound}
 	runParams := map[string]string{"id": "blueprint", "runId": "run"}
-	caller := func(req *http.Request) blueprints.Caller {
+	caller := func(req *http.Request, ans *writes.Answer[sitespec.Made]) blueprints.Caller {
 		c := CallerFrom(req.Context())
-		return blueprints.Caller{Workspace: c.Workspace, By: c.Account}
+		return blueprints.Caller{Workspace: c.Workspace, By: c.Account, Answer: ans}
 	}
 	a.bearer(r, create, rest.Route{Method: "POST", Path: "/api/app/blueprints/{id}/sites", Tag: "blueprints", Status: http.StatusAccepted,
 		Summary: "Make a site from a saved Blueprint: the site is made (PHP from preferredVersions), then the Blueprint runs on it step by step. " +
@@ -129,13 +130,11 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 			if err := rest.DecodeJSON(req, &body); err != nil {
 				return err
 			}
-			_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.CreateSiteWithJob) any {
-				return siteRunResponse{Site: siteView(&cmd.Site), Run: runView(cmd.Run)}
-			}, func(ctx context.Context) error {
-				_, _, err := a.cfg.Runs.CreateSite(ctx, caller(req), b, body.Name)
-				return err
+			ans := answer(a, req, http.StatusAccepted, func(m sitespec.Made) any {
+				return siteRunResponse{Site: siteView(&m.Site), Run: runView(m.Run)}
 			})
-			return err
+			_, _, err = a.cfg.Runs.CreateSite(req.Context(), caller(req, ans), b, body.Name)
+			return respond(a, w, req, ans, err)
 		}})
 	a.bearer(r, create, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/blueprint", Tag: "blueprints", Status: http.StatusAccepted,
 		Summary: "Run a Blueprint (saved: blueprintId; or a source, not saved) on a ready site, on the site's own PHP and WordPress. " +
@@ -165,13 +164,9 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 					return err
 				}
 			}
-			_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.CreateRunWithJob) any {
-				return runResponse{Run: runView(&cmd.Run)}
-			}, func(ctx context.Context) error {
-				_, err := a.cfg.Runs.Apply(ctx, caller(req), site, b, src)
-				return err
-			})
-			return err
+			ans := answer(a, req, http.StatusAccepted, func(m sitespec.Made) any { return runResponse{Run: runView(m.Run)} })
+			_, err = a.cfg.Runs.Apply(req.Context(), caller(req, ans), site, b, src)
+			return respond(a, w, req, ans, err)
 		}})
 	a.bearer(r, reuse, rest.Route{Method: "POST", Path: "/api/app/blueprints/{id}/bake", Tag: "blueprints", Status: http.StatusAccepted,
 		Summary: "Bake a saved Blueprint into a Template: a scratch site is made, the Blueprint run on it, the site frozen into the template " +
@@ -187,19 +182,17 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 			if err := rest.DecodeJSON(req, &body); err != nil {
 				return err
 			}
-			_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.StartBake) any {
-				tpl := &cmd.Template
+			ans := answer(a, req, http.StatusAccepted, func(m sitespec.Made) any {
+				tpl := m.Template
 				if tpl.RebuildOf != "" { // a rebake answers the template it rebuilds, which keeps its id
 					if old, err := a.store.Template(tpl.RebuildOf); err == nil && old != nil {
 						tpl = old
 					}
 				}
-				return bakeResponse{Template: templateView(tpl), Run: runView(&cmd.Run)}
-			}, func(ctx context.Context) error {
-				_, _, err := a.cfg.Runs.Bake(ctx, caller(req), b, body.Name, body.Description, body.TemplateID)
-				return err
+				return bakeResponse{Template: templateView(tpl), Run: runView(m.Run)}
 			})
-			return err
+			_, _, err = a.cfg.Runs.Bake(req.Context(), caller(req, ans), b, body.Name, body.Description, body.TemplateID)
+			return respond(a, w, req, ans, err)
 		}})
 	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/blueprints/{id}/runs", Tag: "blueprints",
 		Summary: "A saved Blueprint's runs, newest first.", Params: blueprintParam, Response: runsResponse{}, Errors: nf,

@@ -9,7 +9,6 @@ import (
 	"github.com/sandboxd/sandboxd/blueprint"
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/blueprints"
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -253,14 +252,10 @@ func (a *API) saveBlueprint(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	in := blueprints.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, Description: body.Description, Source: src}
-	_, err = changed(a, w, req, http.StatusCreated, func(cmd fsm.CreateBlueprint) any {
-		return blueprintResponse{Blueprint: blueprintView(&cmd.Blueprint)}
-	}, func(ctx context.Context) error {
-		_, err := a.cfg.Blueprints.Create(ctx, in)
-		return err
-	})
-	return err
+	ans := answer(a, req, http.StatusCreated, func(b state.Blueprint) any { return blueprintResponse{Blueprint: blueprintView(&b)} })
+	in := blueprints.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, Description: body.Description, Source: src, Answer: ans}
+	_, err = a.cfg.Blueprints.Create(req.Context(), in)
+	return respond(a, w, req, ans, err)
 }
 
 func (a *API) patchBlueprint(w http.ResponseWriter, req *http.Request) error {
@@ -308,11 +303,7 @@ func (a *API) uploadBlueprint(w http.ResponseWriter, req *http.Request) error {
 	}
 	// The saved answer is the Blueprint as saved (its source adapted when
 	// it was); preview=1 lists the changes.
-	_, err = changed(a, w, req, http.StatusCreated, func(cmd fsm.CreateBlueprint) any {
-		return uploadResponse{Blueprint: blueprintView(&cmd.Blueprint)}
-	}, func(ctx context.Context) error {
-		_, err := a.cfg.Blueprints.Upload(ctx, in)
-		return err
-	})
-	return err
+	in.Answer = answer(a, req, http.StatusCreated, func(b state.Blueprint) any { return uploadResponse{Blueprint: blueprintView(&b)} })
+	_, err = a.cfg.Blueprints.Upload(req.Context(), in)
+	return respond(a, w, req, in.Answer, err)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
@@ -153,6 +154,7 @@ func (a *API) idempotent(w http.ResponseWriter, req *http.Request, scope, worksp
 		return a.replay(w, prior)
 	}
 	ctx := context.WithValue(req.Context(), claimKey{}, a.newClaim(scope, key, fp))
+	ctx = context.WithValue(ctx, freeKey{}, writes.Key{Scope: scope, Key: key, Fingerprint: fp})
 	return next(w, req.WithContext(ctx))
 }
 

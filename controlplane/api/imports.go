@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/imports"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -244,14 +243,10 @@ func (a *API) createImport(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	_, err := changed(a, w, req, http.StatusCreated, func(cmd fsm.CreateImport) any {
-		return importResponse{Import: a.importView(&cmd.Import)}
-	}, func(ctx context.Context) error {
-		_, err := a.cfg.Imports.Create(ctx, importCaller(c), imports.CreateInput{SourceURL: body.SourceURL,
-			SiteID: body.SiteID, SizeBytes: body.SizeBytes, SourceKind: body.SourceKind})
-		return err
-	})
-	return err
+	ans := answer(a, req, http.StatusCreated, func(imp state.Import) any { return importResponse{Import: a.importView(&imp)} })
+	_, err := a.cfg.Imports.Create(req.Context(), importCaller(c), imports.CreateInput{SourceURL: body.SourceURL,
+		SiteID: body.SiteID, SizeBytes: body.SizeBytes, SourceKind: body.SourceKind, Answer: ans})
+	return respond(a, w, req, ans, err)
 }
 
 func (a *API) getImport(w http.ResponseWriter, req *http.Request) error {

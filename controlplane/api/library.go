@@ -10,10 +10,10 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/blobs"
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/library"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
@@ -25,8 +25,8 @@ const MaxZipBytes = library.MaxZipBytes
 
 // Library is what the Library routes need from the library service.
 type Library interface {
-	Upload(ctx context.Context, ws *state.Workspace, filename string, zip []byte, licenseKey *string) (*state.LibraryEntry, error)
-	AddRelease(ctx context.Context, ws *state.Workspace, repository string, licenseKey *string) (*state.LibraryEntry, error)
+	Upload(ctx context.Context, ans *writes.Answer[state.LibraryEntry], ws *state.Workspace, filename string, zip []byte, licenseKey *string) (*state.LibraryEntry, error)
+	AddRelease(ctx context.Context, ans *writes.Answer[state.LibraryEntry], ws *state.Workspace, repository string, licenseKey *string) (*state.LibraryEntry, error)
 	Refresh(ctx context.Context, e *state.LibraryEntry) (*state.LibraryEntry, bool, error)
 	Delete(ctx context.Context, e *state.LibraryEntry) error
 	SetLicense(ctx context.Context, e *state.LibraryEntry, key string) (*state.LibraryEntry, error)
@@ -162,9 +162,7 @@ func (a *API) getLibrary(w http.ResponseWriter, req *http.Request) error {
 }
 
 // entryAnswer renders the entry a create applied.
-func entryAnswer(c fsm.PutLibraryEntry) any {
-	return libraryEntryResponse{Plugin: libraryView(&c.Entry)}
-}
+func entryAnswer(e state.LibraryEntry) any { return libraryEntryResponse{Plugin: libraryView(&e)} }
 
 func (a *API) uploadLibrary(w http.ResponseWriter, req *http.Request) error {
 	f, err := rest.ReadForm(req, []string{"file"}, []string{"licenseKey"})
@@ -179,11 +177,9 @@ func (a *API) uploadLibrary(w http.ResponseWriter, req *http.Request) error {
 		key = &k
 	}
 	ws := CallerFrom(req.Context()).Workspace
-	_, err = changed(a, w, req, http.StatusCreated, entryAnswer, func(ctx context.Context) error {
-		_, err := a.cfg.Library.Upload(ctx, ws, f.Filename, f.File, key)
-		return err
-	})
-	return err
+	ans := answer(a, req, http.StatusCreated, entryAnswer)
+	_, err = a.cfg.Library.Upload(req.Context(), ans, ws, f.Filename, f.File, key)
+	return respond(a, w, req, ans, err)
 }
 
 func (a *API) addGitHubLibrary(w http.ResponseWriter, req *http.Request) error {
@@ -192,11 +188,9 @@ func (a *API) addGitHubLibrary(w http.ResponseWriter, req *http.Request) error {
 		return err
 	}
 	ws := CallerFrom(req.Context()).Workspace
-	_, err := changed(a, w, req, http.StatusCreated, entryAnswer, func(ctx context.Context) error {
-		_, err := a.cfg.Library.AddRelease(ctx, ws, body.Repository, body.LicenseKey)
-		return err
-	})
-	return err
+	ans := answer(a, req, http.StatusCreated, entryAnswer)
+	_, err := a.cfg.Library.AddRelease(req.Context(), ans, ws, body.Repository, body.LicenseKey)
+	return respond(a, w, req, ans, err)
 }
 
 func (a *API) refreshLibrary(w http.ResponseWriter, req *http.Request) error {

@@ -1,11 +1,9 @@
 package api
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -82,11 +80,7 @@ func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 		}
 		d.LibraryPlugin, d.ZipURL, d.Activate = body.LibraryPlugin, body.ZipURL, body.Activate
 	}
-	_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.CreateJob) any {
-		return deployResponse{JobID: cmd.Job.ID}
-	}, func(ctx context.Context) error {
-		_, err := a.cfg.Sites.Deploy(ctx, s, d)
-		return err
-	})
-	return err
+	ans := answer(a, req, http.StatusAccepted, func(m sitespec.Made) any { return deployResponse{JobID: m.JobID} })
+	_, err = a.cfg.Sites.Deploy(req.Context(), ans, s, d)
+	return respond(a, w, req, ans, err)
 }

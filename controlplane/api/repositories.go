@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/repos"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
@@ -19,7 +20,7 @@ type Repositories interface {
 	Connect(ctx context.Context, site *state.Site, by *state.Account, in repos.Connect) (*state.Repository, string, string, error)
 	Update(ctx context.Context, site *state.Site, id string, p repos.Patch) (*state.Repository, error)
 	Disconnect(ctx context.Context, site *state.Site, id string) error
-	Deploy(ctx context.Context, site *state.Site, id string) (string, error)
+	Deploy(ctx context.Context, ans *writes.Answer[sitespec.Made], site *state.Site, id string) (string, error)
 	WebhookURL(id, secret string) string
 }
 
@@ -160,13 +161,9 @@ func (a *API) registerRepositories(r *rest.Router) {
 			if err != nil {
 				return err
 			}
-			_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.CreateJob) any {
-				return deployJobResponse{JobID: cmd.Job.ID}
-			}, func(ctx context.Context) error {
-				_, err := a.cfg.Repositories.Deploy(ctx, s, req.PathValue("repoId"))
-				return err
-			})
-			return err
+			ans := answer(a, req, http.StatusAccepted, func(m sitespec.Made) any { return deployJobResponse{JobID: m.JobID} })
+			_, err = a.cfg.Repositories.Deploy(req.Context(), ans, s, req.PathValue("repoId"))
+			return respond(a, w, req, ans, err)
 		}})
 }
 
@@ -180,17 +177,14 @@ func (a *API) connectRepository(w http.ResponseWriter, req *http.Request) error 
 		return err
 	}
 	c := CallerFrom(req.Context())
-	// The secret is made here so that the answer kept for a replay is
-	// rendered from the applied command with it.
+	// The secret is made here so that the answer kept for a replay shows
+	// it.
 	secret := repos.NewWebhookSecret()
-	_, err = changed(a, w, req, http.StatusCreated, func(cmd fsm.CreateRepository) any {
-		return connectRepositoryResponse{Repository: repositoryView(&cmd.Repository),
-			WebhookURL: a.cfg.Repositories.WebhookURL(cmd.Repository.ID, secret), WebhookSecret: secret}
-	}, func(ctx context.Context) error {
-		_, _, _, err := a.cfg.Repositories.Connect(ctx, s, c.Account, repos.Connect{RepoURL: body.RepoURL, Branch: body.Branch,
-			Destination: body.Destination, FolderName: body.FolderName, AuthKind: body.AuthKind, Token: body.Token,
-			AutoDeploy: body.AutoDeploy, WebhookSecret: secret})
-		return err
+	ans := answer(a, req, http.StatusCreated, func(r state.Repository) any {
+		return connectRepositoryResponse{Repository: repositoryView(&r), WebhookURL: a.cfg.Repositories.WebhookURL(r.ID, secret), WebhookSecret: secret}
 	})
-	return err
+	_, _, _, err = a.cfg.Repositories.Connect(req.Context(), s, c.Account, repos.Connect{RepoURL: body.RepoURL, Branch: body.Branch,
+		Destination: body.Destination, FolderName: body.FolderName, AuthKind: body.AuthKind, Token: body.Token,
+		AutoDeploy: body.AutoDeploy, WebhookSecret: secret, Answer: ans})
+	return respond(a, w, req, ans, err)
 }

@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
@@ -71,11 +71,11 @@ type CreateSiteRequest struct {
 type SiteChanges interface {
 	Create(ctx context.Context, in sitespec.Create) (*state.Site, string, error)
 	Delete(ctx context.Context, s *state.Site) (*state.Site, string, error)
-	Reset(ctx context.Context, s *state.Site) (*state.Site, string, error)
-	Restore(ctx context.Context, s *state.Site, templateID string) (*state.Site, string, error)
+	Reset(ctx context.Context, ans *writes.Answer[sitespec.Made], s *state.Site) (*state.Site, string, error)
+	Restore(ctx context.Context, ans *writes.Answer[sitespec.Made], s *state.Site, templateID string) (*state.Site, string, error)
 	SwitchPHP(ctx context.Context, s *state.Site, version string) (string, error)
 	SetPHPConfig(ctx context.Context, s *state.Site, settings map[string]any) (map[string]string, string, error)
-	Deploy(ctx context.Context, s *state.Site, d sitespec.Deploy) (string, error)
+	Deploy(ctx context.Context, ans *writes.Answer[sitespec.Made], s *state.Site, d sitespec.Deploy) (string, error)
 }
 
 var siteParam = map[string]string{"id": "site"}
@@ -132,15 +132,17 @@ func (a *API) createSite(w http.ResponseWriter, req *http.Request) error {
 }
 
 // create makes a site through the sites service and answers 202 {site,
-// jobId}, rendered from the command so a replay is the same answer.
+// jobId}, rendered from what the service made so a replay is the same
+// answer.
 func (a *API) create(w http.ResponseWriter, req *http.Request, in sitespec.Create) error {
-	_, err := changed(a, w, req, http.StatusAccepted, func(cmd fsm.CreateSiteWithJob) any {
-		return siteJobResponse{Site: siteView(&cmd.Site), JobID: cmd.Job.ID}
-	}, func(ctx context.Context) error {
-		_, _, err := a.cfg.Sites.Create(ctx, in)
-		return err
-	})
-	return err
+	in.Answer = answer(a, req, http.StatusAccepted, siteJobAnswer)
+	_, _, err := a.cfg.Sites.Create(req.Context(), in)
+	return respond(a, w, req, in.Answer, err)
+}
+
+// siteJobAnswer is the answer of a write that changes a site with a job.
+func siteJobAnswer(m sitespec.Made) any {
+	return siteJobResponse{Site: siteView(&m.Site), JobID: m.JobID}
 }
 
 func (a *API) listSites(w http.ResponseWriter, req *http.Request) error {
@@ -172,17 +174,11 @@ func (a *API) resetSite(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// The answer is the site as the reset leaves it, rendered from the
-	// command so a replay under an Idempotency-Key is the same answer.
-	_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.UpdateSiteWithJob) any {
-		next := *s
-		next.Status, next.UpdatedAt = cmd.Update.Status, cmd.Update.At
-		return siteJobResponse{Site: siteView(&next), JobID: cmd.Job.ID}
-	}, func(ctx context.Context) error {
-		_, _, err := a.cfg.Sites.Reset(ctx, s)
-		return err
-	})
-	return err
+	// The answer is the site as the reset leaves it, rendered from what
+	// the service made so a replay under an Idempotency-Key is the same.
+	ans := answer(a, req, http.StatusAccepted, siteJobAnswer)
+	_, _, err = a.cfg.Sites.Reset(req.Context(), ans, s)
+	return respond(a, w, req, ans, err)
 }
 
 func (a *API) magicLogin(w http.ResponseWriter, req *http.Request) error {

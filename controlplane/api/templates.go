@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -191,14 +190,13 @@ func (a *API) createTemplate(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	in := templates.Create{Workspace: c.Workspace, By: c.Account, SiteID: body.SiteID, Name: body.Name, Description: body.Description}
-	_, err := changed(a, w, req, http.StatusAccepted, func(cmd fsm.CreateTemplateWithJob) any {
-		return templateJobResponse{Template: templateView(&cmd.Template), JobID: cmd.Job.ID}
-	}, func(ctx context.Context) error {
-		_, _, err := a.cfg.Templates.Create(ctx, in)
-		return err
+	ans := answer(a, req, http.StatusAccepted, func(m sitespec.Made) any {
+		return templateJobResponse{Template: templateView(m.Template), JobID: m.JobID}
 	})
-	return err
+	in := templates.Create{Workspace: c.Workspace, By: c.Account, SiteID: body.SiteID, Name: body.Name, Description: body.Description,
+		Answer: ans}
+	_, _, err := a.cfg.Templates.Create(req.Context(), in)
+	return respond(a, w, req, ans, err)
 }
 
 func (a *API) listTemplates(w http.ResponseWriter, req *http.Request) error {
@@ -266,13 +264,7 @@ func (a *API) restoreSite(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	_, err = changed(a, w, req, http.StatusAccepted, func(cmd fsm.UpdateSiteWithJob) any {
-		next := *s
-		next.Status, next.TemplateID, next.UpdatedAt = cmd.Update.Status, cmd.Update.TemplateID, cmd.Update.At
-		return siteJobResponse{Site: siteView(&next), JobID: cmd.Job.ID}
-	}, func(ctx context.Context) error {
-		_, _, err := a.cfg.Sites.Restore(ctx, s, body.TemplateID)
-		return err
-	})
-	return err
+	ans := answer(a, req, http.StatusAccepted, siteJobAnswer)
+	_, _, err = a.cfg.Sites.Restore(req.Context(), ans, s, body.TemplateID)
+	return respond(a, w, req, ans, err)
 }

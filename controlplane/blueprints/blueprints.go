@@ -16,10 +16,12 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/blueprint"
+	"github.com/sandboxd/sandboxd/controlplane/commit"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/naming"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
@@ -189,6 +191,9 @@ type Upload struct {
 	BundleURL           string
 	AdaptationsAccepted bool
 	Preview             bool
+	// Answer, for a REST request, is rendered from the saved Blueprint
+	// and goes in its Raft entry (nil: none).
+	Answer *writes.Answer[state.Blueprint]
 }
 
 // UploadResult is an upload's Blueprint (not saved on a preview) and the
@@ -274,7 +279,7 @@ func (s *Service) Upload(ctx context.Context, in Upload) (*UploadResult, error) 
 		return nil, err
 	}
 	bp.BundleFiles = b.Files
-	saved, err := s.save(ctx, *bp)
+	saved, err := s.save(ctx, in.Answer, *bp)
 	if err != nil {
 		s.cfg.Zips.Drop(bp.BundleSHA256)
 		return nil, err
@@ -352,6 +357,9 @@ type Create struct {
 	Name        string
 	Description string
 	Source      []byte
+	// Answer, for a REST request, is rendered from the saved Blueprint
+	// and goes in its Raft entry (nil: none).
+	Answer *writes.Answer[state.Blueprint]
 }
 
 // Create saves a Blueprint with its report, within the owner's quota.
@@ -370,11 +378,11 @@ func (s *Service) Create(ctx context.Context, in Create) (*state.Blueprint, erro
 	b := state.Blueprint{WorkspaceID: in.Workspace.ID, UserID: in.Workspace.OwnerID, CreatedByUserID: in.By.ID,
 		Name: name, Description: desc, SchemaVersion: SchemaVersion, Revision: 1, CreatedAt: now, UpdatedAt: now}
 	s.setSource(&b, in.Source)
-	return s.save(ctx, b)
+	return s.save(ctx, in.Answer, b)
 }
 
 // save adds a new Blueprint under a free slug within the owner's quota.
-func (s *Service) save(ctx context.Context, b state.Blueprint) (*state.Blueprint, error) {
+func (s *Service) save(ctx context.Context, ans *writes.Answer[state.Blueprint], b state.Blueprint) (*state.Blueprint, error) {
 	ws, err := s.cfg.Store.Workspace(b.WorkspaceID)
 	if err != nil {
 		return nil, err
@@ -402,7 +410,7 @@ func (s *Service) save(ctx context.Context, b state.Blueprint) (*state.Blueprint
 	}
 	for try := 0; ; try++ {
 		b.Slug = naming.Slug(name, "blueprint", taken, try > 0)
-		_, err = s.cfg.Raft.Apply(ctx, fsm.CreateBlueprint{Blueprint: b, Quota: quota})
+		_, err = commit.Apply(ctx, s.cfg.Raft, ans, fsm.CreateBlueprint{Blueprint: b, Quota: quota}, b)
 		if err == nil || !errors.Is(err, state.ErrConflict) || try == 3 {
 			break
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sandboxd/sandboxd/blueprint"
+	"github.com/sandboxd/sandboxd/controlplane/commit"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
@@ -15,6 +16,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/controlplane/templates"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
@@ -28,6 +30,9 @@ type SiteMaker interface {
 type Caller struct {
 	Workspace *state.Workspace
 	By        *state.Account
+	// Answer, for a REST request, is rendered from what the call made
+	// and goes in its Raft entry (nil: none).
+	Answer *writes.Answer[sitespec.Made]
 }
 
 // runnable checks that a source can run here now; the error is the
@@ -94,7 +99,7 @@ func (s *Service) CreateSite(ctx context.Context, c Caller, b *state.Blueprint, 
 	}
 	run := s.newRun(c, b, b.Source, state.RunCreate)
 	site, _, err := s.cfg.Sites.Create(ctx, sitespec.Create{Workspace: c.Workspace, By: c.By, Name: name,
-		PHPVersion: s.phpFor(bp, env), Run: &run})
+		PHPVersion: s.phpFor(bp, env), Run: &run, Answer: c.Answer})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -125,7 +130,7 @@ func (s *Service) Apply(ctx context.Context, c Caller, site *state.Site, b *stat
 		return nil, err
 	}
 	run.JobID = job.ID
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateRunWithJob{Run: run, Job: job}); err != nil {
+	if _, err := commit.Apply(ctx, s.cfg.Raft, c.Answer, fsm.CreateRunWithJob{Run: run, Job: job}, sitespec.Made{Site: *site, JobID: job.ID, Run: &run}); err != nil {
 		return nil, err
 	}
 	return &run, nil
@@ -214,7 +219,7 @@ func (s *Service) Bake(ctx context.Context, c Caller, b *state.Blueprint, name, 
 		run.ReplacesTemplateID = old.ID
 	}
 	_, _, err = s.cfg.Sites.Create(ctx, sitespec.Create{Workspace: c.Workspace, By: c.By, Name: "Bake: " + nm,
-		PHPVersion: s.phpFor(bp, env), Run: &run, Bake: &tpl, BakeQuota: quota})
+		PHPVersion: s.phpFor(bp, env), Run: &run, Bake: &tpl, BakeQuota: quota, Answer: c.Answer})
 	if err != nil {
 		if errors.Is(err, state.ErrConflict) {
 			return nil, nil, apierr.Invalid("name", "another template took the slug meanwhile; try again")

@@ -23,9 +23,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxd/sandboxd/controlplane/commit"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
@@ -129,6 +131,9 @@ type CreateInput struct {
 	SiteID     string
 	SizeBytes  int64
 	SourceKind string
+	// Answer, for a REST request, is rendered from the import and goes in
+	// its Raft entry (nil: none).
+	Answer *writes.Answer[state.Import]
 }
 
 // Phases is every phase Progress shows: the upload, the restore job's
@@ -214,7 +219,7 @@ func (s *Service) Create(ctx context.Context, c Caller, in CreateInput) (*state.
 		}
 		imp.SiteID = site.ID
 	}
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateImport{Import: imp}); err != nil {
+	if _, err := commit.Apply(ctx, s.cfg.Raft, in.Answer, fsm.CreateImport{Import: imp}, imp); err != nil {
 		return nil, err
 	}
 	return &imp, nil

@@ -17,9 +17,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxd/sandboxd/controlplane/commit"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
@@ -143,7 +145,7 @@ func slugFor(name, dir string) string {
 
 // Upload adds an uploaded ZIP to the workspace's Library under the first
 // free slug made from its WordPress header.
-func (s *Service) Upload(ctx context.Context, ws *state.Workspace, filename string, zip []byte, licenseKey *string) (*state.LibraryEntry, error) {
+func (s *Service) Upload(ctx context.Context, ans *writes.Answer[state.LibraryEntry], ws *state.Workspace, filename string, zip []byte, licenseKey *string) (*state.LibraryEntry, error) {
 	if licenseKey != nil {
 		if err := CheckLicense("licenseKey", *licenseKey); err != nil {
 			return nil, err
@@ -157,12 +159,12 @@ func (s *Service) Upload(ctx context.Context, ws *state.Workspace, filename stri
 	if filename == "." || filename == "/" || filename == "" {
 		filename = info.Dir + ".zip"
 	}
-	return s.add(ctx, ws, state.LibraryEntry{Source: SourceUpload, Filename: filename}, zip, info, licenseKey)
+	return s.add(ctx, ans, ws, state.LibraryEntry{Source: SourceUpload, Filename: filename}, zip, info, licenseKey)
 }
 
 // AddRelease adds a repository entry: the latest release's ZIP asset,
 // with its tag as the version.
-func (s *Service) AddRelease(ctx context.Context, ws *state.Workspace, repository string, licenseKey *string) (*state.LibraryEntry, error) {
+func (s *Service) AddRelease(ctx context.Context, ans *writes.Answer[state.LibraryEntry], ws *state.Workspace, repository string, licenseKey *string) (*state.LibraryEntry, error) {
 	repo, err := ParseRepository(repository)
 	if err != nil {
 		return nil, apierr.Invalid("repository", "%v", err)
@@ -180,12 +182,12 @@ func (s *Service) AddRelease(ctx context.Context, ws *state.Workspace, repositor
 	if err != nil {
 		return nil, err
 	}
-	return s.add(ctx, ws, state.LibraryEntry{Source: SourceGitHub, GithubRepository: repo, Filename: rel.asset, Version: rel.tag},
+	return s.add(ctx, ans, ws, state.LibraryEntry{Source: SourceGitHub, GithubRepository: repo, Filename: rel.asset, Version: rel.tag},
 		zip, info, licenseKey)
 }
 
 // add stores the ZIP and puts the entry under the first free slug.
-func (s *Service) add(ctx context.Context, ws *state.Workspace, e state.LibraryEntry, zip []byte, info *wpzip.Info, licenseKey *string) (*state.LibraryEntry, error) {
+func (s *Service) add(ctx context.Context, ans *writes.Answer[state.LibraryEntry], ws *state.Workspace, e state.LibraryEntry, zip []byte, info *wpzip.Info, licenseKey *string) (*state.LibraryEntry, error) {
 	plan, err := s.cfg.Store.PlanOf(ws)
 	if err != nil {
 		return nil, err
@@ -216,7 +218,7 @@ func (s *Service) add(ctx context.Context, ws *state.Workspace, e state.LibraryE
 		} else if dup != nil {
 			continue
 		}
-		_, err := s.cfg.Raft.Apply(ctx, fsm.PutLibraryEntry{Entry: e, Quota: quota})
+		_, err := commit.Apply(ctx, s.cfg.Raft, ans, fsm.PutLibraryEntry{Entry: e, Quota: quota}, e)
 		if errors.Is(err, state.ErrConflict) {
 			continue // another upload took the slug meanwhile
 		}

@@ -102,7 +102,7 @@ func TestUploadTakesTheFirstFreeSlug(t *testing.T) {
 	zip := wpzip.BuildPlugin("hello", "Hello Dolly", "1.0", "")
 	var slugs []string
 	for range 2 {
-		e, err := w.svc.Upload(context.Background(), w.ws, `C:\Users\me\hello.zip`, zip, nil)
+		e, err := w.svc.Upload(context.Background(), nil, w.ws, `C:\Users\me\hello.zip`, zip, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,11 +125,11 @@ func TestRefusedUploadKeepsNoZip(t *testing.T) {
 	limits := plans.Default()
 	limits.Free.LibraryEntries = 1
 	w := newWorld(t, limits)
-	if _, err := w.svc.Upload(context.Background(), w.ws, "a.zip", wpzip.BuildPlugin("a", "A", "1", ""), nil); err != nil {
+	if _, err := w.svc.Upload(context.Background(), nil, w.ws, "a.zip", wpzip.BuildPlugin("a", "A", "1", ""), nil); err != nil {
 		t.Fatal(err)
 	}
 	second := wpzip.BuildPlugin("b", "B", "1", "")
-	_, err := w.svc.Upload(context.Background(), w.ws, "b.zip", second, nil)
+	_, err := w.svc.Upload(context.Background(), nil, w.ws, "b.zip", second, nil)
 	var quota *state.QuotaError
 	if !errors.As(err, &quota) {
 		t.Fatalf("second upload on a plan of one: %v", err)
@@ -138,7 +138,7 @@ func TestRefusedUploadKeepsNoZip(t *testing.T) {
 		t.Fatal("the refused upload's ZIP was kept")
 	}
 	bad := []byte("not a zip")
-	if _, err := w.svc.Upload(context.Background(), w.ws, "c.zip", bad, nil); err == nil || w.blobs.Has(sha(bad)) {
+	if _, err := w.svc.Upload(context.Background(), nil, w.ws, "c.zip", bad, nil); err == nil || w.blobs.Has(sha(bad)) {
 		t.Fatalf("not a ZIP: %v (kept: %v)", err, w.blobs.Has(sha(bad)))
 	}
 	if es, _ := w.store.LibraryOf(w.ws.ID); len(es) != 1 {
@@ -154,10 +154,10 @@ func TestReleaseEntryRefreshes(t *testing.T) {
 	v1, v2 := wpzip.BuildPlugin("hello", "Hello", "1.0", ""), wpzip.BuildPlugin("hello", "Hello", "2.0", "")
 	w.host.release("v1.0", v1)
 	ctx := context.Background()
-	if _, err := w.svc.AddRelease(ctx, w.ws, "https://github.com/acme/missing", nil); err == nil {
+	if _, err := w.svc.AddRelease(ctx, nil, w.ws, "https://github.com/acme/missing", nil); err == nil {
 		t.Fatal("a repository without a release was added")
 	}
-	e, err := w.svc.AddRelease(ctx, w.ws, "https://github.com/acme/hello.git", nil)
+	e, err := w.svc.AddRelease(ctx, nil, w.ws, "https://github.com/acme/hello.git", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestReleaseEntryRefreshes(t *testing.T) {
 	if w.blobs.Has(sha(v1)) || !w.blobs.Has(sha(v2)) {
 		t.Fatalf("after refresh: old kept %v, new held %v", w.blobs.Has(sha(v1)), w.blobs.Has(sha(v2)))
 	}
-	up, err := w.svc.Upload(ctx, w.ws, "x.zip", wpzip.BuildPlugin("x", "X", "1", ""), nil)
+	up, err := w.svc.Upload(ctx, nil, w.ws, "x.zip", wpzip.BuildPlugin("x", "X", "1", ""), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func code(err error) string {
 func TestLicenseKeys(t *testing.T) {
 	w := newWorld(t, plans.Default())
 	ctx := context.Background()
-	e, err := w.svc.Upload(ctx, w.ws, "a.zip", wpzip.BuildPlugin("a", "A", "1", ""), nil)
+	e, err := w.svc.Upload(ctx, nil, w.ws, "a.zip", wpzip.BuildPlugin("a", "A", "1", ""), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,12 +22,14 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sandboxd/sandboxd/controlplane/commit"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/gitpush"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/gitsource"
 	"github.com/sandboxd/sandboxd/internal/ids"
@@ -91,6 +93,9 @@ type Connect struct {
 	// empty for a new one: the API makes it first so that the answer it
 	// keeps for an Idempotency-Key replay shows it.
 	WebhookSecret string
+	// Answer, for a REST request, is rendered from the connected
+	// repository and goes in its Raft entry (nil: none).
+	Answer *writes.Answer[state.Repository]
 }
 
 // Patch is what may change after connecting.
@@ -231,7 +236,7 @@ func (s *Service) Connect(ctx context.Context, site *state.Site, by *state.Accou
 		secret = newSecret()
 	}
 	r.WebhookSecretSealed = s.cfg.Sealer.Seal(secret, r.ID+"/webhook")
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateRepository{Repository: r}); err != nil {
+	if _, err := commit.Apply(ctx, s.cfg.Raft, in.Answer, fsm.CreateRepository{Repository: r}, r); err != nil {
 		if errors.Is(err, state.ErrNotFound) {
 			return nil, "", "", apierr.NotFound(apierr.CodeSiteNotFound, "site")
 		}
@@ -307,7 +312,7 @@ func (s *Service) Disconnect(ctx context.Context, site *state.Site, id string) e
 }
 
 // Deploy queues a deploy of the repository's branch as it is now.
-func (s *Service) Deploy(ctx context.Context, site *state.Site, id string) (string, error) {
+func (s *Service) Deploy(ctx context.Context, ans *writes.Answer[sitespec.Made], site *state.Site, id string) (string, error) {
 	if _, err := s.Get(site, id); err != nil {
 		return "", err
 	}
@@ -318,7 +323,7 @@ func (s *Service) Deploy(ctx context.Context, site *state.Site, id string) (stri
 	if err != nil {
 		return "", err
 	}
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateJob{Job: job}); err != nil {
+	if _, err := commit.Apply(ctx, s.cfg.Raft, ans, fsm.CreateJob{Job: job}, sitespec.Made{Site: *site, JobID: job.ID}); err != nil {
 		return "", err
 	}
 	return job.ID, nil

@@ -8,11 +8,14 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sandboxd/sandboxd/controlplane/commit"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/pool"
+	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 )
 
@@ -26,7 +29,7 @@ const renameTimeout = 10 * time.Second
 // (and, for a fresh one, its title and administrator), then one Raft
 // entry gives it to the workspace with a finished create job. ok is
 // false when the create must make a site the ordinary way.
-func (s *Service) claim(ctx context.Context, site state.Site, p jobspec.CreatePayload, quota state.Quota, wantWP string,
+func (s *Service) claim(ctx context.Context, ans *writes.Answer[sitespec.Made], site state.Site, p jobspec.CreatePayload, quota state.Quota, wantWP string,
 	launch *state.DemoLaunch) (*state.Site, string, bool, error) {
 	if s.cfg.Pools == nil {
 		return nil, "", false, nil
@@ -73,8 +76,8 @@ func (s *Service) claim(ctx context.Context, site state.Site, p jobspec.CreatePa
 		return nil, "", false, err
 	}
 	job.Status, job.Progress, job.StartedAt, job.FinishedAt = state.JobSucceeded, 100, &now, &now
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateSiteWithJob{Site: claimed, Job: job, Quota: quota, Claim: true,
-		Launch: launchOf(launch, &claimed, job.ID)}); err != nil {
+	cmd := fsm.CreateSiteWithJob{Site: claimed, Job: job, Quota: quota, Claim: true, Launch: launchOf(launch, &claimed, job.ID)}
+	if _, err := commit.Apply(ctx, s.cfg.Raft, ans, cmd, sitespec.Made{Site: claimed, JobID: job.ID}); err != nil {
 		// The pooled site stays in its pool (a later claim renames it
 		// again); a conflict (it went meanwhile) makes the site anew, but
 		// a launch refused by its visitor quota is refused.

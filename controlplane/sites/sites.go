@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxd/sandboxd/controlplane/commit"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
@@ -22,6 +23,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/controlplane/templates"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
@@ -189,7 +191,7 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 		payload.AdminEmail = "admin@example.com"
 	}
 	if in.Run == nil && in.Import == nil {
-		if claimed, jobID, ok, err := s.claim(ctx, site, payload, quota, in.WordPressVersion, in.Launch); ok || err != nil {
+		if claimed, jobID, ok, err := s.claim(ctx, in.Answer, site, payload, quota, in.WordPressVersion, in.Launch); ok || err != nil {
 			return claimed, jobID, err
 		}
 	}
@@ -216,22 +218,25 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 		return nil, "", err
 	}
 	var cmd fsm.Command = fsm.CreateSiteWithJob{Site: site, Job: job, Quota: quota, Launch: launchOf(in.Launch, &site, job.ID)}
+	made := sitespec.Made{Site: site, JobID: job.ID}
 	if in.Import != nil {
 		imp := *in.Import
 		imp.SiteID, imp.JobID = site.ID, job.ID
-		cmd = fsm.StartImport{Import: imp, IfStatus: in.ImportIfStatus, Job: job, Site: &site, SiteQuota: quota}
+		cmd, made.Import = fsm.StartImport{Import: imp, IfStatus: in.ImportIfStatus, Job: job, Site: &site, SiteQuota: quota}, &imp
 	}
 	if in.Run != nil {
 		in.Run.SiteID, in.Run.JobID = site.ID, job.ID
 		run := *in.Run
+		made.Run = &run
 		if in.Bake != nil {
 			in.Bake.SourceSiteID = site.ID
-			cmd = fsm.StartBake{Site: site, Template: *in.Bake, Run: run, Job: job, SiteQuota: quota, TemplateQuota: in.BakeQuota}
+			bake := *in.Bake
+			cmd, made.Template = fsm.StartBake{Site: site, Template: bake, Run: run, Job: job, SiteQuota: quota, TemplateQuota: in.BakeQuota}, &bake
 		} else {
 			cmd = fsm.CreateSiteWithJob{Site: site, Job: job, Quota: quota, Run: &run}
 		}
 	}
-	if _, err := s.cfg.Raft.Apply(ctx, cmd); err != nil {
+	if _, err := commit.Apply(ctx, s.cfg.Raft, in.Answer, cmd, made); err != nil {
 		return nil, "", err
 	}
 	return &site, job.ID, nil
@@ -315,40 +320,42 @@ func (s *Service) placeFrom(php string, t *state.Template) (string, error) {
 
 // siteJob moves a site to status and queues a job of type jobType for
 // it; it returns the site as it now is.
-func (s *Service) siteJob(ctx context.Context, site *state.Site, status, jobType string) (*state.Site, string, error) {
+func (s *Service) siteJob(ctx context.Context, ans *writes.Answer[sitespec.Made], site *state.Site, status, jobType string) (*state.Site, string, error) {
 	now := s.now()
 	job, err := jobs.New(jobType, site.WorkspaceID, site.ID, nil, now)
 	if err != nil {
 		return nil, "", err
 	}
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.UpdateSiteWithJob{Update: state.SiteUpdate{ID: site.ID, Status: status, At: now}, Job: job}); err != nil {
+	next := *site
+	next.Status, next.UpdatedAt = status, now
+	cmd := fsm.UpdateSiteWithJob{Update: state.SiteUpdate{ID: site.ID, Status: status, At: now}, Job: job}
+	if _, err := commit.Apply(ctx, s.cfg.Raft, ans, cmd, sitespec.Made{Site: next, JobID: job.ID}); err != nil {
 		if errors.Is(err, state.ErrNotFound) {
 			return nil, "", apierr.NotFound(apierr.CodeSiteNotFound, "site")
 		}
 		return nil, "", err
 	}
-	next := *site
-	next.Status, next.UpdatedAt = status, now
 	return &next, job.ID, nil
 }
 
 // Delete queues the removal of a site: its container, database and files.
 func (s *Service) Delete(ctx context.Context, site *state.Site) (*state.Site, string, error) {
-	return s.siteJob(ctx, site, state.SiteDeleting, jobspec.DeleteSite)
+	return s.siteJob(ctx, nil, site, state.SiteDeleting, jobspec.DeleteSite)
 }
 
-// Reset queues a fresh install of a ready site, keeping its id and URL.
-func (s *Service) Reset(ctx context.Context, site *state.Site) (*state.Site, string, error) {
+// Reset queues a fresh install of a ready site, keeping its id and URL,
+// under a REST request's answer (nil: none).
+func (s *Service) Reset(ctx context.Context, ans *writes.Answer[sitespec.Made], site *state.Site) (*state.Site, string, error) {
 	if site.Status != state.SiteReady || site.Move != nil {
 		return nil, "", NotReady(site)
 	}
-	return s.siteJob(ctx, site, state.SiteCreating, jobspec.ResetSite)
+	return s.siteJob(ctx, ans, site, state.SiteCreating, jobspec.ResetSite)
 }
 
 // Restore queues the replacement of a ready site's content (files and
 // database) with a ready template's, keeping its id and URL; the site is
 // made from the template afterwards, and its reset goes back there.
-func (s *Service) Restore(ctx context.Context, site *state.Site, templateID string) (*state.Site, string, error) {
+func (s *Service) Restore(ctx context.Context, ans *writes.Answer[sitespec.Made], site *state.Site, templateID string) (*state.Site, string, error) {
 	if templateID == "" {
 		return nil, "", apierr.Invalid("templateId", "templateId is required")
 	}
@@ -369,19 +376,20 @@ func (s *Service) Restore(ctx context.Context, site *state.Site, templateID stri
 		return nil, "", err
 	}
 	u := state.SiteUpdate{ID: site.ID, Status: state.SiteCreating, TemplateID: t.ID, TemplateBuild: t.Build, At: now}
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.UpdateSiteWithJob{Update: u, Job: job}); err != nil {
+	next := *site
+	next.Status, next.TemplateID, next.TemplateBuild, next.UpdatedAt = u.Status, u.TemplateID, u.TemplateBuild, now
+	if _, err := commit.Apply(ctx, s.cfg.Raft, ans, fsm.UpdateSiteWithJob{Update: u, Job: job}, sitespec.Made{Site: next, JobID: job.ID}); err != nil {
 		if errors.Is(err, state.ErrNotFound) {
 			return nil, "", apierr.NotFound(apierr.CodeSiteNotFound, "site")
 		}
 		return nil, "", err
 	}
-	next := *site
-	next.Status, next.TemplateID, next.TemplateBuild, next.UpdatedAt = u.Status, u.TemplateID, u.TemplateBuild, now
 	return &next, job.ID, nil
 }
 
-// job queues one job for a ready site.
-func (s *Service) job(ctx context.Context, site *state.Site, jobType string, payload any) (string, error) {
+// job queues one job for a ready site, under a REST request's answer
+// (nil: none).
+func (s *Service) job(ctx context.Context, ans *writes.Answer[sitespec.Made], site *state.Site, jobType string, payload any) (string, error) {
 	if site.Status != state.SiteReady || site.Move != nil {
 		return "", NotReady(site)
 	}
@@ -389,7 +397,7 @@ func (s *Service) job(ctx context.Context, site *state.Site, jobType string, pay
 	if err != nil {
 		return "", err
 	}
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateJob{Job: job}); err != nil {
+	if _, err := commit.Apply(ctx, s.cfg.Raft, ans, fsm.CreateJob{Job: job}, sitespec.Made{Site: *site, JobID: job.ID}); err != nil {
 		return "", err
 	}
 	return job.ID, nil
@@ -401,7 +409,7 @@ func (s *Service) SwitchPHP(ctx context.Context, site *state.Site, version strin
 	if !sitespec.ValidPHP(version) {
 		return "", invalidPHP()
 	}
-	return s.job(ctx, site, jobspec.SwitchPHPVersion, jobspec.SwitchPayload{PHPVersion: version})
+	return s.job(ctx, nil, site, jobspec.SwitchPHPVersion, jobspec.SwitchPayload{PHPVersion: version})
 }
 
 // SetPHPConfig checks changes to a ready site's php.ini settings and
@@ -419,7 +427,7 @@ func (s *Service) SetPHPConfig(ctx context.Context, site *state.Site, settings m
 	for k, v := range changes {
 		next[k] = v
 	}
-	id, err := s.job(ctx, site, jobspec.UpdatePHPConfig, jobspec.PHPConfigPayload{Settings: next})
+	id, err := s.job(ctx, nil, site, jobspec.UpdatePHPConfig, jobspec.PHPConfigPayload{Settings: next})
 	if err != nil {
 		return nil, "", err
 	}
@@ -429,7 +437,7 @@ func (s *Service) SetPHPConfig(ctx context.Context, site *state.Site, settings m
 // Deploy queues the install of a plugin or theme from one source. An
 // upload is checked and stored now; a URL only has its address checked,
 // the job downloads it.
-func (s *Service) Deploy(ctx context.Context, site *state.Site, d sitespec.Deploy) (string, error) {
+func (s *Service) Deploy(ctx context.Context, ans *writes.Answer[sitespec.Made], site *state.Site, d sitespec.Deploy) (string, error) {
 	p := jobspec.DeployPayload{Activate: d.Activate}
 	switch {
 	case d.Upload != nil:
@@ -467,5 +475,5 @@ func (s *Service) Deploy(ctx context.Context, site *state.Site, d sitespec.Deplo
 		}
 		p.BlobSHA256 = sha
 	}
-	return s.job(ctx, site, jobspec.DeployPlugin, p)
+	return s.job(ctx, ans, site, jobspec.DeployPlugin, p)
 }

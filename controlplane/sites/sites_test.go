@@ -300,7 +300,7 @@ func TestRestore(t *testing.T) {
 				site.Status = state.SiteCreating
 			}
 			before, _ := w.store.Site(site.ID)
-			next, jobID, err := w.svc.Restore(context.Background(), site, tt.template)
+			next, jobID, err := w.svc.Restore(context.Background(), nil, site, tt.template)
 			after, _ := w.store.Site(site.ID)
 			if tt.code != "" {
 				if code(err) != tt.code {
@@ -349,7 +349,7 @@ func TestToolsNeedAReadySite(t *testing.T) {
 	if code(err) != apierr.CodeInvalidRequest || !strings.Contains(err.Error(), "creating") {
 		t.Fatalf("debug of a creating site: %v", err)
 	}
-	if _, _, err := w.svc.Reset(context.Background(), site); code(err) != apierr.CodeInvalidRequest {
+	if _, _, err := w.svc.Reset(context.Background(), nil, site); code(err) != apierr.CodeInvalidRequest {
 		t.Fatalf("reset of a creating site: %v", err)
 	}
 	if agent.calls != 0 {
@@ -425,7 +425,7 @@ func TestDeploySources(t *testing.T) {
 			w := newWorld(t, state.PlanPaid)
 			site := readySite(t, w)
 			before, _, _ := w.store.UnfinishedJobs()
-			id, err := w.svc.Deploy(context.Background(), site, tt.d)
+			id, err := w.svc.Deploy(context.Background(), nil, site, tt.d)
 			after, _, _ := w.store.UnfinishedJobs()
 			if tt.code != "" {
 				if code(err) != tt.code {

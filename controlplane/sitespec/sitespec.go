@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
@@ -50,6 +51,20 @@ type Create struct {
 	// entry; the job restores the archive once the site is ready.
 	Import         *state.Import
 	ImportIfStatus []string
+	// Answer, for a create a REST request asked for, is rendered from
+	// what the create made and goes in its Raft entry (nil: none).
+	Answer *writes.Answer[Made]
+}
+
+// Made is what a site's create or change applied: the site as it now is
+// and its job, with the run, baked template or import it started. REST
+// answers are rendered from it.
+type Made struct {
+	Site     state.Site
+	JobID    string
+	Run      *state.BlueprintRun
+	Template *state.Template
+	Import   *state.Import
 }
 
 // Deploy is a plugin or theme bound for a site: exactly one of a Library

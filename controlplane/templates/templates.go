@@ -12,12 +12,15 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sandboxd/sandboxd/controlplane/commit"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/naming"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
+	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
@@ -57,6 +60,9 @@ type Create struct {
 	SiteID      string
 	Name        string
 	Description string
+	// Answer, for a REST request, is rendered from the template and its
+	// job and goes in their Raft entry (nil: none).
+	Answer *writes.Answer[sitespec.Made]
 }
 
 // The launch settings' value sets.
@@ -159,7 +165,8 @@ func (s *Service) Create(ctx context.Context, in Create) (*state.Template, strin
 	// with a random suffix settles it.
 	for try := 0; ; try++ {
 		tpl.Slug = naming.Slug(name, "template", taken, try > 0)
-		_, err = s.cfg.Raft.Apply(ctx, fsm.CreateTemplateWithJob{Template: tpl, Job: job, Quota: quota})
+		_, err = commit.Apply(ctx, s.cfg.Raft, in.Answer, fsm.CreateTemplateWithJob{Template: tpl, Job: job, Quota: quota},
+			sitespec.Made{Site: *site, JobID: job.ID, Template: &tpl})
 		if !errors.Is(err, state.ErrConflict) || try > 0 {
 			break
 		}
