@@ -32,12 +32,14 @@ run: build images
 	./$(BIN) dev $(RUN_ARGS)
 
 # Everything, never skipped (root, containerd, MariaDB, Chromium); prints
-# the ten slowest tests and the slowest packages at the end. The
-# end-to-end package goes first (its tests run four at a time, most on one
-# shared dev system) while the others run beside it.
+# the ten slowest tests and the slowest packages at the end. The longest
+# packages start first, three at a time, so that the two cores stay busy
+# to the end; end-to-end tests run four at a time, most on one shared dev
+# system.
+SLOW_PACKAGES := ./e2e/ ./agent/sites/ ./agent/mariadb/ ./agent/runtime/ ./controlplane/server/
 test: deps images
 	$(GO) vet ./...
-	set -o pipefail; $(GO) test -race -count=1 -timeout 40m -parallel 4 -json ./e2e/ ./... | $(GO) run ./deploy/dev/testsummary
+	set -o pipefail; $(GO) test -race -count=1 -timeout 40m -p 3 -parallel 4 -json $(SLOW_PACKAGES) ./... | $(GO) run ./deploy/dev/testsummary
 
 # What needs neither root nor containerd: a minute or two, for the inner loop.
 test-short:
