@@ -2,16 +2,11 @@ package api
 
 import (
 	"net/http"
-	"strings"
-	"time"
 
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/accountspec"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
-	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
-	"github.com/sandboxd/sandboxd/internal/ids"
-	"github.com/sandboxd/sandboxd/internal/secret"
 )
 
 type userResponse struct {
@@ -120,61 +115,23 @@ func (a *API) listTokens(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, tokensResponse{Tokens: out})
 }
 
-func validName(field, name string, max int) (string, error) {
-	name = strings.TrimSpace(name)
-	if name == "" {
-		return "", apierr.Invalid(field, "%s is required", field)
-	}
-	if len(name) > max {
-		return "", apierr.Invalid(field, "%s must be at most %d characters", field, max)
-	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f {
-			return "", apierr.Invalid(field, "%s must not contain control characters", field)
-		}
-	}
-	return name, nil
-}
-
-// NewToken makes a token row and its secret; only the row enters Raft.
-func NewToken(userID, name string, now time.Time, expiresInDays *int) (state.Token, string) {
-	plain := secret.New(secret.TokenPrefix)
-	t := state.Token{ID: ids.New(ids.Token), UserID: userID, Name: name, Hash: secret.Hash(plain),
-		Prefix: secret.Display(plain), CreatedAt: now}
-	if expiresInDays != nil {
-		exp := now.Add(time.Duration(*expiresInDays) * 24 * time.Hour)
-		t.ExpiresAt = &exp
-	}
-	return t, plain
-}
-
 func (a *API) createToken(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	var body CreateTokenRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	name, err := validName("name", body.Name, 100)
-	if err != nil {
-		return err
-	}
-	if d := body.ExpiresInDays; d != nil && (*d < 1 || *d > 3650) {
-		return apierr.Invalid("expiresInDays", "expiresInDays must be between 1 and 3650")
-	}
-	quota, err := a.cfg.Plans.Quota(c.Account.Plan, plans.APITokens)
-	if err != nil {
-		return err
-	}
-	t, plain := NewToken(c.Account.ID, name, a.now(), body.ExpiresInDays)
-	return a.commit(w, req, fsm.CreateToken{Token: t, Quota: quota}, nil,
-		http.StatusCreated, CreateTokenResponse{Token: tokenView(&t, c.Token.ID, c.Account.PersonalWorkspaceID), Secret: plain})
+	ans := answer(a, req, http.StatusCreated, func(m accountspec.TokenMade) any {
+		return CreateTokenResponse{Token: tokenView(&m.Token, c.Token.ID, c.Account.PersonalWorkspaceID), Secret: m.Secret}
+	})
+	_, err := a.cfg.Accounts.CreateToken(req.Context(), ans, c.Account, body.Name, body.ExpiresInDays)
+	return respond(a, w, req, ans, err)
 }
 
 func (a *API) revokeToken(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
-	cmd := fsm.RevokeToken{UserID: c.Account.ID, TokenID: req.PathValue("id")}
-	if _, err := a.apply(req.Context(), cmd, apierr.NotFound(apierr.CodeTokenNotFound, "token")); err != nil {
-		return err
+	if err := a.cfg.Accounts.RevokeToken(req.Context(), c.Account, req.PathValue("id")); err != nil {
+		return writeError("", err)
 	}
 	return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
 }
@@ -194,13 +151,10 @@ func (a *API) myInvitations(w http.ResponseWriter, req *http.Request) error {
 }
 
 func (a *API) acceptInvitation(w http.ResponseWriter, req *http.Request) error {
-	c := CallerFrom(req.Context())
-	cmd := fsm.AcceptInvitation{InvitationID: req.PathValue("id"), UserID: c.Account.ID, At: a.now()}
-	res, err := a.apply(req.Context(), cmd, apierr.NotFound(apierr.CodeInvitationNotFound, "invitation"))
+	m, err := a.cfg.Workspaces.Accept(req.Context(), CallerFrom(req.Context()).Account, req.PathValue("id"))
 	if err != nil {
-		return err
+		return writeError("", err)
 	}
-	m := res.(*state.Member)
 	view, err := a.memberView(m)
 	if err != nil {
 		return err

@@ -4,15 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
+	"github.com/sandboxd/sandboxd/controlplane/accountspec"
 	"github.com/sandboxd/sandboxd/controlplane/cluster"
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/sealing"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
-	"github.com/sandboxd/sandboxd/internal/ids"
 )
 
 // CreateAccountRequest is the operator's body to create an account.
@@ -87,13 +85,6 @@ type RaftStatus struct {
 // RaftStatusPath is where a server asks another for its RaftStatus.
 const RaftStatusPath = "/internal/raft/status"
 
-func validPlan(p string) error {
-	if p != state.PlanFree && p != state.PlanPaid {
-		return apierr.Invalid("plan", "plan must be free or paid")
-	}
-	return nil
-}
-
 func (a *API) registerAdmin(r *rest.Router) {
 	a.operator(r, rest.Route{Method: "POST", Path: "/api/admin/accounts", Status: http.StatusCreated,
 		Summary: "Create an account with its personal workspace.", Request: CreateAccountRequest{}, Response: userResponse{}, Idempotent: true,
@@ -122,36 +113,14 @@ func (a *API) registerAdmin(r *rest.Router) {
 		Response: deletedResponse{}, Errors: []string{apierr.CodeNotFound}, Handler: a.leave})
 }
 
-func (a *API) newAccount(email, plan string) fsm.CreateAccount {
-	return NewAccount(email, plan, a.now())
-}
-
-// NewAccount builds the command that makes an account with its personal
-// workspace; the operator route and dev start-up both use it.
-func NewAccount(email, plan string, now time.Time) fsm.CreateAccount {
-	uid := ids.New(ids.User)
-	return fsm.CreateAccount{
-		Account:   state.Account{ID: uid, Email: email, Plan: plan, CreatedAt: now, UpdatedAt: now},
-		Workspace: state.Workspace{ID: ids.New(ids.Workspace), Name: "Personal", OwnerID: uid, Personal: true, CreatedAt: now, UpdatedAt: now},
-	}
-}
-
 func (a *API) adminCreateAccount(w http.ResponseWriter, req *http.Request) error {
 	var body CreateAccountRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	email, err := validEmail(body.Email)
-	if err != nil {
-		return err
-	}
-	if err := validPlan(body.Plan); err != nil {
-		return err
-	}
-	cmd := a.newAccount(email, body.Plan)
-	acct := cmd.Account
-	acct.PersonalWorkspaceID = cmd.Workspace.ID
-	return a.commit(w, req, cmd, nil, http.StatusCreated, userResponse{User: userView(&acct)})
+	ans := answer(a, req, http.StatusCreated, func(acct state.Account) any { return userResponse{User: userView(&acct)} })
+	_, err := a.cfg.Accounts.Create(req.Context(), ans, body.Email, body.Plan)
+	return respond(a, w, req, ans, err)
 }
 
 func (a *API) adminListAccounts(w http.ResponseWriter, req *http.Request) error {
@@ -166,35 +135,14 @@ func (a *API) adminListAccounts(w http.ResponseWriter, req *http.Request) error 
 	return rest.JSON(w, http.StatusOK, usersResponse{Users: out})
 }
 
-func (a *API) accountByEmail(email string) (*state.Account, error) {
-	acct, err := a.store.AccountByEmail(email)
-	if err != nil {
-		return nil, err
-	}
-	if acct == nil {
-		return nil, apierr.NotFound(apierr.CodeAccountNotFound, "account")
-	}
-	return acct, nil
-}
-
 func (a *API) adminSetPlan(w http.ResponseWriter, req *http.Request) error {
 	var body SetPlanRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	if err := validPlan(body.Plan); err != nil {
-		return err
-	}
-	acct, err := a.accountByEmail(req.PathValue("email"))
+	acct, err := a.cfg.Accounts.SetPlan(req.Context(), req.PathValue("email"), body.Plan)
 	if err != nil {
-		return err
-	}
-	cmd := fsm.SetPlan{UserID: acct.ID, Plan: body.Plan, At: a.now()}
-	if _, err := a.apply(req.Context(), cmd, apierr.NotFound(apierr.CodeAccountNotFound, "account")); err != nil {
-		return err
-	}
-	if acct, err = a.store.Account(acct.ID); err != nil || acct == nil {
-		return err
+		return writeError("", err)
 	}
 	return rest.JSON(w, http.StatusOK, userResponse{User: userView(acct)})
 }
@@ -204,24 +152,11 @@ func (a *API) adminCreateToken(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	email, err := validEmail(body.Email)
-	if err != nil {
-		return err
-	}
-	name := body.Name
-	if name == "" {
-		name = "created by operator"
-	}
-	if name, err = validName("name", name, 100); err != nil {
-		return err
-	}
-	acct, err := a.accountByEmail(email)
-	if err != nil {
-		return err
-	}
-	t, plain := NewToken(acct.ID, name, a.now(), nil)
-	return a.commit(w, req, fsm.CreateToken{Token: t}, apierr.NotFound(apierr.CodeAccountNotFound, "account"),
-		http.StatusCreated, CreateTokenResponse{Token: tokenView(&t, "", ""), Secret: plain})
+	ans := answer(a, req, http.StatusCreated, func(m accountspec.TokenMade) any {
+		return CreateTokenResponse{Token: tokenView(&m.Token, "", ""), Secret: m.Secret}
+	})
+	_, err := a.cfg.Accounts.OperatorToken(req.Context(), ans, body.Email, body.Name)
+	return respond(a, w, req, ans, err)
 }
 
 func (a *API) adminOutbox(w http.ResponseWriter, req *http.Request) error {

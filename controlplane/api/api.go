@@ -21,21 +21,18 @@ import (
 	"github.com/sandboxd/sandboxd/internal/seal"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/accountspec"
 	"github.com/sandboxd/sandboxd/controlplane/cluster"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/pki"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
 	"github.com/sandboxd/sandboxd/internal/secret"
 )
-
-// Mailer delivers a message (SMTP, or the dev outbox).
-type Mailer interface {
-	Send(ctx context.Context, m state.Mail) error
-}
 
 // ClusterView answers operators' questions about the Raft cluster.
 type ClusterView interface {
@@ -45,26 +42,49 @@ type ClusterView interface {
 	Cluster(ctx context.Context) ClusterStatus
 }
 
+// Accounts makes accounts and changes their plan, tokens and SSH keys.
+type Accounts interface {
+	Create(ctx context.Context, ans *writes.Answer[state.Account], email, plan string) (*state.Account, error)
+	SetPlan(ctx context.Context, email, plan string) (*state.Account, error)
+	CreateToken(ctx context.Context, ans *writes.Answer[accountspec.TokenMade], acct *state.Account, name string, expiresInDays *int) (*accountspec.TokenMade, error)
+	OperatorToken(ctx context.Context, ans *writes.Answer[accountspec.TokenMade], email, name string) (*accountspec.TokenMade, error)
+	RevokeToken(ctx context.Context, acct *state.Account, tokenID string) error
+	AddSSHKey(ctx context.Context, ans *writes.Answer[state.SSHKey], acct *state.Account, name, publicKey string) (*state.SSHKey, error)
+	DeleteSSHKey(ctx context.Context, acct *state.Account, id string) error
+}
+
+// Workspaces makes workspaces and changes their roles, invitations and
+// members.
+type Workspaces interface {
+	Create(ctx context.Context, ans *writes.Answer[accountspec.WorkspaceMade], owner *state.Account, name string) (*state.Workspace, error)
+	CreateRole(ctx context.Context, ans *writes.Answer[state.Role], ws *state.Workspace, name string, caps []string) (*state.Role, error)
+	UpdateRole(ctx context.Context, ws *state.Workspace, id string, name *string, caps *[]string) (*state.Role, error)
+	DeleteRole(ctx context.Context, ws *state.Workspace, id string) error
+	Invite(ctx context.Context, ans *writes.Answer[state.Invitation], ws *state.Workspace, by *state.Account, email, customRoleID string) (*state.Invitation, error)
+	RevokeInvitation(ctx context.Context, ws *state.Workspace, id string) error
+	Accept(ctx context.Context, acct *state.Account, id string) (*state.Member, error)
+	SetMemberRole(ctx context.Context, ws *state.Workspace, userID string, roleID *string) (*state.Member, error)
+	RemoveMember(ctx context.Context, ws *state.Workspace, userID string) error
+}
+
 // Config wires the handlers to the rest of the control plane.
 type Config struct {
 	Store *state.Store
 	Raft  fsm.Applier
 	Plans plans.Config
-	// Mailer delivers invitations.
-	Mailer Mailer
 	// Members checks operator tokens and manages the fleet's
 	// credentials (join tokens, operator tokens, members).
 	Members Members
-	// PublicURL is the API base URL written into emails.
-	PublicURL string
-	// InvitationTTL is how long an invitation can be accepted; zero means 7 days.
-	InvitationTTL time.Duration
 	// Leave removes a server from the Raft cluster (leader only).
 	Leave func(ctx context.Context, id string) error
 	// Cluster describes the Raft cluster for operators.
 	Cluster ClusterView
 	Now     func() time.Time
 	Logger  *slog.Logger
+	// Accounts changes accounts, their tokens and SSH keys.
+	Accounts Accounts
+	// Workspaces changes workspaces, their roles, invitations, members.
+	Workspaces Workspaces
 	// Sites changes sites (create, delete, reset, PHP, deploys).
 	Sites SiteChanges
 	// Tools reaches a ready site's toolbox on its node.
@@ -115,9 +135,6 @@ type API struct {
 func New(cfg Config) *API {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
-	}
-	if cfg.InvitationTTL == 0 {
-		cfg.InvitationTTL = 7 * 24 * time.Hour
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

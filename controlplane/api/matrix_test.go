@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 
 	"context"
-	"golang.org/x/crypto/ssh"
 	"net/http"
 	"regexp"
 	"slices"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"

@@ -3,12 +3,9 @@ package api
 import (
 	"net/http"
 
-	"github.com/sandboxd/sandboxd/controlplane/access"
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
-	"github.com/sandboxd/sandboxd/internal/ids"
 )
 
 type rolesResponse struct {
@@ -62,45 +59,15 @@ func (a *API) listRoles(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, rolesResponse{Roles: out})
 }
 
-func validCapabilities(caps []string) ([]string, error) {
-	if caps == nil {
-		return nil, apierr.Invalid("capabilities", "capabilities is required (it may be an empty list)")
-	}
-	out, err := access.Validate(caps)
-	if err != nil {
-		return nil, apierr.Invalid("capabilities", "%s", err.Error())
-	}
-	return out, nil
-}
-
 func (a *API) createRole(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	var body CreateRoleRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	name, err := validName("name", body.Name, 64)
-	if err != nil {
-		return err
-	}
-	caps, err := validCapabilities(body.Capabilities)
-	if err != nil {
-		return err
-	}
-	now := a.now()
-	role := state.Role{ID: ids.New(ids.Role), WorkspaceID: c.Workspace.ID, Name: name, Capabilities: caps, CreatedAt: now, UpdatedAt: now}
-	return a.commit(w, req, fsm.PutRole{Role: role}, nil, http.StatusCreated, roleResponse{Role: roleView(&role)})
-}
-
-func (a *API) roleIn(c *Caller, id string) (*state.Role, error) {
-	role, err := a.store.Role(id)
-	if err != nil {
-		return nil, err
-	}
-	if role == nil || role.WorkspaceID != c.Workspace.ID {
-		return nil, apierr.NotFound(apierr.CodeRoleNotFound, "role")
-	}
-	return role, nil
+	ans := answer(a, req, http.StatusCreated, func(r state.Role) any { return roleResponse{Role: roleView(&r)} })
+	_, err := a.cfg.Workspaces.CreateRole(req.Context(), ans, c.Workspace, body.Name, body.Capabilities)
+	return respond(a, w, req, ans, err)
 }
 
 func (a *API) updateRole(w http.ResponseWriter, req *http.Request) error {
@@ -109,33 +76,17 @@ func (a *API) updateRole(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	old, err := a.roleIn(c, req.PathValue("roleId"))
+	role, err := a.cfg.Workspaces.UpdateRole(req.Context(), c.Workspace, req.PathValue("roleId"), body.Name, body.Capabilities)
 	if err != nil {
-		return err
+		return writeError("", err)
 	}
-	role := *old
-	if body.Name != nil {
-		if role.Name, err = validName("name", *body.Name, 64); err != nil {
-			return err
-		}
-	}
-	if body.Capabilities != nil {
-		if role.Capabilities, err = validCapabilities(*body.Capabilities); err != nil {
-			return err
-		}
-	}
-	role.UpdatedAt = a.now()
-	if _, err := a.apply(req.Context(), fsm.PutRole{Role: role, Update: true}, apierr.NotFound(apierr.CodeRoleNotFound, "role")); err != nil {
-		return err
-	}
-	return rest.JSON(w, http.StatusOK, roleResponse{Role: roleView(&role)})
+	return rest.JSON(w, http.StatusOK, roleResponse{Role: roleView(role)})
 }
 
 func (a *API) deleteRole(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
-	cmd := fsm.DeleteRole{WorkspaceID: c.Workspace.ID, RoleID: req.PathValue("roleId"), At: a.now()}
-	if _, err := a.apply(req.Context(), cmd, apierr.NotFound(apierr.CodeRoleNotFound, "role")); err != nil {
-		return err
+	if err := a.cfg.Workspaces.DeleteRole(req.Context(), c.Workspace, req.PathValue("roleId")); err != nil {
+		return writeError("", err)
 	}
 	return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
 }

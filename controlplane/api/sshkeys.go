@@ -4,13 +4,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
-	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
-	"github.com/sandboxd/sandboxd/internal/ids"
-	"github.com/sandboxd/sandboxd/internal/sshkey"
 )
 
 // SSHKeyView is an account SSH key.
@@ -67,9 +63,8 @@ func (a *API) registerSSHKeys(r *rest.Router) {
 	a.bearer(r, acct, rest.Route{Method: "DELETE", Path: "/api/account/ssh-keys/{id}", Tag: "account",
 		Summary: "Remove an SSH key; the next connection with it is refused.", Params: map[string]string{"id": "sshKey"},
 		Response: deletedResponse{}, Errors: []string{apierr.CodeSSHKeyNotFound}, Handler: func(w http.ResponseWriter, req *http.Request) error {
-			cmd := fsm.DeleteSSHKey{UserID: CallerFrom(req.Context()).Account.ID, ID: req.PathValue("id")}
-			if _, err := a.apply(req.Context(), cmd, apierr.NotFound(apierr.CodeSSHKeyNotFound, "ssh key")); err != nil {
-				return err
+			if err := a.cfg.Accounts.DeleteSSHKey(req.Context(), CallerFrom(req.Context()).Account, req.PathValue("id")); err != nil {
+				return writeError("", err)
 			}
 			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
 		}})
@@ -81,19 +76,7 @@ func (a *API) addSSHKey(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	name, err := validName("name", body.Name, 100)
-	if err != nil {
-		return err
-	}
-	k, err := sshkey.Parse(body.PublicKey)
-	if err != nil {
-		return apierr.Invalid("publicKey", "%v", err)
-	}
-	quota, err := a.cfg.Plans.Quota(c.Account.Plan, plans.SSHKeys)
-	if err != nil {
-		return err
-	}
-	row := state.SSHKey{ID: ids.New(ids.Key), UserID: c.Account.ID, Name: name, Type: k.Type, Bits: k.Bits,
-		Fingerprint: k.Fingerprint, PublicKey: k.Authorized, CreatedAt: a.now()}
-	return a.commit(w, req, fsm.AddSSHKey{Key: row, Quota: quota}, nil, http.StatusCreated, sshKeyResponse{SSHKey: sshKeyView(&row)})
+	ans := answer(a, req, http.StatusCreated, func(k state.SSHKey) any { return sshKeyResponse{SSHKey: sshKeyView(&k)} })
+	_, err := a.cfg.Accounts.AddSSHKey(req.Context(), ans, c.Account, body.Name, body.PublicKey)
+	return respond(a, w, req, ans, err)
 }

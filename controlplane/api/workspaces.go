@@ -1,20 +1,14 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"net/mail"
-	"strings"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
-	"github.com/sandboxd/sandboxd/controlplane/plans"
+	"github.com/sandboxd/sandboxd/controlplane/accountspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
-	"github.com/sandboxd/sandboxd/internal/ids"
 )
 
 type workspacesResponse struct {
@@ -91,9 +85,8 @@ func (a *API) registerWorkspaces(r *rest.Router) {
 		Summary: "Withdraw a pending invitation.", Params: map[string]string{"id": "workspace", "invitationId": "invitation"},
 		Response: deletedResponse{}, Errors: []string{apierr.CodeInvitationNotFound, apierr.CodeConflict},
 		Handler: func(w http.ResponseWriter, req *http.Request) error {
-			cmd := fsm.RevokeInvitation{WorkspaceID: CallerFrom(req.Context()).Workspace.ID, InvitationID: req.PathValue("invitationId")}
-			if _, err := a.apply(req.Context(), cmd, apierr.NotFound(apierr.CodeInvitationNotFound, "invitation")); err != nil {
-				return err
+			if err := a.cfg.Workspaces.RevokeInvitation(req.Context(), CallerFrom(req.Context()).Workspace, req.PathValue("invitationId")); err != nil {
+				return writeError("", err)
 			}
 			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
 		}})
@@ -174,22 +167,17 @@ func (a *API) createWorkspace(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	name, err := validName("name", body.Name, 100)
-	if err != nil {
-		return err
+	var viewErr error
+	ans := answer(a, req, http.StatusCreated, func(m accountspec.WorkspaceMade) any {
+		v, err := a.workspaceView(&m.Workspace, &m.Member)
+		viewErr = err
+		return workspaceResponse{Workspace: v}
+	})
+	_, err := a.cfg.Workspaces.Create(req.Context(), ans, c.Account, body.Name)
+	if viewErr != nil {
+		return viewErr
 	}
-	quota, err := a.cfg.Plans.Quota(c.Account.Plan, plans.Workspaces)
-	if err != nil {
-		return err
-	}
-	now := a.now()
-	ws := state.Workspace{ID: ids.New(ids.Workspace), Name: name, OwnerID: c.Account.ID, CreatedAt: now, UpdatedAt: now}
-	m := &state.Member{WorkspaceID: ws.ID, UserID: c.Account.ID, Role: state.RoleOwner, JoinedAt: now}
-	v, err := a.workspaceView(&ws, m)
-	if err != nil {
-		return err
-	}
-	return a.commit(w, req, fsm.CreateWorkspace{Workspace: ws, Quota: quota}, nil, http.StatusCreated, workspaceResponse{Workspace: v})
+	return respond(a, w, req, ans, err)
 }
 
 func (a *API) listMembers(w http.ResponseWriter, req *http.Request) error {
@@ -223,75 +211,17 @@ func (a *API) listInvitations(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, invitationsResponse{Invitations: out})
 }
 
-func validEmail(s string) (string, error) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	if s == "" {
-		return "", apierr.Invalid("email", "email is required")
-	}
-	addr, err := mail.ParseAddress(s)
-	if err != nil || addr.Address != s || addr.Name != "" || len(s) > 254 {
-		return "", apierr.Invalid("email", "email must be a plain address such as name@example.com")
-	}
-	return s, nil
-}
-
 func (a *API) invite(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	var body InviteRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	email, err := validEmail(body.Email)
-	if err != nil {
-		return err
-	}
-	roleNotFound := apierr.NotFound(apierr.CodeRoleNotFound, "role").With("field", "customRoleId")
-	if body.CustomRoleID != "" {
-		role, err := a.store.Role(body.CustomRoleID)
-		if err != nil {
-			return err
-		}
-		if role == nil || role.WorkspaceID != c.Workspace.ID {
-			return roleNotFound
-		}
-	}
-	now := a.now()
-	plan, err := a.store.PlanOf(c.Workspace)
-	if err != nil {
-		return err
-	}
-	quota, err := a.cfg.Plans.Quota(plan, plans.MembersPerWorkspace)
-	if err != nil {
-		return err
-	}
-	inv := state.Invitation{ID: ids.New(ids.Invitation), WorkspaceID: c.Workspace.ID, Email: email,
-		CustomRoleID: body.CustomRoleID, InvitedByUserID: c.Account.ID, Status: state.InvitationPending,
-		CreatedAt: now, ExpiresAt: now.Add(a.cfg.InvitationTTL)}
-	applied, err := a.commitOnce(w, req, fsm.CreateInvitation{Invitation: inv, Quota: quota}, roleNotFound,
-		http.StatusCreated, invitationResponse{Invitation: a.invitationView(&inv, now)})
-	if applied {
-		a.sendInvitation(req, c, &inv)
-	}
-	return err
-}
-
-// sendInvitation mails the invitee. The invitation is committed already,
-// so a delivery failure is logged, not returned: the invitee still sees it
-// at GET /api/account/invitations and the inviter can list it.
-func (a *API) sendInvitation(req *http.Request, c *Caller, inv *state.Invitation) {
-	if a.cfg.Mailer == nil {
-		return
-	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s invited you to the workspace %q.\n\n", c.Account.Email, c.Workspace.Name)
-	fmt.Fprintf(&b, "Sign in with an API token for %s and accept:\n\n", inv.Email)
-	fmt.Fprintf(&b, "  curl -X POST %s/api/account/invitations/%s/accept \\\n    -H \"Authorization: Bearer $SANDBOX_TOKEN\"\n\n", a.cfg.PublicURL, inv.ID)
-	fmt.Fprintf(&b, "Invitation id: %s\nExpires: %s\n", inv.ID, inv.ExpiresAt.Format("2006-01-02 15:04 MST"))
-	m := state.Mail{ID: ids.New(ids.Mail), To: inv.Email, Subject: fmt.Sprintf("Invitation to %s", c.Workspace.Name),
-		Text: b.String(), CreatedAt: a.now()}
-	if err := a.cfg.Mailer.Send(req.Context(), m); err != nil {
-		a.log.Error("invitation email not delivered", "invitation_id", inv.ID, "workspace_id", inv.WorkspaceID, "err", err)
-	}
+	ans := answer(a, req, http.StatusCreated, func(inv state.Invitation) any {
+		return invitationResponse{Invitation: a.invitationView(&inv, inv.CreatedAt)}
+	})
+	_, err := a.cfg.Workspaces.Invite(req.Context(), ans, c.Workspace, c.Account, body.Email, body.CustomRoleID)
+	return respond(a, w, req, ans, err)
 }
 
 func (a *API) updateMember(w http.ResponseWriter, req *http.Request) error {
@@ -313,27 +243,11 @@ func (a *API) updateMember(w http.ResponseWriter, req *http.Request) error {
 	if err := json.Unmarshal(val, &roleID); err != nil || (roleID != nil && *roleID == "") {
 		return apierr.Invalid("customRoleId", "customRoleId must be a role id or null")
 	}
-	cmd := fsm.SetMemberRole{WorkspaceID: c.Workspace.ID, UserID: req.PathValue("userId")}
-	if roleID != nil {
-		cmd.RoleID = *roleID
-		role, err := a.store.Role(*roleID)
-		if err != nil {
-			return err
-		}
-		if role == nil || role.WorkspaceID != c.Workspace.ID {
-			return apierr.NotFound(apierr.CodeRoleNotFound, "role").With("field", "customRoleId")
-		}
-	}
-	if m, err := a.store.Member(c.Workspace.ID, cmd.UserID); err != nil {
-		return err
-	} else if m == nil {
-		return apierr.NotFound(apierr.CodeMemberNotFound, "member")
-	}
-	res, err := a.apply(req.Context(), cmd, apierr.NotFound(apierr.CodeMemberNotFound, "member or role"))
+	m, err := a.cfg.Workspaces.SetMemberRole(req.Context(), c.Workspace, req.PathValue("userId"), roleID)
 	if err != nil {
-		return err
+		return writeError("", err)
 	}
-	v, err := a.memberView(res.(*state.Member))
+	v, err := a.memberView(m)
 	if err != nil {
 		return err
 	}
@@ -346,9 +260,8 @@ func (a *API) removeMember(w http.ResponseWriter, req *http.Request) error {
 	if target != c.Account.ID && !c.Caps.Has(access.Manage) {
 		return apierr.CapabilityRequired(access.Manage)
 	}
-	cmd := fsm.RemoveMember{WorkspaceID: c.Workspace.ID, UserID: target}
-	if _, err := a.apply(req.Context(), cmd, apierr.NotFound(apierr.CodeMemberNotFound, "member")); err != nil {
-		return err
+	if err := a.cfg.Workspaces.RemoveMember(req.Context(), c.Workspace, target); err != nil {
+		return writeError("", err)
 	}
 	return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
 }

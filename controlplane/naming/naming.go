@@ -1,10 +1,11 @@
-// Package naming checks the names and descriptions people give a
-// workspace's reusable things (templates, Blueprints) and makes their
-// slugs, one rule for all of them.
+// Package naming checks the names, descriptions and addresses people
+// give (tokens, roles, templates, Blueprints, invitations) and makes
+// slugs, one rule for each.
 package naming
 
 import (
 	"fmt"
+	"net/mail"
 	"regexp"
 	"strings"
 
@@ -22,6 +23,38 @@ func Name(name string) (string, error) {
 		return "", apierr.Invalid("name", "name must be at most 100 characters on one line")
 	}
 	return name, nil
+}
+
+// Field checks a required one-line value of at most max characters,
+// without control characters, named field in errors.
+func Field(field, value string, max int) (string, error) {
+	value = strings.TrimSpace(value)
+	if value == "" {
+		return "", apierr.Invalid(field, "%s is required", field)
+	}
+	if len(value) > max {
+		return "", apierr.Invalid(field, "%s must be at most %d characters", field, max)
+	}
+	for _, r := range value {
+		if r < 0x20 || r == 0x7f {
+			return "", apierr.Invalid(field, "%s must not contain control characters", field)
+		}
+	}
+	return value, nil
+}
+
+// Email checks a plain email address (name@example.com) and lowercases
+// it: accounts and invitations are keyed by it.
+func Email(s string) (string, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "" {
+		return "", apierr.Invalid("email", "email is required")
+	}
+	addr, err := mail.ParseAddress(s)
+	if err != nil || addr.Address != s || addr.Name != "" || len(s) > 254 {
+		return "", apierr.Invalid("email", "email must be a plain address such as name@example.com")
+	}
+	return s, nil
 }
 
 // Description checks a description: at most 2000 characters.

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandboxd/sandboxd/controlplane/api"
+	"github.com/sandboxd/sandboxd/controlplane/accounts"
+	"github.com/sandboxd/sandboxd/controlplane/accountspec"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/secret"
@@ -61,7 +62,7 @@ func (s *Server) EnsureDevOwner(ctx context.Context) (string, error) {
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	if acct == nil {
-		cmd := api.NewAccount(DevOwnerEmail, state.PlanPaid, now)
+		cmd := accounts.NewAccount(DevOwnerEmail, state.PlanPaid, now)
 		if _, err := s.node.Apply(ctx, cmd); err != nil {
 			return "", fmt.Errorf("create dev owner: %w", err)
 		}
@@ -76,11 +77,11 @@ func (s *Server) EnsureDevOwner(ctx context.Context) (string, error) {
 			return tok, nil
 		}
 	}
-	t, plain := api.NewToken(acct.ID, "sandboxd dev", now, nil)
-	if _, err := s.node.Apply(ctx, fsm.CreateToken{Token: t}); err != nil {
+	t := accountspec.NewToken(acct.ID, "sandboxd dev", now, nil)
+	if _, err := s.node.Apply(ctx, fsm.CreateToken{Token: t.Token}); err != nil {
 		return "", fmt.Errorf("create dev token: %w", err)
 	}
-	return plain, writeFileAtomic(tokenPath, []byte("SANDBOX_TOKEN="+plain+"\n"), 0o600)
+	return t.Secret, writeFileAtomic(tokenPath, []byte("SANDBOX_TOKEN="+t.Secret+"\n"), 0o600)
 }
 
 // WriteDevEnv writes DevEnvFile; call it once a site can be created.

@@ -26,6 +26,7 @@ import (
 	pluginzip "github.com/sandboxd/sandboxd/connector"
 
 	"github.com/sandboxd/sandboxd/blueprint"
+	"github.com/sandboxd/sandboxd/controlplane/accounts"
 	"github.com/sandboxd/sandboxd/controlplane/blobs"
 	"github.com/sandboxd/sandboxd/controlplane/blueprintrun"
 	"github.com/sandboxd/sandboxd/controlplane/blueprints"
@@ -37,6 +38,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/sites"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/statemetrics"
+	"github.com/sandboxd/sandboxd/controlplane/workspaces"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/objstore"
 	"github.com/sandboxd/sandboxd/internal/promreg"
@@ -454,7 +456,7 @@ func New(cfg Config) (_ *Server, err error) {
 	node.OnLeader(s.finishBootstrap)
 	s.sealing = newSealingService(s, keys)
 
-	var mailer api.Mailer = mail.NewOutbox(node)
+	var mailer workspaces.Mailer = mail.NewOutbox(node)
 	if cfg.SMTP.Addr != "" {
 		mailer = mail.NewSMTP(cfg.SMTP)
 	}
@@ -610,9 +612,13 @@ func New(cfg Config) (_ *Server, err error) {
 	domainService := domains.New(domains.Config{Store: store, Raft: writes, Resolver: resolver, EdgeAddrs: cfg.EdgeAddrs,
 		SandboxDomain: cfg.SandboxDomain, Logger: cfg.Logger, Now: cfg.Now})
 	node.OnLeader(func(ctx context.Context) { domainService.Watch(ctx, cmp.Or(cfg.DomainCheckInterval, time.Minute)) })
+	accountService := accounts.New(accounts.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now})
+	workspaceService := workspaces.New(workspaces.Config{Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, PublicURL: s.url,
+		Now: cfg.Now, Logger: cfg.Logger})
 	s.api = api.New(api.Config{
-		Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, Members: s.members,
-		PublicURL: s.url, Leave: node.RemoveServer, Cluster: clusterView{s}, Logger: cfg.Logger, Now: cfg.Now,
+		Store: store, Raft: writes, Plans: cfg.Plans, Members: s.members,
+		Accounts: accountService, Workspaces: workspaceService,
+		Leave: node.RemoveServer, Cluster: clusterView{s}, Logger: cfg.Logger, Now: cfg.Now,
 		Sites: siteService, Tools: siteService, Templates: tpls, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer, Webhooks: hooks,
 		Blueprints:   bps,
 		Runs:         bps,
