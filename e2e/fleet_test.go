@@ -722,7 +722,7 @@ func TestFleetRollingUpgrade(t *testing.T) {
 	writesGoThrough := func(after string) {
 		t.Helper()
 		n := writes.Load()
-		st.WaitFor(t, time.Minute, "two writes to go through after "+after, func() bool { return writes.Load() >= n+2 })
+		st.WaitFor(t, time.Minute, "three writes to go through after "+after, func() bool { return writes.Load() >= n+3 })
 	}
 	upgrade := func(h *host, ready func() bool) window {
 		t.Helper()

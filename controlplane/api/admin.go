@@ -1,12 +1,9 @@
 package api
 
 import (
-	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/sandboxd/sandboxd/controlplane/accountspec"
-	"github.com/sandboxd/sandboxd/controlplane/cluster"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/sealing"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -172,20 +169,8 @@ func (a *API) adminOutbox(w http.ResponseWriter, req *http.Request) error {
 }
 
 func (a *API) leave(w http.ResponseWriter, req *http.Request) error {
-	id := req.PathValue("id")
-	if sv, err := a.store.Server(id); err != nil {
+	if err := a.cfg.Fleet.RemoveServer(req.Context(), req.PathValue("id")); err != nil {
 		return err
-	} else if sv == nil {
-		return apierr.NotFound(apierr.CodeNotFound, "server")
-	}
-	if a.cfg.Leave == nil {
-		return apierr.Unavailable("this server cannot remove members")
-	}
-	if err := a.cfg.Leave(req.Context(), id); err != nil {
-		if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrOutcomeUnknown) {
-			return apierr.Unavailable("leadership changed; retry")
-		}
-		return fmt.Errorf("remove server %s: %w", id, err)
 	}
 	return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
 }

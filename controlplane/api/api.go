@@ -22,10 +22,9 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/accountspec"
-	"github.com/sandboxd/sandboxd/controlplane/cluster"
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -67,16 +66,23 @@ type Workspaces interface {
 	RemoveMember(ctx context.Context, ws *state.Workspace, userID string) error
 }
 
+// Fleet is what operators change in the fleet: drains, snapshots,
+// servers.
+type Fleet interface {
+	Drain(ctx context.Context, nodeID string, on bool) error
+	Snapshot(ctx context.Context, ans *writes.Answer[sitespec.Made], siteID string) (string, error)
+	RemoveServer(ctx context.Context, id string) error
+}
+
 // Config wires the handlers to the rest of the control plane.
 type Config struct {
 	Store *state.Store
-	Raft  fsm.Applier
 	Plans plans.Config
 	// Members checks operator tokens and manages the fleet's
 	// credentials (join tokens, operator tokens, members).
 	Members Members
-	// Leave removes a server from the Raft cluster (leader only).
-	Leave func(ctx context.Context, id string) error
+	// Fleet changes nodes' drains, snapshots sites, removes servers.
+	Fleet Fleet
 	// Cluster describes the Raft cluster for operators.
 	Cluster ClusterView
 	Now     func() time.Time
@@ -139,7 +145,6 @@ func New(cfg Config) *API {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	cfg.Raft = Claims(cfg.Raft)
 	return &API{cfg: cfg, store: cfg.Store, log: cfg.Logger.With("component", "api"),
 		limits: newLimiters(cfg.RateLimits, cfg.Now, cfg.Metrics)}
 }
@@ -439,23 +444,6 @@ func (a *API) selectWorkspace(r *http.Request, c *Caller, mustMatchPath bool) er
 	return nil
 }
 
-// apply commits a command and translates the outcome (writeError);
-// notFound names the 404 code for this route.
-func (a *API) apply(ctx context.Context, c fsm.Command, notFound *apierr.Error) (any, error) {
-	res, err := a.cfg.Raft.Apply(ctx, c)
-	if err != nil {
-		if notFound != nil && errors.Is(err, state.ErrNotFound) {
-			return nil, notFound
-		}
-		key := ""
-		if cl := claimFrom(ctx); cl != nil {
-			key = cl.key
-		}
-		return nil, writeError(key, err)
-	}
-	return res, nil
-}
-
 // writeError turns what a write through Raft can fail with, directly or
 // from a service, into the API's errors: store sentinels become their
 // codes, a lost leadership a 503 the client can retry, an unknown
@@ -468,9 +456,9 @@ func writeError(key string, err error) error {
 		return nil
 	case errors.As(err, &quota):
 		return plans.Error(quota.Quota)
-	case errors.Is(err, cluster.ErrNotLeader):
+	case errors.Is(err, writes.ErrNotLeader):
 		return apierr.Unavailable("leadership changed; nothing was written, retry the request")
-	case errors.Is(err, cluster.ErrOutcomeUnknown):
+	case errors.Is(err, writes.ErrOutcomeUnknown):
 		return apierr.OutcomeUnknown("leadership changed while writing: the change may or may not have been applied; " +
 			"retry with the same Idempotency-Key, or check before retrying without one")
 	case errors.Is(err, state.ErrIdempotencyKeyReused):

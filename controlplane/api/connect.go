@@ -10,9 +10,9 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/sandboxd/sandboxd/controlplane/cluster"
 	"github.com/sandboxd/sandboxd/controlplane/oauth"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
@@ -84,7 +84,7 @@ func (a *API) registerClient(w http.ResponseWriter, req *http.Request) error {
 	}
 	if err != nil {
 		// A registration that may have been committed stays charged.
-		accepted = errors.Is(err, cluster.ErrOutcomeUnknown)
+		accepted = errors.Is(err, writes.ErrOutcomeUnknown)
 		return writeError("", err)
 	}
 	accepted = true

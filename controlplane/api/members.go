@@ -2,17 +2,15 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"sort"
 	"time"
 
-	"github.com/sandboxd/sandboxd/controlplane/fsm"
-	"github.com/sandboxd/sandboxd/controlplane/jobs"
-	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/members"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
+	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/pki"
 )
@@ -23,7 +21,7 @@ type Members interface {
 	CAFingerprint() (string, error)
 	CreateJoinToken(ctx context.Context, o members.JoinTokenOptions) (string, *state.JoinToken, error)
 	RevokeJoinToken(ctx context.Context, id string) error
-	CreateOperatorToken(ctx context.Context, name, secret string) (string, *state.OperatorToken, error)
+	CreateOperatorToken(ctx context.Context, ans *writes.Answer[state.OperatorToken], name, secret string) (string, *state.OperatorToken, error)
 	RevokeOperatorToken(ctx context.Context, id string) error
 	RevokeMember(ctx context.Context, id string) error
 }
@@ -148,21 +146,19 @@ func (a *API) createJoinToken(w http.ResponseWriter, req *http.Request) error {
 	if body.TTLMinutes < 0 || body.TTLMinutes > 43200 {
 		return apierr.Invalid("ttlMinutes", "ttlMinutes must be 1..43200")
 	}
-	// The secret is made here so that the answer kept for a replay is
-	// rendered from the applied command.
+	// The secret is made here so that the answer kept for a replay shows
+	// it.
 	sec := members.NewJoinSecret()
 	fp, err := a.cfg.Members.CAFingerprint()
 	if err != nil {
 		return err
 	}
-	_, err = changed(a, w, req, http.StatusCreated, func(cmd fsm.CreateJoinToken) any {
-		return joinTokenCreated{JoinToken: joinTokenView(&cmd.Token), Token: members.FormatJoinToken(fp, cmd.Token.ID, sec)}
-	}, func(ctx context.Context) error {
-		_, _, err := a.cfg.Members.CreateJoinToken(ctx, members.JoinTokenOptions{Role: pki.Role(body.Role), Name: body.Name,
-			TTL: time.Duration(body.TTLMinutes) * time.Minute, Description: body.Description, Secret: sec})
-		return err
+	ans := answer(a, req, http.StatusCreated, func(t state.JoinToken) any {
+		return joinTokenCreated{JoinToken: joinTokenView(&t), Token: members.FormatJoinToken(fp, t.ID, sec)}
 	})
-	return err
+	_, _, err = a.cfg.Members.CreateJoinToken(req.Context(), members.JoinTokenOptions{Role: pki.Role(body.Role), Name: body.Name,
+		TTL: time.Duration(body.TTLMinutes) * time.Minute, Description: body.Description, Secret: sec, Answer: ans})
+	return respond(a, w, req, ans, err)
 }
 
 func (a *API) listJoinTokens(w http.ResponseWriter, req *http.Request) error {
@@ -184,14 +180,11 @@ func (a *API) createOperatorToken(w http.ResponseWriter, req *http.Request) erro
 		return err
 	}
 	tok := members.NewOperatorSecret()
-	_, err := changed(a, w, req, http.StatusCreated, func(cmd fsm.CreateOperatorToken) any {
-		rec := cmd.Token
+	ans := answer(a, req, http.StatusCreated, func(rec state.OperatorToken) any {
 		return operatorTokenCreated{OperatorToken: OperatorTokenView{ID: rec.ID, Name: rec.Name, CreatedAt: rec.CreatedAt}, Token: tok}
-	}, func(ctx context.Context) error {
-		_, _, err := a.cfg.Members.CreateOperatorToken(ctx, body.Name, tok)
-		return err
 	})
-	return err
+	_, _, err := a.cfg.Members.CreateOperatorToken(req.Context(), ans, body.Name, tok)
+	return respond(a, w, req, ans, err)
 }
 
 func (a *API) listOperatorTokens(w http.ResponseWriter, req *http.Request) error {
@@ -334,31 +327,15 @@ func (a *API) registerFleet(r *rest.Router) {
 }
 
 func (a *API) snapshotSite(w http.ResponseWriter, req *http.Request) error {
-	s, err := a.store.Site(req.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	if s == nil || s.Pool != "" {
-		return apierr.NotFound(apierr.CodeSiteNotFound, "site")
-	}
-	if s.Status != state.SiteReady {
-		return apierr.Invalid("", "the site is %s; only a running site is snapshotted", s.Status).With("status", s.Status)
-	}
-	j, err := jobs.New(jobspec.SnapshotSite, s.WorkspaceID, s.ID, jobspec.SnapshotPayload{Reason: "operator"}, a.now())
-	if err != nil {
-		return err
-	}
-	return a.commit(w, req, fsm.CreateJob{Job: j}, nil, http.StatusAccepted, jobOnlyResponse{JobID: j.ID})
+	ans := answer(a, req, http.StatusAccepted, func(m sitespec.Made) any { return jobOnlyResponse{JobID: m.JobID} })
+	_, err := a.cfg.Fleet.Snapshot(req.Context(), ans, req.PathValue("id"))
+	return respond(a, w, req, ans, err)
 }
 
 func (a *API) drain(on bool) rest.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) error {
-		id := req.PathValue("id")
-		if _, err := a.cfg.Raft.Apply(req.Context(), fsm.SetNodeDrain{ID: id, Drain: on, At: a.now()}); err != nil {
-			if errors.Is(err, state.ErrNotFound) {
-				return apierr.NotFound(apierr.CodeNotFound, "node")
-			}
-			return err
+		if err := a.cfg.Fleet.Drain(req.Context(), req.PathValue("id"), on); err != nil {
+			return writeError("", err)
 		}
 		if !on {
 			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})

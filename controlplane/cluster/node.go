@@ -24,15 +24,17 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 )
 
 // ErrNotLeader is returned by Apply when the command was not written: this
-// node does not lead (the caller forwards the request), or leadership is
+// node does not lead (the caller may retry on the leader), or leadership is
 // being handed over. ErrOutcomeUnknown means the command went out and its
-// fate was lost with the leadership: it may or may not be applied.
+// fate is unknown. Both are package writes' errors, which the API answers
+// without knowing of Raft.
 var (
-	ErrNotLeader      = errors.New("not the raft leader")
-	ErrOutcomeUnknown = errors.New("leadership lost while applying; outcome unknown")
+	ErrNotLeader      = writes.ErrNotLeader
+	ErrOutcomeUnknown = writes.ErrOutcomeUnknown
 )
 
 // Raft timeouts. A follower notices a dead leader after 1 to 2 heartbeat

@@ -18,8 +18,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxd/sandboxd/controlplane/commit"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
 	"github.com/sandboxd/sandboxd/internal/pki"
@@ -139,8 +141,11 @@ type JoinTokenOptions struct {
 	Description string
 	// Secret is the token's secret part, or empty for a new one: the API
 	// makes it first so that the answer it keeps for an Idempotency-Key
-	// replay can be rendered from the applied command.
+	// replay shows it.
 	Secret string
+	// Answer, for a REST request, is rendered from the token and goes in
+	// its Raft entry (nil: none).
+	Answer *writes.Answer[state.JoinToken]
 }
 
 // CreateJoinToken makes a single-use join token; the secret is returned
@@ -174,7 +179,7 @@ func (s *Service) CreateJoinToken(ctx context.Context, o JoinTokenOptions) (stri
 	}
 	tok := state.JoinToken{ID: id, Hash: secret.Hash(sec), Role: string(o.Role), Name: o.Name, Description: o.Description,
 		CreatedAt: now, ExpiresAt: now.Add(o.TTL)}
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateJoinToken{Token: tok}); err != nil {
+	if _, err := commit.Apply(ctx, s.cfg.Raft, o.Answer, fsm.CreateJoinToken{Token: tok}, tok); err != nil {
 		return "", nil, err
 	}
 	return FormatJoinToken(ca.Fingerprint(), id, sec), &tok, nil
@@ -371,7 +376,7 @@ func operatorToken(tok, name string, now time.Time) (string, state.OperatorToken
 
 // CreateOperatorToken makes an operator token with the secret tok (from
 // NewOperatorSecret; empty for a new one); the secret is returned once.
-func (s *Service) CreateOperatorToken(ctx context.Context, name, tok string) (string, *state.OperatorToken, error) {
+func (s *Service) CreateOperatorToken(ctx context.Context, ans *writes.Answer[state.OperatorToken], name, tok string) (string, *state.OperatorToken, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 100 {
 		return "", nil, apierr.Invalid("name", "name is required, at most 100 characters")
@@ -382,7 +387,7 @@ func (s *Service) CreateOperatorToken(ctx context.Context, name, tok string) (st
 		return "", nil, errors.New("an operator token secret carries its prefix")
 	}
 	tok, rec := operatorToken(tok, name, s.now())
-	if _, err := s.cfg.Raft.Apply(ctx, fsm.CreateOperatorToken{Token: rec}); err != nil {
+	if _, err := commit.Apply(ctx, s.cfg.Raft, ans, fsm.CreateOperatorToken{Token: rec}, rec); err != nil {
 		return "", nil, err
 	}
 	return tok, &rec, nil

@@ -32,6 +32,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/blueprints"
 	"github.com/sandboxd/sandboxd/controlplane/certstore"
 	"github.com/sandboxd/sandboxd/controlplane/domains"
+	"github.com/sandboxd/sandboxd/controlplane/fleet"
 	"github.com/sandboxd/sandboxd/controlplane/imports"
 	"github.com/sandboxd/sandboxd/controlplane/library"
 	"github.com/sandboxd/sandboxd/controlplane/oauth"
@@ -450,7 +451,7 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	closers = append(closers, node.Shutdown)
 	s.node = node
-	s.members = members.New(members.Config{Store: store, Raft: api.Claims(node), Sealer: caSealer, CertTTL: cfg.CertTTL, Now: cfg.Now,
+	s.members = members.New(members.Config{Store: store, Raft: node, Sealer: caSealer, CertTTL: cfg.CertTTL, Now: cfg.Now,
 		Logger: cfg.Logger})
 	s.membersReady.Store(s.members)
 	node.OnLeader(s.finishBootstrap)
@@ -514,14 +515,15 @@ func New(cfg Config) (_ *Server, err error) {
 	s.router = rest.NewRouter(cfg.Logger)
 	// Every writer the REST API starts goes through one applier that
 	// carries a request's Idempotency-Key record with its command.
-	writes := api.Claims(node)
-	lib := library.New(library.Config{Store: store, Raft: writes, Plans: cfg.Plans, Blobs: blobStore, Sealer: sealer, Fetch: fetch,
+	// Every service writes through Raft itself; a REST request's answer
+	// goes to the service that makes its change (package writes).
+	lib := library.New(library.Config{Store: store, Raft: node, Plans: cfg.Plans, Blobs: blobStore, Sealer: sealer, Fetch: fetch,
 		GitHubAPI: cfg.GitHubAPI, GitHubHTTP: &http.Client{Timeout: 30 * time.Second}, Replicate: s.blobSync.Push,
 		Now: cfg.Now, Logger: cfg.Logger})
-	siteService := sites.New(sites.Config{Store: store, Raft: writes, Plans: cfg.Plans, Nodes: s.registry, Strategy: cfg.Strategy,
+	siteService := sites.New(sites.Config{Store: store, Raft: node, Plans: cfg.Plans, Nodes: s.registry, Strategy: cfg.Strategy,
 		SiteURL: s.siteURL, Zips: lib, CheckURL: func(raw string) error { _, err := fetch.CheckURL(raw); return err }, Pools: s.pool,
 		Now: cfg.Now})
-	tpls := templates.New(templates.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now})
+	tpls := templates.New(templates.Config{Store: store, Raft: node, Plans: cfg.Plans, Now: cfg.Now})
 	// The operator's mirror may be on their private network: its own
 	// client reaches its addresses, which tenant URLs still cannot.
 	mirrorFetch := safefetch.New(append(slices.Clone(cfg.FetchAllow), addressesOf(cfg.ResourceMirror.Targets())...), 5*time.Minute)
@@ -536,7 +538,7 @@ func New(cfg Config) (_ *Server, err error) {
 		return fetch.Get(ctx, to, max, nil)
 	}
 	env := func() blueprint.Env { return blueprintEnv(s.registry.AvailablePHP(), cfg.ResourceMirror, fetch) }
-	bps := blueprints.New(blueprints.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now, Zips: lib,
+	bps := blueprints.New(blueprints.Config{Store: store, Raft: node, Plans: cfg.Plans, Now: cfg.Now, Zips: lib,
 		Fetch: resourceFetch, Env: env, Sites: siteService})
 	runners.Blueprints = blueprintrun.New(blueprintrun.Config{Store: store, Raft: node, Agents: s.registry, Fetch: resourceFetch,
 		Blob: blobStore.Get, Env: env, Now: cfg.Now, Logger: cfg.Logger,
@@ -564,7 +566,7 @@ func New(cfg Config) (_ *Server, err error) {
 		}
 		objects = bucket
 	}
-	importService, err := imports.New(imports.Config{Store: store, Raft: writes, Sites: siteService, Blobs: blobStore,
+	importService, err := imports.New(imports.Config{Store: store, Raft: node, Sites: siteService, Blobs: blobStore,
 		Dir: filepath.Join(cfg.DataDir, "imports"), MaxSize: cfg.MaxImportBytes, Objects: objects, Now: cfg.Now})
 	if err != nil {
 		return nil, err
@@ -581,7 +583,7 @@ func New(cfg Config) (_ *Server, err error) {
 	node.OnLeader(s.dispatcher.Run)
 	hookSealer := keys.Sealer(sealing.PurposeWebhooks)
 	sender := webhooks.NewSender(cfg.FetchAllow, cfg.WebhookRoots)
-	hooks := webhooks.New(webhooks.Config{Store: store, Raft: writes, Sealer: hookSealer, Sender: sender, Allow: cfg.FetchAllow, Now: cfg.Now})
+	hooks := webhooks.New(webhooks.Config{Store: store, Raft: node, Sealer: hookSealer, Sender: sender, Allow: cfg.FetchAllow, Now: cfg.Now})
 	deliveries := &webhooks.Dispatcher{Store: store, Raft: node, Sender: sender, Secret: hooks.Secret, Schedule: cfg.WebhookSchedule,
 		Now: cfg.Now, Log: s.log.With("component", "webhooks")}
 	node.OnLeader(deliveries.Run)
@@ -607,18 +609,18 @@ func New(cfg Config) (_ *Server, err error) {
 		resolver = nil
 	}
 	gitSealer := keys.Sealer(sealing.PurposeGit)
-	repoService := repos.New(repos.Config{Store: store, Raft: writes, Sealer: gitSealer, PublicURL: s.url, Allow: cfg.FetchAllow, Now: cfg.Now})
+	repoService := repos.New(repos.Config{Store: store, Raft: node, Sealer: gitSealer, PublicURL: s.url, Allow: cfg.FetchAllow, Now: cfg.Now})
 	runners.GitSecrets, runners.PinHost = repoService.Secrets, fetch.PinHost
-	domainService := domains.New(domains.Config{Store: store, Raft: writes, Resolver: resolver, EdgeAddrs: cfg.EdgeAddrs,
+	domainService := domains.New(domains.Config{Store: store, Raft: node, Resolver: resolver, EdgeAddrs: cfg.EdgeAddrs,
 		SandboxDomain: cfg.SandboxDomain, Logger: cfg.Logger, Now: cfg.Now})
 	node.OnLeader(func(ctx context.Context) { domainService.Watch(ctx, cmp.Or(cfg.DomainCheckInterval, time.Minute)) })
-	accountService := accounts.New(accounts.Config{Store: store, Raft: writes, Plans: cfg.Plans, Now: cfg.Now})
-	workspaceService := workspaces.New(workspaces.Config{Store: store, Raft: writes, Plans: cfg.Plans, Mailer: mailer, PublicURL: s.url,
+	accountService := accounts.New(accounts.Config{Store: store, Raft: node, Plans: cfg.Plans, Now: cfg.Now})
+	workspaceService := workspaces.New(workspaces.Config{Store: store, Raft: node, Plans: cfg.Plans, Mailer: mailer, PublicURL: s.url,
 		Now: cfg.Now, Logger: cfg.Logger})
 	s.api = api.New(api.Config{
-		Store: store, Raft: writes, Plans: cfg.Plans, Members: s.members,
+		Store: store, Plans: cfg.Plans, Members: s.members,
 		Accounts: accountService, Workspaces: workspaceService,
-		Leave: node.RemoveServer, Cluster: clusterView{s}, Logger: cfg.Logger, Now: cfg.Now,
+		Fleet: fleet.New(fleet.Config{Store: store, Raft: node, Leave: node.RemoveServer, Now: cfg.Now}), Cluster: clusterView{s}, Logger: cfg.Logger, Now: cfg.Now,
 		Sites: siteService, Tools: siteService, Templates: tpls, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer, Webhooks: hooks,
 		Blueprints:   bps,
 		Runs:         bps,

@@ -7,6 +7,7 @@ package writes
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -78,6 +79,14 @@ func (a *Answer[M]) Body() []byte {
 	}
 	return a.body
 }
+
+// Errors of a write through Raft that callers answer without knowing of
+// Raft: ErrNotLeader means nothing was written (retry on the leader);
+// ErrOutcomeUnknown that the write went out and its fate is unknown.
+var (
+	ErrNotLeader      = errors.New("not the raft leader")
+	ErrOutcomeUnknown = errors.New("leadership lost while applying; outcome unknown")
+)
 
 // Replayed is the error of a write whose key a concurrent twin with the
 // same request used first: Record's answer is the one to give.
