@@ -5,7 +5,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/accountspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
-	"github.com/sandboxd/sandboxd/controlplane/sealing"
+	"github.com/sandboxd/sandboxd/controlplane/sealingspec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
@@ -49,8 +49,8 @@ type ClusterStatus struct {
 	Term         uint64 `json:"term"`
 	AppliedIndex uint64 `json:"appliedIndex"`
 	// Servers is the Raft configuration, each with what it says of itself.
-	Servers []ClusterServer `json:"servers"`
-	Sealing sealing.Status  `json:"sealing" doc:"The answering server's sealing key ids."`
+	Servers []ClusterServer    `json:"servers"`
+	Sealing sealingspec.Status `json:"sealing" doc:"The answering server's sealing key ids."`
 }
 
 // ClusterServer is one server of the Raft configuration.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
-	"github.com/sandboxd/sandboxd/controlplane/blueprints"
+	"github.com/sandboxd/sandboxd/controlplane/blueprintspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -17,9 +17,9 @@ import (
 
 // BlueprintRuns is what the run routes need from the Blueprints service.
 type BlueprintRuns interface {
-	CreateSite(ctx context.Context, c blueprints.Caller, b *state.Blueprint, name string) (*state.Site, *state.BlueprintRun, error)
-	Apply(ctx context.Context, c blueprints.Caller, site *state.Site, b *state.Blueprint, src []byte) (*state.BlueprintRun, error)
-	Bake(ctx context.Context, c blueprints.Caller, b *state.Blueprint, name, description, rebake string) (*state.Template, *state.BlueprintRun, error)
+	CreateSite(ctx context.Context, c blueprintspec.Caller, b *state.Blueprint, name string) (*state.Site, *state.BlueprintRun, error)
+	Apply(ctx context.Context, c blueprintspec.Caller, site *state.Site, b *state.Blueprint, src []byte) (*state.BlueprintRun, error)
+	Bake(ctx context.Context, c blueprintspec.Caller, b *state.Blueprint, name, description, rebake string) (*state.Template, *state.BlueprintRun, error)
 	Runs(b *state.Blueprint) ([]*state.BlueprintRun, error)
 	RunIn(workspaceID, blueprintID, runID string) (*state.BlueprintRun, error)
 }
@@ -112,9 +112,9 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 	reuse := guard{scope: scopeWorkspace, capability: access.Reusables}
 	nf := []string{apierr.CodeBlueprintNotFound}
 	runParams := map[string]string{"id": "blueprint", "runId": "run"}
-	caller := func(req *http.Request, ans *writes.Answer[sitespec.Made]) blueprints.Caller {
+	caller := func(req *http.Request, ans *writes.Answer[sitespec.Made]) blueprintspec.Caller {
 		c := CallerFrom(req.Context())
-		return blueprints.Caller{Workspace: c.Workspace, By: c.Account, Answer: ans}
+		return blueprintspec.Caller{Workspace: c.Workspace, By: c.Account, Answer: ans}
 	}
 	a.bearer(r, create, rest.Route{Method: "POST", Path: "/api/app/blueprints/{id}/sites", Tag: "blueprints", Status: http.StatusAccepted,
 		Summary: "Make a site from a saved Blueprint: the site is made (PHP from preferredVersions), then the Blueprint runs on it step by step. " +
@@ -156,7 +156,7 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 			case body.BlueprintID != "" && len(body.Source) > 0:
 				return apierr.Invalid("source", "give blueprintId or source, not both")
 			case body.BlueprintID != "":
-				if b, err = blueprints.In(a.store, site.WorkspaceID, body.BlueprintID); err != nil {
+				if b, err = blueprintspec.In(a.store, site.WorkspaceID, body.BlueprintID); err != nil {
 					return err
 				}
 			default:

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/blueprint"
 	"github.com/sandboxd/sandboxd/controlplane/access"
-	"github.com/sandboxd/sandboxd/controlplane/blueprints"
+	"github.com/sandboxd/sandboxd/controlplane/blueprintspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -16,11 +16,11 @@ import (
 
 // Blueprints is what the Blueprint routes need from their service.
 type Blueprints interface {
-	Validate(src []byte, adapt bool, saved *state.Blueprint, workspaceID string) (*blueprints.Validation, error)
+	Validate(src []byte, adapt bool, saved *state.Blueprint, workspaceID string) (*blueprintspec.Validation, error)
 	Import(ctx context.Context, url string) ([]byte, string, error)
-	Upload(ctx context.Context, in blueprints.Upload) (*blueprints.UploadResult, error)
-	Create(ctx context.Context, in blueprints.Create) (*state.Blueprint, error)
-	Update(ctx context.Context, b *state.Blueprint, p blueprints.Patch) (*state.Blueprint, error)
+	Upload(ctx context.Context, in blueprintspec.Upload) (*blueprintspec.UploadResult, error)
+	Create(ctx context.Context, in blueprintspec.Create) (*state.Blueprint, error)
+	Update(ctx context.Context, b *state.Blueprint, p blueprintspec.Patch) (*state.Blueprint, error)
 	Delete(ctx context.Context, b *state.Blueprint) error
 }
 
@@ -100,8 +100,8 @@ type ImportBlueprintResponse struct {
 // uploadResponse is an upload's answer: the Blueprint (on a preview, not
 // saved and without an id) and the adaptation it needed.
 type uploadResponse struct {
-	Blueprint BlueprintView          `json:"blueprint"`
-	Adapted   *blueprints.Adaptation `json:"adapted,omitempty" doc:"On a preview: the changes blueprint.json needs to run here (applied on save when none needs review, or with adaptationsAccepted)."`
+	Blueprint BlueprintView             `json:"blueprint"`
+	Adapted   *blueprintspec.Adaptation `json:"adapted,omitempty" doc:"On a preview: the changes blueprint.json needs to run here (applied on save when none needs review, or with adaptationsAccepted)."`
 }
 
 var blueprintParam = map[string]string{"id": "blueprint"}
@@ -122,7 +122,7 @@ func (a *API) registerBlueprints(r *rest.Router) {
 	a.maybeBearer(r, read, rest.Route{Method: "POST", Path: "/api/app/blueprints/validate", Tag: "blueprints",
 		Summary: "Check a Blueprint without saving it; with adapt, also get a source that runs here and its changes. " +
 			"Needs no token unless blueprintId is given. " + codes,
-		Request: ValidateBlueprintRequest{}, Response: blueprints.Validation{}, Errors: append([]string{apierr.CodeInvalidRequest}, nf...),
+		Request: ValidateBlueprintRequest{}, Response: blueprintspec.Validation{}, Errors: append([]string{apierr.CodeInvalidRequest}, nf...),
 		Handler: a.validateBlueprint})
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/blueprints", Tag: "blueprints", Status: http.StatusCreated,
 		Summary: "Save a Blueprint (with its compatibility report; one with error findings is saved but cannot run until they are fixed).",
@@ -191,7 +191,7 @@ func (a *API) registerBlueprints(r *rest.Router) {
 }
 
 func (a *API) blueprintIn(req *http.Request) (*state.Blueprint, error) {
-	return blueprints.In(a.store, CallerFrom(req.Context()).Workspace.ID, req.PathValue("id"))
+	return blueprintspec.In(a.store, CallerFrom(req.Context()).Workspace.ID, req.PathValue("id"))
 }
 
 func (a *API) validateBlueprint(w http.ResponseWriter, req *http.Request) error {
@@ -206,7 +206,7 @@ func (a *API) validateBlueprint(w http.ResponseWriter, req *http.Request) error 
 		if c == nil {
 			return apierr.AuthRequired()
 		}
-		b, err := blueprints.In(a.store, c.Workspace.ID, body.BlueprintID)
+		b, err := blueprintspec.In(a.store, c.Workspace.ID, body.BlueprintID)
 		if err != nil {
 			return err
 		}
@@ -214,7 +214,7 @@ func (a *API) validateBlueprint(w http.ResponseWriter, req *http.Request) error 
 	}
 	if len(body.Source) > 0 || src == nil {
 		var err error
-		if src, err = blueprints.Source(body.Source, "source"); err != nil {
+		if src, err = blueprintspec.Source(body.Source, "source"); err != nil {
 			return err
 		}
 	}
@@ -233,9 +233,9 @@ func (a *API) validateBlueprint(w http.ResponseWriter, req *http.Request) error 
 func sourceOf(source, legacy json.RawMessage, required bool) ([]byte, error) {
 	switch {
 	case len(source) > 0:
-		return blueprints.Source(source, "source")
+		return blueprintspec.Source(source, "source")
 	case len(legacy) > 0:
-		return blueprints.Source(legacy, "sourceJson")
+		return blueprintspec.Source(legacy, "sourceJson")
 	case required:
 		return nil, apierr.Invalid("source", "source is required: the Blueprint JSON, as an object or a string")
 	}
@@ -253,7 +253,7 @@ func (a *API) saveBlueprint(w http.ResponseWriter, req *http.Request) error {
 		return err
 	}
 	ans := answer(a, req, http.StatusCreated, func(b state.Blueprint) any { return blueprintResponse{Blueprint: blueprintView(&b)} })
-	in := blueprints.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, Description: body.Description, Source: src, Answer: ans}
+	in := blueprintspec.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, Description: body.Description, Source: src, Answer: ans}
 	_, err = a.cfg.Blueprints.Create(req.Context(), in)
 	return respond(a, w, req, ans, err)
 }
@@ -271,7 +271,7 @@ func (a *API) patchBlueprint(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	next, err := a.cfg.Blueprints.Update(req.Context(), b, blueprints.Patch{Name: body.Name, Description: body.Description, Source: src})
+	next, err := a.cfg.Blueprints.Update(req.Context(), b, blueprintspec.Patch{Name: body.Name, Description: body.Description, Source: src})
 	if err != nil {
 		return err
 	}
@@ -292,7 +292,7 @@ func (a *API) uploadBlueprint(w http.ResponseWriter, req *http.Request) error {
 	default:
 		return apierr.Invalid("adaptationsAccepted", "adaptationsAccepted is true or false")
 	}
-	in := blueprints.Upload{Workspace: c.Workspace, By: c.Account, Name: f.Field["name"], Description: f.Field["description"],
+	in := blueprintspec.Upload{Workspace: c.Workspace, By: c.Account, Name: f.Field["name"], Description: f.Field["description"],
 		Bundle: f.File, BundleURL: f.Field["bundleUrl"], AdaptationsAccepted: accepted, Preview: req.URL.Query().Get("preview") == "1"}
 	if in.Preview {
 		res, err := a.cfg.Blueprints.Upload(req.Context(), in)

@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/sandboxd/sandboxd/controlplane/oauth"
+	"github.com/sandboxd/sandboxd/controlplane/oauthspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -18,8 +18,8 @@ import (
 
 // OAuth is what the connector flow's REST routes need.
 type OAuth interface {
-	Register(ctx context.Context, m oauth.ClientMetadata) (*oauth.ClientInfo, error)
-	Exchange(ctx context.Context, r oauth.TokenRequest) (*oauth.TokenResponse, error)
+	Register(ctx context.Context, m oauthspec.ClientMetadata) (*oauthspec.ClientInfo, error)
+	Exchange(ctx context.Context, r oauthspec.TokenRequest) (*oauthspec.TokenResponse, error)
 }
 
 func (a *API) registerConnect(r *rest.Router) {
@@ -34,16 +34,16 @@ func (a *API) registerConnect(r *rest.Router) {
 			"cluster holds its most clients (10,000 by default) registrations are refused with 429 rate_limited, " +
 			"details.limit oauth_clients. A client that never gets a token is removed after 24 hours, one whose " +
 			"tokens are all revoked or expired 30 days after that.",
-		Request: oauth.ClientMetadata{}, Response: oauth.ClientInfo{}, MaxBody: 64 << 10,
-		Errors: []string{apierr.CodeInvalidRequest, oauth.CodeInvalidRedirectURI, oauth.CodeInvalidClientMetadata,
+		Request: oauthspec.ClientMetadata{}, Response: oauthspec.ClientInfo{}, MaxBody: 64 << 10,
+		Errors: []string{apierr.CodeInvalidRequest, oauthspec.CodeInvalidRedirectURI, oauthspec.CodeInvalidClientMetadata,
 			apierr.CodeRateLimited, apierr.CodePayloadTooLarge},
 		Handler: a.registerClient})
 	r.Handle(rest.Route{Method: "POST", Path: "/api/connect/token", Tag: "oauth",
 		Summary: "Exchange an authorization code with its PKCE verifier (S256) for a scoped access token " +
 			"(application/json or application/x-www-form-urlencoded). No refresh token; a code works once, and " +
 			"presenting it again revokes the token it gave.",
-		Request: oauth.TokenRequest{}, Response: oauth.TokenResponse{}, MaxBody: 64 << 10,
-		Errors: []string{apierr.CodeInvalidRequest, oauth.CodeInvalidGrant, oauth.CodeUnsupportedGrantType,
+		Request: oauthspec.TokenRequest{}, Response: oauthspec.TokenResponse{}, MaxBody: 64 << 10,
+		Errors: []string{apierr.CodeInvalidRequest, oauthspec.CodeInvalidGrant, oauthspec.CodeUnsupportedGrantType,
 			apierr.CodeRateLimited, apierr.CodePayloadTooLarge},
 		Handler: a.exchangeCode})
 }
@@ -68,16 +68,16 @@ func (a *API) registerClient(w http.ResponseWriter, req *http.Request) error {
 	if mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); mt != "application/json" {
 		return apierr.Invalid("", "Content-Type must be application/json")
 	}
-	var m oauth.ClientMetadata
+	var m oauthspec.ClientMetadata
 	if err := json.NewDecoder(req.Body).Decode(&m); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return apierr.New(http.StatusRequestEntityTooLarge, apierr.CodePayloadTooLarge, "the registration is too large")
 		}
-		return apierr.New(http.StatusBadRequest, oauth.CodeInvalidClientMetadata, "the body is not a JSON client metadata object")
+		return apierr.New(http.StatusBadRequest, oauthspec.CodeInvalidClientMetadata, "the body is not a JSON client metadata object")
 	}
 	info, err := a.cfg.OAuth.Register(req.Context(), m)
-	if errors.Is(err, oauth.ErrTooManyClients) {
+	if errors.Is(err, oauthspec.ErrTooManyClients) {
 		a.limits.metrics.RateLimited(LimitClients)
 		return apierr.RateLimited(clientsFullRetry, LimitClients,
 			"this service holds as many registered OAuth clients as it keeps; unused ones are removed over time, retry later")
@@ -99,7 +99,7 @@ func (a *API) exchangeCode(w http.ResponseWriter, req *http.Request) error {
 	if err := a.limits.write(req, ""); err != nil {
 		return err
 	}
-	var tr oauth.TokenRequest
+	var tr oauthspec.TokenRequest
 	mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
 	switch mt {
 	case "application/json":
@@ -120,13 +120,13 @@ func (a *API) exchangeCode(w http.ResponseWriter, req *http.Request) error {
 				return apierr.Invalid(k, "%s is repeated", k)
 			}
 		}
-		tr = oauth.TokenRequest{GrantType: f.Get("grant_type"), Code: f.Get("code"), ClientID: f.Get("client_id"),
+		tr = oauthspec.TokenRequest{GrantType: f.Get("grant_type"), Code: f.Get("code"), ClientID: f.Get("client_id"),
 			RedirectURI: f.Get("redirect_uri"), CodeVerifier: f.Get("code_verifier")}
 	default:
 		return apierr.Invalid("", "Content-Type must be application/json or application/x-www-form-urlencoded")
 	}
 	res, err := a.cfg.OAuth.Exchange(req.Context(), tr)
-	if errors.Is(err, oauth.ErrBadGrant) {
+	if errors.Is(err, oauthspec.ErrBadGrant) {
 		// A wrong code or verifier counts like a wrong token.
 		a.limits.authFailed(req, apierr.AuthRequired())
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
-	"github.com/sandboxd/sandboxd/controlplane/domains"
+	"github.com/sandboxd/sandboxd/controlplane/domainspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -18,7 +18,7 @@ type Domains interface {
 	Connect(ctx context.Context, site *state.Site, hostname string) (*state.Domain, error)
 	Check(ctx context.Context, site *state.Site) (*state.Domain, string, error)
 	Disconnect(ctx context.Context, site *state.Site) (*state.Domain, string, error)
-	Records(site *state.Site, d *state.Domain) ([]domains.Record, string)
+	Records(site *state.Site, d *state.Domain) ([]domainspec.Record, string)
 }
 
 // DomainView is the contract's custom domain.
@@ -26,11 +26,11 @@ type DomainView struct {
 	Hostname string `json:"hostname" doc:"Lower case, IDN in punycode, without scheme, port or path."`
 	Status   string `json:"status" enum:"@domainStatus" doc:"pending_dns: the records do not point at the service yet; verifying: they do and WordPress is moving to the domain; active: served at https://hostname; failed: the move failed (lastError), check again to retry."`
 	// VerifiedAt is when the domain became active.
-	VerifiedAt *time.Time       `json:"verifiedAt"`
-	URL        string           `json:"url" doc:"https://hostname: where the site answers once active."`
-	Target     string           `json:"target" doc:"What the records point at: the site's sandbox host (CNAME), or the service's first edge address (apex names)."`
-	Records    []domains.Record `json:"records" doc:"Create these at your DNS provider. A subdomain needs a CNAME to the sandbox host; an apex name (example.com) needs A/AAAA records to the edge addresses and a TXT record that proves it is yours."`
-	LastError  *string          `json:"lastError" doc:"What the last check saw, in words: null when it found the records right. An active domain whose certificate cannot be ordered yet says so here too: the certificate budget that is spent and when it refills (the first HTTPS visit after that orders one)."`
+	VerifiedAt *time.Time          `json:"verifiedAt"`
+	URL        string              `json:"url" doc:"https://hostname: where the site answers once active."`
+	Target     string              `json:"target" doc:"What the records point at: the site's sandbox host (CNAME), or the service's first edge address (apex names)."`
+	Records    []domainspec.Record `json:"records" doc:"Create these at your DNS provider. A subdomain needs a CNAME to the sandbox host; an apex name (example.com) needs A/AAAA records to the edge addresses and a TXT record that proves it is yours."`
+	LastError  *string             `json:"lastError" doc:"What the last check saw, in words: null when it found the records right. An active domain whose certificate cannot be ordered yet says so here too: the certificate budget that is spent and when it refills (the first HTTPS visit after that orders one)."`
 	// LastCheckedAt is when the records were last looked up.
 	LastCheckedAt *time.Time `json:"lastCheckedAt"`
 	ExpiresAt     *time.Time `json:"expiresAt" doc:"pending_dns only: when the claim on the hostname lapses (72 hours after it became pending) and the domain is removed unless a check found its records right by then; null otherwise. Until then another site can take the name over by proving it controls it (a TXT record)."`

@@ -2,15 +2,15 @@ package api
 
 import (
 	"github.com/sandboxd/sandboxd/blueprint"
-	"github.com/sandboxd/sandboxd/controlplane/domains"
-	"github.com/sandboxd/sandboxd/controlplane/imports"
+	"github.com/sandboxd/sandboxd/controlplane/domainspec"
+	"github.com/sandboxd/sandboxd/controlplane/importspec"
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
-	"github.com/sandboxd/sandboxd/controlplane/library"
-	"github.com/sandboxd/sandboxd/controlplane/repos"
+	"github.com/sandboxd/sandboxd/controlplane/libraryspec"
+	"github.com/sandboxd/sandboxd/controlplane/repospec"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
-	"github.com/sandboxd/sandboxd/controlplane/templates"
-	"github.com/sandboxd/sandboxd/controlplane/webhooks"
+	"github.com/sandboxd/sandboxd/controlplane/templatespec"
+	"github.com/sandboxd/sandboxd/controlplane/webhookspec"
 	"github.com/sandboxd/sandboxd/internal/pki"
 )
 
@@ -30,28 +30,28 @@ func Enums() map[string][]string {
 		"runMode":              state.RunModes,
 		"importStatus":         state.ImportStatuses,
 		"importSourceKind":     state.ImportSourceKinds,
-		"importPhase":          imports.Phases,
-		"importObjectKind":     {imports.KindArchive, imports.KindSQL},
-		"multipartMode":        {imports.ModeDirect, imports.ModeLocal},
+		"importPhase":          importspec.Phases,
+		"importObjectKind":     {importspec.KindArchive, importspec.KindSQL},
+		"multipartMode":        {importspec.ModeDirect, importspec.ModeLocal},
 		"domainStatus":         state.DomainStatuses,
-		"dnsRecordType":        domains.RecordTypes,
+		"dnsRecordType":        domainspec.RecordTypes,
 		"deliveryStatus":       state.DeliveryStatuses,
 		"plan":                 state.Plans,
 		"role":                 state.Roles,
 		"invitationStatus":     state.InvitationStatuses,
 		"tokenKind":            state.TokenKinds,
 		"memberRole":           {string(pki.RoleAgent), string(pki.RoleEdge), string(pki.RoleServer)},
-		"librarySource":        {library.SourceUpload, library.SourceGitHub},
+		"librarySource":        {libraryspec.SourceUpload, libraryspec.SourceGitHub},
 		"pluginKind":           sitespec.PluginKinds,
 		"fileEntryType":        sitespec.FileEntryTypes,
-		"repoDestination":      repos.Destinations,
-		"repoAuthKind":         repos.AuthKinds,
-		"launchQuotaMode":      templates.QuotaModes,
-		"launchEntryMode":      templates.EntryModes,
-		"launchExpirationMode": templates.ExpirationModes,
-		"webhookEvent":         webhooks.Events,
-		"webhookDemoStatus":    webhooks.DemoStatus,
-		"webhookSource":        webhooks.SourceKinds,
+		"repoDestination":      repospec.Destinations,
+		"repoAuthKind":         repospec.AuthKinds,
+		"launchQuotaMode":      templatespec.QuotaModes,
+		"launchEntryMode":      templatespec.EntryModes,
+		"launchExpirationMode": templatespec.ExpirationModes,
+		"webhookEvent":         webhookspec.Events,
+		"webhookDemoStatus":    webhookspec.DemoStatus,
+		"webhookSource":        webhookspec.SourceKinds,
 		"findingSeverity":      blueprint.Severities,
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
-	"github.com/sandboxd/sandboxd/controlplane/imports"
+	"github.com/sandboxd/sandboxd/controlplane/importspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -18,19 +18,19 @@ import (
 
 // Imports is what the import routes need from the imports service.
 type Imports interface {
-	Create(ctx context.Context, c imports.Caller, in imports.CreateInput) (*state.Import, error)
-	In(c imports.Caller, id string) (*state.Import, error)
-	List(c imports.Caller) ([]*state.Import, error)
+	Create(ctx context.Context, c importspec.Caller, in importspec.CreateInput) (*state.Import, error)
+	In(c importspec.Caller, id string) (*state.Import, error)
+	List(c importspec.Caller) ([]*state.Import, error)
 	Upload(ctx context.Context, imp *state.Import, offset int64, body io.Reader) (int64, error)
-	Complete(ctx context.Context, c imports.Caller, imp *state.Import) (*state.Import, string, error)
+	Complete(ctx context.Context, c importspec.Caller, imp *state.Import) (*state.Import, string, error)
 	Cancel(ctx context.Context, imp *state.Import) (*state.Import, error)
 	Delete(ctx context.Context, imp *state.Import) error
-	ProgressOf(imp *state.Import) imports.Progress
+	ProgressOf(imp *state.Import) importspec.Progress
 	Received(imp *state.Import) int64
-	InitMultipart(ctx context.Context, imp *state.Import, objects []imports.ObjectIn) (*imports.Init, error)
-	PartURLFor(ctx context.Context, imp *state.Import, key string, part int) (*imports.PartURL, error)
-	CompleteObject(ctx context.Context, imp *state.Import, key string, parts []imports.PartIn) (*state.Import, error)
-	Finalize(ctx context.Context, c imports.Caller, imp *state.Import, manifest []state.ManifestEntry) (*state.Import, string, error)
+	InitMultipart(ctx context.Context, imp *state.Import, objects []importspec.ObjectIn) (*importspec.Init, error)
+	PartURLFor(ctx context.Context, imp *state.Import, key string, part int) (*importspec.PartURL, error)
+	CompleteObject(ctx context.Context, imp *state.Import, key string, parts []importspec.PartIn) (*state.Import, error)
+	Finalize(ctx context.Context, c importspec.Caller, imp *state.Import, manifest []state.ManifestEntry) (*state.Import, string, error)
 	AbortMultipart(ctx context.Context, imp *state.Import) (*state.Import, error)
 }
 
@@ -97,16 +97,16 @@ type chunkResponse struct {
 
 // ImportDetail is one import with its sandbox and where its restore is.
 type ImportDetail struct {
-	Import   ImportView       `json:"import"`
-	Site     *SiteView        `json:"site"`
-	Progress imports.Progress `json:"progress"`
-	SiteURL  *string          `json:"siteUrl" doc:"Once ready: the sandbox's URL."`
-	LoginURL *string          `json:"loginUrl" doc:"Once ready: a one-time link that opens wp-admin signed in (a new one on every read, valid 5 minutes; a site keeps its 32 newest unused links, older ones stop working)."`
+	Import   ImportView          `json:"import"`
+	Site     *SiteView           `json:"site"`
+	Progress importspec.Progress `json:"progress"`
+	SiteURL  *string             `json:"siteUrl" doc:"Once ready: the sandbox's URL."`
+	LoginURL *string             `json:"loginUrl" doc:"Once ready: a one-time link that opens wp-admin signed in (a new one on every read, valid 5 minutes; a site keeps its 32 newest unused links, older ones stop working)."`
 }
 
 // MultipartInitRequest declares the objects of a direct upload.
 type MultipartInitRequest struct {
-	Objects []imports.ObjectIn `json:"objects" doc:"The objects to upload; their sizes add up to the import's sizeBytes."`
+	Objects []importspec.ObjectIn `json:"objects" doc:"The objects to upload; their sizes add up to the import's sizeBytes."`
 }
 
 // PartURLRequest asks for one part's upload URL.
@@ -117,8 +117,8 @@ type PartURLRequest struct {
 
 // CompleteObjectRequest finishes one object.
 type CompleteObjectRequest struct {
-	Key   string           `json:"key"`
-	Parts []imports.PartIn `json:"parts,omitempty" doc:"The parts as uploaded (partNumber, etag); checked against the store's own list."`
+	Key   string              `json:"key"`
+	Parts []importspec.PartIn `json:"parts,omitempty" doc:"The parts as uploaded (partNumber, etag); checked against the store's own list."`
 }
 
 // FinalizeRequest starts the restore of a direct upload.
@@ -161,7 +161,7 @@ func (a *API) registerImports(r *rest.Router) {
 	a.bearer(r, write, rest.Route{Method: "PUT", Path: "/api/app/imports/{id}/upload", Tag: "imports", Params: importParam,
 		Summary: "Append a chunk (application/octet-stream, at most 64 MiB) at byte X-Service-Offset, which must equal the " +
 			"bytes received so far (409 offset_mismatch with details.expectedOffset otherwise: go on from there).",
-		Response: chunkResponse{}, MaxBody: imports.MaxChunk,
+		Response: chunkResponse{}, MaxBody: importspec.MaxChunk,
 		Errors:  append([]string{apierr.CodeInvalidRequest, apierr.CodeOffsetMismatch, apierr.CodePayloadTooLarge}, nf...),
 		Handler: a.uploadImport})
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/imports/{id}/complete", Tag: "imports", Params: importParam,
@@ -176,11 +176,11 @@ func (a *API) registerImports(r *rest.Router) {
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/imports/{id}/multipart/init", Tag: "imports", Params: importParam,
 		Summary: "Declare the objects of a direct upload to the object store (mode direct), or learn that there is " +
 			"none here (mode local: use the chunked upload).",
-		Request: MultipartInitRequest{}, Response: imports.Init{}, Errors: append([]string{apierr.CodeInvalidRequest, apierr.CodeConflict}, nf...),
+		Request: MultipartInitRequest{}, Response: importspec.Init{}, Errors: append([]string{apierr.CodeInvalidRequest, apierr.CodeConflict}, nf...),
 		Handler: a.multipartInit})
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/imports/{id}/multipart/part-url", Tag: "imports", Params: importParam,
 		Summary: "A presigned URL to PUT one part of an object to (valid one hour).",
-		Request: PartURLRequest{}, Response: imports.PartURL{}, Errors: append([]string{apierr.CodeInvalidRequest}, nf...),
+		Request: PartURLRequest{}, Response: importspec.PartURL{}, Errors: append([]string{apierr.CodeInvalidRequest}, nf...),
 		Handler: a.multipartPartURL})
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/imports/{id}/multipart/complete-object", Tag: "imports", Params: importParam,
 		Summary: "Join an object's uploaded parts.", Request: CompleteObjectRequest{}, Response: importResponse{},
@@ -197,8 +197,8 @@ func (a *API) registerImports(r *rest.Router) {
 
 // importCaller is the caller as the imports service sees it: a
 // connector's token acts for its OAuth client.
-func importCaller(c *Caller) imports.Caller {
-	ic := imports.Caller{Workspace: c.Workspace, By: c.Account}
+func importCaller(c *Caller) importspec.Caller {
+	ic := importspec.Caller{Workspace: c.Workspace, By: c.Account}
 	if c.Token.Scoped() {
 		ic.Client = c.Token.ClientID
 	}
@@ -244,7 +244,7 @@ func (a *API) createImport(w http.ResponseWriter, req *http.Request) error {
 		return err
 	}
 	ans := answer(a, req, http.StatusCreated, func(imp state.Import) any { return importResponse{Import: a.importView(&imp)} })
-	_, err := a.cfg.Imports.Create(req.Context(), importCaller(c), imports.CreateInput{SourceURL: body.SourceURL,
+	_, err := a.cfg.Imports.Create(req.Context(), importCaller(c), importspec.CreateInput{SourceURL: body.SourceURL,
 		SiteID: body.SiteID, SizeBytes: body.SizeBytes, SourceKind: body.SourceKind, Answer: ans})
 	return respond(a, w, req, ans, err)
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/blobs"
-	"github.com/sandboxd/sandboxd/controlplane/library"
+	"github.com/sandboxd/sandboxd/controlplane/libraryspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/controlplane/writes"
@@ -18,10 +18,10 @@ import (
 )
 
 // CodeLibraryEntryNotFound is the contract's code for an unknown entry.
-const CodeLibraryEntryNotFound = library.CodeEntryNotFound
+const CodeLibraryEntryNotFound = libraryspec.CodeEntryNotFound
 
 // MaxZipBytes bounds a plugin or theme ZIP (upload, release or URL).
-const MaxZipBytes = library.MaxZipBytes
+const MaxZipBytes = libraryspec.MaxZipBytes
 
 // Library is what the Library routes need from the library service.
 type Library interface {

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/sandboxd/sandboxd/controlplane/members"
+	"github.com/sandboxd/sandboxd/controlplane/memberspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -19,7 +19,7 @@ import (
 type Members interface {
 	IsOperator(token string) bool
 	CAFingerprint() (string, error)
-	CreateJoinToken(ctx context.Context, o members.JoinTokenOptions) (string, *state.JoinToken, error)
+	CreateJoinToken(ctx context.Context, o memberspec.JoinTokenOptions) (string, *state.JoinToken, error)
 	RevokeJoinToken(ctx context.Context, id string) error
 	CreateOperatorToken(ctx context.Context, ans *writes.Answer[state.OperatorToken], name, secret string) (string, *state.OperatorToken, error)
 	RevokeOperatorToken(ctx context.Context, id string) error
@@ -148,15 +148,15 @@ func (a *API) createJoinToken(w http.ResponseWriter, req *http.Request) error {
 	}
 	// The secret is made here so that the answer kept for a replay shows
 	// it.
-	sec := members.NewJoinSecret()
+	sec := memberspec.NewJoinSecret()
 	fp, err := a.cfg.Members.CAFingerprint()
 	if err != nil {
 		return err
 	}
 	ans := answer(a, req, http.StatusCreated, func(t state.JoinToken) any {
-		return joinTokenCreated{JoinToken: joinTokenView(&t), Token: members.FormatJoinToken(fp, t.ID, sec)}
+		return joinTokenCreated{JoinToken: joinTokenView(&t), Token: memberspec.FormatJoinToken(fp, t.ID, sec)}
 	})
-	_, _, err = a.cfg.Members.CreateJoinToken(req.Context(), members.JoinTokenOptions{Role: pki.Role(body.Role), Name: body.Name,
+	_, _, err = a.cfg.Members.CreateJoinToken(req.Context(), memberspec.JoinTokenOptions{Role: pki.Role(body.Role), Name: body.Name,
 		TTL: time.Duration(body.TTLMinutes) * time.Minute, Description: body.Description, Secret: sec, Answer: ans})
 	return respond(a, w, req, ans, err)
 }
@@ -179,7 +179,7 @@ func (a *API) createOperatorToken(w http.ResponseWriter, req *http.Request) erro
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	tok := members.NewOperatorSecret()
+	tok := memberspec.NewOperatorSecret()
 	ans := answer(a, req, http.StatusCreated, func(rec state.OperatorToken) any {
 		return operatorTokenCreated{OperatorToken: OperatorTokenView{ID: rec.ID, Name: rec.Name, CreatedAt: rec.CreatedAt}, Token: tok}
 	})

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
-	"github.com/sandboxd/sandboxd/controlplane/repos"
+	"github.com/sandboxd/sandboxd/controlplane/repospec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -17,8 +17,8 @@ import (
 // Repositories is what the Git deploy routes need from the repos service.
 type Repositories interface {
 	List(site *state.Site) ([]*state.Repository, error)
-	Connect(ctx context.Context, site *state.Site, by *state.Account, in repos.Connect) (*state.Repository, string, string, error)
-	Update(ctx context.Context, site *state.Site, id string, p repos.Patch) (*state.Repository, error)
+	Connect(ctx context.Context, site *state.Site, by *state.Account, in repospec.Connect) (*state.Repository, string, string, error)
+	Update(ctx context.Context, site *state.Site, id string, p repospec.Patch) (*state.Repository, error)
 	Disconnect(ctx context.Context, site *state.Site, id string) error
 	Deploy(ctx context.Context, ans *writes.Answer[sitespec.Made], site *state.Site, id string) (string, error)
 	WebhookURL(id, secret string) string
@@ -99,7 +99,7 @@ func (a *API) registerRepositories(r *rest.Router) {
 	}
 	g := guard{scope: scopeWorkspace, capability: access.Internals}
 	const base = "/api/app/sites/{id}/repositories"
-	notFound := []string{apierr.CodeSiteNotFound, repos.CodeNotFound}
+	notFound := []string{apierr.CodeSiteNotFound, repospec.CodeNotFound}
 	a.bearer(r, g, rest.Route{Method: "GET", Path: base, Tag: "git", Params: siteParam, Response: repositoriesResponse{},
 		Summary: "The site's connected Git repositories.", Errors: []string{apierr.CodeSiteNotFound},
 		Handler: func(w http.ResponseWriter, req *http.Request) error {
@@ -134,7 +134,7 @@ func (a *API) registerRepositories(r *rest.Router) {
 				return err
 			}
 			rp, err := a.cfg.Repositories.Update(req.Context(), s, req.PathValue("repoId"),
-				repos.Patch{Branch: body.Branch, FolderName: body.FolderName, AutoDeploy: body.AutoDeploy})
+				repospec.Patch{Branch: body.Branch, FolderName: body.FolderName, AutoDeploy: body.AutoDeploy})
 			if err != nil {
 				return err
 			}
@@ -179,11 +179,11 @@ func (a *API) connectRepository(w http.ResponseWriter, req *http.Request) error 
 	c := CallerFrom(req.Context())
 	// The secret is made here so that the answer kept for a replay shows
 	// it.
-	secret := repos.NewWebhookSecret()
+	secret := repospec.NewWebhookSecret()
 	ans := answer(a, req, http.StatusCreated, func(r state.Repository) any {
 		return connectRepositoryResponse{Repository: repositoryView(&r), WebhookURL: a.cfg.Repositories.WebhookURL(r.ID, secret), WebhookSecret: secret}
 	})
-	_, _, _, err = a.cfg.Repositories.Connect(req.Context(), s, c.Account, repos.Connect{RepoURL: body.RepoURL, Branch: body.Branch,
+	_, _, _, err = a.cfg.Repositories.Connect(req.Context(), s, c.Account, repospec.Connect{RepoURL: body.RepoURL, Branch: body.Branch,
 		Destination: body.Destination, FolderName: body.FolderName, AuthKind: body.AuthKind, Token: body.Token,
 		AutoDeploy: body.AutoDeploy, WebhookSecret: secret, Answer: ans})
 	return respond(a, w, req, ans, err)

@@ -5,16 +5,16 @@ import (
 	"net/http"
 
 	"github.com/sandboxd/sandboxd/controlplane/rest"
-	"github.com/sandboxd/sandboxd/controlplane/sealing"
+	"github.com/sandboxd/sandboxd/controlplane/sealingspec"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
 // Sealing is what the sealing key routes need of the server: its own
 // keyring, every server's, and the leader's rotation.
 type Sealing interface {
-	Local() sealing.Status
-	Keyrings(ctx context.Context) []sealing.Status
-	Rotate(ctx context.Context, dryRun bool) (*sealing.Rotation, error)
+	Local() sealingspec.Status
+	Keyrings(ctx context.Context) []sealingspec.Status
+	Rotate(ctx context.Context, dryRun bool) (*sealingspec.Rotation, error)
 }
 
 // KeyringPath is where a server asks another for its keyring (the ids of
@@ -27,16 +27,16 @@ type RotateSealingKeyRequest struct {
 }
 
 type rotationResponse struct {
-	Rotation sealing.Rotation `json:"rotation"`
+	Rotation sealingspec.Rotation `json:"rotation"`
 }
 
 type keyringsResponse struct {
-	Servers []sealing.Status `json:"servers"`
+	Servers []sealingspec.Status `json:"servers"`
 }
 
 // KeyringResponse is one server's answer at KeyringPath.
 type KeyringResponse struct {
-	Keyring sealing.Status `json:"keyring"`
+	Keyring sealingspec.Status `json:"keyring"`
 }
 
 func (a *API) registerSealing(r *rest.Router) {

@@ -9,14 +9,14 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
-	"github.com/sandboxd/sandboxd/controlplane/templates"
+	"github.com/sandboxd/sandboxd/controlplane/templatespec"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
 // Templates is what the template routes need from the templates service.
 type Templates interface {
-	Create(ctx context.Context, in templates.Create) (*state.Template, string, error)
-	Update(ctx context.Context, t *state.Template, p templates.Patch) (*state.Template, error)
+	Create(ctx context.Context, in templatespec.Create) (*state.Template, string, error)
+	Update(ctx context.Context, t *state.Template, p templatespec.Patch) (*state.Template, error)
 	Delete(ctx context.Context, t *state.Template) error
 }
 
@@ -131,7 +131,7 @@ func (a *API) registerTemplates(r *rest.Router) {
 		}})
 	a.bearer(r, write, rest.Route{Method: "PATCH", Path: "/api/app/templates/{id}", Tag: "templates",
 		Summary: "Change a template's name, description, warm pool or launch settings.", Params: templateParam,
-		Request: templates.Patch{}, Response: templateResponse{},
+		Request: templatespec.Patch{}, Response: templateResponse{},
 		Errors:  append(nf, apierr.CodeInvalidRequest, apierr.CodeTemplateSharingRequiresPaidPlan, apierr.CodePlanLimitReached),
 		Handler: a.patchTemplate})
 	a.bearer(r, write, rest.Route{Method: "DELETE", Path: "/api/app/templates/{id}", Tag: "templates",
@@ -181,7 +181,7 @@ func (a *API) listLeads(w http.ResponseWriter, req *http.Request) error {
 }
 
 func (a *API) templateIn(req *http.Request) (*state.Template, error) {
-	return templates.In(a.store, CallerFrom(req.Context()).Workspace.ID, req.PathValue("id"))
+	return templatespec.In(a.store, CallerFrom(req.Context()).Workspace.ID, req.PathValue("id"))
 }
 
 func (a *API) createTemplate(w http.ResponseWriter, req *http.Request) error {
@@ -193,7 +193,7 @@ func (a *API) createTemplate(w http.ResponseWriter, req *http.Request) error {
 	ans := answer(a, req, http.StatusAccepted, func(m sitespec.Made) any {
 		return templateJobResponse{Template: templateView(m.Template), JobID: m.JobID}
 	})
-	in := templates.Create{Workspace: c.Workspace, By: c.Account, SiteID: body.SiteID, Name: body.Name, Description: body.Description,
+	in := templatespec.Create{Workspace: c.Workspace, By: c.Account, SiteID: body.SiteID, Name: body.Name, Description: body.Description,
 		Answer: ans}
 	_, _, err := a.cfg.Templates.Create(req.Context(), in)
 	return respond(a, w, req, ans, err)
@@ -219,7 +219,7 @@ func (a *API) patchTemplate(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var body templates.Patch
+	var body templatespec.Patch
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/blueprint"
+	"github.com/sandboxd/sandboxd/controlplane/blueprintspec"
 	"github.com/sandboxd/sandboxd/controlplane/commit"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/naming"
@@ -65,68 +66,6 @@ func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Milli
 
 // SchemaVersion is the Blueprint format version saved Blueprints are in.
 const SchemaVersion = 1
-
-// maxSource bounds a source (the API's JSON body limit leaves room for
-// the rest of a request).
-const maxSource = 512 << 10
-
-// NotFound is the contract's 404 for a Blueprint.
-func NotFound() error { return apierr.NotFound(apierr.CodeBlueprintNotFound, "blueprint") }
-
-// In returns a Blueprint of the workspace; another workspace's is
-// indistinguishable from none.
-func In(store *state.Store, workspaceID, id string) (*state.Blueprint, error) {
-	b, err := store.Blueprint(id)
-	if err != nil {
-		return nil, err
-	}
-	if b == nil || b.WorkspaceID != workspaceID {
-		return nil, NotFound()
-	}
-	return b, nil
-}
-
-// Source reads a source as the API takes it: a JSON object, or a string
-// holding one. field names it in errors.
-func Source(raw json.RawMessage, field string) ([]byte, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return nil, apierr.Invalid(field, "%s is required: the Blueprint JSON, as an object or a string", field)
-	}
-	if raw[0] == '"' {
-		var text string
-		if err := json.Unmarshal(raw, &text); err != nil {
-			return nil, apierr.Invalid(field, "%s is not a JSON string", field)
-		}
-		raw = bytes.TrimSpace([]byte(text))
-	}
-	if len(raw) > maxSource {
-		return nil, apierr.Invalid(field, "%s is larger than %d KiB", field, maxSource>>10)
-	}
-	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
-		return nil, apierr.Invalid(field, "%s must be a JSON object (a Playground Blueprint)", field).
-			With("finding", blueprint.Check(raw, blueprint.Env{}).Report)
-	}
-	var out bytes.Buffer
-	if err := json.Compact(&out, raw); err != nil {
-		return nil, apierr.Invalid(field, "%s: %v", field, err)
-	}
-	return out.Bytes(), nil
-}
-
-// Validation is a check's answer.
-type Validation struct {
-	Valid        bool                `json:"valid"`
-	CompatReport []blueprint.Finding `json:"compatReport"`
-	Adapted      *Adaptation         `json:"adapted,omitempty" doc:"With adapt: true: a source that runs here and the changes made to get it."`
-}
-
-// Adaptation is an adapted source and its changes.
-type Adaptation struct {
-	Source  json.RawMessage    `json:"source"`
-	Changes []blueprint.Change `json:"changes"`
-	Valid   bool               `json:"valid" doc:"Whether the adapted source has no error finding left."`
-}
 
 // Validate checks a source, and adapts it when asked; saved, when set,
 // is the Blueprint it belongs to (a bundle's files count); workspaceID,
@@ -179,28 +118,6 @@ func (s *Service) Import(ctx context.Context, rawURL string) (source []byte, sou
 
 func zipRefused() error {
 	return apierr.Invalid("url", "this is a ZIP bundle: upload it with POST /api/app/blueprints/upload (bundle or bundleUrl)")
-}
-
-// Upload is a bundle upload: exactly one of Bundle (the ZIP) and
-// BundleURL. Preview inspects without saving.
-type Upload struct {
-	Workspace           *state.Workspace
-	By                  *state.Account
-	Name, Description   string
-	Bundle              []byte
-	BundleURL           string
-	AdaptationsAccepted bool
-	Preview             bool
-	// Answer, for a REST request, is rendered from the saved Blueprint
-	// and goes in its Raft entry (nil: none).
-	Answer *writes.Answer[state.Blueprint]
-}
-
-// UploadResult is an upload's Blueprint (not saved on a preview) and the
-// adaptation it needed, if any.
-type UploadResult struct {
-	Blueprint *state.Blueprint
-	Adapted   *Adaptation
 }
 
 // Upload checks a bundle (the Library's ZIP rules, one blueprint.json,
@@ -350,18 +267,6 @@ func titleOf(src []byte) string {
 	return "Uploaded Blueprint"
 }
 
-// Create is what a new Blueprint is saved from.
-type Create struct {
-	Workspace   *state.Workspace
-	By          *state.Account
-	Name        string
-	Description string
-	Source      []byte
-	// Answer, for a REST request, is rendered from the saved Blueprint
-	// and goes in its Raft entry (nil: none).
-	Answer *writes.Answer[state.Blueprint]
-}
-
 // Create saves a Blueprint with its report, within the owner's quota.
 // A source with error findings is saved too: the report says what keeps
 // it from running.
@@ -467,14 +372,6 @@ func (s *Service) setSourceIn(b *state.Blueprint, src []byte, env blueprint.Env)
 	}
 }
 
-// Patch is the body of PATCH /api/app/blueprints/{id}.
-type Patch struct {
-	Name        *string
-	Description *string
-	// Source, when set, replaces the source: the revision grows by one.
-	Source []byte
-}
-
 // Update applies a PATCH over the Blueprint it read; one that changed
 // meanwhile is read again and the PATCH applied to it.
 func (s *Service) Update(ctx context.Context, b *state.Blueprint, p Patch) (*state.Blueprint, error) {
@@ -525,3 +422,21 @@ func (s *Service) Delete(ctx context.Context, b *state.Blueprint) error {
 	}
 	return nil
 }
+
+// The blueprintspec names, under their old names here.
+type (
+	Validation   = blueprintspec.Validation
+	Adaptation   = blueprintspec.Adaptation
+	Upload       = blueprintspec.Upload
+	UploadResult = blueprintspec.UploadResult
+	Create       = blueprintspec.Create
+	Patch        = blueprintspec.Patch
+)
+
+const maxSource = blueprintspec.MaxSource
+
+var (
+	NotFound = blueprintspec.NotFound
+	In       = blueprintspec.In
+	Source   = blueprintspec.Source
+)

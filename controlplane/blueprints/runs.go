@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sandboxd/sandboxd/blueprint"
+	"github.com/sandboxd/sandboxd/controlplane/blueprintspec"
 	"github.com/sandboxd/sandboxd/controlplane/commit"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
@@ -16,7 +17,6 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/controlplane/templates"
-	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
@@ -24,15 +24,6 @@ import (
 // SiteMaker makes sites (the sites service).
 type SiteMaker interface {
 	Create(ctx context.Context, in sitespec.Create) (*state.Site, string, error)
-}
-
-// Caller is who starts a run, in which workspace.
-type Caller struct {
-	Workspace *state.Workspace
-	By        *state.Account
-	// Answer, for a REST request, is rendered from what the call made
-	// and goes in its Raft entry (nil: none).
-	Answer *writes.Answer[sitespec.Made]
 }
 
 // runnable checks that a source can run here now; the error is the
@@ -257,3 +248,6 @@ func (s *Service) RunIn(workspaceID, blueprintID, runID string) (*state.Blueprin
 // UnsavedID stands for the Blueprint of a run of a source applied
 // without saving it: GET /api/app/blueprints/unsaved/runs/{runId}.
 const UnsavedID = "unsaved"
+
+// Caller is blueprintspec's, under its old name here.
+type Caller = blueprintspec.Caller

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxd/sandboxd/controlplane/domainspec"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
@@ -25,16 +26,6 @@ import (
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
-
-// RecordTypes is every DNS record type Records names.
-var RecordTypes = []string{"CNAME", "A", "AAAA", "TXT"}
-
-// Record is a DNS record the customer creates at their DNS provider.
-type Record struct {
-	Type  string `json:"type" enum:"@dnsRecordType"`
-	Name  string `json:"name"`
-	Value string `json:"value"`
-}
 
 // Config wires the service.
 type Config struct {
@@ -380,3 +371,12 @@ func (s *Service) Watch(ctx context.Context, interval time.Duration) {
 		}
 	}
 }
+
+// The domainspec types and values, under their old names here.
+type (
+	Record = domainspec.Record
+)
+
+var (
+	RecordTypes = domainspec.RecordTypes
+)

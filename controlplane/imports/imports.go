@@ -25,15 +25,12 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/commit"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/importspec"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
-	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
-
-// MaxChunk bounds one upload request's body.
-const MaxChunk = 64 << 20
 
 // DefaultMaxSize bounds an import's archive unless configured.
 const DefaultMaxSize = 20 << 30
@@ -110,44 +107,6 @@ func New(cfg Config) (*Service, error) {
 }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
-
-// Caller is who acts on imports, in which workspace.
-type Caller struct {
-	Workspace *state.Workspace
-	By        *state.Account
-	// Client is the OAuth client of a connector's (scoped) token, empty
-	// for a personal one. Such a caller sees only its client's imports
-	// and restores only into new sandboxes or sites its client's imports
-	// made: its consent page promised nothing more.
-	Client string
-}
-
-// sees reports whether c may see imp (imp is in c's workspace).
-func (c Caller) sees(imp *state.Import) bool { return c.Client == "" || imp.ClientID == c.Client }
-
-// CreateInput is a new import.
-type CreateInput struct {
-	SourceURL  string
-	SiteID     string
-	SizeBytes  int64
-	SourceKind string
-	// Answer, for a REST request, is rendered from the import and goes in
-	// its Raft entry (nil: none).
-	Answer *writes.Answer[state.Import]
-}
-
-// Phases is every phase Progress shows: the upload, the restore job's
-// steps (sitejobs reports creating_site, restoring, finishing, done) and
-// the import's end states.
-var Phases = []string{"uploading", "creating_site", "restoring", "finishing", "done", state.ImportFailed, state.ImportCancelled}
-
-// Progress is where an import is: uploading, then the restore's phases.
-type Progress struct {
-	Phase      string `json:"phase" enum:"@importPhase"`
-	Percent    int    `json:"percent"`
-	BytesDone  int64  `json:"bytesDone"`
-	BytesTotal int64  `json:"bytesTotal"`
-}
 
 func notFound() error { return apierr.NotFound(apierr.CodeImportNotFound, "import") }
 
@@ -250,7 +209,7 @@ func (s *Service) In(c Caller, id string) (*state.Import, error) {
 	if err != nil {
 		return nil, err
 	}
-	if imp == nil || imp.WorkspaceID != c.Workspace.ID || !c.sees(imp) {
+	if imp == nil || imp.WorkspaceID != c.Workspace.ID || !sees(c, imp) {
 		return nil, notFound()
 	}
 	return imp, nil
@@ -265,7 +224,7 @@ func (s *Service) List(c Caller) ([]*state.Import, error) {
 	}
 	out := all[:0]
 	for _, imp := range all {
-		if c.sees(imp) {
+		if sees(c, imp) {
 			out = append(out, imp)
 		}
 	}
@@ -644,3 +603,27 @@ func (s *Service) ProgressOf(imp *state.Import) Progress {
 	}
 	return Progress{Phase: imp.Status, BytesTotal: imp.SizeBytes}
 }
+
+// sees reports whether c may see imp (imp is in c's workspace).
+func sees(c Caller, imp *state.Import) bool { return c.Client == "" || imp.ClientID == c.Client }
+
+// The importspec names, under their old names here.
+type (
+	Caller      = importspec.Caller
+	CreateInput = importspec.CreateInput
+	Progress    = importspec.Progress
+	ObjectIn    = importspec.ObjectIn
+	PartIn      = importspec.PartIn
+	Init        = importspec.Init
+	PartURL     = importspec.PartURL
+)
+
+const (
+	MaxChunk    = importspec.MaxChunk
+	ModeDirect  = importspec.ModeDirect
+	ModeLocal   = importspec.ModeLocal
+	KindArchive = importspec.KindArchive
+	KindSQL     = importspec.KindSQL
+)
+
+var Phases = importspec.Phases

@@ -19,20 +19,6 @@ import (
 	"github.com/sandboxd/sandboxd/internal/objstore"
 )
 
-// Multipart modes: parts go straight to the object store, or (no store
-// configured) the client uses the chunked upload instead.
-const (
-	ModeDirect = "direct"
-	ModeLocal  = "local"
-)
-
-// Manifest entry kinds: an archive (tar, tar.gz, tar.zst, ZIP) or a SQL
-// dump.
-const (
-	KindArchive = "archive"
-	KindSQL     = "sql"
-)
-
 // PartSize is the part size clients upload in direct mode (the store
 // takes up to 10,000 parts of an object).
 const PartSize = 16 << 20
@@ -60,31 +46,6 @@ type ObjectStore interface {
 var _ ObjectStore = (*objstore.Store)(nil)
 
 var keyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
-// ObjectIn is an object a client will upload.
-type ObjectIn struct {
-	Key       string `json:"key"`
-	SizeBytes int64  `json:"sizeBytes"`
-}
-
-// PartIn is a part the client uploaded, as the store answered it.
-type PartIn struct {
-	PartNumber int    `json:"partNumber"`
-	ETag       string `json:"etag"`
-}
-
-// Init is the answer to multipart/init.
-type Init struct {
-	Mode          string `json:"mode" enum:"@multipartMode" doc:"local: no object store here; upload with PUT …/upload chunks instead."`
-	UploadID      string `json:"uploadId"`
-	PartSizeBytes int64  `json:"partSizeBytes" doc:"Every part but an object's last has this size (in local mode: the largest chunk)."`
-}
-
-// PartURL is a presigned URL for one part.
-type PartURL struct {
-	URL       string    `json:"url"`
-	ExpiresAt time.Time `json:"expiresAt"`
-}
 
 func (s *Service) current(id string) (*state.Import, error) {
 	cur, err := s.cfg.Store.Import(id)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/commit"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/libraryspec"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/controlplane/writes"
@@ -29,21 +30,13 @@ import (
 	"github.com/sandboxd/sandboxd/internal/wpzip"
 )
 
-// CodeEntryNotFound is the contract's code for an unknown entry.
-const CodeEntryNotFound = "plugin_library_entry_not_found"
-
-// Limits of the Library.
+// The libraryspec constants, under their old names here.
 const (
-	// MaxZipBytes bounds a plugin or theme ZIP (upload, release or URL).
-	MaxZipBytes = wpzip.MaxZipBytes
-	// MaxLicenseKey bounds a license key.
-	MaxLicenseKey = 1024
-)
-
-// Entry sources.
-const (
-	SourceUpload = "upload"
-	SourceGitHub = "github_release"
+	CodeEntryNotFound = libraryspec.CodeEntryNotFound
+	MaxZipBytes       = libraryspec.MaxZipBytes
+	MaxLicenseKey     = libraryspec.MaxLicenseKey
+	SourceUpload      = libraryspec.SourceUpload
+	SourceGitHub      = libraryspec.SourceGitHub
 )
 
 // Blobs is where the Library keeps its ZIPs: a server's blob directory

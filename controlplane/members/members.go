@@ -20,6 +20,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/commit"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/memberspec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/controlplane/writes"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -37,10 +38,18 @@ const (
 	MaxJoinTokenTTL     = 30 * 24 * time.Hour
 )
 
-// Token prefixes: recognisable in a leak scan.
+// The memberspec names, under their old names here.
 const (
-	JoinTokenPrefix     = "sbxj1."
-	OperatorTokenPrefix = "sbxo_"
+	JoinTokenPrefix     = memberspec.JoinTokenPrefix
+	OperatorTokenPrefix = memberspec.OperatorTokenPrefix
+)
+
+type JoinTokenOptions = memberspec.JoinTokenOptions
+
+var (
+	FormatJoinToken   = memberspec.FormatJoinToken
+	NewJoinSecret     = memberspec.NewJoinSecret
+	NewOperatorSecret = memberspec.NewOperatorSecret
 )
 
 // caAAD binds the sealed CA key to its purpose.
@@ -133,21 +142,6 @@ func (s *Service) Check(id pki.Identity, cert *x509.Certificate) error {
 	return nil
 }
 
-// JoinTokenOptions describe a join token to make.
-type JoinTokenOptions struct {
-	Role        pki.Role
-	Name        string // optional: the only member name it joins
-	TTL         time.Duration
-	Description string
-	// Secret is the token's secret part, or empty for a new one: the API
-	// makes it first so that the answer it keeps for an Idempotency-Key
-	// replay shows it.
-	Secret string
-	// Answer, for a REST request, is rendered from the token and goes in
-	// its Raft entry (nil: none).
-	Answer *writes.Answer[state.JoinToken]
-}
-
 // CreateJoinToken makes a single-use join token; the secret is returned
 // once. The token carries the CA's fingerprint, so the member that uses
 // it trusts this cluster and no other on first contact.
@@ -194,16 +188,6 @@ func (s *Service) CAFingerprint() (string, error) {
 	}
 	return ca.Fingerprint(), nil
 }
-
-// FormatJoinToken is the join token a member is given: the CA's
-// fingerprint, so it trusts this cluster on first contact, the token's id
-// and its secret.
-func FormatJoinToken(caFingerprint, id, sec string) string {
-	return JoinTokenPrefix + caFingerprint + "." + id + "." + sec
-}
-
-// NewJoinSecret is a fresh secret part for a join token.
-func NewJoinSecret() string { return secret.New("") }
 
 // ParsedJoinToken is a join token's parts.
 type ParsedJoinToken struct {
@@ -366,9 +350,6 @@ func (s *Service) RevokeJoinToken(ctx context.Context, id string) error {
 func NewOperatorToken(name string, now time.Time) (string, state.OperatorToken) {
 	return operatorToken(NewOperatorSecret(), name, now)
 }
-
-// NewOperatorSecret is a fresh operator token secret.
-func NewOperatorSecret() string { return secret.New(OperatorTokenPrefix) }
 
 func operatorToken(tok, name string, now time.Time) (string, state.OperatorToken) {
 	return tok, state.OperatorToken{ID: "op_" + strings.ToLower(ids.Random(8)), Name: name, Hash: secret.Hash(tok), CreatedAt: now}

@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/oauthspec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/hostcookie"
@@ -58,17 +59,6 @@ const TokenLife = 30 * 24 * time.Hour
 // ClonerSoftwareID marks the connector plugin's registrations: their
 // token answers also carry the account's email and the site's URL.
 const ClonerSoftwareID = "sandboxd-connector"
-
-// Error codes of the registration and token endpoints (RFC 7591 3.2.2,
-// RFC 6749 5.2), in the error envelope.
-const (
-	CodeInvalidRedirectURI    = "invalid_redirect_uri"
-	CodeInvalidClientMetadata = "invalid_client_metadata"
-	CodeInvalidClient         = "invalid_client"
-	CodeInvalidGrant          = "invalid_grant"
-	CodeUnsupportedGrantType  = "unsupported_grant_type"
-	CodeInvalidScope          = "invalid_scope"
-)
 
 // Bounds of a registration's metadata: what one anonymous request can
 // make every server keep.
@@ -116,10 +106,6 @@ func (l Limits) withDefaults() Limits {
 	}
 	return l
 }
-
-// ErrTooManyClients refuses a registration while the cluster holds
-// Limits.MaxClients clients.
-var ErrTooManyClients = state.ErrTooManyClients
 
 // Mailer sends the consent page's sign-in links.
 type Mailer interface {
@@ -169,33 +155,6 @@ func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Milli
 
 func oauthErr(code, format string, args ...any) *apierr.Error {
 	return apierr.New(http.StatusBadRequest, code, format, args...)
-}
-
-// ClientMetadata is a registration request (RFC 7591 2).
-type ClientMetadata struct {
-	RedirectURIs            []string `json:"redirect_uris" doc:"Exact redirect URIs: https, or http on a localhost-like host; no fragment."`
-	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method,omitempty" enum:"none" doc:"none (public client) or omitted."`
-	GrantTypes              []string `json:"grant_types,omitempty" doc:"authorization_code only."`
-	ResponseTypes           []string `json:"response_types,omitempty" doc:"code only."`
-	ClientName              string   `json:"client_name,omitempty"`
-	ClientURI               string   `json:"client_uri,omitempty"`
-	Scope                   string   `json:"scope,omitempty" doc:"Space-separated, within import:read import:write (the default); or account alone (a command-line login: every redirect URI on a loopback IP)."`
-	SoftwareID              string   `json:"software_id,omitempty"`
-	SoftwareVersion         string   `json:"software_version,omitempty"`
-}
-
-// ClientInfo is a registered client (RFC 7591 3.2.1); it has no secret.
-type ClientInfo struct {
-	ClientID                string   `json:"client_id"`
-	ClientIDIssuedAt        int64    `json:"client_id_issued_at"`
-	ClientName              string   `json:"client_name"`
-	RedirectURIs            []string `json:"redirect_uris"`
-	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
-	GrantTypes              []string `json:"grant_types"`
-	ResponseTypes           []string `json:"response_types"`
-	Scope                   string   `json:"scope"`
-	ClientURI               string   `json:"client_uri,omitempty"`
-	SoftwareID              string   `json:"software_id,omitempty"`
 }
 
 // LocalHost reports whether host (no port) is a development host on
@@ -361,27 +320,6 @@ func infoOf(c *state.OAuthClient) *ClientInfo {
 		Scope: c.Scope, ClientURI: c.ClientURI, SoftwareID: c.SoftwareID}
 }
 
-// TokenRequest is an exchange at the token endpoint (RFC 6749 4.1.3,
-// RFC 7636 4.5).
-type TokenRequest struct {
-	GrantType    string `json:"grant_type"`
-	Code         string `json:"code"`
-	ClientID     string `json:"client_id"`
-	RedirectURI  string `json:"redirect_uri"`
-	CodeVerifier string `json:"code_verifier"`
-}
-
-// TokenResponse is what an exchange gives (RFC 6749 5.1); there is no
-// refresh token.
-type TokenResponse struct {
-	AccessToken  string  `json:"access_token"`
-	TokenType    string  `json:"token_type" enum:"Bearer"`
-	ExpiresIn    int64   `json:"expires_in"`
-	Scope        string  `json:"scope"`
-	AccountEmail *string `json:"account_email,omitempty" doc:"Cloner exchanges (the connector plugin): the account that approved."`
-	SiteURL      *string `json:"site_url,omitempty" doc:"Cloner exchanges: the site the connector was registered from (its client_uri)."`
-}
-
 var verifierRE = regexp.MustCompile(`^[A-Za-z0-9._~-]{43,128}$`)
 
 // challengeOf is the S256 challenge of a verifier.
@@ -389,10 +327,6 @@ func challengeOf(verifier string) string {
 	sum := sha256.Sum256([]byte(verifier))
 	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
-
-// ErrBadGrant is an exchange refused for its code, client, redirect URI
-// or verifier; callers count it as a failed authentication.
-var ErrBadGrant = errors.New("oauth: bad grant")
 
 func badGrant(format string, args ...any) error {
 	return fmt.Errorf("%w: %w", ErrBadGrant, oauthErr(CodeInvalidGrant, format, args...))
@@ -473,3 +407,25 @@ func (s *Service) Exchange(ctx context.Context, r TokenRequest) (*TokenResponse,
 	}
 	return out, nil
 }
+
+// The oauthspec names, under their old names here.
+const (
+	CodeInvalidRedirectURI    = oauthspec.CodeInvalidRedirectURI
+	CodeInvalidClientMetadata = oauthspec.CodeInvalidClientMetadata
+	CodeInvalidClient         = oauthspec.CodeInvalidClient
+	CodeInvalidGrant          = oauthspec.CodeInvalidGrant
+	CodeUnsupportedGrantType  = oauthspec.CodeUnsupportedGrantType
+	CodeInvalidScope          = oauthspec.CodeInvalidScope
+)
+
+type (
+	ClientMetadata = oauthspec.ClientMetadata
+	ClientInfo     = oauthspec.ClientInfo
+	TokenRequest   = oauthspec.TokenRequest
+	TokenResponse  = oauthspec.TokenResponse
+)
+
+var (
+	ErrBadGrant       = oauthspec.ErrBadGrant
+	ErrTooManyClients = oauthspec.ErrTooManyClients
+)

@@ -9,7 +9,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -27,6 +26,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/gitpush"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
+	"github.com/sandboxd/sandboxd/controlplane/repospec"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/controlplane/writes"
@@ -37,19 +37,26 @@ import (
 	"github.com/sandboxd/sandboxd/internal/seal"
 )
 
-// Destinations and auth kinds (the addendum's value sets).
+// The repospec constants and value sets, under their old names here.
 const (
-	DestPlugin    = "plugin"
-	DestTheme     = "theme"
-	DestWPContent = "wp-content"
-	AuthHTTPS     = "https"
-	AuthSSH       = "ssh"
+	DestPlugin    = repospec.DestPlugin
+	DestTheme     = repospec.DestTheme
+	DestWPContent = repospec.DestWPContent
+	AuthHTTPS     = repospec.AuthHTTPS
+	AuthSSH       = repospec.AuthSSH
+	CodeNotFound  = repospec.CodeNotFound
 )
 
-// Destinations and AuthKinds are those value sets, for the API document.
 var (
-	Destinations = []string{DestPlugin, DestTheme, DestWPContent}
-	AuthKinds    = []string{AuthHTTPS, AuthSSH}
+	Destinations     = repospec.Destinations
+	AuthKinds        = repospec.AuthKinds
+	NewWebhookSecret = repospec.NewWebhookSecret
+)
+
+// The repospec types, under their old names here.
+type (
+	Connect = repospec.Connect
+	Patch   = repospec.Patch
 )
 
 // Config wires the service.
@@ -79,32 +86,6 @@ func New(cfg Config) *Service {
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
 
-// Connect is what a customer connects.
-type Connect struct {
-	RepoURL     string
-	Branch      string
-	Destination string
-	FolderName  string
-	AuthKind    string
-	// Token authenticates an https repository (optional: public ones need none).
-	Token      string
-	AutoDeploy *bool
-	// WebhookSecret is the push webhook's secret (NewWebhookSecret), or
-	// empty for a new one: the API makes it first so that the answer it
-	// keeps for an Idempotency-Key replay shows it.
-	WebhookSecret string
-	// Answer, for a REST request, is rendered from the connected
-	// repository and goes in its Raft entry (nil: none).
-	Answer *writes.Answer[state.Repository]
-}
-
-// Patch is what may change after connecting.
-type Patch struct {
-	Branch     *string
-	FolderName *string
-	AutoDeploy *bool
-}
-
 // folderRE is the agent's rule for a folder under plugins/ or themes/.
 var folderRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$`)
 
@@ -127,9 +108,6 @@ func (s *Service) Get(site *state.Site, id string) (*state.Repository, error) {
 	}
 	return r, nil
 }
-
-// CodeNotFound is the error code of an unknown repository.
-const CodeNotFound = "repository_not_found"
 
 func notFound() error { return apierr.NotFound(CodeNotFound, "repository") }
 
@@ -233,7 +211,7 @@ func (s *Service) Connect(ctx context.Context, site *state.Site, by *state.Accou
 	}
 	secret := in.WebhookSecret
 	if secret == "" {
-		secret = newSecret()
+		secret = repospec.NewWebhookSecret()
 	}
 	r.WebhookSecretSealed = s.cfg.Sealer.Seal(secret, r.ID+"/webhook")
 	if _, err := commit.Apply(ctx, s.cfg.Raft, in.Answer, fsm.CreateRepository{Repository: r}, r); err != nil {
@@ -249,17 +227,6 @@ func (s *Service) Connect(ctx context.Context, site *state.Site, by *state.Accou
 // secret (also the key the providers sign with).
 func (s *Service) WebhookURL(id, secret string) string {
 	return strings.TrimRight(s.cfg.PublicURL, "/") + "/hooks/git/" + id + "/" + secret
-}
-
-// NewWebhookSecret is a fresh push webhook secret.
-func NewWebhookSecret() string { return newSecret() }
-
-func newSecret() string {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		panic("repos: crypto/rand failed: " + err.Error())
-	}
-	return "whsec_" + base64.RawURLEncoding.EncodeToString(b)
 }
 
 // Update changes a repository's branch, folder or auto-deploy.

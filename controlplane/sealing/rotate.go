@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/sealingspec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/seal"
@@ -24,30 +25,6 @@ const (
 // maxPasses bounds a rotation's walks of the state: each pass reseals
 // what the one before found changed meanwhile.
 const maxPasses = 5
-
-// Rotation is what a rotation did (or, dry, would do).
-type Rotation struct {
-	// KeyID is the key every value is now sealed with.
-	KeyID string `json:"keyId"`
-	// Resealed counts the values sealed again with it.
-	Resealed int `json:"resealed"`
-	// AlreadyCurrent counts the values it found sealed with it already.
-	AlreadyCurrent int `json:"alreadyCurrent"`
-	// Unreadable are values no key of the leader's opens, left as they
-	// are, by kind and the key they name.
-	Unreadable []Unreadable `json:"unreadable"`
-	DryRun     bool         `json:"dryRun"`
-}
-
-// Unreadable counts values of one kind, sealed with one key, that the
-// leader cannot open.
-type Unreadable struct {
-	Kind string `json:"kind"`
-	// KeyID is the key they were sealed with; "" for values sealed
-	// before values named their key.
-	KeyID string `json:"keyId"`
-	Count int    `json:"count"`
-}
 
 // Rotator walks the state on the leader and seals every value again with
 // the keyring's current key. The crypto is done here; the FSM only swaps
@@ -134,7 +111,7 @@ func (r *Rotator) Rotate(ctx context.Context, dryRun bool) (*Rotation, error) {
 	if len(out.Unreadable) > 0 {
 		var what []string
 		for _, u := range out.Unreadable {
-			what = append(what, fmt.Sprintf("%d %s sealed with %s", u.Count, u.Kind, orUnversioned(u.KeyID)))
+			what = append(what, fmt.Sprintf("%d %s sealed with %s", u.Count, u.Kind, sealingspec.OrUnversioned(u.KeyID)))
 		}
 		log.Warn("sealing key rotation left values no key of this server opens", append(attrs, "unreadable", strings.Join(what, "; "))...)
 	} else {
@@ -171,36 +148,6 @@ func (r *Rotator) log() *slog.Logger {
 	return r.Log
 }
 
-func orUnversioned(id string) string {
-	if id == "" {
-		return "a key from before key ids"
-	}
-	return "key " + id
-}
-
-// Status is what one server says of its keyring: the ids of its keys and
-// whether they open the cluster CA's key, which every server needs.
-type Status struct {
-	Server string `json:"server"`
-	// KeyIDs are the ids of its keys, the sealing one first.
-	KeyIDs []string `json:"keyIds"`
-	// ClusterCA is ok, unreadable (this server lacks the key the
-	// cluster's values are sealed with) or absent (not in the state yet).
-	ClusterCA string `json:"clusterCa"`
-	// ClusterCAKeyID is the key the CA key is sealed with; "" when it was
-	// sealed before values named their key.
-	ClusterCAKeyID string `json:"clusterCaKeyId"`
-	// Error, when set, says why the server could not be asked.
-	Error string `json:"error,omitempty"`
-}
-
-// ClusterCA states a Status reports.
-const (
-	CAOK         = "ok"
-	CAUnreadable = "unreadable"
-	CAAbsent     = "absent"
-)
-
 // Check says whether the keyring opens the cluster CA's key in store.
 func (r *Keyring) Check(store *state.Store) Status {
 	st := Status{KeyIDs: r.IDs(), ClusterCA: CAAbsent}
@@ -216,10 +163,15 @@ func (r *Keyring) Check(store *state.Store) Status {
 	return st
 }
 
-// Mismatch explains an unreadable CA key for logs and operators: which
-// keys the server has and which one the cluster needs.
-func (st Status) Mismatch() string {
-	return fmt.Sprintf("this server's sealing keys (%s) cannot open the cluster CA's key, sealed with %s: the cluster's secrets "+
-		"were sealed with a key this server lacks. Give it the cluster's sealing keys (--sealing-key-file or SANDBOXD_SEALING_KEY) "+
-		"and restart it", strings.Join(st.KeyIDs, ", "), orUnversioned(st.ClusterCAKeyID))
-}
+// The sealingspec types and values, under their old names here.
+type (
+	Rotation   = sealingspec.Rotation
+	Unreadable = sealingspec.Unreadable
+	Status     = sealingspec.Status
+)
+
+var (
+	CAOK         = sealingspec.CAOK
+	CAUnreadable = sealingspec.CAUnreadable
+	CAAbsent     = sealingspec.CAAbsent
+)

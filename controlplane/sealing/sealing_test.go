@@ -130,7 +130,7 @@ func TestRotate(t *testing.T) {
 		unreadable[u] = true
 	}
 	if got.Resealed != certs+2 || got.AlreadyCurrent != 0 || got.KeyID != seal.KeyID(keyB) || len(unreadable) != 2 ||
-		!unreadable[Unreadable{state.SealedCertData, seal.KeyID(keyA), 1}] || !unreadable[Unreadable{state.SealedCertData, seal.KeyID(keyC), 1}] {
+		!unreadable[Unreadable{Kind: state.SealedCertData, KeyID: seal.KeyID(keyA), Count: 1}] || !unreadable[Unreadable{Kind: state.SealedCertData, KeyID: seal.KeyID(keyC), Count: 1}] {
 		t.Fatalf("rotation = %+v; want %d resealed, one unreadable value of key A's and one of key C's", got, certs+2)
 	}
 	if raft.reseals != 3 { // two batches, then the changed value

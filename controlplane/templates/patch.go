@@ -16,40 +16,6 @@ import (
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
 
-// Patch is the body of PATCH /api/app/templates/{id}: a field left out
-// stays as it is.
-type Patch struct {
-	Name         *string `json:"name,omitempty"`
-	Description  *string `json:"description,omitempty"`
-	WarmPoolSize *int    `json:"warmPoolSize,omitempty" doc:"Ready sites of this template kept per node (paid plan; at most the operator's bound, 10 by default)."`
-	// Launch link settings (the public launcher uses them).
-	LaunchEnabled               *bool          `json:"launchEnabled,omitempty" doc:"A paid-plan feature: enabling it on a free plan answers 402 template_sharing_requires_paid_plan. launchToken is made when it is first enabled and never changes."`
-	LaunchQuotaMode             *string        `json:"launchQuotaMode,omitempty" enum:"@launchQuotaMode"`
-	LaunchEntryMode             *string        `json:"launchEntryMode,omitempty" enum:"@launchEntryMode"`
-	LaunchExpirationMode        *string        `json:"launchExpirationMode,omitempty" enum:"@launchExpirationMode"`
-	LaunchExpirationMinutes     *int           `json:"launchExpirationMinutes,omitempty" doc:"1..43200"`
-	LaunchLandingPath           *string        `json:"launchLandingPath,omitempty" doc:"A path in the sandbox, starting with /."`
-	LaunchBranding              *BrandingPatch `json:"launchBranding,omitempty"`
-	LaunchProtected             *bool          `json:"launchProtected,omitempty"`
-	LaunchConsentEnabled        *bool          `json:"launchConsentEnabled,omitempty"`
-	LaunchConsentLabel          *string        `json:"launchConsentLabel,omitempty"`
-	LaunchConsentDefaultChecked *bool          `json:"launchConsentDefaultChecked,omitempty"`
-}
-
-// BrandingPatch changes some of a launcher's branding fields.
-type BrandingPatch struct {
-	Eyebrow            *string `json:"eyebrow,omitempty"`
-	Headline           *string `json:"headline,omitempty"`
-	Subhead            *string `json:"subhead,omitempty"`
-	ButtonLabel        *string `json:"buttonLabel,omitempty"`
-	LogoURL            *string `json:"logoUrl,omitempty" doc:"https URL or empty."`
-	BrandName          *string `json:"brandName,omitempty"`
-	AccentColor        *string `json:"accentColor,omitempty" doc:"Hex colour (#rgb, #rrggbb or #rrggbbaa) or empty."`
-	BackgroundColor    *string `json:"backgroundColor,omitempty" doc:"Hex colour or empty."`
-	BackgroundImageURL *string `json:"backgroundImageUrl,omitempty" doc:"https URL or empty."`
-	HidePoweredBy      *bool   `json:"hidePoweredBy,omitempty"`
-}
-
 var hexColour = regexp.MustCompile(`^#([0-9a-fA-F]{3}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})$`)
 
 // Update applies a PATCH: every field checked, launch and the warm pool

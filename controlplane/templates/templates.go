@@ -20,7 +20,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
-	"github.com/sandboxd/sandboxd/controlplane/writes"
+	"github.com/sandboxd/sandboxd/controlplane/templatespec"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
@@ -53,50 +53,16 @@ func New(cfg Config) *Service {
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
 
-// Create is what a new template is made from.
-type Create struct {
-	Workspace   *state.Workspace
-	By          *state.Account
-	SiteID      string
-	Name        string
-	Description string
-	// Answer, for a REST request, is rendered from the template and its
-	// job and goes in their Raft entry (nil: none).
-	Answer *writes.Answer[sitespec.Made]
-}
-
-// The launch settings' value sets.
-var (
-	QuotaModes      = []string{"visitor", "unlimited"}
-	EntryModes      = []string{"anonymous", "email"}
-	ExpirationModes = []string{"fixed", "none"}
-)
-
 // Launch defaults: a new template's launch link, off until enabled.
 // DefaultLaunch is the launch settings a new template starts with.
 var DefaultLaunch = state.Launch{QuotaMode: "visitor", EntryMode: "anonymous", ExpirationMode: "fixed",
 	ExpirationMinutes: 60, LandingPath: "/wp-admin/", ConsentLabel: "I agree to be contacted about this product.",
 	Branding: state.LaunchBranding{Headline: "Try it in a sandbox of your own", ButtonLabel: "Launch demo"}}
 
-// NotFound is the contract's 404 for a template.
-func NotFound() error { return apierr.NotFound(apierr.CodeTemplateNotFound, "template") }
-
 // In returns a template of the workspace: another workspace's is
 // indistinguishable from one that does not exist.
 func (s *Service) In(workspaceID, id string) (*state.Template, error) {
 	return In(s.cfg.Store, workspaceID, id)
-}
-
-// In returns a template of the workspace from the store, or the 404.
-func In(store *state.Store, workspaceID, id string) (*state.Template, error) {
-	t, err := store.Template(id)
-	if err != nil {
-		return nil, err
-	}
-	if t == nil || t.WorkspaceID != workspaceID || t.RebuildOf != "" {
-		return nil, NotFound()
-	}
-	return t, nil
 }
 
 // Ready returns a ready template of the workspace for a site to be made
@@ -213,3 +179,18 @@ func paidOnly(field string) error {
 	return apierr.New(http.StatusPaymentRequired, apierr.CodeTemplateSharingRequiresPaidPlan,
 		"%s needs a paid plan", field).With("field", field).With("plan", state.PlanFree)
 }
+
+// The templatespec types and values, under their old names here.
+type (
+	Create        = templatespec.Create
+	Patch         = templatespec.Patch
+	BrandingPatch = templatespec.BrandingPatch
+)
+
+var (
+	In              = templatespec.In
+	NotFound        = templatespec.NotFound
+	QuotaModes      = templatespec.QuotaModes
+	EntryModes      = templatespec.EntryModes
+	ExpirationModes = templatespec.ExpirationModes
+)

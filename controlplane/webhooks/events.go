@@ -5,20 +5,20 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/webhookspec"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
 
-// Event types.
+// Event types and their value sets, under their old names here.
 const (
-	DemoReady   = "demo.ready"
-	DemoExpired = "demo.expired"
+	DemoReady   = webhookspec.DemoReady
+	DemoExpired = webhookspec.DemoExpired
 )
 
-// The value sets of an Event, for the API document.
 var (
-	Events      = []string{DemoReady, DemoExpired}
-	DemoStatus  = []string{"ready", "expired"}
-	SourceKinds = []string{"template_launch", "test"}
+	Events      = webhookspec.Events
+	DemoStatus  = webhookspec.DemoStatus
+	SourceKinds = webhookspec.SourceKinds
 )
 
 // Event is the contract's webhook payload, the same for both types.
