@@ -320,24 +320,27 @@ func (v *service) ExportTemplate(ctx context.Context, req *connect.Request[agent
 	return nil
 }
 
-// chunkReader reads the data of a client stream's messages.
-type chunkReader struct {
-	stream *connect.ClientStream[agentv1.ImportTemplateRequest]
+// streamReader reads the byte chunks a client stream's messages carry
+// (data picks a message's) as one stream: template imports and archive
+// restores arrive this way.
+type streamReader[M any] struct {
+	stream *connect.ClientStream[M]
+	data   func(*M) []byte
 	buf    []byte
 }
 
-func (c *chunkReader) Read(p []byte) (int, error) {
-	for len(c.buf) == 0 {
-		if !c.stream.Receive() {
-			if err := c.stream.Err(); err != nil {
+func (r *streamReader[M]) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		if !r.stream.Receive() {
+			if err := r.stream.Err(); err != nil {
 				return 0, err
 			}
 			return 0, io.EOF
 		}
-		c.buf = c.stream.Msg().Data
+		r.buf = r.data(r.stream.Msg())
 	}
-	n := copy(p, c.buf)
-	c.buf = c.buf[n:]
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
 	return n, nil
 }
 
@@ -347,7 +350,7 @@ func (v *service) ImportTemplate(ctx context.Context, stream *connect.ClientStre
 	}
 	first := stream.Msg()
 	start := time.Now()
-	t, err := v.sites.ImportTemplate(ctx, first.TemplateId, &chunkReader{stream: stream, buf: first.Data})
+	t, err := v.sites.ImportTemplate(ctx, first.TemplateId, &streamReader[agentv1.ImportTemplateRequest]{stream: stream, data: (*agentv1.ImportTemplateRequest).GetData, buf: first.Data})
 	if err != nil {
 		v.log.Warn("import template failed", "template_id", first.TemplateId, "job_id", first.JobId, "err", err)
 		return nil, rpcError(err)
@@ -409,27 +412,6 @@ func (v *service) RunBlueprintStep(ctx context.Context, req *connect.Request[age
 	return connect.NewResponse(out), nil
 }
 
-// restoreReader reads the data of a restore stream's messages.
-type restoreReader struct {
-	stream *connect.ClientStream[agentv1.RestoreArchiveRequest]
-	buf    []byte
-}
-
-func (c *restoreReader) Read(p []byte) (int, error) {
-	for len(c.buf) == 0 {
-		if !c.stream.Receive() {
-			if err := c.stream.Err(); err != nil {
-				return 0, err
-			}
-			return 0, io.EOF
-		}
-		c.buf = c.stream.Msg().Data
-	}
-	n := copy(p, c.buf)
-	c.buf = c.buf[n:]
-	return n, nil
-}
-
 func (v *service) RestoreArchive(ctx context.Context, stream *connect.ClientStream[agentv1.RestoreArchiveRequest]) (*connect.Response[agentv1.RestoreArchiveResponse], error) {
 	if !stream.Receive() || stream.Msg().Header == nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("a restore starts with its header"))
@@ -444,7 +426,7 @@ func (v *service) RestoreArchive(ctx context.Context, stream *connect.ClientStre
 		req.Parts = append(req.Parts, sites.RestorePart{Kind: p.Kind, Name: p.Name, Size: p.Size})
 	}
 	start := time.Now()
-	res, err := v.sites.RestoreArchive(ctx, h.SiteId, req, &restoreReader{stream: stream, buf: first.Data})
+	res, err := v.sites.RestoreArchive(ctx, h.SiteId, req, &streamReader[agentv1.RestoreArchiveRequest]{stream: stream, data: (*agentv1.RestoreArchiveRequest).GetData, buf: first.Data})
 	if err != nil {
 		v.log.Warn("restore failed", "site_id", h.SiteId, "job_id", h.JobId, "err", err)
 		return nil, rpcError(err)
