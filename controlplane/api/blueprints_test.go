@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
@@ -262,11 +263,11 @@ func TestBlueprintUpload(t *testing.T) {
 	other := wpzip.BuildRaw([2]string{"blueprint.json", `{"steps":[]}`}, [2]string{"extra.txt", "distinct bytes"})
 	third := upload(nil, other, "").Must(t, 201)
 	sha := blueprintSHA(third.Str("blueprint.id"))
-	if !store.Has(sha) || sha != sha256hex(other) {
+	if !store.Has(context.Background(), sha) || sha != sha256hex(other) {
 		t.Fatalf("the bundle's blob is not stored under its SHA-256: %s", sha)
 	}
 	alice.Do("DELETE", "/api/app/blueprints/"+third.Str("blueprint.id"), nil).Must(t, 200)
-	if store.Has(sha) {
+	if store.Has(context.Background(), sha) {
 		t.Fatal("a deleted Blueprint's bundle is kept")
 	}
 	bob := st.NewAccount(t, s, "bob@example.com", "free")
@@ -278,7 +279,7 @@ func TestBlueprintUpload(t *testing.T) {
 	if r := bob.Do("POST", "/api/app/blueprints/upload", body, "Content-Type", ct); r.Status != 402 {
 		t.Fatalf("over the quota: %d %s", r.Status, r.Raw)
 	}
-	if store.Has(sha256hex(overQuota)) {
+	if store.Has(context.Background(), sha256hex(overQuota)) {
 		t.Fatal("an upload refused by the quota stored its bundle")
 	}
 }

@@ -36,8 +36,8 @@ type Library interface {
 
 // PeerBlobs is what the peer blob routes need: ZIPs by SHA-256.
 type PeerBlobs interface {
-	OpenBlob(sha string) (io.ReadCloser, int64, error)
-	PutPeerBlob(sha string, data []byte) error
+	OpenBlob(ctx context.Context, sha string) (io.ReadCloser, int64, error)
+	PutPeerBlob(ctx context.Context, sha string, data []byte) error
 }
 
 // LibraryEntry is the contract's PluginLibraryEntry.
@@ -262,14 +262,14 @@ func (a *API) putBlob(w http.ResponseWriter, req *http.Request) error {
 		}
 		return apierr.Invalid("", "reading the blob: %v", err)
 	}
-	if err := a.cfg.PeerBlobs.PutPeerBlob(req.PathValue("sha"), data); err != nil {
+	if err := a.cfg.PeerBlobs.PutPeerBlob(req.Context(), req.PathValue("sha"), data); err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, okResponse{OK: true})
 }
 
 func (a *API) getBlob(w http.ResponseWriter, req *http.Request) error {
-	f, size, err := a.cfg.PeerBlobs.OpenBlob(req.PathValue("sha"))
+	f, size, err := a.cfg.PeerBlobs.OpenBlob(req.Context(), req.PathValue("sha"))
 	if err != nil {
 		return apierr.New(http.StatusNotFound, apierr.CodeNotFound, "blob not held here")
 	}

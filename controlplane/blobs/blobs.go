@@ -6,6 +6,7 @@
 package blobs
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -44,7 +45,7 @@ func (s *Store) path(sha string) (string, error) {
 }
 
 // Put stores data durably and returns its SHA-256 (hex).
-func (s *Store) Put(data []byte) (string, error) {
+func (s *Store) Put(ctx context.Context, data []byte) (string, error) {
 	sum := sha256.Sum256(data)
 	sha := hex.EncodeToString(sum[:])
 	p, _ := s.path(sha)
@@ -82,7 +83,7 @@ func (s *Store) Put(data []byte) (string, error) {
 // PutStream stores what r yields, at most max bytes, without holding it
 // in memory, and returns its SHA-256 (hex) and size. More than max bytes
 // is ErrTooLarge and stores nothing.
-func (s *Store) PutStream(r io.Reader, max int64) (string, int64, error) {
+func (s *Store) PutStream(ctx context.Context, r io.Reader, max int64) (string, int64, error) {
 	f, err := os.CreateTemp(s.dir, ".put-*")
 	if err != nil {
 		return "", 0, err
@@ -117,7 +118,7 @@ func (s *Store) PutStream(r io.Reader, max int64) (string, int64, error) {
 // Adopt stores the file at path, which must be on the store's
 // filesystem, as a blob without copying it: it is hashed and linked into
 // place. The file itself stays where it is for its owner to remove.
-func (s *Store) Adopt(path string) (string, int64, error) {
+func (s *Store) Adopt(ctx context.Context, path string) (string, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", 0, fmt.Errorf("blobs: adopt: %w", err)
@@ -142,7 +143,7 @@ func (s *Store) Adopt(path string) (string, int64, error) {
 
 // AdoptAs is Adopt for a file whose SHA-256 its caller computed while
 // writing it (an upload hashed chunk by chunk), so it is not read again.
-func (s *Store) AdoptAs(path, sha string) error {
+func (s *Store) AdoptAs(ctx context.Context, path, sha string) error {
 	p, err := s.path(sha)
 	if err != nil {
 		return err
@@ -162,7 +163,7 @@ var ErrTooLarge = errors.New("blob too large")
 
 // Open opens a stored blob for reading, with its size. It does not check
 // the hash: whoever copies the blob does, at the end.
-func (s *Store) Open(sha string) (io.ReadCloser, int64, error) {
+func (s *Store) Open(ctx context.Context, sha string) (io.ReadCloser, int64, error) {
 	p, err := s.path(sha)
 	if err != nil {
 		return nil, 0, err
@@ -183,7 +184,7 @@ func (s *Store) Open(sha string) (io.ReadCloser, int64, error) {
 }
 
 // Get reads a blob and checks it still has its hash.
-func (s *Store) Get(sha string) ([]byte, error) {
+func (s *Store) Get(ctx context.Context, sha string) ([]byte, error) {
 	p, err := s.path(sha)
 	if err != nil {
 		return nil, err
@@ -202,7 +203,7 @@ func (s *Store) Get(sha string) ([]byte, error) {
 }
 
 // Delete removes a blob; a missing one is fine.
-func (s *Store) Delete(sha string) error {
+func (s *Store) Delete(ctx context.Context, sha string) error {
 	p, err := s.path(sha)
 	if err != nil {
 		return err
@@ -214,7 +215,7 @@ func (s *Store) Delete(sha string) error {
 }
 
 // Has reports whether this server holds a blob.
-func (s *Store) Has(sha string) bool {
+func (s *Store) Has(ctx context.Context, sha string) bool {
 	p, err := s.path(sha)
 	if err != nil {
 		return false
@@ -227,7 +228,7 @@ func (s *Store) Has(sha string) bool {
 // before, and any unfinished Put as old, and returns how many went. The grace that before leaves covers
 // a blob stored but not yet named by the replicated state (an upload
 // between its store and its commit).
-func (s *Store) Sweep(keep func(sha string) bool, before time.Time) (int, error) {
+func (s *Store) Sweep(ctx context.Context, keep func(sha string) bool, before time.Time) (int, error) {
 	removed := 0
 	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

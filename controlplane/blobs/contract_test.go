@@ -23,12 +23,12 @@ import (
 // contractStore is every method the server uses of a blob store.
 type contractStore interface {
 	Replica
-	Put(data []byte) (string, error)
-	Adopt(path string) (string, int64, error)
-	AdoptAs(path, sha string) error
-	Open(sha string) (io.ReadCloser, int64, error)
-	Get(sha string) ([]byte, error)
-	Delete(sha string) error
+	Put(ctx context.Context, data []byte) (string, error)
+	Adopt(ctx context.Context, path string) (string, int64, error)
+	AdoptAs(ctx context.Context, path, sha string) error
+	Open(ctx context.Context, sha string) (io.ReadCloser, int64, error)
+	Get(ctx context.Context, sha string) ([]byte, error)
+	Delete(ctx context.Context, sha string) error
 }
 
 var (
@@ -102,17 +102,17 @@ func TestStoreContract(t *testing.T) {
 	}{
 		{"put get open delete", func(t *testing.T, s contractStore) {
 			data := []byte("zip bytes")
-			sha, err := s.Put(data)
+			sha, err := s.Put(context.Background(), data)
 			if err != nil || sha != hexSHA(data) {
 				t.Fatalf("Put = %s, %v", sha, err)
 			}
-			if again, err := s.Put(data); err != nil || again != sha {
+			if again, err := s.Put(context.Background(), data); err != nil || again != sha {
 				t.Fatalf("same content again: %s, %v", again, err)
 			}
-			if got, err := s.Get(sha); err != nil || !bytes.Equal(got, data) {
+			if got, err := s.Get(context.Background(), sha); err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("Get = %q, %v", got, err)
 			}
-			rc, size, err := s.Open(sha)
+			rc, size, err := s.Open(context.Background(), sha)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,29 +121,29 @@ func TestStoreContract(t *testing.T) {
 			if size != int64(len(data)) || !bytes.Equal(got, data) {
 				t.Fatalf("Open: %d bytes, %q", size, got)
 			}
-			if !s.Has(sha) {
+			if !s.Has(context.Background(), sha) {
 				t.Fatal("Has after Put")
 			}
-			if err := s.Delete(sha); err != nil {
+			if err := s.Delete(context.Background(), sha); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Delete(sha); err != nil {
+			if err := s.Delete(context.Background(), sha); err != nil {
 				t.Fatalf("delete twice: %v", err)
 			}
-			if s.Has(sha) {
+			if s.Has(context.Background(), sha) {
 				t.Fatal("Has after Delete")
 			}
-			if _, err := s.Get(sha); !errors.Is(err, ErrMissing) {
+			if _, err := s.Get(context.Background(), sha); !errors.Is(err, ErrMissing) {
 				t.Fatalf("Get after delete: %v", err)
 			}
-			if _, _, err := s.Open(sha); !errors.Is(err, ErrMissing) {
+			if _, _, err := s.Open(context.Background(), sha); !errors.Is(err, ErrMissing) {
 				t.Fatalf("Open after delete: %v", err)
 			}
 			for _, bad := range []string{"../x", "", "ab/cd", strings.Repeat("A", 64), ".put-x"} {
-				if _, err := s.Get(bad); err == nil || errors.Is(err, ErrMissing) {
+				if _, err := s.Get(context.Background(), bad); err == nil || errors.Is(err, ErrMissing) {
 					t.Fatalf("Get(%q) = %v", bad, err)
 				}
-				if err := s.Delete(bad); err == nil {
+				if err := s.Delete(context.Background(), bad); err == nil {
 					t.Fatalf("Delete(%q) passed", bad)
 				}
 			}
@@ -151,41 +151,41 @@ func TestStoreContract(t *testing.T) {
 		{"put stream", func(t *testing.T, s contractStore) {
 			for _, n := range []int{0, 1000, objstore.PartSize - 1, objstore.PartSize, objstore.PartSize + 4321} {
 				data := pattern(n, byte(n))
-				sha, size, err := s.PutStream(bytes.NewReader(data), int64(n))
+				sha, size, err := s.PutStream(context.Background(), bytes.NewReader(data), int64(n))
 				if err != nil || sha != hexSHA(data) || size != int64(n) {
 					t.Fatalf("%d bytes: %s %d %v", n, sha, size, err)
 				}
-				got, err := s.Get(sha)
+				got, err := s.Get(context.Background(), sha)
 				if err != nil || !bytes.Equal(got, data) {
 					t.Fatalf("%d bytes read back: %d, %v", n, len(got), err)
 				}
 			}
 			// Nothing temporary is left behind.
-			if n, err := s.Sweep(func(string) bool { return true }, time.Now().Add(48*time.Hour)); err != nil || n != 0 {
+			if n, err := s.Sweep(context.Background(), func(string) bool { return true }, time.Now().Add(48*time.Hour)); err != nil || n != 0 {
 				t.Fatalf("leftovers swept: %d, %v", n, err)
 			}
 		}},
 		{"put stream too large", func(t *testing.T, s contractStore) {
 			for _, tc := range []struct{ n, max int }{{11, 10}, {objstore.PartSize + 100, objstore.PartSize + 10}, {objstore.PartSize + 1, objstore.PartSize}} {
 				data := pattern(tc.n, 3)
-				_, _, err := s.PutStream(bytes.NewReader(data), int64(tc.max))
+				_, _, err := s.PutStream(context.Background(), bytes.NewReader(data), int64(tc.max))
 				if !errors.Is(err, ErrTooLarge) {
 					t.Fatalf("%d bytes over max %d: %v", tc.n, tc.max, err)
 				}
-				if s.Has(hexSHA(data)) || s.Has(hexSHA(data[:tc.max])) {
+				if s.Has(context.Background(), hexSHA(data)) || s.Has(context.Background(), hexSHA(data[:tc.max])) {
 					t.Fatalf("%d bytes: stored although too large", tc.n)
 				}
 			}
-			if n, err := s.Sweep(func(string) bool { return false }, time.Now().Add(48*time.Hour)); err != nil || n != 0 {
+			if n, err := s.Sweep(context.Background(), func(string) bool { return false }, time.Now().Add(48*time.Hour)); err != nil || n != 0 {
 				t.Fatalf("refused puts left %d things, %v", n, err)
 			}
 		}},
 		{"put stream reader error", func(t *testing.T, s contractStore) {
 			broken := io.MultiReader(bytes.NewReader(pattern(objstore.PartSize+10, 9)), iotestErr{})
-			if _, _, err := s.PutStream(broken, 1<<30); err == nil || !strings.Contains(err.Error(), "peer went away") {
+			if _, _, err := s.PutStream(context.Background(), broken, 1<<30); err == nil || !strings.Contains(err.Error(), "peer went away") {
 				t.Fatalf("broken stream: %v", err)
 			}
-			if n, err := s.Sweep(func(string) bool { return false }, time.Now().Add(48*time.Hour)); err != nil || n != 0 {
+			if n, err := s.Sweep(context.Background(), func(string) bool { return false }, time.Now().Add(48*time.Hour)); err != nil || n != 0 {
 				t.Fatalf("a broken put left %d things, %v", n, err)
 			}
 		}},
@@ -196,11 +196,11 @@ func TestStoreContract(t *testing.T) {
 			if err := os.WriteFile(path, data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			sha, n, err := s.Adopt(path)
+			sha, n, err := s.Adopt(context.Background(), path)
 			if err != nil || sha != hexSHA(data) || n != int64(len(data)) {
 				t.Fatalf("Adopt = %s %d %v", sha, n, err)
 			}
-			if got, err := s.Get(sha); err != nil || !bytes.Equal(got, data) {
+			if got, err := s.Get(context.Background(), sha); err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("adopted blob: %v", err)
 			}
 			if _, err := os.Stat(path); err != nil {
@@ -211,38 +211,38 @@ func TestStoreContract(t *testing.T) {
 			if err := os.WriteFile(path2, other, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.AdoptAs(path2, hexSHA(other)); err != nil {
+			if err := s.AdoptAs(context.Background(), path2, hexSHA(other)); err != nil {
 				t.Fatal(err)
 			}
-			if got, err := s.Get(hexSHA(other)); err != nil || !bytes.Equal(got, other) {
+			if got, err := s.Get(context.Background(), hexSHA(other)); err != nil || !bytes.Equal(got, other) {
 				t.Fatalf("AdoptAs blob: %v", err)
 			}
-			if err := s.AdoptAs(path2, "nope"); err == nil {
+			if err := s.AdoptAs(context.Background(), path2, "nope"); err == nil {
 				t.Fatal("AdoptAs took a bad name")
 			}
-			if _, _, err := s.Adopt(filepath.Join(dir, "missing")); err == nil {
+			if _, _, err := s.Adopt(context.Background(), filepath.Join(dir, "missing")); err == nil {
 				t.Fatal("adopted a missing file")
 			}
 		}},
 		{"sweep", func(t *testing.T, s contractStore) {
-			kept, err := s.Put([]byte("kept"))
+			kept, err := s.Put(context.Background(), []byte("kept"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			orphan, err := s.Put([]byte("orphan"))
+			orphan, err := s.Put(context.Background(), []byte("orphan"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			keep := func(sha string) bool { return sha == kept }
 			// Within the grace nothing goes.
-			if n, err := s.Sweep(keep, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+			if n, err := s.Sweep(context.Background(), keep, time.Now().Add(-time.Hour)); err != nil || n != 0 {
 				t.Fatalf("young blobs swept: %d, %v", n, err)
 			}
-			if n, err := s.Sweep(keep, time.Now().Add(time.Minute)); err != nil || n != 1 {
+			if n, err := s.Sweep(context.Background(), keep, time.Now().Add(time.Minute)); err != nil || n != 1 {
 				t.Fatalf("Sweep = %d, %v; want the orphan", n, err)
 			}
-			if !s.Has(kept) || s.Has(orphan) {
-				t.Fatalf("after sweep: kept %v, orphan %v", s.Has(kept), s.Has(orphan))
+			if !s.Has(context.Background(), kept) || s.Has(context.Background(), orphan) {
+				t.Fatalf("after sweep: kept %v, orphan %v", s.Has(context.Background(), kept), s.Has(context.Background(), orphan))
 			}
 		}},
 	}
@@ -271,7 +271,7 @@ func TestS3StoreBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := []byte("a Library ZIP")
-	sha, err := s.Put(data)
+	sha, err := s.Put(context.Background(), data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,10 +285,10 @@ func TestS3StoreBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	claimed := hexSHA([]byte("what the caller hashed"))
-	if err := s.AdoptAs(path, claimed); err == nil || !strings.Contains(err.Error(), "hash to") {
+	if err := s.AdoptAs(context.Background(), path, claimed); err == nil || !strings.Contains(err.Error(), "hash to") {
 		t.Fatalf("AdoptAs with a wrong hash: %v", err)
 	}
-	if s.Has(claimed) || s.Has(hexSHA([]byte("changed on disk"))) {
+	if s.Has(context.Background(), claimed) || s.Has(context.Background(), hexSHA([]byte("changed on disk"))) {
 		t.Fatal("AdoptAs with a wrong hash stored something")
 	}
 
@@ -308,16 +308,16 @@ func TestS3StoreBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A day's more grace for uploads: a fresh one is left.
-	if n, err := s.Sweep(func(string) bool { return true }, time.Now().Add(time.Hour)); err != nil || n != 0 {
+	if n, err := s.Sweep(context.Background(), func(string) bool { return true }, time.Now().Add(time.Hour)); err != nil || n != 0 {
 		t.Fatalf("Sweep = %d, %v", n, err)
 	}
-	if n, err := s.Sweep(func(string) bool { return true }, time.Now().Add(25*time.Hour)); err != nil || n != 1 {
+	if n, err := s.Sweep(context.Background(), func(string) bool { return true }, time.Now().Add(25*time.Hour)); err != nil || n != 1 {
 		t.Fatalf("Sweep = %d, %v; want the stale upload", n, err)
 	}
 	if _, err := raw.Parts(context.Background(), "sandboxd/blobs/.put-crashed", id); err == nil {
 		t.Fatal("the stale upload is still there")
 	}
-	if n, err := s.Sweep(func(string) bool { return false }, time.Now().Add(time.Minute)); err != nil || n != 1 {
+	if n, err := s.Sweep(context.Background(), func(string) bool { return false }, time.Now().Add(time.Minute)); err != nil || n != 1 {
 		t.Fatalf("Sweep = %d, %v; want the blob", n, err)
 	}
 	for _, key := range []string{"sandboxd/blobs/notes.txt", "sandboxd/other"} {
@@ -345,7 +345,7 @@ func TestS3PutStreamMemory(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	sha, n, err := s.PutStream(src, size)
+	sha, n, err := s.PutStream(context.Background(), src, size)
 	runtime.ReadMemStats(&after)
 	if err != nil || n != size || sha != hex.EncodeToString(h.Sum(nil)) {
 		t.Fatalf("PutStream = %s %d %v", sha, n, err)
@@ -355,7 +355,7 @@ func TestS3PutStreamMemory(t *testing.T) {
 	} else {
 		t.Logf("PutStream of %d MiB allocated %d MiB", size>>20, alloc>>20)
 	}
-	rc, got, err := s.Open(sha)
+	rc, got, err := s.Open(context.Background(), sha)
 	if err != nil || got != size {
 		t.Fatalf("Open: %d %v", got, err)
 	}
@@ -480,8 +480,8 @@ func TestSyncerShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orphan, _ := s.Put([]byte("orphan"))
-	kept, _ := s.Put([]byte("kept"))
+	orphan, _ := s.Put(context.Background(), []byte("orphan"))
+	kept, _ := s.Put(context.Background(), []byte("kept"))
 	asked := 0
 	y := &Syncer{Store: s, Shared: true,
 		Wanted: func() ([]string, error) { asked++; return []string{kept, strings.Repeat("0", 64)}, nil },
@@ -495,7 +495,7 @@ func TestSyncerShared(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	y.Run(ctx) // returns at once
-	if n, err := y.CollectOnce(-time.Minute); err != nil || n != 1 || s.Has(orphan) || !s.Has(kept) {
+	if n, err := y.CollectOnce(context.Background(), -time.Minute); err != nil || n != 1 || s.Has(context.Background(), orphan) || !s.Has(context.Background(), kept) {
 		t.Fatalf("CollectOnce = %d, %v", n, err)
 	}
 }

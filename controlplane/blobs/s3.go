@@ -159,17 +159,19 @@ func (s *S3Store) key(sha string) (string, error) {
 	return s.prefix + sha, nil
 }
 
-func opContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), opTimeout)
+// opContext bounds one small operation (a delete, a lookup) within the
+// caller's context.
+func opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, opTimeout)
 }
 
 // Put stores data and returns its SHA-256 (hex). Storing a blob again
 // uploads it again, which makes it new to Sweep's grace.
-func (s *S3Store) Put(data []byte) (string, error) {
+func (s *S3Store) Put(ctx context.Context, data []byte) (string, error) {
 	sum := sha256.Sum256(data)
 	sha := hex.EncodeToString(sum[:])
 	key, _ := s.key(sha)
-	if err := s.obj.Put(context.Background(), key, bytes.NewReader(data), int64(len(data))); err != nil {
+	if err := s.obj.Put(ctx, key, bytes.NewReader(data), int64(len(data))); err != nil {
 		return "", fmt.Errorf("blobs: put %s: %w", sha, err)
 	}
 	return sha, nil
@@ -206,14 +208,14 @@ func (b *bounded) Read(p []byte) (int, error) {
 // its name; a larger stream is uploaded part by part (one part in memory
 // at a time) under a temporary name, since its name is only known at its
 // end, then copied under its name by the store.
-func (s *S3Store) PutStream(r io.Reader, max int64) (string, int64, error) {
+func (s *S3Store) PutStream(ctx context.Context, r io.Reader, max int64) (string, int64, error) {
 	in := &bounded{r: r, max: max, hash: sha256.New()}
 	head := make([]byte, min(objstore.PartSize, max+1))
 	n, err := io.ReadFull(in, head)
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		sha := hex.EncodeToString(in.hash.Sum(nil))
 		key, _ := s.key(sha)
-		if err := s.obj.Put(context.Background(), key, bytes.NewReader(head[:n]), int64(n)); err != nil {
+		if err := s.obj.Put(ctx, key, bytes.NewReader(head[:n]), int64(n)); err != nil {
 			return "", 0, fmt.Errorf("blobs: put %s: %w", sha, err)
 		}
 		return sha, int64(n), nil
@@ -226,16 +228,16 @@ func (s *S3Store) PutStream(r io.Reader, max int64) (string, int64, error) {
 	}
 	tmp := s.prefix + ".put-" + rand.Text()
 	defer func() {
-		ctx, cancel := opContext()
+		ctx, cancel := opContext(ctx)
 		defer cancel()
 		_ = s.obj.Delete(ctx, tmp) // what a crash leaves, Sweep takes
 	}()
-	if err := s.obj.Put(context.Background(), tmp, io.MultiReader(bytes.NewReader(head), in), -1); err != nil {
+	if err := s.obj.Put(ctx, tmp, io.MultiReader(bytes.NewReader(head), in), -1); err != nil {
 		return "", 0, fmt.Errorf("blobs: put stream: %w", err)
 	}
 	sha := hex.EncodeToString(in.hash.Sum(nil))
 	key, _ := s.key(sha)
-	if err := s.obj.Copy(context.Background(), tmp, key); err != nil {
+	if err := s.obj.Copy(ctx, tmp, key); err != nil {
 		return "", 0, fmt.Errorf("blobs: put stream %s: %w", sha, err)
 	}
 	return sha, in.n, nil
@@ -263,14 +265,14 @@ func hashFile(path string) (*os.File, string, int64, error) {
 // Adopt uploads the file at path as a blob, reading it at offsets, never
 // whole into memory. The file stays where it is for its owner to remove,
 // as with the local store: an owner whose next step fails still holds it.
-func (s *S3Store) Adopt(path string) (string, int64, error) {
+func (s *S3Store) Adopt(ctx context.Context, path string) (string, int64, error) {
 	f, sha, n, err := hashFile(path)
 	if err != nil {
 		return "", 0, err
 	}
 	defer f.Close()
 	key, _ := s.key(sha)
-	if err := s.obj.Put(context.Background(), key, f, n); err != nil {
+	if err := s.obj.Put(ctx, key, f, n); err != nil {
 		return "", 0, fmt.Errorf("blobs: adopt %s: %w", path, err)
 	}
 	return sha, n, nil
@@ -279,7 +281,7 @@ func (s *S3Store) Adopt(path string) (string, int64, error) {
 // AdoptAs is Adopt for a file whose SHA-256 its caller computed while
 // writing it. The bytes are hashed again before anything is uploaded: a
 // shared store must never hold other bytes under a blob's name.
-func (s *S3Store) AdoptAs(path, sha string) error {
+func (s *S3Store) AdoptAs(ctx context.Context, path, sha string) error {
 	if _, err := s.key(sha); err != nil {
 		return err
 	}
@@ -292,7 +294,7 @@ func (s *S3Store) AdoptAs(path, sha string) error {
 		return fmt.Errorf("blobs: adopt %s: its bytes hash to %s, not %s", path, got, sha)
 	}
 	key, _ := s.key(sha)
-	if err := s.obj.Put(context.Background(), key, f, n); err != nil {
+	if err := s.obj.Put(ctx, key, f, n); err != nil {
 		return fmt.Errorf("blobs: adopt %s: %w", path, err)
 	}
 	return nil
@@ -301,12 +303,12 @@ func (s *S3Store) AdoptAs(path, sha string) error {
 // Open opens a stored blob for reading, with its size; a missing one is
 // ErrMissing. It does not check the hash: whoever copies the blob does,
 // at the end.
-func (s *S3Store) Open(sha string) (io.ReadCloser, int64, error) {
+func (s *S3Store) Open(ctx context.Context, sha string) (io.ReadCloser, int64, error) {
 	key, err := s.key(sha)
 	if err != nil {
 		return nil, 0, err
 	}
-	rc, size, err := s.obj.Open(context.Background(), key)
+	rc, size, err := s.obj.Open(ctx, key)
 	if errors.Is(err, objstore.ErrNotFound) {
 		return nil, 0, fmt.Errorf("%w: %s", ErrMissing, sha)
 	}
@@ -317,8 +319,8 @@ func (s *S3Store) Open(sha string) (io.ReadCloser, int64, error) {
 }
 
 // Get reads a blob and checks it still has its hash.
-func (s *S3Store) Get(sha string) ([]byte, error) {
-	rc, size, err := s.Open(sha)
+func (s *S3Store) Get(ctx context.Context, sha string) ([]byte, error) {
+	rc, size, err := s.Open(ctx, sha)
 	if err != nil {
 		return nil, err
 	}
@@ -334,12 +336,12 @@ func (s *S3Store) Get(sha string) ([]byte, error) {
 }
 
 // Delete removes a blob; a missing one is fine.
-func (s *S3Store) Delete(sha string) error {
+func (s *S3Store) Delete(ctx context.Context, sha string) error {
 	key, err := s.key(sha)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := opContext()
+	ctx, cancel := opContext(ctx)
 	defer cancel()
 	if err := s.obj.Delete(ctx, key); err != nil {
 		return fmt.Errorf("blobs: delete %s: %w", sha, err)
@@ -349,12 +351,12 @@ func (s *S3Store) Delete(sha string) error {
 
 // Has reports whether the bucket holds a blob; a store that does not
 // answer holds nothing as far as callers can tell.
-func (s *S3Store) Has(sha string) bool {
+func (s *S3Store) Has(ctx context.Context, sha string) bool {
 	key, err := s.key(sha)
 	if err != nil {
 		return false
 	}
-	ctx, cancel := opContext()
+	ctx, cancel := opContext(ctx)
 	defer cancel()
 	ok, err := s.obj.Exists(ctx, key)
 	return err == nil && ok
@@ -367,8 +369,8 @@ func (s *S3Store) Has(sha string) bool {
 // one takes long); it returns how many went. Objects under the prefix
 // with other names (an import store sharing the bucket) are never
 // touched.
-func (s *S3Store) Sweep(keep func(sha string) bool, before time.Time) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+func (s *S3Store) Sweep(ctx context.Context, keep func(sha string) bool, before time.Time) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	ours := func(name string) bool { return shaRE.MatchString(name) || strings.HasPrefix(name, ".put-") }
 	removed := 0

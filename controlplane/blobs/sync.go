@@ -21,9 +21,9 @@ const MaxFetch = 16 << 30
 // blob, a way to store one streamed from a peer, and the collector's
 // sweep. Store and S3Store are both one.
 type Replica interface {
-	Has(sha string) bool
-	PutStream(r io.Reader, max int64) (string, int64, error)
-	Sweep(keep func(sha string) bool, before time.Time) (int, error)
+	Has(ctx context.Context, sha string) bool
+	PutStream(ctx context.Context, r io.Reader, max int64) (string, int64, error)
+	Sweep(ctx context.Context, keep func(sha string) bool, before time.Time) (int, error)
 }
 
 // Syncer copies the blobs the replicated state names onto this server
@@ -73,7 +73,7 @@ func (y *Syncer) Once(ctx context.Context) int {
 	}
 	missing := 0
 	for _, sha := range wanted {
-		if y.Store.Has(sha) {
+		if y.Store.Has(ctx, sha) {
 			continue
 		}
 		if err := y.fetch(ctx, sha); err != nil {
@@ -120,7 +120,7 @@ func (y *Syncer) get(ctx context.Context, url string) (string, error) {
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("%s: %s", url, resp.Status)
 	}
-	sha, _, err := y.Store.PutStream(resp.Body, MaxFetch)
+	sha, _, err := y.Store.PutStream(ctx, resp.Body, MaxFetch)
 	return sha, err
 }
 
@@ -141,7 +141,7 @@ func (y *Syncer) Collect(ctx context.Context, interval, grace time.Duration) {
 			return
 		case <-t.C:
 		}
-		n, err := y.CollectOnce(grace)
+		n, err := y.CollectOnce(ctx, grace)
 		if err != nil {
 			y.Log.Warn("blob collection", "err", err)
 		}
@@ -153,7 +153,7 @@ func (y *Syncer) Collect(ctx context.Context, interval, grace time.Duration) {
 
 // CollectOnce is one round of Collect (tests run it at once); it returns
 // how many blobs went.
-func (y *Syncer) CollectOnce(grace time.Duration) (int, error) {
+func (y *Syncer) CollectOnce(ctx context.Context, grace time.Duration) (int, error) {
 	wanted, err := y.Wanted()
 	if err != nil {
 		return 0, fmt.Errorf("blobs: collect: %w", err) // never delete on a partial view
@@ -162,7 +162,7 @@ func (y *Syncer) CollectOnce(grace time.Duration) (int, error) {
 	for _, sha := range wanted {
 		keep[sha] = true
 	}
-	return y.Store.Sweep(func(sha string) bool { return keep[sha] }, time.Now().Add(-grace))
+	return y.Store.Sweep(ctx, func(sha string) bool { return keep[sha] }, time.Now().Add(-grace))
 }
 
 // Push copies a blob to the peers before the caller commits a record that

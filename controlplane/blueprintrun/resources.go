@@ -154,7 +154,7 @@ func (res *resolver) resource(ctx context.Context, p *prepared, where string, v 
 		}
 		// The workspace's own Library entry of that slug comes first.
 		if e, err := res.r.cfg.Store.LibraryEntry(res.run.WorkspaceID, slug); err == nil && e != nil && e.Kind == kind && e.BlobSHA256 != "" && res.r.cfg.Blob != nil {
-			if b, err := res.r.cfg.Blob(e.BlobSHA256); err == nil {
+			if b, err := res.r.cfg.Blob(ctx, e.BlobSHA256); err == nil {
 				res.note("%s %s: from the workspace's Library", kind, slug)
 				return file(b, slug+".zip")
 			}
@@ -171,7 +171,7 @@ func (res *resolver) resource(ctx context.Context, p *prepared, where string, v 
 	case "literal":
 		return file([]byte(str("contents")), str("name"))
 	case "bundled":
-		b, err := res.bundled(str("path"))
+		b, err := res.bundled(ctx, str("path"))
 		if err != nil {
 			return nil, err
 		}
@@ -262,7 +262,7 @@ func literalTree(out map[string][]byte, prefix string, v any, depth int) error {
 }
 
 // bundled reads a file of the run's bundle.
-func (res *resolver) bundled(p string) ([]byte, error) {
+func (res *resolver) bundled(ctx context.Context, p string) ([]byte, error) {
 	clean, ok := blueprint.BundlePath(p)
 	if !ok {
 		return nil, fmt.Errorf("the bundled path %q leaves the bundle", p)
@@ -271,7 +271,7 @@ func (res *resolver) bundled(p string) ([]byte, error) {
 		return nil, fmt.Errorf("the bundled resource %q needs the Blueprint uploaded as a bundle", p)
 	}
 	if res.bundle == nil {
-		b, err := res.r.cfg.Blob(res.run.BundleSHA256)
+		b, err := res.r.cfg.Blob(ctx, res.run.BundleSHA256)
 		if err != nil {
 			return nil, fmt.Errorf("the Blueprint's bundle cannot be read: %v", err)
 		}

@@ -140,7 +140,7 @@ func TestResources(t *testing.T) {
 			}
 			return []byte("body of " + u), nil
 		},
-		Blob: func(string) ([]byte, error) { return bundle.Bytes(), nil },
+		Blob: func(context.Context, string) ([]byte, error) { return bundle.Bytes(), nil },
 	})
 	res := &resolver{r: r, run: &state.BlueprintRun{BundleSHA256: "sha"}}
 	ctx := context.Background()

@@ -45,7 +45,7 @@ type Config struct {
 	// mirror), or why not.
 	GitURL func(ctx context.Context, raw string) (url, pin string, err error)
 	// Blob reads a stored blob (bundles, Library ZIPs).
-	Blob func(sha string) ([]byte, error)
+	Blob func(ctx context.Context, sha string) ([]byte, error)
 	// Env is what the checks know of this service.
 	Env    func() blueprint.Env
 	Now    func() time.Time

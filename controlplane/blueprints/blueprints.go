@@ -41,7 +41,7 @@ type Config struct {
 	Zips interface {
 		StoreZip(ctx context.Context, zip []byte) (string, error)
 		// Drop deletes a stored ZIP nothing uses any more.
-		Drop(sha string)
+		Drop(ctx context.Context, sha string)
 	}
 	// Sites makes the sites Blueprints run on.
 	Sites SiteMaker
@@ -198,7 +198,7 @@ func (s *Service) Upload(ctx context.Context, in Upload) (*UploadResult, error) 
 	bp.BundleFiles = b.Files
 	saved, err := s.save(ctx, in.Answer, *bp)
 	if err != nil {
-		s.cfg.Zips.Drop(bp.BundleSHA256)
+		s.cfg.Zips.Drop(ctx, bp.BundleSHA256)
 		return nil, err
 	}
 	res.Blueprint = saved
@@ -418,7 +418,7 @@ func (s *Service) Delete(ctx context.Context, b *state.Blueprint) error {
 		return err
 	}
 	if b.BundleSHA256 != "" && s.cfg.Zips != nil {
-		s.cfg.Zips.Drop(b.BundleSHA256)
+		s.cfg.Zips.Drop(ctx, b.BundleSHA256)
 	}
 	return nil
 }

@@ -37,8 +37,8 @@ const DefaultMaxSize = 20 << 30
 
 // Blobs seals finished uploads.
 type Blobs interface {
-	Adopt(path string) (string, int64, error)
-	AdoptAs(path, sha string) error
+	Adopt(ctx context.Context, path string) (string, int64, error)
+	AdoptAs(ctx context.Context, path, sha string) error
 }
 
 // Sites makes the sandbox a new import is restored into.
@@ -394,7 +394,7 @@ func (s *Service) Complete(ctx context.Context, c Caller, imp *state.Import) (*s
 		return nil, "", apierr.Invalid("", "%d of %d bytes are uploaded; send the rest from byte %d first", have, cur.SizeBytes, have).
 			With("receivedBytes", have).With("sizeBytes", cur.SizeBytes).With("expectedOffset", have)
 	}
-	sha, err := s.seal(cur)
+	sha, err := s.seal(ctx, cur)
 	if err != nil {
 		return nil, "", fmt.Errorf("seal import %s: %w", cur.ID, err)
 	}
@@ -410,16 +410,16 @@ func (s *Service) Complete(ctx context.Context, c Caller, imp *state.Import) (*s
 
 // seal makes an uploaded archive a blob, with the hash taken while it
 // came in when this server took all of it.
-func (s *Service) seal(imp *state.Import) (string, error) {
+func (s *Service) seal(ctx context.Context, imp *state.Import) (string, error) {
 	s.mu.Lock()
 	rh := s.hashes[imp.ID]
 	delete(s.hashes, imp.ID)
 	s.mu.Unlock()
 	if rh != nil && rh.offset == imp.SizeBytes {
 		sha := hex.EncodeToString(rh.h.Sum(nil))
-		return sha, s.cfg.Blobs.AdoptAs(s.partPath(imp.ID), sha)
+		return sha, s.cfg.Blobs.AdoptAs(ctx, s.partPath(imp.ID), sha)
 	}
-	sha, _, err := s.cfg.Blobs.Adopt(s.partPath(imp.ID))
+	sha, _, err := s.cfg.Blobs.Adopt(ctx, s.partPath(imp.ID))
 	return sha, err
 }
 

@@ -42,9 +42,9 @@ const (
 // Blobs is where the Library keeps its ZIPs: a server's blob directory
 // or the bucket every server shares (blobs.Store, blobs.S3Store).
 type Blobs interface {
-	Put(data []byte) (string, error)
-	Open(sha string) (io.ReadCloser, int64, error)
-	Delete(sha string) error
+	Put(ctx context.Context, data []byte) (string, error)
+	Open(ctx context.Context, sha string) (io.ReadCloser, int64, error)
+	Delete(ctx context.Context, sha string) error
 }
 
 // Config wires the Library to the store, Raft and the blob store.
@@ -206,7 +206,7 @@ func (s *Service) add(ctx context.Context, ans *writes.Answer[state.LibraryEntry
 			e.Slug = fmt.Sprintf("%s-%d", base, i)
 		}
 		if dup, err := s.cfg.Store.LibraryEntry(e.WorkspaceID, e.Slug); err != nil {
-			s.Drop(sha)
+			s.Drop(ctx, sha)
 			return nil, err
 		} else if dup != nil {
 			continue
@@ -216,12 +216,12 @@ func (s *Service) add(ctx context.Context, ans *writes.Answer[state.LibraryEntry
 			continue // another upload took the slug meanwhile
 		}
 		if err != nil {
-			s.Drop(sha) // kept only if an entry (a replayed twin's) names it
+			s.Drop(ctx, sha) // kept only if an entry (a replayed twin's) names it
 			return nil, err
 		}
 		return &e, nil
 	}
-	s.Drop(sha)
+	s.Drop(ctx, sha)
 	return nil, apierr.Conflict("no free slug for %q in this workspace", base)
 }
 
@@ -250,13 +250,13 @@ func (s *Service) Refresh(ctx context.Context, e *state.LibraryEntry) (next *sta
 	n.Version, n.Filename, n.SizeBytes, n.BlobSHA256, n.Kind, n.Name, n.UpdatedAt =
 		rel.tag, rel.asset, int64(len(zip)), sha, info.Kind, info.Name, s.now()
 	if _, err := s.cfg.Raft.Apply(ctx, fsm.PutLibraryEntry{Entry: n, Replace: true}); err != nil {
-		s.Drop(sha)
+		s.Drop(ctx, sha)
 		if errors.Is(err, state.ErrNotFound) {
 			return nil, false, entryNotFound()
 		}
 		return nil, false, err
 	}
-	s.Drop(e.BlobSHA256)
+	s.Drop(ctx, e.BlobSHA256)
 	return &n, true, nil
 }
 
@@ -265,7 +265,7 @@ func (s *Service) Delete(ctx context.Context, e *state.LibraryEntry) error {
 	if _, err := s.cfg.Raft.Apply(ctx, fsm.DeleteLibraryEntry{ID: e.ID}); err != nil {
 		return err
 	}
-	s.Drop(e.BlobSHA256)
+	s.Drop(ctx, e.BlobSHA256)
 	return nil
 }
 

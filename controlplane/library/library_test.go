@@ -114,7 +114,7 @@ func TestUploadTakesTheFirstFreeSlug(t *testing.T) {
 	if strings.Join(slugs, " ") != "hello-dolly hello-dolly-2" {
 		t.Fatalf("slugs %v", slugs)
 	}
-	if !w.blobs.Has(sha(zip)) {
+	if !w.blobs.Has(context.Background(), sha(zip)) {
 		t.Fatal("the ZIP is not stored")
 	}
 }
@@ -134,12 +134,12 @@ func TestRefusedUploadKeepsNoZip(t *testing.T) {
 	if !errors.As(err, &quota) {
 		t.Fatalf("second upload on a plan of one: %v", err)
 	}
-	if w.blobs.Has(sha(second)) {
+	if w.blobs.Has(context.Background(), sha(second)) {
 		t.Fatal("the refused upload's ZIP was kept")
 	}
 	bad := []byte("not a zip")
-	if _, err := w.svc.Upload(context.Background(), nil, w.ws, "c.zip", bad, nil); err == nil || w.blobs.Has(sha(bad)) {
-		t.Fatalf("not a ZIP: %v (kept: %v)", err, w.blobs.Has(sha(bad)))
+	if _, err := w.svc.Upload(context.Background(), nil, w.ws, "c.zip", bad, nil); err == nil || w.blobs.Has(context.Background(), sha(bad)) {
+		t.Fatalf("not a ZIP: %v (kept: %v)", err, w.blobs.Has(context.Background(), sha(bad)))
 	}
 	if es, _ := w.store.LibraryOf(w.ws.ID); len(es) != 1 {
 		t.Fatalf("%d entries", len(es))
@@ -173,8 +173,8 @@ func TestReleaseEntryRefreshes(t *testing.T) {
 	if err != nil || !updated || next.Version != "v2.0" || next.BlobSHA256 != sha(v2) {
 		t.Fatalf("refresh on a new tag: %+v %v %v", next, updated, err)
 	}
-	if w.blobs.Has(sha(v1)) || !w.blobs.Has(sha(v2)) {
-		t.Fatalf("after refresh: old kept %v, new held %v", w.blobs.Has(sha(v1)), w.blobs.Has(sha(v2)))
+	if w.blobs.Has(context.Background(), sha(v1)) || !w.blobs.Has(context.Background(), sha(v2)) {
+		t.Fatalf("after refresh: old kept %v, new held %v", w.blobs.Has(context.Background(), sha(v1)), w.blobs.Has(context.Background(), sha(v2)))
 	}
 	up, err := w.svc.Upload(ctx, nil, w.ws, "x.zip", wpzip.BuildPlugin("x", "X", "1", ""), nil)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 // StoreZip keeps a ZIP on this server and on a peer before anything names
 // it in the replicated state, and returns its SHA-256.
 func (s *Service) StoreZip(ctx context.Context, zip []byte) (string, error) {
-	sha, err := s.cfg.Blobs.Put(zip)
+	sha, err := s.cfg.Blobs.Put(ctx, zip)
 	if err != nil {
 		return "", fmt.Errorf("store zip: %w", err)
 	}
@@ -30,10 +30,11 @@ func (s *Service) StoreZip(ctx context.Context, zip []byte) (string, error) {
 	return sha, nil
 }
 
-// Drop deletes a ZIP that no entry and no unfinished deploy needs.
-func (s *Service) Drop(sha string) {
+// Drop deletes a ZIP that no entry and no unfinished deploy needs, even
+// when the request that dropped it has ended.
+func (s *Service) Drop(ctx context.Context, sha string) {
 	if !BlobInUse(s.cfg.Store, sha, "") {
-		if err := s.cfg.Blobs.Delete(sha); err != nil {
+		if err := s.cfg.Blobs.Delete(context.WithoutCancel(ctx), sha); err != nil {
 			s.log.Warn("drop library zip", "sha256", sha, "err", err)
 		}
 	}
@@ -45,18 +46,20 @@ var ErrBlobMismatch = apierr.Invalid("sha", "the body does not hash to the path'
 
 // PutPeerBlob stores a ZIP a peer is about to name in the replicated
 // state, refusing one that does not hash to sha.
-func (s *Service) PutPeerBlob(sha string, data []byte) error {
+func (s *Service) PutPeerBlob(ctx context.Context, sha string, data []byte) error {
 	sum := sha256.Sum256(data)
 	if hex.EncodeToString(sum[:]) != sha {
 		return ErrBlobMismatch
 	}
-	_, err := s.cfg.Blobs.Put(data)
+	_, err := s.cfg.Blobs.Put(ctx, data)
 	return err
 }
 
 // OpenBlob opens a stored blob (a ZIP, a template artifact) by its
 // SHA-256, with its size, for peers replicating it.
-func (s *Service) OpenBlob(sha string) (io.ReadCloser, int64, error) { return s.cfg.Blobs.Open(sha) }
+func (s *Service) OpenBlob(ctx context.Context, sha string) (io.ReadCloser, int64, error) {
+	return s.cfg.Blobs.Open(ctx, sha)
+}
 
 // BlobInUse reports whether a Library entry or an unfinished deploy job
 // other than exceptJob still needs a blob, so it is not dropped under it.

@@ -84,10 +84,10 @@ func TestSharedBlobStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := next.BlobSync().CollectOnce(time.Hour); err != nil || n != 0 {
+	if n, err := next.BlobSync().CollectOnce(context.Background(), time.Hour); err != nil || n != 0 {
 		t.Fatalf("collected within the grace: %d, %v", n, err)
 	}
-	if n, err := next.BlobSync().CollectOnce(-time.Minute); err != nil || n != 1 {
+	if n, err := next.BlobSync().CollectOnce(context.Background(), -time.Minute); err != nil || n != 1 {
 		t.Fatalf("CollectOnce = %d, %v; want the orphan", n, err)
 	}
 	if _, err := os.Stat(object(orphanSHA)); !errors.Is(err, os.ErrNotExist) {

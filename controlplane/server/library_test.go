@@ -272,7 +272,7 @@ func TestLibraryZipSurvivesLeaderLoss(t *testing.T) {
 	next := st.Leader(t, survivors)
 	st.WaitFor(t, 30*time.Second, "the ZIP on every survivor", func() bool {
 		for _, s := range survivors {
-			if s.BlobSync().Once(context.Background()) != 0 || !s.BlobSync().Store.Has(sha) {
+			if s.BlobSync().Once(context.Background()) != 0 || !s.BlobSync().Store.Has(context.Background(), sha) {
 				return false
 			}
 		}

@@ -16,8 +16,8 @@ import (
 
 // Artifacts keeps template artifacts as streamed blobs.
 type Artifacts interface {
-	PutStream(r io.Reader, max int64) (string, int64, error)
-	Open(sha string) (io.ReadCloser, int64, error)
+	PutStream(ctx context.Context, r io.Reader, max int64) (string, int64, error)
+	Open(ctx context.Context, sha string) (io.ReadCloser, int64, error)
 }
 
 // MaxArtifact bounds one template artifact.
@@ -58,7 +58,7 @@ func (r *Runners) exportArtifact(ctx context.Context, agent agentv1connect.Agent
 		return "", err
 	}
 	defer stream.Close()
-	sha, _, err := r.Artifacts.PutStream(&streamReader{stream: stream}, MaxArtifact)
+	sha, _, err := r.Artifacts.PutStream(ctx, &streamReader{stream: stream}, MaxArtifact)
 	return sha, err
 }
 
@@ -85,7 +85,7 @@ func (r *Runners) sendTemplate(ctx context.Context, agent agentv1connect.AgentSe
 	if tpl == nil || tpl.ArtifactSHA256 == "" || r.Artifacts == nil {
 		return &jobs.Failure{Code: "template_unavailable", Message: "the template is not on the site's node and has no artifact to copy there"}
 	}
-	f, _, err := r.Artifacts.Open(tpl.ArtifactSHA256)
+	f, _, err := r.Artifacts.Open(ctx, tpl.ArtifactSHA256)
 	if err != nil {
 		return &jobs.Failure{Code: "template_unavailable", Message: "the template's artifact is not on this server yet: " + err.Error()}
 	}

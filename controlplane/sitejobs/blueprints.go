@@ -2,9 +2,7 @@ package sitejobs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
@@ -75,9 +73,9 @@ func (r *Runners) runBlueprint(ctx context.Context, runID string, progress func(
 
 // apply runs a Blueprint on a ready site.
 func (r *Runners) apply(ctx context.Context, j *state.Job, progress func(int)) error {
-	var p jobspec.RunPayload
-	if err := json.Unmarshal(j.Payload, &p); err != nil {
-		return fmt.Errorf("%s payload: %w", j.Type, err)
+	p, err := payloadOf[jobspec.RunPayload](j)
+	if err != nil {
+		return err
 	}
 	return r.runBlueprint(ctx, p.RunID, progress)
 }
@@ -86,9 +84,9 @@ func (r *Runners) apply(ctx context.Context, j *state.Job, progress func(int)) e
 // the run's template and removes it. A rebake's template then takes the
 // place of the one it rebuilds. Whatever fails, the scratch site goes.
 func (r *Runners) bake(ctx context.Context, j *state.Job, progress func(int)) error {
-	var p jobspec.CreatePayload
-	if err := json.Unmarshal(j.Payload, &p); err != nil {
-		return fmt.Errorf("%s payload: %w", j.Type, err)
+	p, err := payloadOf[jobspec.CreatePayload](j)
+	if err != nil {
+		return err
 	}
 	run, err := r.Store.BlueprintRun(p.RunID)
 	if err != nil || run == nil {

@@ -2,7 +2,6 @@ package sitejobs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -23,9 +22,9 @@ import (
 
 // Blobs reads, stores and drops ZIPs.
 type Blobs interface {
-	Get(sha string) ([]byte, error)
-	Put(data []byte) (string, error)
-	Delete(sha string) error
+	Get(ctx context.Context, sha string) ([]byte, error)
+	Put(ctx context.Context, data []byte) (string, error)
+	Delete(ctx context.Context, sha string) error
 }
 
 // Fetcher downloads a customer-given URL without reaching private
@@ -44,9 +43,9 @@ const (
 )
 
 func (r *Runners) deploy(ctx context.Context, j *state.Job, progress func(int)) error {
-	var p jobspec.DeployPayload
-	if err := json.Unmarshal(j.Payload, &p); err != nil {
-		return fmt.Errorf("deploy_plugin payload: %w", err)
+	p, err := payloadOf[jobspec.DeployPayload](j)
+	if err != nil {
+		return err
 	}
 	sha, err := r.deployOnce(ctx, j, p, progress)
 	// Once the job is over, its ZIP goes unless the Library (or another
@@ -57,7 +56,7 @@ func (r *Runners) deploy(ctx context.Context, j *state.Job, progress func(int)) 
 	// Collect), as nothing names it.
 	over := err == nil || errors.As(err, new(*jobs.Failure)) || p.ZipURL != ""
 	if sha != "" && over && !library.BlobInUse(r.Store, sha, j.ID) {
-		_ = r.Blobs.Delete(sha)
+		_ = r.Blobs.Delete(context.WithoutCancel(ctx), sha)
 	}
 	return err
 }
@@ -76,11 +75,11 @@ func (r *Runners) deployOnce(ctx context.Context, j *state.Job, p jobspec.Deploy
 		if zip, err = r.fetchZip(ctx, p.ZipURL); err != nil {
 			return "", err
 		}
-		if p.BlobSHA256, err = r.Blobs.Put(zip); err != nil {
+		if p.BlobSHA256, err = r.Blobs.Put(ctx, zip); err != nil {
 			return "", fmt.Errorf("store fetched zip: %w", err)
 		}
 	} else {
-		zip, err = r.Blobs.Get(p.BlobSHA256)
+		zip, err = r.Blobs.Get(ctx, p.BlobSHA256)
 		if errors.Is(err, blobs.ErrMissing) {
 			return p.BlobSHA256, &jobs.Failure{Code: "zip_missing", Message: "the ZIP is no longer held by the control plane (" + p.Source + "); deploy again"}
 		}
@@ -89,9 +88,9 @@ func (r *Runners) deployOnce(ctx context.Context, j *state.Job, p jobspec.Deploy
 		}
 	}
 	progress(20)
-	agent, err := r.Agents.Agent(s.NodeID)
+	agent, err := r.agentOf(s)
 	if err != nil {
-		return p.BlobSHA256, &jobs.Failure{Code: "node_unavailable", Message: err.Error()}
+		return p.BlobSHA256, err
 	}
 	if _, err := agent.InstallPlugin(ctx, connect.NewRequest(&agentv1.InstallPluginRequest{SiteId: s.ID, JobId: j.ID,
 		Zip: zip, Activate: p.Activate})); err != nil {

@@ -2,9 +2,7 @@ package sitejobs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 
 	"connectrpc.com/connect"
 
@@ -21,9 +19,9 @@ import (
 // address guard, and the node's git is pinned to that address: a name
 // cannot lead git into the node's private network.
 func (r *Runners) gitDeploy(ctx context.Context, j *state.Job, progress func(int)) error {
-	var p jobspec.GitDeployPayload
-	if err := json.Unmarshal(j.Payload, &p); err != nil {
-		return fmt.Errorf("git_deploy payload: %w", err)
+	p, err := payloadOf[jobspec.GitDeployPayload](j)
+	if err != nil {
+		return err
 	}
 	repo, err := r.Store.Repository(p.RepositoryID)
 	if err != nil {
@@ -55,9 +53,9 @@ func (r *Runners) gitDeploy(ctx context.Context, j *state.Job, progress func(int
 		return &jobs.Failure{Code: "git_unreachable", Message: "the repository's host cannot be used: " + err.Error()}
 	}
 	progress(10)
-	agent, err := r.Agents.Agent(s.NodeID)
+	agent, err := r.agentOf(s)
 	if err != nil {
-		return &jobs.Failure{Code: "node_unavailable", Message: err.Error()}
+		return err
 	}
 	resp, err := agent.DeployRepository(ctx, connect.NewRequest(&agentv1.DeployRepositoryRequest{SiteId: s.ID, JobId: j.ID,
 		RepositoryId: repo.ID, Url: repo.RepoURL, Branch: repo.Branch, Token: token, SshKey: key, Pin: pin.String(),

@@ -2,7 +2,6 @@ package sitejobs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,9 +33,9 @@ const restoreChunk = 1 << 20
 // importRestore makes the import's site when it asked for a new one,
 // then streams the archive to the site's node, which restores it.
 func (r *Runners) importRestore(ctx context.Context, j *state.Job, progress func(int)) error {
-	var p jobspec.CreatePayload
-	if err := json.Unmarshal(j.Payload, &p); err != nil {
-		return fmt.Errorf("%s payload: %w", j.Type, err)
+	p, err := payloadOf[jobspec.CreatePayload](j)
+	if err != nil {
+		return err
 	}
 	if r.Imports == nil {
 		return &jobs.Failure{Code: "service_unavailable", Message: "imports are not configured on this server"}
@@ -141,18 +140,18 @@ type restorePart struct {
 
 // partsOf lists an import's parts: its sealed blob, or its objects in
 // the manifest's order.
-func (r *Runners) partsOf(imp *state.Import) ([]restorePart, error) {
+func (r *Runners) partsOf(ctx context.Context, imp *state.Import) ([]restorePart, error) {
 	if imp.Multipart == nil {
 		if r.Artifacts == nil {
 			return nil, errors.New("no blob store")
 		}
-		f, size, err := r.Artifacts.Open(imp.ArtifactID)
+		f, size, err := r.Artifacts.Open(ctx, imp.ArtifactID)
 		if err != nil {
 			return nil, fmt.Errorf("the uploaded archive is not on this server: %w", err)
 		}
 		f.Close()
-		return []restorePart{{kind: "archive", name: "upload", size: size, open: func(context.Context) (io.ReadCloser, error) {
-			f, _, err := r.Artifacts.Open(imp.ArtifactID)
+		return []restorePart{{kind: "archive", name: "upload", size: size, open: func(ctx context.Context) (io.ReadCloser, error) {
+			f, _, err := r.Artifacts.Open(ctx, imp.ArtifactID)
 			return f, err
 		}}}, nil
 	}
@@ -184,7 +183,7 @@ func (r *Runners) partsOf(imp *state.Import) ([]restorePart, error) {
 // is cancelled meanwhile.
 func (r *Runners) streamRestore(ctx context.Context, imp *state.Import, site *state.Site, jobID string,
 	report func(done, total int64)) (*agentv1.RestoreArchiveResponse, error) {
-	parts, err := r.partsOf(imp)
+	parts, err := r.partsOf(ctx, imp)
 	if err != nil {
 		return nil, err
 	}

@@ -96,7 +96,7 @@ func (r *Runners) takeSnapshot(ctx context.Context, s *state.Site, node, jobID, 
 		result = make(chan stored, 1)
 		ch := result
 		go func() {
-			sha, n, err := r.Artifacts.PutStream(pr, MaxSnapshot)
+			sha, n, err := r.Artifacts.PutStream(ctx, pr, MaxSnapshot)
 			pr.CloseWithError(errors.New("the blob store stopped reading"))
 			ch <- stored{sha, n, err}
 		}()
@@ -312,7 +312,7 @@ func (r *Runners) restoreSnapshot(ctx context.Context, agent agentv1connect.Agen
 		if sendErr != nil {
 			break
 		}
-		rc, size, err := r.Artifacts.Open(p.sha)
+		rc, size, err := r.Artifacts.Open(ctx, p.sha)
 		if err != nil {
 			_, _ = stream.CloseAndReceive()
 			return nil, fmt.Errorf("the snapshot's %s is not in the blob store: %w", p.name, err)

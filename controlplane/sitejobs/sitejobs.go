@@ -118,6 +118,25 @@ func (r *Runners) now() time.Time {
 	return time.Now().UTC().Truncate(time.Millisecond)
 }
 
+// agentOf is the agent of the site's node; one the registry cannot reach
+// fails the job with node_unavailable.
+func (r *Runners) agentOf(s *state.Site) (agentv1connect.AgentServiceClient, error) {
+	agent, err := r.Agents.Agent(s.NodeID)
+	if err != nil {
+		return nil, &jobs.Failure{Code: "node_unavailable", Message: err.Error()}
+	}
+	return agent, nil
+}
+
+// payloadOf decodes a job's payload.
+func payloadOf[P any](j *state.Job) (P, error) {
+	var p P
+	if err := json.Unmarshal(j.Payload, &p); err != nil {
+		return p, fmt.Errorf("%s payload: %w", j.Type, err)
+	}
+	return p, nil
+}
+
 func (r *Runners) site(j *state.Job) (*state.Site, error) {
 	s, err := r.Store.Site(j.SiteID)
 	if err != nil {
@@ -193,9 +212,9 @@ func (r *Runners) makeSite(ctx context.Context, j *state.Job, p jobspec.CreatePa
 	if err != nil {
 		return err
 	}
-	agent, err := r.Agents.Agent(s.NodeID)
+	agent, err := r.agentOf(s)
 	if err != nil {
-		return r.fail(ctx, s, state.SiteCreating, &jobs.Failure{Code: "node_unavailable", Message: err.Error()})
+		return r.fail(ctx, s, state.SiteCreating, err)
 	}
 	progress(10)
 	if p.TemplateID != "" {
@@ -267,9 +286,9 @@ func (r *Runners) reset(ctx context.Context, j *state.Job, _ func(int)) error {
 	if err != nil {
 		return err
 	}
-	agent, err := r.Agents.Agent(s.NodeID)
+	agent, err := r.agentOf(s)
 	if err != nil {
-		return r.fail(ctx, s, state.SiteCreating, &jobs.Failure{Code: "node_unavailable", Message: err.Error()})
+		return r.fail(ctx, s, state.SiteCreating, err)
 	}
 	resp, err := agent.ResetSite(ctx, connect.NewRequest(&agentv1.ResetSiteRequest{SiteId: s.ID, JobId: j.ID}))
 	if err != nil {
@@ -286,13 +305,13 @@ func (r *Runners) phpConfig(ctx context.Context, j *state.Job, _ func(int)) erro
 	if err != nil {
 		return err
 	}
-	var p jobspec.PHPConfigPayload
-	if err := json.Unmarshal(j.Payload, &p); err != nil {
-		return fmt.Errorf("update_php_config payload: %w", err)
-	}
-	agent, err := r.Agents.Agent(s.NodeID)
+	p, err := payloadOf[jobspec.PHPConfigPayload](j)
 	if err != nil {
-		return &jobs.Failure{Code: "node_unavailable", Message: err.Error()}
+		return err
+	}
+	agent, err := r.agentOf(s)
+	if err != nil {
+		return err
 	}
 	if _, err := agent.SetPHPConfig(ctx, connect.NewRequest(&agentv1.SetPHPConfigRequest{SiteId: s.ID, JobId: j.ID, Settings: p.Settings})); err != nil {
 		if ctx.Err() != nil {
@@ -315,13 +334,13 @@ func (r *Runners) switchPHP(ctx context.Context, j *state.Job, progress func(int
 	if err != nil {
 		return err
 	}
-	var p jobspec.SwitchPayload
-	if err := json.Unmarshal(j.Payload, &p); err != nil {
-		return fmt.Errorf("switch_php_version payload: %w", err)
-	}
-	agent, err := r.Agents.Agent(s.NodeID)
+	p, err := payloadOf[jobspec.SwitchPayload](j)
 	if err != nil {
-		return &jobs.Failure{Code: "node_unavailable", Message: err.Error()}
+		return err
+	}
+	agent, err := r.agentOf(s)
+	if err != nil {
+		return err
 	}
 	progress(10)
 	resp, err := agent.SwitchPHPVersion(ctx, connect.NewRequest(&agentv1.SwitchPHPVersionRequest{SiteId: s.ID, JobId: j.ID, PhpVersion: p.PHPVersion}))

@@ -47,9 +47,9 @@ func (r *Runners) snapshot(ctx context.Context, j *state.Job, progress func(int)
 // freezeInto freezes site s into template tpl and records it ready (with
 // also applied to it), or failed.
 func (r *Runners) freezeInto(ctx context.Context, j *state.Job, s *state.Site, tpl *state.Template, progress func(int), also func(*state.Template)) error {
-	agent, err := r.Agents.Agent(s.NodeID)
+	agent, err := r.agentOf(s)
 	if err != nil {
-		return r.templateFailed(ctx, tpl, &jobs.Failure{Code: "node_unavailable", Message: err.Error()})
+		return r.templateFailed(ctx, tpl, err)
 	}
 	progress(10)
 	resp, err := agent.FreezeTemplate(ctx, connect.NewRequest(&agentv1.FreezeTemplateRequest{SiteId: s.ID, TemplateId: tpl.BuildID(), JobId: j.ID}))
@@ -140,9 +140,9 @@ func (r *Runners) restore(ctx context.Context, j *state.Job, progress func(int))
 	if err != nil {
 		return err
 	}
-	agent, err := r.Agents.Agent(s.NodeID)
+	agent, err := r.agentOf(s)
 	if err != nil {
-		return r.fail(ctx, s, state.SiteCreating, &jobs.Failure{Code: "node_unavailable", Message: err.Error()})
+		return r.fail(ctx, s, state.SiteCreating, err)
 	}
 	progress(10)
 	if err := r.ensureTemplate(ctx, agent, s.NodeID, p.TemplateID, j.ID); err != nil {
