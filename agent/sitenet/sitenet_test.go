@@ -138,10 +138,17 @@ func dialFrom(t *testing.T, ns string, ap netip.AddrPort) error {
 func newNetwork(t *testing.T, egress Egress, allow ...string) *Network {
 	t.Helper()
 	dir := t.TempDir()
-	claims, err := hostclaim.Open(filepath.Join(dir, "claims"), "subnet", 0, 64)
+	// The host's own registry: other tests' agents (another package's
+	// run at the same time) hold subnets on this host too.
+	claims, err := hostclaim.Open(hostclaim.DefaultDir, "subnet", 0, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := claims.ReleaseUnder(dir); err != nil {
+			t.Error(err)
+		}
+	})
 	cfg := Config{Dir: filepath.Join(dir, "net"), Name: fmt.Sprintf("%08x", rand.Uint32()), Egress: egress, Claims: claims}
 	for _, a := range allow {
 		al, err := ParseAllow(a)

@@ -48,7 +48,9 @@ func setUp(t *testing.T, opts ...func(*sites.Config)) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	claims := filepath.Join(dir, "claims")
+	// The host's own registry, as every agent's: other tests' agents
+	// (e2e's, run at the same time) hold subnets and uids on this host.
+	claims := hostclaim.DefaultDir
 	uids, err := hostclaim.Open(claims, "uid", agent.FirstSiteUID, agent.SiteUIDs)
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +82,9 @@ func setUp(t *testing.T, opts ...func(*sites.Config)) *env {
 			}
 		}
 		if err := sitenet.Shutdown(netDir, name); err != nil {
+			t.Error(err)
+		}
+		if err := errors.Join(subnets.ReleaseUnder(dir), uids.ReleaseUnder(dir)); err != nil {
 			t.Error(err)
 		}
 	})
