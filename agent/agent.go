@@ -259,6 +259,9 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if err := recordSocket(dir, socket); err != nil {
 		return nil, err
 	}
+	if err := checkNamespace(ctx, socket, dir, cfg.Namespace); err != nil {
+		return nil, err
+	}
 	if err := recordNamespace(dir, cfg.Namespace); err != nil {
 		return nil, err
 	}
@@ -611,6 +614,34 @@ func connectRuntime(socket, dir, ns string) (*runtime.Runtime, error) {
 		return runtime.Connect(socket, ns)
 	}
 	return runtime.ConnectScoped(socket, ns, ContainerScope(dir))
+}
+
+// checkNamespace refuses a namespace another agent owns (an agent's own,
+// sandboxd-<hash>, is never shared: its containers carry no scope) and a
+// change of namespace while the agent's containers still run in the one
+// it used before: they would run twice, and nothing would stop the old.
+func checkNamespace(ctx context.Context, socket, dir, ns string) error {
+	if ns != Namespace(dir) && strings.HasPrefix(ns, "sandboxd-") {
+		return fmt.Errorf("agent: containerd namespace %q: names starting with sandboxd- are agents' own; share another", ns)
+	}
+	old := recordedNamespace(dir)
+	if old == ns {
+		return nil
+	}
+	rt, err := connectRuntime(socket, dir, old)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	ids, err := rt.Containers(ctx)
+	if err != nil {
+		return fmt.Errorf("agent: containers in namespace %s: %w", old, err)
+	}
+	if len(ids) > 0 {
+		return fmt.Errorf("agent: this agent's sites run in containerd namespace %s, not %s: stop them first (sandboxd agent --stop), "+
+			"or keep the namespace", old, ns)
+	}
+	return nil
 }
 
 // recordNamespace keeps a shared namespace in the data dir, or removes

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,7 +25,7 @@ var ErrRunning = errors.New("an agent is running on this data dir")
 // lockDataDir takes the data dir for this process, or says which
 // process holds it.
 func lockDataDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("agent: lock the data dir: %w", err)
 	}
@@ -102,12 +103,34 @@ func RemoveDataDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	mounts, err := mountsUnder(dir)
+	// Mount points are named by their real paths.
+	real, err := filepath.EvalSymlinks(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	mounts, err := mountsUnder(real)
 	if err != nil {
 		return err
 	}
+	// A data dir that is a file system of its own is emptied, and stays.
+	own := slices.Contains(mounts, real)
+	mounts = slices.DeleteFunc(mounts, func(m string) bool { return m == real })
 	if len(mounts) > 0 {
 		return fmt.Errorf("remove %s: still mounted under it, so nothing was removed: %s", dir, strings.Join(mounts, ", "))
+	}
+	if own {
+		ents, err := os.ReadDir(real)
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			if err := os.RemoveAll(filepath.Join(real, e.Name())); err != nil {
+				return fmt.Errorf("remove %s: %w", dir, err)
+			}
+		}
+		return nil
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)

@@ -75,6 +75,34 @@ func TestRemoveDataDirLeavesAMountedDirAlone(t *testing.T) {
 	}
 }
 
+// TestRemoveDataDirThatIsAMount: a data dir that is a file system of its
+// own is emptied and stays (its mount point is the operator's).
+func TestRemoveDataDirThatIsAMount(t *testing.T) {
+	hosttest.Root(t)
+	dir := filepath.Join(t.TempDir(), "agent")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	if err := os.MkdirAll(filepath.Join(dir, "sites", "fs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Through a link to it, as a data dir under /var/lib may be.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveDataDir(link); err != nil {
+		t.Fatal(err)
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+		t.Fatalf("the mounted data dir was not emptied: %v %v", ents, err)
+	}
+}
+
 func TestUnescapeMount(t *testing.T) {
 	for in, want := range map[string]string{`/a/b`: "/a/b", `/data\040dir/x`: "/data dir/x", `/t\011ab`: "/t\tab", `/end\04`: `/end\04`} {
 		if got := unescapeMount(in); got != want {

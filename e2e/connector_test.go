@@ -198,7 +198,14 @@ func TestConnectorPlugin(t *testing.T) {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		defer cancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
+		err := chromedp.Do(sctx, actions...)
+		// The plugin's page redraws itself as its status changes: one
+		// action on an element the redraw replaced did nothing, and is
+		// done again on the page as it now is.
+		for try := 0; try < 20 && len(actions) == 1 && err != nil && staleNode(err); try++ {
+			err = chromedp.Do(sctx, actions...)
+		}
+		if err != nil {
 			fail(what, err)
 		}
 	}

@@ -230,6 +230,12 @@ func launchWithEnv(t *testing.T, env []string, dir, api, edge string, flags ...s
 }
 
 // mustRun runs one browser action that gives a value.
+// staleNode reports an action on a node the page replaced meanwhile: it
+// did nothing, and may be done again.
+func staleNode(err error) bool {
+	return strings.Contains(err.Error(), "No node with given id found") || strings.Contains(err.Error(), "Could not find node with given id")
+}
+
 func mustRun[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	t.Helper()
 	// A page that is still settling (a script rewriting it, a late
@@ -239,7 +245,7 @@ func mustRun[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	var err error
 	st.WaitFor(t, 20*time.Second, "a read of the page", func() bool {
 		v, err = chromedp.Run(ctx, a)
-		return err == nil || !strings.Contains(err.Error(), "No node with given id found")
+		return err == nil || !staleNode(err)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -273,6 +273,9 @@ func (p *proc) terminate() error {
 		return nil
 	case <-time.After(20 * time.Second):
 		_ = p.cmd.Process.Kill()
+		// Gone before anyone cleans up after it (a purge takes no lock).
+		err := <-p.done
+		p.done <- err
 		return fmt.Errorf("sandboxd ignored SIGTERM")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/internal/hosttest"
+	"github.com/sandboxd/sandboxd/internal/ids"
 )
 
 // sshClient is Debian's OpenSSH client with a key of its own and the
@@ -154,10 +155,12 @@ func TestSSHIntoASite(t *testing.T) {
 	// the site's workspace he gets in; removed again, he is refused at
 	// his next connection. A deleted key is refused too.
 	url := "http://" + d.api
-	if out, err := run(t, nil, "admin", "create-account", "--data-dir", dir, "--email", "bob@example.com", "--plan", "free"); err != nil {
+	// A second person: an address of its own on the shared system.
+	bobEmail := "bob-" + strings.ToLower(ids.Random(4)) + "@example.com"
+	if out, err := run(t, nil, "admin", "create-account", "--data-dir", dir, "--email", bobEmail, "--plan", "free"); err != nil {
 		t.Fatalf("create-account: %v %s", err, out)
 	}
-	out, err = run(t, nil, "admin", "create-token", "--server", url, "--data-dir", dir, "--email", "bob@example.com")
+	out, err = run(t, nil, "admin", "create-token", "--server", url, "--data-dir", dir, "--email", bobEmail)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +180,7 @@ func TestSSHIntoASite(t *testing.T) {
 		t.Fatalf("bob reads the site's ssh access: %d", r.Status)
 	}
 	ws := d.owner.Do("GET", "/api/account/me", nil).Must(t, 200).Str("user.personalWorkspaceId")
-	inv := d.owner.Do("POST", "/api/app/workspaces/"+ws+"/members", map[string]string{"email": "bob@example.com"}).Must(t, 201).Str("invitation.id")
+	inv := d.owner.Do("POST", "/api/app/workspaces/"+ws+"/members", map[string]string{"email": bobEmail}).Must(t, 201).Str("invitation.id")
 	bob.Do("POST", "/api/account/invitations/"+inv+"/accept", nil).Must(t, 200)
 	if out, err := bobKey.ssh(id, "echo inside"); err != nil || strings.TrimSpace(out) != "inside" {
 		t.Fatalf("a member's key: %v\n%s", err, out)

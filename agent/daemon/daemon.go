@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -145,6 +146,17 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// isDaemonOf reports whether pid is a containerd started with dir's
+// config file.
+func isDaemonOf(pid int, dir string) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	return len(args) > 0 && filepath.Base(args[0]) == "containerd" && slices.Contains(args, filepath.Join(dir, "config.toml"))
+}
+
 // StopIn stops a containerd that an agent started under dir, whichever
 // process started it, and waits for it to exit. No daemon is fine.
 func StopIn(dir string) error {
@@ -157,6 +169,11 @@ func StopIn(dir string) error {
 	var pid int
 	if _, err := fmt.Sscan(string(b), &pid); err != nil || pid <= 1 {
 		return fmt.Errorf("bad pid file in %s", dir)
+	}
+	// The pid file outlives its daemon (a reboot): signal the process only
+	// while it is still that containerd, run with this dir's config.
+	if !isDaemonOf(pid, dir) {
+		return os.Remove(filepath.Join(dir, "containerd.pid"))
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
 	for i := 0; i < 200; i++ {

@@ -177,15 +177,19 @@ func Observe(next http.Handler, log *slog.Logger, m *Metrics) http.Handler {
 	})
 }
 
+// ForwardedHeader marks a request a follower passed on to the leader.
+const ForwardedHeader = "X-Sandboxd-Forwarded-By"
+
 // accessLevel is the level of a request's access-log line: the cluster's
-// own traffic (members' RPCs over mutual TLS: heartbeats, route watches,
-// forwarded requests) and health and metrics scrapes are debug, so that
-// a terminal shows what people do; a server error is a warning.
+// own traffic (members' RPCs over mutual TLS: heartbeats, route watches)
+// and health and metrics scrapes are debug, so that a terminal shows what
+// people do; a person's request a follower forwarded stays at info on the
+// leader; a server error is a warning.
 func accessLevel(r *http.Request, route string, status int) slog.Level {
 	switch {
 	case status >= 500:
 		return slog.LevelWarn
-	case r.TLS != nil && len(r.TLS.PeerCertificates) > 0, route == "GET /healthz", route == "GET /metrics":
+	case r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && r.Header.Get(ForwardedHeader) == "", route == "GET /healthz", route == "GET /metrics":
 		return slog.LevelDebug
 	}
 	return slog.LevelInfo

@@ -181,10 +181,14 @@ func TestAccessLogLevels(t *testing.T) {
 		{"a health check", "GET /healthz", nil, 200, slog.LevelDebug},
 		{"a scrape", "GET /metrics", nil, 200, slog.LevelDebug},
 		{"a member's request that failed", "/sandboxd.agent.v1.RegistryService/", member, 503, slog.LevelWarn},
+		{"a person's request a follower forwarded", "POST /api/app/sites", member, 202, slog.LevelInfo},
 		{"an API call that failed", "GET /api/app/sites", nil, 500, slog.LevelWarn},
 	} {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.TLS = tc.tls
+		if tc.route == "POST /api/app/sites" && tc.tls == member {
+			r.Header.Set(ForwardedHeader, "server-2")
+		}
 		if got := accessLevel(r, tc.route, tc.status); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}

@@ -26,7 +26,7 @@ import (
 
 // forwardedHeader marks a request a follower passed on, so it is never
 // passed on twice (a stale leader view could otherwise bounce it).
-const forwardedHeader = "X-Sandboxd-Forwarded-By"
+const forwardedHeader = rest.ForwardedHeader
 
 // local reports whether a path is answered by whichever node receives it:
 // health, metrics, the document, the launcher's static files and the

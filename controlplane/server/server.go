@@ -753,17 +753,21 @@ func (s *Server) watchOperatorToken(ctx context.Context) {
 	default:
 	}
 	hash := secret.Hash(s.bootstrapOperator)
+	failed := false
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
 		if op, err := s.node.Store().OperatorTokenByHash(hash); err == nil && op != nil {
 			pending := filepath.Join(s.cfg.DataDir, pendingOperatorFile)
-			if err := os.Rename(pending, filepath.Join(s.cfg.DataDir, operatorTokenFile)); err != nil {
-				s.log.Error("the operator token is committed but its file could not be written", "file", pending, "err", err)
+			err := os.Rename(pending, filepath.Join(s.cfg.DataDir, operatorTokenFile))
+			if err == nil {
+				close(s.operatorReady)
 				return
 			}
-			close(s.operatorReady)
-			return
+			if !failed { // tried again at the next tick; said once
+				s.log.Error("the operator token is committed but its file could not be written; retrying", "file", pending, "err", err)
+				failed = true
+			}
 		}
 		select {
 		case <-ctx.Done():
