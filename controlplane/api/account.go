@@ -45,7 +45,15 @@ type memberResponse struct {
 	Member MemberView `json:"member"`
 }
 
-func (a *API) registerAccount(r *rest.Router) {
+// accountRoutes are the caller's own account: tokens, usage, invitations.
+type accountRoutes struct {
+	*base
+	accounts   Accounts
+	workspaces Workspaces
+	plans      plans.Config
+}
+
+func (a accountRoutes) register(r *rest.Router) {
 	acct := guard{scope: scopeAccount}
 	a.bearer(r, guard{scope: scopeAccount, oauthScope: anyScope}, rest.Route{Method: "GET", Path: "/api/account/me", Tag: "account",
 		Summary: "The calling account's identity (also with a connector's scoped token).", Response: userResponse{},
@@ -77,7 +85,7 @@ func (a *API) registerAccount(r *rest.Router) {
 		Handler: a.acceptInvitation})
 }
 
-func (a *API) usage(w http.ResponseWriter, req *http.Request) error {
+func (a accountRoutes) usage(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	owned, err := a.store.OwnedWorkspaces(c.Account.ID)
 	if err != nil {
@@ -97,12 +105,12 @@ func (a *API) usage(w http.ResponseWriter, req *http.Request) error {
 	}
 	return rest.JSON(w, http.StatusOK, usageResponse{Usage: Usage{
 		Plan:   c.Account.Plan,
-		Limits: a.cfg.Plans.For(c.Account.Plan),
+		Limits: a.plans.For(c.Account.Plan),
 		Counts: map[string]int{plans.Workspaces: owned, plans.APITokens: len(toks), plans.Sites: live, plans.SSHKeys: len(keys)},
 	}})
 }
 
-func (a *API) listTokens(w http.ResponseWriter, req *http.Request) error {
+func (a accountRoutes) listTokens(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	toks, err := a.store.TokensOf(c.Account.ID)
 	if err != nil {
@@ -115,28 +123,28 @@ func (a *API) listTokens(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, tokensResponse{Tokens: out})
 }
 
-func (a *API) createToken(w http.ResponseWriter, req *http.Request) error {
+func (a accountRoutes) createToken(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	var body CreateTokenRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	ans := answer(a, req, http.StatusCreated, func(m accountspec.TokenMade) any {
+	ans := answer(a.base, req, http.StatusCreated, func(m accountspec.TokenMade) any {
 		return CreateTokenResponse{Token: tokenView(&m.Token, c.Token.ID, c.Account.PersonalWorkspaceID), Secret: m.Secret}
 	})
-	_, err := a.cfg.Accounts.CreateToken(req.Context(), ans, c.Account, body.Name, body.ExpiresInDays)
-	return respond(a, w, req, ans, err)
+	_, err := a.accounts.CreateToken(req.Context(), ans, c.Account, body.Name, body.ExpiresInDays)
+	return respond(a.base, w, req, ans, err)
 }
 
-func (a *API) revokeToken(w http.ResponseWriter, req *http.Request) error {
+func (a accountRoutes) revokeToken(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
-	if err := a.cfg.Accounts.RevokeToken(req.Context(), c.Account, req.PathValue("id")); err != nil {
+	if err := a.accounts.RevokeToken(req.Context(), c.Account, req.PathValue("id")); err != nil {
 		return writeError("", err)
 	}
 	return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
 }
 
-func (a *API) myInvitations(w http.ResponseWriter, req *http.Request) error {
+func (a accountRoutes) myInvitations(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	invs, err := a.store.InvitationsFor(c.Account.Email)
 	if err != nil {
@@ -150,8 +158,8 @@ func (a *API) myInvitations(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, invitationsResponse{Invitations: out})
 }
 
-func (a *API) acceptInvitation(w http.ResponseWriter, req *http.Request) error {
-	m, err := a.cfg.Workspaces.Accept(req.Context(), CallerFrom(req.Context()).Account, req.PathValue("id"))
+func (a accountRoutes) acceptInvitation(w http.ResponseWriter, req *http.Request) error {
+	m, err := a.workspaces.Accept(req.Context(), CallerFrom(req.Context()).Account, req.PathValue("id"))
 	if err != nil {
 		return writeError("", err)
 	}

@@ -82,7 +82,15 @@ type RaftStatus struct {
 // RaftStatusPath is where a server asks another for its RaftStatus.
 const RaftStatusPath = "/internal/raft/status"
 
-func (a *API) registerAdmin(r *rest.Router) {
+// adminRoutes are the operator's accounts, outbox and Raft cluster.
+type adminRoutes struct {
+	*base
+	accounts Accounts
+	fleet    Fleet
+	cluster  ClusterView
+}
+
+func (a adminRoutes) register(r *rest.Router) {
 	a.operator(r, rest.Route{Method: "POST", Path: "/api/admin/accounts", Status: http.StatusCreated,
 		Summary: "Create an account with its personal workspace.", Request: CreateAccountRequest{}, Response: userResponse{}, Idempotent: true,
 		Errors: []string{apierr.CodeInvalidRequest, apierr.CodeConflict}, Handler: a.adminCreateAccount})
@@ -99,28 +107,28 @@ func (a *API) registerAdmin(r *rest.Router) {
 		Response: outboxResponse{}, Handler: a.adminOutbox})
 	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/cluster", Summary: "Raft servers, leader and state.",
 		Response: clusterResponse{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
-			return rest.JSON(w, http.StatusOK, clusterResponse{Cluster: a.cfg.Cluster.Cluster(req.Context())})
+			return rest.JSON(w, http.StatusOK, clusterResponse{Cluster: a.cluster.Cluster(req.Context())})
 		}})
 	a.internal(r, rest.Route{Method: "GET", Path: RaftStatusPath, Summary: "This server's own view of Raft.",
 		Response: RaftStatus{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
-			return rest.JSON(w, http.StatusOK, a.cfg.Cluster.Local())
+			return rest.JSON(w, http.StatusOK, a.cluster.Local())
 		}})
 	a.operator(r, rest.Route{Method: "DELETE", Path: "/api/admin/cluster/servers/{id}",
 		Summary: "Remove a server (for example a dead one) from the Raft cluster.", Params: map[string]string{"id": "server"},
 		Response: deletedResponse{}, Errors: []string{apierr.CodeNotFound}, Handler: a.leave})
 }
 
-func (a *API) adminCreateAccount(w http.ResponseWriter, req *http.Request) error {
+func (a adminRoutes) adminCreateAccount(w http.ResponseWriter, req *http.Request) error {
 	var body CreateAccountRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	ans := answer(a, req, http.StatusCreated, func(acct state.Account) any { return userResponse{User: userView(&acct)} })
-	_, err := a.cfg.Accounts.Create(req.Context(), ans, body.Email, body.Plan)
-	return respond(a, w, req, ans, err)
+	ans := answer(a.base, req, http.StatusCreated, func(acct state.Account) any { return userResponse{User: userView(&acct)} })
+	_, err := a.accounts.Create(req.Context(), ans, body.Email, body.Plan)
+	return respond(a.base, w, req, ans, err)
 }
 
-func (a *API) adminListAccounts(w http.ResponseWriter, req *http.Request) error {
+func (a adminRoutes) adminListAccounts(w http.ResponseWriter, req *http.Request) error {
 	accts, err := a.store.Accounts()
 	if err != nil {
 		return err
@@ -132,31 +140,31 @@ func (a *API) adminListAccounts(w http.ResponseWriter, req *http.Request) error 
 	return rest.JSON(w, http.StatusOK, usersResponse{Users: out})
 }
 
-func (a *API) adminSetPlan(w http.ResponseWriter, req *http.Request) error {
+func (a adminRoutes) adminSetPlan(w http.ResponseWriter, req *http.Request) error {
 	var body SetPlanRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	acct, err := a.cfg.Accounts.SetPlan(req.Context(), req.PathValue("email"), body.Plan)
+	acct, err := a.accounts.SetPlan(req.Context(), req.PathValue("email"), body.Plan)
 	if err != nil {
 		return writeError("", err)
 	}
 	return rest.JSON(w, http.StatusOK, userResponse{User: userView(acct)})
 }
 
-func (a *API) adminCreateToken(w http.ResponseWriter, req *http.Request) error {
+func (a adminRoutes) adminCreateToken(w http.ResponseWriter, req *http.Request) error {
 	var body AdminTokenRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	ans := answer(a, req, http.StatusCreated, func(m accountspec.TokenMade) any {
+	ans := answer(a.base, req, http.StatusCreated, func(m accountspec.TokenMade) any {
 		return CreateTokenResponse{Token: tokenView(&m.Token, "", ""), Secret: m.Secret}
 	})
-	_, err := a.cfg.Accounts.OperatorToken(req.Context(), ans, body.Email, body.Name)
-	return respond(a, w, req, ans, err)
+	_, err := a.accounts.OperatorToken(req.Context(), ans, body.Email, body.Name)
+	return respond(a.base, w, req, ans, err)
 }
 
-func (a *API) adminOutbox(w http.ResponseWriter, req *http.Request) error {
+func (a adminRoutes) adminOutbox(w http.ResponseWriter, req *http.Request) error {
 	ms, err := a.store.Outbox()
 	if err != nil {
 		return err
@@ -168,8 +176,8 @@ func (a *API) adminOutbox(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, outboxResponse{Mails: out})
 }
 
-func (a *API) leave(w http.ResponseWriter, req *http.Request) error {
-	if err := a.cfg.Fleet.RemoveServer(req.Context(), req.PathValue("id")); err != nil {
+func (a adminRoutes) leave(w http.ResponseWriter, req *http.Request) error {
+	if err := a.fleet.RemoveServer(req.Context(), req.PathValue("id")); err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})

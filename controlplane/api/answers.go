@@ -21,13 +21,13 @@ func keyFrom(ctx context.Context) writes.Key {
 // its change: status, and render for what the service made. Under a free
 // Idempotency-Key the service's Raft entry carries it, so a retry finds
 // the change and its answer or neither.
-func answer[M any](a *API, req *http.Request, status int, render func(M) any) *writes.Answer[M] {
-	return &writes.Answer[M]{Key: keyFrom(req.Context()), Status: status, Render: render, Seal: a.cfg.ReplaySealer.Seal, Now: a.now}
+func answer[M any](a *base, req *http.Request, status int, render func(M) any) *writes.Answer[M] {
+	return &writes.Answer[M]{Key: keyFrom(req.Context()), Status: status, Render: render, Seal: a.sealer.Seal, Now: a.now}
 }
 
 // respond writes what a service's change under ans came to: its answer,
 // the answer of a concurrent twin that used the key first, or the error.
-func respond[M any](a *API, w http.ResponseWriter, req *http.Request, ans *writes.Answer[M], err error) error {
+func respond[M any](a *base, w http.ResponseWriter, req *http.Request, ans *writes.Answer[M], err error) error {
 	var twin *writes.Replayed
 	switch {
 	case errors.As(err, &twin):

@@ -131,10 +131,26 @@ type Config struct {
 
 // API serves the control plane's REST routes.
 type API struct {
-	cfg    Config
-	store  *state.Store
-	log    *slog.Logger
-	limits *limiters
+	*base
+	cfg Config
+}
+
+// base is what every family of routes shares: authentication and the
+// caller's workspace, rate limits, Idempotency-Key answers and replays,
+// reads of the replicated state. A family's routes hold it and only the
+// services they call.
+type base struct {
+	store     *state.Store
+	log       *slog.Logger
+	limits    *limiters
+	operators Operators
+	sealer    *seal.Sealer // seals stored answers
+	clock     func() time.Time
+}
+
+// Operators tells operator tokens.
+type Operators interface {
+	IsOperator(token string) bool
 }
 
 // New returns the handlers; call Register to mount them.
@@ -145,11 +161,15 @@ func New(cfg Config) *API {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{cfg: cfg, store: cfg.Store, log: cfg.Logger.With("component", "api"),
-		limits: newLimiters(cfg.RateLimits, cfg.Now, cfg.Metrics)}
+	b := &base{store: cfg.Store, log: cfg.Logger.With("component", "api"), limits: newLimiters(cfg.RateLimits, cfg.Now, cfg.Metrics),
+		sealer: cfg.ReplaySealer, clock: cfg.Now}
+	if cfg.Members != nil {
+		b.operators = cfg.Members
+	}
+	return &API{base: b, cfg: cfg}
 }
 
-func (a *API) now() time.Time { return a.cfg.Now().UTC().Truncate(time.Millisecond) }
+func (a *base) now() time.Time { return a.clock().UTC().Truncate(time.Millisecond) }
 
 // scope says which workspace a route works in.
 type scope int
@@ -207,14 +227,14 @@ const (
 // bearer handles the route with token authentication, the rate limits
 // (RateLimits) and the guard's workspace and capability checks; rt
 // documents it.
-func (a *API) bearer(r *rest.Router, g guard, rt rest.Route) {
+func (a *base) bearer(r *rest.Router, g guard, rt rest.Route) {
 	r.Handle(a.bearerRoute(g, rt))
 }
 
 // maybeBearer handles a route that anyone may call and a bearer may
 // call as itself: with an Authorization header it is a bearer route
 // (guarded by g), without one the handler runs with no caller.
-func (a *API) maybeBearer(r *rest.Router, g guard, rt rest.Route) {
+func (a *base) maybeBearer(r *rest.Router, g guard, rt rest.Route) {
 	public := rt.Handler
 	guarded := a.bearerRoute(g, rt)
 	rt = guarded
@@ -232,7 +252,7 @@ func (a *API) maybeBearer(r *rest.Router, g guard, rt rest.Route) {
 }
 
 // bearerRoute is rt guarded by g for a bearer token.
-func (a *API) bearerRoute(g guard, rt rest.Route) rest.Route {
+func (a *base) bearerRoute(g guard, rt rest.Route) rest.Route {
 	rt.Security = "bearer"
 	idempotent := rt.Idempotent
 	if g.capability != "" {
@@ -310,7 +330,7 @@ func (a *API) bearerRoute(g guard, rt rest.Route) rest.Route {
 // operator handles a route authenticated with an operator token. Failed
 // attempts count against the address like any other; operators and
 // peers are not write-limited.
-func (a *API) operator(r *rest.Router, rt rest.Route) {
+func (a *base) operator(r *rest.Router, rt rest.Route) {
 	rt.Security = "operator"
 	rt.Tag = "operator"
 	rt.Errors = append(append([]string{apierr.CodeAuthRequired}, rt.Errors...), writeErrors(rt)...)
@@ -321,7 +341,7 @@ func (a *API) operator(r *rest.Router, rt rest.Route) {
 			return err
 		}
 		tok, ok := bearerToken(req)
-		if !ok || a.cfg.Members == nil || !a.cfg.Members.IsOperator(tok) {
+		if !ok || a.operators == nil || !a.operators.IsOperator(tok) {
 			err := apierr.AuthRequired()
 			a.limits.authFailed(req, err)
 			return err
@@ -374,7 +394,7 @@ func bearerToken(r *http.Request) (string, bool) {
 
 // authenticate resolves the bearer token to an account. Tokens are looked
 // up by hash; an expired, revoked or unknown token is auth_required.
-func (a *API) authenticate(r *http.Request) (*Caller, error) {
+func (a *base) authenticate(r *http.Request) (*Caller, error) {
 	tok, ok := bearerToken(r)
 	if !ok || !secret.LooksLikeToken(tok) {
 		return nil, apierr.AuthRequired()
@@ -400,7 +420,7 @@ func (a *API) authenticate(r *http.Request) (*Caller, error) {
 // workspace) to a membership. A workspace the caller does not belong to
 // is indistinguishable from one that does not exist, and so is, for a
 // connector's token, any workspace but the one it is bound to.
-func (a *API) selectWorkspace(r *http.Request, c *Caller, mustMatchPath bool) error {
+func (a *base) selectWorkspace(r *http.Request, c *Caller, mustMatchPath bool) error {
 	id := r.Header.Get(WorkspaceHeader)
 	if id == "" {
 		id = r.Header.Get(LegacyWorkspaceHeader)
@@ -487,10 +507,10 @@ func message(err error) string {
 
 // Register mounts every route of this package.
 func (a *API) Register(r *rest.Router) {
-	a.registerAccount(r)
-	a.registerSSHKeys(r)
-	a.registerWorkspaces(r)
-	a.registerRoles(r)
+	accountRoutes{a.base, a.cfg.Accounts, a.cfg.Workspaces, a.cfg.Plans}.register(r)
+	sshKeyRoutes{a.base, a.cfg.Accounts}.register(r)
+	workspaceRoutes{a.base, a.cfg.Workspaces}.register(r)
+	roleRoutes{a.base, a.cfg.Workspaces}.register(r)
 	a.registerJobs(r)
 	a.registerSites(r)
 	a.registerTemplates(r)
@@ -514,10 +534,11 @@ func (a *API) Register(r *rest.Router) {
 	a.registerDomains(r)
 	a.registerSSH(r)
 	a.registerRepositories(r)
-	a.registerAdmin(r)
-	a.registerMembers(r)
-	a.registerNodes(r)
-	a.registerFleet(r)
+	adminRoutes{a.base, a.cfg.Accounts, a.cfg.Fleet, a.cfg.Cluster}.register(r)
+	members := memberRoutes{a.base, a.cfg.Members, a.cfg.Fleet}
+	members.register(r)
+	members.registerNodes(r)
+	members.registerFleet(r)
 	if a.cfg.Sealing != nil {
 		a.registerSealing(r)
 	}
@@ -527,7 +548,7 @@ func (a *API) Register(r *rest.Router) {
 // replication): only the cluster port serves it, to a server's
 // certificate (see server.clusterHandler); it is left out of the
 // document.
-func (a *API) internal(r *rest.Router, rt rest.Route) {
+func (a *base) internal(r *rest.Router, rt rest.Route) {
 	rt.Internal = true
 	next := rt.Handler
 	rt.Handler = func(w http.ResponseWriter, req *http.Request) error {

@@ -130,11 +130,11 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 			if err := rest.DecodeJSON(req, &body); err != nil {
 				return err
 			}
-			ans := answer(a, req, http.StatusAccepted, func(m sitespec.Made) any {
+			ans := answer(a.base, req, http.StatusAccepted, func(m sitespec.Made) any {
 				return siteRunResponse{Site: siteView(&m.Site), Run: runView(m.Run)}
 			})
 			_, _, err = a.cfg.Runs.CreateSite(req.Context(), caller(req, ans), b, body.Name)
-			return respond(a, w, req, ans, err)
+			return respond(a.base, w, req, ans, err)
 		}})
 	a.bearer(r, create, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/blueprint", Tag: "blueprints", Status: http.StatusAccepted,
 		Summary: "Run a Blueprint (saved: blueprintId; or a source, not saved) on a ready site, on the site's own PHP and WordPress. " +
@@ -164,9 +164,9 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 					return err
 				}
 			}
-			ans := answer(a, req, http.StatusAccepted, func(m sitespec.Made) any { return runResponse{Run: runView(m.Run)} })
+			ans := answer(a.base, req, http.StatusAccepted, func(m sitespec.Made) any { return runResponse{Run: runView(m.Run)} })
 			_, err = a.cfg.Runs.Apply(req.Context(), caller(req, ans), site, b, src)
-			return respond(a, w, req, ans, err)
+			return respond(a.base, w, req, ans, err)
 		}})
 	a.bearer(r, reuse, rest.Route{Method: "POST", Path: "/api/app/blueprints/{id}/bake", Tag: "blueprints", Status: http.StatusAccepted,
 		Summary: "Bake a saved Blueprint into a Template: a scratch site is made, the Blueprint run on it, the site frozen into the template " +
@@ -182,7 +182,7 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 			if err := rest.DecodeJSON(req, &body); err != nil {
 				return err
 			}
-			ans := answer(a, req, http.StatusAccepted, func(m sitespec.Made) any {
+			ans := answer(a.base, req, http.StatusAccepted, func(m sitespec.Made) any {
 				tpl := m.Template
 				if tpl.RebuildOf != "" { // a rebake answers the template it rebuilds, which keeps its id
 					if old, err := a.store.Template(tpl.RebuildOf); err == nil && old != nil {
@@ -192,7 +192,7 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 				return bakeResponse{Template: templateView(tpl), Run: runView(m.Run)}
 			})
 			_, _, err = a.cfg.Runs.Bake(req.Context(), caller(req, ans), b, body.Name, body.Description, body.TemplateID)
-			return respond(a, w, req, ans, err)
+			return respond(a.base, w, req, ans, err)
 		}})
 	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/blueprints/{id}/runs", Tag: "blueprints",
 		Summary: "A saved Blueprint's runs, newest first.", Params: blueprintParam, Response: runsResponse{}, Errors: nf,

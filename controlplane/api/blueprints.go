@@ -190,7 +190,7 @@ func (a *API) registerBlueprints(r *rest.Router) {
 		}})
 }
 
-func (a *API) blueprintIn(req *http.Request) (*state.Blueprint, error) {
+func (a *base) blueprintIn(req *http.Request) (*state.Blueprint, error) {
 	return blueprintspec.In(a.store, CallerFrom(req.Context()).Workspace.ID, req.PathValue("id"))
 }
 
@@ -252,10 +252,10 @@ func (a *API) saveBlueprint(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ans := answer(a, req, http.StatusCreated, func(b state.Blueprint) any { return blueprintResponse{Blueprint: blueprintView(&b)} })
+	ans := answer(a.base, req, http.StatusCreated, func(b state.Blueprint) any { return blueprintResponse{Blueprint: blueprintView(&b)} })
 	in := blueprintspec.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, Description: body.Description, Source: src, Answer: ans}
 	_, err = a.cfg.Blueprints.Create(req.Context(), in)
-	return respond(a, w, req, ans, err)
+	return respond(a.base, w, req, ans, err)
 }
 
 func (a *API) patchBlueprint(w http.ResponseWriter, req *http.Request) error {
@@ -303,7 +303,7 @@ func (a *API) uploadBlueprint(w http.ResponseWriter, req *http.Request) error {
 	}
 	// The saved answer is the Blueprint as saved (its source adapted when
 	// it was); preview=1 lists the changes.
-	in.Answer = answer(a, req, http.StatusCreated, func(b state.Blueprint) any { return uploadResponse{Blueprint: blueprintView(&b)} })
+	in.Answer = answer(a.base, req, http.StatusCreated, func(b state.Blueprint) any { return uploadResponse{Blueprint: blueprintView(&b)} })
 	_, err = a.cfg.Blueprints.Upload(req.Context(), in)
-	return respond(a, w, req, in.Answer, err)
+	return respond(a.base, w, req, in.Answer, err)
 }

@@ -31,7 +31,7 @@ const maxIdempotencyKey = 255
 // different request with 409 idempotency_key_reused); a free key goes
 // with the request to the service that makes the change (answer). scope is whose keys these are (an account,
 // or the operator) and workspace the workspace the request acts in.
-func (a *API) idempotent(w http.ResponseWriter, req *http.Request, scope, workspace string, next rest.HandlerFunc) error {
+func (a *base) idempotent(w http.ResponseWriter, req *http.Request, scope, workspace string, next rest.HandlerFunc) error {
 	key := req.Header.Get(IdempotencyHeader)
 	if key == "" {
 		return next(w, req)
@@ -80,8 +80,8 @@ func keyReused(key string) *apierr.Error {
 }
 
 // replay writes a key's first answer again.
-func (a *API) replay(w http.ResponseWriter, rec *state.Idempotency) error {
-	body, err := a.cfg.ReplaySealer.Open(rec.Body, state.IdempotencyID(rec.Scope, rec.Key))
+func (a *base) replay(w http.ResponseWriter, rec *state.Idempotency) error {
+	body, err := a.sealer.Open(rec.Body, state.IdempotencyID(rec.Scope, rec.Key))
 	if err != nil {
 		return fmt.Errorf("open the stored answer of an idempotency key: %w", err)
 	}

@@ -243,10 +243,10 @@ func (a *API) createImport(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	ans := answer(a, req, http.StatusCreated, func(imp state.Import) any { return importResponse{Import: a.importView(&imp)} })
+	ans := answer(a.base, req, http.StatusCreated, func(imp state.Import) any { return importResponse{Import: a.importView(&imp)} })
 	_, err := a.cfg.Imports.Create(req.Context(), importCaller(c), importspec.CreateInput{SourceURL: body.SourceURL,
 		SiteID: body.SiteID, SizeBytes: body.SizeBytes, SourceKind: body.SourceKind, Answer: ans})
-	return respond(a, w, req, ans, err)
+	return respond(a.base, w, req, ans, err)
 }
 
 func (a *API) getImport(w http.ResponseWriter, req *http.Request) error {

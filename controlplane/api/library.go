@@ -129,7 +129,7 @@ func (a *API) registerLibrary(r *rest.Router) {
 		Summary: "Remove the entry's license key.", Response: libraryEntryResponse{}, Errors: nf, Handler: a.deleteLicense})
 }
 
-func (a *API) entryIn(req *http.Request) (*state.LibraryEntry, error) {
+func (a *base) entryIn(req *http.Request) (*state.LibraryEntry, error) {
 	c := CallerFrom(req.Context())
 	e, err := a.store.LibraryEntry(c.Workspace.ID, req.PathValue("id"))
 	if err != nil {
@@ -177,9 +177,9 @@ func (a *API) uploadLibrary(w http.ResponseWriter, req *http.Request) error {
 		key = &k
 	}
 	ws := CallerFrom(req.Context()).Workspace
-	ans := answer(a, req, http.StatusCreated, entryAnswer)
+	ans := answer(a.base, req, http.StatusCreated, entryAnswer)
 	_, err = a.cfg.Library.Upload(req.Context(), ans, ws, f.Filename, f.File, key)
-	return respond(a, w, req, ans, err)
+	return respond(a.base, w, req, ans, err)
 }
 
 func (a *API) addGitHubLibrary(w http.ResponseWriter, req *http.Request) error {
@@ -188,9 +188,9 @@ func (a *API) addGitHubLibrary(w http.ResponseWriter, req *http.Request) error {
 		return err
 	}
 	ws := CallerFrom(req.Context()).Workspace
-	ans := answer(a, req, http.StatusCreated, entryAnswer)
+	ans := answer(a.base, req, http.StatusCreated, entryAnswer)
 	_, err := a.cfg.Library.AddRelease(req.Context(), ans, ws, body.Repository, body.LicenseKey)
-	return respond(a, w, req, ans, err)
+	return respond(a.base, w, req, ans, err)
 }
 
 func (a *API) refreshLibrary(w http.ResponseWriter, req *http.Request) error {

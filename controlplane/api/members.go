@@ -87,7 +87,14 @@ type clusterMembersResponse struct {
 	Members []state.ClusterMember `json:"members"`
 }
 
-func (a *API) registerMembers(r *rest.Router) {
+// memberRoutes are the fleet's credentials, nodes, drains and snapshots.
+type memberRoutes struct {
+	*base
+	members Members
+	fleet   Fleet
+}
+
+func (a memberRoutes) register(r *rest.Router) {
 	a.operator(r, rest.Route{Method: "POST", Path: "/api/admin/join-tokens", Status: http.StatusCreated, Idempotent: true,
 		Summary: "Make a single-use token a new agent, edge or server joins the cluster with; the secret is returned once.",
 		Request: CreateJoinTokenRequest{}, Response: joinTokenCreated{}, Errors: []string{apierr.CodeInvalidRequest},
@@ -97,7 +104,7 @@ func (a *API) registerMembers(r *rest.Router) {
 	a.operator(r, rest.Route{Method: "DELETE", Path: "/api/admin/join-tokens/{id}", Params: map[string]string{"id": "join token"},
 		Summary: "Revoke a join token: it can no longer be used.", Response: deletedResponse{}, Errors: []string{apierr.CodeNotFound},
 		Handler: func(w http.ResponseWriter, req *http.Request) error {
-			if err := a.cfg.Members.RevokeJoinToken(req.Context(), req.PathValue("id")); err != nil {
+			if err := a.members.RevokeJoinToken(req.Context(), req.PathValue("id")); err != nil {
 				return err
 			}
 			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
@@ -110,7 +117,7 @@ func (a *API) registerMembers(r *rest.Router) {
 	a.operator(r, rest.Route{Method: "DELETE", Path: "/api/admin/operator-tokens/{id}", Params: map[string]string{"id": "operator token"},
 		Summary: "Revoke an operator token.", Response: deletedResponse{}, Errors: []string{apierr.CodeNotFound},
 		Handler: func(w http.ResponseWriter, req *http.Request) error {
-			if err := a.cfg.Members.RevokeOperatorToken(req.Context(), req.PathValue("id")); err != nil {
+			if err := a.members.RevokeOperatorToken(req.Context(), req.PathValue("id")); err != nil {
 				return err
 			}
 			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
@@ -131,14 +138,14 @@ func (a *API) registerMembers(r *rest.Router) {
 		Summary:  "Revoke a member: its certificates are refused at once; it can come back only with a new join token.",
 		Response: deletedResponse{}, Errors: []string{apierr.CodeNotFound, apierr.CodeInvalidRequest},
 		Handler: func(w http.ResponseWriter, req *http.Request) error {
-			if err := a.cfg.Members.RevokeMember(req.Context(), req.PathValue("role")+"/"+req.PathValue("name")); err != nil {
+			if err := a.members.RevokeMember(req.Context(), req.PathValue("role")+"/"+req.PathValue("name")); err != nil {
 				return err
 			}
 			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
 		}})
 }
 
-func (a *API) createJoinToken(w http.ResponseWriter, req *http.Request) error {
+func (a memberRoutes) createJoinToken(w http.ResponseWriter, req *http.Request) error {
 	var body CreateJoinTokenRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
@@ -149,19 +156,19 @@ func (a *API) createJoinToken(w http.ResponseWriter, req *http.Request) error {
 	// The secret is made here so that the answer kept for a replay shows
 	// it.
 	sec := memberspec.NewJoinSecret()
-	fp, err := a.cfg.Members.CAFingerprint()
+	fp, err := a.members.CAFingerprint()
 	if err != nil {
 		return err
 	}
-	ans := answer(a, req, http.StatusCreated, func(t state.JoinToken) any {
+	ans := answer(a.base, req, http.StatusCreated, func(t state.JoinToken) any {
 		return joinTokenCreated{JoinToken: joinTokenView(&t), Token: memberspec.FormatJoinToken(fp, t.ID, sec)}
 	})
-	_, _, err = a.cfg.Members.CreateJoinToken(req.Context(), memberspec.JoinTokenOptions{Role: pki.Role(body.Role), Name: body.Name,
+	_, _, err = a.members.CreateJoinToken(req.Context(), memberspec.JoinTokenOptions{Role: pki.Role(body.Role), Name: body.Name,
 		TTL: time.Duration(body.TTLMinutes) * time.Minute, Description: body.Description, Secret: sec, Answer: ans})
-	return respond(a, w, req, ans, err)
+	return respond(a.base, w, req, ans, err)
 }
 
-func (a *API) listJoinTokens(w http.ResponseWriter, req *http.Request) error {
+func (a memberRoutes) listJoinTokens(w http.ResponseWriter, req *http.Request) error {
 	ts, err := a.store.JoinTokens()
 	if err != nil {
 		return err
@@ -174,20 +181,20 @@ func (a *API) listJoinTokens(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, joinTokensResponse{JoinTokens: out})
 }
 
-func (a *API) createOperatorToken(w http.ResponseWriter, req *http.Request) error {
+func (a memberRoutes) createOperatorToken(w http.ResponseWriter, req *http.Request) error {
 	var body CreateOperatorTokenRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
 	tok := memberspec.NewOperatorSecret()
-	ans := answer(a, req, http.StatusCreated, func(rec state.OperatorToken) any {
+	ans := answer(a.base, req, http.StatusCreated, func(rec state.OperatorToken) any {
 		return operatorTokenCreated{OperatorToken: OperatorTokenView{ID: rec.ID, Name: rec.Name, CreatedAt: rec.CreatedAt}, Token: tok}
 	})
-	_, _, err := a.cfg.Members.CreateOperatorToken(req.Context(), ans, body.Name, tok)
-	return respond(a, w, req, ans, err)
+	_, _, err := a.members.CreateOperatorToken(req.Context(), ans, body.Name, tok)
+	return respond(a.base, w, req, ans, err)
 }
 
-func (a *API) listOperatorTokens(w http.ResponseWriter, req *http.Request) error {
+func (a memberRoutes) listOperatorTokens(w http.ResponseWriter, req *http.Request) error {
 	ts, err := a.store.OperatorTokens()
 	if err != nil {
 		return err
@@ -238,7 +245,7 @@ type nodesResponse struct {
 	Nodes []NodeView `json:"nodes"`
 }
 
-func (a *API) registerNodes(r *rest.Router) {
+func (a memberRoutes) registerNodes(r *rest.Router) {
 	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/nodes", Summary: "Node agents, their status and how many sites each holds.",
 		Response: nodesResponse{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
 			ns, err := a.store.Nodes()
@@ -289,7 +296,7 @@ type drainResponse struct {
 	Drain DrainView `json:"drain"`
 }
 
-func (a *API) registerFleet(r *rest.Router) {
+func (a memberRoutes) registerFleet(r *rest.Router) {
 	// Not in the contract: an operator's tool, never a tenant's.
 	a.operator(r, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/snapshot", Status: http.StatusAccepted, Params: map[string]string{"id": "site"}, Idempotent: true,
 		Summary: "Take a snapshot of a running site now (its files and database to the blob store).", Response: jobOnlyResponse{},
@@ -326,15 +333,15 @@ func (a *API) registerFleet(r *rest.Router) {
 		Errors: []string{apierr.CodeNotFound}, Handler: a.drain(false)})
 }
 
-func (a *API) snapshotSite(w http.ResponseWriter, req *http.Request) error {
-	ans := answer(a, req, http.StatusAccepted, func(m sitespec.Made) any { return jobOnlyResponse{JobID: m.JobID} })
-	_, err := a.cfg.Fleet.Snapshot(req.Context(), ans, req.PathValue("id"))
-	return respond(a, w, req, ans, err)
+func (a memberRoutes) snapshotSite(w http.ResponseWriter, req *http.Request) error {
+	ans := answer(a.base, req, http.StatusAccepted, func(m sitespec.Made) any { return jobOnlyResponse{JobID: m.JobID} })
+	_, err := a.fleet.Snapshot(req.Context(), ans, req.PathValue("id"))
+	return respond(a.base, w, req, ans, err)
 }
 
-func (a *API) drain(on bool) rest.HandlerFunc {
+func (a memberRoutes) drain(on bool) rest.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) error {
-		if err := a.cfg.Fleet.Drain(req.Context(), req.PathValue("id"), on); err != nil {
+		if err := a.fleet.Drain(req.Context(), req.PathValue("id"), on); err != nil {
 			return writeError("", err)
 		}
 		if !on {
@@ -344,7 +351,7 @@ func (a *API) drain(on bool) rest.HandlerFunc {
 	}
 }
 
-func (a *API) drainStatus(w http.ResponseWriter, req *http.Request) error {
+func (a memberRoutes) drainStatus(w http.ResponseWriter, req *http.Request) error {
 	n, err := a.store.Node(req.PathValue("id"))
 	if err != nil {
 		return err

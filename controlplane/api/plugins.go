@@ -80,7 +80,7 @@ func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 		}
 		d.LibraryPlugin, d.ZipURL, d.Activate = body.LibraryPlugin, body.ZipURL, body.Activate
 	}
-	ans := answer(a, req, http.StatusAccepted, func(m sitespec.Made) any { return deployResponse{JobID: m.JobID} })
+	ans := answer(a.base, req, http.StatusAccepted, func(m sitespec.Made) any { return deployResponse{JobID: m.JobID} })
 	_, err = a.cfg.Sites.Deploy(req.Context(), ans, s, d)
-	return respond(a, w, req, ans, err)
+	return respond(a.base, w, req, ans, err)
 }

@@ -161,9 +161,9 @@ func (a *API) registerRepositories(r *rest.Router) {
 			if err != nil {
 				return err
 			}
-			ans := answer(a, req, http.StatusAccepted, func(m sitespec.Made) any { return deployJobResponse{JobID: m.JobID} })
+			ans := answer(a.base, req, http.StatusAccepted, func(m sitespec.Made) any { return deployJobResponse{JobID: m.JobID} })
 			_, err = a.cfg.Repositories.Deploy(req.Context(), ans, s, req.PathValue("repoId"))
-			return respond(a, w, req, ans, err)
+			return respond(a.base, w, req, ans, err)
 		}})
 }
 
@@ -180,11 +180,11 @@ func (a *API) connectRepository(w http.ResponseWriter, req *http.Request) error 
 	// The secret is made here so that the answer kept for a replay shows
 	// it.
 	secret := repospec.NewWebhookSecret()
-	ans := answer(a, req, http.StatusCreated, func(r state.Repository) any {
+	ans := answer(a.base, req, http.StatusCreated, func(r state.Repository) any {
 		return connectRepositoryResponse{Repository: repositoryView(&r), WebhookURL: a.cfg.Repositories.WebhookURL(r.ID, secret), WebhookSecret: secret}
 	})
 	_, _, _, err = a.cfg.Repositories.Connect(req.Context(), s, c.Account, repospec.Connect{RepoURL: body.RepoURL, Branch: body.Branch,
 		Destination: body.Destination, FolderName: body.FolderName, AuthKind: body.AuthKind, Token: body.Token,
 		AutoDeploy: body.AutoDeploy, WebhookSecret: secret, Answer: ans})
-	return respond(a, w, req, ans, err)
+	return respond(a.base, w, req, ans, err)
 }

@@ -30,7 +30,13 @@ type UpdateRoleRequest struct {
 
 var roleParam = map[string]string{"id": "workspace", "roleId": "role"}
 
-func (a *API) registerRoles(r *rest.Router) {
+// roleRoutes are a workspace's custom roles.
+type roleRoutes struct {
+	*base
+	workspaces Workspaces
+}
+
+func (a roleRoutes) register(r *rest.Router) {
 	owner := guard{scope: scopePathWorkspace, ownerOnly: true}
 	a.bearer(r, guard{scope: scopePathWorkspace}, rest.Route{Method: "GET", Path: "/api/app/workspaces/{id}/roles", Tag: "workspaces",
 		Summary: "List custom roles; any member may.", Params: wsParam, Response: rolesResponse{}, Handler: a.listRoles})
@@ -47,7 +53,7 @@ func (a *API) registerRoles(r *rest.Router) {
 		Errors: []string{apierr.CodeRoleNotFound, apierr.CodeRoleInUse}, Handler: a.deleteRole})
 }
 
-func (a *API) listRoles(w http.ResponseWriter, req *http.Request) error {
+func (a roleRoutes) listRoles(w http.ResponseWriter, req *http.Request) error {
 	roles, err := a.store.RolesOf(CallerFrom(req.Context()).Workspace.ID)
 	if err != nil {
 		return err
@@ -59,33 +65,33 @@ func (a *API) listRoles(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, rolesResponse{Roles: out})
 }
 
-func (a *API) createRole(w http.ResponseWriter, req *http.Request) error {
+func (a roleRoutes) createRole(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	var body CreateRoleRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	ans := answer(a, req, http.StatusCreated, func(r state.Role) any { return roleResponse{Role: roleView(&r)} })
-	_, err := a.cfg.Workspaces.CreateRole(req.Context(), ans, c.Workspace, body.Name, body.Capabilities)
-	return respond(a, w, req, ans, err)
+	ans := answer(a.base, req, http.StatusCreated, func(r state.Role) any { return roleResponse{Role: roleView(&r)} })
+	_, err := a.workspaces.CreateRole(req.Context(), ans, c.Workspace, body.Name, body.Capabilities)
+	return respond(a.base, w, req, ans, err)
 }
 
-func (a *API) updateRole(w http.ResponseWriter, req *http.Request) error {
+func (a roleRoutes) updateRole(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	var body UpdateRoleRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	role, err := a.cfg.Workspaces.UpdateRole(req.Context(), c.Workspace, req.PathValue("roleId"), body.Name, body.Capabilities)
+	role, err := a.workspaces.UpdateRole(req.Context(), c.Workspace, req.PathValue("roleId"), body.Name, body.Capabilities)
 	if err != nil {
 		return writeError("", err)
 	}
 	return rest.JSON(w, http.StatusOK, roleResponse{Role: roleView(role)})
 }
 
-func (a *API) deleteRole(w http.ResponseWriter, req *http.Request) error {
+func (a roleRoutes) deleteRole(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
-	if err := a.cfg.Workspaces.DeleteRole(req.Context(), c.Workspace, req.PathValue("roleId")); err != nil {
+	if err := a.workspaces.DeleteRole(req.Context(), c.Workspace, req.PathValue("roleId")); err != nil {
 		return writeError("", err)
 	}
 	return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})

@@ -109,7 +109,7 @@ func (a *API) registerSites(r *rest.Router) {
 		Errors: []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest}, Handler: a.magicLogin})
 }
 
-func (a *API) siteIn(req *http.Request) (*state.Site, error) {
+func (a *base) siteIn(req *http.Request) (*state.Site, error) {
 	c := CallerFrom(req.Context())
 	s, err := a.store.Site(req.PathValue("id"))
 	if err != nil {
@@ -135,9 +135,9 @@ func (a *API) createSite(w http.ResponseWriter, req *http.Request) error {
 // jobId}, rendered from what the service made so a replay is the same
 // answer.
 func (a *API) create(w http.ResponseWriter, req *http.Request, in sitespec.Create) error {
-	in.Answer = answer(a, req, http.StatusAccepted, siteJobAnswer)
+	in.Answer = answer(a.base, req, http.StatusAccepted, siteJobAnswer)
 	_, _, err := a.cfg.Sites.Create(req.Context(), in)
-	return respond(a, w, req, in.Answer, err)
+	return respond(a.base, w, req, in.Answer, err)
 }
 
 // siteJobAnswer is the answer of a write that changes a site with a job.
@@ -176,9 +176,9 @@ func (a *API) resetSite(w http.ResponseWriter, req *http.Request) error {
 	}
 	// The answer is the site as the reset leaves it, rendered from what
 	// the service made so a replay under an Idempotency-Key is the same.
-	ans := answer(a, req, http.StatusAccepted, siteJobAnswer)
+	ans := answer(a.base, req, http.StatusAccepted, siteJobAnswer)
 	_, _, err = a.cfg.Sites.Reset(req.Context(), ans, s)
-	return respond(a, w, req, ans, err)
+	return respond(a.base, w, req, ans, err)
 }
 
 func (a *API) magicLogin(w http.ResponseWriter, req *http.Request) error {

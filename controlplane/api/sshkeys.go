@@ -40,7 +40,13 @@ type AddSSHKeyRequest struct {
 	PublicKey string `json:"publicKey" doc:"One line of a .pub file: Ed25519, ECDSA, or RSA of 3072 bits or more. A key can be on one account only."`
 }
 
-func (a *API) registerSSHKeys(r *rest.Router) {
+// sshKeyRoutes are the account's SSH keys.
+type sshKeyRoutes struct {
+	*base
+	accounts Accounts
+}
+
+func (a sshKeyRoutes) register(r *rest.Router) {
 	acct := guard{scope: scopeAccount}
 	a.bearer(r, acct, rest.Route{Method: "GET", Path: "/api/account/ssh-keys", Tag: "account",
 		Summary:  "The account's SSH public keys: they open SSH and SFTP sessions to the sites of its workspaces (with the internals capability).",
@@ -63,20 +69,20 @@ func (a *API) registerSSHKeys(r *rest.Router) {
 	a.bearer(r, acct, rest.Route{Method: "DELETE", Path: "/api/account/ssh-keys/{id}", Tag: "account",
 		Summary: "Remove an SSH key; the next connection with it is refused.", Params: map[string]string{"id": "sshKey"},
 		Response: deletedResponse{}, Errors: []string{apierr.CodeSSHKeyNotFound}, Handler: func(w http.ResponseWriter, req *http.Request) error {
-			if err := a.cfg.Accounts.DeleteSSHKey(req.Context(), CallerFrom(req.Context()).Account, req.PathValue("id")); err != nil {
+			if err := a.accounts.DeleteSSHKey(req.Context(), CallerFrom(req.Context()).Account, req.PathValue("id")); err != nil {
 				return writeError("", err)
 			}
 			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
 		}})
 }
 
-func (a *API) addSSHKey(w http.ResponseWriter, req *http.Request) error {
+func (a sshKeyRoutes) addSSHKey(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	var body AddSSHKeyRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	ans := answer(a, req, http.StatusCreated, func(k state.SSHKey) any { return sshKeyResponse{SSHKey: sshKeyView(&k)} })
-	_, err := a.cfg.Accounts.AddSSHKey(req.Context(), ans, c.Account, body.Name, body.PublicKey)
-	return respond(a, w, req, ans, err)
+	ans := answer(a.base, req, http.StatusCreated, func(k state.SSHKey) any { return sshKeyResponse{SSHKey: sshKeyView(&k)} })
+	_, err := a.accounts.AddSSHKey(req.Context(), ans, c.Account, body.Name, body.PublicKey)
+	return respond(a.base, w, req, ans, err)
 }

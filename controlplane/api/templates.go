@@ -190,13 +190,13 @@ func (a *API) createTemplate(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	ans := answer(a, req, http.StatusAccepted, func(m sitespec.Made) any {
+	ans := answer(a.base, req, http.StatusAccepted, func(m sitespec.Made) any {
 		return templateJobResponse{Template: templateView(m.Template), JobID: m.JobID}
 	})
 	in := templatespec.Create{Workspace: c.Workspace, By: c.Account, SiteID: body.SiteID, Name: body.Name, Description: body.Description,
 		Answer: ans}
 	_, _, err := a.cfg.Templates.Create(req.Context(), in)
-	return respond(a, w, req, ans, err)
+	return respond(a.base, w, req, ans, err)
 }
 
 func (a *API) listTemplates(w http.ResponseWriter, req *http.Request) error {
@@ -264,7 +264,7 @@ func (a *API) restoreSite(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	ans := answer(a, req, http.StatusAccepted, siteJobAnswer)
+	ans := answer(a.base, req, http.StatusAccepted, siteJobAnswer)
 	_, _, err = a.cfg.Sites.Restore(req.Context(), ans, s, body.TemplateID)
-	return respond(a, w, req, ans, err)
+	return respond(a.base, w, req, ans, err)
 }

@@ -138,7 +138,7 @@ func optional(s string) *string {
 
 func capsOf(m *state.Member, role *state.Role) []string { return access.Of(m, role).List() }
 
-func (a *API) invitationView(inv *state.Invitation, now time.Time) InvitationView {
+func (a *base) invitationView(inv *state.Invitation, now time.Time) InvitationView {
 	v := InvitationView{ID: inv.ID, WorkspaceID: inv.WorkspaceID, Email: inv.Email, CustomRoleID: optional(inv.CustomRoleID),
 		InvitedByUserID: inv.InvitedByUserID, Status: inv.Status, CreatedAt: inv.CreatedAt, ExpiresAt: inv.ExpiresAt, AcceptedAt: inv.AcceptedAt}
 	if v.Status == state.InvitationPending && !now.Before(inv.ExpiresAt) {

@@ -49,7 +49,13 @@ var (
 	memberParam = map[string]string{"id": "workspace", "userId": "member"}
 )
 
-func (a *API) registerWorkspaces(r *rest.Router) {
+// workspaceRoutes are workspaces, their members and invitations.
+type workspaceRoutes struct {
+	*base
+	workspaces Workspaces
+}
+
+func (a workspaceRoutes) register(r *rest.Router) {
 	a.bearer(r, guard{scope: scopeAccount}, rest.Route{Method: "GET", Path: "/api/app/workspaces", Tag: "workspaces",
 		Summary: "List the caller's workspace memberships.", Response: workspacesResponse{}, Handler: a.listWorkspaces})
 	a.bearer(r, guard{scope: scopeAccount}, rest.Route{Method: "POST", Path: "/api/app/workspaces", Tag: "workspaces",
@@ -85,7 +91,7 @@ func (a *API) registerWorkspaces(r *rest.Router) {
 		Summary: "Withdraw a pending invitation.", Params: map[string]string{"id": "workspace", "invitationId": "invitation"},
 		Response: deletedResponse{}, Errors: []string{apierr.CodeInvitationNotFound, apierr.CodeConflict},
 		Handler: func(w http.ResponseWriter, req *http.Request) error {
-			if err := a.cfg.Workspaces.RevokeInvitation(req.Context(), CallerFrom(req.Context()).Workspace, req.PathValue("invitationId")); err != nil {
+			if err := a.workspaces.RevokeInvitation(req.Context(), CallerFrom(req.Context()).Workspace, req.PathValue("invitationId")); err != nil {
 				return writeError("", err)
 			}
 			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
@@ -105,7 +111,7 @@ func (a *API) registerWorkspaces(r *rest.Router) {
 		Handler: a.removeMember})
 }
 
-func (a *API) workspaceView(ws *state.Workspace, m *state.Member) (WorkspaceView, error) {
+func (a *base) workspaceView(ws *state.Workspace, m *state.Member) (WorkspaceView, error) {
 	role, err := a.memberRole(m)
 	if err != nil {
 		return WorkspaceView{}, err
@@ -114,14 +120,14 @@ func (a *API) workspaceView(ws *state.Workspace, m *state.Member) (WorkspaceView
 		CustomRoleID: optional(m.CustomRoleID), Capabilities: capsOf(m, role), CreatedAt: ws.CreatedAt}, nil
 }
 
-func (a *API) memberRole(m *state.Member) (*state.Role, error) {
+func (a *base) memberRole(m *state.Member) (*state.Role, error) {
 	if m.CustomRoleID == "" {
 		return nil, nil
 	}
 	return a.store.Role(m.CustomRoleID)
 }
 
-func (a *API) memberView(m *state.Member) (MemberView, error) {
+func (a *base) memberView(m *state.Member) (MemberView, error) {
 	acct, err := a.store.Account(m.UserID)
 	if err != nil {
 		return MemberView{}, err
@@ -137,7 +143,7 @@ func (a *API) memberView(m *state.Member) (MemberView, error) {
 	return v, nil
 }
 
-func (a *API) listWorkspaces(w http.ResponseWriter, req *http.Request) error {
+func (a workspaceRoutes) listWorkspaces(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	ms, err := a.store.MembershipsOf(c.Account.ID)
 	if err != nil {
@@ -161,26 +167,26 @@ func (a *API) listWorkspaces(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, workspacesResponse{Workspaces: out})
 }
 
-func (a *API) createWorkspace(w http.ResponseWriter, req *http.Request) error {
+func (a workspaceRoutes) createWorkspace(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	var body CreateWorkspaceRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
 	var viewErr error
-	ans := answer(a, req, http.StatusCreated, func(m accountspec.WorkspaceMade) any {
+	ans := answer(a.base, req, http.StatusCreated, func(m accountspec.WorkspaceMade) any {
 		v, err := a.workspaceView(&m.Workspace, &m.Member)
 		viewErr = err
 		return workspaceResponse{Workspace: v}
 	})
-	_, err := a.cfg.Workspaces.Create(req.Context(), ans, c.Account, body.Name)
+	_, err := a.workspaces.Create(req.Context(), ans, c.Account, body.Name)
 	if viewErr != nil {
 		return viewErr
 	}
-	return respond(a, w, req, ans, err)
+	return respond(a.base, w, req, ans, err)
 }
 
-func (a *API) listMembers(w http.ResponseWriter, req *http.Request) error {
+func (a workspaceRoutes) listMembers(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	ms, err := a.store.MembersOf(c.Workspace.ID)
 	if err != nil {
@@ -197,7 +203,7 @@ func (a *API) listMembers(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, membersResponse{Members: out})
 }
 
-func (a *API) listInvitations(w http.ResponseWriter, req *http.Request) error {
+func (a workspaceRoutes) listInvitations(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	invs, err := a.store.InvitationsOf(c.Workspace.ID)
 	if err != nil {
@@ -211,20 +217,20 @@ func (a *API) listInvitations(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, invitationsResponse{Invitations: out})
 }
 
-func (a *API) invite(w http.ResponseWriter, req *http.Request) error {
+func (a workspaceRoutes) invite(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	var body InviteRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	ans := answer(a, req, http.StatusCreated, func(inv state.Invitation) any {
+	ans := answer(a.base, req, http.StatusCreated, func(inv state.Invitation) any {
 		return invitationResponse{Invitation: a.invitationView(&inv, inv.CreatedAt)}
 	})
-	_, err := a.cfg.Workspaces.Invite(req.Context(), ans, c.Workspace, c.Account, body.Email, body.CustomRoleID)
-	return respond(a, w, req, ans, err)
+	_, err := a.workspaces.Invite(req.Context(), ans, c.Workspace, c.Account, body.Email, body.CustomRoleID)
+	return respond(a.base, w, req, ans, err)
 }
 
-func (a *API) updateMember(w http.ResponseWriter, req *http.Request) error {
+func (a workspaceRoutes) updateMember(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	var raw map[string]json.RawMessage
 	if err := rest.DecodeJSON(req, &raw); err != nil {
@@ -243,7 +249,7 @@ func (a *API) updateMember(w http.ResponseWriter, req *http.Request) error {
 	if err := json.Unmarshal(val, &roleID); err != nil || (roleID != nil && *roleID == "") {
 		return apierr.Invalid("customRoleId", "customRoleId must be a role id or null")
 	}
-	m, err := a.cfg.Workspaces.SetMemberRole(req.Context(), c.Workspace, req.PathValue("userId"), roleID)
+	m, err := a.workspaces.SetMemberRole(req.Context(), c.Workspace, req.PathValue("userId"), roleID)
 	if err != nil {
 		return writeError("", err)
 	}
@@ -254,13 +260,13 @@ func (a *API) updateMember(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, memberResponse{Member: v})
 }
 
-func (a *API) removeMember(w http.ResponseWriter, req *http.Request) error {
+func (a workspaceRoutes) removeMember(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	target := req.PathValue("userId")
 	if target != c.Account.ID && !c.Caps.Has(access.Manage) {
 		return apierr.CapabilityRequired(access.Manage)
 	}
-	if err := a.cfg.Workspaces.RemoveMember(req.Context(), c.Workspace, target); err != nil {
+	if err := a.workspaces.RemoveMember(req.Context(), c.Workspace, target); err != nil {
 		return writeError("", err)
 	}
 	return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
