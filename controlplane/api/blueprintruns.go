@@ -106,7 +106,13 @@ type BakeRequest struct {
 	TemplateID  string `json:"templateId,omitempty" doc:"Only to rebake a template already baked from this Blueprint: the rebuilt template takes its slug, launch token and settings, warm pool and leads once ready, and it is retired."`
 }
 
-func (a *API) registerBlueprintRuns(r *rest.Router) {
+// runRoutes are a saved Blueprint's runs, and Blueprints applied to sites.
+type runRoutes struct {
+	*base
+	runs BlueprintRuns
+}
+
+func (a runRoutes) register(r *rest.Router) {
 	read := guard{scope: scopeWorkspace}
 	create := guard{scope: scopeWorkspace, capability: access.Create}
 	reuse := guard{scope: scopeWorkspace, capability: access.Reusables}
@@ -133,7 +139,7 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 			ans := answer(a.base, req, http.StatusAccepted, func(m sitespec.Made) any {
 				return siteRunResponse{Site: siteView(&m.Site), Run: runView(m.Run)}
 			})
-			_, _, err = a.cfg.Runs.CreateSite(req.Context(), caller(req, ans), b, body.Name)
+			_, _, err = a.runs.CreateSite(req.Context(), caller(req, ans), b, body.Name)
 			return respond(a.base, w, req, ans, err)
 		}})
 	a.bearer(r, create, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/blueprint", Tag: "blueprints", Status: http.StatusAccepted,
@@ -165,7 +171,7 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 				}
 			}
 			ans := answer(a.base, req, http.StatusAccepted, func(m sitespec.Made) any { return runResponse{Run: runView(m.Run)} })
-			_, err = a.cfg.Runs.Apply(req.Context(), caller(req, ans), site, b, src)
+			_, err = a.runs.Apply(req.Context(), caller(req, ans), site, b, src)
 			return respond(a.base, w, req, ans, err)
 		}})
 	a.bearer(r, reuse, rest.Route{Method: "POST", Path: "/api/app/blueprints/{id}/bake", Tag: "blueprints", Status: http.StatusAccepted,
@@ -191,7 +197,7 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 				}
 				return bakeResponse{Template: templateView(tpl), Run: runView(m.Run)}
 			})
-			_, _, err = a.cfg.Runs.Bake(req.Context(), caller(req, ans), b, body.Name, body.Description, body.TemplateID)
+			_, _, err = a.runs.Bake(req.Context(), caller(req, ans), b, body.Name, body.Description, body.TemplateID)
 			return respond(a.base, w, req, ans, err)
 		}})
 	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/blueprints/{id}/runs", Tag: "blueprints",
@@ -201,7 +207,7 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 			if err != nil {
 				return err
 			}
-			rs, err := a.cfg.Runs.Runs(b)
+			rs, err := a.runs.Runs(b)
 			if err != nil {
 				return err
 			}
@@ -215,7 +221,7 @@ func (a *API) registerBlueprintRuns(r *rest.Router) {
 		Summary: "One run: each step's status, duration and caption, the log and the failure's reason. id is \"unsaved\" for a source applied without saving.",
 		Params:  runParams, Response: runResponse{}, Errors: nf,
 		Handler: func(w http.ResponseWriter, req *http.Request) error {
-			run, err := a.cfg.Runs.RunIn(CallerFrom(req.Context()).Workspace.ID, req.PathValue("id"), req.PathValue("runId"))
+			run, err := a.runs.RunIn(CallerFrom(req.Context()).Workspace.ID, req.PathValue("id"), req.PathValue("runId"))
 			if err != nil {
 				return err
 			}

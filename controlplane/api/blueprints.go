@@ -106,7 +106,13 @@ type uploadResponse struct {
 
 var blueprintParam = map[string]string{"id": "blueprint"}
 
-func (a *API) registerBlueprints(r *rest.Router) {
+// blueprintRoutes are the workspace's saved Blueprints and their checks.
+type blueprintRoutes struct {
+	*base
+	blueprints Blueprints
+}
+
+func (a blueprintRoutes) register(r *rest.Router) {
 	read := guard{scope: scopeWorkspace}
 	write := guard{scope: scopeWorkspace, capability: access.Reusables}
 	nf := []string{apierr.CodeBlueprintNotFound}
@@ -136,7 +142,7 @@ func (a *API) registerBlueprints(r *rest.Router) {
 			if err := rest.DecodeJSON(req, &body); err != nil {
 				return err
 			}
-			src, u, err := a.cfg.Blueprints.Import(req.Context(), body.URL)
+			src, u, err := a.blueprints.Import(req.Context(), body.URL)
 			if err != nil {
 				return err
 			}
@@ -183,7 +189,7 @@ func (a *API) registerBlueprints(r *rest.Router) {
 			if err != nil {
 				return err
 			}
-			if err := a.cfg.Blueprints.Delete(req.Context(), b); err != nil {
+			if err := a.blueprints.Delete(req.Context(), b); err != nil {
 				return err
 			}
 			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
@@ -194,7 +200,7 @@ func (a *base) blueprintIn(req *http.Request) (*state.Blueprint, error) {
 	return blueprintspec.In(a.store, CallerFrom(req.Context()).Workspace.ID, req.PathValue("id"))
 }
 
-func (a *API) validateBlueprint(w http.ResponseWriter, req *http.Request) error {
+func (a blueprintRoutes) validateBlueprint(w http.ResponseWriter, req *http.Request) error {
 	var body ValidateBlueprintRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
@@ -222,7 +228,7 @@ func (a *API) validateBlueprint(w http.ResponseWriter, req *http.Request) error 
 	if c := CallerFrom(req.Context()); c != nil && c.Workspace != nil {
 		ws = c.Workspace.ID
 	}
-	v, err := a.cfg.Blueprints.Validate(src, body.Adapt, saved, ws)
+	v, err := a.blueprints.Validate(src, body.Adapt, saved, ws)
 	if err != nil {
 		return err
 	}
@@ -242,7 +248,7 @@ func sourceOf(source, legacy json.RawMessage, required bool) ([]byte, error) {
 	return nil, nil
 }
 
-func (a *API) saveBlueprint(w http.ResponseWriter, req *http.Request) error {
+func (a blueprintRoutes) saveBlueprint(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	var body SaveBlueprintRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
@@ -254,11 +260,11 @@ func (a *API) saveBlueprint(w http.ResponseWriter, req *http.Request) error {
 	}
 	ans := answer(a.base, req, http.StatusCreated, func(b state.Blueprint) any { return blueprintResponse{Blueprint: blueprintView(&b)} })
 	in := blueprintspec.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, Description: body.Description, Source: src, Answer: ans}
-	_, err = a.cfg.Blueprints.Create(req.Context(), in)
+	_, err = a.blueprints.Create(req.Context(), in)
 	return respond(a.base, w, req, ans, err)
 }
 
-func (a *API) patchBlueprint(w http.ResponseWriter, req *http.Request) error {
+func (a blueprintRoutes) patchBlueprint(w http.ResponseWriter, req *http.Request) error {
 	b, err := a.blueprintIn(req)
 	if err != nil {
 		return err
@@ -271,14 +277,14 @@ func (a *API) patchBlueprint(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	next, err := a.cfg.Blueprints.Update(req.Context(), b, blueprintspec.Patch{Name: body.Name, Description: body.Description, Source: src})
+	next, err := a.blueprints.Update(req.Context(), b, blueprintspec.Patch{Name: body.Name, Description: body.Description, Source: src})
 	if err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, blueprintResponse{Blueprint: blueprintView(next)})
 }
 
-func (a *API) uploadBlueprint(w http.ResponseWriter, req *http.Request) error {
+func (a blueprintRoutes) uploadBlueprint(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	f, err := rest.ReadForm(req, []string{"bundle"}, []string{"bundleUrl", "name", "description", "adaptationsAccepted"})
 	if err != nil {
@@ -295,7 +301,7 @@ func (a *API) uploadBlueprint(w http.ResponseWriter, req *http.Request) error {
 	in := blueprintspec.Upload{Workspace: c.Workspace, By: c.Account, Name: f.Field["name"], Description: f.Field["description"],
 		Bundle: f.File, BundleURL: f.Field["bundleUrl"], AdaptationsAccepted: accepted, Preview: req.URL.Query().Get("preview") == "1"}
 	if in.Preview {
-		res, err := a.cfg.Blueprints.Upload(req.Context(), in)
+		res, err := a.blueprints.Upload(req.Context(), in)
 		if err != nil {
 			return err
 		}
@@ -304,6 +310,6 @@ func (a *API) uploadBlueprint(w http.ResponseWriter, req *http.Request) error {
 	// The saved answer is the Blueprint as saved (its source adapted when
 	// it was); preview=1 lists the changes.
 	in.Answer = answer(a.base, req, http.StatusCreated, func(b state.Blueprint) any { return uploadResponse{Blueprint: blueprintView(&b)} })
-	_, err = a.cfg.Blueprints.Upload(req.Context(), in)
+	_, err = a.blueprints.Upload(req.Context(), in)
 	return respond(a.base, w, req, in.Answer, err)
 }

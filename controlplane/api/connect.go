@@ -22,8 +22,14 @@ type OAuth interface {
 	Exchange(ctx context.Context, r oauthspec.TokenRequest) (*oauthspec.TokenResponse, error)
 }
 
-func (a *API) registerConnect(r *rest.Router) {
-	if a.cfg.OAuth == nil {
+// connectRoutes are the connector's OAuth registration and token exchange.
+type connectRoutes struct {
+	*base
+	oauth OAuth
+}
+
+func (a connectRoutes) register(r *rest.Router) {
+	if a.oauth == nil {
 		return
 	}
 	r.Handle(rest.Route{Method: "POST", Path: "/api/connect/register", Tag: "oauth", Status: http.StatusCreated,
@@ -52,7 +58,7 @@ func (a *API) registerConnect(r *rest.Router) {
 // the cluster holds its most clients: unused ones are collected hourly.
 const clientsFullRetry = time.Hour
 
-func (a *API) registerClient(w http.ResponseWriter, req *http.Request) error {
+func (a connectRoutes) registerClient(w http.ResponseWriter, req *http.Request) error {
 	if err := a.limits.write(req, ""); err != nil {
 		return err
 	}
@@ -76,7 +82,7 @@ func (a *API) registerClient(w http.ResponseWriter, req *http.Request) error {
 		}
 		return apierr.New(http.StatusBadRequest, oauthspec.CodeInvalidClientMetadata, "the body is not a JSON client metadata object")
 	}
-	info, err := a.cfg.OAuth.Register(req.Context(), m)
+	info, err := a.oauth.Register(req.Context(), m)
 	if errors.Is(err, oauthspec.ErrTooManyClients) {
 		a.limits.metrics.RateLimited(LimitClients)
 		return apierr.RateLimited(clientsFullRetry, LimitClients,
@@ -92,7 +98,7 @@ func (a *API) registerClient(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusCreated, info)
 }
 
-func (a *API) exchangeCode(w http.ResponseWriter, req *http.Request) error {
+func (a connectRoutes) exchangeCode(w http.ResponseWriter, req *http.Request) error {
 	if err := a.limits.authGate(req); err != nil {
 		return err
 	}
@@ -125,7 +131,7 @@ func (a *API) exchangeCode(w http.ResponseWriter, req *http.Request) error {
 	default:
 		return apierr.Invalid("", "Content-Type must be application/json or application/x-www-form-urlencoded")
 	}
-	res, err := a.cfg.OAuth.Exchange(req.Context(), tr)
+	res, err := a.oauth.Exchange(req.Context(), tr)
 	if errors.Is(err, oauthspec.ErrBadGrant) {
 		// A wrong code or verifier counts like a wrong token.
 		a.limits.authFailed(req, apierr.AuthRequired())

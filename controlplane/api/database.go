@@ -13,7 +13,13 @@ type databaseResponse struct {
 	Database *sitespec.DatabaseAccess `json:"database"`
 }
 
-func (a *API) registerDatabase(r *rest.Router) {
+// databaseRoutes are a site's database access.
+type databaseRoutes struct {
+	*base
+	tools SiteTools
+}
+
+func (a databaseRoutes) register(r *rest.Router) {
 	g := guard{scope: scopeWorkspace, capability: access.Internals}
 	a.bearer(r, g, rest.Route{Method: "GET", Path: "/api/app/sites/{id}/database", Tag: "sites", Params: siteParam,
 		Summary:  "The site's database credentials and a one-time Adminer link signed in to that database only.",
@@ -21,12 +27,12 @@ func (a *API) registerDatabase(r *rest.Router) {
 		Handler: a.getDatabase})
 }
 
-func (a *API) getDatabase(w http.ResponseWriter, req *http.Request) error {
+func (a databaseRoutes) getDatabase(w http.ResponseWriter, req *http.Request) error {
 	s, err := a.siteIn(req)
 	if err != nil {
 		return err
 	}
-	db, err := a.cfg.Tools.Database(req.Context(), s)
+	db, err := a.tools.Database(req.Context(), s)
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,13 @@ type okResponse struct {
 	OK bool `json:"ok"`
 }
 
-func (a *API) registerDebug(r *rest.Router) {
+// debugRoutes are a site's WordPress debug settings and log.
+type debugRoutes struct {
+	*base
+	tools SiteTools
+}
+
+func (a debugRoutes) register(r *rest.Router) {
 	g := guard{scope: scopeWorkspace, capability: access.Internals}
 	errs := []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest}
 	a.bearer(r, g, rest.Route{Method: "GET", Path: "/api/app/sites/{id}/debug", Tag: "sites", Params: siteParam,
@@ -52,19 +58,19 @@ func (a *API) registerDebug(r *rest.Router) {
 		Handler: a.truncateDebugLog})
 }
 
-func (a *API) getDebug(w http.ResponseWriter, req *http.Request) error {
+func (a debugRoutes) getDebug(w http.ResponseWriter, req *http.Request) error {
 	s, err := a.siteIn(req)
 	if err != nil {
 		return err
 	}
-	d, err := a.cfg.Tools.Debug(req.Context(), s)
+	d, err := a.tools.Debug(req.Context(), s)
 	if err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, debugResponse{Debug: d})
 }
 
-func (a *API) putDebug(w http.ResponseWriter, req *http.Request) error {
+func (a debugRoutes) putDebug(w http.ResponseWriter, req *http.Request) error {
 	var body sitespec.DebugPatch
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
@@ -73,7 +79,7 @@ func (a *API) putDebug(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d, err := a.cfg.Tools.SetDebug(req.Context(), s, body)
+	d, err := a.tools.SetDebug(req.Context(), s, body)
 	if err != nil {
 		return err
 	}
@@ -95,24 +101,24 @@ func logLines(req *http.Request) int {
 	return n
 }
 
-func (a *API) tailDebugLog(w http.ResponseWriter, req *http.Request) error {
+func (a debugRoutes) tailDebugLog(w http.ResponseWriter, req *http.Request) error {
 	s, err := a.siteIn(req)
 	if err != nil {
 		return err
 	}
-	l, err := a.cfg.Tools.DebugLog(req.Context(), s, logLines(req))
+	l, err := a.tools.DebugLog(req.Context(), s, logLines(req))
 	if err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, l)
 }
 
-func (a *API) truncateDebugLog(w http.ResponseWriter, req *http.Request) error {
+func (a debugRoutes) truncateDebugLog(w http.ResponseWriter, req *http.Request) error {
 	s, err := a.siteIn(req)
 	if err != nil {
 		return err
 	}
-	if err := a.cfg.Tools.TruncateDebugLog(req.Context(), s); err != nil {
+	if err := a.tools.TruncateDebugLog(req.Context(), s); err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, okResponse{OK: true})

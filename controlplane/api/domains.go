@@ -36,11 +36,11 @@ type DomainView struct {
 	ExpiresAt     *time.Time `json:"expiresAt" doc:"pending_dns only: when the claim on the hostname lapses (72 hours after it became pending) and the domain is removed unless a check found its records right by then; null otherwise. Until then another site can take the name over by proving it controls it (a TXT record)."`
 }
 
-func (a *API) domainView(site *state.Site, d *state.Domain) *DomainView {
+func (a domainRoutes) domainView(site *state.Site, d *state.Domain) *DomainView {
 	if d == nil {
 		return nil
 	}
-	records, target := a.cfg.Domains.Records(site, d)
+	records, target := a.domains.Records(site, d)
 	v := &DomainView{Hostname: d.Hostname, Status: d.Status, VerifiedAt: d.VerifiedAt, URL: "https://" + d.Hostname,
 		Target: target, Records: records, LastError: optional(d.LastError), LastCheckedAt: d.LastCheckedAt}
 	if from := d.PendingFrom(); !from.IsZero() {
@@ -71,8 +71,14 @@ type ConnectDomainRequest struct {
 	Hostname string `json:"hostname" doc:"The name to serve the site at, such as shop.example.com (no scheme, path, port, wildcard or IP address; IDN names are taken in Unicode or punycode). Unique across the service."`
 }
 
-func (a *API) registerDomains(r *rest.Router) {
-	if a.cfg.Domains == nil {
+// domainRoutes are a site's custom domains.
+type domainRoutes struct {
+	*base
+	domains Domains
+}
+
+func (a domainRoutes) register(r *rest.Router) {
+	if a.domains == nil {
 		return
 	}
 	g := guard{scope: scopeWorkspace, capability: access.Internals}
@@ -84,7 +90,7 @@ func (a *API) registerDomains(r *rest.Router) {
 			if err != nil {
 				return err
 			}
-			d, err := a.cfg.Domains.Get(s)
+			d, err := a.domains.Get(s)
 			if err != nil {
 				return err
 			}
@@ -106,7 +112,7 @@ func (a *API) registerDomains(r *rest.Router) {
 			if err != nil {
 				return err
 			}
-			d, err := a.cfg.Domains.Connect(req.Context(), s, body.Hostname)
+			d, err := a.domains.Connect(req.Context(), s, body.Hostname)
 			if err != nil {
 				return err
 			}
@@ -121,7 +127,7 @@ func (a *API) registerDomains(r *rest.Router) {
 			if err != nil {
 				return err
 			}
-			d, job, err := a.cfg.Domains.Check(req.Context(), s)
+			d, job, err := a.domains.Check(req.Context(), s)
 			if err != nil {
 				return err
 			}
@@ -136,7 +142,7 @@ func (a *API) registerDomains(r *rest.Router) {
 			if err != nil {
 				return err
 			}
-			d, job, err := a.cfg.Domains.Disconnect(req.Context(), s)
+			d, job, err := a.domains.Disconnect(req.Context(), s)
 			if err != nil {
 				return err
 			}

@@ -12,7 +12,13 @@ type emailsResponse struct {
 	Emails []sitespec.Email `json:"emails"`
 }
 
-func (a *API) registerEmail(r *rest.Router) {
+// emailRoutes are a site's captured outgoing mail.
+type emailRoutes struct {
+	*base
+	tools SiteTools
+}
+
+func (a emailRoutes) register(r *rest.Router) {
 	g := guard{scope: scopeWorkspace}
 	errs := []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest}
 	a.bearer(r, g, rest.Route{Method: "GET", Path: "/api/app/sites/{id}/email", Tag: "sites", Params: siteParam,
@@ -22,24 +28,24 @@ func (a *API) registerEmail(r *rest.Router) {
 		Summary: "Clear the captured mail.", Response: okResponse{}, Errors: errs, Handler: a.clearEmails})
 }
 
-func (a *API) listEmails(w http.ResponseWriter, req *http.Request) error {
+func (a emailRoutes) listEmails(w http.ResponseWriter, req *http.Request) error {
 	s, err := a.siteIn(req)
 	if err != nil {
 		return err
 	}
-	out, err := a.cfg.Tools.Emails(req.Context(), s)
+	out, err := a.tools.Emails(req.Context(), s)
 	if err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, emailsResponse{Emails: out})
 }
 
-func (a *API) clearEmails(w http.ResponseWriter, req *http.Request) error {
+func (a emailRoutes) clearEmails(w http.ResponseWriter, req *http.Request) error {
 	s, err := a.siteIn(req)
 	if err != nil {
 		return err
 	}
-	if err := a.cfg.Tools.ClearEmails(req.Context(), s); err != nil {
+	if err := a.tools.ClearEmails(req.Context(), s); err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, okResponse{OK: true})

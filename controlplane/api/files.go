@@ -59,7 +59,13 @@ var (
 	pathDoc = "Path relative to the WordPress root, base64url (RFC 4648 §5) without padding."
 )
 
-func (a *API) registerFiles(r *rest.Router) {
+// fileRoutes are a site's file manager.
+type fileRoutes struct {
+	*base
+	tools SiteTools
+}
+
+func (a fileRoutes) register(r *rest.Router) {
 	g := guard{scope: scopeWorkspace, capability: access.Internals}
 	a.bearer(r, g, rest.Route{Method: "GET", Path: "/api/app/sites/{id}/files", Tag: "files", Params: siteParam,
 		Query:   map[string]string{"path": pathDoc + " Omitted: the root."},
@@ -100,7 +106,7 @@ func pathParams(req *http.Request, names ...string) (map[string]string, error) {
 	return out, nil
 }
 
-func (a *API) listFiles(w http.ResponseWriter, req *http.Request) error {
+func (a fileRoutes) listFiles(w http.ResponseWriter, req *http.Request) error {
 	// Site first: a foreign or unknown site is 404 whatever the path.
 	s, err := a.siteIn(req)
 	if err != nil {
@@ -114,7 +120,7 @@ func (a *API) listFiles(w http.ResponseWriter, req *http.Request) error {
 		}
 		p = ps["path"]
 	}
-	out, err := a.cfg.Tools.Files(req.Context(), s, sitespec.FileOp{Op: sitespec.FileList, Path: p})
+	out, err := a.tools.Files(req.Context(), s, sitespec.FileOp{Op: sitespec.FileList, Path: p})
 	if err != nil {
 		return err
 	}
@@ -125,7 +131,7 @@ func (a *API) listFiles(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, view)
 }
 
-func (a *API) readFile(w http.ResponseWriter, req *http.Request) error {
+func (a fileRoutes) readFile(w http.ResponseWriter, req *http.Request) error {
 	s, err := a.siteIn(req)
 	if err != nil {
 		return err
@@ -134,7 +140,7 @@ func (a *API) readFile(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, err := a.cfg.Tools.Files(req.Context(), s, sitespec.FileOp{Op: sitespec.FileRead, Path: ps["path"]})
+	out, err := a.tools.Files(req.Context(), s, sitespec.FileOp{Op: sitespec.FileRead, Path: ps["path"]})
 	if err != nil {
 		return err
 	}
@@ -146,7 +152,7 @@ func (a *API) readFile(w http.ResponseWriter, req *http.Request) error {
 		SizeBytes: size})
 }
 
-func (a *API) fileOp(w http.ResponseWriter, req *http.Request) error {
+func (a fileRoutes) fileOp(w http.ResponseWriter, req *http.Request) error {
 	s, err := a.siteIn(req)
 	if err != nil {
 		return err
@@ -193,7 +199,7 @@ func (a *API) fileOp(w http.ResponseWriter, req *http.Request) error {
 		}
 		op.Content, op.Filename = f.File, f.Filename
 	}
-	out, err := a.cfg.Tools.Files(req.Context(), s, op)
+	out, err := a.tools.Files(req.Context(), s, op)
 	if err != nil {
 		return err
 	}

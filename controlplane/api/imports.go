@@ -57,10 +57,10 @@ type ImportView struct {
 	SiteURL         *string   `json:"siteUrl,omitempty" doc:"In list items: the current URL of a ready linked site."`
 }
 
-func (a *API) importView(imp *state.Import) ImportView {
+func (a importRoutes) importView(imp *state.Import) ImportView {
 	return ImportView{ID: imp.ID, UserID: imp.UserID, OrgID: imp.WorkspaceID, CreatedByUserID: imp.CreatedByUserID,
 		SourceKind: imp.SourceKind, SourceURL: imp.SourceURL, ArtifactID: imp.ArtifactID, SiteID: imp.SiteID, Status: imp.Status,
-		FailureReason: imp.FailureReason, SizeBytes: imp.SizeBytes, ReceivedBytes: a.cfg.Imports.Received(imp), JobID: imp.JobID,
+		FailureReason: imp.FailureReason, SizeBytes: imp.SizeBytes, ReceivedBytes: a.imports.Received(imp), JobID: imp.JobID,
 		CreatedAt: imp.CreatedAt, UpdatedAt: imp.UpdatedAt}
 }
 
@@ -139,8 +139,15 @@ type ManifestObject struct {
 
 var importParam = map[string]string{"id": "import"}
 
-func (a *API) registerImports(r *rest.Router) {
-	if a.cfg.Imports == nil {
+// importRoutes are imports and their uploads.
+type importRoutes struct {
+	*base
+	imports Imports
+	tools   SiteTools
+}
+
+func (a importRoutes) register(r *rest.Router) {
+	if a.imports == nil {
 		return
 	}
 	read := guard{scope: scopeWorkspace, oauthScope: "import:read"}
@@ -205,12 +212,12 @@ func importCaller(c *Caller) importspec.Caller {
 	return ic
 }
 
-func (a *API) importIn(req *http.Request) (*state.Import, error) {
-	return a.cfg.Imports.In(importCaller(CallerFrom(req.Context())), req.PathValue("id"))
+func (a importRoutes) importIn(req *http.Request) (*state.Import, error) {
+	return a.imports.In(importCaller(CallerFrom(req.Context())), req.PathValue("id"))
 }
 
-func (a *API) listImports(w http.ResponseWriter, req *http.Request) error {
-	list, err := a.cfg.Imports.List(importCaller(CallerFrom(req.Context())))
+func (a importRoutes) listImports(w http.ResponseWriter, req *http.Request) error {
+	list, err := a.imports.List(importCaller(CallerFrom(req.Context())))
 	if err != nil {
 		return err
 	}
@@ -226,7 +233,7 @@ func (a *API) listImports(w http.ResponseWriter, req *http.Request) error {
 }
 
 // readySite is an import's site once the import and the site are ready.
-func (a *API) readySite(imp *state.Import) (*state.Site, error) {
+func (a importRoutes) readySite(imp *state.Import) (*state.Site, error) {
 	if imp.Status != state.ImportReady || imp.SiteID == "" {
 		return nil, nil
 	}
@@ -237,24 +244,24 @@ func (a *API) readySite(imp *state.Import) (*state.Site, error) {
 	return s, nil
 }
 
-func (a *API) createImport(w http.ResponseWriter, req *http.Request) error {
+func (a importRoutes) createImport(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	var body CreateImportRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
 	ans := answer(a.base, req, http.StatusCreated, func(imp state.Import) any { return importResponse{Import: a.importView(&imp)} })
-	_, err := a.cfg.Imports.Create(req.Context(), importCaller(c), importspec.CreateInput{SourceURL: body.SourceURL,
+	_, err := a.imports.Create(req.Context(), importCaller(c), importspec.CreateInput{SourceURL: body.SourceURL,
 		SiteID: body.SiteID, SizeBytes: body.SizeBytes, SourceKind: body.SourceKind, Answer: ans})
 	return respond(a.base, w, req, ans, err)
 }
 
-func (a *API) getImport(w http.ResponseWriter, req *http.Request) error {
+func (a importRoutes) getImport(w http.ResponseWriter, req *http.Request) error {
 	imp, err := a.importIn(req)
 	if err != nil {
 		return err
 	}
-	out := ImportDetail{Import: a.importView(imp), Progress: a.cfg.Imports.ProgressOf(imp)}
+	out := ImportDetail{Import: a.importView(imp), Progress: a.imports.ProgressOf(imp)}
 	if imp.SiteID != "" {
 		if s, err := a.store.Site(imp.SiteID); err != nil {
 			return err
@@ -267,8 +274,8 @@ func (a *API) getImport(w http.ResponseWriter, req *http.Request) error {
 		return err
 	} else if s != nil {
 		out.SiteURL = &s.URL
-		if a.cfg.Tools != nil {
-			link, err := a.cfg.Tools.MagicLogin(req.Context(), s)
+		if a.tools != nil {
+			link, err := a.tools.MagicLogin(req.Context(), s)
 			if err != nil {
 				a.log.Warn("import login link", "import_id", imp.ID, "err", err)
 			} else {
@@ -279,7 +286,7 @@ func (a *API) getImport(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, out)
 }
 
-func (a *API) uploadImport(w http.ResponseWriter, req *http.Request) error {
+func (a importRoutes) uploadImport(w http.ResponseWriter, req *http.Request) error {
 	imp, err := a.importIn(req)
 	if err != nil {
 		return err
@@ -291,16 +298,16 @@ func (a *API) uploadImport(w http.ResponseWriter, req *http.Request) error {
 	offset, err := strconv.ParseInt(raw, 10, 64)
 	if raw == "" || err != nil || offset < 0 {
 		return apierr.Invalid(strings.ToLower(OffsetHeader), "header %s must be the chunk's byte offset (0 for the first)", strings.ToLower(OffsetHeader)).
-			With("expectedOffset", a.cfg.Imports.Received(imp))
+			With("expectedOffset", a.imports.Received(imp))
 	}
-	n, err := a.cfg.Imports.Upload(req.Context(), imp, offset, req.Body)
+	n, err := a.imports.Upload(req.Context(), imp, offset, req.Body)
 	if err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, chunkResponse{ReceivedBytes: n})
 }
 
-func (a *API) completeImport(w http.ResponseWriter, req *http.Request) error {
+func (a importRoutes) completeImport(w http.ResponseWriter, req *http.Request) error {
 	imp, err := a.importIn(req)
 	if err != nil {
 		return err
@@ -308,7 +315,7 @@ func (a *API) completeImport(w http.ResponseWriter, req *http.Request) error {
 	if err := drainEmpty(req); err != nil {
 		return err
 	}
-	out, jobID, err := a.cfg.Imports.Complete(req.Context(), importCaller(CallerFrom(req.Context())), imp)
+	out, jobID, err := a.imports.Complete(req.Context(), importCaller(CallerFrom(req.Context())), imp)
 	if err != nil {
 		return err
 	}
@@ -327,21 +334,21 @@ func drainEmpty(req *http.Request) error {
 	return nil
 }
 
-func (a *API) deleteImport(w http.ResponseWriter, req *http.Request) error {
+func (a importRoutes) deleteImport(w http.ResponseWriter, req *http.Request) error {
 	imp, err := a.importIn(req)
 	if err != nil {
 		return err
 	}
 	switch req.URL.Query().Get("action") {
 	case "":
-		out, err := a.cfg.Imports.Cancel(req.Context(), imp)
+		out, err := a.imports.Cancel(req.Context(), imp)
 		if err != nil {
 			return err
 		}
 		v := a.importView(out)
 		return rest.JSON(w, http.StatusOK, importDeleteResponse{Import: &v})
 	case "delete":
-		if err := a.cfg.Imports.Delete(req.Context(), imp); err != nil {
+		if err := a.imports.Delete(req.Context(), imp); err != nil {
 			return err
 		}
 		yes := true
@@ -350,7 +357,7 @@ func (a *API) deleteImport(w http.ResponseWriter, req *http.Request) error {
 	return apierr.Invalid("action", "action must be delete, or left out to cancel")
 }
 
-func (a *API) multipartInit(w http.ResponseWriter, req *http.Request) error {
+func (a importRoutes) multipartInit(w http.ResponseWriter, req *http.Request) error {
 	imp, err := a.importIn(req)
 	if err != nil {
 		return err
@@ -359,14 +366,14 @@ func (a *API) multipartInit(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	out, err := a.cfg.Imports.InitMultipart(req.Context(), imp, body.Objects)
+	out, err := a.imports.InitMultipart(req.Context(), imp, body.Objects)
 	if err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, out)
 }
 
-func (a *API) multipartPartURL(w http.ResponseWriter, req *http.Request) error {
+func (a importRoutes) multipartPartURL(w http.ResponseWriter, req *http.Request) error {
 	imp, err := a.importIn(req)
 	if err != nil {
 		return err
@@ -375,14 +382,14 @@ func (a *API) multipartPartURL(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	out, err := a.cfg.Imports.PartURLFor(req.Context(), imp, body.Key, body.PartNumber)
+	out, err := a.imports.PartURLFor(req.Context(), imp, body.Key, body.PartNumber)
 	if err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, out)
 }
 
-func (a *API) multipartCompleteObject(w http.ResponseWriter, req *http.Request) error {
+func (a importRoutes) multipartCompleteObject(w http.ResponseWriter, req *http.Request) error {
 	imp, err := a.importIn(req)
 	if err != nil {
 		return err
@@ -391,14 +398,14 @@ func (a *API) multipartCompleteObject(w http.ResponseWriter, req *http.Request) 
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	out, err := a.cfg.Imports.CompleteObject(req.Context(), imp, body.Key, body.Parts)
+	out, err := a.imports.CompleteObject(req.Context(), imp, body.Key, body.Parts)
 	if err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, importResponse{Import: a.importView(out)})
 }
 
-func (a *API) multipartFinalize(w http.ResponseWriter, req *http.Request) error {
+func (a importRoutes) multipartFinalize(w http.ResponseWriter, req *http.Request) error {
 	imp, err := a.importIn(req)
 	if err != nil {
 		return err
@@ -411,19 +418,19 @@ func (a *API) multipartFinalize(w http.ResponseWriter, req *http.Request) error 
 	for _, o := range body.Manifest.Objects {
 		manifest = append(manifest, state.ManifestEntry{Key: o.Key, Kind: o.Kind})
 	}
-	out, jobID, err := a.cfg.Imports.Finalize(req.Context(), importCaller(CallerFrom(req.Context())), imp, manifest)
+	out, jobID, err := a.imports.Finalize(req.Context(), importCaller(CallerFrom(req.Context())), imp, manifest)
 	if err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusAccepted, importJobResponse{Import: a.importView(out), JobID: jobID})
 }
 
-func (a *API) multipartAbort(w http.ResponseWriter, req *http.Request) error {
+func (a importRoutes) multipartAbort(w http.ResponseWriter, req *http.Request) error {
 	imp, err := a.importIn(req)
 	if err != nil {
 		return err
 	}
-	out, err := a.cfg.Imports.AbortMultipart(req.Context(), imp)
+	out, err := a.imports.AbortMultipart(req.Context(), imp)
 	if err != nil {
 		return err
 	}

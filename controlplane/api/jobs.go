@@ -11,13 +11,18 @@ type jobResponse struct {
 	Job JobView `json:"job"`
 }
 
-func (a *API) registerJobs(r *rest.Router) {
+// jobRoutes are the workspace's jobs.
+type jobRoutes struct {
+	*base
+}
+
+func (a jobRoutes) register(r *rest.Router) {
 	a.bearer(r, guard{scope: scopeWorkspace}, rest.Route{Method: "GET", Path: "/api/app/jobs/{id}", Tag: "jobs",
 		Summary: "Poll an asynchronous job.", Params: map[string]string{"id": "job"}, Response: jobResponse{},
 		Errors: []string{apierr.CodeJobNotFound}, Handler: a.getJob})
 }
 
-func (a *API) getJob(w http.ResponseWriter, req *http.Request) error {
+func (a jobRoutes) getJob(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	j, err := a.store.Job(req.PathValue("id"))
 	if err != nil {

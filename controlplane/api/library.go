@@ -99,7 +99,14 @@ func libraryView(e *state.LibraryEntry) LibraryEntry {
 
 var libParam = map[string]string{"id": "library"}
 
-func (a *API) registerLibrary(r *rest.Router) {
+// libraryRoutes are the workspace Library and the blobs peers copy.
+type libraryRoutes struct {
+	*base
+	library   Library
+	peerBlobs PeerBlobs
+}
+
+func (a libraryRoutes) registerLibrary(r *rest.Router) {
 	read := guard{scope: scopeWorkspace}
 	write := guard{scope: scopeWorkspace, capability: access.Reusables}
 	nf := []string{CodeLibraryEntryNotFound}
@@ -141,7 +148,7 @@ func (a *base) entryIn(req *http.Request) (*state.LibraryEntry, error) {
 	return e, nil
 }
 
-func (a *API) listLibrary(w http.ResponseWriter, req *http.Request) error {
+func (a libraryRoutes) listLibrary(w http.ResponseWriter, req *http.Request) error {
 	es, err := a.store.LibraryOf(CallerFrom(req.Context()).Workspace.ID)
 	if err != nil {
 		return err
@@ -153,7 +160,7 @@ func (a *API) listLibrary(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, out)
 }
 
-func (a *API) getLibrary(w http.ResponseWriter, req *http.Request) error {
+func (a libraryRoutes) getLibrary(w http.ResponseWriter, req *http.Request) error {
 	e, err := a.entryIn(req)
 	if err != nil {
 		return err
@@ -164,7 +171,7 @@ func (a *API) getLibrary(w http.ResponseWriter, req *http.Request) error {
 // entryAnswer renders the entry a create applied.
 func entryAnswer(e state.LibraryEntry) any { return libraryEntryResponse{Plugin: libraryView(&e)} }
 
-func (a *API) uploadLibrary(w http.ResponseWriter, req *http.Request) error {
+func (a libraryRoutes) uploadLibrary(w http.ResponseWriter, req *http.Request) error {
 	f, err := rest.ReadForm(req, []string{"file"}, []string{"licenseKey"})
 	if err != nil {
 		return err
@@ -178,45 +185,45 @@ func (a *API) uploadLibrary(w http.ResponseWriter, req *http.Request) error {
 	}
 	ws := CallerFrom(req.Context()).Workspace
 	ans := answer(a.base, req, http.StatusCreated, entryAnswer)
-	_, err = a.cfg.Library.Upload(req.Context(), ans, ws, f.Filename, f.File, key)
+	_, err = a.library.Upload(req.Context(), ans, ws, f.Filename, f.File, key)
 	return respond(a.base, w, req, ans, err)
 }
 
-func (a *API) addGitHubLibrary(w http.ResponseWriter, req *http.Request) error {
+func (a libraryRoutes) addGitHubLibrary(w http.ResponseWriter, req *http.Request) error {
 	var body GitHubEntryRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
 	ws := CallerFrom(req.Context()).Workspace
 	ans := answer(a.base, req, http.StatusCreated, entryAnswer)
-	_, err := a.cfg.Library.AddRelease(req.Context(), ans, ws, body.Repository, body.LicenseKey)
+	_, err := a.library.AddRelease(req.Context(), ans, ws, body.Repository, body.LicenseKey)
 	return respond(a.base, w, req, ans, err)
 }
 
-func (a *API) refreshLibrary(w http.ResponseWriter, req *http.Request) error {
+func (a libraryRoutes) refreshLibrary(w http.ResponseWriter, req *http.Request) error {
 	e, err := a.entryIn(req)
 	if err != nil {
 		return err
 	}
-	next, updated, err := a.cfg.Library.Refresh(req.Context(), e)
+	next, updated, err := a.library.Refresh(req.Context(), e)
 	if err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, libraryRefreshResponse{Plugin: libraryView(next), Updated: updated})
 }
 
-func (a *API) deleteLibrary(w http.ResponseWriter, req *http.Request) error {
+func (a libraryRoutes) deleteLibrary(w http.ResponseWriter, req *http.Request) error {
 	e, err := a.entryIn(req)
 	if err != nil {
 		return err
 	}
-	if err := a.cfg.Library.Delete(req.Context(), e); err != nil {
+	if err := a.library.Delete(req.Context(), e); err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
 }
 
-func (a *API) putLicense(w http.ResponseWriter, req *http.Request) error {
+func (a libraryRoutes) putLicense(w http.ResponseWriter, req *http.Request) error {
 	var body LicenseKeyRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
@@ -225,26 +232,26 @@ func (a *API) putLicense(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	next, err := a.cfg.Library.SetLicense(req.Context(), e, body.LicenseKey)
+	next, err := a.library.SetLicense(req.Context(), e, body.LicenseKey)
 	if err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, libraryEntryResponse{Plugin: libraryView(next)})
 }
 
-func (a *API) deleteLicense(w http.ResponseWriter, req *http.Request) error {
+func (a libraryRoutes) deleteLicense(w http.ResponseWriter, req *http.Request) error {
 	e, err := a.entryIn(req)
 	if err != nil {
 		return err
 	}
-	next, err := a.cfg.Library.ClearLicense(req.Context(), e)
+	next, err := a.library.ClearLicense(req.Context(), e)
 	if err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, libraryEntryResponse{Plugin: libraryView(next)})
 }
 
-func (a *API) registerBlobs(r *rest.Router) {
+func (a libraryRoutes) registerBlobs(r *rest.Router) {
 	a.internal(r, rest.Route{Method: "GET", Path: "/internal/blobs/{sha}", Params: map[string]string{"sha": "blob"},
 		Summary: "A stored blob (a Library ZIP, a template artifact) by its SHA-256, for peer servers replicating it (application/octet-stream).",
 		Errors:  []string{apierr.CodeNotFound}, Handler: a.getBlob})
@@ -253,7 +260,7 @@ func (a *API) registerBlobs(r *rest.Router) {
 		Errors:  []string{apierr.CodeInvalidRequest, apierr.CodePayloadTooLarge}, MaxBody: blobs.MaxBlob, Handler: a.putBlob})
 }
 
-func (a *API) putBlob(w http.ResponseWriter, req *http.Request) error {
+func (a libraryRoutes) putBlob(w http.ResponseWriter, req *http.Request) error {
 	data, err := io.ReadAll(req.Body)
 	if err != nil {
 		var mb *http.MaxBytesError
@@ -262,14 +269,14 @@ func (a *API) putBlob(w http.ResponseWriter, req *http.Request) error {
 		}
 		return apierr.Invalid("", "reading the blob: %v", err)
 	}
-	if err := a.cfg.PeerBlobs.PutPeerBlob(req.Context(), req.PathValue("sha"), data); err != nil {
+	if err := a.peerBlobs.PutPeerBlob(req.Context(), req.PathValue("sha"), data); err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, okResponse{OK: true})
 }
 
-func (a *API) getBlob(w http.ResponseWriter, req *http.Request) error {
-	f, size, err := a.cfg.PeerBlobs.OpenBlob(req.Context(), req.PathValue("sha"))
+func (a libraryRoutes) getBlob(w http.ResponseWriter, req *http.Request) error {
+	f, size, err := a.peerBlobs.OpenBlob(req.Context(), req.PathValue("sha"))
 	if err != nil {
 		return apierr.New(http.StatusNotFound, apierr.CodeNotFound, "blob not held here")
 	}

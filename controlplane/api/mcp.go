@@ -34,7 +34,13 @@ type LicenseToolOutput struct {
 // registerMCP mounts the MCP endpoint (streamable HTTP, stateless). A
 // request authenticates with an API token like any other; the selected
 // workspace (X-Service-Workspace) is the one the tools act in.
-func (a *API) registerMCP(r *rest.Router) {
+// mcpRoutes are the MCP server for AI agents.
+type mcpRoutes struct {
+	*base
+	library Library
+}
+
+func (a mcpRoutes) register(r *rest.Router) {
 	h := mcp.NewStreamableHTTPHandler(func(req *http.Request) *mcp.Server {
 		c := CallerFrom(req.Context())
 		if c == nil {
@@ -51,7 +57,7 @@ func (a *API) registerMCP(r *rest.Router) {
 		}})
 }
 
-func (a *API) mcpServer(c *Caller) *mcp.Server {
+func (a mcpRoutes) mcpServer(c *Caller) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "sandboxd", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: LicenseToolName,
 		Description: "Returns the license key stored with a plugin or theme of the workspace's Library, for activating it on a sandbox. " +
@@ -65,7 +71,7 @@ func (a *API) mcpServer(c *Caller) *mcp.Server {
 
 // readLicense opens an entry's key for an agent and stamps the read; the
 // key is returned only once the stamp is committed.
-func (a *API) readLicense(ctx context.Context, c *Caller, plugin string) (LicenseToolOutput, error) {
+func (a mcpRoutes) readLicense(ctx context.Context, c *Caller, plugin string) (LicenseToolOutput, error) {
 	if !c.Caps.Has(access.Reusables) {
 		return LicenseToolOutput{}, errors.New("capability_required: reading license keys needs the reusables capability")
 	}
@@ -76,7 +82,7 @@ func (a *API) readLicense(ctx context.Context, c *Caller, plugin string) (Licens
 	if e == nil {
 		return LicenseToolOutput{}, fmt.Errorf("%s: no Library entry %q in this workspace", CodeLibraryEntryNotFound, plugin)
 	}
-	key, err := a.cfg.Library.ReadLicense(ctx, e, c.Account.ID)
+	key, err := a.library.ReadLicense(ctx, e, c.Account.ID)
 	if err != nil {
 		return LicenseToolOutput{}, err
 	}

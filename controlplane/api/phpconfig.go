@@ -29,7 +29,13 @@ type phpConfigJobResponse struct {
 	JobID     string    `json:"jobId"`
 }
 
-func (a *API) registerPHPConfig(r *rest.Router) {
+// phpConfigRoutes are a site's php.ini settings.
+type phpConfigRoutes struct {
+	*base
+	sites SiteChanges
+}
+
+func (a phpConfigRoutes) register(r *rest.Router) {
 	g := guard{scope: scopeWorkspace, capability: access.Internals}
 	a.bearer(r, g, rest.Route{Method: "GET", Path: "/api/app/sites/{id}/php-config", Tag: "sites", Params: siteParam,
 		Summary: "The site's allow-listed php.ini settings in effect.", Response: phpConfigResponse{},
@@ -48,7 +54,7 @@ func (a *API) registerPHPConfig(r *rest.Router) {
 		Handler: a.putPHPConfig})
 }
 
-func (a *API) putPHPConfig(w http.ResponseWriter, req *http.Request) error {
+func (a phpConfigRoutes) putPHPConfig(w http.ResponseWriter, req *http.Request) error {
 	var body PHPConfigRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
@@ -60,7 +66,7 @@ func (a *API) putPHPConfig(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	settings, job, err := a.cfg.Sites.SetPHPConfig(req.Context(), s, body.Settings)
+	settings, job, err := a.sites.SetPHPConfig(req.Context(), s, body.Settings)
 	if err != nil {
 		return err
 	}

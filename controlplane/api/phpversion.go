@@ -20,7 +20,13 @@ type phpVersionResponse struct {
 	JobID      string `json:"jobId"`
 }
 
-func (a *API) registerPHPVersion(r *rest.Router) {
+// phpVersionRoutes are a site's PHP version.
+type phpVersionRoutes struct {
+	*base
+	sites SiteChanges
+}
+
+func (a phpVersionRoutes) register(r *rest.Router) {
 	a.bearer(r, guard{scope: scopeWorkspace, capability: access.Internals}, rest.Route{Method: "PUT",
 		Path: "/api/app/sites/{id}/php-version", Tag: "sites", Params: siteParam, Status: http.StatusAccepted,
 		Summary: "Switch a ready site's PHP version. The site's phpVersion changes only once WordPress answers on the new " +
@@ -29,7 +35,7 @@ func (a *API) registerPHPVersion(r *rest.Router) {
 		Errors: []string{apierr.CodeInvalidRequest, apierr.CodeSiteNotFound, apierr.CodePayloadTooLarge}, Handler: a.switchPHP})
 }
 
-func (a *API) switchPHP(w http.ResponseWriter, req *http.Request) error {
+func (a phpVersionRoutes) switchPHP(w http.ResponseWriter, req *http.Request) error {
 	var body PHPVersionRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
@@ -42,7 +48,7 @@ func (a *API) switchPHP(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	job, err := a.cfg.Sites.SwitchPHP(req.Context(), s, body.PHPVersion)
+	job, err := a.sites.SwitchPHP(req.Context(), s, body.PHPVersion)
 	if err != nil {
 		return err
 	}

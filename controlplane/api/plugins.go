@@ -24,7 +24,14 @@ type deployResponse struct {
 	JobID string `json:"jobId"`
 }
 
-func (a *API) registerPlugins(r *rest.Router) {
+// pluginRoutes are a site's plugins and their deploys.
+type pluginRoutes struct {
+	*base
+	sites SiteChanges
+	tools SiteTools
+}
+
+func (a pluginRoutes) register(r *rest.Router) {
 	g := guard{scope: scopeWorkspace, capability: access.Internals}
 	errs := []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest}
 	a.bearer(r, g, rest.Route{Method: "GET", Path: "/api/app/sites/{id}/plugins", Tag: "sites", Params: siteParam,
@@ -40,19 +47,19 @@ func (a *API) registerPlugins(r *rest.Router) {
 		Errors: append(errs, CodeLibraryEntryNotFound, apierr.CodePayloadTooLarge), Handler: a.deployPlugin})
 }
 
-func (a *API) listPlugins(w http.ResponseWriter, req *http.Request) error {
+func (a pluginRoutes) listPlugins(w http.ResponseWriter, req *http.Request) error {
 	s, err := a.siteIn(req)
 	if err != nil {
 		return err
 	}
-	ps, err := a.cfg.Tools.Plugins(req.Context(), s)
+	ps, err := a.tools.Plugins(req.Context(), s)
 	if err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, installedPluginsResponse{Plugins: ps})
 }
 
-func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
+func (a pluginRoutes) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 	s, err := a.siteIn(req)
 	if err != nil {
 		return err
@@ -81,6 +88,6 @@ func (a *API) deployPlugin(w http.ResponseWriter, req *http.Request) error {
 		d.LibraryPlugin, d.ZipURL, d.Activate = body.LibraryPlugin, body.ZipURL, body.Activate
 	}
 	ans := answer(a.base, req, http.StatusAccepted, func(m sitespec.Made) any { return deployResponse{JobID: m.JobID} })
-	_, err = a.cfg.Sites.Deploy(req.Context(), ans, s, d)
+	_, err = a.sites.Deploy(req.Context(), ans, s, d)
 	return respond(a.base, w, req, ans, err)
 }

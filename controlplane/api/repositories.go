@@ -93,8 +93,14 @@ type deployJobResponse struct {
 
 var repoParams = map[string]string{"id": "site", "repoId": "repository"}
 
-func (a *API) registerRepositories(r *rest.Router) {
-	if a.cfg.Repositories == nil {
+// repositoryRoutes are a site's connected Git repositories.
+type repositoryRoutes struct {
+	*base
+	repositories Repositories
+}
+
+func (a repositoryRoutes) register(r *rest.Router) {
+	if a.repositories == nil {
 		return
 	}
 	g := guard{scope: scopeWorkspace, capability: access.Internals}
@@ -107,7 +113,7 @@ func (a *API) registerRepositories(r *rest.Router) {
 			if err != nil {
 				return err
 			}
-			rs, err := a.cfg.Repositories.List(s)
+			rs, err := a.repositories.List(s)
 			if err != nil {
 				return err
 			}
@@ -133,7 +139,7 @@ func (a *API) registerRepositories(r *rest.Router) {
 			if err != nil {
 				return err
 			}
-			rp, err := a.cfg.Repositories.Update(req.Context(), s, req.PathValue("repoId"),
+			rp, err := a.repositories.Update(req.Context(), s, req.PathValue("repoId"),
 				repospec.Patch{Branch: body.Branch, FolderName: body.FolderName, AutoDeploy: body.AutoDeploy})
 			if err != nil {
 				return err
@@ -147,7 +153,7 @@ func (a *API) registerRepositories(r *rest.Router) {
 			if err != nil {
 				return err
 			}
-			if err := a.cfg.Repositories.Disconnect(req.Context(), s, req.PathValue("repoId")); err != nil {
+			if err := a.repositories.Disconnect(req.Context(), s, req.PathValue("repoId")); err != nil {
 				return err
 			}
 			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
@@ -162,12 +168,12 @@ func (a *API) registerRepositories(r *rest.Router) {
 				return err
 			}
 			ans := answer(a.base, req, http.StatusAccepted, func(m sitespec.Made) any { return deployJobResponse{JobID: m.JobID} })
-			_, err = a.cfg.Repositories.Deploy(req.Context(), ans, s, req.PathValue("repoId"))
+			_, err = a.repositories.Deploy(req.Context(), ans, s, req.PathValue("repoId"))
 			return respond(a.base, w, req, ans, err)
 		}})
 }
 
-func (a *API) connectRepository(w http.ResponseWriter, req *http.Request) error {
+func (a repositoryRoutes) connectRepository(w http.ResponseWriter, req *http.Request) error {
 	var body ConnectRepositoryRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
@@ -181,9 +187,9 @@ func (a *API) connectRepository(w http.ResponseWriter, req *http.Request) error 
 	// it.
 	secret := repospec.NewWebhookSecret()
 	ans := answer(a.base, req, http.StatusCreated, func(r state.Repository) any {
-		return connectRepositoryResponse{Repository: repositoryView(&r), WebhookURL: a.cfg.Repositories.WebhookURL(r.ID, secret), WebhookSecret: secret}
+		return connectRepositoryResponse{Repository: repositoryView(&r), WebhookURL: a.repositories.WebhookURL(r.ID, secret), WebhookSecret: secret}
 	})
-	_, _, _, err = a.cfg.Repositories.Connect(req.Context(), s, c.Account, repospec.Connect{RepoURL: body.RepoURL, Branch: body.Branch,
+	_, _, _, err = a.repositories.Connect(req.Context(), s, c.Account, repospec.Connect{RepoURL: body.RepoURL, Branch: body.Branch,
 		Destination: body.Destination, FolderName: body.FolderName, AuthKind: body.AuthKind, Token: body.Token,
 		AutoDeploy: body.AutoDeploy, WebhookSecret: secret, Answer: ans})
 	return respond(a.base, w, req, ans, err)

@@ -39,11 +39,17 @@ type KeyringResponse struct {
 	Keyring sealingspec.Status `json:"keyring"`
 }
 
-func (a *API) registerSealing(r *rest.Router) {
+// sealingRoutes are the servers' sealing keys and their rotation.
+type sealingRoutes struct {
+	*base
+	sealing Sealing
+}
+
+func (a sealingRoutes) register(r *rest.Router) {
 	a.operator(r, rest.Route{Method: "GET", Path: "/api/admin/sealing-key",
 		Summary:  "Every server's sealing keys, by id (the first seals), and whether they open the cluster's values.",
 		Response: keyringsResponse{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
-			return rest.JSON(w, http.StatusOK, keyringsResponse{Servers: a.cfg.Sealing.Keyrings(req.Context())})
+			return rest.JSON(w, http.StatusOK, keyringsResponse{Servers: a.sealing.Keyrings(req.Context())})
 		}})
 	a.operator(r, rest.Route{Method: "POST", Path: "/api/admin/sealing-key/rotate",
 		Summary: "Seal every sealed value of the state again with the current sealing key (the first of every server's keys). " +
@@ -55,7 +61,7 @@ func (a *API) registerSealing(r *rest.Router) {
 			if err := rest.DecodeJSON(req, &body); err != nil {
 				return err
 			}
-			rot, err := a.cfg.Sealing.Rotate(req.Context(), body.DryRun)
+			rot, err := a.sealing.Rotate(req.Context(), body.DryRun)
 			if err != nil {
 				return err
 			}
@@ -63,6 +69,6 @@ func (a *API) registerSealing(r *rest.Router) {
 		}})
 	a.internal(r, rest.Route{Method: "GET", Path: KeyringPath, Summary: "This server's sealing key ids.",
 		Response: KeyringResponse{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
-			return rest.JSON(w, http.StatusOK, KeyringResponse{Keyring: a.cfg.Sealing.Local()})
+			return rest.JSON(w, http.StatusOK, KeyringResponse{Keyring: a.sealing.Local()})
 		}})
 }

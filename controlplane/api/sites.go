@@ -80,7 +80,14 @@ type SiteChanges interface {
 
 var siteParam = map[string]string{"id": "site"}
 
-func (a *API) registerSites(r *rest.Router) {
+// siteRoutes are sites: create, list, delete, reset, sign in.
+type siteRoutes struct {
+	*base
+	sites SiteChanges
+	tools SiteTools
+}
+
+func (a siteRoutes) register(r *rest.Router) {
 	create := guard{scope: scopeWorkspace, capability: access.Create}
 	member := guard{scope: scopeWorkspace}
 	a.bearer(r, create, rest.Route{Method: "POST", Path: "/api/app/sites", Tag: "sites", Status: http.StatusAccepted,
@@ -121,23 +128,23 @@ func (a *base) siteIn(req *http.Request) (*state.Site, error) {
 	return s, nil
 }
 
-func (a *API) createSite(w http.ResponseWriter, req *http.Request) error {
+func (a siteRoutes) createSite(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	var body CreateSiteRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	return a.create(w, req, sitespec.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, PHPVersion: body.PHPVersion,
+	return createSite(a.base, a.sites, w, req, sitespec.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, PHPVersion: body.PHPVersion,
 		WordPressVersion: body.WordPressVersion, TemplateID: body.TemplateID, ExpiresInMinutes: body.ExpiresInMinutes})
 }
 
-// create makes a site through the sites service and answers 202 {site,
+// createSite makes a site through the sites service and answers 202 {site,
 // jobId}, rendered from what the service made so a replay is the same
 // answer.
-func (a *API) create(w http.ResponseWriter, req *http.Request, in sitespec.Create) error {
-	in.Answer = answer(a.base, req, http.StatusAccepted, siteJobAnswer)
-	_, _, err := a.cfg.Sites.Create(req.Context(), in)
-	return respond(a.base, w, req, in.Answer, err)
+func createSite(b *base, sites SiteChanges, w http.ResponseWriter, req *http.Request, in sitespec.Create) error {
+	in.Answer = answer(b, req, http.StatusAccepted, siteJobAnswer)
+	_, _, err := sites.Create(req.Context(), in)
+	return respond(b, w, req, in.Answer, err)
 }
 
 // siteJobAnswer is the answer of a write that changes a site with a job.
@@ -145,7 +152,7 @@ func siteJobAnswer(m sitespec.Made) any {
 	return siteJobResponse{Site: siteView(&m.Site), JobID: m.JobID}
 }
 
-func (a *API) listSites(w http.ResponseWriter, req *http.Request) error {
+func (a siteRoutes) listSites(w http.ResponseWriter, req *http.Request) error {
 	ss, err := a.store.SitesOf(CallerFrom(req.Context()).Workspace.ID)
 	if err != nil {
 		return err
@@ -157,19 +164,19 @@ func (a *API) listSites(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, sitesResponse{Sites: out})
 }
 
-func (a *API) deleteSite(w http.ResponseWriter, req *http.Request) error {
+func (a siteRoutes) deleteSite(w http.ResponseWriter, req *http.Request) error {
 	s, err := a.siteIn(req)
 	if err != nil {
 		return err
 	}
-	next, job, err := a.cfg.Sites.Delete(req.Context(), s)
+	next, job, err := a.sites.Delete(req.Context(), s)
 	if err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusAccepted, siteJobResponse{Site: siteView(next), JobID: job})
 }
 
-func (a *API) resetSite(w http.ResponseWriter, req *http.Request) error {
+func (a siteRoutes) resetSite(w http.ResponseWriter, req *http.Request) error {
 	s, err := a.siteIn(req)
 	if err != nil {
 		return err
@@ -177,16 +184,16 @@ func (a *API) resetSite(w http.ResponseWriter, req *http.Request) error {
 	// The answer is the site as the reset leaves it, rendered from what
 	// the service made so a replay under an Idempotency-Key is the same.
 	ans := answer(a.base, req, http.StatusAccepted, siteJobAnswer)
-	_, _, err = a.cfg.Sites.Reset(req.Context(), ans, s)
+	_, _, err = a.sites.Reset(req.Context(), ans, s)
 	return respond(a.base, w, req, ans, err)
 }
 
-func (a *API) magicLogin(w http.ResponseWriter, req *http.Request) error {
+func (a siteRoutes) magicLogin(w http.ResponseWriter, req *http.Request) error {
 	s, err := a.siteIn(req)
 	if err != nil {
 		return err
 	}
-	link, err := a.cfg.Tools.MagicLogin(req.Context(), s)
+	link, err := a.tools.MagicLogin(req.Context(), s)
 	if err != nil {
 		return err
 	}

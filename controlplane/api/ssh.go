@@ -31,7 +31,12 @@ type sshResponse struct {
 	SSH SSHAccess `json:"ssh"`
 }
 
-func (a *API) registerSSH(r *rest.Router) {
+// sshRoutes are a site's SSH and SFTP access.
+type sshRoutes struct {
+	*base
+}
+
+func (a sshRoutes) register(r *rest.Router) {
 	a.bearer(r, guard{scope: scopeWorkspace, capability: access.Internals}, rest.Route{Method: "GET", Path: "/api/app/sites/{id}/ssh",
 		Tag: "sites", Params: siteParam, Response: sshResponse{},
 		Summary: "How to SSH or SFTP into the site: the gateway of its node takes the keys at /api/account/ssh-keys of members " +

@@ -107,7 +107,14 @@ type RestoreSiteRequest struct {
 
 var templateParam = map[string]string{"id": "template"}
 
-func (a *API) registerTemplates(r *rest.Router) {
+// templateRoutes are templates and the sites made from them.
+type templateRoutes struct {
+	*base
+	sites     SiteChanges
+	templates Templates
+}
+
+func (a templateRoutes) register(r *rest.Router) {
 	read := guard{scope: scopeWorkspace}
 	write := guard{scope: scopeWorkspace, capability: access.Reusables}
 	create := guard{scope: scopeWorkspace, capability: access.Create}
@@ -164,7 +171,7 @@ type leadsResponse struct {
 	Leads []LeadView `json:"leads"`
 }
 
-func (a *API) listLeads(w http.ResponseWriter, req *http.Request) error {
+func (a templateRoutes) listLeads(w http.ResponseWriter, req *http.Request) error {
 	t, err := a.templateIn(req)
 	if err != nil {
 		return err
@@ -180,11 +187,11 @@ func (a *API) listLeads(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, leadsResponse{Leads: out})
 }
 
-func (a *API) templateIn(req *http.Request) (*state.Template, error) {
+func (a templateRoutes) templateIn(req *http.Request) (*state.Template, error) {
 	return templatespec.In(a.store, CallerFrom(req.Context()).Workspace.ID, req.PathValue("id"))
 }
 
-func (a *API) createTemplate(w http.ResponseWriter, req *http.Request) error {
+func (a templateRoutes) createTemplate(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	var body CreateTemplateRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
@@ -195,11 +202,11 @@ func (a *API) createTemplate(w http.ResponseWriter, req *http.Request) error {
 	})
 	in := templatespec.Create{Workspace: c.Workspace, By: c.Account, SiteID: body.SiteID, Name: body.Name, Description: body.Description,
 		Answer: ans}
-	_, _, err := a.cfg.Templates.Create(req.Context(), in)
+	_, _, err := a.templates.Create(req.Context(), in)
 	return respond(a.base, w, req, ans, err)
 }
 
-func (a *API) listTemplates(w http.ResponseWriter, req *http.Request) error {
+func (a templateRoutes) listTemplates(w http.ResponseWriter, req *http.Request) error {
 	ts, err := a.store.TemplatesOf(CallerFrom(req.Context()).Workspace.ID)
 	if err != nil {
 		return err
@@ -214,7 +221,7 @@ func (a *API) listTemplates(w http.ResponseWriter, req *http.Request) error {
 	return rest.JSON(w, http.StatusOK, templatesResponse{Templates: out})
 }
 
-func (a *API) patchTemplate(w http.ResponseWriter, req *http.Request) error {
+func (a templateRoutes) patchTemplate(w http.ResponseWriter, req *http.Request) error {
 	t, err := a.templateIn(req)
 	if err != nil {
 		return err
@@ -223,25 +230,25 @@ func (a *API) patchTemplate(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	next, err := a.cfg.Templates.Update(req.Context(), t, body)
+	next, err := a.templates.Update(req.Context(), t, body)
 	if err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, templateResponse{Template: templateView(next)})
 }
 
-func (a *API) deleteTemplate(w http.ResponseWriter, req *http.Request) error {
+func (a templateRoutes) deleteTemplate(w http.ResponseWriter, req *http.Request) error {
 	t, err := a.templateIn(req)
 	if err != nil {
 		return err
 	}
-	if err := a.cfg.Templates.Delete(req.Context(), t); err != nil {
+	if err := a.templates.Delete(req.Context(), t); err != nil {
 		return err
 	}
 	return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
 }
 
-func (a *API) siteFromTemplate(w http.ResponseWriter, req *http.Request) error {
+func (a templateRoutes) siteFromTemplate(w http.ResponseWriter, req *http.Request) error {
 	c := CallerFrom(req.Context())
 	t, err := a.templateIn(req)
 	if err != nil {
@@ -251,11 +258,11 @@ func (a *API) siteFromTemplate(w http.ResponseWriter, req *http.Request) error {
 	if err := rest.DecodeJSON(req, &body); err != nil {
 		return err
 	}
-	return a.create(w, req, sitespec.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, TemplateID: t.ID,
+	return createSite(a.base, a.sites, w, req, sitespec.Create{Workspace: c.Workspace, By: c.Account, Name: body.Name, TemplateID: t.ID,
 		ExpiresInMinutes: body.ExpiresInMinutes})
 }
 
-func (a *API) restoreSite(w http.ResponseWriter, req *http.Request) error {
+func (a templateRoutes) restoreSite(w http.ResponseWriter, req *http.Request) error {
 	s, err := a.siteIn(req)
 	if err != nil {
 		return err
@@ -265,6 +272,6 @@ func (a *API) restoreSite(w http.ResponseWriter, req *http.Request) error {
 		return err
 	}
 	ans := answer(a.base, req, http.StatusAccepted, siteJobAnswer)
-	_, _, err = a.cfg.Sites.Restore(req.Context(), ans, s, body.TemplateID)
+	_, _, err = a.sites.Restore(req.Context(), ans, s, body.TemplateID)
 	return respond(a.base, w, req, ans, err)
 }

@@ -78,14 +78,20 @@ type deliveryResponse struct {
 	Delivery *DeliveryView `json:"delivery"`
 }
 
-func (a *API) registerWebhooks(r *rest.Router) {
+// webhookRoutes are the workspace's demo-launch webhook.
+type webhookRoutes struct {
+	*base
+	webhooks Webhooks
+}
+
+func (a webhookRoutes) register(r *rest.Router) {
 	g := guard{scope: scopeWorkspace, capability: access.Integrations}
 	const path = "/api/account/webhooks/demo-launches"
 	paid := []string{apierr.CodeTemplateSharingRequiresPaidPlan}
 	a.bearer(r, g, rest.Route{Method: "GET", Path: path, Tag: "webhooks",
 		Summary: "The selected workspace's demo-launch webhook, with its most recent delivery.", Response: webhookResponse{},
 		Handler: func(w http.ResponseWriter, req *http.Request) error {
-			hook, last, err := a.cfg.Webhooks.Get(CallerFrom(req.Context()).Workspace)
+			hook, last, err := a.webhooks.Get(CallerFrom(req.Context()).Workspace)
 			if err != nil {
 				return err
 			}
@@ -98,7 +104,7 @@ func (a *API) registerWebhooks(r *rest.Router) {
 	a.bearer(r, g, rest.Route{Method: "DELETE", Path: path, Tag: "webhooks",
 		Summary:  "Remove the webhook, its signing secret and its delivery history, pending deliveries included.",
 		Response: deletedResponse{}, Handler: func(w http.ResponseWriter, req *http.Request) error {
-			if err := a.cfg.Webhooks.Delete(req.Context(), CallerFrom(req.Context()).Workspace); err != nil {
+			if err := a.webhooks.Delete(req.Context(), CallerFrom(req.Context()).Workspace); err != nil {
 				return err
 			}
 			return rest.JSON(w, http.StatusOK, deletedResponse{Deleted: true})
@@ -107,7 +113,7 @@ func (a *API) registerWebhooks(r *rest.Router) {
 		Summary:  "Send a test event (a demo.ready with source test) now, whether or not sendEvents is on; answers its result.",
 		Response: deliveryResponse{}, Errors: append([]string{apierr.CodeInvalidRequest}, paid...),
 		Handler: func(w http.ResponseWriter, req *http.Request) error {
-			d, err := a.cfg.Webhooks.Test(req.Context(), CallerFrom(req.Context()).Workspace)
+			d, err := a.webhooks.Test(req.Context(), CallerFrom(req.Context()).Workspace)
 			if err != nil {
 				return err
 			}
@@ -118,7 +124,7 @@ func (a *API) registerWebhooks(r *rest.Router) {
 		Response: webhookSecretResponse{}, Errors: append([]string{apierr.CodeInvalidRequest}, paid...),
 		Handler: func(w http.ResponseWriter, req *http.Request) error {
 			ws := CallerFrom(req.Context()).Workspace
-			hook, secret, err := a.cfg.Webhooks.Rotate(req.Context(), ws)
+			hook, secret, err := a.webhooks.Rotate(req.Context(), ws)
 			if err != nil {
 				return err
 			}
@@ -126,12 +132,12 @@ func (a *API) registerWebhooks(r *rest.Router) {
 		}})
 }
 
-func (a *API) lastDelivery(ws *state.Workspace) *state.Delivery {
-	_, last, _ := a.cfg.Webhooks.Get(ws)
+func (a webhookRoutes) lastDelivery(ws *state.Workspace) *state.Delivery {
+	_, last, _ := a.webhooks.Get(ws)
 	return last
 }
 
-func (a *API) putWebhook(w http.ResponseWriter, req *http.Request) error {
+func (a webhookRoutes) putWebhook(w http.ResponseWriter, req *http.Request) error {
 	ws := CallerFrom(req.Context()).Workspace
 	var body PutWebhookRequest
 	if err := rest.DecodeJSON(req, &body); err != nil {
@@ -141,7 +147,7 @@ func (a *API) putWebhook(w http.ResponseWriter, req *http.Request) error {
 	if body.SendEvents != nil {
 		send = *body.SendEvents
 	}
-	hook, secret, err := a.cfg.Webhooks.Put(req.Context(), ws, body.URL, send)
+	hook, secret, err := a.webhooks.Put(req.Context(), ws, body.URL, send)
 	if err != nil {
 		return err
 	}
