@@ -145,17 +145,8 @@ func (a accountRoutes) revokeToken(w http.ResponseWriter, req *http.Request) err
 }
 
 func (a accountRoutes) myInvitations(w http.ResponseWriter, req *http.Request) error {
-	c := CallerFrom(req.Context())
-	invs, err := a.store.InvitationsFor(c.Account.Email)
-	if err != nil {
-		return err
-	}
-	now := a.now()
-	out := make([]InvitationView, 0, len(invs))
-	for _, inv := range invs {
-		out = append(out, a.invitationView(inv, now))
-	}
-	return rest.JSON(w, http.StatusOK, invitationsResponse{Invitations: out})
+	invs, err := a.store.InvitationsFor(CallerFrom(req.Context()).Account.Email)
+	return a.invitationList(w, invs, err)
 }
 
 func (a accountRoutes) acceptInvitation(w http.ResponseWriter, req *http.Request) error {

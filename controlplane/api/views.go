@@ -1,10 +1,12 @@
 package api
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
+	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 )
 
@@ -137,6 +139,19 @@ func optional(s string) *string {
 }
 
 func capsOf(m *state.Member, role *state.Role) []string { return access.Of(m, role).List() }
+
+// invitationList answers a list of invitations (or the error reading it).
+func (a *base) invitationList(w http.ResponseWriter, invs []*state.Invitation, err error) error {
+	if err != nil {
+		return err
+	}
+	now := a.now()
+	out := make([]InvitationView, 0, len(invs))
+	for _, inv := range invs {
+		out = append(out, a.invitationView(inv, now))
+	}
+	return rest.JSON(w, http.StatusOK, invitationsResponse{Invitations: out})
+}
 
 func (a *base) invitationView(inv *state.Invitation, now time.Time) InvitationView {
 	v := InvitationView{ID: inv.ID, WorkspaceID: inv.WorkspaceID, Email: inv.Email, CustomRoleID: optional(inv.CustomRoleID),

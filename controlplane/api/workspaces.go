@@ -204,17 +204,8 @@ func (a workspaceRoutes) listMembers(w http.ResponseWriter, req *http.Request) e
 }
 
 func (a workspaceRoutes) listInvitations(w http.ResponseWriter, req *http.Request) error {
-	c := CallerFrom(req.Context())
-	invs, err := a.store.InvitationsOf(c.Workspace.ID)
-	if err != nil {
-		return err
-	}
-	now := a.now()
-	out := make([]InvitationView, 0, len(invs))
-	for _, inv := range invs {
-		out = append(out, a.invitationView(inv, now))
-	}
-	return rest.JSON(w, http.StatusOK, invitationsResponse{Invitations: out})
+	invs, err := a.store.InvitationsOf(CallerFrom(req.Context()).Workspace.ID)
+	return a.invitationList(w, invs, err)
 }
 
 func (a workspaceRoutes) invite(w http.ResponseWriter, req *http.Request) error {
