@@ -36,10 +36,12 @@ run: build images
 # packages start first, three at a time, so that the two cores stay busy
 # to the end; end-to-end tests run four at a time, most on one shared dev
 # system.
+# TEST_JSON=file keeps the go test -json stream (every test's time).
 SLOW_PACKAGES := ./e2e/ ./agent/sites/ ./agent/mariadb/ ./agent/runtime/ ./controlplane/server/
+TEST_JSON ?=
 test: deps images
 	$(GO) vet ./...
-	set -o pipefail; $(GO) test -race -count=1 -timeout 40m -p 3 -parallel 4 -json $(SLOW_PACKAGES) ./... | $(GO) run ./deploy/dev/testsummary
+	set -o pipefail; $(GO) test -race -count=1 -timeout 40m -p 3 -parallel 4 -json $(SLOW_PACKAGES) ./... | $(GO) run ./deploy/dev/testsummary -save "$(TEST_JSON)"
 
 # What needs neither root nor containerd: a minute or two, for the inner loop.
 test-short:

@@ -32,8 +32,19 @@ type timing struct {
 
 func main() {
 	top := flag.Int("top", 10, "how many of the slowest tests to list")
+	save := flag.String("save", "", "also write the go test -json stream to this file (every test's time)")
 	flag.Parse()
-	os.Exit(run(os.Stdin, os.Stdout, *top))
+	in := io.Reader(os.Stdin)
+	if *save != "" {
+		f, err := os.Create(*save)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testsummary:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		in = io.TeeReader(os.Stdin, f)
+	}
+	os.Exit(run(in, os.Stdout, *top))
 }
 
 func run(in io.Reader, out io.Writer, top int) int {
