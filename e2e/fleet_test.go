@@ -479,6 +479,15 @@ func TestFleetAcrossHosts(t *testing.T) {
 	}
 
 	t.Run("drain moves every site with its content and URL", func(t *testing.T) {
+		onA1 := 0
+		for _, s := range sites {
+			if nodeOf(s.id) == "a1" {
+				onA1++
+			}
+		}
+		if onA1 == 0 {
+			t.Fatal("no site is on a1 to drain: its sites were restored elsewhere while it was lost (longer than --reschedule-after)")
+		}
 		out, err := run(t, []string{"SANDBOXD_OPERATOR_TOKEN=" + fs.operator}, "admin", "drain", "a1", "--wait", "--server", fs.api)
 		if err != nil {
 			t.Fatalf("admin drain: %v\n%s", err, out)
