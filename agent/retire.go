@@ -50,6 +50,12 @@ func lockDataDir(dir string) (*os.File, error) {
 // and its nftables tables. Files, databases and host claims stay, and
 // the next start brings every site back.
 func Stop(ctx context.Context, dataDir string) error {
+	return whileStopped(dataDir, func(dir string) error { return StopEverything(ctx, dir) })
+}
+
+// whileStopped runs f on the absolute data dir while holding its lock:
+// refused while an agent runs there.
+func whileStopped(dataDir string, f func(dir string) error) error {
 	dir, err := filepath.Abs(dataDir)
 	if err != nil {
 		return err
@@ -62,7 +68,7 @@ func Stop(ctx context.Context, dataDir string) error {
 		return err
 	}
 	defer lock.Close()
-	return StopEverything(ctx, dir)
+	return f(dir)
 }
 
 // Retire stops everything of the agent with this data dir, gives back
@@ -70,18 +76,10 @@ func Stop(ctx context.Context, dataDir string) error {
 // dir: sites, databases and credentials are gone. The node's record and
 // certificate are the control plane's (drain it first; revoke it after).
 func Retire(ctx context.Context, dataDir, claimsDir string) error {
-	dir, err := filepath.Abs(dataDir)
-	if err != nil {
-		return err
-	}
-	if _, err := os.Stat(dir); err != nil {
-		return fmt.Errorf("agent: data dir: %w", err)
-	}
-	lock, err := lockDataDir(dir)
-	if err != nil {
-		return err
-	}
-	defer lock.Close()
+	return whileStopped(dataDir, func(dir string) error { return retire(ctx, dir, claimsDir) })
+}
+
+func retire(ctx context.Context, dir, claimsDir string) error {
 	if err := Purge(ctx, dir, claimsDir); err != nil {
 		return err
 	}
