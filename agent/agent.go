@@ -36,6 +36,8 @@ import (
 	"github.com/sandboxd/sandboxd/agent/sitenet"
 	"github.com/sandboxd/sandboxd/agent/sites"
 	"github.com/sandboxd/sandboxd/agent/sshgate"
+	"github.com/sandboxd/sandboxd/agent/templates"
+	"github.com/sandboxd/sandboxd/agent/toolbox"
 	"github.com/sandboxd/sandboxd/internal/enroll"
 	"github.com/sandboxd/sandboxd/internal/pki"
 	"github.com/sandboxd/sandboxd/internal/revocation"
@@ -166,6 +168,8 @@ type Agent struct {
 	stopGuard func()
 	net       *sitenet.Network
 	sites     *sites.Manager
+	templates *templates.Store
+	box       *toolbox.Box
 	http      *http.Server
 	ssh       *sshgate.Gateway
 	metrics   *agentmetrics.Metrics
@@ -334,10 +338,11 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		a.guard.Run(guardCtx)
 	}()
 	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: meteredRuntime{a.rt, a.metrics}, Images: a.catalog, DB: a.db, Guard: a.guard,
-		Network: a.net, UIDs: uids, LogWriter: cfg.LogWriter, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger,
-		StockTemplates: true}); err != nil {
+		Network: a.net, UIDs: uids, LogWriter: cfg.LogWriter, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
+	a.templates = templates.New(templates.Config{Sites: a.sites, DB: a.db, Stock: true, Logger: cfg.Logger})
+	a.box = toolbox.New(a.sites)
 	// The sites' disks, with their database volumes, are there before
 	// MariaDB starts: its crash recovery opens the tables it has redo for.
 	if err := a.sites.AttachDisks(); err != nil {
@@ -366,7 +371,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	mux := http.NewServeMux()
 	fetcher := &gitdeploy.Fetcher{Dir: filepath.Join(dir, "git"), CAFile: cfg.GitCAFile}
-	path, handler := agentv1connect.NewAgentServiceHandler(&service{sites: a.sites, git: fetcher, log: a.log},
+	path, handler := agentv1connect.NewAgentServiceHandler(&service{sites: a.sites, templates: a.templates, box: a.box, git: fetcher, log: a.log},
 		rpclimit.AgentServer()...)
 	mux.Handle(path, handler)
 	a.serveService(mux)
@@ -443,6 +448,13 @@ func (a *Agent) URL() string { return a.url }
 // Sites is the site manager (tests use it to look behind the API).
 func (a *Agent) Sites() *sites.Manager { return a.sites }
 
+// Templates is the node's template store, for benchmarks that make
+// sites as the agent's service does.
+func (a *Agent) Templates() *templates.Store { return a.templates }
+
+// Toolbox is the node's sites' toolbox, for benchmarks.
+func (a *Agent) Toolbox() *toolbox.Box { return a.box }
+
 // PHPVersions lists the runtimes this node can run.
 func (a *Agent) PHPVersions() []string { return a.catalog.PHPVersions() }
 
@@ -456,7 +468,7 @@ func (a *Agent) Start() {
 		defer close(a.stockDone)
 		// The default runtime's stock install is made ahead of the first
 		// create, which would otherwise wait for it.
-		if _, err := a.sites.Stock(ctx, DefaultPHPVersion); err != nil && ctx.Err() == nil && !errors.Is(err, images.ErrMissing) {
+		if _, err := a.templates.Stock(ctx, DefaultPHPVersion); err != nil && ctx.Err() == nil && !errors.Is(err, images.ErrMissing) {
 			a.log.Warn("stock template", "php", DefaultPHPVersion, "err", err)
 		}
 	}()

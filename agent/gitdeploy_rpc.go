@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent/gitdeploy"
 	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/agent/toolbox"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 )
 
@@ -48,7 +49,7 @@ func (v *service) DeployRepository(ctx context.Context, req *connect.Request[age
 		return nil, gitError(err)
 	}
 	prefix := m.FolderName
-	if m.Destination == sites.PlaceWPContent {
+	if m.Destination == toolbox.PlaceWPContent {
 		prefix = ""
 	}
 	pr, pw := io.Pipe()
@@ -58,7 +59,7 @@ func (v *service) DeployRepository(ctx context.Context, req *connect.Request[age
 		pw.CloseWithError(err)
 		written <- err
 	}()
-	err = v.sites.PlaceTree(ctx, m.SiteId, m.Destination, m.FolderName, pr)
+	err = v.box.PlaceTree(ctx, m.SiteId, m.Destination, m.FolderName, pr)
 	_ = pr.Close()
 	werr := <-written
 	if err != nil {
@@ -68,8 +69,8 @@ func (v *service) DeployRepository(ctx context.Context, req *connect.Request[age
 		v.log.Info("git deploy failed", "site_id", m.SiteId, "job_id", m.JobId, "repository_id", m.RepositoryId, "err", err)
 		return nil, gitError(err)
 	}
-	if m.Activate && m.Destination != sites.PlaceWPContent {
-		if _, err := v.sites.Activate(ctx, m.SiteId, m.Destination, m.FolderName); err != nil {
+	if m.Activate && m.Destination != toolbox.PlaceWPContent {
+		if _, err := v.box.Activate(ctx, m.SiteId, m.Destination, m.FolderName); err != nil {
 			return nil, rpcError(fmt.Errorf("placed %s, but: %w", tree.SHA[:min(12, len(tree.SHA))], err))
 		}
 	}

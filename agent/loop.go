@@ -109,7 +109,7 @@ func (a *Agent) heartbeat(ctx context.Context) *agentv1.HeartbeatRequest {
 		}
 		hb.Sites = append(hb.Sites, st)
 	}
-	hb.Templates = a.sites.Templates()
+	hb.Templates = a.templates.List()
 	a.metrics.Sites(siteStates(hb.Sites))
 	return hb
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/agentmetrics"
 	"github.com/sandboxd/sandboxd/agent/images"
 	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/agent/templates"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/internal/pki"
@@ -58,7 +59,7 @@ func TestRevokedMembersRefusedBeforeExpiry(t *testing.T) {
 	}
 	dataDir := t.TempDir()
 	a := &Agent{cfg: Config{NodeID: "n1", DataDir: dataDir, ControlPlane: []string{s.ClusterURL()}},
-		log: slog.New(slog.DiscardHandler), creds: node, catalog: catalog, sites: mgr, metrics: agentmetrics.New(),
+		log: slog.New(slog.DiscardHandler), creds: node, catalog: catalog, sites: mgr, templates: templates.New(templates.Config{Sites: mgr}), metrics: agentmetrics.New(),
 		registered: make(chan struct{}), done: make(chan struct{})}
 	a.servers.Store(&a.cfg.ControlPlane)
 	a.registry = agentv1connect.NewRegistryServiceClient(node.FailoverClient(a.Servers, pki.RoleServer), rpcauth.ControlPlane,

@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sandboxd/sandboxd/agent/gitdeploy"
 	"io"
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/sandboxd/sandboxd/agent/gitdeploy"
+	"github.com/sandboxd/sandboxd/agent/templates"
+	"github.com/sandboxd/sandboxd/agent/toolbox"
 
 	"connectrpc.com/connect"
 
@@ -20,9 +23,12 @@ import (
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 )
 
-// service implements AgentService on the site manager.
+// service implements AgentService on the node's sites: their
+// lifecycle, the template store and the toolbox.
 type service struct {
-	sites *sites.Manager
+	sites     *sites.Manager
+	templates *templates.Store
+	box       *toolbox.Box
 	// git fetches connected repositories into the node's cache.
 	git *gitdeploy.Fetcher
 	log *slog.Logger
@@ -77,11 +83,7 @@ func (v *service) CreateSite(ctx context.Context, req *connect.Request[agentv1.C
 	r.Limits.DiskMB = m.DiskMb
 	var s *sites.Site
 	var err error
-	if m.TemplateId != "" {
-		s, err = v.sites.Clone(ctx, r, m.TemplateId)
-	} else {
-		s, err = v.sites.Create(ctx, r)
-	}
+	s, err = v.templates.Create(ctx, r, m.TemplateId)
 	if err != nil {
 		v.log.Warn("create site failed", "site_id", m.SiteId, "job_id", m.JobId, "err", err)
 		return nil, rpcError(err)
@@ -99,7 +101,7 @@ func (v *service) DeleteSite(ctx context.Context, req *connect.Request[agentv1.S
 }
 
 func (v *service) ResetSite(ctx context.Context, req *connect.Request[agentv1.ResetSiteRequest]) (*connect.Response[agentv1.ResetSiteResponse], error) {
-	s, err := v.sites.Reset(ctx, req.Msg.SiteId)
+	s, err := v.templates.Reset(ctx, req.Msg.SiteId)
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -108,7 +110,7 @@ func (v *service) ResetSite(ctx context.Context, req *connect.Request[agentv1.Re
 
 func (v *service) FreezeTemplate(ctx context.Context, req *connect.Request[agentv1.FreezeTemplateRequest]) (*connect.Response[agentv1.TemplateInfo], error) {
 	start := time.Now()
-	t, err := v.sites.Freeze(ctx, req.Msg.SiteId, req.Msg.TemplateId)
+	t, err := v.templates.Freeze(ctx, req.Msg.SiteId, req.Msg.TemplateId)
 	if err != nil {
 		v.log.Warn("freeze template failed", "site_id", req.Msg.SiteId, "template_id", req.Msg.TemplateId, "job_id", req.Msg.JobId, "err", err)
 		return nil, rpcError(err)
@@ -120,7 +122,7 @@ func (v *service) FreezeTemplate(ctx context.Context, req *connect.Request[agent
 }
 
 func (v *service) DeleteTemplate(ctx context.Context, req *connect.Request[agentv1.TemplateRef]) (*connect.Response[agentv1.DeleteTemplateResponse], error) {
-	existed, err := v.sites.DeleteTemplate(ctx, req.Msg.TemplateId)
+	existed, err := v.templates.Delete(ctx, req.Msg.TemplateId)
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -128,7 +130,7 @@ func (v *service) DeleteTemplate(ctx context.Context, req *connect.Request[agent
 }
 
 func (v *service) RestoreSite(ctx context.Context, req *connect.Request[agentv1.RestoreSiteRequest]) (*connect.Response[agentv1.ResetSiteResponse], error) {
-	s, err := v.sites.Restore(ctx, req.Msg.SiteId, req.Msg.TemplateId)
+	s, err := v.templates.Restore(ctx, req.Msg.SiteId, req.Msg.TemplateId)
 	if err != nil {
 		v.log.Warn("restore site failed", "site_id", req.Msg.SiteId, "template_id", req.Msg.TemplateId, "job_id", req.Msg.JobId, "err", err)
 		return nil, rpcError(err)
@@ -149,7 +151,7 @@ func debugMsg(d sites.Debug) *agentv1.DebugSettings {
 }
 
 func (v *service) GetDebug(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.DebugSettings], error) {
-	d, err := v.sites.GetDebug(req.Msg.SiteId)
+	d, err := v.box.GetDebug(req.Msg.SiteId)
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -158,7 +160,7 @@ func (v *service) GetDebug(ctx context.Context, req *connect.Request[agentv1.Sit
 
 func (v *service) SetDebug(ctx context.Context, req *connect.Request[agentv1.SetDebugRequest]) (*connect.Response[agentv1.DebugSettings], error) {
 	m := req.Msg
-	d, err := v.sites.SetDebug(m.SiteId, sites.DebugPatch{WPDebug: m.WpDebug, WPDebugLog: m.WpDebugLog, WPDebugDisplay: m.WpDebugDisplay, ScriptDebug: m.ScriptDebug})
+	d, err := v.box.SetDebug(m.SiteId, toolbox.DebugPatch{WPDebug: m.WpDebug, WPDebugLog: m.WpDebugLog, WPDebugDisplay: m.WpDebugDisplay, ScriptDebug: m.ScriptDebug})
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -170,7 +172,7 @@ func (v *service) TailDebugLog(ctx context.Context, req *connect.Request[agentv1
 	if n < 1 || n > 2000 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("lines must be 1..2000"))
 	}
-	exists, content, truncated, err := v.sites.TailDebugLog(ctx, req.Msg.SiteId, n)
+	exists, content, truncated, err := v.box.TailDebugLog(ctx, req.Msg.SiteId, n)
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -182,14 +184,14 @@ func (v *service) TailDebugLog(ctx context.Context, req *connect.Request[agentv1
 }
 
 func (v *service) TruncateDebugLog(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.TruncateDebugLogResponse], error) {
-	if err := v.sites.TruncateDebugLog(ctx, req.Msg.SiteId); err != nil {
+	if err := v.box.TruncateDebugLog(ctx, req.Msg.SiteId); err != nil {
 		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&agentv1.TruncateDebugLogResponse{}), nil
 }
 
 func (v *service) SetPHPConfig(ctx context.Context, req *connect.Request[agentv1.SetPHPConfigRequest]) (*connect.Response[agentv1.PHPConfig], error) {
-	settings, err := v.sites.SetPHPConfig(ctx, req.Msg.SiteId, req.Msg.Settings)
+	settings, err := v.box.SetPHPConfig(ctx, req.Msg.SiteId, req.Msg.Settings)
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -197,7 +199,7 @@ func (v *service) SetPHPConfig(ctx context.Context, req *connect.Request[agentv1
 }
 
 func (v *service) ListEmails(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.ListEmailsResponse], error) {
-	list, err := v.sites.ListEmails(ctx, req.Msg.SiteId)
+	list, err := v.box.ListEmails(ctx, req.Msg.SiteId)
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -210,16 +212,16 @@ func (v *service) ListEmails(ctx context.Context, req *connect.Request[agentv1.S
 }
 
 func (v *service) ClearEmails(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.ClearEmailsResponse], error) {
-	if err := v.sites.ClearEmails(ctx, req.Msg.SiteId); err != nil {
+	if err := v.box.ClearEmails(ctx, req.Msg.SiteId); err != nil {
 		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&agentv1.ClearEmailsResponse{}), nil
 }
 
 func (v *service) SwitchPHPVersion(ctx context.Context, req *connect.Request[agentv1.SwitchPHPVersionRequest]) (*connect.Response[agentv1.SwitchPHPVersionResponse], error) {
-	s, err := v.sites.SwitchPHPVersion(ctx, req.Msg.SiteId, req.Msg.PhpVersion)
+	s, err := v.box.SwitchPHPVersion(ctx, req.Msg.SiteId, req.Msg.PhpVersion)
 	if err != nil {
-		if errors.Is(err, sites.ErrSwitchFailed) {
+		if errors.Is(err, toolbox.ErrSwitchFailed) {
 			return nil, connect.NewError(connect.CodeFailedPrecondition, err)
 		}
 		return nil, rpcError(err)
@@ -229,9 +231,9 @@ func (v *service) SwitchPHPVersion(ctx context.Context, req *connect.Request[age
 
 func (v *service) Files(ctx context.Context, req *connect.Request[agentv1.FilesRequest]) (*connect.Response[agentv1.FilesResponse], error) {
 	m := req.Msg
-	out, err := v.sites.Files(ctx, m.SiteId, sites.FileOp{Op: m.Op, Path: m.Path, From: m.From, To: m.To,
+	out, err := v.box.Files(ctx, m.SiteId, toolbox.FileOp{Op: m.Op, Path: m.Path, From: m.From, To: m.To,
 		Content: m.Content, Filename: m.Filename})
-	if fe, ok := sites.IsFileError(err); ok {
+	if fe, ok := toolbox.IsFileError(err); ok {
 		return connect.NewResponse(&agentv1.FilesResponse{ErrorCode: fe.Code, ErrorMessage: fe.Message}), nil
 	}
 	if err != nil {
@@ -261,12 +263,12 @@ func (v *service) CreateAdminerLogin(ctx context.Context, req *connect.Request[a
 	return connect.NewResponse(&agentv1.CreateLoginTokenResponse{}), nil
 }
 
-func pluginMsg(p sites.Plugin) *agentv1.Plugin {
+func pluginMsg(p toolbox.Plugin) *agentv1.Plugin {
 	return &agentv1.Plugin{Slug: p.Slug, Name: p.Name, Version: p.Version, Active: p.Active, Kind: p.Kind}
 }
 
 func (v *service) ListPlugins(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.ListPluginsResponse], error) {
-	ps, err := v.sites.ListPlugins(ctx, req.Msg.SiteId)
+	ps, err := v.box.ListPlugins(ctx, req.Msg.SiteId)
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -279,7 +281,7 @@ func (v *service) ListPlugins(ctx context.Context, req *connect.Request[agentv1.
 
 func (v *service) InstallPlugin(ctx context.Context, req *connect.Request[agentv1.InstallPluginRequest]) (*connect.Response[agentv1.InstallPluginResponse], error) {
 	m := req.Msg
-	p, err := v.sites.InstallPlugin(ctx, m.SiteId, m.Zip, m.Activate)
+	p, err := v.box.InstallPlugin(ctx, m.SiteId, m.Zip, m.Activate)
 	if err != nil {
 		v.log.Warn("install plugin failed", "site_id", m.SiteId, "job_id", m.JobId, "err", err)
 		return nil, rpcError(err)
@@ -309,7 +311,7 @@ func (c chunkSender) Write(p []byte) (int, error) {
 func (v *service) ExportTemplate(ctx context.Context, req *connect.Request[agentv1.TemplateRef], stream *connect.ServerStream[agentv1.Chunk]) error {
 	start := time.Now()
 	w := bufio.NewWriterSize(chunkSender{stream}, chunkSize)
-	if err := v.sites.ExportTemplate(ctx, req.Msg.TemplateId, w); err != nil {
+	if err := v.templates.Export(ctx, req.Msg.TemplateId, w); err != nil {
 		v.log.Warn("export template failed", "template_id", req.Msg.TemplateId, "job_id", req.Msg.JobId, "err", err)
 		return rpcError(err)
 	}
@@ -350,7 +352,7 @@ func (v *service) ImportTemplate(ctx context.Context, stream *connect.ClientStre
 	}
 	first := stream.Msg()
 	start := time.Now()
-	t, err := v.sites.ImportTemplate(ctx, first.TemplateId, &streamReader[agentv1.ImportTemplateRequest]{stream: stream, data: (*agentv1.ImportTemplateRequest).GetData, buf: first.Data})
+	t, err := v.templates.Import(ctx, first.TemplateId, &streamReader[agentv1.ImportTemplateRequest]{stream: stream, data: (*agentv1.ImportTemplateRequest).GetData, buf: first.Data})
 	if err != nil {
 		v.log.Warn("import template failed", "template_id", first.TemplateId, "job_id", first.JobId, "err", err)
 		return nil, rpcError(err)
@@ -386,7 +388,7 @@ const RunnerVersion = "sandboxd-runner/1"
 
 func (v *service) RunBlueprintStep(ctx context.Context, req *connect.Request[agentv1.RunBlueprintStepRequest]) (*connect.Response[agentv1.RunBlueprintStepResponse], error) {
 	m := req.Msg
-	in := sites.StepRequest{Step: m.Step, Blobs: m.Blobs}
+	in := toolbox.StepRequest{Step: m.Step, Blobs: m.Blobs}
 	if err := json.Unmarshal(m.ArgsJson, &in.Args); err != nil || in.Args == nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("args_json: not a JSON object"))
 	}
@@ -397,8 +399,8 @@ func (v *service) RunBlueprintStep(ctx context.Context, req *connect.Request[age
 		in.Step, in.Blobs = m.Step, m.Blobs
 	}
 	out := &agentv1.RunBlueprintStepResponse{RunnerVersion: RunnerVersion}
-	res, err := v.sites.RunBlueprintStep(ctx, m.SiteId, in)
-	var se *sites.StepError
+	res, err := v.box.RunBlueprintStep(ctx, m.SiteId, in)
+	var se *toolbox.StepError
 	switch {
 	case errors.As(err, &se):
 		out.ErrorCode, out.ErrorMessage, out.Log = se.Code, se.Message, se.Log

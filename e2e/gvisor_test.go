@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/agent/toolbox"
 	"github.com/sandboxd/sandboxd/internal/hosttest"
 	"github.com/sandboxd/sandboxd/internal/sitepath"
 )
@@ -56,7 +56,7 @@ func TestSiteUnderGVisor(t *testing.T) {
 		t.Fatalf("ftruncate in the site: %d %q", code, body)
 	}
 	tail := d.owner.Do("GET", "/api/app/sites/"+id+"/debug/log?lines=1", nil).Must(t, 200)
-	if n := len(tail.Str("content")); tail.Get("exists") != true || tail.Get("truncated") != true || n == 0 || n > sites.MaxDebugLogBytes {
+	if n := len(tail.Str("content")); tail.Get("exists") != true || tail.Get("truncated") != true || n == 0 || n > toolbox.MaxDebugLogBytes {
 		t.Fatalf("tail of a 4 GiB log without a newline: exists %v, truncated %v, %d bytes of content", tail.Get("exists"), tail.Get("truncated"), n)
 	}
 	if job := d.waitJob(t, d.owner.Do("DELETE", "/api/app/sites/"+id, nil).Must(t, 202).Str("jobId")); job["status"] != "succeeded" {

@@ -26,7 +26,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/agenttest"
 	"github.com/sandboxd/sandboxd/agent/hostclaim"
 	"github.com/sandboxd/sandboxd/agent/runtime"
-	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/agent/toolbox"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/internal/hosttest"
 	"github.com/sandboxd/sandboxd/internal/sitepath"
@@ -243,7 +243,7 @@ func TestSiteEndToEnd(t *testing.T) {
 			t.Fatalf("ftruncate page: %d %s", code, body)
 		}
 		cut := d.owner.Do("GET", base+"/log?lines=1", nil)
-		if n := len(cut.Str("content")); cut.Status != 200 || cut.Get("exists") != true || cut.Get("truncated") != true || n == 0 || n > sites.MaxDebugLogBytes {
+		if n := len(cut.Str("content")); cut.Status != 200 || cut.Get("exists") != true || cut.Get("truncated") != true || n == 0 || n > toolbox.MaxDebugLogBytes {
 			t.Fatalf("tail of a 4 GiB log without a newline: status %d, exists %v, truncated %v, %d bytes of content: %.200s",
 				cut.Status, cut.Get("exists"), cut.Get("truncated"), n, cut.Raw)
 		}

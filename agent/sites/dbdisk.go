@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/sandboxd/sandboxd/agent/dbguard"
 	"github.com/sandboxd/sandboxd/agent/mariadb"
@@ -115,7 +114,7 @@ func (m *Manager) guardDB(ctx context.Context, s *Site) error {
 func (m *Manager) AttachDisks() error {
 	var errs []error
 	for _, s := range m.List() {
-		if s.UID == 0 || strings.HasPrefix(s.ID, stockSitePrefix) {
+		if s.UID == 0 || s.Scratch {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(m.FS(s.ID), "disk.img")); errors.Is(err, os.ErrNotExist) {
@@ -128,9 +127,9 @@ func (m *Manager) AttachDisks() error {
 	return errors.Join(errs...)
 }
 
-// dbLimited reports whether the guard took the site's database writes
+// DBLimited reports whether the guard took the site's database writes
 // away (its disk is over its plan).
-func (m *Manager) dbLimited(id string) bool {
+func (m *Manager) DBLimited(id string) bool {
 	s := m.get(id)
 	return s != nil && m.dbVolume(s) != "" && m.cfg.Guard.Limited(s.DBUser)
 }

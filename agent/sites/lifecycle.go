@@ -17,32 +17,73 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxd/sandboxd/agent/cowfs"
+	"github.com/sandboxd/sandboxd/agent/mariadb"
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	"github.com/sandboxd/sandboxd/agent/sitedisk"
 	"github.com/sandboxd/sandboxd/agent/sitefile"
 	"github.com/sandboxd/sandboxd/internal/secret"
+	"github.com/sandboxd/sandboxd/internal/urlrewrite"
 )
 
-// Create makes a site and waits until WordPress answers on its port. It
-// converges: a retry after a crash or a leader change finishes what the
-// first attempt started, and a site that already runs is left alone.
-func (m *Manager) Create(ctx context.Context, r CreateRequest) (*Site, error) {
-	if err := validate(&r); err != nil {
-		return nil, err
-	}
-	if s, ok, err := m.createFromStock(ctx, r); ok || err != nil {
-		return s, err
-	}
-	return m.create(ctx, r, func(ctx context.Context, s *Site) error { return m.provision(ctx, s, r.WordPressVersion) })
+// Source is what a site is made from when it is not installed afresh:
+// a template this node holds (agent/templates), its tree laid under the
+// site's own changes and its database copied and moved to the site's URL.
+type Source struct {
+	// Template is the template's id: its tree is TemplateDir(id)/files.
+	Template string
+	// URL is the template's source's URL, which the copy moves from.
+	URL              string
+	DBName           string
+	PHPVersion       string
+	WordPressVersion string
+	// Stock says the template is the node's stock install: the site gets
+	// its own title and administrator (again on every reset).
+	Stock bool
 }
 
-// create makes the site's record and uid, then lays it out and starts it
-// with provision.
-func (m *Manager) create(ctx context.Context, r CreateRequest, provision func(context.Context, *Site) error) (*Site, error) {
+// Make makes a site from src (nil: WordPress installed afresh) and waits
+// until it answers: the record and uid first, so Delete always knows
+// what to clean up, then its disk and files, database, network and
+// container. It converges: a retry after a crash or a leader change
+// finishes what the first attempt started, and a site that already runs
+// is left alone.
+func (m *Manager) Make(ctx context.Context, r CreateRequest, src *Source) (*Site, error) {
+	if src != nil {
+		if r.PHPVersion == "" {
+			r.PHPVersion = src.PHPVersion
+		}
+		if r.PHPVersion != src.PHPVersion {
+			return nil, fmt.Errorf("%w: the template runs PHP %s, not %s", ErrInvalid, src.PHPVersion, r.PHPVersion)
+		}
+	}
 	if err := validate(&r); err != nil {
 		return nil, err
 	}
-	defer m.lock(r.ID)()
+	defer m.Lock(r.ID)()
+	s, err := m.record(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case src == nil:
+		err = m.provision(ctx, s, r.WordPressVersion)
+	case s.Template == "":
+		s.Template, s.TemplateURL, s.WordPressVersion, s.Stock = src.Template, src.URL, src.WordPressVersion, src.Stock
+		if err = m.save(s); err == nil {
+			err = m.provisionFrom(ctx, s, src)
+		}
+	default: // a retry: the tree it began over
+		err = m.provisionFrom(ctx, s, src)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m.get(r.ID), nil
+}
+
+// record makes (or finds, on a retry) the site's record and its uid.
+func (m *Manager) record(ctx context.Context, r CreateRequest) (*Site, error) {
 	s := m.get(r.ID)
 	if s == nil {
 		img, err := m.cfg.Images.PHP(ctx, m.cfg.Runtime, r.PHPVersion)
@@ -58,9 +99,7 @@ func (m *Manager) create(ctx context.Context, r CreateRequest, provision func(co
 		}
 		s = &Site{ID: r.ID, Slug: r.Slug, Name: r.Name, PHPVersion: r.PHPVersion, URL: r.URL, AdminUser: r.AdminUser,
 			AdminEmail: r.AdminEmail, Port: Port, Image: img, DBName: dbName(r.ID), DBUser: dbName(r.ID),
-			DBPassword: secret.New(""), Limits: limits, CreatedAt: time.Now().UTC()}
-		// The record comes first: whatever happens next, Delete knows
-		// what to clean up (and the uid claim has its owner file).
+			DBPassword: secret.New(""), Limits: limits, Scratch: r.Scratch, CreatedAt: time.Now().UTC()}
 		if err := m.save(s); err != nil {
 			return nil, err
 		}
@@ -75,10 +114,7 @@ func (m *Manager) create(ctx context.Context, r CreateRequest, provision func(co
 			return nil, err
 		}
 	}
-	if err := provision(ctx, s); err != nil {
-		return nil, err
-	}
-	return m.get(r.ID), nil
+	return s, nil
 }
 
 func (m *Manager) provision(ctx context.Context, s *Site, wantWP string) error {
@@ -291,11 +327,11 @@ func (m *Manager) writeFiles(s *Site) error {
 				continue
 			}
 		}
-		if err := writeOwned(f.path, f.data, f.mode, 0, f.gid); err != nil {
+		if err := WriteOwned(f.path, f.data, f.mode, 0, f.gid); err != nil {
 			return err
 		}
 	}
-	if err := m.writeDebug(s); err != nil {
+	if err := m.writeSettings(s); err != nil {
 		return err
 	}
 	// Lstat: state/ is the site's; whatever it put there is not followed.
@@ -303,7 +339,7 @@ func (m *Manager) writeFiles(s *Site) error {
 		pw := secret.New("")
 		inst, _ := json.Marshal(map[string]string{"title": orDefault(s.Name, s.Slug), "user": s.AdminUser,
 			"email": s.AdminEmail, "password": pw, "url": s.URL})
-		if err := writeOwned(filepath.Join(fs, "secrets", "install.json"), inst, 0o640, 0, uid); err != nil {
+		if err := WriteOwned(filepath.Join(fs, "secrets", "install.json"), inst, 0o640, 0, uid); err != nil {
 			return err
 		}
 	}
@@ -336,9 +372,9 @@ func orDefault(s, d string) string {
 	return s
 }
 
-// writeOwned writes a file atomically in a root-owned directory of the
-// site (never one the site can write: the temporary name is predictable).
-func writeOwned(path string, data []byte, mode os.FileMode, uid, gid int) error {
+// WriteOwned writes a file atomically in a root-owned directory of the
+// agent's (never one a site can write: the temporary name is predictable).
+func WriteOwned(path string, data []byte, mode os.FileMode, uid, gid int) error {
 	tmp := path + ".tmp"
 	_ = os.Remove(tmp)
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
@@ -432,7 +468,7 @@ func (m *Manager) wordpressVersion(id string) (string, error) {
 // Delete removes a site's container, database, user and files. It reports
 // whether there was anything to remove; deleting twice is fine.
 func (m *Manager) Delete(ctx context.Context, id string) (bool, error) {
-	defer m.lock(id)()
+	defer m.Lock(id)()
 	s := m.get(id)
 	if s == nil {
 		return false, nil
@@ -479,32 +515,77 @@ func (m *Manager) teardown(ctx context.Context, s *Site) error {
 	return nil
 }
 
-// Reset brings a site back to a fresh install, keeping its id, URL and
-// port (after a snapshot of it under way).
-func (m *Manager) Reset(ctx context.Context, id string) (*Site, error) {
-	defer m.lock(id)()
+// Remake puts a site back to a fresh state, keeping its id, URL,
+// address and uid (after a snapshot of it under way): made again from
+// src, a template it becomes a clone of (its PHP version the
+// template's, and its reset going back there), or installed afresh with
+// nil. A retry after a failure starts over.
+func (m *Manager) Remake(ctx context.Context, id string, src *Source) (*Site, error) {
+	defer m.Lock(id)()
 	defer m.replacing(id)()
 	s := m.get(id)
 	if s == nil {
 		return nil, ErrNotFound
 	}
+	img := s.Image
+	if src != nil && src.Template != s.Template {
+		var err error
+		if img, err = m.cfg.Images.PHP(ctx, m.cfg.Runtime, src.PHPVersion); err != nil {
+			return nil, err
+		}
+	}
+	// Down with the old tree first: its overlay (if it was a clone) is
+	// found through the template it had.
 	if err := m.teardown(ctx, s); err != nil {
 		return nil, err
 	}
 	s.DBPassword = secret.New("")
-	provision := func() error { return m.provision(ctx, s, "") }
-	if s.Template != "" { // a clone goes back to its template
-		provision = func() error { return m.reclone(ctx, s) }
+	if src == nil {
+		if err := m.provision(ctx, s, ""); err != nil {
+			return nil, err
+		}
+		return m.get(id), nil
 	}
-	if err := provision(); err != nil {
+	s.Template, s.TemplateURL, s.WordPressVersion, s.Stock = src.Template, src.URL, src.WordPressVersion, src.Stock
+	s.PHPVersion, s.Image = src.PHPVersion, img
+	if err := m.save(s); err != nil {
+		return nil, err
+	}
+	if err := m.provisionFrom(ctx, s, src); err != nil {
 		return nil, err
 	}
 	return m.get(id), nil
 }
 
+// Quiesced runs fn on a site with its container stopped, so that nothing
+// writes while fn copies it, and starts the site again: after a failed
+// fn always, after a good one when restart says so (and then waits until
+// it answers).
+func (m *Manager) Quiesced(ctx context.Context, id string, restart bool, fn func(s *Site) error) error {
+	defer m.Lock(id)()
+	s := m.get(id)
+	if s == nil {
+		return ErrNotFound
+	}
+	if err := m.cfg.Runtime.Stop(ctx, containerID(s.ID), 10*time.Second); err != nil {
+		return err
+	}
+	start := func() error { return m.restart(context.WithoutCancel(ctx), s) }
+	if err := fn(s); err != nil {
+		return errors.Join(err, start())
+	}
+	if !restart {
+		return nil
+	}
+	if err := start(); err != nil {
+		return err
+	}
+	return m.waitReady(ctx, s)
+}
+
 // Stop stops a site's container; its files and database stay.
 func (m *Manager) Stop(ctx context.Context, id string) (*Site, error) {
-	defer m.lock(id)()
+	defer m.Lock(id)()
 	s := m.get(id)
 	if s == nil {
 		return nil, ErrNotFound
@@ -518,7 +599,7 @@ func (m *Manager) Stop(ctx context.Context, id string) (*Site, error) {
 
 // Start starts a stopped site and waits until it answers.
 func (m *Manager) Start(ctx context.Context, id string) (*Site, error) {
-	defer m.lock(id)()
+	defer m.Lock(id)()
 	s := m.get(id)
 	if s == nil {
 		return nil, ErrNotFound
@@ -539,8 +620,8 @@ func (m *Manager) Running(ctx context.Context, id string) (bool, error) {
 func (m *Manager) Reattach(ctx context.Context) error {
 	var errs []error
 	for _, s := range m.List() {
-		if strings.HasPrefix(s.ID, stockSitePrefix) {
-			// A stock build cut short: its next build starts over.
+		if s.Scratch {
+			// A build cut short (a stock template's): its next build starts over.
 			if _, err := m.Delete(ctx, s.ID); err != nil {
 				errs = append(errs, fmt.Errorf("site %s: %w", s.ID, err))
 			}
@@ -676,7 +757,7 @@ func (m *Manager) writeToken(s *Site, name string, data []byte) error {
 			_ = os.Remove(filepath.Join(dir, t.name))
 		}
 	}
-	return writeOwned(filepath.Join(dir, name), data, 0o640, 0, s.UID)
+	return WriteOwned(filepath.Join(dir, name), data, 0o640, 0, s.UID)
 }
 
 // tokenTimes reads when a token file stops working and when it was
@@ -709,9 +790,9 @@ func tokenTimes(path string, written time.Time) (expires, minted time.Time) {
 // for the metadata of what is written, and the site for its logs.
 const diskSlack = 256 << 10
 
-// checkDisk fails with ErrDiskFull, saying how full, when the site's
+// CheckDisk fails with ErrDiskFull, saying how full, when the site's
 // disk has less than need bytes (and some slack) free.
-func (m *Manager) checkDisk(id string, need int64) error {
+func (m *Manager) CheckDisk(id string, need int64) error {
 	s := m.get(id)
 	if s == nil {
 		return ErrNotFound
@@ -723,8 +804,8 @@ func (m *Manager) checkDisk(id string, need int64) error {
 	return diskFull(u, need)
 }
 
-// diskFullError is ErrDiskFull for a write the site found no room for.
-func (m *Manager) diskFullError(id string) error {
+// DiskFullError is ErrDiskFull for a write the site found no room for.
+func (m *Manager) DiskFullError(id string) error {
 	s := m.get(id)
 	if s == nil {
 		return ErrDiskFull
@@ -743,4 +824,288 @@ func diskFull(u sitedisk.Usage, need int64) error {
 	}
 	return fmt.Errorf("%w (%d of %d MiB used by its files and its database%s); delete files or data to make room", ErrDiskFull,
 		u.Used>>20, u.Size>>20, more)
+}
+
+// TemplateUID owns every frozen template's files on the host. No site
+// has it (site uids start at 2,000,000) and no container mounts a
+// template directly: clones see its files id-mapped to their own uid.
+const TemplateUID = 1_999_999
+
+// Cloner is what templates need from the database server beyond a
+// site's own database.
+type Cloner interface {
+	CopyDatabase(ctx context.Context, from, to string) error
+	RewriteURLs(ctx context.Context, db string, r *urlrewrite.Rewriter) (mariadb.RewriteStats, error)
+	Exists(ctx context.Context, name, user string) (dbExists, userExists bool, err error)
+}
+
+// cowLayout is a clone's tree: the template below, its own changes on
+// its disk above, mounted where its WordPress root is.
+func (m *Manager) cowLayout(s *Site) cowfs.Layout {
+	return cowfs.Layout{Lower: filepath.Join(m.TemplateDir(s.Template), "files"), LowerUID: TemplateUID,
+		Upper: filepath.Join(m.Data(s.ID), "wp-changes"), Work: filepath.Join(m.Data(s.ID), "wp-work"), SiteUID: s.UID,
+		Mapped: filepath.Join(m.FS(s.ID), "template-view"), Target: filepath.Join(m.Data(s.ID), "wordpress")}
+}
+
+// mountTree mounts a clone's tree unless it is mounted.
+func (m *Manager) mountTree(s *Site) error {
+	if s.Template == "" {
+		return nil
+	}
+	l := m.cowLayout(s)
+	if mounted, err := sitedisk.Mounted(l.Target); err != nil || mounted {
+		return err
+	}
+	return cowfs.Mount(l)
+}
+
+// provisionFrom lays a site made from a template out and starts it:
+// markers that skip the install, the overlay, the database copy and its
+// URL rewrite.
+func (m *Manager) provisionFrom(ctx context.Context, s *Site, src *Source) error {
+	cl, ok := m.cfg.DB.(Cloner)
+	if !ok {
+		return errors.New("templates: the database server cannot copy databases")
+	}
+	rw, err := rewriter(src.URL, s.URL)
+	if err != nil {
+		return err
+	}
+	if err := m.writeFiles(s); err != nil {
+		return fmt.Errorf("site files: %w", err)
+	}
+	// state/ is the site's own (on a retry its PHP may have run): the
+	// markers are made through a root that no link leads out of, and
+	// chowned by descriptor.
+	if err := touchOwned(filepath.Join(m.Data(s.ID), "state"), s.UID, "core-copied", "installed"); err != nil {
+		return err
+	}
+	_ = os.Remove(filepath.Join(m.FS(s.ID), "secrets", "install.json"))
+	if err := m.mountTree(s); err != nil {
+		return err
+	}
+	exists, _, err := cl.Exists(ctx, s.DBName, s.DBUser)
+	if err != nil {
+		return err
+	}
+	if exists { // a retry: start over from the template
+		if err := m.cfg.DB.DropSiteDatabase(ctx, s.DBName, s.DBUser); err != nil {
+			return err
+		}
+	}
+	if err := m.cfg.DB.CreateSiteDatabase(ctx, m.dbVolume(s), s.DBName, s.DBUser, s.DBPassword); err != nil {
+		return m.dbError(s.ID, err)
+	}
+	if err := m.guardDB(ctx, s); err != nil {
+		return err
+	}
+	// The copy lands on the clone's disk, by the server's own account
+	// (which the guard does not limit): a template's database that would
+	// not fit under the clone's plan is refused before it is copied.
+	if err := m.roomForCopy(ctx, cl, s, src.DBName); err != nil {
+		return err
+	}
+	if err := cl.CopyDatabase(ctx, src.DBName, s.DBName); err != nil {
+		return m.dbError(s.ID, err)
+	}
+	if _, err := cl.RewriteURLs(ctx, s.DBName, rw); err != nil {
+		return m.dbError(s.ID, err)
+	}
+	if s.Stock {
+		if err := m.setIdentity(ctx, s); err != nil {
+			return m.dbError(s.ID, err)
+		}
+	}
+	netns, err := m.attach(ctx, s)
+	if err != nil {
+		return err
+	}
+	s.Stopped = false
+	if err := m.save(s); err != nil {
+		return err
+	}
+	if err := m.cfg.Runtime.Run(ctx, m.spec(s, netns)); err != nil {
+		return err
+	}
+	return m.waitReady(ctx, s)
+}
+
+// unmountTree takes a clone's overlay down (before its disk).
+func (m *Manager) unmountTree(s *Site) error {
+	if s.Template == "" {
+		return nil
+	}
+	return cowfs.Unmount(m.cowLayout(s))
+}
+
+// touchOwned makes empty files in dir, a directory the site can write,
+// owned by uid; what the site put there under those names (a link, a
+// directory) is refused rather than followed.
+func touchOwned(dir string, uid int, names ...string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, n := range names {
+		// O_NONBLOCK: a FIFO planted under the name fails the open
+		// instead of holding the agent until someone reads it.
+		f, err := root.OpenFile(n, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
+		if err != nil {
+			return fmt.Errorf("state marker %s: %w", n, err)
+		}
+		fi, err := f.Stat()
+		if err == nil && !fi.Mode().IsRegular() {
+			err = fmt.Errorf("state marker %s is not a regular file", n)
+		}
+		if err == nil {
+			err = f.Chown(uid, uid)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// IdentitySetter gives a copied database its own title and administrator.
+type IdentitySetter interface {
+	SetIdentity(ctx context.Context, db string, id mariadb.Identity) error
+}
+
+// setIdentity gives a stock clone its own title and administrator.
+func (m *Manager) setIdentity(ctx context.Context, s *Site) error {
+	is, ok := m.cfg.DB.(IdentitySetter)
+	if !ok {
+		return errors.New("stock templates: the database server cannot set a site's identity")
+	}
+	return is.SetIdentity(ctx, s.DBName, mariadb.Identity{Title: orDefault(s.Name, s.Slug), AdminUser: s.AdminUser, AdminEmail: s.AdminEmail})
+}
+
+// rewriter moves content from one URL to another.
+func rewriter(from, to string) (*urlrewrite.Rewriter, error) {
+	rw, err := urlrewrite.New(from, to)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return rw, nil
+}
+
+// TemplateDir is where the template store keeps a template: the tree
+// clones of it lie over is its files/.
+func (m *Manager) TemplateDir(id string) string { return filepath.Join(m.cfg.Dir, "templates", id) }
+
+// Configure changes a site's settings that WordPress and PHP read on
+// every request (debug constants): its record and the files made from
+// it; the container stays.
+func (m *Manager) Configure(id string, change func(s *Site) error) (*Site, error) {
+	defer m.Lock(id)()
+	s := m.get(id)
+	if s == nil {
+		return nil, ErrNotFound
+	}
+	if err := change(s); err != nil {
+		return nil, err
+	}
+	if err := m.writeSettings(s); err != nil {
+		return nil, err
+	}
+	return s, m.save(s)
+}
+
+// ErrRolledBack is a change Recreate undid: the site is back as it was
+// and serves.
+var ErrRolledBack = errors.New("the change was rolled back")
+
+// Recreate changes what a site's container is made from (its runtime
+// image, php.ini) and replaces the container, keeping files, database,
+// address and port, and waits until it answers. On any failure the site
+// is put back as it was and keeps serving: the error is ErrRolledBack
+// then, or says that going back failed too.
+func (m *Manager) Recreate(ctx context.Context, id string, change func(s *Site) error) (*Site, error) {
+	defer m.Lock(id)()
+	s := m.get(id)
+	if s == nil {
+		return nil, ErrNotFound
+	}
+	old := *s
+	if err := change(s); err != nil {
+		return nil, err
+	}
+	if err := m.recreate(ctx, s); err != nil {
+		if rerr := m.recreate(context.WithoutCancel(ctx), &old); rerr != nil {
+			return nil, fmt.Errorf("%w, and so did putting the site back: %w", err, rerr)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrRolledBack, err)
+	}
+	return m.get(id), nil
+}
+
+// recreate replaces the site's container with one for s, and saves s
+// once the site answers.
+func (m *Manager) recreate(ctx context.Context, s *Site) error {
+	if err := m.cfg.Runtime.Remove(ctx, containerID(s.ID)); err != nil {
+		return err
+	}
+	if err := m.writeFiles(s); err != nil {
+		return err
+	}
+	netns, err := m.attach(ctx, s)
+	if err != nil {
+		return err
+	}
+	if err := m.cfg.Runtime.Run(ctx, m.spec(s, netns)); err != nil {
+		return err
+	}
+	if err := m.waitReady(ctx, s); err != nil {
+		return err
+	}
+	return m.save(s)
+}
+
+// writeSettings writes the files a site's settings make: its debug
+// constants (read by its mu-plugin) and its php.ini overrides.
+func (m *Manager) writeSettings(s *Site) error {
+	b, err := json.Marshal(s.Debug)
+	if err != nil {
+		return err
+	}
+	if err := WriteOwned(filepath.Join(m.FS(s.ID), "conf", "debug.json"), b, 0o644, 0, 0); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(s.PHPConfig))
+	for k, v := range s.PHPConfig {
+		if !iniValue.MatchString(k) || !iniValue.MatchString(v) {
+			return fmt.Errorf("%w: php.ini %q = %q", ErrInvalid, k, v)
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var ini strings.Builder
+	ini.WriteString("; Set through the API (php-config); written by the sandbox agent.\n")
+	for _, k := range keys {
+		fmt.Fprintf(&ini, "%s = %s\n", k, s.PHPConfig[k])
+	}
+	return WriteOwned(filepath.Join(m.FS(s.ID), "conf", "php", "95-user.ini"), []byte(ini.String()), 0o644, 0, 0)
+}
+
+// iniValue is what a php.ini override may hold: plain tokens only, so a
+// value can never start a new line or section.
+var iniValue = regexp.MustCompile(`^[A-Za-z0-9._-]{1,32}$`)
+
+// ExecReader runs a command in a site's container as the site's user,
+// its stdin streamed from r.
+func (m *Manager) ExecReader(ctx context.Context, id string, argv []string, r io.Reader) (*runtime.ExecResult, error) {
+	s := m.get(id)
+	if s == nil {
+		return nil, ErrNotFound
+	}
+	ex, ok := m.cfg.Runtime.(streamExec)
+	if !ok {
+		return nil, errors.New("the runtime cannot stream into a container")
+	}
+	return ex.ExecReader(ctx, containerID(id), argv, nil, uint32(s.UID), uint32(s.UID), r)
 }

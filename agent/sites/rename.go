@@ -24,7 +24,7 @@ func (m *Manager) Rename(ctx context.Context, id, slug, url, name, adminEmail st
 	if !ok {
 		return nil, errors.New("templates: the database server cannot copy databases")
 	}
-	defer m.lock(id)()
+	defer m.Lock(id)()
 	s := m.get(id)
 	if s == nil {
 		return nil, ErrNotFound
@@ -71,7 +71,7 @@ func (m *Manager) SetURL(ctx context.Context, id, url string) (*Site, error) {
 	if !ok {
 		return nil, errors.New("sites: the database server cannot rewrite URLs")
 	}
-	defer m.lock(id)()
+	defer m.Lock(id)()
 	if s = m.get(id); s == nil {
 		return nil, ErrNotFound
 	}
@@ -94,7 +94,7 @@ func (m *Manager) moveDB(ctx context.Context, cl Cloner, s *Site, url string) er
 	if s.URL == url {
 		return nil
 	}
-	rw, err := rewriterFor(&Template{URL: s.URL}, &Site{URL: url})
+	rw, err := rewriter(s.URL, url)
 	if err != nil {
 		return err
 	}

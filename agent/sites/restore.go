@@ -101,7 +101,7 @@ func stagingDir(jobID string) string {
 // leaves the site as it was. A snapshot of the site under way is waited
 // for.
 func (m *Manager) RestoreArchive(ctx context.Context, id string, req RestoreRequest, r io.Reader) (*RestoreResult, error) {
-	defer m.lock(id)()
+	defer m.Lock(id)()
 	defer m.replacing(id)()
 	s := m.get(id)
 	if s == nil {
@@ -282,7 +282,7 @@ func (m *Manager) unpack(ctx context.Context, s *Site, ex streamExec, stage, sta
 		return nil, fmt.Errorf("unpack in the site: %w", out.err)
 	case out.res.ExitCode != 0:
 		if strings.Contains(string(out.res.Stderr), "No space left") {
-			return nil, m.diskFullError(s.ID)
+			return nil, m.DiskFullError(s.ID)
 		}
 		return nil, fmt.Errorf("%w: unpacking in the site failed: %.400s", ErrInvalid, out.res.Stderr)
 	case dumps == 0:

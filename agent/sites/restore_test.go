@@ -13,6 +13,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/agent/sites/sitestest"
 )
 
 // countingReader counts what was read of it.
@@ -33,16 +34,16 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // bound is passed - not inflated to its end, spooled or loaded - and
 // leaves nothing in the spool; a dump within the bound loads.
 func TestImportDumpBombIsRefusedAtItsCap(t *testing.T) {
-	e := setUp(t)
+	e := sitestest.SetUp(t)
 	ctx := context.Background()
 	old := sites.ImportLimits
 	sites.ImportLimits.MaxFileBytes = 8 << 20
 	t.Cleanup(func() { sites.ImportLimits = old })
 	site := &sites.Site{ID: "site_bomb", URL: "http://bomb.localhost:8081", DBName: "wp_bomb", DBUser: "wp_bomb", DBPassword: "pw-bomb"}
-	if err := e.db.CreateSiteDatabase(ctx, "", site.DBName, site.DBUser, site.DBPassword); err != nil {
+	if err := e.DB.CreateSiteDatabase(ctx, "", site.DBName, site.DBUser, site.DBPassword); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.db.StageDatabase(ctx, "", site.DBName+"_i", site.DBUser); err != nil {
+	if err := e.DB.StageDatabase(ctx, "", site.DBName+"_i", site.DBUser); err != nil {
 		t.Fatal(err)
 	}
 	// gz compresses times copies of line.
@@ -62,7 +63,7 @@ func TestImportDumpBombIsRefusedAtItsCap(t *testing.T) {
 	}
 	restore := func(name string, dump []byte) (*countingReader, error) {
 		cr := &countingReader{r: bytes.NewReader(dump)}
-		_, err := e.mgr.UnpackForTests(ctx, site, sites.RestoreRequest{JobID: "job_bomb", SourceURL: "https://old.example",
+		_, err := e.Sites.UnpackForTests(ctx, site, sites.RestoreRequest{JobID: "job_bomb", SourceURL: "https://old.example",
 			Parts: []sites.RestorePart{{Kind: "sql", Name: name, Size: int64(len(dump))}}}, cr)
 		return cr, err
 	}
@@ -76,7 +77,7 @@ func TestImportDumpBombIsRefusedAtItsCap(t *testing.T) {
 	if cr.n > int64(len(bomb))/8 {
 		t.Fatalf("%d of the bomb's %d bytes were read (inflated) before the refusal", cr.n, len(bomb))
 	}
-	if left, _ := filepath.Glob(filepath.Join(e.cfg.Dir, "spool", "*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(e.Cfg.Dir, "spool", "*")); len(left) > 0 {
 		t.Fatalf("left in the spool: %v", left)
 	}
 	// Whatever its name, a gzip stream is inflated (and bounded).
@@ -92,7 +93,7 @@ func TestImportDumpBombIsRefusedAtItsCap(t *testing.T) {
 	if _, err := restore("ok.sql.gz", gz(small, 1)); err != nil {
 		t.Fatalf("a small .sql.gz: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(e.cfg.Dir, "spool")); err != nil {
+	if _, err := os.Stat(filepath.Join(e.Cfg.Dir, "spool")); err != nil {
 		t.Fatal(err)
 	}
 }

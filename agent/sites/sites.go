@@ -1,7 +1,10 @@
-// Package sites is a node's WordPress sandboxes: for each site its own
-// host uid, disk, files, database and user, network namespace and
-// container, created, started, stopped, reset and deleted idempotently by
-// site id, and re-attached after an agent restart.
+// Package sites is the lifecycle core of a node's WordPress sandboxes:
+// for each site its own host uid, disk, files, database and user,
+// network namespace and container, made (installed afresh, or from a
+// template's Source), started, stopped, remade and deleted idempotently
+// by site id, and re-attached after an agent restart; and its content
+// copied out (snapshots) and in (imports) in place. The template store
+// (agent/templates) and the toolbox (agent/toolbox) work on top of it.
 //
 // On the host a site is a root-owned directory (FS) holding what the
 // agent writes for it (conf/, secrets/, login/: mounted read-only), its
@@ -139,6 +142,9 @@ type CreateRequest struct {
 	AdminUser        string
 	AdminEmail       string
 	Limits           Limits
+	// Scratch marks a site made to build something else from (a stock
+	// template) and deleted after: one an agent restart finds is deleted.
+	Scratch bool
 }
 
 // Site is the agent's record of one site, kept outside the site's own
@@ -177,8 +183,10 @@ type Site struct {
 	// until the guard stops it; 0 for a disk made by an older agent, on
 	// which the database is not (it stays in MariaDB's own directory
 	// until the site is reset).
-	DiskReserveMB int64     `json:"diskReserveMb,omitempty"`
-	CreatedAt     time.Time `json:"createdAt"`
+	DiskReserveMB int64 `json:"diskReserveMb,omitempty"`
+	// Scratch: see CreateRequest.
+	Scratch   bool      `json:"scratch,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // Config wires a Manager.
@@ -202,9 +210,6 @@ type Config struct {
 	Logger    *slog.Logger
 	// ReadyTimeout bounds the wait for a site's first HTTP answer.
 	ReadyTimeout time.Duration
-	// StockTemplates makes fresh sites clones of a stock install per
-	// runtime image (made once, on first need) instead of installing each.
-	StockTemplates bool
 	// Guard holds each site's database to its plan's disk
 	// (agent/dbguard); with none, databases stay in MariaDB's own
 	// directory, bounded by nothing.
@@ -273,7 +278,10 @@ func New(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
-func (m *Manager) lock(id string) func() {
+// Lock holds a site's lock until the function it returns is called:
+// what changes a site (its record, container, files or database) runs
+// under it, one at a time.
+func (m *Manager) Lock(id string) func() {
 	m.mu.Lock()
 	l, ok := m.locks[id]
 	if !ok {
@@ -306,6 +314,12 @@ func (m *Manager) get(id string) *Site {
 		return &c
 	}
 	return nil
+}
+
+// Image is the runtime image of a PHP version, imported first if the
+// node has not yet.
+func (m *Manager) Image(ctx context.Context, php string) (string, error) {
+	return m.cfg.Images.PHP(ctx, m.cfg.Runtime, php)
 }
 
 // Get returns a copy of a site's record, or nil.
@@ -348,6 +362,10 @@ var (
 	userRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,59}$`)
 	hostRE = regexp.MustCompile(`^[a-z0-9.-]+$`)
 )
+
+// Validate refuses a request Make would refuse, before anything is done
+// for it.
+func Validate(r CreateRequest) error { return validate(&r) }
 
 func validate(r *CreateRequest) error {
 	u, err := url.Parse(r.URL)

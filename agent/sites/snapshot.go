@@ -118,7 +118,7 @@ func (m *Manager) Snapshot(ctx context.Context, id string, files, database io.Wr
 // startSnapshot checks, under the site's lock, that the site runs here
 // and takes its content guard, shared: the lock itself is let go at once.
 func (m *Manager) startSnapshot(ctx context.Context, id string) (*Site, func(), error) {
-	defer m.lock(id)()
+	defer m.Lock(id)()
 	s := m.get(id)
 	switch {
 	case s == nil:

@@ -19,6 +19,8 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent/dumpload"
 	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/agent/sites/sitestest"
+	"github.com/sandboxd/sandboxd/agent/toolbox"
 )
 
 // writerFunc is a writer made of a function.
@@ -74,24 +76,24 @@ func readSnapshotFiles(t *testing.T, b []byte) map[string]snapshotEntry {
 // not), a cancelled one leaves no process behind, and an unknown or
 // stopped site or a bound too small fail clearly.
 func TestSnapshot(t *testing.T) {
-	e := setUp(t)
+	e := sitestest.SetUp(t)
 	ctx := context.Background()
 	t0 := time.Now()
-	a, err := e.mgr.Create(ctx, req("site_snap0001", "snapsrc", "Snapshot Source"))
+	a, err := e.Sites.Make(ctx, sitestest.Req("site_snap0001", "snapsrc", "Snapshot Source"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = e.mgr.Delete(context.Background(), a.ID) })
-	b, err := e.mgr.Create(ctx, req("site_snap0002", "snapdst", "Snapshot Target"))
+	t.Cleanup(func() { _, _ = e.Sites.Delete(context.Background(), a.ID) })
+	b, err := e.Sites.Make(ctx, sitestest.Req("site_snap0002", "snapdst", "Snapshot Target"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = e.mgr.Delete(context.Background(), b.ID) })
+	t.Cleanup(func() { _, _ = e.Sites.Delete(context.Background(), b.ID) })
 	t.Logf("two sites: %s", time.Since(t0))
 
 	sh := func(s *sites.Site, script string) string {
 		t.Helper()
-		res, err := e.mgr.Exec(ctx, s.ID, []string{"sh", "-c", script}, nil)
+		res, err := e.Sites.Exec(ctx, s.ID, []string{"sh", "-c", script}, nil)
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("sh in %s: %v %+v", s.ID, err, res)
 		}
@@ -103,7 +105,7 @@ func TestSnapshot(t *testing.T) {
 	}
 	snapshot := func(ctx context.Context, id string, files io.Writer, limit int64) (*sites.SnapshotInfo, []byte, error) {
 		var db bytes.Buffer
-		info, err := e.mgr.Snapshot(ctx, id, files, &db, limit)
+		info, err := e.Sites.Snapshot(ctx, id, files, &db, limit)
 		return info, db.Bytes(), err
 	}
 	tars := func(s *sites.Site) string {
@@ -209,7 +211,7 @@ echo secret > unreadable.txt; chmod 000 unreadable.txt`)
 
 	// Restored into another site, as RestoreArchive takes an import.
 	t0 = time.Now()
-	res, err := e.mgr.RestoreArchive(ctx, b.ID, sites.RestoreRequest{JobID: "job_snap0001", SourceURL: a.URL,
+	res, err := e.Sites.RestoreArchive(ctx, b.ID, sites.RestoreRequest{JobID: "job_snap0001", SourceURL: a.URL,
 		Parts: []sites.RestorePart{{Kind: "archive", Name: "files.tar.zst", Size: int64(files.Len())}, {Kind: "sql", Name: "database.sql", Size: int64(len(db))}}},
 		io.MultiReader(bytes.NewReader(files.Bytes()), bytes.NewReader(db)))
 	if err != nil {
@@ -219,16 +221,16 @@ echo secret > unreadable.txt; chmod 000 unreadable.txt`)
 	if res.Format != "tar.zst" || res.Prefix != "wp_" || res.Skipped != 0 {
 		t.Fatalf("restore: %+v", res)
 	}
-	if _, body := get(t, b.Addr(), "snapdst.localhost:8081", "/wp-content/uploads/2024/hello.txt"); body != "snapshot file\n" {
+	if _, body := sitestest.Get(t, b.Addr(), "snapdst.localhost:8081", "/wp-content/uploads/2024/hello.txt"); body != "snapshot file\n" {
 		t.Fatalf("the restored file: %q", body)
 	}
-	resp, body := get(t, b.Addr(), "snapdst.localhost:8081", "/")
+	resp, body := sitestest.Get(t, b.Addr(), "snapdst.localhost:8081", "/")
 	if resp.StatusCode != 200 || !strings.Contains(body, "Snapshot post") || !strings.Contains(body, "Snapshot Source") ||
 		!strings.Contains(body, b.URL) || strings.Contains(body, a.URL) {
 		t.Fatalf("the restored site's home: %d %.400s", resp.StatusCode, body)
 	}
-	bs := e.mgr.Get(b.ID)
-	pool, err := sql.Open("mysql", dumpload.DSN(bs.DBUser, bs.DBPassword, e.db.Addr(), bs.DBName))
+	bs := e.Sites.Get(b.ID)
+	pool, err := sql.Open("mysql", dumpload.DSN(bs.DBUser, bs.DBPassword, e.DB.Addr(), bs.DBName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +247,7 @@ echo secret > unreadable.txt; chmod 000 unreadable.txt`)
 			t.Errorf("%s: %q %v, want %q", q, got, err, want)
 		}
 	}
-	content := filepath.Join(e.mgr.Data(b.ID), "wordpress", "wp-content")
+	content := filepath.Join(e.Sites.Data(b.ID), "wordpress", "wp-content")
 	for _, name := range []string{"root-link", "shadow-link", "uploads/2024/config-link", "fifo"} {
 		if _, err := os.Lstat(filepath.Join(content, name)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s in the restored site: %v", name, err)
@@ -304,12 +306,12 @@ echo secret > unreadable.txt; chmod 000 unreadable.txt`)
 		}
 		t0 := time.Now()
 		on := true
-		if _, err := e.mgr.SetDebug(a.ID, sites.DebugPatch{WPDebug: &on}); err != nil || time.Since(t0) > 5*time.Second {
+		if _, err := e.Box.SetDebug(a.ID, toolbox.DebugPatch{WPDebug: &on}); err != nil || time.Since(t0) > 5*time.Second {
 			t.Fatalf("an operation during a snapshot: %v after %s", err, time.Since(t0))
 		}
 		restoreDone := make(chan error, 1)
 		go func() {
-			_, err := e.mgr.RestoreArchive(ctx, a.ID, sites.RestoreRequest{JobID: "job_snap0002", SourceURL: a.URL,
+			_, err := e.Sites.RestoreArchive(ctx, a.ID, sites.RestoreRequest{JobID: "job_snap0002", SourceURL: a.URL,
 				Parts: []sites.RestorePart{{Kind: "archive", Size: int64(files.Len())}, {Kind: "sql", Size: int64(len(db))}}},
 				io.MultiReader(bytes.NewReader(files.Bytes()), bytes.NewReader(db)))
 			restoreDone <- err
@@ -351,7 +353,7 @@ echo secret > unreadable.txt; chmod 000 unreadable.txt`)
 	})
 
 	t.Run("stopped site", func(t *testing.T) {
-		if _, err := e.mgr.Stop(ctx, b.ID); err != nil {
+		if _, err := e.Sites.Stop(ctx, b.ID); err != nil {
 			t.Fatal(err)
 		}
 		_, _, err := snapshot(ctx, b.ID, io.Discard, 0)
@@ -366,22 +368,22 @@ echo secret > unreadable.txt; chmod 000 unreadable.txt`)
 // agent is) snapshots its merged wp-content, a file of its own included,
 // and its own database.
 func TestSnapshotOfClone(t *testing.T) {
-	e := setUp(t, func(c *sites.Config) { c.StockTemplates = true })
+	e := sitestest.SetUp(t, sitestest.Stock)
 	ctx := context.Background()
-	s, err := e.mgr.Create(ctx, req("site_snapcl01", "snapclone", "Snapshot Clone"))
+	s, err := e.Templates.Create(ctx, sitestest.Req("site_snapcl01", "snapclone", "Snapshot Clone"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = e.mgr.Delete(context.Background(), s.ID) })
+	t.Cleanup(func() { _, _ = e.Sites.Delete(context.Background(), s.ID) })
 	if s.Template == "" {
 		t.Fatal("the site is not a clone")
 	}
-	if res, err := e.mgr.Exec(ctx, s.ID, []string{"sh", "-c", "echo mine > /srv/site/wordpress/wp-content/uploads/mine.txt"}, nil); err != nil || res.ExitCode != 0 {
+	if res, err := e.Sites.Exec(ctx, s.ID, []string{"sh", "-c", "echo mine > /srv/site/wordpress/wp-content/uploads/mine.txt"}, nil); err != nil || res.ExitCode != 0 {
 		t.Fatal(err, res)
 	}
 	var files, db bytes.Buffer
 	t0 := time.Now()
-	info, err := e.mgr.Snapshot(ctx, s.ID, &files, &db, 0)
+	info, err := e.Sites.Snapshot(ctx, s.ID, &files, &db, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/gitdeploy"
-	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/agent/toolbox"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/edge"
 	"github.com/sandboxd/sandboxd/internal/dnstest"
@@ -199,7 +199,7 @@ func accessPhases(ctx context.Context, sys *system, n int) (err error) {
 		}
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(tree.WriteTar(ctx, pw, "bench-git")) }()
-		err = mgr.PlaceTree(ctx, baseline, sites.PlacePlugin, "bench-git", pr)
+		err = sys.agent.Toolbox().PlaceTree(ctx, baseline, toolbox.PlacePlugin, "bench-git", pr)
 		pr.Close()
 		if err != nil {
 			return err

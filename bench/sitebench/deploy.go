@@ -66,7 +66,7 @@ func measureDeploys(ctx context.Context, sys *system, mgr *sites.Manager, edgeAd
 	for i := 0; i < n; i++ {
 		marker := fmt.Sprintf("bench-base-%d-%d", i, time.Now().UnixNano())
 		t0 := time.Now()
-		if _, err := mgr.InstallPlugin(ctx, baseSite, markerZip(marker), true); err != nil {
+		if _, err := sys.agent.Toolbox().InstallPlugin(ctx, baseSite, markerZip(marker), true); err != nil {
 			return nil, nil, err
 		}
 		if err := waitBody(b.Addr(), bHost, marker, time.Minute); err != nil {

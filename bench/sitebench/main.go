@@ -285,8 +285,8 @@ func run(n int, dur time.Duration, conc int) error {
 
 	// Warm-up: the first site pays one-off costs (page cache, opcache of
 	// the image files) that neither side should carry.
-	if _, err := mgr.Create(ctx, sites.CreateRequest{ID: "site_warmup0", Slug: "warmup", PHPVersion: "8.2", URL: "http://warmup.localhost",
-		AdminUser: "admin", AdminEmail: "a@example.com"}); err != nil {
+	if _, err := sys.agent.Templates().Create(ctx, sites.CreateRequest{ID: "site_warmup0", Slug: "warmup", PHPVersion: "8.2", URL: "http://warmup.localhost",
+		AdminUser: "admin", AdminEmail: "a@example.com"}, ""); err != nil {
 		return err
 	}
 	_, _ = mgr.Delete(ctx, "site_warmup0")
@@ -301,8 +301,8 @@ func run(n int, dur time.Duration, conc int) error {
 		id := fmt.Sprintf("site_base%04d", i)
 		slug := fmt.Sprintf("base%d", i)
 		t0 := time.Now()
-		st, err := mgr.Create(ctx, sites.CreateRequest{ID: id, Slug: slug, PHPVersion: "8.2", URL: "http://" + slug + ".localhost",
-			AdminUser: "admin", AdminEmail: "a@example.com"})
+		st, err := sys.agent.Templates().Create(ctx, sites.CreateRequest{ID: id, Slug: slug, PHPVersion: "8.2", URL: "http://" + slug + ".localhost",
+			AdminUser: "admin", AdminEmail: "a@example.com"}, "")
 		if err != nil {
 			return err
 		}

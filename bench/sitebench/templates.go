@@ -49,7 +49,7 @@ func templatePhases(ctx context.Context, sys *system, n, claims, memSites int) e
 	for i := 0; i < n; i++ {
 		id, slug := fmt.Sprintf("site_tbase%04d", i), fmt.Sprintf("tbase%d", i)
 		t0 := time.Now()
-		st, err := mgr.Clone(ctx, sites.CreateRequest{ID: id, Slug: slug, URL: "http://" + slug + ".localhost", AdminUser: "admin",
+		st, err := sys.agent.Templates().Create(ctx, sites.CreateRequest{ID: id, Slug: slug, URL: "http://" + slug + ".localhost", AdminUser: "admin",
 			AdminEmail: "a@example.com"}, tplID)
 		if err != nil {
 			return err

@@ -1,4 +1,4 @@
-package sites_test
+package toolbox_test
 
 import (
 	"archive/tar"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent/gitdeploy"
 	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/agent/sites/sitestest"
+	"github.com/sandboxd/sandboxd/agent/toolbox"
 )
 
 // TestPlaceTree places plugins, a theme and a wp-content tree in a real
@@ -21,17 +23,17 @@ import (
 // site's disk) and through WordPress, and checks that refused and failed
 // placements leave the site as it was.
 func TestPlaceTree(t *testing.T) {
-	e := setUp(t)
+	e := sitestest.SetUp(t)
 	ctx := context.Background()
-	s, err := e.mgr.Create(ctx, req("site_gitp0001", "gitplace", "Git Place"))
+	s, err := e.Templates.Create(ctx, sitestest.Req("site_gitp0001", "gitplace", "Git Place"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = e.mgr.Delete(context.Background(), s.ID) })
-	wpContent := filepath.Join(e.mgr.Data(s.ID), "wordpress", "wp-content")
+	t.Cleanup(func() { _, _ = e.Sites.Delete(context.Background(), s.ID) })
+	wpContent := filepath.Join(e.Sites.Data(s.ID), "wordpress", "wp-content")
 	sh := func(script string) string {
 		t.Helper()
-		res, err := e.mgr.Exec(ctx, s.ID, []string{"/bin/sh", "-c", script}, nil)
+		res, err := e.Sites.Exec(ctx, s.ID, []string{"/bin/sh", "-c", script}, nil)
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("%s: %v %s %s", script, err, res.Stdout, res.Stderr)
 		}
@@ -39,7 +41,7 @@ func TestPlaceTree(t *testing.T) {
 	}
 	php := func(code string) string {
 		t.Helper()
-		res, err := e.mgr.Exec(ctx, s.ID, []string{"php", "-r", `require "/srv/site/wordpress/wp-load.php"; ` +
+		res, err := e.Sites.Exec(ctx, s.ID, []string{"php", "-r", `require "/srv/site/wordpress/wp-load.php"; ` +
 			`require_once ABSPATH . "wp-admin/includes/plugin.php"; ` + code}, nil)
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("php: %v %s %s", err, res.Stdout, res.Stderr)
@@ -55,7 +57,7 @@ func TestPlaceTree(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", rel, err)
 		}
-		if !strings.HasPrefix(real, e.mgr.Data(s.ID)+"/") {
+		if !strings.HasPrefix(real, e.Sites.Data(s.ID)+"/") {
 			t.Fatalf("%s is at %s, off the site's disk", rel, real)
 		}
 		fi, err := os.Lstat(real)
@@ -90,7 +92,7 @@ func TestPlaceTree(t *testing.T) {
 	}
 	home := func() string {
 		t.Helper()
-		resp, body := get(t, s.Addr(), "gitplace.localhost:8081", "/")
+		resp, body := sitestest.Get(t, s.Addr(), "gitplace.localhost:8081", "/")
 		if resp.StatusCode != 200 {
 			t.Fatalf("home: %d %.300s", resp.StatusCode, body)
 		}
@@ -98,7 +100,7 @@ func TestPlaceTree(t *testing.T) {
 	}
 
 	v1 := helloPlugin("1.0", map[string]string{"old-only.php": "<?php // only in 1.0\n"})
-	if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", bytes.NewReader(tree(t, "hello-git", v1))); err != nil {
+	if err := e.Box.PlaceTree(ctx, s.ID, toolbox.PlacePlugin, "hello-git", bytes.NewReader(tree(t, "hello-git", v1))); err != nil {
 		t.Fatal(err)
 	}
 	owned(t, "plugins/hello-git", "")
@@ -119,7 +121,7 @@ func TestPlaceTree(t *testing.T) {
 		// What a placement killed midway left goes with the next one.
 		sh(`mkdir -p /srv/site/wordpress/wp-content/.sandbox-place-stale/inc && echo x > /srv/site/wordpress/wp-content/.sandbox-place-stale/inc/a`)
 		v2 := helloPlugin("2.0", map[string]string{"new-only.php": "<?php // only in 2.0\n"})
-		if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", bytes.NewReader(tree(t, "hello-git", v2))); err != nil {
+		if err := e.Box.PlaceTree(ctx, s.ID, toolbox.PlacePlugin, "hello-git", bytes.NewReader(tree(t, "hello-git", v2))); err != nil {
 			t.Fatal(err)
 		}
 		absent(t, "plugins/hello-git/old-only.php")
@@ -147,7 +149,7 @@ func TestPlaceTree(t *testing.T) {
 		}
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(tr.WriteTar(ctx, pw, "hello-git")) }()
-		err = e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", pr)
+		err = e.Box.PlaceTree(ctx, s.ID, toolbox.PlacePlugin, "hello-git", pr)
 		pr.CloseWithError(errors.New("placement ended")) // a writer still writing stops
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +164,7 @@ func TestPlaceTree(t *testing.T) {
 		}
 		// Back to 2.0, which the cases below expect.
 		v2 := helloPlugin("2.0", map[string]string{"new-only.php": "<?php // only in 2.0\n"})
-		if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", bytes.NewReader(tree(t, "hello-git", v2))); err != nil {
+		if err := e.Box.PlaceTree(ctx, s.ID, toolbox.PlacePlugin, "hello-git", bytes.NewReader(tree(t, "hello-git", v2))); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -172,7 +174,7 @@ func TestPlaceTree(t *testing.T) {
 			"style.css": "/*\nTheme Name: Git Theme\nVersion: 1.2\n*/\n",
 			"index.php": "<?php echo '<html><body>git-theme-index'; wp_footer(); echo '</body></html>';\n",
 		}
-		if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlaceTheme, "git-theme", bytes.NewReader(tree(t, "git-theme", theme))); err != nil {
+		if err := e.Box.PlaceTree(ctx, s.ID, toolbox.PlaceTheme, "git-theme", bytes.NewReader(tree(t, "git-theme", theme))); err != nil {
 			t.Fatal(err)
 		}
 		owned(t, "themes/git-theme/style.css", theme["style.css"])
@@ -192,7 +194,7 @@ func TestPlaceTree(t *testing.T) {
 			"uploads/planted.txt": "not placed\n",
 			"languages/README":    "translations\n",
 		}
-		if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlaceWPContent, "", bytes.NewReader(tree(t, "", files))); err != nil {
+		if err := e.Box.PlaceTree(ctx, s.ID, toolbox.PlaceWPContent, "", bytes.NewReader(tree(t, "", files))); err != nil {
 			t.Fatal(err)
 		}
 		owned(t, "mu-plugins/x.php", files["mu-plugins/x.php"])
@@ -245,7 +247,7 @@ func TestPlaceTree(t *testing.T) {
 			{"empty", nil, sites.ErrInvalid},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", bytes.NewReader(tc.tar))
+				err := e.Box.PlaceTree(ctx, s.ID, toolbox.PlacePlugin, "hello-git", bytes.NewReader(tc.tar))
 				t.Log(err)
 				if !errors.Is(err, tc.want) {
 					t.Fatalf("got %v, want %v", err, tc.want)
@@ -260,7 +262,7 @@ func TestPlaceTree(t *testing.T) {
 		sh(`a=$(df -k --output=avail /srv/site/tmp | tail -n 1); fallocate -l $(( (a - 1024) * 1024 )) /srv/site/tmp/fill`)
 		defer sh(`rm -f /srv/site/tmp/fill`)
 		big := helloPlugin("3.0", map[string]string{"big.bin": strings.Repeat("0123456789abcdef", 4<<16)})
-		err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, "hello-git", bytes.NewReader(tree(t, "hello-git", big)))
+		err := e.Box.PlaceTree(ctx, s.ID, toolbox.PlacePlugin, "hello-git", bytes.NewReader(tree(t, "hello-git", big)))
 		t.Log(err)
 		if !errors.Is(err, sites.ErrDiskFull) {
 			t.Fatalf("got %v, want ErrDiskFull", err)
@@ -277,7 +279,7 @@ func TestPlaceTree(t *testing.T) {
 			<-cctx.Done()
 			return 0, cctx.Err()
 		}))
-		if err := e.mgr.PlaceTree(cctx, s.ID, sites.PlacePlugin, "hello-git", r); err == nil {
+		if err := e.Box.PlaceTree(cctx, s.ID, toolbox.PlacePlugin, "hello-git", r); err == nil {
 			t.Fatal("no error")
 		}
 		intact(t)
@@ -286,13 +288,13 @@ func TestPlaceTree(t *testing.T) {
 	t.Run("folder names and destinations refused", func(t *testing.T) {
 		for _, name := range []string{"", ".", "..", "../x", "../../../etc", "a/b", "/abs", ".hidden", "-rf", "a b", "a\x00b", "a\nb",
 			strings.Repeat("x", 101), "~", "$(id)", "`id`", "a;b", "plugins/../..", "é", "a\\b", "*"} {
-			err := e.mgr.PlaceTree(ctx, s.ID, sites.PlacePlugin, name, bytes.NewReader(tree(t, "x", map[string]string{"a.php": "<?php\n"})))
+			err := e.Box.PlaceTree(ctx, s.ID, toolbox.PlacePlugin, name, bytes.NewReader(tree(t, "x", map[string]string{"a.php": "<?php\n"})))
 			if !errors.Is(err, sites.ErrInvalid) {
 				t.Errorf("folder %q: %v", name, err)
 			}
 		}
 		for _, dest := range []string{"", "mu-plugin", "plugins", "uploads", "../plugin"} {
-			if err := e.mgr.PlaceTree(ctx, s.ID, dest, "hello-git", bytes.NewReader(good)); !errors.Is(err, sites.ErrInvalid) {
+			if err := e.Box.PlaceTree(ctx, s.ID, dest, "hello-git", bytes.NewReader(good)); !errors.Is(err, sites.ErrInvalid) {
 				t.Errorf("destination %q: %v", dest, err)
 			}
 		}
@@ -302,11 +304,11 @@ func TestPlaceTree(t *testing.T) {
 			{Typeflag: tar.TypeReg, Name: "a b/c", Mode: 0o644},
 		}
 		for _, h := range wpc {
-			if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlaceWPContent, "", bytes.NewReader(rawTar(t, h))); !errors.Is(err, sites.ErrInvalid) {
+			if err := e.Box.PlaceTree(ctx, s.ID, toolbox.PlaceWPContent, "", bytes.NewReader(rawTar(t, h))); !errors.Is(err, sites.ErrInvalid) {
 				t.Errorf("wp-content entry %q: %v", h.Name, err)
 			}
 		}
-		if err := e.mgr.PlaceTree(ctx, "site_nope0000", sites.PlacePlugin, "hello-git", bytes.NewReader(good)); !errors.Is(err, sites.ErrNotFound) {
+		if err := e.Box.PlaceTree(ctx, "site_nope0000", toolbox.PlacePlugin, "hello-git", bytes.NewReader(good)); !errors.Is(err, sites.ErrNotFound) {
 			t.Errorf("unknown site: %v", err)
 		}
 		intact(t)
@@ -318,18 +320,18 @@ func TestPlaceTree(t *testing.T) {
 // the template (the active theme, the whole plugins directory) replaces
 // it in the site and nowhere else.
 func TestPlaceTreeOnClone(t *testing.T) {
-	e := setUp(t, func(c *sites.Config) { c.StockTemplates = true })
+	e := sitestest.SetUp(t, sitestest.Stock)
 	ctx := context.Background()
-	s, err := e.mgr.Create(ctx, req("site_gitpc001", "gitclone", "Git Clone"))
+	s, err := e.Templates.Create(ctx, sitestest.Req("site_gitpc001", "gitclone", "Git Clone"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = e.mgr.Delete(context.Background(), s.ID) })
+	t.Cleanup(func() { _, _ = e.Sites.Delete(context.Background(), s.ID) })
 	if s.Template == "" {
 		t.Fatal("not a clone")
 	}
-	wpContent := filepath.Join(e.mgr.Data(s.ID), "wordpress", "wp-content")
-	res, err := e.mgr.Exec(ctx, s.ID, []string{"php", "-r", `require "/srv/site/wordpress/wp-load.php"; echo get_stylesheet();`}, nil)
+	wpContent := filepath.Join(e.Sites.Data(s.ID), "wordpress", "wp-content")
+	res, err := e.Sites.Exec(ctx, s.ID, []string{"php", "-r", `require "/srv/site/wordpress/wp-load.php"; echo get_stylesheet();`}, nil)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("php: %v %+v", err, res)
 	}
@@ -342,7 +344,7 @@ func TestPlaceTreeOnClone(t *testing.T) {
 		"style.css": "/*\nTheme Name: Replaced\n*/\n",
 		"index.php": "<?php echo '<html><body>replaced-stock-theme</body></html>';\n",
 	}
-	if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlaceTheme, theme, bytes.NewReader(tree(t, theme, files))); err != nil {
+	if err := e.Box.PlaceTree(ctx, s.ID, toolbox.PlaceTheme, theme, bytes.NewReader(tree(t, theme, files))); err != nil {
 		t.Fatal(err)
 	}
 	after, err := os.ReadDir(filepath.Join(wpContent, "themes", theme))
@@ -355,14 +357,14 @@ func TestPlaceTreeOnClone(t *testing.T) {
 			t.Fatalf("%s owned by %d", f.Name(), st.Uid)
 		}
 	}
-	resp, body := get(t, s.Addr(), "gitclone.localhost:8081", "/")
+	resp, body := sitestest.Get(t, s.Addr(), "gitclone.localhost:8081", "/")
 	if resp.StatusCode != 200 || !strings.Contains(body, "replaced-stock-theme") {
 		t.Fatalf("home: %d %.300s", resp.StatusCode, body)
 	}
 
 	// The whole plugins directory, from the template, goes.
 	own := map[string]string{"plugins/own/own.php": "<?php\n/*\nPlugin Name: Own\n*/\n"}
-	if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlaceWPContent, "", bytes.NewReader(tree(t, "", own))); err != nil {
+	if err := e.Box.PlaceTree(ctx, s.ID, toolbox.PlaceWPContent, "", bytes.NewReader(tree(t, "", own))); err != nil {
 		t.Fatal(err)
 	}
 	plugins, err := os.ReadDir(filepath.Join(wpContent, "plugins"))
@@ -371,7 +373,7 @@ func TestPlaceTreeOnClone(t *testing.T) {
 	}
 	// A refused tree leaves the theme as placed.
 	bad := rawTar(t, &tar.Header{Typeflag: tar.TypeSymlink, Name: theme + "/index.php", Linkname: "/srv/site/secrets"})
-	if err := e.mgr.PlaceTree(ctx, s.ID, sites.PlaceTheme, theme, bytes.NewReader(bad)); !errors.Is(err, sites.ErrInvalid) {
+	if err := e.Box.PlaceTree(ctx, s.ID, toolbox.PlaceTheme, theme, bytes.NewReader(bad)); !errors.Is(err, sites.ErrInvalid) {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(wpContent, "themes", theme, "index.php")); err != nil || string(b) != files["index.php"] {

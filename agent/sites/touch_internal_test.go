@@ -1,10 +1,8 @@
 package sites
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -44,17 +42,5 @@ func TestTouchOwnedRefusesWhatTheSitePlanted(t *testing.T) {
 	}
 	if err := syscall.Stat(filepath.Join(dir, "installed"), &st); err != nil || st.Uid != 2099020 {
 		t.Fatalf("marker owner %d %v", st.Uid, err)
-	}
-}
-
-// TestCappedWriter: a dump stops, with ErrInvalid, at its bound.
-func TestCappedWriter(t *testing.T) {
-	var b strings.Builder
-	c := &capped{w: &b, left: 5}
-	if n, err := c.Write([]byte("abc")); n != 3 || err != nil {
-		t.Fatal(n, err)
-	}
-	if _, err := c.Write([]byte("def")); !errors.Is(err, ErrInvalid) || b.String() != "abc" {
-		t.Fatalf("past the bound: %v, wrote %q", err, b.String())
 	}
 }

@@ -1,4 +1,4 @@
-package sites
+package toolbox
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/sandboxd/sandboxd/agent/sites"
 )
 
 // Blueprint steps run inside the site's container as the site's user:
@@ -72,25 +74,25 @@ var debugConsts = map[string]func(*DebugPatch, *bool){
 
 // RunBlueprintStep runs one step in the site. A step that ran and failed
 // is a *StepError; any other error is the agent's.
-func (m *Manager) RunBlueprintStep(ctx context.Context, id string, req StepRequest) (*StepResult, error) {
-	s := m.get(id)
+func (b *Box) RunBlueprintStep(ctx context.Context, id string, req StepRequest) (*StepResult, error) {
+	s := b.sites.Get(id)
 	if s == nil {
-		return nil, ErrNotFound
+		return nil, sites.ErrNotFound
 	}
 	var total int64
 	for _, b := range req.Blobs {
 		total += int64(len(b))
 	}
 	if total > MaxStepInput {
-		return nil, fmt.Errorf("%w: the step's resources are %d bytes; at most %d", ErrInvalid, total, MaxStepInput)
+		return nil, fmt.Errorf("%w: the step's resources are %d bytes; at most %d", sites.ErrInvalid, total, MaxStepInput)
 	}
-	if err := m.checkDisk(id, total); err != nil {
+	if err := b.sites.CheckDisk(id, total); err != nil {
 		return nil, err
 	}
 	var debugLog []string
 	if req.Step == "defineWpConfigConsts" {
 		var err error
-		if req.Args, debugLog, err = m.applyDebugConsts(id, req.Args); err != nil {
+		if req.Args, debugLog, err = b.applyDebugConsts(id, req.Args); err != nil {
 			return nil, err
 		}
 	}
@@ -104,7 +106,7 @@ func (m *Manager) RunBlueprintStep(ctx context.Context, id string, req StepReque
 		URL       string `json:"url"`
 		AdminUser string `json:"adminUser"`
 		Port      int    `json:"port"`
-	}{req, sizes, s.URL, s.AdminUser, Port})
+	}{req, sizes, s.URL, s.AdminUser, sites.Port})
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +116,7 @@ func (m *Manager) RunBlueprintStep(ctx context.Context, id string, req StepReque
 	for _, b := range req.Blobs {
 		in.Write(b)
 	}
-	res, err := m.Exec(ctx, id, []string{"php", "-d", "display_errors=stderr", "-d", "memory_limit=512M",
+	res, err := b.sites.Exec(ctx, id, []string{"php", "-d", "display_errors=stderr", "-d", "memory_limit=512M",
 		"/srv/site/conf/blueprint/run.php"}, in.Bytes())
 	if err != nil {
 		return nil, err
@@ -148,12 +150,12 @@ func (m *Manager) RunBlueprintStep(ctx context.Context, id string, req StepReque
 	log := strings.Join(append(debugLog, out.Log), "")
 	if out.Error != nil {
 		if out.Error.Code == "disk_full" {
-			return nil, m.diskFullError(id)
+			return nil, b.sites.DiskFullError(id)
 		}
-		if out.Error.Code == "sql_error" && m.dbLimited(id) {
+		if out.Error.Code == "sql_error" && b.sites.DBLimited(id) {
 			// The site is over its plan: the guard took its database's
 			// writes away, which is why the statement failed.
-			return nil, fmt.Errorf("%w; the step: %s", m.diskFullError(id), out.Error.Message)
+			return nil, fmt.Errorf("%w; the step: %s", b.sites.DiskFullError(id), out.Error.Message)
 		}
 		return nil, &StepError{Code: out.Error.Code, Message: out.Error.Message, Log: log}
 	}
@@ -162,7 +164,7 @@ func (m *Manager) RunBlueprintStep(ctx context.Context, id string, req StepReque
 
 // applyDebugConsts takes the debug constants out of a
 // defineWpConfigConsts step and sets them as the site's debug settings.
-func (m *Manager) applyDebugConsts(id string, args map[string]any) (map[string]any, []string, error) {
+func (b *Box) applyDebugConsts(id string, args map[string]any) (map[string]any, []string, error) {
 	consts, _ := args["consts"].(map[string]any)
 	var p DebugPatch
 	var log []string
@@ -181,7 +183,7 @@ func (m *Manager) applyDebugConsts(id string, args map[string]any) (map[string]a
 		log = append(log, fmt.Sprintf("%s set to %t (the site's debug settings)\n", k, b))
 	}
 	if len(log) > 0 {
-		if _, err := m.SetDebug(id, p); err != nil {
+		if _, err := b.SetDebug(id, p); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -1,8 +1,7 @@
-package sites
+package toolbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,15 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/agent/sitefile"
+	"github.com/sandboxd/sandboxd/agent/sites"
 )
-
-func (m *Manager) writeDebug(s *Site) error {
-	b, err := json.Marshal(s.Debug)
-	if err != nil {
-		return err
-	}
-	return writeOwned(filepath.Join(m.FS(s.ID), "conf", "debug.json"), b, 0o644, 0, 0)
-}
 
 // DebugPatch changes some debug constants; nil fields stay.
 type DebugPatch struct {
@@ -27,35 +19,33 @@ type DebugPatch struct {
 }
 
 // GetDebug returns a site's debug constants.
-func (m *Manager) GetDebug(id string) (Debug, error) {
-	s := m.get(id)
+func (b *Box) GetDebug(id string) (sites.Debug, error) {
+	s := b.sites.Get(id)
 	if s == nil {
-		return Debug{}, ErrNotFound
+		return sites.Debug{}, sites.ErrNotFound
 	}
 	return s.Debug, nil
 }
 
 // SetDebug changes a site's debug constants; WordPress sees them on its
 // next request.
-func (m *Manager) SetDebug(id string, p DebugPatch) (Debug, error) {
-	defer m.lock(id)()
-	s := m.get(id)
-	if s == nil {
-		return Debug{}, ErrNotFound
-	}
-	set := func(dst *bool, v *bool) {
-		if v != nil {
-			*dst = *v
+func (b *Box) SetDebug(id string, p DebugPatch) (sites.Debug, error) {
+	s, err := b.sites.Configure(id, func(s *sites.Site) error {
+		set := func(dst *bool, v *bool) {
+			if v != nil {
+				*dst = *v
+			}
 		}
+		set(&s.Debug.WPDebug, p.WPDebug)
+		set(&s.Debug.WPDebugLog, p.WPDebugLog)
+		set(&s.Debug.WPDebugDisplay, p.WPDebugDisplay)
+		set(&s.Debug.ScriptDebug, p.ScriptDebug)
+		return nil
+	})
+	if err != nil {
+		return sites.Debug{}, err
 	}
-	set(&s.Debug.WPDebug, p.WPDebug)
-	set(&s.Debug.WPDebugLog, p.WPDebugLog)
-	set(&s.Debug.WPDebugDisplay, p.WPDebugDisplay)
-	set(&s.Debug.ScriptDebug, p.ScriptDebug)
-	if err := m.writeDebug(s); err != nil {
-		return Debug{}, err
-	}
-	return s.Debug, m.save(s)
+	return s.Debug, nil
 }
 
 const debugLog = "/srv/site/wordpress/wp-content/debug.log"
@@ -75,11 +65,11 @@ const MaxDebugLogBytes = 1 << 20
 // file counts as no log), with one seek and one bounded read whatever
 // its size — a 4 GiB sparse file without a newline answers its last
 // MaxDebugLogBytes.
-func (m *Manager) TailDebugLog(_ context.Context, id string, n int) (exists bool, content string, truncated bool, err error) {
-	if m.get(id) == nil {
-		return false, "", false, ErrNotFound
+func (b *Box) TailDebugLog(_ context.Context, id string, n int) (exists bool, content string, truncated bool, err error) {
+	if b.sites.Get(id) == nil {
+		return false, "", false, sites.ErrNotFound
 	}
-	data, more, err := sitefile.Tail(filepath.Join(m.Data(id), "wordpress"), debugLogRel, MaxDebugLogBytes)
+	data, more, err := sitefile.Tail(filepath.Join(b.sites.Data(id), "wordpress"), debugLogRel, MaxDebugLogBytes)
 	switch {
 	case errors.Is(err, os.ErrNotExist), errors.Is(err, sitefile.ErrUnsafePath), errors.Is(err, sitefile.ErrNotRegular):
 		return false, "", false, nil
@@ -120,8 +110,8 @@ func lastLines(data []byte, n, max int) (text string, cut bool) {
 }
 
 // TruncateDebugLog empties wp-content/debug.log; a missing log is fine.
-func (m *Manager) TruncateDebugLog(ctx context.Context, id string) error {
-	res, err := m.Exec(ctx, id, []string{"/bin/sh", "-c", `if [ -f "$1" ]; then : > "$1"; fi`, "sh", debugLog}, nil)
+func (b *Box) TruncateDebugLog(ctx context.Context, id string) error {
+	res, err := b.sites.Exec(ctx, id, []string{"/bin/sh", "-c", `if [ -f "$1" ]; then : > "$1"; fi`, "sh", debugLog}, nil)
 	if err != nil {
 		return err
 	}

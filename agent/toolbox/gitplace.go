@@ -1,4 +1,4 @@
-package sites
+package toolbox
 
 import (
 	"archive/tar"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxd/sandboxd/agent/sites"
 	"github.com/sandboxd/sandboxd/internal/secret"
 )
 
@@ -55,54 +56,50 @@ var (
 // the old ones removed): a failed unpack (a bad tar, the disk full, ctx
 // ending) leaves the site as it was. Entries other than directories and
 // regular files, and names that are absolute, hold "..", or fall outside
-// folderName/, are refused (ErrInvalid) before the site's tar sees them;
-// that tar also runs with options that refuse them. ErrDiskFull when the
-// site's disk has no room; ErrNotFound for an unknown site. Holds the
+// folderName/, are refused (sites.ErrInvalid) before the site's tar sees them;
+// that tar also runs with options that refuse them. sites.ErrDiskFull when the
+// site's disk has no room; sites.ErrNotFound for an unknown site. Holds the
 // site's lock, so it runs after (and before) other operations that hold
 // it, an import's restore among them.
-func (m *Manager) PlaceTree(ctx context.Context, siteID, destination, folderName string, r io.Reader) error {
+func (b *Box) PlaceTree(ctx context.Context, siteID, destination, folderName string, r io.Reader) error {
 	parent := map[string]string{PlacePlugin: "plugins", PlaceTheme: "themes"}[destination]
 	switch {
 	case destination == PlaceWPContent:
 		folderName = ""
 	case parent == "":
-		return fmt.Errorf("%w: destination %q (plugin, theme or wp-content)", ErrInvalid, destination)
+		return fmt.Errorf("%w: destination %q (plugin, theme or wp-content)", sites.ErrInvalid, destination)
 	case !folderRE.MatchString(folderName):
-		return fmt.Errorf("%w: folder name %q: 1 to 100 letters, digits, '.', '_' or '-', not starting with '.' or '-'", ErrInvalid, folderName)
+		return fmt.Errorf("%w: folder name %q: 1 to 100 letters, digits, '.', '_' or '-', not starting with '.' or '-'", sites.ErrInvalid, folderName)
 	}
-	defer m.lock(siteID)()
-	s := m.get(siteID)
+	defer b.sites.Lock(siteID)()
+	s := b.sites.Get(siteID)
 	if s == nil {
-		return ErrNotFound
+		return sites.ErrNotFound
 	}
 	if s.UID == 0 || s.Stopped {
-		return fmt.Errorf("%w: site %s is not running", ErrInvalid, siteID)
-	}
-	ex, ok := m.cfg.Runtime.(streamExec)
-	if !ok {
-		return errors.New("place tree: the runtime cannot stream into a container")
+		return fmt.Errorf("%w: site %s is not running", sites.ErrInvalid, siteID)
 	}
 	id := secret.New("")[:12]
 	stage, old := ".sandbox-place-"+id, ".sandbox-old-"+id
 	discard := func() {
-		_, _ = m.Exec(context.WithoutCancel(ctx), siteID, []string{"/bin/sh", "-c",
+		_, _ = b.sites.Exec(context.WithoutCancel(ctx), siteID, []string{"/bin/sh", "-c",
 			`cd /srv/site/wordpress/wp-content && rm -rf -- "$1"`, "sh", stage}, nil)
 	}
-	tops, err := m.unpackTree(ctx, s, ex, stage, folderName, r)
+	tops, err := b.unpackTree(ctx, s, stage, folderName, r)
 	if err != nil {
 		discard()
 		return err
 	}
 	if destination == PlaceWPContent {
-		return m.swapEntries(ctx, s, stage, old, tops)
+		return b.swapEntries(ctx, s, stage, old, tops)
 	}
-	return m.swapFolder(ctx, s, stage, old, parent+"/"+folderName)
+	return b.swapFolder(ctx, s, stage, old, parent+"/"+folderName)
 }
 
 // unpackTree streams a clean copy of the tar into the site's tar, which
 // unpacks it into wp-content/<stage>; it returns the tree's top-level
 // entries (those to place).
-func (m *Manager) unpackTree(ctx context.Context, s *Site, ex streamExec, stage, folder string, r io.Reader) ([]string, error) {
+func (b *Box) unpackTree(ctx context.Context, s *sites.Site, stage, folder string, r io.Reader) ([]string, error) {
 	pr, pw := io.Pipe()
 	type outcome struct {
 		res []byte
@@ -118,10 +115,10 @@ func (m *Manager) unpackTree(ctx context.Context, s *Site, ex streamExec, stage,
 		// is stripped and members with ".." refused; -k fails on a name
 		// given twice; nothing of the archive's owners, permissions or
 		// times is kept.
-		res, err := ex.ExecReader(ctx, containerID(s.ID), []string{"/bin/sh", "-c",
+		res, err := b.sites.ExecReader(ctx, s.ID, []string{"/bin/sh", "-c",
 			`set -e; cd /srv/site/wordpress/wp-content; rm -rf -- .sandbox-place-*; mkdir -- "$1"
 exec tar -x -f - -C "$1" -k --no-same-owner --no-same-permissions --touch --delay-directory-restore --no-unquote`,
-			"sh", stage}, nil, uint32(s.UID), uint32(s.UID), pr)
+			"sh", stage}, pr)
 		pr.CloseWithError(errors.New("the site's tar has ended"))
 		if err != nil {
 			done <- outcome{err: err}
@@ -138,9 +135,9 @@ exec tar -x -f - -C "$1" -k --no-same-owner --no-same-permissions --touch --dela
 	case out.err != nil:
 		return nil, fmt.Errorf("unpack in the site: %w", out.err)
 	case !out.ok && strings.Contains(string(out.res), "No space left"):
-		return nil, m.diskFullError(s.ID)
+		return nil, b.sites.DiskFullError(s.ID)
 	case !out.ok:
-		return nil, fmt.Errorf("%w: unpacking in the site failed: %.400s", ErrInvalid, out.res)
+		return nil, fmt.Errorf("%w: unpacking in the site failed: %.400s", sites.ErrInvalid, out.res)
 	case copyErr != nil:
 		return nil, copyErr
 	}
@@ -161,16 +158,16 @@ func cleanTar(w io.Writer, r io.Reader, folder string) ([]string, error) {
 		if err == io.EOF && src.eof {
 			// The stream ended where a header was due, without the
 			// end-of-archive blocks: cut short, not complete.
-			return nil, fmt.Errorf("%w: the tree's tar ends early", ErrInvalid)
+			return nil, fmt.Errorf("%w: the tree's tar ends early", sites.ErrInvalid)
 		}
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: the tree's tar: %v", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: the tree's tar: %v", sites.ErrInvalid, err)
 		}
 		if n >= maxPlaceEntries {
-			return nil, fmt.Errorf("%w: the tree has more than %d entries", ErrInvalid, maxPlaceEntries)
+			return nil, fmt.Errorf("%w: the tree has more than %d entries", sites.ErrInvalid, maxPlaceEntries)
 		}
 		name, err := placeName(h.Name, folder)
 		if err != nil {
@@ -185,13 +182,13 @@ func cleanTar(w io.Writer, r io.Reader, folder string) ([]string, error) {
 				continue
 			}
 			if !topRE.MatchString(top) || strings.HasPrefix(top, ".sandbox-") || top == "." {
-				return nil, fmt.Errorf("%w: %q cannot be placed in wp-content", ErrInvalid, top)
+				return nil, fmt.Errorf("%w: %q cannot be placed in wp-content", sites.ErrInvalid, top)
 			}
 		}
 		if !seen[top] {
 			seen[top] = true
 			if len(tops) >= maxPlaceTops {
-				return nil, fmt.Errorf("%w: the tree has more than %d top-level entries", ErrInvalid, maxPlaceTops)
+				return nil, fmt.Errorf("%w: the tree has more than %d top-level entries", sites.ErrInvalid, maxPlaceTops)
 			}
 			tops = append(tops, top)
 		}
@@ -205,7 +202,7 @@ func cleanTar(w io.Writer, r io.Reader, folder string) ([]string, error) {
 				out.Mode = 0o755
 			}
 		default:
-			return nil, fmt.Errorf("%w: %s is not a regular file or directory (nothing may link out of the tree)", ErrInvalid, h.Name)
+			return nil, fmt.Errorf("%w: %s is not a regular file or directory (nothing may link out of the tree)", sites.ErrInvalid, h.Name)
 		}
 		if err := tw.WriteHeader(out); err != nil {
 			return nil, err
@@ -217,7 +214,7 @@ func cleanTar(w io.Writer, r io.Reader, folder string) ([]string, error) {
 		}
 	}
 	if len(tops) == 0 {
-		return nil, fmt.Errorf("%w: the tree is empty", ErrInvalid)
+		return nil, fmt.Errorf("%w: the tree is empty", sites.ErrInvalid)
 	}
 	return tops, tw.Close()
 }
@@ -246,7 +243,7 @@ func placeName(name, folder string) (string, error) {
 		bad = bad || part == ".." || part == "."
 	}
 	if bad {
-		return "", fmt.Errorf("%w: %q leaves the tree", ErrInvalid, name)
+		return "", fmt.Errorf("%w: %q leaves the tree", sites.ErrInvalid, name)
 	}
 	if folder == "" {
 		return clean, nil
@@ -256,13 +253,13 @@ func placeName(name, folder string) (string, error) {
 	}
 	rel, ok := strings.CutPrefix(clean, folder+"/")
 	if !ok {
-		return "", fmt.Errorf("%w: %q is not under %s/", ErrInvalid, name, folder)
+		return "", fmt.Errorf("%w: %q is not under %s/", sites.ErrInvalid, name, folder)
 	}
 	return rel, nil
 }
 
 // swapFolder puts wp-content/<stage> in place of wp-content/<dest>.
-func (m *Manager) swapFolder(ctx context.Context, s *Site, stage, old, dest string) error {
+func (b *Box) swapFolder(ctx context.Context, s *sites.Site, stage, old, dest string) error {
 	script := `cd /srv/site/wordpress/wp-content || exit 1
 stage=$1 old=$2 dest=$3
 fail() { rm -rf -- "$stage"; exit 1; }
@@ -273,12 +270,12 @@ if ! mv -T -- "$stage" "$dest"; then
 	fail
 fi
 rm -rf -- "$old" || true`
-	return m.runSwap(ctx, s, []string{"/bin/sh", "-c", script, "sh", stage, old, dest})
+	return b.runSwap(ctx, s, []string{"/bin/sh", "-c", script, "sh", stage, old, dest})
 }
 
 // swapEntries puts each of wp-content/<stage>'s top-level entries in
 // place of wp-content's own; on a failure, what was moved goes back.
-func (m *Manager) swapEntries(ctx context.Context, s *Site, stage, old string, tops []string) error {
+func (b *Box) swapEntries(ctx context.Context, s *sites.Site, stage, old string, tops []string) error {
 	script := `cd /srv/site/wordpress/wp-content || exit 1
 stage=$1 old=$2; shift 2
 mkdir -- "$old" || { rm -rf -- "$stage"; exit 1; }
@@ -300,13 +297,13 @@ case " $placed " in *" mu-plugins "*)
 	mkdir -p mu-plugins && cp /srv/site/conf/sandbox-mu-plugin.php mu-plugins/sandbox.php || undo ;;
 esac
 rm -rf -- "$stage" "$old" || true`
-	return m.runSwap(ctx, s, append([]string{"/bin/sh", "-c", script, "sh", stage, old}, tops...))
+	return b.runSwap(ctx, s, append([]string{"/bin/sh", "-c", script, "sh", stage, old}, tops...))
 }
 
 // runSwap runs a swap script; it is not cancelled with ctx (a swap half
 // done is worse than one finished late).
-func (m *Manager) runSwap(ctx context.Context, s *Site, argv []string) error {
-	res, err := m.Exec(context.WithoutCancel(ctx), s.ID, argv, nil)
+func (b *Box) runSwap(ctx context.Context, s *sites.Site, argv []string) error {
+	res, err := b.sites.Exec(context.WithoutCancel(ctx), s.ID, argv, nil)
 	if err != nil {
 		return fmt.Errorf("put the tree in place: %w", err)
 	}

@@ -1,13 +1,14 @@
-package sites_test
+package toolbox_test
 
 import (
 	"archive/tar"
 	"bytes"
-	"github.com/sandboxd/sandboxd/internal/gittest"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/internal/gittest"
 )
 
 // tree is a tar of files (path → content; paths ending in ".sh" are

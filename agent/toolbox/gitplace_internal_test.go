@@ -1,4 +1,4 @@
-package sites
+package toolbox
 
 import (
 	"archive/tar"
@@ -7,6 +7,8 @@ import (
 	"io"
 	"slices"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/agent/sites"
 )
 
 // TestCleanTar: what reaches the site's tar is directories and regular
@@ -62,17 +64,17 @@ func TestCleanTar(t *testing.T) {
 	}
 	for _, name := range []string{"p/../x", "/p/x", "p/./x", "p//x", "q/x", "px", "p/a\\b"} {
 		_, err := cleanTar(io.Discard, bytes.NewReader(mk(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: 1})), "p")
-		if !errors.Is(err, ErrInvalid) {
+		if !errors.Is(err, sites.ErrInvalid) {
 			t.Errorf("%q: %v", name, err)
 		}
 	}
 	whole := mk(&tar.Header{Typeflag: tar.TypeReg, Name: "p/a", Mode: 0o644, Size: 1})
-	if _, err := cleanTar(io.Discard, bytes.NewReader(whole[:len(whole)-1024]), "p"); !errors.Is(err, ErrInvalid) {
+	if _, err := cleanTar(io.Discard, bytes.NewReader(whole[:len(whole)-1024]), "p"); !errors.Is(err, sites.ErrInvalid) {
 		t.Errorf("no end-of-archive blocks: %v", err)
 	}
 	for _, typ := range []byte{tar.TypeSymlink, tar.TypeLink, tar.TypeChar, tar.TypeBlock, tar.TypeFifo} {
 		_, err := cleanTar(io.Discard, bytes.NewReader(mk(&tar.Header{Typeflag: typ, Name: "p/x", Linkname: "/etc/passwd"})), "p")
-		if !errors.Is(err, ErrInvalid) {
+		if !errors.Is(err, sites.ErrInvalid) {
 			t.Errorf("type %c: %v", typ, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package sites_test
+package toolbox_test
 
 import (
 	"archive/zip"
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/agent/sites/sitestest"
+	"github.com/sandboxd/sandboxd/agent/toolbox"
 	"github.com/sandboxd/sandboxd/blueprint"
 )
 
@@ -25,20 +27,20 @@ const galleryDir = "../../blueprint/testdata/gallery"
 
 // bpSite runs Blueprint steps in one site and reads WordPress back.
 type bpSite struct {
-	e   *env
+	e   *sitestest.Env
 	s   *sites.Site
 	ctx context.Context
 }
 
 // run runs a step: its result, or the step's own failure. Any other
 // error (the agent's) fails the test.
-func (b bpSite) run(t *testing.T, req sites.StepRequest) (*sites.StepResult, *sites.StepError) {
+func (b bpSite) run(t *testing.T, req toolbox.StepRequest) (*toolbox.StepResult, *toolbox.StepError) {
 	t.Helper()
-	res, err := b.e.mgr.RunBlueprintStep(b.ctx, b.s.ID, req)
+	res, err := b.e.Box.RunBlueprintStep(b.ctx, b.s.ID, req)
 	if err == nil {
 		return res, nil
 	}
-	var se *sites.StepError
+	var se *toolbox.StepError
 	if errors.As(err, &se) {
 		return nil, se
 	}
@@ -46,7 +48,7 @@ func (b bpSite) run(t *testing.T, req sites.StepRequest) (*sites.StepResult, *si
 	return nil, nil
 }
 
-func (b bpSite) ok(t *testing.T, req sites.StepRequest) *sites.StepResult {
+func (b bpSite) ok(t *testing.T, req toolbox.StepRequest) *toolbox.StepResult {
 	t.Helper()
 	res, se := b.run(t, req)
 	if se != nil {
@@ -55,7 +57,7 @@ func (b bpSite) ok(t *testing.T, req sites.StepRequest) *sites.StepResult {
 	return res
 }
 
-func (b bpSite) fails(t *testing.T, req sites.StepRequest, code string) *sites.StepError {
+func (b bpSite) fails(t *testing.T, req toolbox.StepRequest, code string) *toolbox.StepError {
 	t.Helper()
 	res, se := b.run(t, req)
 	if se == nil {
@@ -70,7 +72,7 @@ func (b bpSite) fails(t *testing.T, req sites.StepRequest, code string) *sites.S
 // php runs PHP in the site with WordPress loaded and answers its output.
 func (b bpSite) php(t *testing.T, code string) string {
 	t.Helper()
-	res, err := b.e.mgr.Exec(b.ctx, b.s.ID, []string{"php", "-r", `require "/srv/site/wordpress/wp-load.php"; require_once ABSPATH . "wp-admin/includes/plugin.php"; ` + code}, nil)
+	res, err := b.e.Sites.Exec(b.ctx, b.s.ID, []string{"php", "-r", `require "/srv/site/wordpress/wp-load.php"; require_once ABSPATH . "wp-admin/includes/plugin.php"; ` + code}, nil)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("php: %v %s %s", err, res.Stdout, res.Stderr)
 	}
@@ -88,7 +90,7 @@ func (b bpSite) phpJSON(t *testing.T, code string, v any) {
 
 func (b bpSite) sh(t *testing.T, cmd string) {
 	t.Helper()
-	res, err := b.e.mgr.Exec(b.ctx, b.s.ID, []string{"sh", "-c", cmd}, nil)
+	res, err := b.e.Sites.Exec(b.ctx, b.s.ID, []string{"sh", "-c", cmd}, nil)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("%s: %v %s %s", cmd, err, res.Stdout, res.Stderr)
 	}
@@ -96,18 +98,18 @@ func (b bpSite) sh(t *testing.T, cmd string) {
 
 // host is a path of the site's WordPress directory seen from the host.
 func (b bpSite) host(rel string) string {
-	return filepath.Join(b.e.mgr.Data(b.s.ID), "wordpress", rel)
+	return filepath.Join(b.e.Sites.Data(b.s.ID), "wordpress", rel)
 }
 
-func step(name string, args map[string]any, blobs ...[]byte) sites.StepRequest {
-	return sites.StepRequest{Step: name, Args: args, Blobs: blobs}
+func step(name string, args map[string]any, blobs ...[]byte) toolbox.StepRequest {
+	return toolbox.StepRequest{Step: name, Args: args, Blobs: blobs}
 }
 
 func fileRef(i int, name string) map[string]any { return map[string]any{"$file": i, "name": name} }
 
 // cli is a wp-cli step as the control plane sends it: the command split,
 // without its leading "wp".
-func cli(t *testing.T, command string) sites.StepRequest {
+func cli(t *testing.T, command string) toolbox.StepRequest {
 	t.Helper()
 	argv, err := blueprint.SplitCommand(command)
 	if err != nil {
@@ -191,7 +193,7 @@ func readGallery(t *testing.T, rel string) []byte {
 	return b
 }
 
-func wantLog(t *testing.T, res *sites.StepResult, subs ...string) {
+func wantLog(t *testing.T, res *toolbox.StepResult, subs ...string) {
 	t.Helper()
 	for _, s := range subs {
 		if !strings.Contains(res.Log, s) {
@@ -217,15 +219,15 @@ func TestBlueprintRunner(t *testing.T) {
 	if _, err := os.Stat(galleryDir); err != nil {
 		t.Fatalf("the Blueprint gallery is needed: %v", err)
 	}
-	e := setUp(t)
+	e := sitestest.SetUp(t)
 	ctx := context.Background()
 	t0 := time.Now()
-	s, err := e.mgr.Create(ctx, req("site_bprun001", "bprun", "Runner Site"))
+	s, err := e.Templates.Create(ctx, sitestest.Req("site_bprun001", "bprun", "Runner Site"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("site ready in %s", time.Since(t0))
-	t.Cleanup(func() { _, _ = e.mgr.Delete(context.Background(), s.ID) })
+	t.Cleanup(func() { _, _ = e.Sites.Delete(context.Background(), s.ID) })
 	b := bpSite{e: e, s: s, ctx: ctx}
 
 	t.Run("refused and unknown steps", func(t *testing.T) {
@@ -281,11 +283,11 @@ func TestBlueprintRunner(t *testing.T) {
 		// Links the site made itself, to read-only and to writable places
 		// outside its WordPress directory.
 		b.sh(t, "ln -s /srv/site/conf /srv/site/wordpress/conflink && ln -s /srv/site/state /srv/site/wordpress/statelink && ln -s /srv/site/state/evil.php /srv/site/wordpress/evillink.php")
-		state := filepath.Join(e.mgr.Data(s.ID), "state")
-		conf := filepath.Join(e.mgr.FS(s.ID), "conf")
+		state := filepath.Join(e.Sites.Data(s.ID), "state")
+		conf := filepath.Join(e.Sites.FS(s.ID), "conf")
 		for _, tc := range []struct {
 			name string
-			req  sites.StepRequest
+			req  toolbox.StepRequest
 		}{
 			{"dot-dot", step("writeFile", map[string]any{"path": "/wordpress/../../etc/x", "data": "x"})},
 			{"relative dot-dot", step("writeFile", map[string]any{"path": "../state/evil.php", "data": "x"})},
@@ -344,7 +346,7 @@ func TestBlueprintRunner(t *testing.T) {
 			{"too big", "more than 1 GiB", hugeEntry(t)},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				for _, req := range []sites.StepRequest{
+				for _, req := range []toolbox.StepRequest{
 					step("unzip", map[string]any{"zipFile": fileRef(0, "bad.zip"), "extractToPath": "/wordpress/badzip"}, tc.zip),
 					step("installPlugin", map[string]any{"pluginData": fileRef(0, "bad.zip")}, tc.zip),
 				} {
@@ -426,14 +428,14 @@ func TestBlueprintRunner(t *testing.T) {
 		b.ok(t, step("defineWpConfigConsts", map[string]any{"consts": map[string]any{"BP_FLAG": true, "BP_NAME": "it's"}}))
 		res := b.ok(t, step("defineWpConfigConsts", map[string]any{"consts": map[string]any{"BP_LIST": []any{1, 2}, "WP_DEBUG": true}, "method": "rewrite-wp-config"}))
 		wantLog(t, res, "WP_DEBUG set to true", "defined BP_LIST")
-		if d, _ := e.mgr.GetDebug(s.ID); !d.WPDebug {
+		if d, _ := e.Box.GetDebug(s.ID); !d.WPDebug {
 			t.Fatal("WP_DEBUG did not reach the debug settings")
 		}
 		b.ok(t, step("defineWpConfigConsts", map[string]any{"consts": map[string]any{"WP_DEBUG": false}}))
 		if got := b.php(t, `echo json_encode(array(BP_FLAG, BP_NAME, BP_LIST, WP_DEBUG));`); got != `[true,"it's",[1,2],false]` {
 			t.Fatalf("constants %q", got)
 		}
-		php, err := os.ReadFile(filepath.Join(e.mgr.Data(s.ID), "state", "constants.php"))
+		php, err := os.ReadFile(filepath.Join(e.Sites.Data(s.ID), "state", "constants.php"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -568,7 +570,7 @@ func TestBlueprintRunner(t *testing.T) {
 			zipEntry{name: "not-a-translation.php", body: "<?php"})
 		plugin := zipOf(t, zipEntry{name: "hello-bp-ja.mo", body: "mo"})
 		req := step("setSiteLanguage", map[string]any{"language": "ja"}, core, plugin)
-		req.LanguagePacks = []sites.LanguagePack{{Type: "core", File: 0, Name: "ja.zip"}, {Type: "plugin", File: 1, Name: "hello-bp-ja.zip"}}
+		req.LanguagePacks = []toolbox.LanguagePack{{Type: "core", File: 0, Name: "ja.zip"}, {Type: "plugin", File: 1, Name: "hello-bp-ja.zip"}}
 		res := b.ok(t, req)
 		wantLog(t, res, "installed the core translation", "installed the plugin translation")
 		for _, rel := range []string{"wp-content/languages/ja.mo", "wp-content/languages/admin-ja.mo", "wp-content/languages/ja.l10n.php", "wp-content/languages/plugins/hello-bp-ja.mo"} {
@@ -910,13 +912,13 @@ func TestBlueprintRunner(t *testing.T) {
 
 	// The oldest image (PHP 7.4, WordPress 5.7) runs the same runner.
 	t.Run("PHP 7.4", func(t *testing.T) {
-		r := req("site_bprun074", "bprun74", "Old Runner Site")
+		r := sitestest.Req("site_bprun074", "bprun74", "Old Runner Site")
 		r.PHPVersion = "7.4"
-		old, err := e.mgr.Create(ctx, r)
+		old, err := e.Templates.Create(ctx, r, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _, _ = e.mgr.Delete(context.Background(), old.ID) })
+		t.Cleanup(func() { _, _ = e.Sites.Delete(context.Background(), old.ID) })
 		o := bpSite{e: e, s: old, ctx: ctx}
 		o.ok(t, step("installPlugin", map[string]any{"pluginData": fileRef(0, "p.zip")},
 			zipOf(t, zipEntry{name: "old-bp/old-bp.php", body: "<?php\n/*\nPlugin Name: Old BP\n*/\n"})))

@@ -1,4 +1,4 @@
-package sites
+package toolbox
 
 import (
 	"bufio"
@@ -40,8 +40,8 @@ const (
 // ListEmails returns the site's captured mail, newest first. The files are
 // read inside the site's container, so nothing the site puts in its mail
 // directory can make the agent read outside the sandbox.
-func (m *Manager) ListEmails(ctx context.Context, id string) ([]Email, error) {
-	res, err := m.Exec(ctx, id, []string{"/bin/sh", "-c",
+func (b *Box) ListEmails(ctx context.Context, id string) ([]Email, error) {
+	res, err := b.sites.Exec(ctx, id, []string{"/bin/sh", "-c",
 		`cd /srv/site/mail || exit 0; ls -1t -- *.eml 2>/dev/null | head -n "$1" | while IFS= read -r f; do
 [ -f "$f" ] || continue; printf '%s %s\n' "$f" "$(head -c "$2" -- "$f" | wc -c)"; head -c "$2" -- "$f"; done`,
 		"sh", strconv.Itoa(maxMails), strconv.Itoa(maxMailBytes)}, nil)
@@ -80,8 +80,8 @@ func (m *Manager) ListEmails(ctx context.Context, id string) ([]Email, error) {
 }
 
 // ClearEmails deletes the captured mail.
-func (m *Manager) ClearEmails(ctx context.Context, id string) error {
-	res, err := m.Exec(ctx, id, []string{"/bin/sh", "-c", `rm -f /srv/site/mail/*.eml /srv/site/mail/*.tmp`}, nil)
+func (b *Box) ClearEmails(ctx context.Context, id string) error {
+	res, err := b.sites.Exec(ctx, id, []string{"/bin/sh", "-c", `rm -f /srv/site/mail/*.eml /srv/site/mail/*.tmp`}, nil)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package sites
+package toolbox
 
 import (
 	"encoding/base64"

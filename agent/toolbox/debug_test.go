@@ -1,4 +1,4 @@
-package sites_test
+package toolbox_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent/sitenet"
 	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/agent/toolbox"
 )
 
 type offNetwork struct{}
@@ -53,7 +54,7 @@ func TestTailDebugLog(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("node secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const max = sites.MaxDebugLogBytes
+	const max = toolbox.MaxDebugLogBytes
 	for _, c := range []struct {
 		name      string
 		make      func(t *testing.T, path string)
@@ -89,7 +90,7 @@ func TestTailDebugLog(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			_ = os.Remove(log)
 			c.make(t, log)
-			exists, content, truncated, err := m.TailDebugLog(context.Background(), id, c.lines)
+			exists, content, truncated, err := toolbox.New(m).TailDebugLog(context.Background(), id, c.lines)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +100,7 @@ func TestTailDebugLog(t *testing.T) {
 			}
 		})
 	}
-	if _, _, _, err := m.TailDebugLog(context.Background(), "site_nope", 1); !errors.Is(err, sites.ErrNotFound) {
+	if _, _, _, err := toolbox.New(m).TailDebugLog(context.Background(), "site_nope", 1); !errors.Is(err, sites.ErrNotFound) {
 		t.Fatalf("an unknown site: %v", err)
 	}
 }

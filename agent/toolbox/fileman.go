@@ -1,4 +1,4 @@
-package sites
+package toolbox
 
 import (
 	"bytes"
@@ -65,7 +65,7 @@ type FileEntry struct {
 // inside the site's container as www-data, so the kernel, not only the
 // checks, keeps it within what the site itself could touch; its output
 // is parsed strictly here, so nothing else reaches the control plane.
-func (m *Manager) Files(ctx context.Context, id string, op FileOp) (*FileAnswer, error) {
+func (b *Box) Files(ctx context.Context, id string, op FileOp) (*FileAnswer, error) {
 	if !fileOps[op.Op] {
 		return nil, &FileError{"invalid", fmt.Sprintf("unknown operation %q", op.Op)}
 	}
@@ -80,7 +80,7 @@ func (m *Manager) Files(ctx context.Context, id string, op FileOp) (*FileAnswer,
 		return nil, &FileError{"too_large", fmt.Sprintf("content is over %d MiB", MaxFileBytes>>20)}
 	}
 	if op.Op == "write" || op.Op == "upload" {
-		if err := m.checkDisk(id, int64(len(op.Content))); err != nil {
+		if err := b.sites.CheckDisk(id, int64(len(op.Content))); err != nil {
 			return nil, &FileError{"disk_full", err.Error()}
 		}
 	}
@@ -90,7 +90,7 @@ func (m *Manager) Files(ctx context.Context, id string, op FileOp) (*FileAnswer,
 		return nil, err
 	}
 	code := strings.TrimPrefix(strings.TrimSpace(fileman), "<?php")
-	res, err := m.Exec(ctx, id, []string{"php", "-d", "memory_limit=-1", "-d", "display_errors=stderr", "-r", code}, req)
+	res, err := b.sites.Exec(ctx, id, []string{"php", "-d", "memory_limit=-1", "-d", "display_errors=stderr", "-r", code}, req)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func (m *Manager) Files(ctx context.Context, id string, op FileOp) (*FileAnswer,
 	}
 	if out.Error != nil {
 		if out.Error.Code == "disk_full" {
-			out.Error.Message = m.diskFullError(id).Error()
+			out.Error.Message = b.sites.DiskFullError(id).Error()
 		}
 		return nil, out.Error
 	}

@@ -1,0 +1,136 @@
+// Package sitestest starts a node's sites for tests of the lifecycle
+// core, the template store and the toolbox.
+package sitestest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/agenttest"
+	"github.com/sandboxd/sandboxd/agent/hostclaim"
+	"github.com/sandboxd/sandboxd/agent/mariadb"
+	"github.com/sandboxd/sandboxd/agent/sitedisk"
+	"github.com/sandboxd/sandboxd/agent/sitenet"
+	"github.com/sandboxd/sandboxd/agent/sites"
+	"github.com/sandboxd/sandboxd/agent/templates"
+	"github.com/sandboxd/sandboxd/agent/toolbox"
+)
+
+// Env is one node's sites on the test binary's containerd: the
+// lifecycle core, its template store and toolbox, and their MariaDB.
+type Env struct {
+	Sites     *sites.Manager
+	Templates *templates.Store
+	Box       *toolbox.Box
+	DB        *mariadb.Server
+	Cfg       sites.Config
+}
+
+// Stock makes fresh sites clones of the node's stock install, as an
+// agent does.
+func Stock(o *Options) { o.Stock = true }
+
+// Options change what SetUp makes.
+type Options struct {
+	Stock bool
+}
+
+// SetUp starts a node's sites (its MariaDB, network and uid claims),
+// all of it gone when the test ends.
+func SetUp(t *testing.T, opts ...func(*Options)) *Env {
+	t.Helper()
+	socket, dir := agenttest.Containerd(t)
+	rt := agenttest.Runtime(t, socket)
+	cat := agenttest.Catalog(t)
+	ctx := context.Background()
+	img, err := cat.MariaDB(ctx, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := mariadb.Start(ctx, rt, mariadb.Config{Image: img, Dir: filepath.Join(dir, "mariadb"), LogWriter: agenttest.LogWriter(t),
+		SystemMaxMB: 512, TempMaxMB: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	// The host's own registry, as every agent's: other tests' agents
+	// (e2e's, run at the same time) hold subnets and uids on this host.
+	claims := hostclaim.DefaultDir
+	uids, err := hostclaim.Open(claims, "uid", agent.FirstSiteUID, agent.SiteUIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subnets, err := hostclaim.Open(claims, "subnet", 0, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	netDir := filepath.Join(dir, "network")
+	name := agent.NetworkName(netDir)
+	network, err := sitenet.New(ctx, sitenet.Config{Dir: netDir, Name: name, Claims: subnets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sitesDir := filepath.Join(dir, "sites")
+	t.Cleanup(func() {
+		// MariaDB first, then what it mounted (the sites' database
+		// volumes hold their disks), the disks and namespaces.
+		if err := rt.Remove(ctx, mariadb.ContainerID); err != nil {
+			t.Error(err)
+		}
+		if err := mariadb.Unmount(filepath.Join(dir, "mariadb")); err != nil {
+			t.Error(err)
+		}
+		disks, _ := filepath.Glob(filepath.Join(sitesDir, "fs", "*", "disk"))
+		for _, d := range disks {
+			if err := sitedisk.Unmount(d); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := sitenet.Shutdown(netDir, name); err != nil {
+			t.Error(err)
+		}
+		if err := errors.Join(subnets.ReleaseUnder(dir), uids.ReleaseUnder(dir)); err != nil {
+			t.Error(err)
+		}
+	})
+	cfg := sites.Config{Dir: sitesDir, Runtime: rt, Images: cat, DB: db, Network: network, UIDs: uids, LogWriter: agenttest.LogWriter(t)}
+	var o Options
+	for _, f := range opts {
+		f(&o)
+	}
+	mgr, err := sites.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Env{Sites: mgr, Templates: templates.New(templates.Config{Sites: mgr, DB: db, Stock: o.Stock}), Box: toolbox.New(mgr), DB: db, Cfg: cfg}
+}
+
+// Get answers a GET of a site's address with the host name given.
+func Get(t *testing.T, addr string, host, path string, cookies ...*http.Cookie) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+	req.Host = host
+	for _, c := range cookies {
+		req.AddCookie(c)
+	}
+	c := &http.Client{Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// Req asks for a site on PHP 8.2 at <slug>.localhost:8081.
+func Req(id, slug, name string) sites.CreateRequest {
+	return sites.CreateRequest{ID: id, Slug: slug, Name: name, PHPVersion: "8.2",
+		URL: "http://" + slug + ".localhost:8081", AdminUser: "admin", AdminEmail: "admin@example.com"}
+}
