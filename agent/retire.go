@@ -86,7 +86,7 @@ func retire(ctx context.Context, dir, claimsDir string) error {
 	// Under a long data dir the containerd it started lives in the
 	// temporary directory (a unix socket's path is short).
 	if ctd := containerdDir(dir); !strings.HasPrefix(ctd, dir+"/") {
-		if err := RemoveDataDir(ctd); err != nil {
+		if err := removeTempDir(ctd); err != nil {
 			return err
 		}
 	}
@@ -108,15 +108,22 @@ func RemoveDataDir(dir string) error {
 	} else if err != nil {
 		return err
 	}
+	if real == "/" {
+		return fmt.Errorf("remove %s: refusing to remove the root directory", dir)
+	}
 	mounts, err := mountsUnder(real)
 	if err != nil {
 		return err
 	}
-	// A data dir that is a file system of its own is emptied, and stays.
+	// A data dir that is a file system of its own is emptied, and stays;
+	// only one an agent made (a mistyped --data-dir naming /home is not).
 	own := slices.Contains(mounts, real)
 	mounts = slices.DeleteFunc(mounts, func(m string) bool { return m == real })
 	if len(mounts) > 0 {
 		return fmt.Errorf("remove %s: still mounted under it, so nothing was removed: %s", dir, strings.Join(mounts, ", "))
+	}
+	if own && !madeByAgent(real) {
+		return fmt.Errorf("remove %s: it is a mount point and no agent's data dir (no %s in it or in its agent/), so nothing was removed", dir, namespaceRecord)
 	}
 	if own {
 		ents, err := os.ReadDir(real)
@@ -136,6 +143,34 @@ func RemoveDataDir(dir string) error {
 	return nil
 }
 
+// madeByAgent reports whether dir is an agent's data dir, or a dev data
+// dir holding one in agent/.
+func madeByAgent(dir string) bool {
+	for _, p := range []string{filepath.Join(dir, namespaceRecord), filepath.Join(dir, "agent", namespaceRecord)} {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
+			return true
+		}
+	}
+	return false
+}
+
+// removeTempDir removes the containerd directory an agent keeps in the
+// temporary directory, where anyone may create names: only a real
+// directory of root's is removed, never what a link leads to.
+func removeTempDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || st.Uid != 0 {
+		return fmt.Errorf("remove %s: not a directory of root's (a link, or another user's), so nothing was removed", dir)
+	}
+	return RemoveDataDir(dir)
+}
+
 // mountsUnder lists the mount points at or below dir.
 func mountsUnder(dir string) ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
@@ -153,7 +188,7 @@ func mountsUnder(dir string) ([]string, error) {
 		}
 		// Mount points escape spaces and the like as octal (\040).
 		mp := unescapeMount(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+		if mp == dir || strings.HasPrefix(mp, strings.TrimSuffix(dir, "/")+"/") {
 			out = append(out, mp)
 		}
 	}

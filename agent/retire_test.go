@@ -90,6 +90,17 @@ func TestRemoveDataDirThatIsAMount(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "sites", "fs"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	// A mount point that no agent made (a --data-dir mistyped as /home)
+	// is refused, whole.
+	if err := RemoveDataDir(dir); err == nil || !strings.Contains(err.Error(), "no agent's data dir") {
+		t.Fatalf("a mount point without an agent's record: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sites", "fs")); err != nil {
+		t.Fatalf("the refused mount point lost its files: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, namespaceRecord), []byte("ns\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// Through a link to it, as a data dir under /var/lib may be.
 	link := filepath.Join(t.TempDir(), "link")
 	if err := os.Symlink(dir, link); err != nil {
@@ -100,6 +111,30 @@ func TestRemoveDataDirThatIsAMount(t *testing.T) {
 	}
 	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
 		t.Fatalf("the mounted data dir was not emptied: %v %v", ents, err)
+	}
+}
+
+// TestRemoveDataDirRefusesTheRoot: --data-dir / (an empty variable in
+// a script) removes nothing; nor does a containerd dir in the temporary
+// directory that is a link someone planted.
+func TestRemoveDataDirRefusesTheRoot(t *testing.T) {
+	hosttest.Root(t)
+	if err := RemoveDataDir("/"); err == nil {
+		t.Fatal("the root directory was not refused")
+	}
+	target := t.TempDir()
+	if err := os.WriteFile(filepath.Join(target, "keep"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "sandboxd-ctd-planted")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeTempDir(link); err == nil {
+		t.Fatal("a link in the temporary directory was followed")
+	}
+	if _, err := os.Stat(filepath.Join(target, "keep")); err != nil {
+		t.Fatalf("the link's target lost its files: %v", err)
 	}
 }
 

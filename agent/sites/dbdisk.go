@@ -114,7 +114,7 @@ func (m *Manager) guardDB(ctx context.Context, s *Site) error {
 func (m *Manager) AttachDisks() error {
 	var errs []error
 	for _, s := range m.List() {
-		if s.UID == 0 || s.Scratch {
+		if s.UID == 0 || s.scratch() {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(m.FS(s.ID), "disk.img")); errors.Is(err, os.ErrNotExist) {

@@ -528,7 +528,7 @@ func (m *Manager) Remake(ctx context.Context, id string, src *Source) (*Site, er
 		return nil, ErrNotFound
 	}
 	img := s.Image
-	if src != nil && src.Template != s.Template {
+	if src != nil && (src.Template != s.Template || src.PHPVersion != s.PHPVersion) {
 		var err error
 		if img, err = m.cfg.Images.PHP(ctx, m.cfg.Runtime, src.PHPVersion); err != nil {
 			return nil, err
@@ -620,7 +620,7 @@ func (m *Manager) Running(ctx context.Context, id string) (bool, error) {
 func (m *Manager) Reattach(ctx context.Context) error {
 	var errs []error
 	for _, s := range m.List() {
-		if s.Scratch {
+		if s.scratch() {
 			// A build cut short (a stock template's): its next build starts over.
 			if _, err := m.Delete(ctx, s.ID); err != nil {
 				errs = append(errs, fmt.Errorf("site %s: %w", s.ID, err))

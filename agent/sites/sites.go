@@ -407,6 +407,11 @@ func (m *Manager) Data(id string) string { return filepath.Join(m.FS(id), "disk"
 // no container of the site mounts, the node's MariaDB's own.
 func (m *Manager) dbDir(id string) string { return filepath.Join(m.Data(id), "mariadb") }
 
+// scratch reports whether the site was made to build something from
+// (Scratch), or is one an agent before that field made for a stock
+// template (its id says so).
+func (s *Site) scratch() bool { return s.Scratch || strings.HasPrefix(s.ID, "site_stock") }
+
 // Addr is where the site's web server answers: its own address, Port.
 func (s *Site) Addr() string {
 	return net.JoinHostPort(s.IP, strconv.Itoa(Port))

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/sandboxd/sandboxd/agent/artifact"
 	"github.com/sandboxd/sandboxd/agent/sites"
@@ -62,12 +61,6 @@ func (st *Store) Import(ctx context.Context, id string, r io.Reader) (*Template,
 		return t, nil
 	} else if !errors.Is(err, sites.ErrNotFound) {
 		return nil, err
-	}
-	l, _ := st.imports.LoadOrStore(id, &sync.Mutex{})
-	l.(*sync.Mutex).Lock()
-	defer l.(*sync.Mutex).Unlock()
-	if t, err := st.Get(id); err == nil {
-		return t, nil
 	}
 	return st.build(ctx, id, ".import", func(tmp string) (*Template, error) {
 		var t Template

@@ -54,8 +54,8 @@ type Store struct {
 	cfg   Config
 	sites *sites.Manager
 	log   *slog.Logger
-	// imports serialises the import of each template id.
-	imports sync.Map
+	// builds serialises the making (freeze or import) of each template id.
+	builds sync.Map
 }
 
 // New makes a store over the sites' manager's template directory.
@@ -195,6 +195,8 @@ func (st *Store) Reset(ctx context.Context, id string) (*sites.Site, error) {
 			return nil, fmt.Errorf("the template of site %s: %w", s.ID, err)
 		}
 		src = t.Source(s.Stock)
+		// A reset keeps the PHP version the site was switched to.
+		src.PHPVersion = s.PHPVersion
 	}
 	return st.sites.Remake(ctx, id, src)
 }
@@ -256,6 +258,14 @@ func (st *Store) freeze(ctx context.Context, siteID, id string, restart bool) (*
 // ending in suffix) with fill, and moves it there with its record once
 // fill is done: a failed build leaves neither files nor a database.
 func (st *Store) build(ctx context.Context, id, suffix string, fill func(tmp string) (*Template, error)) (*Template, error) {
+	// One build of an id at a time (a job retried while the first runs):
+	// the second finds the first's template.
+	l, _ := st.builds.LoadOrStore(id, &sync.Mutex{})
+	l.(*sync.Mutex).Lock()
+	defer l.(*sync.Mutex).Unlock()
+	if t, err := st.Get(id); err == nil {
+		return t, nil
+	}
 	dir := st.dir(id)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return nil, err
