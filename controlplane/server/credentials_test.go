@@ -13,7 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sandboxd/sandboxd/controlplane/members"
+	"github.com/sandboxd/sandboxd/controlplane/memberspec"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/internal/enroll"
@@ -187,7 +187,7 @@ func TestOperatorTokens(t *testing.T) {
 	op := st.Operator(t, s)
 	r := op.Do("POST", "/api/admin/operator-tokens", map[string]any{"name": "alice"}).Must(t, 201)
 	tok, id := r.Str("token"), r.Str("operatorToken.id")
-	if !strings.HasPrefix(tok, members.OperatorTokenPrefix) {
+	if !strings.HasPrefix(tok, memberspec.OperatorTokenPrefix) {
 		t.Fatalf("token %q", tok)
 	}
 	alice := st.NewClient(t, s.URL(), tok)
@@ -303,7 +303,7 @@ func TestRejoinSupersedesOldCertificates(t *testing.T) {
 		return err
 	}
 	unnamed := func() string {
-		tok, _, err := s.Members().CreateJoinToken(ctx, members.JoinTokenOptions{Role: pki.RoleAgent})
+		tok, _, err := s.Members().CreateJoinToken(ctx, memberspec.JoinTokenOptions{Role: pki.RoleAgent})
 		if err != nil {
 			t.Fatal(err)
 		}
