@@ -14,7 +14,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/apiclient"
 	"github.com/sandboxd/sandboxd/controlplane/api"
-	"github.com/sandboxd/sandboxd/controlplane/members"
+	"github.com/sandboxd/sandboxd/controlplane/memberspec"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/pki"
@@ -84,7 +84,7 @@ func startCluster(ctx context.Context, name, dir string, heartbeat time.Duration
 		if i > 0 {
 			lead := c.servers[0]
 			cfg.Join = []string{lead.ClusterURL()}
-			tok, _, err := lead.Members().CreateJoinToken(ctx, members.JoinTokenOptions{Role: pki.RoleServer, Name: cfg.NodeID})
+			tok, _, err := lead.Members().CreateJoinToken(ctx, memberspec.JoinTokenOptions{Role: pki.RoleServer, Name: cfg.NodeID})
 			if err != nil {
 				return c, fmt.Errorf("%s: join token for %s: %w", name, cfg.NodeID, err)
 			}
@@ -265,7 +265,7 @@ func (c *cluster) joinTokens(ctx context.Context, names []string) ([]string, err
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			out[i], _, errs[i] = l.Members().CreateJoinToken(ctx, members.JoinTokenOptions{Role: pki.RoleAgent, Name: n})
+			out[i], _, errs[i] = l.Members().CreateJoinToken(ctx, memberspec.JoinTokenOptions{Role: pki.RoleAgent, Name: n})
 		}()
 	}
 	wg.Wait()

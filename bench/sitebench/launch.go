@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/controlplane/webhooks"
+	"github.com/sandboxd/sandboxd/controlplane/webhookspec"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
 
@@ -219,7 +220,7 @@ func (s *system) webhookPhase(ctx context.Context, token, tplID string) error {
 				defer wg.Done()
 				for next.Add(1) <= events {
 					_, _ = sender.Send(ctx, webhooks.Message{URL: rcv.URL + "/hook", Secret: "whsec_bench", DeliveryID: ids.New(ids.Delivery),
-						EventID: ids.New(ids.Event), Event: webhooks.DemoReady, Body: []byte(`{"type":"demo.ready"}`)})
+						EventID: ids.New(ids.Event), Event: webhookspec.DemoReady, Body: []byte(`{"type":"demo.ready"}`)})
 				}
 			}()
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/sandboxd/sandboxd/apiclient"
 	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/sealing"
+	"github.com/sandboxd/sandboxd/controlplane/sealingspec"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 )
 
@@ -318,13 +319,13 @@ func runAdmin(args []string, out io.Writer) error {
 			fmt.Fprintf(out, "%s\t%s\tcertificate expires %s\n", m["id"], state, m["expiresAt"])
 		}
 	case "sealing-key status":
-		var res struct{ Servers []sealing.Status }
+		var res struct{ Servers []sealingspec.Status }
 		if err := c.do("GET", "/api/admin/sealing-key", nil, &res); err != nil {
 			return err
 		}
 		printKeyrings(out, res.Servers)
 	case "rotate-sealing-key":
-		var res struct{ Rotation sealing.Rotation }
+		var res struct{ Rotation sealingspec.Rotation }
 		if err := c.do("POST", "/api/admin/sealing-key/rotate", map[string]bool{"dryRun": *dryRun}, &res); err != nil {
 			return err
 		}
@@ -474,12 +475,12 @@ func orDash(s string) string {
 	return s
 }
 
-func printKeyrings(out io.Writer, servers []sealing.Status) {
+func printKeyrings(out io.Writer, servers []sealingspec.Status) {
 	for _, st := range servers {
 		switch {
 		case st.Error != "":
 			fmt.Fprintf(out, "%s\tnot asked: %s\n", st.Server, st.Error)
-		case st.ClusterCA == sealing.CAUnreadable:
+		case st.ClusterCA == sealingspec.CAUnreadable:
 			fmt.Fprintf(out, "%s\tkeys %s\tCANNOT OPEN the cluster's values: they need key %s\n", st.Server,
 				strings.Join(st.KeyIDs, ","), orBefore(st.ClusterCAKeyID))
 		default:
@@ -490,7 +491,7 @@ func printKeyrings(out io.Writer, servers []sealing.Status) {
 }
 
 // printRotation says what a rotation did and what the operator does next.
-func printRotation(out io.Writer, r sealing.Rotation) {
+func printRotation(out io.Writer, r sealingspec.Rotation) {
 	if r.DryRun {
 		fmt.Fprintf(out, "dry run: %d values would be resealed with key %s; %d already are\n", r.Resealed, r.KeyID, r.AlreadyCurrent)
 	} else {

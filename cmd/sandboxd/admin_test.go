@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sandboxd/sandboxd/controlplane/api"
-	"github.com/sandboxd/sandboxd/controlplane/sealing"
+	"github.com/sandboxd/sandboxd/controlplane/sealingspec"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/internal/seal"
 )
@@ -61,16 +61,16 @@ func TestSealingKeyIDs(t *testing.T) {
 func TestPrintRotation(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		r    sealing.Rotation
+		r    sealingspec.Rotation
 		want []string
 		not  []string
 	}{
-		{name: "done", r: sealing.Rotation{KeyID: "00aa", Resealed: 7, AlreadyCurrent: 2},
+		{name: "done", r: sealingspec.Rotation{KeyID: "00aa", Resealed: 7, AlreadyCurrent: 2},
 			want: []string{"resealed 7 values with key 00aa; 2 already were", "keep only the first key (id 00aa)", "reseal 0 values"},
 			not:  []string{"NOT RESEALED"}},
-		{name: "unreadable", r: sealing.Rotation{KeyID: "00aa", Resealed: 1, Unreadable: []sealing.Unreadable{{Kind: "edge-certificate", KeyID: "", Count: 2}}},
+		{name: "unreadable", r: sealingspec.Rotation{KeyID: "00aa", Resealed: 1, Unreadable: []sealingspec.Unreadable{{Kind: "edge-certificate", KeyID: "", Count: 2}}},
 			want: []string{"NOT RESEALED: 2 edge-certificate values", "a key from before key ids", "re-enter those secrets"}},
-		{name: "dry run", r: sealing.Rotation{KeyID: "00aa", Resealed: 3, DryRun: true},
+		{name: "dry run", r: sealingspec.Rotation{KeyID: "00aa", Resealed: 3, DryRun: true},
 			want: []string{"dry run: 3 values would be resealed with key 00aa"}, not: []string{"Next:"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,9 +11,6 @@ import (
 	"github.com/sandboxd/sandboxd/internal/sitepath"
 )
 
-// CodeFileNotFound answers a file-manager call on a path that does not exist.
-const CodeFileNotFound = sitespec.CodeFileNotFound
-
 // FileWrite is the JSON body of POST …/files/write.
 type FileWrite struct {
 	ContentBase64 *string `json:"contentBase64" doc:"The file's new content, standard base64. Required."`
@@ -54,7 +51,7 @@ func decodeStdBase64(s string) ([]byte, error) { return base64.StdEncoding.Stric
 
 var (
 	fileParams = map[string]string{"id": "site", "op": "fileop"}
-	fileErrs   = []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest, CodeFileNotFound, apierr.CodeConflict,
+	fileErrs   = []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest, sitespec.CodeFileNotFound, apierr.CodeConflict,
 		apierr.CodePayloadTooLarge, apierr.CodePlanLimitReached}
 	pathDoc = "Path relative to the WordPress root, base64url (RFC 4648 §5) without padding."
 )

@@ -17,12 +17,6 @@ import (
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
-// CodeLibraryEntryNotFound is the contract's code for an unknown entry.
-const CodeLibraryEntryNotFound = libraryspec.CodeEntryNotFound
-
-// MaxZipBytes bounds a plugin or theme ZIP (upload, release or URL).
-const MaxZipBytes = libraryspec.MaxZipBytes
-
 // Library is what the Library routes need from the library service.
 type Library interface {
 	Upload(ctx context.Context, ans *writes.Answer[state.LibraryEntry], ws *state.Workspace, filename string, zip []byte, licenseKey *string) (*state.LibraryEntry, error)
@@ -109,13 +103,13 @@ type libraryRoutes struct {
 func (a libraryRoutes) registerLibrary(r *rest.Router) {
 	read := guard{scope: scopeWorkspace}
 	write := guard{scope: scopeWorkspace, capability: access.Reusables}
-	nf := []string{CodeLibraryEntryNotFound}
+	nf := []string{libraryspec.CodeEntryNotFound}
 	a.bearer(r, read, rest.Route{Method: "GET", Path: "/api/app/plugin-library", Tag: "library",
 		Summary: "List the workspace's Library.", Response: libraryListResponse{}, Handler: a.listLibrary})
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/plugin-library", Tag: "library", Status: http.StatusCreated,
 		Summary:   "Upload a plugin or theme ZIP (up to 64 MiB). kind, name and slug come from its WordPress header.",
 		Multipart: map[string]string{"file": "file: the ZIP.", "licenseKey": "Optional license key; stored sealed."},
-		Response:  libraryEntryResponse{}, MaxBody: MaxZipBytes + 1<<20, Idempotent: true,
+		Response:  libraryEntryResponse{}, MaxBody: libraryspec.MaxZipBytes + 1<<20, Idempotent: true,
 		Errors: []string{apierr.CodeInvalidRequest, apierr.CodePayloadTooLarge, apierr.CodeConflict, apierr.CodePlanLimitReached}, Handler: a.uploadLibrary})
 	a.bearer(r, write, rest.Route{Method: "POST", Path: "/api/app/plugin-library/github", Tag: "library", Status: http.StatusCreated,
 		Summary: "Add a repository entry: the latest release's ZIP asset is fetched and its tag kept as version.",
@@ -143,7 +137,7 @@ func (a *base) entryIn(req *http.Request) (*state.LibraryEntry, error) {
 		return nil, err
 	}
 	if e == nil {
-		return nil, apierr.NotFound(CodeLibraryEntryNotFound, "library entry")
+		return nil, apierr.NotFound(libraryspec.CodeEntryNotFound, "library entry")
 	}
 	return e, nil
 }

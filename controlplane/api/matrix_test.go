@@ -15,9 +15,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
+	"github.com/sandboxd/sandboxd/controlplane/libraryspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
@@ -439,7 +439,7 @@ func TestIdsInBodiesStayInTheirWorkspace(t *testing.T) {
 	deploy := func(lib string) *st.Response {
 		return alice.Do("POST", "/api/app/sites/"+alices.ids["site"]+"/plugins", map[string]any{"libraryPlugin": lib})
 	}
-	if r := deploy(mallorys.ids["library"]); r.Status != 404 || r.Code() != api.CodeLibraryEntryNotFound {
+	if r := deploy(mallorys.ids["library"]); r.Status != 404 || r.Code() != libraryspec.CodeEntryNotFound {
 		t.Fatalf("deploy of another workspace's entry: %d %s", r.Status, r.Raw)
 	}
 	// Own entry: found; the site (on a node that answers nothing) is not ready.
@@ -453,7 +453,7 @@ func TestIdsInBodiesStayInTheirWorkspace(t *testing.T) {
 			"Accept", "application/json, text/event-stream").Must(t, 200)
 		return string(r.Raw)
 	}
-	if out := tool(alice.Client, mallorys.ids["library"]); !strings.Contains(out, api.CodeLibraryEntryNotFound) {
+	if out := tool(alice.Client, mallorys.ids["library"]); !strings.Contains(out, libraryspec.CodeEntryNotFound) {
 		t.Fatalf("MCP read of another workspace's entry: %s", out)
 	}
 	if out := tool(alice.Client, alices.ids["library"]); !strings.Contains(out, "no license key is stored") {

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/libraryspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 )
 
@@ -80,7 +81,7 @@ func (a mcpRoutes) readLicense(ctx context.Context, c *Caller, plugin string) (L
 		return LicenseToolOutput{}, err
 	}
 	if e == nil {
-		return LicenseToolOutput{}, fmt.Errorf("%s: no Library entry %q in this workspace", CodeLibraryEntryNotFound, plugin)
+		return LicenseToolOutput{}, fmt.Errorf("%s: no Library entry %q in this workspace", libraryspec.CodeEntryNotFound, plugin)
 	}
 	key, err := a.library.ReadLicense(ctx, e, c.Account.ID)
 	if err != nil {

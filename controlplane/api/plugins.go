@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/libraryspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -43,8 +44,8 @@ func (a pluginRoutes) register(r *rest.Router) {
 			"Replaces an installed copy of the same directory. Poll the job: a zipUrl is downloaded and checked by the job, " +
 			"so a bad download is the job's error (zip_fetch_failed, payload_too_large, invalid_request), not this answer's.",
 		Request: DeployPluginRequest{}, Multipart: map[string]string{"file": "file: the ZIP.", "activate": "true or false."},
-		Response: deployResponse{}, MaxBody: MaxZipBytes + 1<<20, Idempotent: true,
-		Errors: append(errs, CodeLibraryEntryNotFound, apierr.CodePayloadTooLarge), Handler: a.deployPlugin})
+		Response: deployResponse{}, MaxBody: libraryspec.MaxZipBytes + 1<<20, Idempotent: true,
+		Errors: append(errs, libraryspec.CodeEntryNotFound, apierr.CodePayloadTooLarge), Handler: a.deployPlugin})
 }
 
 func (a pluginRoutes) listPlugins(w http.ResponseWriter, req *http.Request) error {

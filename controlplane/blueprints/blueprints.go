@@ -70,16 +70,16 @@ const SchemaVersion = 1
 // Validate checks a source, and adapts it when asked; saved, when set,
 // is the Blueprint it belongs to (a bundle's files count); workspaceID,
 // when set, the caller's workspace (its Library counts).
-func (s *Service) Validate(src []byte, adapt bool, saved *state.Blueprint, workspaceID string) (*Validation, error) {
+func (s *Service) Validate(src []byte, adapt bool, saved *state.Blueprint, workspaceID string) (*blueprintspec.Validation, error) {
 	env := s.EnvIn(workspaceID, saved)
 	res := blueprint.Check(src, env)
-	v := &Validation{Valid: res.Valid, CompatReport: res.Report}
+	v := &blueprintspec.Validation{Valid: res.Valid, CompatReport: res.Report}
 	if adapt {
 		ad, err := blueprint.Adapt(src, env)
 		if err != nil {
 			return nil, apierr.Invalid("source", "%v", err)
 		}
-		v.Adapted = &Adaptation{Source: ad.Source, Changes: ad.Changes, Valid: ad.Result.Valid}
+		v.Adapted = &blueprintspec.Adaptation{Source: ad.Source, Changes: ad.Changes, Valid: ad.Result.Valid}
 	}
 	return v, nil
 }
@@ -102,7 +102,7 @@ func (s *Service) Import(ctx context.Context, rawURL string) (source []byte, sou
 	if s.cfg.Fetch == nil {
 		return nil, "", apierr.Unavailable("fetching URLs is not configured")
 	}
-	body, err := s.cfg.Fetch(ctx, sourceURL, maxSource)
+	body, err := s.cfg.Fetch(ctx, sourceURL, blueprintspec.MaxSource)
 	if err != nil {
 		return nil, "", apierr.Invalid("url", "%s could not be fetched: %v", sourceURL, err).With("sourceUrl", sourceURL)
 	}
@@ -126,7 +126,7 @@ func zipRefused() error {
 // change that needs review is applied only when AdaptationsAccepted,
 // else the upload is refused, as is one whose source still cannot run.
 // A preview answers what a save would do.
-func (s *Service) Upload(ctx context.Context, in Upload) (*UploadResult, error) {
+func (s *Service) Upload(ctx context.Context, in blueprintspec.Upload) (*blueprintspec.UploadResult, error) {
 	zip, err := s.bundleOf(ctx, in)
 	if err != nil {
 		return nil, err
@@ -135,7 +135,7 @@ func (s *Service) Upload(ctx context.Context, in Upload) (*UploadResult, error) 
 	if err != nil {
 		return nil, apierr.Invalid("bundle", "%v", err)
 	}
-	src, err := Source(b.Source, "bundle")
+	src, err := blueprintspec.Source(b.Source, "bundle")
 	if err != nil {
 		return nil, err
 	}
@@ -145,10 +145,10 @@ func (s *Service) Upload(ctx context.Context, in Upload) (*UploadResult, error) 
 	if err != nil {
 		return nil, apierr.Invalid("bundle", "blueprint.json: %v", err)
 	}
-	res := &UploadResult{}
+	res := &blueprintspec.UploadResult{}
 	chosen := src
 	if len(ad.Changes) > 0 {
-		res.Adapted = &Adaptation{Source: ad.Source, Changes: ad.Changes, Valid: ad.Result.Valid}
+		res.Adapted = &blueprintspec.Adaptation{Source: ad.Source, Changes: ad.Changes, Valid: ad.Result.Valid}
 		if !ad.ReviewRequired() || in.AdaptationsAccepted {
 			chosen = ad.Source
 		} else if !in.Preview {
@@ -226,7 +226,7 @@ func (s *Service) roomFor(ws *state.Workspace) error {
 }
 
 // bundleOf is an upload's ZIP, from the request or its URL.
-func (s *Service) bundleOf(ctx context.Context, in Upload) ([]byte, error) {
+func (s *Service) bundleOf(ctx context.Context, in blueprintspec.Upload) ([]byte, error) {
 	switch {
 	case len(in.Bundle) > 0 && in.BundleURL != "":
 		return nil, apierr.Invalid("bundle", "send a bundle file or a bundleUrl, not both")
@@ -270,7 +270,7 @@ func titleOf(src []byte) string {
 // Create saves a Blueprint with its report, within the owner's quota.
 // A source with error findings is saved too: the report says what keeps
 // it from running.
-func (s *Service) Create(ctx context.Context, in Create) (*state.Blueprint, error) {
+func (s *Service) Create(ctx context.Context, in blueprintspec.Create) (*state.Blueprint, error) {
 	name, err := naming.Name(in.Name)
 	if err != nil {
 		return nil, err
@@ -374,7 +374,7 @@ func (s *Service) setSourceIn(b *state.Blueprint, src []byte, env blueprint.Env)
 
 // Update applies a PATCH over the Blueprint it read; one that changed
 // meanwhile is read again and the PATCH applied to it.
-func (s *Service) Update(ctx context.Context, b *state.Blueprint, p Patch) (*state.Blueprint, error) {
+func (s *Service) Update(ctx context.Context, b *state.Blueprint, p blueprintspec.Patch) (*state.Blueprint, error) {
 	for try := 0; ; try++ {
 		next := *b
 		var err error
@@ -401,11 +401,11 @@ func (s *Service) Update(ctx context.Context, b *state.Blueprint, p Patch) (*sta
 		case err == nil:
 			return &next, nil
 		case errors.Is(err, state.ErrNotFound):
-			return nil, NotFound()
+			return nil, blueprintspec.NotFound()
 		case !errors.Is(err, state.ErrStale) || try == 4:
 			return nil, err
 		}
-		if b, err = In(s.cfg.Store, b.WorkspaceID, b.ID); err != nil {
+		if b, err = blueprintspec.In(s.cfg.Store, b.WorkspaceID, b.ID); err != nil {
 			return nil, err
 		}
 	}
@@ -422,21 +422,3 @@ func (s *Service) Delete(ctx context.Context, b *state.Blueprint) error {
 	}
 	return nil
 }
-
-// The blueprintspec names, under their old names here.
-type (
-	Validation   = blueprintspec.Validation
-	Adaptation   = blueprintspec.Adaptation
-	Upload       = blueprintspec.Upload
-	UploadResult = blueprintspec.UploadResult
-	Create       = blueprintspec.Create
-	Patch        = blueprintspec.Patch
-)
-
-const maxSource = blueprintspec.MaxSource
-
-var (
-	NotFound = blueprintspec.NotFound
-	In       = blueprintspec.In
-	Source   = blueprintspec.Source
-)

@@ -49,7 +49,7 @@ func (s *Service) runnable(src []byte, env blueprint.Env) (*blueprint.Blueprint,
 	return nil, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "%s", msg).With("compatReport", errs)
 }
 
-func (s *Service) newRun(c Caller, b *state.Blueprint, src []byte, mode string) state.BlueprintRun {
+func (s *Service) newRun(c blueprintspec.Caller, b *state.Blueprint, src []byte, mode string) state.BlueprintRun {
 	run := state.BlueprintRun{ID: ids.New(ids.Run), WorkspaceID: c.Workspace.ID, CreatedByUserID: c.By.ID, Mode: mode,
 		Status: state.RunPending, Source: src, Steps: []state.RunStep{}, CreatedAt: s.now()}
 	if b != nil {
@@ -75,7 +75,7 @@ func (s *Service) phpFor(bp *blueprint.Blueprint, env blueprint.Env) string {
 
 // CreateSite makes a site from a saved Blueprint: the site (creating)
 // and its run (pending), which its job carries out once the site is up.
-func (s *Service) CreateSite(ctx context.Context, c Caller, b *state.Blueprint, name string) (*state.Site, *state.BlueprintRun, error) {
+func (s *Service) CreateSite(ctx context.Context, c blueprintspec.Caller, b *state.Blueprint, name string) (*state.Site, *state.BlueprintRun, error) {
 	if s.cfg.Sites == nil {
 		return nil, nil, apierr.Unavailable("sites cannot be made here")
 	}
@@ -98,7 +98,7 @@ func (s *Service) CreateSite(ctx context.Context, c Caller, b *state.Blueprint, 
 }
 
 // Apply runs a saved Blueprint (b) or a source on a ready site.
-func (s *Service) Apply(ctx context.Context, c Caller, site *state.Site, b *state.Blueprint, src []byte) (*state.BlueprintRun, error) {
+func (s *Service) Apply(ctx context.Context, c blueprintspec.Caller, site *state.Site, b *state.Blueprint, src []byte) (*state.BlueprintRun, error) {
 	if site.Status != state.SiteReady || site.Move != nil {
 		return nil, apierr.Invalid("siteId", "the site is %s; a Blueprint runs on a ready site", site.Status).With("status", site.Status)
 	}
@@ -106,8 +106,8 @@ func (s *Service) Apply(ctx context.Context, c Caller, site *state.Site, b *stat
 	env.Reach = nil
 	if b != nil {
 		src = b.Source
-	} else if len(src) > maxSource {
-		return nil, apierr.Invalid("source", "source is larger than %d KiB", maxSource>>10)
+	} else if len(src) > blueprintspec.MaxSource {
+		return nil, apierr.Invalid("source", "source is larger than %d KiB", blueprintspec.MaxSource>>10)
 	}
 	// A Blueprint applied to a site runs on the site's own versions (its
 	// preferredVersions pick those of sites made from it).
@@ -131,7 +131,7 @@ func (s *Service) Apply(ctx context.Context, c Caller, site *state.Site, b *stat
 // the freeze. With rebake set (a ready template baked from this
 // Blueprint), the rebuild is folded into that template once ready: it
 // keeps its id, slug and launch token, and is what Bake returns.
-func (s *Service) Bake(ctx context.Context, c Caller, b *state.Blueprint, name, description, rebake string) (*state.Template, *state.BlueprintRun, error) {
+func (s *Service) Bake(ctx context.Context, c blueprintspec.Caller, b *state.Blueprint, name, description, rebake string) (*state.Template, *state.BlueprintRun, error) {
 	if s.cfg.Sites == nil {
 		return nil, nil, apierr.Unavailable("sites cannot be made here")
 	}
@@ -248,6 +248,3 @@ func (s *Service) RunIn(workspaceID, blueprintID, runID string) (*state.Blueprin
 // UnsavedID stands for the Blueprint of a run of a source applied
 // without saving it: GET /api/app/blueprints/unsaved/runs/{runId}.
 const UnsavedID = "unsaved"
-
-// Caller is blueprintspec's, under its old name here.
-type Caller = blueprintspec.Caller

@@ -91,20 +91,20 @@ func SiteHost(site *state.Site) string {
 }
 
 // Records are the DNS records d needs, and the target they point at.
-func (s *Service) Records(site *state.Site, d *state.Domain) ([]Record, string) {
+func (s *Service) Records(site *state.Site, d *state.Domain) ([]domainspec.Record, string) {
 	if !d.Apex {
 		host := SiteHost(site)
-		return []Record{{Type: "CNAME", Name: d.Hostname, Value: host}}, host
+		return []domainspec.Record{{Type: "CNAME", Name: d.Hostname, Value: host}}, host
 	}
-	var out []Record
+	var out []domainspec.Record
 	for _, a := range s.cfg.EdgeAddrs {
 		t := "A"
 		if a.Is6() {
 			t = "AAAA"
 		}
-		out = append(out, Record{Type: t, Name: d.Hostname, Value: a.String()})
+		out = append(out, domainspec.Record{Type: t, Name: d.Hostname, Value: a.String()})
 	}
-	out = append(out, Record{Type: "TXT", Name: TXTName(d.Hostname), Value: TXTValue(d.VerifyToken)})
+	out = append(out, domainspec.Record{Type: "TXT", Name: TXTName(d.Hostname), Value: TXTValue(d.VerifyToken)})
 	target := ""
 	if len(s.cfg.EdgeAddrs) > 0 {
 		target = s.cfg.EdgeAddrs[0].String()
@@ -161,7 +161,7 @@ func (s *Service) Connect(ctx context.Context, site *state.Site, raw string) (*s
 // (details.record).
 func (s *Service) takeOver(ctx context.Context, site *state.Site, d state.Domain, holder *state.Domain) (*state.Domain, error) {
 	token := ClaimToken(site.ID, d.Hostname)
-	record := Record{Type: "TXT", Name: TXTName(d.Hostname), Value: TXTValue(token)}
+	record := domainspec.Record{Type: "TXT", Name: TXTName(d.Hostname), Value: TXTValue(token)}
 	var proof error = errors.New("this service has no DNS resolver configured")
 	if s.cfg.Resolver != nil {
 		proof = s.cfg.Resolver.checkTXT(ctx, record.Name, record.Value)
@@ -371,12 +371,3 @@ func (s *Service) Watch(ctx context.Context, interval time.Duration) {
 		}
 	}
 }
-
-// The domainspec types and values, under their old names here.
-type (
-	Record = domainspec.Record
-)
-
-var (
-	RecordTypes = domainspec.RecordTypes
-)

@@ -73,7 +73,7 @@ type Service struct {
 	// (none once nobody does), progress where each restore running on
 	// this server is (dropped when it ends): neither outlives its work.
 	locks    map[string]*importLock
-	progress map[string]Progress
+	progress map[string]importspec.Progress
 	// hashes are the running SHA-256 of uploads this server took from
 	// their first byte, so sealing one need not read it again.
 	hashes map[string]*runningHash
@@ -103,7 +103,7 @@ func New(cfg Config) (*Service, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("imports: %w", err)
 	}
-	return &Service{cfg: cfg, locks: map[string]*importLock{}, progress: map[string]Progress{}, hashes: map[string]*runningHash{}}, nil
+	return &Service{cfg: cfg, locks: map[string]*importLock{}, progress: map[string]importspec.Progress{}, hashes: map[string]*runningHash{}}, nil
 }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
@@ -136,7 +136,7 @@ func normalSourceURL(raw string) (string, error) {
 // site of the workspace to restore into in place; without one the
 // restore makes a new sandbox (the plan's site quota is checked when the
 // upload is complete, and here already so nobody uploads for nothing).
-func (s *Service) Create(ctx context.Context, c Caller, in CreateInput) (*state.Import, error) {
+func (s *Service) Create(ctx context.Context, c importspec.Caller, in importspec.CreateInput) (*state.Import, error) {
 	src, err := normalSourceURL(in.SourceURL)
 	if err != nil {
 		return nil, err
@@ -204,7 +204,7 @@ func (s *Service) madeBy(siteID, client string) (bool, error) {
 
 // In returns an import of the caller's workspace that the caller sees,
 // or import_not_found.
-func (s *Service) In(c Caller, id string) (*state.Import, error) {
+func (s *Service) In(c importspec.Caller, id string) (*state.Import, error) {
 	imp, err := s.cfg.Store.Import(id)
 	if err != nil {
 		return nil, err
@@ -217,7 +217,7 @@ func (s *Service) In(c Caller, id string) (*state.Import, error) {
 
 // List returns the imports of the caller's workspace that the caller
 // sees, newest first.
-func (s *Service) List(c Caller) ([]*state.Import, error) {
+func (s *Service) List(c importspec.Caller) ([]*state.Import, error) {
 	all, err := s.cfg.Store.ImportsOf(c.Workspace.ID)
 	if err != nil || c.Client == "" {
 		return all, err
@@ -283,7 +283,7 @@ func (s *Service) Upload(ctx context.Context, imp *state.Import, offset int64, b
 	if cur.Status != state.ImportAwaitingUpload && cur.Status != state.ImportUploading {
 		return 0, apierr.Invalid("", "the import is %s; uploads go to an import awaiting its upload", cur.Status).With("status", cur.Status)
 	}
-	if cur.Multipart != nil && cur.Multipart.Mode == ModeDirect {
+	if cur.Multipart != nil && cur.Multipart.Mode == importspec.ModeDirect {
 		return 0, apierr.Invalid("", "this import uploads its objects to the object store (multipart mode direct)")
 	}
 	have := s.received(cur.ID)
@@ -328,7 +328,7 @@ func (s *Service) Upload(ctx context.Context, imp *state.Import, offset int64, b
 	case errors.As(err, &tooBig):
 		undo()
 		return 0, apierr.New(http.StatusRequestEntityTooLarge, apierr.CodePayloadTooLarge,
-			"a chunk may hold at most %d bytes", MaxChunk).With("maxChunkBytes", MaxChunk)
+			"a chunk may hold at most %d bytes", importspec.MaxChunk).With("maxChunkBytes", importspec.MaxChunk)
 	case err != nil:
 		undo()
 		return 0, apierr.Invalid("", "the chunk was cut short (%v); nothing of it was kept: send it again from byte %d", err, have).
@@ -371,7 +371,7 @@ func (s *Service) Received(imp *state.Import) int64 {
 // Complete seals a fully uploaded archive and starts its restore. A
 // second call on an import already restoring (or done) answers it as it
 // is, so a client that lost the first answer can ask again.
-func (s *Service) Complete(ctx context.Context, c Caller, imp *state.Import) (*state.Import, string, error) {
+func (s *Service) Complete(ctx context.Context, c importspec.Caller, imp *state.Import) (*state.Import, string, error) {
 	defer s.lock(imp.ID)()
 	cur, err := s.cfg.Store.Import(imp.ID)
 	if err != nil {
@@ -387,7 +387,7 @@ func (s *Service) Complete(ctx context.Context, c Caller, imp *state.Import) (*s
 	default:
 		return nil, "", apierr.Invalid("", "the import is %s", cur.Status).With("status", cur.Status)
 	}
-	if cur.Multipart != nil && cur.Multipart.Mode == ModeDirect {
+	if cur.Multipart != nil && cur.Multipart.Mode == importspec.ModeDirect {
 		return nil, "", apierr.Invalid("", "this import's objects went to the object store: finish it with multipart/finalize")
 	}
 	if have := s.received(cur.ID); have != cur.SizeBytes {
@@ -425,7 +425,7 @@ func (s *Service) seal(ctx context.Context, imp *state.Import) (string, error) {
 
 // start queues an import's restore (into its site, or a new one) with
 // the import moving to restoring in the same entry.
-func (s *Service) start(ctx context.Context, c Caller, imp state.Import) (*state.Import, string, error) {
+func (s *Service) start(ctx context.Context, c importspec.Caller, imp state.Import) (*state.Import, string, error) {
 	ifStatus := []string{imp.Status}
 	imp.Status, imp.UpdatedAt, imp.FailureReason = state.ImportRestoring, s.now(), ""
 	if imp.NewSite {
@@ -539,7 +539,7 @@ func (s *Service) discard(ctx context.Context, imp *state.Import) {
 }
 
 // SetProgress records where a restore is (the job runner calls it).
-func (s *Service) SetProgress(id string, p Progress) {
+func (s *Service) SetProgress(id string, p importspec.Progress) {
 	s.mu.Lock()
 	s.progress[id] = p
 	s.mu.Unlock()
@@ -551,7 +551,7 @@ func (s *Service) Progress(id, phase string, done, total int64) {
 	if total > 0 {
 		pct = int(min(100, done*100/total))
 	}
-	s.SetProgress(id, Progress{Phase: phase, Percent: pct, BytesDone: done, BytesTotal: total})
+	s.SetProgress(id, importspec.Progress{Phase: phase, Percent: pct, BytesDone: done, BytesTotal: total})
 }
 
 // OpenObject reads an uploaded object from the object store.
@@ -563,7 +563,7 @@ func (s *Service) OpenObject(ctx context.Context, key string) (io.ReadCloser, in
 }
 
 // ProgressOf says where an import is.
-func (s *Service) ProgressOf(imp *state.Import) Progress {
+func (s *Service) ProgressOf(imp *state.Import) importspec.Progress {
 	pct := func(done, total int64) int {
 		if total <= 0 {
 			return 0
@@ -573,7 +573,7 @@ func (s *Service) ProgressOf(imp *state.Import) Progress {
 	switch imp.Status {
 	case state.ImportAwaitingUpload, state.ImportUploading:
 		done := s.received(imp.ID)
-		if imp.Multipart != nil && imp.Multipart.Mode == ModeDirect {
+		if imp.Multipart != nil && imp.Multipart.Mode == importspec.ModeDirect {
 			done = 0
 			for _, o := range imp.Multipart.Objects {
 				if o.Completed {
@@ -581,13 +581,13 @@ func (s *Service) ProgressOf(imp *state.Import) Progress {
 				}
 			}
 		}
-		return Progress{Phase: "uploading", Percent: pct(done, imp.SizeBytes), BytesDone: done, BytesTotal: imp.SizeBytes}
+		return importspec.Progress{Phase: "uploading", Percent: pct(done, imp.SizeBytes), BytesDone: done, BytesTotal: imp.SizeBytes}
 	case state.ImportRestoring:
 		s.mu.Lock()
 		p, ok := s.progress[imp.ID]
 		s.mu.Unlock()
 		if !ok {
-			return Progress{Phase: "restoring", BytesTotal: imp.SizeBytes}
+			return importspec.Progress{Phase: "restoring", BytesTotal: imp.SizeBytes}
 		}
 		return p
 	}
@@ -599,31 +599,12 @@ func (s *Service) ProgressOf(imp *state.Import) Progress {
 	s.mu.Unlock()
 	switch imp.Status {
 	case state.ImportReady, state.ImportSiteDeleted:
-		return Progress{Phase: "done", Percent: 100, BytesDone: imp.SizeBytes, BytesTotal: imp.SizeBytes}
+		return importspec.Progress{Phase: "done", Percent: 100, BytesDone: imp.SizeBytes, BytesTotal: imp.SizeBytes}
 	}
-	return Progress{Phase: imp.Status, BytesTotal: imp.SizeBytes}
+	return importspec.Progress{Phase: imp.Status, BytesTotal: imp.SizeBytes}
 }
 
 // sees reports whether c may see imp (imp is in c's workspace).
-func sees(c Caller, imp *state.Import) bool { return c.Client == "" || imp.ClientID == c.Client }
-
-// The importspec names, under their old names here.
-type (
-	Caller      = importspec.Caller
-	CreateInput = importspec.CreateInput
-	Progress    = importspec.Progress
-	ObjectIn    = importspec.ObjectIn
-	PartIn      = importspec.PartIn
-	Init        = importspec.Init
-	PartURL     = importspec.PartURL
-)
-
-const (
-	MaxChunk    = importspec.MaxChunk
-	ModeDirect  = importspec.ModeDirect
-	ModeLocal   = importspec.ModeLocal
-	KindArchive = importspec.KindArchive
-	KindSQL     = importspec.KindSQL
-)
-
-var Phases = importspec.Phases
+func sees(c importspec.Caller, imp *state.Import) bool {
+	return c.Client == "" || imp.ClientID == c.Client
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/importspec"
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -72,7 +73,7 @@ func (s *Service) put(ctx context.Context, next state.Import, from string) error
 // InitMultipart declares the objects of a direct upload. Without an
 // object store it answers mode local: the client uses the chunked
 // upload.
-func (s *Service) InitMultipart(ctx context.Context, imp *state.Import, objects []ObjectIn) (*Init, error) {
+func (s *Service) InitMultipart(ctx context.Context, imp *state.Import, objects []importspec.ObjectIn) (*importspec.Init, error) {
 	defer s.lock(imp.ID)()
 	cur, err := s.current(imp.ID)
 	if err != nil {
@@ -83,10 +84,10 @@ func (s *Service) InitMultipart(ctx context.Context, imp *state.Import, objects 
 			With("status", cur.Status)
 	}
 	if cur.Multipart != nil {
-		return &Init{Mode: cur.Multipart.Mode, UploadID: cur.Multipart.UploadID, PartSizeBytes: PartSize}, nil
+		return &importspec.Init{Mode: cur.Multipart.Mode, UploadID: cur.Multipart.UploadID, PartSizeBytes: PartSize}, nil
 	}
 	if s.cfg.Objects == nil {
-		return &Init{Mode: ModeLocal, PartSizeBytes: MaxChunk}, nil
+		return &importspec.Init{Mode: importspec.ModeLocal, PartSizeBytes: importspec.MaxChunk}, nil
 	}
 	if len(objects) == 0 || len(objects) > maxObjects {
 		return nil, apierr.Invalid("objects", "objects must list 1 to %d objects", maxObjects)
@@ -109,7 +110,7 @@ func (s *Service) InitMultipart(ctx context.Context, imp *state.Import, objects 
 	if total != cur.SizeBytes {
 		return nil, apierr.Invalid("objects", "the objects hold %d bytes; the import's sizeBytes is %d", total, cur.SizeBytes)
 	}
-	mp := &state.Multipart{UploadID: "mpu_" + ids.Random(10), Mode: ModeDirect}
+	mp := &state.Multipart{UploadID: "mpu_" + ids.Random(10), Mode: importspec.ModeDirect}
 	for _, o := range objects {
 		key := "imports/" + cur.ID + "/" + o.Key
 		up, err := s.cfg.Objects.CreateMultipart(ctx, key)
@@ -125,12 +126,12 @@ func (s *Service) InitMultipart(ctx context.Context, imp *state.Import, objects 
 		s.abortObjects(ctx, &next)
 		return nil, err
 	}
-	return &Init{Mode: ModeDirect, UploadID: mp.UploadID, PartSizeBytes: PartSize}, nil
+	return &importspec.Init{Mode: importspec.ModeDirect, UploadID: mp.UploadID, PartSizeBytes: PartSize}, nil
 }
 
 // directObject is the named object of an import uploading directly.
 func directObject(cur *state.Import, key string) (int, error) {
-	if cur.Multipart == nil || cur.Multipart.Mode != ModeDirect {
+	if cur.Multipart == nil || cur.Multipart.Mode != importspec.ModeDirect {
 		return 0, apierr.Invalid("", "this import has no multipart upload; call multipart/init first")
 	}
 	if cur.Status != state.ImportUploading {
@@ -144,7 +145,7 @@ func directObject(cur *state.Import, key string) (int, error) {
 }
 
 // PartURLFor presigns the upload of one part.
-func (s *Service) PartURLFor(ctx context.Context, imp *state.Import, key string, part int) (*PartURL, error) {
+func (s *Service) PartURLFor(ctx context.Context, imp *state.Import, key string, part int) (*importspec.PartURL, error) {
 	cur, err := s.current(imp.ID)
 	if err != nil {
 		return nil, err
@@ -164,12 +165,12 @@ func (s *Service) PartURLFor(ctx context.Context, imp *state.Import, key string,
 	if err != nil {
 		return nil, err
 	}
-	return &PartURL{URL: u, ExpiresAt: s.now().Add(partURLLife)}, nil
+	return &importspec.PartURL{URL: u, ExpiresAt: s.now().Add(partURLLife)}, nil
 }
 
 // CompleteObject joins an object's uploaded parts. The store's own list
 // of parts is what counts; parts a client names must match it.
-func (s *Service) CompleteObject(ctx context.Context, imp *state.Import, key string, claimed []PartIn) (*state.Import, error) {
+func (s *Service) CompleteObject(ctx context.Context, imp *state.Import, key string, claimed []importspec.PartIn) (*state.Import, error) {
 	defer s.lock(imp.ID)()
 	cur, err := s.current(imp.ID)
 	if err != nil {
@@ -230,7 +231,7 @@ func trimETag(e string) string {
 // Finalize checks the manifest (every completed object once, each an
 // archive or a SQL dump) and starts the restore, which reads the objects
 // in the manifest's order as one archive.
-func (s *Service) Finalize(ctx context.Context, c Caller, imp *state.Import, manifest []state.ManifestEntry) (*state.Import, string, error) {
+func (s *Service) Finalize(ctx context.Context, c importspec.Caller, imp *state.Import, manifest []state.ManifestEntry) (*state.Import, string, error) {
 	defer s.lock(imp.ID)()
 	cur, err := s.current(imp.ID)
 	if err != nil {
@@ -239,7 +240,7 @@ func (s *Service) Finalize(ctx context.Context, c Caller, imp *state.Import, man
 	if cur.Status == state.ImportRestoring || cur.Status == state.ImportReady {
 		return cur, cur.JobID, nil
 	}
-	if cur.Multipart == nil || cur.Multipart.Mode != ModeDirect {
+	if cur.Multipart == nil || cur.Multipart.Mode != importspec.ModeDirect {
 		return nil, "", apierr.Invalid("", "this import has no multipart upload; call multipart/init first, or finish a chunked upload with …/complete")
 	}
 	if cur.Status != state.ImportUploading {
@@ -259,7 +260,7 @@ func (s *Service) Finalize(ctx context.Context, c Caller, imp *state.Import, man
 			return nil, "", apierr.Invalid(field+".key", "object %s is listed twice", e.Key)
 		case !cur.Multipart.Objects[j].Completed:
 			return nil, "", apierr.Invalid(field+".key", "object %s is not complete: call multipart/complete-object first", e.Key)
-		case e.Kind != KindArchive && e.Kind != KindSQL:
+		case e.Kind != importspec.KindArchive && e.Kind != importspec.KindSQL:
 			return nil, "", apierr.Invalid(field+".kind", "kind must be archive or sql")
 		}
 		seen[e.Key] = true

@@ -27,6 +27,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/controlplane/webhooks"
+	"github.com/sandboxd/sandboxd/controlplane/webhookspec"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
@@ -358,14 +359,14 @@ func (s *Service) Step(ctx context.Context) error {
 				at = *d.ExpiresAt
 			}
 			cmds = append(cmds, fsm.EndDemo{DemoID: d.ID,
-				Delivery: webhooks.Delivery(webhooks.DemoEvent(webhooks.DemoExpired, d, d.SiteURL, at), now)})
+				Delivery: webhooks.Delivery(webhooks.DemoEvent(webhookspec.DemoExpired, d, d.SiteURL, at), now)})
 		case d.ReadyAt == nil && site.Status == state.SiteReady:
 			at := site.UpdatedAt // when it became ready (a claim, or its job's end)
 			if at.Before(d.CreatedAt) {
 				at = d.CreatedAt
 			}
 			cmds = append(cmds, fsm.DemoReady{DemoID: d.ID, At: at,
-				Delivery: webhooks.Delivery(webhooks.DemoEvent(webhooks.DemoReady, d, site.URL, at), now)})
+				Delivery: webhooks.Delivery(webhooks.DemoEvent(webhookspec.DemoReady, d, site.URL, at), now)})
 		default:
 			continue
 		}

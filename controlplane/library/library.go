@@ -30,15 +30,6 @@ import (
 	"github.com/sandboxd/sandboxd/internal/wpzip"
 )
 
-// The libraryspec constants, under their old names here.
-const (
-	CodeEntryNotFound = libraryspec.CodeEntryNotFound
-	MaxZipBytes       = libraryspec.MaxZipBytes
-	MaxLicenseKey     = libraryspec.MaxLicenseKey
-	SourceUpload      = libraryspec.SourceUpload
-	SourceGitHub      = libraryspec.SourceGitHub
-)
-
 // Blobs is where the Library keeps its ZIPs: a server's blob directory
 // or the bucket every server shares (blobs.Store, blobs.S3Store).
 type Blobs interface {
@@ -90,7 +81,9 @@ func New(cfg Config) *Service {
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
 
-func entryNotFound() *apierr.Error { return apierr.NotFound(CodeEntryNotFound, "library entry") }
+func entryNotFound() *apierr.Error {
+	return apierr.NotFound(libraryspec.CodeEntryNotFound, "library entry")
+}
 
 // CheckLicense refuses a license key that is empty, too long or not one
 // line; field names it in the error.
@@ -98,8 +91,8 @@ func CheckLicense(field, key string) error {
 	switch {
 	case strings.TrimSpace(key) == "":
 		return apierr.Invalid(field, "%s must not be empty", field)
-	case len(key) > MaxLicenseKey:
-		return apierr.Invalid(field, "%s is over %d bytes", field, MaxLicenseKey)
+	case len(key) > libraryspec.MaxLicenseKey:
+		return apierr.Invalid(field, "%s is over %d bytes", field, libraryspec.MaxLicenseKey)
 	case strings.ContainsAny(key, "\r\n\x00"):
 		return apierr.Invalid(field, "%s must be one line", field)
 	}
@@ -152,7 +145,7 @@ func (s *Service) Upload(ctx context.Context, ans *writes.Answer[state.LibraryEn
 	if filename == "." || filename == "/" || filename == "" {
 		filename = info.Dir + ".zip"
 	}
-	return s.add(ctx, ans, ws, state.LibraryEntry{Source: SourceUpload, Filename: filename}, zip, info, licenseKey)
+	return s.add(ctx, ans, ws, state.LibraryEntry{Source: libraryspec.SourceUpload, Filename: filename}, zip, info, licenseKey)
 }
 
 // AddRelease adds a repository entry: the latest release's ZIP asset,
@@ -175,7 +168,7 @@ func (s *Service) AddRelease(ctx context.Context, ans *writes.Answer[state.Libra
 	if err != nil {
 		return nil, err
 	}
-	return s.add(ctx, ans, ws, state.LibraryEntry{Source: SourceGitHub, GithubRepository: repo, Filename: rel.asset, Version: rel.tag},
+	return s.add(ctx, ans, ws, state.LibraryEntry{Source: libraryspec.SourceGitHub, GithubRepository: repo, Filename: rel.asset, Version: rel.tag},
 		zip, info, licenseKey)
 }
 
@@ -228,7 +221,7 @@ func (s *Service) add(ctx context.Context, ans *writes.Answer[state.LibraryEntry
 // Refresh fetches a repository entry's latest release and replaces the
 // ZIP when the tag changed; updated says whether it did.
 func (s *Service) Refresh(ctx context.Context, e *state.LibraryEntry) (next *state.LibraryEntry, updated bool, err error) {
-	if e.Source != SourceGitHub {
+	if e.Source != libraryspec.SourceGitHub {
 		return nil, false, apierr.Invalid("", "only repository entries can be refreshed; upload a new ZIP instead")
 	}
 	rel, zip, err := s.latestRelease(ctx, e.GithubRepository)

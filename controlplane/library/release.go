@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxd/sandboxd/controlplane/libraryspec"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
@@ -78,10 +79,10 @@ func (s *Service) latestRelease(ctx context.Context, repo string) (*release, []b
 		if !strings.HasSuffix(strings.ToLower(as.Name), ".zip") {
 			continue
 		}
-		if as.Size > MaxZipBytes {
-			return nil, nil, apierr.Invalid("repository", "the release asset %s is %d bytes; the limit is %d", as.Name, as.Size, MaxZipBytes)
+		if as.Size > libraryspec.MaxZipBytes {
+			return nil, nil, apierr.Invalid("repository", "the release asset %s is %d bytes; the limit is %d", as.Name, as.Size, libraryspec.MaxZipBytes)
 		}
-		zip, err := s.cfg.Fetch.Get(ctx, as.URL, MaxZipBytes, nil)
+		zip, err := s.cfg.Fetch.Get(ctx, as.URL, libraryspec.MaxZipBytes, nil)
 		if err != nil {
 			return nil, nil, apierr.Invalid("repository", "downloading %s: %v", as.Name, err)
 		}

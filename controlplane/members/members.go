@@ -38,20 +38,6 @@ const (
 	MaxJoinTokenTTL     = 30 * 24 * time.Hour
 )
 
-// The memberspec names, under their old names here.
-const (
-	JoinTokenPrefix     = memberspec.JoinTokenPrefix
-	OperatorTokenPrefix = memberspec.OperatorTokenPrefix
-)
-
-type JoinTokenOptions = memberspec.JoinTokenOptions
-
-var (
-	FormatJoinToken   = memberspec.FormatJoinToken
-	NewJoinSecret     = memberspec.NewJoinSecret
-	NewOperatorSecret = memberspec.NewOperatorSecret
-)
-
 // caAAD binds the sealed CA key to its purpose.
 const caAAD = "cluster-ca"
 
@@ -145,7 +131,7 @@ func (s *Service) Check(id pki.Identity, cert *x509.Certificate) error {
 // CreateJoinToken makes a single-use join token; the secret is returned
 // once. The token carries the CA's fingerprint, so the member that uses
 // it trusts this cluster and no other on first contact.
-func (s *Service) CreateJoinToken(ctx context.Context, o JoinTokenOptions) (string, *state.JoinToken, error) {
+func (s *Service) CreateJoinToken(ctx context.Context, o memberspec.JoinTokenOptions) (string, *state.JoinToken, error) {
 	if !o.Role.Valid() {
 		return "", nil, apierr.Invalid("role", "role must be agent, edge or server")
 	}
@@ -176,7 +162,7 @@ func (s *Service) CreateJoinToken(ctx context.Context, o JoinTokenOptions) (stri
 	if _, err := commit.Apply(ctx, s.cfg.Raft, o.Answer, fsm.CreateJoinToken{Token: tok}, tok); err != nil {
 		return "", nil, err
 	}
-	return FormatJoinToken(ca.Fingerprint(), id, sec), &tok, nil
+	return memberspec.FormatJoinToken(ca.Fingerprint(), id, sec), &tok, nil
 }
 
 // CAFingerprint is the fingerprint of the cluster CA that join tokens
@@ -197,7 +183,7 @@ type ParsedJoinToken struct {
 // ParseJoinToken splits a join token; it says what is wrong with one
 // that is not.
 func ParseJoinToken(tok string) (ParsedJoinToken, error) {
-	rest, ok := strings.CutPrefix(strings.TrimSpace(tok), JoinTokenPrefix)
+	rest, ok := strings.CutPrefix(strings.TrimSpace(tok), memberspec.JoinTokenPrefix)
 	parts := strings.Split(rest, ".")
 	if !ok || len(parts) != 3 || len(parts[0]) != 64 || parts[1] == "" || parts[2] == "" {
 		return ParsedJoinToken{}, errors.New("not a join token: expected sbxj1.<CA fingerprint>.<id>.<secret> as `sandboxd admin join-token create` prints it")
@@ -348,7 +334,7 @@ func (s *Service) RevokeJoinToken(ctx context.Context, id string) error {
 
 // NewOperatorToken makes an operator token's secret and record.
 func NewOperatorToken(name string, now time.Time) (string, state.OperatorToken) {
-	return operatorToken(NewOperatorSecret(), name, now)
+	return operatorToken(memberspec.NewOperatorSecret(), name, now)
 }
 
 func operatorToken(tok, name string, now time.Time) (string, state.OperatorToken) {
@@ -363,8 +349,8 @@ func (s *Service) CreateOperatorToken(ctx context.Context, ans *writes.Answer[st
 		return "", nil, apierr.Invalid("name", "name is required, at most 100 characters")
 	}
 	if tok == "" {
-		tok = NewOperatorSecret()
-	} else if !strings.HasPrefix(tok, OperatorTokenPrefix) {
+		tok = memberspec.NewOperatorSecret()
+	} else if !strings.HasPrefix(tok, memberspec.OperatorTokenPrefix) {
 		return "", nil, errors.New("an operator token secret carries its prefix")
 	}
 	tok, rec := operatorToken(tok, name, s.now())
@@ -385,7 +371,7 @@ func (s *Service) RevokeOperatorToken(ctx context.Context, id string) error {
 
 // IsOperator reports whether tok is a live operator token.
 func (s *Service) IsOperator(tok string) bool {
-	if !strings.HasPrefix(tok, OperatorTokenPrefix) {
+	if !strings.HasPrefix(tok, memberspec.OperatorTokenPrefix) {
 		return false
 	}
 	o, err := s.cfg.Store.OperatorTokenByHash(secret.Hash(tok))

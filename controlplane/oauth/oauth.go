@@ -185,21 +185,21 @@ func checkRedirect(raw string) error {
 	u, err := url.Parse(raw)
 	switch {
 	case len(raw) > MaxRedirectURILen:
-		return oauthErr(CodeInvalidRedirectURI, "a redirect URI may be at most %d characters", MaxRedirectURILen)
+		return oauthErr(oauthspec.CodeInvalidRedirectURI, "a redirect URI may be at most %d characters", MaxRedirectURILen)
 	case err != nil || !u.IsAbs() || u.Host == "":
-		return oauthErr(CodeInvalidRedirectURI, "redirect URI %q is not an absolute URL", raw)
+		return oauthErr(oauthspec.CodeInvalidRedirectURI, "redirect URI %q is not an absolute URL", raw)
 	case u.Fragment != "" || strings.Contains(raw, "#"):
-		return oauthErr(CodeInvalidRedirectURI, "redirect URI %q has a fragment", raw)
+		return oauthErr(oauthspec.CodeInvalidRedirectURI, "redirect URI %q has a fragment", raw)
 	case u.User != nil:
-		return oauthErr(CodeInvalidRedirectURI, "redirect URI %q carries credentials", raw)
+		return oauthErr(oauthspec.CodeInvalidRedirectURI, "redirect URI %q carries credentials", raw)
 	case u.Scheme == "https":
 		return nil
 	case u.Scheme == "http" && LocalHost(u.Hostname()):
 		return nil
 	case u.Scheme == "http":
-		return oauthErr(CodeInvalidRedirectURI, "redirect URI %q must use https (plain http is for localhost only)", raw)
+		return oauthErr(oauthspec.CodeInvalidRedirectURI, "redirect URI %q must use https (plain http is for localhost only)", raw)
 	}
-	return oauthErr(CodeInvalidRedirectURI, "redirect URI %q must be an https URL", raw)
+	return oauthErr(oauthspec.CodeInvalidRedirectURI, "redirect URI %q must be an https URL", raw)
 }
 
 // normalScope checks a space-separated scope request against allowed and
@@ -229,12 +229,12 @@ func normalScope(raw string, allowed []string) (string, bool) {
 var softwareRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // Register adds a public client.
-func (s *Service) Register(ctx context.Context, m ClientMetadata) (*ClientInfo, error) {
+func (s *Service) Register(ctx context.Context, m oauthspec.ClientMetadata) (*oauthspec.ClientInfo, error) {
 	if len(m.RedirectURIs) == 0 {
-		return nil, oauthErr(CodeInvalidRedirectURI, "redirect_uris must list at least one URI")
+		return nil, oauthErr(oauthspec.CodeInvalidRedirectURI, "redirect_uris must list at least one URI")
 	}
 	if len(m.RedirectURIs) > MaxRedirectURIs {
-		return nil, oauthErr(CodeInvalidRedirectURI, "at most %d redirect URIs", MaxRedirectURIs)
+		return nil, oauthErr(oauthspec.CodeInvalidRedirectURI, "at most %d redirect URIs", MaxRedirectURIs)
 	}
 	for _, u := range m.RedirectURIs {
 		if err := checkRedirect(u); err != nil {
@@ -242,31 +242,31 @@ func (s *Service) Register(ctx context.Context, m ClientMetadata) (*ClientInfo, 
 		}
 	}
 	if m.TokenEndpointAuthMethod != "" && m.TokenEndpointAuthMethod != "none" {
-		return nil, oauthErr(CodeInvalidClientMetadata, "token_endpoint_auth_method must be none: clients are public and get no secret")
+		return nil, oauthErr(oauthspec.CodeInvalidClientMetadata, "token_endpoint_auth_method must be none: clients are public and get no secret")
 	}
 	if len(m.GrantTypes) > 0 && !slices.Equal(m.GrantTypes, []string{"authorization_code"}) {
-		return nil, oauthErr(CodeInvalidClientMetadata, "grant_types must be [authorization_code] (there are no refresh tokens)")
+		return nil, oauthErr(oauthspec.CodeInvalidClientMetadata, "grant_types must be [authorization_code] (there are no refresh tokens)")
 	}
 	if len(m.ResponseTypes) > 0 && !slices.Equal(m.ResponseTypes, []string{"code"}) {
-		return nil, oauthErr(CodeInvalidClientMetadata, "response_types must be [code]")
+		return nil, oauthErr(oauthspec.CodeInvalidClientMetadata, "response_types must be [code]")
 	}
 	if len(m.Scope) > MaxScopeLen {
-		return nil, oauthErr(CodeInvalidClientMetadata, "scope may be at most %d characters", MaxScopeLen)
+		return nil, oauthErr(oauthspec.CodeInvalidClientMetadata, "scope may be at most %d characters", MaxScopeLen)
 	}
 	scope, ok := normalScope(m.Scope, AllScopes)
 	if strings.TrimSpace(m.Scope) == "" {
 		scope = strings.Join(ConnectorScopes, " ")
 	}
 	if !ok {
-		return nil, oauthErr(CodeInvalidClientMetadata, "scope must be within %s", strings.Join(AllScopes, " "))
+		return nil, oauthErr(oauthspec.CodeInvalidClientMetadata, "scope must be within %s", strings.Join(AllScopes, " "))
 	}
 	if slices.Contains(strings.Fields(scope), ScopeAccount) {
 		if scope != ScopeAccount {
-			return nil, oauthErr(CodeInvalidClientMetadata, "scope %s cannot be combined with other scopes", ScopeAccount)
+			return nil, oauthErr(oauthspec.CodeInvalidClientMetadata, "scope %s cannot be combined with other scopes", ScopeAccount)
 		}
 		for _, u := range m.RedirectURIs {
 			if !loopbackRedirect(u) {
-				return nil, oauthErr(CodeInvalidRedirectURI,
+				return nil, oauthErr(oauthspec.CodeInvalidRedirectURI,
 					"scope %s is for command-line clients: every redirect URI must be http on a loopback address (http://127.0.0.1:PORT/…), not %q", ScopeAccount, u)
 			}
 		}
@@ -276,21 +276,21 @@ func (s *Service) Register(ctx context.Context, m ClientMetadata) (*ClientInfo, 
 		name = "Unnamed client"
 	}
 	if !utf8.ValidString(name) || utf8.RuneCountInString(name) > MaxClientNameLen || strings.ContainsAny(name, "\x00\r\n") {
-		return nil, oauthErr(CodeInvalidClientMetadata, "client_name must be at most %d characters on one line", MaxClientNameLen)
+		return nil, oauthErr(oauthspec.CodeInvalidClientMetadata, "client_name must be at most %d characters on one line", MaxClientNameLen)
 	}
 	if m.ClientURI != "" {
 		if len(m.ClientURI) > MaxClientURILen {
-			return nil, oauthErr(CodeInvalidClientMetadata, "client_uri may be at most %d characters", MaxClientURILen)
+			return nil, oauthErr(oauthspec.CodeInvalidClientMetadata, "client_uri may be at most %d characters", MaxClientURILen)
 		}
 		if u, err := url.Parse(m.ClientURI); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, oauthErr(CodeInvalidClientMetadata, "client_uri must be an http(s) URL")
+			return nil, oauthErr(oauthspec.CodeInvalidClientMetadata, "client_uri must be an http(s) URL")
 		}
 	}
 	if m.SoftwareID != "" && !softwareRE.MatchString(m.SoftwareID) {
-		return nil, oauthErr(CodeInvalidClientMetadata, "software_id must be 1 to %d letters, digits, dots, dashes or underscores", MaxSoftwareLen)
+		return nil, oauthErr(oauthspec.CodeInvalidClientMetadata, "software_id must be 1 to %d letters, digits, dots, dashes or underscores", MaxSoftwareLen)
 	}
 	if len(m.SoftwareVersion) > MaxSoftwareLen {
-		return nil, oauthErr(CodeInvalidClientMetadata, "software_version may be at most %d characters", MaxSoftwareLen)
+		return nil, oauthErr(oauthspec.CodeInvalidClientMetadata, "software_version may be at most %d characters", MaxSoftwareLen)
 	}
 	c := state.OAuthClient{ID: "cli_" + ids.Random(16), Name: name, RedirectURIs: slices.Clone(m.RedirectURIs), Scope: scope,
 		SoftwareID: m.SoftwareID, ClientURI: m.ClientURI, CreatedAt: s.now()}
@@ -314,8 +314,8 @@ func (s *Service) Collect(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-func infoOf(c *state.OAuthClient) *ClientInfo {
-	return &ClientInfo{ClientID: c.ID, ClientIDIssuedAt: c.CreatedAt.Unix(), ClientName: c.Name, RedirectURIs: c.RedirectURIs,
+func infoOf(c *state.OAuthClient) *oauthspec.ClientInfo {
+	return &oauthspec.ClientInfo{ClientID: c.ID, ClientIDIssuedAt: c.CreatedAt.Unix(), ClientName: c.Name, RedirectURIs: c.RedirectURIs,
 		TokenEndpointAuthMethod: "none", GrantTypes: []string{"authorization_code"}, ResponseTypes: []string{"code"},
 		Scope: c.Scope, ClientURI: c.ClientURI, SoftwareID: c.SoftwareID}
 }
@@ -329,15 +329,15 @@ func challengeOf(verifier string) string {
 }
 
 func badGrant(format string, args ...any) error {
-	return fmt.Errorf("%w: %w", ErrBadGrant, oauthErr(CodeInvalidGrant, format, args...))
+	return fmt.Errorf("%w: %w", oauthspec.ErrBadGrant, oauthErr(oauthspec.CodeInvalidGrant, format, args...))
 }
 
 // Exchange turns a code into a token. A code already exchanged revokes
 // the token it gave (RFC 6749 4.1.2) and is refused.
-func (s *Service) Exchange(ctx context.Context, r TokenRequest) (*TokenResponse, error) {
+func (s *Service) Exchange(ctx context.Context, r oauthspec.TokenRequest) (*oauthspec.TokenResponse, error) {
 	switch {
 	case r.GrantType != "authorization_code":
-		return nil, oauthErr(CodeUnsupportedGrantType, "grant_type must be authorization_code")
+		return nil, oauthErr(oauthspec.CodeUnsupportedGrantType, "grant_type must be authorization_code")
 	case r.Code == "" || r.ClientID == "" || r.RedirectURI == "":
 		return nil, oauthErr(apierr.CodeInvalidRequest, "code, client_id and redirect_uri are required")
 	case r.CodeVerifier == "":
@@ -399,7 +399,7 @@ func (s *Service) Exchange(ctx context.Context, r TokenRequest) (*TokenResponse,
 	if red, ok := res.(*state.Redemption); ok && red.Reused {
 		return nil, badGrant("the code was already used; the token it gave is revoked")
 	}
-	out := &TokenResponse{AccessToken: plain, TokenType: "Bearer", ExpiresIn: int64(life / time.Second), Scope: code.Scope}
+	out := &oauthspec.TokenResponse{AccessToken: plain, TokenType: "Bearer", ExpiresIn: int64(life / time.Second), Scope: code.Scope}
 	if client.SoftwareID == ClonerSoftwareID {
 		out.AccountEmail = &acct.Email
 		site := client.ClientURI
@@ -407,25 +407,3 @@ func (s *Service) Exchange(ctx context.Context, r TokenRequest) (*TokenResponse,
 	}
 	return out, nil
 }
-
-// The oauthspec names, under their old names here.
-const (
-	CodeInvalidRedirectURI    = oauthspec.CodeInvalidRedirectURI
-	CodeInvalidClientMetadata = oauthspec.CodeInvalidClientMetadata
-	CodeInvalidClient         = oauthspec.CodeInvalidClient
-	CodeInvalidGrant          = oauthspec.CodeInvalidGrant
-	CodeUnsupportedGrantType  = oauthspec.CodeUnsupportedGrantType
-	CodeInvalidScope          = oauthspec.CodeInvalidScope
-)
-
-type (
-	ClientMetadata = oauthspec.ClientMetadata
-	ClientInfo     = oauthspec.ClientInfo
-	TokenRequest   = oauthspec.TokenRequest
-	TokenResponse  = oauthspec.TokenResponse
-)
-
-var (
-	ErrBadGrant       = oauthspec.ErrBadGrant
-	ErrTooManyClients = oauthspec.ErrTooManyClients
-)

@@ -37,28 +37,6 @@ import (
 	"github.com/sandboxd/sandboxd/internal/seal"
 )
 
-// The repospec constants and value sets, under their old names here.
-const (
-	DestPlugin    = repospec.DestPlugin
-	DestTheme     = repospec.DestTheme
-	DestWPContent = repospec.DestWPContent
-	AuthHTTPS     = repospec.AuthHTTPS
-	AuthSSH       = repospec.AuthSSH
-	CodeNotFound  = repospec.CodeNotFound
-)
-
-var (
-	Destinations     = repospec.Destinations
-	AuthKinds        = repospec.AuthKinds
-	NewWebhookSecret = repospec.NewWebhookSecret
-)
-
-// The repospec types, under their old names here.
-type (
-	Connect = repospec.Connect
-	Patch   = repospec.Patch
-)
-
 // Config wires the service.
 type Config struct {
 	Store *state.Store
@@ -109,7 +87,7 @@ func (s *Service) Get(site *state.Site, id string) (*state.Repository, error) {
 	return r, nil
 }
 
-func notFound() error { return apierr.NotFound(CodeNotFound, "repository") }
+func notFound() error { return apierr.NotFound(repospec.CodeNotFound, "repository") }
 
 // checkRemote parses a repository URL and refuses one the agent may not
 // reach: http (use https), or a host written as a private address.
@@ -119,9 +97,9 @@ func (s *Service) checkRemote(raw, authKind string) (*gitsource.Remote, error) {
 		return nil, apierr.Invalid("repoUrl", "%s", strings.TrimPrefix(err.Error(), gitsource.ErrInvalid.Error()+": "))
 	}
 	switch {
-	case authKind == AuthHTTPS && r.SSH:
+	case authKind == repospec.AuthHTTPS && r.SSH:
 		return nil, apierr.Invalid("repoUrl", "authKind https needs an https:// URL; for ssh://… or git@host:… use authKind ssh")
-	case authKind == AuthSSH && !r.SSH:
+	case authKind == repospec.AuthSSH && !r.SSH:
 		return nil, apierr.Invalid("repoUrl", "authKind ssh needs an ssh URL (ssh://git@host/owner/repo.git or git@host:owner/repo.git)")
 	case !r.SSH && !strings.HasPrefix(raw, "https://"):
 		return nil, apierr.Invalid("repoUrl", "repositories are fetched over https (or ssh), not plain http")
@@ -145,15 +123,15 @@ func defaultFolder(raw string) string {
 // Connect connects a repository to a site. For ssh a deploy key is made
 // (its public half to add to the repository); the webhook URL, which
 // holds the webhook secret, is returned this once.
-func (s *Service) Connect(ctx context.Context, site *state.Site, by *state.Account, in Connect) (*state.Repository, string, string, error) {
+func (s *Service) Connect(ctx context.Context, site *state.Site, by *state.Account, in repospec.Connect) (*state.Repository, string, string, error) {
 	if in.AuthKind == "" {
-		in.AuthKind = AuthHTTPS
+		in.AuthKind = repospec.AuthHTTPS
 	}
-	if in.AuthKind != AuthHTTPS && in.AuthKind != AuthSSH {
+	if in.AuthKind != repospec.AuthHTTPS && in.AuthKind != repospec.AuthSSH {
 		return nil, "", "", apierr.Invalid("authKind", "authKind is https or ssh")
 	}
 	switch in.Destination {
-	case DestPlugin, DestTheme, DestWPContent:
+	case repospec.DestPlugin, repospec.DestTheme, repospec.DestWPContent:
 	case "":
 		return nil, "", "", apierr.Invalid("destination", "destination is required: plugin, theme or wp-content")
 	default:
@@ -168,7 +146,7 @@ func (s *Service) Connect(ctx context.Context, site *state.Site, by *state.Accou
 	if err := gitsource.CheckBranch(in.Branch); err != nil {
 		return nil, "", "", apierr.Invalid("branch", "%q is not a branch name git accepts", in.Branch)
 	}
-	if in.Destination == DestWPContent {
+	if in.Destination == repospec.DestWPContent {
 		if in.FolderName != "" {
 			return nil, "", "", apierr.Invalid("folderName", "a wp-content repository has no folder: its top-level entries go over wp-content's")
 		}
@@ -180,7 +158,7 @@ func (s *Service) Connect(ctx context.Context, site *state.Site, by *state.Accou
 			return nil, "", "", apierr.Invalid("folderName", "folderName is 1 to 100 of A-Z a-z 0-9 . _ - and does not start with . or -")
 		}
 	}
-	if in.Token != "" && (in.AuthKind != AuthHTTPS || len(in.Token) > 1024 || !tokenRE.MatchString(in.Token)) {
+	if in.Token != "" && (in.AuthKind != repospec.AuthHTTPS || len(in.Token) > 1024 || !tokenRE.MatchString(in.Token)) {
 		return nil, "", "", apierr.Invalid("token", "a token is for https repositories: up to 1024 printable characters")
 	}
 	now := s.now()
@@ -193,7 +171,7 @@ func (s *Service) Connect(ctx context.Context, site *state.Site, by *state.Accou
 	if in.Token != "" {
 		r.TokenSealed = s.cfg.Sealer.Seal(in.Token, r.ID+"/token")
 	}
-	if in.AuthKind == AuthSSH {
+	if in.AuthKind == repospec.AuthSSH {
 		pub, priv, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
 			return nil, "", "", err
@@ -230,7 +208,7 @@ func (s *Service) WebhookURL(id, secret string) string {
 }
 
 // Update changes a repository's branch, folder or auto-deploy.
-func (s *Service) Update(ctx context.Context, site *state.Site, id string, p Patch) (*state.Repository, error) {
+func (s *Service) Update(ctx context.Context, site *state.Site, id string, p repospec.Patch) (*state.Repository, error) {
 	r, err := s.Get(site, id)
 	if err != nil {
 		return nil, err
@@ -243,7 +221,7 @@ func (s *Service) Update(ctx context.Context, site *state.Site, id string, p Pat
 		next.Branch = *p.Branch
 	}
 	if p.FolderName != nil {
-		if r.Destination == DestWPContent {
+		if r.Destination == repospec.DestWPContent {
 			return nil, apierr.Invalid("folderName", "a wp-content repository has no folder")
 		}
 		if !folderRE.MatchString(*p.FolderName) {

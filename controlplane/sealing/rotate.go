@@ -43,7 +43,7 @@ type Rotator struct {
 // read; it walks again until a walk finds nothing left (values written
 // meanwhile), so a second run reseals nothing and a run that was cut
 // short is finished by the next. dryRun counts without writing.
-func (r *Rotator) Rotate(ctx context.Context, dryRun bool) (*Rotation, error) {
+func (r *Rotator) Rotate(ctx context.Context, dryRun bool) (*sealingspec.Rotation, error) {
 	if len(r.Keys.ids) < 2 {
 		return nil, apierr.New(http.StatusConflict, apierr.CodeConflict,
 			"nothing to rotate: this server has one sealing key (%s). Put a new key (`sandboxd admin sealing-key new`) first "+
@@ -53,7 +53,7 @@ func (r *Rotator) Rotate(ctx context.Context, dryRun bool) (*Rotation, error) {
 		return nil, apierr.New(http.StatusConflict, apierr.CodeConflict, "a sealing key rotation is already running on this server")
 	}
 	defer r.mu.Unlock()
-	out := &Rotation{KeyID: r.Keys.CurrentID(), Unreadable: []Unreadable{}, DryRun: dryRun}
+	out := &sealingspec.Rotation{KeyID: r.Keys.CurrentID(), Unreadable: []sealingspec.Unreadable{}, DryRun: dryRun}
 	log := r.log()
 	for pass := 1; ; pass++ {
 		vals, err := r.Store.SealedValues()
@@ -61,7 +61,7 @@ func (r *Rotator) Rotate(ctx context.Context, dryRun bool) (*Rotation, error) {
 			return nil, err
 		}
 		var todo []state.Reseal
-		unreadable := map[Unreadable]int{}
+		unreadable := map[sealingspec.Unreadable]int{}
 		for _, v := range vals {
 			k, ok := kinds[v.Kind]
 			if !ok {
@@ -76,7 +76,7 @@ func (r *Rotator) Rotate(ctx context.Context, dryRun bool) (*Rotation, error) {
 			}
 			again, err := sealer.Reseal(v.Sealed, k.aad(v.ID))
 			if err != nil {
-				unreadable[Unreadable{Kind: v.Kind, KeyID: seal.SealedWith(v.Sealed)}]++
+				unreadable[sealingspec.Unreadable{Kind: v.Kind, KeyID: seal.SealedWith(v.Sealed)}]++
 				continue
 			}
 			todo = append(todo, state.Reseal{Kind: v.Kind, ID: v.ID, Old: v.Sealed, New: again})
@@ -149,29 +149,16 @@ func (r *Rotator) log() *slog.Logger {
 }
 
 // Check says whether the keyring opens the cluster CA's key in store.
-func (r *Keyring) Check(store *state.Store) Status {
-	st := Status{KeyIDs: r.IDs(), ClusterCA: CAAbsent}
+func (r *Keyring) Check(store *state.Store) sealingspec.Status {
+	st := sealingspec.Status{KeyIDs: r.IDs(), ClusterCA: sealingspec.CAAbsent}
 	ca, err := store.ClusterCA()
 	if err != nil || ca == nil {
 		return st
 	}
 	st.ClusterCAKeyID = seal.SealedWith(ca.KeySealed)
-	st.ClusterCA = CAOK
+	st.ClusterCA = sealingspec.CAOK
 	if _, err := r.Sealer(PurposeClusterCA).Open(ca.KeySealed, ClusterCAAAD); err != nil {
-		st.ClusterCA = CAUnreadable
+		st.ClusterCA = sealingspec.CAUnreadable
 	}
 	return st
 }
-
-// The sealingspec types and values, under their old names here.
-type (
-	Rotation   = sealingspec.Rotation
-	Unreadable = sealingspec.Unreadable
-	Status     = sealingspec.Status
-)
-
-var (
-	CAOK         = sealingspec.CAOK
-	CAUnreadable = sealingspec.CAUnreadable
-	CAAbsent     = sealingspec.CAAbsent
-)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
+	"github.com/sandboxd/sandboxd/controlplane/sealingspec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/seal"
@@ -125,12 +126,12 @@ func TestRotate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unreadable := map[Unreadable]bool{}
+	unreadable := map[sealingspec.Unreadable]bool{}
 	for _, u := range got.Unreadable {
 		unreadable[u] = true
 	}
 	if got.Resealed != certs+2 || got.AlreadyCurrent != 0 || got.KeyID != seal.KeyID(keyB) || len(unreadable) != 2 ||
-		!unreadable[Unreadable{Kind: state.SealedCertData, KeyID: seal.KeyID(keyA), Count: 1}] || !unreadable[Unreadable{Kind: state.SealedCertData, KeyID: seal.KeyID(keyC), Count: 1}] {
+		!unreadable[sealingspec.Unreadable{Kind: state.SealedCertData, KeyID: seal.KeyID(keyA), Count: 1}] || !unreadable[sealingspec.Unreadable{Kind: state.SealedCertData, KeyID: seal.KeyID(keyC), Count: 1}] {
 		t.Fatalf("rotation = %+v; want %d resealed, one unreadable value of key A's and one of key C's", got, certs+2)
 	}
 	if raft.reseals != 3 { // two batches, then the changed value
@@ -167,14 +168,14 @@ func TestRotate(t *testing.T) {
 		t.Fatalf("one key: %v", err)
 	}
 
-	if st := ringB.Check(store); st.ClusterCA != CAOK || st.ClusterCAKeyID != seal.KeyID(keyB) {
+	if st := ringB.Check(store); st.ClusterCA != sealingspec.CAOK || st.ClusterCAKeyID != seal.KeyID(keyB) {
 		t.Fatalf("check with the new key: %+v", st)
 	}
 	st := ringA.Check(store)
-	if st.ClusterCA != CAUnreadable || !strings.Contains(st.Mismatch(), seal.KeyID(keyA)) || !strings.Contains(st.Mismatch(), "sealed with key "+seal.KeyID(keyB)) {
+	if st.ClusterCA != sealingspec.CAUnreadable || !strings.Contains(st.Mismatch(), seal.KeyID(keyA)) || !strings.Contains(st.Mismatch(), "sealed with key "+seal.KeyID(keyB)) {
 		t.Fatalf("check with the old key only: %+v: %s", st, st.Mismatch())
 	}
-	if st := ringA.Check(state.NewStore()); st.ClusterCA != CAAbsent {
+	if st := ringA.Check(state.NewStore()); st.ClusterCA != sealingspec.CAAbsent {
 		t.Fatalf("check without a CA: %+v", st)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -53,16 +52,6 @@ func (c *cookieClient) do(method, path, cookie string, form url.Values) (*http.R
 	return resp, string(raw)
 }
 
-// setCookie is the cookie named name that resp sets, or nil.
-func setCookie(resp *http.Response, name string) *http.Cookie {
-	for _, c := range resp.Cookies() {
-		if c.Name == name {
-			return c
-		}
-	}
-	return nil
-}
-
 // launchDemo submits the launch form with cookie and follows the
 // launcher to the demo's one-time login, which it returns.
 func (c *cookieClient) launchDemo(token, cookie string) string {
@@ -100,7 +89,7 @@ func TestLaunchVisitorCookiePlanted(t *testing.T) {
 	const planted = launcher.VisitorCookie + "=planted-by-a-site-under-the-parent-domain"
 
 	resp, _ := c.do("GET", "/launch/"+token, planted, nil)
-	mine := setCookie(resp, launcher.VisitorCookie)
+	mine := st.SetCookie(resp, launcher.VisitorCookie)
 	if resp.StatusCode != 200 || mine == nil || strings.Contains(planted, mine.Value) {
 		t.Fatalf("a planted cookie was taken as the visitor's: %d, new cookie %v", resp.StatusCode, mine)
 	}
@@ -119,7 +108,7 @@ func TestLaunchVisitorCookiePlanted(t *testing.T) {
 		{"the victim's id unsigned", launcher.VisitorCookie + "=" + id}} {
 		t.Run(attacker.name, func(t *testing.T) {
 			resp, page := c.do("GET", "/launch/"+token, attacker.cookie, nil)
-			if strings.Contains(page, `id="returning"`) || setCookie(resp, launcher.VisitorCookie) == nil {
+			if strings.Contains(page, `id="returning"`) || st.SetCookie(resp, launcher.VisitorCookie) == nil {
 				t.Fatalf("the page treats %q as the victim (%d):\n%s", attacker.cookie, resp.StatusCode, page)
 			}
 			// The form with that cookie alone starts over at the page: it
@@ -173,7 +162,7 @@ func TestHostCookies(t *testing.T) {
 				Client: st.NewClient(t, base, tok)}
 			_, token := launchable(t, s, f, owner, nil)
 			resp, _ := c.do("GET", "/launch/"+token, "", nil)
-			v := setCookie(resp, prefix+launcher.VisitorCookie)
+			v := st.SetCookie(resp, prefix+launcher.VisitorCookie)
 			check("visitor", v, "/launch/")
 			c.launchDemo(token, v.Name+"="+v.Value)
 			if _, page := c.do("GET", "/launch/"+token, v.Name+"="+v.Value, nil); !strings.Contains(page, `id="returning"`) {
@@ -186,9 +175,9 @@ func TestHostCookies(t *testing.T) {
 			// The consent page's session, signed in with a personal token.
 			clientID := st.NewClient(t, base, "").Do("POST", "/api/connect/register",
 				map[string]any{"client_name": "Cookie test", "redirect_uris": []string{"http://127.0.0.1:9/cb"}}).Must(t, 201).Str("client_id")
-			req := authorizeQuery(clientID, "http://127.0.0.1:9/cb")
+			req := st.AuthorizeQuery(clientID, "http://127.0.0.1:9/cb")
 			resp, _ = c.do("POST", "/connect/authorize", "", url.Values{"request": {req}, "action": {"token"}, "token": {tok}})
-			sess := setCookie(resp, prefix+"sbx_connect")
+			sess := st.SetCookie(resp, prefix+"sbx_connect")
 			check("session", sess, "/connect/")
 			if _, page := c.do("GET", "/connect/authorize?"+req, sess.Name+"="+sess.Value, nil); !strings.Contains(page, `id="approve"`) {
 				t.Fatal("the session cookie does not sign in")
@@ -199,66 +188,8 @@ func TestHostCookies(t *testing.T) {
 
 			// The sign-in cookie a mailed link is bound to.
 			resp, _ = c.do("POST", "/connect/authorize", "", url.Values{"request": {req}, "action": {"email"}, "email": {"owner@example.com"}})
-			check("sign-in", setCookie(resp, prefix+"sbx_signin"), "/connect/")
+			check("sign-in", st.SetCookie(resp, prefix+"sbx_signin"), "/connect/")
 		})
-	}
-}
-
-// authorizeQuery is an authorization request's query for clientID.
-func authorizeQuery(clientID, redirect string) string {
-	return url.Values{"client_id": {clientID}, "redirect_uri": {redirect}, "response_type": {"code"}, "state": {"st"},
-		"code_challenge_method": {"S256"}, "code_challenge": {strings.Repeat("c", 43)}}.Encode()
-}
-
-// TestConsentSigninLinkBoundToBrowser: a mailed sign-in link signs in
-// only the browser that asked for it. Opened in another browser (the
-// one who typed someone else's address, or anyone who read the mail) it
-// signs in nobody and says to open it where sign-in started; the
-// browser that asked can still use it, once.
-func TestConsentSigninLinkBoundToBrowser(t *testing.T) {
-	s := st.Single(t, st.Options{})
-	st.NewAccount(t, s, "alice@example.com", "paid")
-	clientID := st.NewClient(t, s.URL(), "").Do("POST", "/api/connect/register",
-		map[string]any{"client_name": "Bound link test", "redirect_uris": []string{"http://127.0.0.1:9/cb"}}).Must(t, 201).Str("client_id")
-	req := authorizeQuery(clientID, "http://127.0.0.1:9/cb")
-	asker, other := newConsentBrowser(t, s.URL()), newConsentBrowser(t, s.URL())
-
-	if _, page := asker.do("POST", "/connect/authorize", url.Values{"request": {req}, "action": {"email"}, "email": {"alice@example.com"}}); !strings.Contains(page, "on its way") {
-		t.Fatalf("ask for a link: %s", page)
-	}
-	mails := st.NewClient(t, s.URL(), s.OperatorToken()).Do("GET", "/api/admin/outbox", nil).Must(t, 200).List("mails")
-	link := regexp.MustCompile(`https?://\S+/connect/signin\?t=\S+`).FindString(mails[len(mails)-1]["text"].(string))
-	lu, err := url.Parse(link)
-	if link == "" || err != nil {
-		t.Fatalf("no sign-in link in %v", mails[len(mails)-1])
-	}
-	path := lu.Path + "?" + lu.RawQuery
-
-	for _, c := range []struct {
-		name   string
-		b      *consentBrowser
-		status int
-		text   string
-	}{
-		{"another browser", other, http.StatusForbidden, "only in the browser where you asked for it"},
-		{"the same other browser again", other, http.StatusForbidden, "only in the browser where you asked for it"},
-		{"the browser that asked", asker, http.StatusSeeOther, ""},
-		{"the browser that asked, twice", asker, http.StatusBadRequest, "used or has expired"},
-		{"another browser after use", other, http.StatusBadRequest, "used or has expired"},
-	} {
-		resp, page := c.b.do("GET", path, nil)
-		if resp.StatusCode != c.status || !strings.Contains(page, c.text) {
-			t.Fatalf("%s: %d %s\n%s", c.name, resp.StatusCode, resp.Header.Get("Location"), page)
-		}
-		if c.b == other && setCookie(resp, "sbx_connect") != nil {
-			t.Fatalf("%s: signed in", c.name)
-		}
-	}
-	if _, page := other.do("GET", "/connect/authorize?"+req, nil); strings.Contains(page, `id="approve"`) {
-		t.Fatal("the other browser is signed in")
-	}
-	if _, page := asker.do("GET", "/connect/authorize?"+req, nil); !strings.Contains(page, `id="approve"`) {
-		t.Fatal("the browser that asked is not signed in")
 	}
 }
 
@@ -273,7 +204,7 @@ func TestVisitorCookieSurvivesLeaderChange(t *testing.T) {
 	owner := st.NewAccount(t, leader, "owner@example.com", "paid")
 	_, token := launchable(t, leader, f, owner, nil)
 	resp, _ := newCookieClient(t, leader.URL()).do("GET", "/launch/"+token, "", nil)
-	v := setCookie(resp, launcher.VisitorCookie)
+	v := st.SetCookie(resp, launcher.VisitorCookie)
 	if v == nil {
 		t.Fatal("no visitor cookie")
 	}
@@ -286,7 +217,7 @@ func TestVisitorCookieSurvivesLeaderChange(t *testing.T) {
 	for _, s := range rest {
 		st.WaitFor(t, 20*time.Second, "the demo through "+s.URL(), func() bool {
 			resp, page := newCookieClient(t, s.URL()).do("GET", "/launch/"+token, cookie, nil)
-			return resp.StatusCode == 200 && strings.Contains(page, `id="returning"`) && setCookie(resp, launcher.VisitorCookie) == nil
+			return resp.StatusCode == 200 && strings.Contains(page, `id="returning"`) && st.SetCookie(resp, launcher.VisitorCookie) == nil
 		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/members"
+	"github.com/sandboxd/sandboxd/controlplane/memberspec"
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -340,7 +341,7 @@ func (s *Server) LocalJoinToken(ctx context.Context, dir string, role pki.Role) 
 	if enroll.Have(dir) {
 		return "", nil
 	}
-	tok, _, err := s.members.CreateJoinToken(ctx, members.JoinTokenOptions{Role: role, TTL: 10 * time.Minute,
+	tok, _, err := s.members.CreateJoinToken(ctx, memberspec.JoinTokenOptions{Role: role, TTL: 10 * time.Minute,
 		Description: "a " + string(role) + " in the server's own process"})
 	return tok, err
 }

@@ -68,7 +68,7 @@ func TestConnectorTokenReach(t *testing.T) {
 		t.Fatal("no login link on the personal token's import")
 	}
 
-	conn, page, _ := connectorToken(t, s, alice.Token, "")
+	conn, page, _ := st.ConnectorToken(t, s, alice.Token, "")
 	if !strings.Contains(page, `id="workspace"`) || !strings.Contains(page, team) {
 		t.Errorf("the consent page offers no choice of workspace: %s", page)
 	}
@@ -104,7 +104,7 @@ func TestConnectorTokenReach(t *testing.T) {
 		t.Errorf("the connector lists %v, want its own two imports", ids)
 	}
 	// A second connector of the same account sees none of the first's.
-	other, _, _ := connectorToken(t, s, alice.Token, "")
+	other, _, _ := st.ConnectorToken(t, s, alice.Token, "")
 	if ids := importIDs(t, other); len(ids) != 0 {
 		t.Errorf("another connector lists %v", ids)
 	}
@@ -114,7 +114,7 @@ func TestConnectorTokenReach(t *testing.T) {
 	}
 
 	// One approved for the team workspace works there, and only there.
-	teamConn, _, _ := connectorToken(t, s, alice.Token, team)
+	teamConn, _, _ := st.ConnectorToken(t, s, alice.Token, team)
 	teamConn.Do("POST", "/api/app/imports", map[string]any{"sourceUrl": "https://live.example.com", "sizeBytes": 5}).Must(t, 201)
 	if got := alice.In(team).Do("GET", "/api/app/imports", nil).Must(t, 200).List("imports"); len(got) != 1 {
 		t.Errorf("the team connector's import is not in the team workspace: %v", got)
@@ -124,7 +124,7 @@ func TestConnectorTokenReach(t *testing.T) {
 	}
 	// The consent page approves only a workspace of the account's.
 	mallory := st.NewAccount(t, s, "mallory@example.com", "paid")
-	if _, to := newConsentBrowser(t, s.URL()).approveIn(authURLFor(t, s), mallory.Token, team); to.Query().Get("code") != "" {
+	if _, to := st.NewConsentBrowser(t, s.URL()).ApproveIn(authURLFor(t, s), mallory.Token, team); to.Query().Get("code") != "" {
 		t.Errorf("approved into a workspace not the account's: %s", to)
 	}
 

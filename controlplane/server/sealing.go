@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/api"
 	"github.com/sandboxd/sandboxd/controlplane/sealing"
+	"github.com/sandboxd/sandboxd/controlplane/sealingspec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
@@ -29,7 +30,7 @@ type sealingService struct {
 	rotator *sealing.Rotator
 	log     *slog.Logger
 	// checked is the last check of the cluster CA's key (nil: none yet).
-	checked atomic.Pointer[sealing.Status]
+	checked atomic.Pointer[sealingspec.Status]
 	// interval is how often the check looks for a changed CA key.
 	interval time.Duration
 }
@@ -43,7 +44,7 @@ func newSealingService(s *Server, keys *sealing.Keyring) *sealingService {
 }
 
 // Local is this server's keyring and whether it opens the CA key.
-func (v *sealingService) Local() sealing.Status {
+func (v *sealingService) Local() sealingspec.Status {
 	st := v.keys.Check(v.s.node.Store())
 	st.Server = v.s.cfg.NodeID
 	return st
@@ -51,13 +52,13 @@ func (v *sealingService) Local() sealing.Status {
 
 // Keyrings asks every server of the cluster for its keyring; a server
 // that cannot be asked has Error set.
-func (v *sealingService) Keyrings(ctx context.Context) []sealing.Status {
+func (v *sealingService) Keyrings(ctx context.Context) []sealingspec.Status {
 	servers, err := v.s.node.Store().Servers()
 	if err != nil {
-		return []sealing.Status{v.Local()}
+		return []sealingspec.Status{v.Local()}
 	}
 	slices.SortFunc(servers, func(a, b *state.Server) int { return strings.Compare(a.ID, b.ID) })
-	out := make([]sealing.Status, 0, len(servers))
+	out := make([]sealingspec.Status, 0, len(servers))
 	for _, sv := range servers {
 		if sv.ID == v.s.cfg.NodeID {
 			out = append(out, v.Local())
@@ -70,7 +71,7 @@ func (v *sealingService) Keyrings(ctx context.Context) []sealing.Status {
 			err = fmt.Errorf("answered for %q (is it running this version?)", st.Server)
 		}
 		if err != nil {
-			st = sealing.Status{KeyIDs: []string{}, Error: err.Error()}
+			st = sealingspec.Status{KeyIDs: []string{}, Error: err.Error()}
 		}
 		st.Server = sv.ID
 		out = append(out, st)
@@ -78,31 +79,31 @@ func (v *sealingService) Keyrings(ctx context.Context) []sealing.Status {
 	return out
 }
 
-func (v *sealingService) ask(ctx context.Context, clusterURL string) (sealing.Status, error) {
+func (v *sealingService) ask(ctx context.Context, clusterURL string) (sealingspec.Status, error) {
 	if clusterURL == "" {
-		return sealing.Status{}, fmt.Errorf("no cluster address recorded")
+		return sealingspec.Status{}, fmt.Errorf("no cluster address recorded")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(clusterURL, "/")+api.KeyringPath, nil)
 	if err != nil {
-		return sealing.Status{}, err
+		return sealingspec.Status{}, err
 	}
 	resp, err := v.s.peers.Do(req)
 	if err != nil {
-		return sealing.Status{}, fmt.Errorf("did not answer: %w", err)
+		return sealingspec.Status{}, fmt.Errorf("did not answer: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err != nil {
-		return sealing.Status{}, fmt.Errorf("read its keyring: %w", err)
+		return sealingspec.Status{}, fmt.Errorf("read its keyring: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return sealing.Status{}, fmt.Errorf("answered %d (is it running this version?)", resp.StatusCode)
+		return sealingspec.Status{}, fmt.Errorf("answered %d (is it running this version?)", resp.StatusCode)
 	}
 	var kr api.KeyringResponse
 	if err := json.Unmarshal(body, &kr); err != nil {
-		return sealing.Status{}, fmt.Errorf("decode its keyring: %w", err)
+		return sealingspec.Status{}, fmt.Errorf("decode its keyring: %w", err)
 	}
 	return kr.Keyring, nil
 }
@@ -110,7 +111,7 @@ func (v *sealingService) ask(ctx context.Context, clusterURL string) (sealing.St
 // Rotate runs the rotation once every server seals with this one's
 // current key: otherwise a server that leads later would seal with
 // another key again, or open nothing.
-func (v *sealingService) Rotate(ctx context.Context, dryRun bool) (*sealing.Rotation, error) {
+func (v *sealingService) Rotate(ctx context.Context, dryRun bool) (*sealingspec.Rotation, error) {
 	if len(v.keys.IDs()) > 1 {
 		if err := v.preflight(ctx); err != nil {
 			return nil, err
@@ -147,9 +148,9 @@ func (v *sealingService) preflight(ctx context.Context) error {
 // (no CA in the state yet, or the log not applied yet).
 func (v *sealingService) health() string {
 	switch st := v.checked.Load(); {
-	case st == nil || st.ClusterCA == sealing.CAAbsent:
+	case st == nil || st.ClusterCA == sealingspec.CAAbsent:
 		return "unchecked"
-	case st.ClusterCA == sealing.CAUnreadable:
+	case st.ClusterCA == sealingspec.CAUnreadable:
 		return "mismatch"
 	}
 	return "ok"
@@ -173,9 +174,9 @@ func (v *sealingService) watch(ctx context.Context) {
 				st := v.Local()
 				prev := v.checked.Swap(&st)
 				switch {
-				case st.ClusterCA == sealing.CAUnreadable:
+				case st.ClusterCA == sealingspec.CAUnreadable:
 					v.log.Error(st.Mismatch(), "key_ids", strings.Join(st.KeyIDs, ","), "cluster_ca_key_id", st.ClusterCAKeyID)
-				case prev != nil && prev.ClusterCA == sealing.CAUnreadable:
+				case prev != nil && prev.ClusterCA == sealingspec.CAUnreadable:
 					v.log.Info("this server's sealing keys open the cluster CA's key again", "key_ids", strings.Join(st.KeyIDs, ","))
 				}
 			}

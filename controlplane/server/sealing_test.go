@@ -103,7 +103,7 @@ func (f *sealedFixture) check(servers []*server.Server, round string) {
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	sess, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: leader.URL() + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{f.alice.Token}}}, nil)
+		HTTPClient: &http.Client{Transport: st.Bearer{Token: f.alice.Token}}}, nil)
 	if err != nil {
 		t.Fatalf("%s: MCP: %v", round, err)
 	}

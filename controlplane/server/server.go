@@ -39,6 +39,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/sites"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/statemetrics"
+	"github.com/sandboxd/sandboxd/controlplane/webhookspec"
 	"github.com/sandboxd/sandboxd/controlplane/workspaces"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/objstore"
@@ -1021,9 +1022,9 @@ func (s *Server) OpenAPI() map[string]any {
 			"Git push webhooks are received at POST /hooks/git/{repositoryId}/{secret}, the webhookUrl a connected repository's creation answers " +
 			"(GitHub, GitLab and Gitea push events; 202 {jobId} when a deploy starts, 200 {ignored} otherwise, 401 for a bad signature).",
 		Webhooks: []rest.Webhook{
-			{Name: webhooks.DemoReady, Summary: "A demo launched from a template's public link is ready at its URL." + retries,
+			{Name: webhookspec.DemoReady, Summary: "A demo launched from a template's public link is ready at its URL." + retries,
 				Body: webhooks.Event{}, Headers: headers},
-			{Name: webhooks.DemoExpired, Summary: "A launched demo's lease ended (status expired); its site is being deleted." + retries,
+			{Name: webhookspec.DemoExpired, Summary: "A launched demo's lease ended (status expired); its site is being deleted." + retries,
 				Body: webhooks.Event{}, Headers: headers},
 		}})
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/apiclient"
 	"github.com/sandboxd/sandboxd/controlplane/api"
-	"github.com/sandboxd/sandboxd/controlplane/members"
+	"github.com/sandboxd/sandboxd/controlplane/memberspec"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/server"
 	"github.com/sandboxd/sandboxd/internal/enroll"
@@ -327,7 +327,7 @@ func Multipart(fields map[string]string, fileField, filename string, data []byte
 // server s (which must lead).
 func JoinToken(t testing.TB, s *server.Server, role pki.Role, name string) string {
 	t.Helper()
-	tok, _, err := s.Members().CreateJoinToken(context.Background(), members.JoinTokenOptions{Role: role, Name: name})
+	tok, _, err := s.Members().CreateJoinToken(context.Background(), memberspec.JoinTokenOptions{Role: role, Name: name})
 	if err != nil {
 		t.Fatalf("join token for %s/%s: %v", role, name, err)
 	}

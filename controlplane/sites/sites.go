@@ -19,6 +19,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/jobs"
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/library"
+	"github.com/sandboxd/sandboxd/controlplane/libraryspec"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/controlplane/state"
@@ -450,7 +451,7 @@ func (s *Service) Deploy(ctx context.Context, ans *writes.Answer[sitespec.Made],
 			return "", err
 		}
 		if e == nil {
-			return "", apierr.NotFound(library.CodeEntryNotFound, "library entry")
+			return "", apierr.NotFound(libraryspec.CodeEntryNotFound, "library entry")
 		}
 		p.BlobSHA256, p.Source = e.BlobSHA256, "library:"+e.Slug
 	default:

@@ -12,6 +12,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/naming"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/templatespec"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
@@ -22,7 +23,7 @@ var hexColour = regexp.MustCompile(`^#([0-9a-fA-F]{3}|[0-9a-fA-F]{6}|[0-9a-fA-F]
 // held to the plan, the launch token made once. It writes only over the
 // template it read: a freeze job that finished meanwhile is read again
 // and the PATCH applied to it.
-func (s *Service) Update(ctx context.Context, t *state.Template, p Patch) (*state.Template, error) {
+func (s *Service) Update(ctx context.Context, t *state.Template, p templatespec.Patch) (*state.Template, error) {
 	for try := 0; ; try++ {
 		next, err := s.patched(t, p)
 		if err != nil {
@@ -34,7 +35,7 @@ func (s *Service) Update(ctx context.Context, t *state.Template, p Patch) (*stat
 		case err == nil:
 			return next, nil
 		case errors.Is(err, state.ErrNotFound):
-			return nil, NotFound()
+			return nil, templatespec.NotFound()
 		case !errors.Is(err, state.ErrStale) || try == 4:
 			return nil, err
 		}
@@ -45,7 +46,7 @@ func (s *Service) Update(ctx context.Context, t *state.Template, p Patch) (*stat
 }
 
 // patched is template t with a PATCH applied and checked.
-func (s *Service) patched(t *state.Template, p Patch) (*state.Template, error) {
+func (s *Service) patched(t *state.Template, p templatespec.Patch) (*state.Template, error) {
 	next := *t
 	var err error
 	if p.Name != nil {
@@ -96,7 +97,7 @@ func Later(now, prev time.Time) time.Time {
 }
 
 // applyLaunch checks and applies the launch fields of a PATCH.
-func applyLaunch(l *state.Launch, p Patch) error {
+func applyLaunch(l *state.Launch, p templatespec.Patch) error {
 	oneOf := func(field string, v *string, dst *string, allowed ...string) error {
 		if v == nil {
 			return nil
@@ -112,13 +113,13 @@ func applyLaunch(l *state.Launch, p Patch) error {
 	if p.LaunchEnabled != nil {
 		l.Enabled = *p.LaunchEnabled
 	}
-	if err := oneOf("launchQuotaMode", p.LaunchQuotaMode, &l.QuotaMode, QuotaModes...); err != nil {
+	if err := oneOf("launchQuotaMode", p.LaunchQuotaMode, &l.QuotaMode, templatespec.QuotaModes...); err != nil {
 		return err
 	}
-	if err := oneOf("launchEntryMode", p.LaunchEntryMode, &l.EntryMode, EntryModes...); err != nil {
+	if err := oneOf("launchEntryMode", p.LaunchEntryMode, &l.EntryMode, templatespec.EntryModes...); err != nil {
 		return err
 	}
-	if err := oneOf("launchExpirationMode", p.LaunchExpirationMode, &l.ExpirationMode, ExpirationModes...); err != nil {
+	if err := oneOf("launchExpirationMode", p.LaunchExpirationMode, &l.ExpirationMode, templatespec.ExpirationModes...); err != nil {
 		return err
 	}
 	if v := p.LaunchExpirationMinutes; v != nil {

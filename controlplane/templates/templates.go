@@ -62,14 +62,14 @@ var DefaultLaunch = state.Launch{QuotaMode: "visitor", EntryMode: "anonymous", E
 // In returns a template of the workspace: another workspace's is
 // indistinguishable from one that does not exist.
 func (s *Service) In(workspaceID, id string) (*state.Template, error) {
-	return In(s.cfg.Store, workspaceID, id)
+	return templatespec.In(s.cfg.Store, workspaceID, id)
 }
 
 // Ready returns a ready template of the workspace for a site to be made
 // from: an unknown one is 404, one still building or failed is
 // invalid_request (details.field, details.status).
 func Ready(store *state.Store, workspaceID, id, field string) (*state.Template, error) {
-	t, err := In(store, workspaceID, id)
+	t, err := templatespec.In(store, workspaceID, id)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func Ready(store *state.Store, workspaceID, id, field string) (*state.Template, 
 // Create checks the source site, and queues the job that freezes it with
 // the building template, in one Raft entry within the owner's template
 // quota.
-func (s *Service) Create(ctx context.Context, in Create) (*state.Template, string, error) {
+func (s *Service) Create(ctx context.Context, in templatespec.Create) (*state.Template, string, error) {
 	name, err := naming.Name(in.Name)
 	if err != nil {
 		return nil, "", err
@@ -169,7 +169,7 @@ func (s *Service) planOf(t *state.Template) (string, error) {
 		return "", err
 	}
 	if w == nil {
-		return "", NotFound()
+		return "", templatespec.NotFound()
 	}
 	return s.cfg.Store.PlanOf(w)
 }
@@ -179,18 +179,3 @@ func paidOnly(field string) error {
 	return apierr.New(http.StatusPaymentRequired, apierr.CodeTemplateSharingRequiresPaidPlan,
 		"%s needs a paid plan", field).With("field", field).With("plan", state.PlanFree)
 }
-
-// The templatespec types and values, under their old names here.
-type (
-	Create        = templatespec.Create
-	Patch         = templatespec.Patch
-	BrandingPatch = templatespec.BrandingPatch
-)
-
-var (
-	In              = templatespec.In
-	NotFound        = templatespec.NotFound
-	QuotaModes      = templatespec.QuotaModes
-	EntryModes      = templatespec.EntryModes
-	ExpirationModes = templatespec.ExpirationModes
-)

@@ -11,6 +11,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/jobspec"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/templatespec"
 	"github.com/sandboxd/sandboxd/internal/apierr"
 )
 
@@ -81,18 +82,18 @@ func field(err error) any {
 func TestCreate(t *testing.T) {
 	tests := []struct {
 		name   string
-		in     Create
+		in     templatespec.Create
 		code   string
 		field  string
 		status string
 	}{
-		{name: "ready site", in: Create{SiteID: "site_ready", Name: "Shop demo"}},
-		{name: "no name", in: Create{SiteID: "site_ready"}, code: apierr.CodeInvalidRequest, field: "name"},
-		{name: "long name", in: Create{SiteID: "site_ready", Name: string(make([]byte, 101))}, code: apierr.CodeInvalidRequest, field: "name"},
-		{name: "no site", in: Create{Name: "x"}, code: apierr.CodeInvalidRequest, field: "siteId"},
-		{name: "unknown site", in: Create{SiteID: "site_none", Name: "x"}, code: apierr.CodeSiteNotFound},
-		{name: "another workspace's site", in: Create{SiteID: "site_bobs", Name: "x"}, code: apierr.CodeSiteNotFound},
-		{name: "site not ready", in: Create{SiteID: "site_making", Name: "x"}, code: apierr.CodeInvalidRequest, field: "siteId", status: state.SiteCreating},
+		{name: "ready site", in: templatespec.Create{SiteID: "site_ready", Name: "Shop demo"}},
+		{name: "no name", in: templatespec.Create{SiteID: "site_ready"}, code: apierr.CodeInvalidRequest, field: "name"},
+		{name: "long name", in: templatespec.Create{SiteID: "site_ready", Name: string(make([]byte, 101))}, code: apierr.CodeInvalidRequest, field: "name"},
+		{name: "no site", in: templatespec.Create{Name: "x"}, code: apierr.CodeInvalidRequest, field: "siteId"},
+		{name: "unknown site", in: templatespec.Create{SiteID: "site_none", Name: "x"}, code: apierr.CodeSiteNotFound},
+		{name: "another workspace's site", in: templatespec.Create{SiteID: "site_bobs", Name: "x"}, code: apierr.CodeSiteNotFound},
+		{name: "site not ready", in: templatespec.Create{SiteID: "site_making", Name: "x"}, code: apierr.CodeInvalidRequest, field: "siteId", status: state.SiteCreating},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,7 +142,7 @@ func TestCreateQuotaAndSlugs(t *testing.T) {
 	w := newWorld(t, state.PlanFree)
 	var slugs []string
 	for i := 0; i < 3; i++ {
-		tpl, _, err := w.svc.Create(context.Background(), Create{Workspace: w.ws, By: w.acct, SiteID: "site_ready", Name: "Demo"})
+		tpl, _, err := w.svc.Create(context.Background(), templatespec.Create{Workspace: w.ws, By: w.acct, SiteID: "site_ready", Name: "Demo"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +151,7 @@ func TestCreateQuotaAndSlugs(t *testing.T) {
 	if slugs[0] != "demo" || slugs[1] != "demo-2" || slugs[2] != "demo-3" {
 		t.Fatalf("slugs %v", slugs)
 	}
-	_, _, err := w.svc.Create(context.Background(), Create{Workspace: w.ws, By: w.acct, SiteID: "site_ready", Name: "Demo"})
+	_, _, err := w.svc.Create(context.Background(), templatespec.Create{Workspace: w.ws, By: w.acct, SiteID: "site_ready", Name: "Demo"})
 	var ae *apierr.Error
 	if !errors.As(err, &ae) {
 		var qe *state.QuotaError
@@ -171,26 +172,26 @@ func TestUpdate(t *testing.T) {
 	tests := []struct {
 		name  string
 		plan  string
-		patch Patch
+		patch templatespec.Patch
 		code  string
 		field string
 		check func(t *testing.T, tpl *state.Template)
 	}{
-		{name: "name and description", patch: Patch{Name: ptr(" New name "), Description: ptr("About it")},
+		{name: "name and description", patch: templatespec.Patch{Name: ptr(" New name "), Description: ptr("About it")},
 			check: func(t *testing.T, tpl *state.Template) {
 				if tpl.Name != "New name" || tpl.Description != "About it" || tpl.Slug != "demo" {
 					t.Fatalf("%+v", tpl)
 				}
 			}},
-		{name: "empty name", patch: Patch{Name: ptr(" ")}, code: apierr.CodeInvalidRequest, field: "name"},
-		{name: "launch on free", plan: state.PlanFree, patch: Patch{LaunchEnabled: ptr(true)}, code: apierr.CodeTemplateSharingRequiresPaidPlan},
-		{name: "launch settings on free while off", plan: state.PlanFree, patch: Patch{LaunchEntryMode: ptr("email"), LaunchLandingPath: ptr("/shop/")},
+		{name: "empty name", patch: templatespec.Patch{Name: ptr(" ")}, code: apierr.CodeInvalidRequest, field: "name"},
+		{name: "launch on free", plan: state.PlanFree, patch: templatespec.Patch{LaunchEnabled: ptr(true)}, code: apierr.CodeTemplateSharingRequiresPaidPlan},
+		{name: "launch settings on free while off", plan: state.PlanFree, patch: templatespec.Patch{LaunchEntryMode: ptr("email"), LaunchLandingPath: ptr("/shop/")},
 			check: func(t *testing.T, tpl *state.Template) {
 				if tpl.Launch.EntryMode != "email" || tpl.Launch.LandingPath != "/shop/" || tpl.Launch.Enabled {
 					t.Fatalf("%+v", tpl.Launch)
 				}
 			}},
-		{name: "launch on paid", patch: Patch{LaunchEnabled: ptr(true), LaunchBranding: &BrandingPatch{AccentColor: ptr("#1e40af"),
+		{name: "launch on paid", patch: templatespec.Patch{LaunchEnabled: ptr(true), LaunchBranding: &templatespec.BrandingPatch{AccentColor: ptr("#1e40af"),
 			LogoURL: ptr("https://cdn.example.com/logo.png"), Headline: ptr("Try <b>it</b>")}},
 			check: func(t *testing.T, tpl *state.Template) {
 				if !tpl.Launch.Enabled || len(tpl.Launch.Token) < 20 || tpl.Launch.Branding.AccentColor != "#1e40af" ||
@@ -198,21 +199,21 @@ func TestUpdate(t *testing.T) {
 					t.Fatalf("%+v", tpl.Launch)
 				}
 			}},
-		{name: "bad quota mode", patch: Patch{LaunchQuotaMode: ptr("everyone")}, code: apierr.CodeInvalidRequest, field: "launchQuotaMode"},
-		{name: "bad entry mode", patch: Patch{LaunchEntryMode: ptr("")}, code: apierr.CodeInvalidRequest, field: "launchEntryMode"},
-		{name: "bad expiration mode", patch: Patch{LaunchExpirationMode: ptr("forever")}, code: apierr.CodeInvalidRequest, field: "launchExpirationMode"},
-		{name: "expiration minutes", patch: Patch{LaunchExpirationMinutes: ptr(0)}, code: apierr.CodeInvalidRequest, field: "launchExpirationMinutes"},
-		{name: "landing path without slash", patch: Patch{LaunchLandingPath: ptr("wp-admin/")}, code: apierr.CodeInvalidRequest, field: "launchLandingPath"},
-		{name: "landing path to another host", patch: Patch{LaunchLandingPath: ptr("//evil.example/")}, code: apierr.CodeInvalidRequest, field: "launchLandingPath"},
-		{name: "landing path with a newline", patch: Patch{LaunchLandingPath: ptr("/a\nb")}, code: apierr.CodeInvalidRequest, field: "launchLandingPath"},
-		{name: "colour", patch: Patch{LaunchBranding: &BrandingPatch{BackgroundColor: ptr("red;}body{")}}, code: apierr.CodeInvalidRequest, field: "launchBranding.backgroundColor"},
-		{name: "http logo", patch: Patch{LaunchBranding: &BrandingPatch{LogoURL: ptr("http://cdn.example.com/l.png")}}, code: apierr.CodeInvalidRequest, field: "launchBranding.logoUrl"},
-		{name: "javascript image", patch: Patch{LaunchBranding: &BrandingPatch{BackgroundImageURL: ptr("javascript:alert(1)")}}, code: apierr.CodeInvalidRequest, field: "launchBranding.backgroundImageUrl"},
-		{name: "long headline", patch: Patch{LaunchBranding: &BrandingPatch{Headline: ptr(string(make([]rune, 201)))}}, code: apierr.CodeInvalidRequest, field: "launchBranding.headline"},
-		{name: "consent label on two lines", patch: Patch{LaunchConsentLabel: ptr("a\nb")}, code: apierr.CodeInvalidRequest, field: "launchConsentLabel"},
-		{name: "warm pool on free", plan: state.PlanFree, patch: Patch{WarmPoolSize: ptr(2)}, code: apierr.CodePlanLimitReached},
-		{name: "warm pool too big", patch: Patch{WarmPoolSize: ptr(11)}, code: apierr.CodeInvalidRequest, field: "warmPoolSize"},
-		{name: "warm pool", patch: Patch{WarmPoolSize: ptr(3)}, check: func(t *testing.T, tpl *state.Template) {
+		{name: "bad quota mode", patch: templatespec.Patch{LaunchQuotaMode: ptr("everyone")}, code: apierr.CodeInvalidRequest, field: "launchQuotaMode"},
+		{name: "bad entry mode", patch: templatespec.Patch{LaunchEntryMode: ptr("")}, code: apierr.CodeInvalidRequest, field: "launchEntryMode"},
+		{name: "bad expiration mode", patch: templatespec.Patch{LaunchExpirationMode: ptr("forever")}, code: apierr.CodeInvalidRequest, field: "launchExpirationMode"},
+		{name: "expiration minutes", patch: templatespec.Patch{LaunchExpirationMinutes: ptr(0)}, code: apierr.CodeInvalidRequest, field: "launchExpirationMinutes"},
+		{name: "landing path without slash", patch: templatespec.Patch{LaunchLandingPath: ptr("wp-admin/")}, code: apierr.CodeInvalidRequest, field: "launchLandingPath"},
+		{name: "landing path to another host", patch: templatespec.Patch{LaunchLandingPath: ptr("//evil.example/")}, code: apierr.CodeInvalidRequest, field: "launchLandingPath"},
+		{name: "landing path with a newline", patch: templatespec.Patch{LaunchLandingPath: ptr("/a\nb")}, code: apierr.CodeInvalidRequest, field: "launchLandingPath"},
+		{name: "colour", patch: templatespec.Patch{LaunchBranding: &templatespec.BrandingPatch{BackgroundColor: ptr("red;}body{")}}, code: apierr.CodeInvalidRequest, field: "launchBranding.backgroundColor"},
+		{name: "http logo", patch: templatespec.Patch{LaunchBranding: &templatespec.BrandingPatch{LogoURL: ptr("http://cdn.example.com/l.png")}}, code: apierr.CodeInvalidRequest, field: "launchBranding.logoUrl"},
+		{name: "javascript image", patch: templatespec.Patch{LaunchBranding: &templatespec.BrandingPatch{BackgroundImageURL: ptr("javascript:alert(1)")}}, code: apierr.CodeInvalidRequest, field: "launchBranding.backgroundImageUrl"},
+		{name: "long headline", patch: templatespec.Patch{LaunchBranding: &templatespec.BrandingPatch{Headline: ptr(string(make([]rune, 201)))}}, code: apierr.CodeInvalidRequest, field: "launchBranding.headline"},
+		{name: "consent label on two lines", patch: templatespec.Patch{LaunchConsentLabel: ptr("a\nb")}, code: apierr.CodeInvalidRequest, field: "launchConsentLabel"},
+		{name: "warm pool on free", plan: state.PlanFree, patch: templatespec.Patch{WarmPoolSize: ptr(2)}, code: apierr.CodePlanLimitReached},
+		{name: "warm pool too big", patch: templatespec.Patch{WarmPoolSize: ptr(11)}, code: apierr.CodeInvalidRequest, field: "warmPoolSize"},
+		{name: "warm pool", patch: templatespec.Patch{WarmPoolSize: ptr(3)}, check: func(t *testing.T, tpl *state.Template) {
 			if tpl.WarmPoolSize != 3 {
 				t.Fatalf("%+v", tpl)
 			}
@@ -225,7 +226,7 @@ func TestUpdate(t *testing.T) {
 				plan = state.PlanPaid
 			}
 			w := newWorld(t, plan)
-			tpl, _, err := w.svc.Create(context.Background(), Create{Workspace: w.ws, By: w.acct, SiteID: "site_ready", Name: "Demo"})
+			tpl, _, err := w.svc.Create(context.Background(), templatespec.Create{Workspace: w.ws, By: w.acct, SiteID: "site_ready", Name: "Demo"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -255,19 +256,19 @@ func TestUpdate(t *testing.T) {
 func TestLaunchTokenIsKept(t *testing.T) {
 	w := newWorld(t, state.PlanPaid)
 	ctx := context.Background()
-	tpl, _, err := w.svc.Create(ctx, Create{Workspace: w.ws, By: w.acct, SiteID: "site_ready", Name: "Demo"})
+	tpl, _, err := w.svc.Create(ctx, templatespec.Create{Workspace: w.ws, By: w.acct, SiteID: "site_ready", Name: "Demo"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	on, err := w.svc.Update(ctx, tpl, Patch{LaunchEnabled: ptr(true)})
+	on, err := w.svc.Update(ctx, tpl, templatespec.Patch{LaunchEnabled: ptr(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	off, err := w.svc.Update(ctx, on, Patch{LaunchEnabled: ptr(false)})
+	off, err := w.svc.Update(ctx, on, templatespec.Patch{LaunchEnabled: ptr(false)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := w.svc.Update(ctx, off, Patch{LaunchEnabled: ptr(true)})
+	again, err := w.svc.Update(ctx, off, templatespec.Patch{LaunchEnabled: ptr(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func TestLaunchTokenIsKept(t *testing.T) {
 func TestReadyAndDelete(t *testing.T) {
 	w := newWorld(t, state.PlanPaid)
 	ctx := context.Background()
-	tpl, _, err := w.svc.Create(ctx, Create{Workspace: w.ws, By: w.acct, SiteID: "site_ready", Name: "Demo"})
+	tpl, _, err := w.svc.Create(ctx, templatespec.Create{Workspace: w.ws, By: w.acct, SiteID: "site_ready", Name: "Demo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +314,7 @@ func TestReadyAndDelete(t *testing.T) {
 func TestPatchDoesNotUndoAFreeze(t *testing.T) {
 	w := newWorld(t, state.PlanPaid)
 	ctx := context.Background()
-	tpl, _, err := w.svc.Create(ctx, Create{Workspace: w.ws, By: w.acct, SiteID: "site_ready", Name: "Demo"})
+	tpl, _, err := w.svc.Create(ctx, templatespec.Create{Workspace: w.ws, By: w.acct, SiteID: "site_ready", Name: "Demo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +324,7 @@ func TestPatchDoesNotUndoAFreeze(t *testing.T) {
 	if _, err := fsm.NewLocal(w.store).Apply(ctx, fsm.PutTemplate{Template: ready}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.svc.Update(ctx, &stale, Patch{Name: ptr("Renamed")}); err != nil {
+	if _, err := w.svc.Update(ctx, &stale, templatespec.Patch{Name: ptr("Renamed")}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := w.store.Template(tpl.ID)

@@ -9,18 +9,6 @@ import (
 	"github.com/sandboxd/sandboxd/internal/ids"
 )
 
-// Event types and their value sets, under their old names here.
-const (
-	DemoReady   = webhookspec.DemoReady
-	DemoExpired = webhookspec.DemoExpired
-)
-
-var (
-	Events      = webhookspec.Events
-	DemoStatus  = webhookspec.DemoStatus
-	SourceKinds = webhookspec.SourceKinds
-)
-
 // Event is the contract's webhook payload, the same for both types.
 type Event struct {
 	ID           string    `json:"id"`
@@ -42,7 +30,7 @@ type Event struct {
 func DemoEvent(typ string, d *state.Demo, siteURL string, at time.Time) Event {
 	e := Event{ID: ids.New(ids.Event), Type: typ, OccurredAt: at.UTC(), WorkspaceID: d.WorkspaceID, TemplateID: d.TemplateID,
 		SiteID: d.SiteID, SiteURL: siteURL, Status: "ready", Source: "template_launch", Consent: d.Consent, ConsentLabel: d.ConsentLabel}
-	if typ == DemoExpired {
+	if typ == webhookspec.DemoExpired {
 		e.Status = "expired"
 	}
 	if d.Email != "" {
@@ -56,7 +44,7 @@ func DemoEvent(typ string, d *state.Demo, siteURL string, at time.Time) Event {
 // source test, so a receiver can check its signature code end to end.
 func TestEvent(workspaceID string, at time.Time) Event {
 	email := "visitor@example.com"
-	return Event{ID: ids.New(ids.Event), Type: DemoReady, OccurredAt: at.UTC(), WorkspaceID: workspaceID, TemplateID: "tpl_test",
+	return Event{ID: ids.New(ids.Event), Type: webhookspec.DemoReady, OccurredAt: at.UTC(), WorkspaceID: workspaceID, TemplateID: "tpl_test",
 		SiteID: "site_test", SiteURL: "https://test.invalid", Email: &email, Status: "ready", Source: "test"}
 }
 

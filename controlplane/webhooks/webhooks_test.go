@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/controlplane/webhookspec"
 	"github.com/sandboxd/sandboxd/internal/safefetch"
 	"github.com/sandboxd/sandboxd/internal/seal"
 )
@@ -75,7 +76,7 @@ func TestSender(t *testing.T) {
 	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	ctx := context.Background()
 	msg := func(url string) Message {
-		return Message{URL: url, Secret: "s", DeliveryID: "dlv_1", EventID: "evt_1", Event: DemoReady, Body: []byte(`{}`)}
+		return Message{URL: url, Secret: "s", DeliveryID: "dlv_1", EventID: "evt_1", Event: webhookspec.DemoReady, Body: []byte(`{}`)}
 	}
 
 	allowed := NewSender(loopback, nil)
@@ -155,7 +156,7 @@ func TestDispatcherBacklog(t *testing.T) {
 		demo := state.Demo{ID: "demo_" + id, TemplateID: "tpl_1", WorkspaceID: "ws_1", SiteID: site.ID, Visitor: id, CreatedAt: t0}
 		apply(fsm.CreateSiteWithJob{Site: site, Job: state.Job{ID: "job_" + id, Type: "noop", WorkspaceID: "ws_1", Status: state.JobQueued, CreatedAt: t0},
 			Quota: state.Quota{Plan: state.PlanPaid, Limit: 1000}, Launch: &state.DemoLaunch{Demo: demo, Token: "tok"}})
-		apply(fsm.DemoReady{DemoID: demo.ID, At: t0, Delivery: Delivery(DemoEvent(DemoReady, &demo, "http://s.localhost", t0), t0)})
+		apply(fsm.DemoReady{DemoID: demo.ID, At: t0, Delivery: Delivery(DemoEvent(webhookspec.DemoReady, &demo, "http://s.localhost", t0), t0)})
 	}
 	d := &Dispatcher{Store: store, Raft: raft, Sender: NewSender([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, nil),
 		Secret:   func(w *state.Webhook) (string, error) { return sealer.Open(w.SealedSecret, w.WorkspaceID) },

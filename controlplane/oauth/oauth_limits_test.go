@@ -1,4 +1,4 @@
-package server_test
+package oauth_test
 
 import (
 	"fmt"
@@ -152,8 +152,8 @@ func TestOAuthClientCollection(t *testing.T) {
 	store := s.Node().Store()
 	unused := st.NewClient(t, s.URL(), "").Do("POST", "/api/connect/register",
 		map[string]any{"redirect_uris": []string{"https://cloner.example.com/cb"}}).Must(t, 201).Str("client_id")
-	revoked, _, revokedID := connectorToken(t, s, alice.Token, "")
-	_, _, liveID := connectorToken(t, s, alice.Token, "")
+	revoked, _, revokedID := st.ConnectorToken(t, s, alice.Token, "")
+	_, _, liveID := st.ConnectorToken(t, s, alice.Token, "")
 
 	tok, err := store.TokenByHash(secret.Hash(revoked.Token))
 	if err != nil || tok == nil {

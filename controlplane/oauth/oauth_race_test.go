@@ -1,4 +1,4 @@
-package server_test
+package oauth_test
 
 import (
 	"net/netip"

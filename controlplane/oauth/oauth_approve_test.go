@@ -1,4 +1,4 @@
-package server_test
+package oauth_test
 
 import (
 	"html"
@@ -27,17 +27,17 @@ func TestConsentApprovalsAreBounded(t *testing.T) {
 	cfg := &oauth2.Config{ClientID: id, RedirectURL: redirect, Scopes: []string{"import:read", "import:write"},
 		Endpoint: oauth2.Endpoint{AuthURL: s.URL() + "/connect/authorize", TokenURL: s.URL() + "/api/connect/token"}}
 	u, _ := url.Parse(cfg.AuthCodeURL("s", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
-	b := newConsentBrowser(t, s.URL())
-	b.approve(u.String(), alice.Token) // signs the browser in
-	_, page := b.do("GET", u.Path+"?"+u.RawQuery, nil)
-	m := csrfRE.FindStringSubmatch(page)
+	b := st.NewConsentBrowser(t, s.URL())
+	b.Approve(u.String(), alice.Token) // signs the browser in
+	_, page := b.Do("GET", u.Path+"?"+u.RawQuery, nil)
+	m := st.ConsentCSRF.FindStringSubmatch(page)
 	if m == nil {
 		t.Fatalf("no consent form: %s", page)
 	}
 	form := url.Values{"request": {u.RawQuery}, "action": {"approve"}, "csrf": {html.UnescapeString(m[1])}}
 	codes, refused := 1, 0
 	for range 100 {
-		resp, page := b.do("POST", "/connect/authorize", form)
+		resp, page := b.Do("POST", "/connect/authorize", form)
 		switch {
 		case resp.StatusCode == 303 && strings.Contains(resp.Header.Get("Location"), "code="):
 			codes++

@@ -1,11 +1,8 @@
-package server_test
+package oauth_test
 
 import (
 	"context"
 	"html"
-	"io"
-	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"regexp"
 	"strings"
@@ -17,118 +14,6 @@ import (
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
 	"github.com/sandboxd/sandboxd/internal/logincode"
 )
-
-// consentBrowser is a cookie-keeping client that does not follow
-// redirects, so each step of the consent flow can be checked.
-type consentBrowser struct {
-	t    *testing.T
-	base string
-	c    *http.Client
-}
-
-func newConsentBrowser(t *testing.T, base string) *consentBrowser {
-	jar, _ := cookiejar.New(nil)
-	return &consentBrowser{t: t, base: base, c: &http.Client{Jar: jar,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-}
-
-func (b *consentBrowser) do(method, path string, form url.Values, header ...string) (*http.Response, string) {
-	b.t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req, _ := http.NewRequest(method, b.base+path, body)
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := b.c.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp, string(raw)
-}
-
-var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
-
-// approve signs in with a personal token and approves; it returns where
-// the browser is sent.
-func (b *consentBrowser) approve(authURL, token string) *url.URL {
-	b.t.Helper()
-	u, _ := url.Parse(authURL)
-	resp, page := b.do("GET", u.Path+"?"+u.RawQuery, nil)
-	if resp.StatusCode != 200 {
-		b.t.Fatalf("consent page %d: %s", resp.StatusCode, page)
-	}
-	if strings.Contains(page, `id="signin-token"`) {
-		resp, _ = b.do("POST", "/connect/authorize", url.Values{"request": {u.RawQuery}, "action": {"token"}, "token": {token}})
-		if resp.StatusCode != 303 {
-			b.t.Fatalf("sign in: %d", resp.StatusCode)
-		}
-		resp, page = b.do("GET", resp.Header.Get("Location"), nil)
-	}
-	m := csrfRE.FindStringSubmatch(page)
-	if resp.StatusCode != 200 || m == nil || !strings.Contains(page, `id="approve"`) {
-		b.t.Fatalf("signed-in consent %d: %s", resp.StatusCode, page)
-	}
-	resp, _ = b.do("POST", "/connect/authorize", url.Values{"request": {u.RawQuery}, "action": {"approve"}, "csrf": {html.UnescapeString(m[1])}})
-	if resp.StatusCode != 303 {
-		b.t.Fatalf("approve: %d", resp.StatusCode)
-	}
-	to, err := url.Parse(resp.Header.Get("Location"))
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	return to
-}
-
-// approveIn signs in with a personal token and approves on the consent
-// page, choosing workspace (empty: leave the page's choice); it returns
-// the page it approved on and where the browser is sent.
-func (b *consentBrowser) approveIn(authURL, token, workspace string) (string, *url.URL) {
-	b.t.Helper()
-	u, _ := url.Parse(authURL)
-	resp, page := b.do("GET", u.Path+"?"+u.RawQuery, nil)
-	if strings.Contains(page, `id="signin-token"`) {
-		resp, _ = b.do("POST", "/connect/authorize", url.Values{"request": {u.RawQuery}, "action": {"token"}, "token": {token}})
-		resp, page = b.do("GET", resp.Header.Get("Location"), nil)
-	}
-	m := csrfRE.FindStringSubmatch(page)
-	if resp.StatusCode != 200 || m == nil {
-		b.t.Fatalf("signed-in consent %d: %s", resp.StatusCode, page)
-	}
-	form := url.Values{"request": {u.RawQuery}, "action": {"approve"}, "csrf": {html.UnescapeString(m[1])}}
-	if workspace != "" {
-		form.Set("workspace", workspace)
-	}
-	resp, _ = b.do("POST", "/connect/authorize", form)
-	to, _ := url.Parse(resp.Header.Get("Location"))
-	return page, to
-}
-
-// connectorToken registers a connector, approves it in workspace (empty:
-// the page's default) and exchanges the code; it returns a client with
-// the token, the consent page and the client's id.
-func connectorToken(t *testing.T, s interface{ URL() string }, token, workspace string) (*st.Client, string, string) {
-	t.Helper()
-	const redirect = "http://127.0.0.1:9/callback"
-	anon := st.NewClient(t, s.URL(), "")
-	id := anon.Do("POST", "/api/connect/register", map[string]any{"client_name": "Cloner", "redirect_uris": []string{redirect}}).Must(t, 201).Str("client_id")
-	cfg := &oauth2.Config{ClientID: id, RedirectURL: redirect, Scopes: []string{"import:read", "import:write"},
-		Endpoint: oauth2.Endpoint{AuthURL: s.URL() + "/connect/authorize", TokenURL: s.URL() + "/api/connect/token", AuthStyle: oauth2.AuthStyleInParams}}
-	verifier := oauth2.GenerateVerifier()
-	page, to := newConsentBrowser(t, s.URL()).approveIn(cfg.AuthCodeURL("s", oauth2.S256ChallengeOption(verifier)), token, workspace)
-	tok, err := cfg.Exchange(context.Background(), to.Query().Get("code"), oauth2.VerifierOption(verifier))
-	if err != nil {
-		t.Fatalf("exchange (redirected to %s): %v", to, err)
-	}
-	return st.NewClient(t, s.URL(), tok.AccessToken), page, id
-}
 
 // TestOAuthConnector: golang.org/x/oauth2 (not our code) as the client:
 // register, authorize, exchange with the PKCE verifier, call the import
@@ -172,11 +57,11 @@ func TestOAuthConnector(t *testing.T) {
 	}
 	cfg := &oauth2.Config{ClientID: clientID, RedirectURL: redirect, Scopes: []string{"import:read", "import:write"},
 		Endpoint: oauth2.Endpoint{AuthURL: s.URL() + "/connect/authorize", TokenURL: s.URL() + "/api/connect/token", AuthStyle: oauth2.AuthStyleInParams}}
-	b := newConsentBrowser(t, s.URL())
+	b := st.NewConsentBrowser(t, s.URL())
 
 	// The happy path.
 	verifier := oauth2.GenerateVerifier()
-	to := b.approve(cfg.AuthCodeURL("st-1", oauth2.S256ChallengeOption(verifier)), alice.Token)
+	to := b.Approve(cfg.AuthCodeURL("st-1", oauth2.S256ChallengeOption(verifier)), alice.Token)
 	code := to.Query().Get("code")
 	if !strings.HasPrefix(to.String(), "http://127.0.0.1:9/callback?") || to.Query().Get("state") != "st-1" || to.Query().Get("from") != "plugin" || code == "" {
 		t.Fatalf("redirect: %s", to)
@@ -202,7 +87,7 @@ func TestOAuthConnector(t *testing.T) {
 
 	// A wrong verifier is refused (and the code can still not be guessed into use).
 	v2 := oauth2.GenerateVerifier()
-	to = b.approve(cfg.AuthCodeURL("st-2", oauth2.S256ChallengeOption(v2)), alice.Token)
+	to = b.Approve(cfg.AuthCodeURL("st-2", oauth2.S256ChallengeOption(v2)), alice.Token)
 	if _, err := cfg.Exchange(ctx, to.Query().Get("code"), oauth2.VerifierOption(oauth2.GenerateVerifier())); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
 		t.Fatalf("wrong verifier: %v", err)
 	}
@@ -211,7 +96,7 @@ func TestOAuthConnector(t *testing.T) {
 	}
 	// Another registered redirect URI than the code's.
 	v3 := oauth2.GenerateVerifier()
-	to = b.approve(cfg.AuthCodeURL("st-3", oauth2.S256ChallengeOption(v3)), alice.Token)
+	to = b.Approve(cfg.AuthCodeURL("st-3", oauth2.S256ChallengeOption(v3)), alice.Token)
 	other := *cfg
 	other.RedirectURL = "https://live.example.com/cb"
 	if _, err := other.Exchange(ctx, to.Query().Get("code"), oauth2.VerifierOption(v3)); err == nil {
@@ -224,7 +109,7 @@ func TestOAuthConnector(t *testing.T) {
 		"response_type=code&client_id=" + clientID + "&redirect_uri=" + url.QueryEscape("http://127.0.0.1:9/other"),
 		"response_type=code&client_id=" + clientID + "&redirect_uri=" + url.QueryEscape("http://127.0.0.1:9/callback"),
 	} {
-		if resp, page := b.do("GET", "/connect/authorize?"+q, nil); resp.StatusCode != 400 || !strings.Contains(page, `id="error"`) {
+		if resp, page := b.Do("GET", "/connect/authorize?"+q, nil); resp.StatusCode != 400 || !strings.Contains(page, `id="error"`) {
 			t.Errorf("%s: %d %s", q, resp.StatusCode, resp.Header.Get("Location"))
 		}
 	}
@@ -237,40 +122,40 @@ func TestOAuthConnector(t *testing.T) {
 		base + "&code_challenge=" + strings.Repeat("a", 43) + "&code_challenge_method=plain": "invalid_request",
 		strings.Replace(base, "response_type=code", "response_type=token", 1) + challenge:    "unsupported_response_type",
 	} {
-		resp, _ := b.do("GET", "/connect/authorize?"+q, nil)
+		resp, _ := b.Do("GET", "/connect/authorize?"+q, nil)
 		loc, _ := url.Parse(resp.Header.Get("Location"))
 		if resp.StatusCode != 303 || loc.Query().Get("error") != want || loc.Query().Get("state") != "s9" {
 			t.Errorf("%s: %d %s", q, resp.StatusCode, loc)
 		}
 	}
 	// Denying sends access_denied.
-	resp, page := b.do("GET", "/connect/authorize?"+base+challenge, nil)
-	m := csrfRE.FindStringSubmatch(page)
+	resp, page := b.Do("GET", "/connect/authorize?"+base+challenge, nil)
+	m := st.ConsentCSRF.FindStringSubmatch(page)
 	if resp.StatusCode != 200 || m == nil {
 		t.Fatalf("signed-in page: %d", resp.StatusCode)
 	}
-	resp, _ = b.do("POST", "/connect/authorize", url.Values{"request": {base + challenge}, "action": {"deny"}, "csrf": {html.UnescapeString(m[1])}})
+	resp, _ = b.Do("POST", "/connect/authorize", url.Values{"request": {base + challenge}, "action": {"deny"}, "csrf": {html.UnescapeString(m[1])}})
 	if loc, _ := url.Parse(resp.Header.Get("Location")); resp.StatusCode != 303 || loc.Query().Get("error") != "access_denied" {
 		t.Fatalf("deny: %d %s", resp.StatusCode, loc)
 	}
 	// A form from another site, or without the page's csrf value, approves nothing.
-	resp, _ = b.do("POST", "/connect/authorize", url.Values{"request": {base + challenge}, "action": {"approve"}, "csrf": {html.UnescapeString(m[1])}},
+	resp, _ = b.Do("POST", "/connect/authorize", url.Values{"request": {base + challenge}, "action": {"approve"}, "csrf": {html.UnescapeString(m[1])}},
 		"Sec-Fetch-Site", "cross-site")
 	if resp.StatusCode != 403 {
 		t.Fatalf("cross-site approve: %d", resp.StatusCode)
 	}
-	resp, page = b.do("POST", "/connect/authorize", url.Values{"request": {base + challenge}, "action": {"approve"}, "csrf": {"forged"}})
+	resp, page = b.Do("POST", "/connect/authorize", url.Values{"request": {base + challenge}, "action": {"approve"}, "csrf": {"forged"}})
 	if resp.StatusCode != 200 || resp.Header.Get("Location") != "" || !strings.Contains(page, "expired") {
 		t.Fatalf("forged csrf: %d", resp.StatusCode)
 	}
 	// A bad token does not sign in; a connector's own token does not either.
-	fresh := newConsentBrowser(t, s.URL())
-	_, page = fresh.do("POST", "/connect/authorize", url.Values{"request": {base + challenge}, "action": {"token"}, "token": {"sbx_" + strings.Repeat("A", 43)}})
+	fresh := st.NewConsentBrowser(t, s.URL())
+	_, page = fresh.Do("POST", "/connect/authorize", url.Values{"request": {base + challenge}, "action": {"token"}, "token": {"sbx_" + strings.Repeat("A", 43)}})
 	if !strings.Contains(page, "not a valid personal API token") {
 		t.Fatalf("bad token: %s", page)
 	}
 	// Sign-in by a mailed one-time link.
-	_, page = fresh.do("POST", "/connect/authorize", url.Values{"request": {base + challenge}, "action": {"email"}, "email": {"alice@example.com"}})
+	_, page = fresh.Do("POST", "/connect/authorize", url.Values{"request": {base + challenge}, "action": {"email"}, "email": {"alice@example.com"}})
 	if !strings.Contains(page, "sign-in link is on its way") {
 		t.Fatalf("email: %s", page)
 	}
@@ -281,14 +166,14 @@ func TestOAuthConnector(t *testing.T) {
 		t.Fatalf("no sign-in link in %v", mails[len(mails)-1])
 	}
 	lu, _ := url.Parse(link)
-	resp, _ = fresh.do("GET", lu.Path+"?"+lu.RawQuery, nil)
+	resp, _ = fresh.Do("GET", lu.Path+"?"+lu.RawQuery, nil)
 	if resp.StatusCode != 303 || !strings.HasPrefix(resp.Header.Get("Location"), "/connect/authorize?") {
 		t.Fatalf("sign-in link: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	if _, page = fresh.do("GET", resp.Header.Get("Location"), nil); !strings.Contains(page, `id="approve"`) {
+	if _, page = fresh.Do("GET", resp.Header.Get("Location"), nil); !strings.Contains(page, `id="approve"`) {
 		t.Fatal("the mailed link did not sign in")
 	}
-	if resp, _ = fresh.do("GET", lu.Path+"?"+lu.RawQuery, nil); resp.StatusCode != 400 {
+	if resp, _ = fresh.Do("GET", lu.Path+"?"+lu.RawQuery, nil); resp.StatusCode != 400 {
 		t.Fatalf("sign-in link used twice: %d", resp.StatusCode)
 	}
 	// The token endpoint's own refusals.
@@ -335,12 +220,12 @@ func TestCommandLineLogin(t *testing.T) {
 	}
 	cfg := &oauth2.Config{ClientID: reg.Str("client_id"), RedirectURL: redirect, Scopes: []string{"account"},
 		Endpoint: oauth2.Endpoint{AuthURL: s.URL() + "/connect/authorize", TokenURL: s.URL() + "/api/connect/token", AuthStyle: oauth2.AuthStyleInParams}}
-	b := newConsentBrowser(t, s.URL())
+	b := st.NewConsentBrowser(t, s.URL())
 	verifier := oauth2.GenerateVerifier()
 	authURL := cfg.AuthCodeURL("st-cli", oauth2.S256ChallengeOption(verifier))
-	to := b.approve(authURL, alice.Token)
+	to := b.Approve(authURL, alice.Token)
 	if u, _ := url.Parse(authURL); true {
-		_, page := b.do("GET", u.Path+"?"+u.RawQuery, nil)
+		_, page := b.Do("GET", u.Path+"?"+u.RawQuery, nil)
 		code := logincode.Of(oauth2.S256ChallengeFromVerifier(verifier))
 		if !strings.Contains(page, "Act as you everywhere") || !strings.Contains(page, `id="account-warning"`) ||
 			!strings.Contains(page, `id="login-code">`+code+"<") || strings.Contains(page, "cannot reach anything else") {
@@ -369,7 +254,7 @@ func TestCommandLineLogin(t *testing.T) {
 	// A command-line login's token signs in on the consent page as a
 	// personal token does (it is one, in all but its origin).
 	v2 := oauth2.GenerateVerifier()
-	if to := newConsentBrowser(t, s.URL()).approve(cfg.AuthCodeURL("st-again", oauth2.S256ChallengeOption(v2)), tok.AccessToken); to.Query().Get("code") == "" {
+	if to := st.NewConsentBrowser(t, s.URL()).Approve(cfg.AuthCodeURL("st-again", oauth2.S256ChallengeOption(v2)), tok.AccessToken); to.Query().Get("code") == "" {
 		t.Fatalf("sign in with the CLI's token: %s", to)
 	}
 	alice.Client.Do("DELETE", "/api/account/tokens/"+listed["id"].(string), nil).Must(t, 200)
@@ -380,7 +265,7 @@ func TestCommandLineLogin(t *testing.T) {
 	conn := anon.Do("POST", "/api/connect/register", map[string]any{"redirect_uris": []string{redirect}}).Must(t, 201)
 	q := "response_type=code&client_id=" + conn.Str("client_id") + "&redirect_uri=" + url.QueryEscape(redirect) + "&state=s1&scope=account" +
 		"&code_challenge=" + oauth2.S256ChallengeFromVerifier(verifier) + "&code_challenge_method=S256"
-	resp, _ := b.do("GET", "/connect/authorize?"+q, nil)
+	resp, _ := b.Do("GET", "/connect/authorize?"+q, nil)
 	if loc, _ := url.Parse(resp.Header.Get("Location")); resp.StatusCode != 303 || loc.Query().Get("error") != "invalid_scope" {
 		t.Fatalf("connector asking for account: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
