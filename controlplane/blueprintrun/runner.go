@@ -323,6 +323,11 @@ func (r *Runner) finish(ctx context.Context, run *state.BlueprintRun, reason str
 		run.StartedAt = &now
 	}
 	if reason == "" {
+		// The site's login entry first: a client that sees the run
+		// succeeded signs in where the Blueprint says.
+		if err := r.saveEntry(ctx, run); err != nil {
+			return err
+		}
 		run.Status = state.RunSucceeded
 	} else {
 		run.Status, run.FailureReason = state.RunFailed, reason
@@ -339,6 +344,20 @@ func (r *Runner) finish(ctx context.Context, run *state.BlueprintRun, reason str
 		return fmt.Errorf("%w: %s", ErrRunFailed, reason)
 	}
 	return nil
+}
+
+// saveEntry records where the run's site signs in (its login step's
+// user, its landing page), if the Blueprint says.
+func (r *Runner) saveEntry(ctx context.Context, run *state.BlueprintRun) error {
+	if run.LoginUser == "" && run.LandingPage == "" {
+		return nil
+	}
+	entry := state.SiteEntry{User: run.LoginUser, Path: run.LandingPage}
+	_, err := r.cfg.Raft.Apply(ctx, fsm.UpdateSite{Update: state.SiteUpdate{ID: run.SiteID, Entry: &entry, At: r.now()}})
+	if errors.Is(err, state.ErrNotFound) {
+		return nil // the site is gone: nothing to sign in to
+	}
+	return err
 }
 
 // put records the run's progress; the source (up to 512 KiB) stays out

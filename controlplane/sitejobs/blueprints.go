@@ -34,7 +34,7 @@ func (r *Runners) abortRun(ctx context.Context, runID, reason string) {
 	}
 }
 
-// runBlueprint runs a Blueprint and records the site's login entry; a
+// runBlueprint runs a Blueprint (the run records its site's login entry); a
 // failed run fails the job with the run's reason.
 func (r *Runners) runBlueprint(ctx context.Context, runID string, progress func(int)) error {
 	if r.Blueprints == nil {
@@ -57,18 +57,7 @@ func (r *Runners) runBlueprint(ctx context.Context, runID string, progress func(
 		r.abortRun(ctx, runID, "the run could not be carried on: "+err.Error())
 		return &jobs.Failure{Code: "blueprint_run_failed", Message: err.Error()}
 	}
-	run, err := r.Store.BlueprintRun(runID)
-	if err != nil || run == nil {
-		return err
-	}
-	if run.LoginUser != "" || run.LandingPage != "" {
-		entry := state.SiteEntry{User: run.LoginUser, Path: run.LandingPage}
-		_, err = r.Raft.Apply(ctx, fsm.UpdateSite{Update: state.SiteUpdate{ID: run.SiteID, Entry: &entry, At: r.now()}})
-		if errors.Is(err, state.ErrNotFound) {
-			return nil
-		}
-	}
-	return err
+	return nil // the run saved its site's login entry as it succeeded
 }
 
 // apply runs a Blueprint on a ready site.
