@@ -15,8 +15,8 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	"github.com/sandboxd/sandboxd/agent/sftpjail"
-	"github.com/sandboxd/sandboxd/agent/sites"
 	"github.com/sandboxd/sandboxd/agent/sshgate"
+	"github.com/sandboxd/sandboxd/agent/toolbox"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 	"github.com/sandboxd/sandboxd/protocol/agent/v1/agentv1connect"
 )
@@ -28,7 +28,7 @@ import (
 type sshAccess struct {
 	registry agentv1connect.RegistryServiceClient
 	nodeID   string
-	sites    *sites.Manager
+	box      *toolbox.Box
 	rt       *runtime.Runtime
 	// self is the binary the SFTP jail runs (this one).
 	self string
@@ -49,7 +49,7 @@ func (a *sshAccess) AuthorizeSSH(ctx context.Context, user string, key ssh.Publi
 	if !resp.Msg.Allowed {
 		return nil, errors.New(resp.Msg.Reason)
 	}
-	acc, err := a.sites.Access(user)
+	acc, err := a.box.Access(user)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func (a *Agent) startSSH() error {
 	}
 	cfg := sshgate.DefaultConfig()
 	cfg.Addr, cfg.HostKeyPath, cfg.Logger = a.cfg.SSHAddr, filepath.Join(a.cfg.DataDir, "ssh", "host_ed25519_key"), a.cfg.Logger
-	cfg.Auth = &sshAccess{registry: a.registry, nodeID: a.cfg.NodeID, sites: a.sites, rt: a.rt, self: self}
+	cfg.Auth = &sshAccess{registry: a.registry, nodeID: a.cfg.NodeID, box: a.box, rt: a.rt, self: self}
 	cfg.Backend = cfg.Auth.(*sshAccess)
 	g, err := sshgate.New(cfg)
 	if err != nil {

@@ -388,6 +388,10 @@ func validate(r *CreateRequest) error {
 
 func containerID(siteID string) string { return "wp-" + siteID }
 
+// ContainerID is the id of a site's container, where sessions (SSH,
+// SFTP) of the site work.
+func ContainerID(siteID string) string { return containerID(siteID) }
+
 // dbName is the site's database and user name: the id without its prefix.
 func dbName(siteID string) string { return "wp_" + strings.TrimPrefix(siteID, "site_") }
 
