@@ -263,6 +263,13 @@ func TestDocs(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	// What the blocks call beside coreutils (deploy/dev/install-deps.sh
+	// installs them; openssl comes with ca-certificates).
+	for _, tool := range []string{"bash", "curl", "jq", "openssl", "python3", "tar", "mysqldump", "ssh", "sftp", "ssh-keygen"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			hosttest.Missing(t, "the docs' shell blocks need %s on the PATH", tool)
+		}
+	}
 
 	// The README's first block (make run, make test) starts the system
 	// the others run against.
@@ -322,7 +329,7 @@ func runDocPage(t *testing.T, blocks []docBlock) {
 	// page sources .data/dev.env, sandboxd's binaries in bin/ (not on the
 	// PATH until a page puts them there).
 	env := docEnv("HOME="+home, "PATH="+filepath.Join(dir, ".shims")+":"+os.Getenv("PATH"))
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
 	out, err := runScript(ctx, dir, docScript(blocks), env)
