@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/hostclaim"
@@ -359,6 +360,11 @@ func checkLayout(t *testing.T, root string, pages []string, byPage map[string][]
 	if rb := byPage["README.md"]; len(rb) == 0 || !strings.HasPrefix(rb[0].body, "make run ") {
 		t.Error("README.md's first block is not the make run / make test block")
 	}
+	for _, p := range pages[1:] {
+		if !strings.Contains(string(readme), "]("+p+")") {
+			t.Errorf("README.md does not link to %s", p)
+		}
+	}
 	anchors := map[string]map[string]bool{}
 	for _, p := range pages {
 		anchors[p] = headingAnchors(t, root, p)
@@ -443,7 +449,7 @@ func headingAnchors(t *testing.T, root, page string) map[string]bool {
 			switch {
 			case r == ' ':
 				a.WriteRune('-')
-			case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127 && r != '…' && r != '—' && r != '→':
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
 				a.WriteRune(r)
 			}
 		}
