@@ -250,7 +250,7 @@ func TestDocs(t *testing.T) {
 			if b.marker == "fleet" && p != "docs/operating.md" {
 				t.Errorf("%s:%d: only operating.md has the fleet walk-through", b.file, b.line)
 			}
-			if !b.runs() {
+			if !b.runs() && b.marker != "fleet" {
 				continue
 			}
 			for i, l := range strings.Split(b.body, "\n") {
