@@ -128,17 +128,20 @@ func parseBlocks(root, file string) ([]docBlock, error) {
 }
 
 // docScript is the bash a page's blocks run as: strict, tracing each
-// command, with curl failing on an HTTP error unless the line asks for
-// the status itself (-w, as lines that show an error do). A marker line
-// before each block says where it comes from.
+// command, with curl failing on an HTTP error unless the line checks the
+// status itself (-f, or -w as lines that show an error do). A marker
+// line before each block says where it comes from.
 func docScript(blocks []docBlock) string {
 	var s strings.Builder
 	s.WriteString(`set -euo pipefail
 curl() {
-  case " $* " in
-    *" -w "*|*" --write-out "*) command curl "$@" ;;
-    *) command curl -S --fail-with-body "$@" ;;
-  esac
+  local a
+  for a in "$@"; do
+    case $a in
+      -w|--write-out|--fail|--fail-with-body|-[a-zA-Z]*f*) command curl "$@"; return ;;
+    esac
+  done
+  command curl -S --fail-with-body "$@"
 }
 PS4='+ '
 set -x
@@ -534,7 +537,13 @@ func TestOperatingFleetWalkthrough(t *testing.T) {
 	if err != nil {
 		for _, f := range []string{"s1", "s2", "s3", "a1", "a2", "e1"} {
 			if b, err := os.ReadFile(filepath.Join(fleetDir, f+".log")); err == nil {
-				t.Logf("%s.log ends:\n%s", f, lastLines(string(b), 15))
+				var keep []string
+				for _, l := range strings.Split(string(b), "\n") {
+					if !strings.Contains(l, `"msg":"request"`) {
+						keep = append(keep, l)
+					}
+				}
+				t.Logf("%s.log ends (access log left out):\n%s", f, lastLines(strings.Join(keep, "\n"), 40))
 			}
 		}
 		t.Fatalf("%s failed after %v (%v); its last lines:\n%s", failedBlock(out), time.Since(start).Round(time.Second), err, lastLines(out, 120))
