@@ -1,7 +1,8 @@
 // Package deploy_test checks what deploy/ gives operators against the
 // code: the Prometheus alert rules and the Grafana dashboard may only
-// use metrics the components register, the README lists them all, and
-// the systemd units keep their hardening.
+// use metrics the components register, the operating guide
+// (docs/operating.md) lists them all, and the systemd units keep their
+// hardening.
 package deploy_test
 
 import (
@@ -298,29 +299,29 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 }
 
-// TestREADMEListsEveryMetric keeps the README's Monitoring section in
-// step with the code.
-func TestREADMEListsEveryMetric(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+// TestOperatingListsEveryMetric keeps the Monitoring section of the
+// operating guide (docs/operating.md) in step with the code.
+func TestOperatingListsEveryMetric(t *testing.T) {
+	guide, err := os.ReadFile(filepath.Join("..", "docs", "operating.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, monitoring, ok := strings.Cut(string(readme), "### Monitoring")
+	_, monitoring, ok := strings.Cut(string(guide), "\n## Monitoring\n")
 	if !ok {
-		t.Fatal("README has no Monitoring section")
+		t.Fatal("docs/operating.md has no Monitoring section")
 	}
 	monitoring, _, _ = strings.Cut(monitoring, "\n## ")
 	for name := range registered(t) {
 		if strings.HasPrefix(name, "sandboxd_") && !strings.Contains(monitoring, name) {
-			t.Errorf("README's Monitoring section does not list %s", name)
+			t.Errorf("the Monitoring section of docs/operating.md does not list %s", name)
 		}
 	}
 	for _, path := range []string{"deploy/grafana/sandboxd.json", "deploy/prometheus/alerts.yml"} {
 		if !strings.Contains(monitoring, path) {
-			t.Errorf("README's Monitoring section does not point to %s", path)
+			t.Errorf("the Monitoring section of docs/operating.md does not point to %s", path)
 		}
 	}
-	if !strings.Contains(string(readme), "deploy/systemd/") {
-		t.Error("README does not point to deploy/systemd/")
+	if !strings.Contains(string(guide), "deploy/systemd/") {
+		t.Error("docs/operating.md does not point to deploy/systemd/")
 	}
 }
