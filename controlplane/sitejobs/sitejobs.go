@@ -257,29 +257,44 @@ func (r *Runners) delete(ctx context.Context, j *state.Job, _ func(int)) error {
 	if err != nil || s == nil {
 		return err
 	}
-	// A site on a lost node is forgotten at once: when the node comes
-	// back, it is told to remove what it holds of it.
-	if n, _ := r.Store.Node(s.NodeID); n != nil && n.Status == state.NodeDown {
-		r.dropMoveTarget(ctx, s, j.ID)
-		_, err = r.Raft.Apply(ctx, fsm.DeleteSite{ID: s.ID, At: r.now()})
-		return err
-	}
 	r.dropMoveTarget(ctx, s, j.ID)
-	if s.NodeID != "" {
+	// A delete converges: while the site's node cannot be reached (an
+	// agent restarting) it is asked again, until it answers or is
+	// declared lost, when the site is forgotten at once (the node, back,
+	// is told to remove what it holds of it).
+	for wait, waited := time.Second, time.Duration(0); s.NodeID != ""; wait = min(2*wait, 10*time.Second) {
+		if n, err := r.Store.Node(s.NodeID); err == nil && (n == nil || n.Status == state.NodeDown) {
+			break // a node lost, or one the registry no longer has
+		}
 		agent, err := r.Agents.Agent(s.NodeID)
 		if err == nil {
-			_, err = agent.DeleteSite(ctx, connect.NewRequest(&agentv1.SiteRef{SiteId: s.ID, JobId: j.ID}))
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+			if _, err = agent.DeleteSite(ctx, connect.NewRequest(&agentv1.SiteRef{SiteId: s.ID, JobId: j.ID})); err == nil {
+				break
 			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var ce *connect.Error
+		unreachable := !errors.As(err, &ce) || ce.Code() == connect.CodeUnavailable || ce.Code() == connect.CodeDeadlineExceeded
+		if !unreachable || waited >= maxDeleteWait {
 			return failure("deleting the site", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+			waited += wait
 		}
 	}
 	_, err = r.Raft.Apply(ctx, fsm.DeleteSite{ID: s.ID, At: r.now()})
 	return err
 }
+
+// maxDeleteWait bounds how long a delete waits for the site's node to
+// answer again before it fails (the node is declared lost well before,
+// by default).
+const maxDeleteWait = 15 * time.Minute
 
 func (r *Runners) reset(ctx context.Context, j *state.Job, _ func(int)) error {
 	s, err := r.site(j)
