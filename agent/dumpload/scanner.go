@@ -124,6 +124,9 @@ func (s *Scanner) Next() (Statement, error) {
 				s.pos++
 				continue
 			}
+			if s.sandboxMode() {
+				continue
+			}
 			if ok, err := s.delimiterCommand(); err != nil {
 				return Statement{}, err
 			} else if ok {
@@ -193,6 +196,21 @@ func (s *Scanner) Next() (Statement, error) {
 			s.pos += stop
 		}
 	}
+}
+
+// sandboxModeLine is the first line of a dump by MariaDB's mysqldump
+// since 10.5.25 (and 10.11.8, 11.x): a comment no server runs, whose
+// "\-" tells the mysql client to refuse client commands from there on.
+// This loader never runs one, so the line is dropped.
+var sandboxModeLine = []byte(`/*M!999999\- enable the sandbox mode */`)
+
+// sandboxMode skips the sandbox-mode comment when pos starts it.
+func (s *Scanner) sandboxMode() bool {
+	if !s.fill(len(sandboxModeLine)) || !bytes.Equal(s.buf[s.pos:s.pos+len(sandboxModeLine)], sandboxModeLine) {
+		return false
+	}
+	s.pos += len(sandboxModeLine)
+	return true
 }
 
 // next is the byte i ahead of pos, or 0.

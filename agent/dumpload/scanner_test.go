@@ -47,6 +47,7 @@ func TestScanner(t *testing.T) {
 		{"newline in string", "INSERT INTO t VALUES ('a\nb');\nSELECT 1;", []string{"INSERT INTO t VALUES ('a\nb')", "SELECT 1"}, []int{1, 3}},
 		{"empty statements", ";;\n;SELECT 1;", []string{"SELECT 1"}, nil},
 		{"backslash in string", `INSERT INTO t VALUES ('\\!');`, []string{`INSERT INTO t VALUES ('\\!')`}, nil},
+		{"mariadb sandbox mode", "/*M!999999\\- enable the sandbox mode */ \n-- MariaDB dump\nSELECT 1;", []string{"SELECT 1"}, []int{3}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := scanAll(c.in, 1<<20)
@@ -75,6 +76,8 @@ func TestScannerRefuses(t *testing.T) {
 	}{
 		{"shell escape", "SELECT 1;\n\\! touch /tmp/x\n", ErrClientCommand},
 		{"source", "\\. other.sql\n", ErrClientCommand},
+		{"sandbox mode mid-statement", "SELECT /*M!999999\\- enable the sandbox mode */ 1;", ErrClientCommand},
+		{"sandbox mode look-alike", "/*M!999999\\- enable the sandbox mode */ \\! id\n", ErrClientCommand},
 		{"unterminated string", "INSERT INTO t VALUES ('abc", ErrSyntax},
 		{"unterminated comment", "SELECT 1 /* no end", ErrSyntax},
 		{"too large", "INSERT INTO t VALUES ('" + strings.Repeat("x", 2000) + "');", ErrTooLarge},
