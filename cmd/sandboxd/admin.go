@@ -206,8 +206,8 @@ func runAdmin(args []string, out io.Writer) error {
 		if err := c.do("POST", "/api/admin/join-tokens", body, &res); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "join token %s for a %s, usable once until %s; give it to the new member as SANDBOXD_JOIN_TOKEN or --join-token-file:\n%s\n",
-			res.JoinToken["id"], *role, res.JoinToken["expiresAt"], res.Token)
+		fmt.Fprintf(out, "join token %s for %s, usable once until %s; give it to the new member as SANDBOXD_JOIN_TOKEN or --join-token-file:\n%s\n",
+			res.JoinToken["id"], withArticle(*role), res.JoinToken["expiresAt"], res.Token)
 	case "join-token list":
 		var res struct{ JoinTokens []map[string]any }
 		if err := c.do("GET", "/api/admin/join-tokens", nil, &res); err != nil {
@@ -281,7 +281,7 @@ func runAdmin(args []string, out io.Writer) error {
 		if err := c.do("POST", "/api/admin/nodes/"+url.PathEscape(node)+"/drain", nil, &res); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "draining %s: %d sites to move\n", node, res.Drain.Remaining)
+		fmt.Fprintf(out, "draining %s: %s to move\n", node, count(res.Drain.Remaining, "site"))
 		if !*wait {
 			return nil
 		}
@@ -424,7 +424,7 @@ func (c *adminClient) followDrain(out io.Writer, node string) error {
 			return nil
 		}
 		if moving == 0 && failed > 0 && failed >= res.Drain.Remaining {
-			return fmt.Errorf("%d sites could not be moved off %s", res.Drain.Remaining, node)
+			return fmt.Errorf("%s could not be moved off %s", count(res.Drain.Remaining, "site"), node)
 		}
 		time.Sleep(time.Second)
 	}
@@ -548,4 +548,20 @@ func sealingKeyIDs(args []string, out io.Writer) error {
 		fmt.Fprintf(out, "%d\t%s\t%s\n", i+1, id, role)
 	}
 	return nil
+}
+
+// withArticle puts "a" or "an" before a role's name.
+func withArticle(role string) string {
+	if role != "" && strings.ContainsRune("aeiou", rune(role[0])) {
+		return "an " + role
+	}
+	return "a " + role
+}
+
+// count says n things, in the singular for one.
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
