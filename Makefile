@@ -48,7 +48,7 @@ test-short:
 	$(GO) test -short -count=1 ./...
 
 # Checks deploy/: the alert rules (promtool check and test rules) and the
-# Grafana dashboard use only registered metrics, the README lists them,
+# Grafana dashboard use only registered metrics, docs/operating.md lists them,
 # and the systemd units keep their hardening (systemd-analyze verify).
 check-deploy:
 	$(GO) test -count=1 ./deploy/

@@ -13,7 +13,7 @@ import (
 	"github.com/sandboxd/sandboxd/internal/hosttest"
 )
 
-// TestDevFirstStartRestartAndAdmin is the README walk-through: start
+// TestDevFirstStartRestartAndAdmin is the dev walk-through of docs/operating.md and docs/operator.md: start
 // `sandboxd dev`, use the printed token, create an account and a token
 // with `sandboxd admin`, invite it, read the invitation from the outbox,
 // accept it, restart, and find everything (and the same token) again.

@@ -87,7 +87,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, logFormat string) {
 			"SANDBOXD_BLOB_STORE_ACCESS_KEY and SANDBOXD_BLOB_STORE_SECRET_KEY)")
 	fs.Int64Var(&c.cfg.MaxImportBytes, "max-import-bytes", 20<<30, "largest archive an import may upload, in bytes")
 	fs.IntVar(&c.registrationsPerHour, "oauth-registrations-per-hour", api.DefaultRegistrationsPerHour,
-		"OAuth clients one address (an IPv6 /64) may register an hour at POST /api/connect/register, which needs no login (0: no limit)")
+		"OAuth clients one address (an IPv6 /48) may register an hour at POST /api/connect/register, which needs no login (0: no limit)")
 	fs.IntVar(&c.maxClients, "oauth-max-clients", oauth.DefaultMaxClients,
 		"most OAuth clients the cluster keeps registered; past it registrations answer 429 until unused ones are removed (0: no cap)")
 	fs.StringVar(&c.cfg.ImportStore.Bucket, "import-store-bucket", "sandboxd-imports", "bucket of --import-store (made if missing)")

@@ -42,7 +42,7 @@ var (
 // vote (it still knows a leader), so the usual election takes a second
 // round one election timeout later. A heartbeat timeout half the
 // election timeout brings a write back in about two election timeouts
-// (README, "Measured") while a leader still has 50 heartbeats in which
+// (docs/benchmarks.md) while a leader still has 50 heartbeats in which
 // to reach each follower.
 const (
 	DefaultHeartbeatTimeout = 500 * time.Millisecond

@@ -83,7 +83,7 @@ type Config struct {
 }
 
 // Default is the addendum's plans: free allows 3 live sites and 3
-// templates; the rest are this service's choices, documented in the README.
+// templates; the rest are this service's choices, documented in docs/operator.md.
 func Default() Config {
 	return Config{
 		Free: Limits{Sites: 3, Templates: 3, Workspaces: 2, APITokens: 10, MembersPerWorkspace: 5, LibraryEntries: 20, Blueprints: 10, SSHKeys: 10, SiteDiskMB: 1024,

@@ -880,7 +880,7 @@ func (s *Server) Close() error {
 	// Requests in flight get a grace period; one still running after it
 	// (a write waiting on a quorum whose other servers are gone) has its
 	// connection closed: its client sees a transport error, which the
-	// README tells it to retry with the same Idempotency-Key.
+	// docs/api.md tells it to retry with the same Idempotency-Key.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var herr error

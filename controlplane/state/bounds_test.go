@@ -24,7 +24,7 @@ type tableBound struct {
 
 // tableBounds lists every table of the schema. A new table fails
 // TestEveryTableIsBounded until it has an entry here with a bound or a
-// retention; the README's security section is written from this list.
+// retention; docs/security.md's bounds are written from this list.
 var tableBounds = map[string]tableBound{
 	tableAccounts: {
 		bound:    "one per account an operator creates (sandboxd admin, sandboxd dev); there is no self sign-up",

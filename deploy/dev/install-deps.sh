@@ -18,7 +18,7 @@ fi
 have gcc || need_apt+=(gcc libc6-dev)
 have git || need_apt+=(git)
 have curl || need_apt+=(curl)
-# The README walk-through reads ids out of responses with jq.
+# The docs' walk-throughs read ids out of responses with jq.
 have jq || need_apt+=(jq)
 # Sandboxes run under containerd + runc; images are built with mmdebstrap.
 have containerd || need_apt+=(containerd)
