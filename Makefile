@@ -37,7 +37,7 @@ run: build images
 # to the end; end-to-end tests run four at a time, most on one shared dev
 # system.
 # TEST_JSON=file keeps the go test -json stream (every test's time).
-SLOW_PACKAGES := ./e2e/ ./agent/sites/ ./agent/toolbox/ ./agent/templates/ ./agent/mariadb/ ./agent/runtime/ ./controlplane/server/
+SLOW_PACKAGES := ./e2e/ ./agent/mariadb/ ./agent/toolbox/ ./agent/sites/ ./agent/runtime/ ./agent/templates/ ./controlplane/server/
 TEST_JSON ?=
 test: deps images
 	$(GO) vet ./...

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -545,16 +546,11 @@ func persistent(path string, generate func() string) (string, error) {
 }
 
 // persistentPort picks a free loopback port once and keeps it, so sites'
-// DB_HOST stays valid across restarts.
+// DB_HOST stays valid across restarts. It is picked below the kernel's
+// ephemeral range: a port from that range (what port 0 hands out) can be
+// taken by any outgoing connection before the server binds it.
 func persistentPort(path string) (int, error) {
-	v, err := persistent(path, func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return ""
-		}
-		defer l.Close()
-		return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	})
+	v, err := persistent(path, func() string { return strconv.Itoa(freeFixedPort()) })
 	if err != nil {
 		return 0, err
 	}
@@ -563,6 +559,32 @@ func persistentPort(path string) (int, error) {
 		return 0, fmt.Errorf("bad port in %s", path)
 	}
 	return p, nil
+}
+
+// freeFixedPort is a loopback port free now, below the ephemeral range
+// (from 10000), or, failing that, one the kernel hands out.
+func freeFixedPort() int {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 11000 {
+				low = n
+			}
+		}
+	}
+	for range 64 {
+		p := 10000 + rand.IntN(low-10000)
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+			l.Close()
+			return p
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 func lastLines(s string, n int) string {
