@@ -169,14 +169,16 @@ type Agent struct {
 	net       *sitenet.Network
 	sites     *sites.Manager
 	templates *templates.Store
-	box       *toolbox.Box
-	http      *http.Server
-	ssh       *sshgate.Gateway
-	metrics   *agentmetrics.Metrics
-	ln        net.Listener
-	url       string
-	cancel    context.CancelFunc
-	done      chan struct{}
+	// builderDone is closed when the template store's builder has ended.
+	builderDone chan struct{}
+	box         *toolbox.Box
+	http        *http.Server
+	ssh         *sshgate.Gateway
+	metrics     *agentmetrics.Metrics
+	ln          net.Listener
+	url         string
+	cancel      context.CancelFunc
+	done        chan struct{}
 	// registered is closed after the first successful registration.
 	registered     chan struct{}
 	registeredOnce sync.Once
@@ -464,6 +466,11 @@ func (a *Agent) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	a.stockDone = make(chan struct{})
+	a.builderDone = make(chan struct{})
+	go func() {
+		defer close(a.builderDone)
+		a.templates.Run(ctx)
+	}()
 	go func() {
 		defer close(a.stockDone)
 		// The default runtime's stock install is made ahead of the first
@@ -494,6 +501,7 @@ func (a *Agent) Close() error {
 		a.cancel()
 		<-a.done
 		<-a.stockDone
+		<-a.builderDone
 	}
 	a.closeParts()
 	return nil

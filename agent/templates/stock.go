@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/sandboxd/sandboxd/agent/sites"
 )
@@ -35,12 +34,19 @@ const stockSitePrefix = "site_stock"
 // IsStock reports whether a template id is a node's stock template.
 func IsStock(id string) bool { return strings.HasPrefix(id, stockPrefix) }
 
-// stockLocks serialises the making of each stock template.
-var stockLocks sync.Map
+// stockBuild is one stock template asked of the builder, and its outcome
+// once done is closed.
+type stockBuild struct {
+	php, id string
+	done    chan struct{}
+	t       *Template
+	err     error
+}
 
-// Stock returns the stock template of a PHP version's image, making it
-// first if this node has none: a hidden site is installed, frozen and
-// deleted. Concurrent callers wait for one build.
+// Stock returns the stock template of a PHP version's image. A node
+// without it yet asks the store's builder (Run) and waits: concurrent
+// callers wait for one build, and a caller that gives up (its ctx ends)
+// leaves the build to finish for the next.
 func (st *Store) Stock(ctx context.Context, php string) (*Template, error) {
 	img, err := st.sites.Image(ctx, php)
 	if err != nil {
@@ -50,12 +56,81 @@ func (st *Store) Stock(ctx context.Context, php string) (*Template, error) {
 	if t, err := st.Get(id); err == nil {
 		return t, nil
 	}
-	l, _ := stockLocks.LoadOrStore(st.dir(id), &sync.Mutex{})
-	l.(*sync.Mutex).Lock()
-	defer l.(*sync.Mutex).Unlock()
+	b := st.want(php, id)
+	select {
+	case <-b.done:
+		return b.t, b.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// want queues a stock build for the builder, or finds the one queued.
+func (st *Store) want(php, id string) *stockBuild {
+	st.stockMu.Lock()
+	defer st.stockMu.Unlock()
+	if b, ok := st.building[id]; ok {
+		return b
+	}
+	b := &stockBuild{php: php, id: id, done: make(chan struct{})}
+	st.building[id] = b
+	st.queue = append(st.queue, b)
+	select {
+	case st.wake <- struct{}{}:
+	default: // the builder is already told
+	}
+	return b
+}
+
+// next takes the oldest build asked for, or nil.
+func (st *Store) next() *stockBuild {
+	st.stockMu.Lock()
+	defer st.stockMu.Unlock()
+	if len(st.queue) == 0 {
+		return nil
+	}
+	b := st.queue[0]
+	st.queue = st.queue[1:]
+	return b
+}
+
+// finished hands a build's outcome to its waiters; the next ask after a
+// failure starts over.
+func (st *Store) finished(b *stockBuild, t *Template, err error) {
+	st.stockMu.Lock()
+	delete(st.building, b.id)
+	st.stockMu.Unlock()
+	b.t, b.err = t, err
+	close(b.done)
+}
+
+// Run is the stock template builder: it makes the stock templates asked
+// for, one at a time and off every request's path, until ctx ends (what
+// is still asked for then fails with ctx's error).
+func (st *Store) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			for b := st.next(); b != nil; b = st.next() {
+				st.finished(b, nil, fmt.Errorf("stock template for PHP %s: %w", b.php, ctx.Err()))
+			}
+			return
+		case <-st.wake:
+		}
+		for b := st.next(); b != nil && ctx.Err() == nil; b = st.next() {
+			t, err := st.buildStock(ctx, b.php, b.id)
+			st.finished(b, t, err)
+		}
+	}
+}
+
+// buildStock makes stock template id of a PHP version: a hidden site is
+// installed, frozen and deleted.
+func (st *Store) buildStock(ctx context.Context, php, id string) (*Template, error) {
 	if t, err := st.Get(id); err == nil {
 		return t, nil
 	}
+	st.log.Info("stock template: making it", "template_id", id, "php", php)
 	suffix := id[len(stockPrefix):]
 	r := sites.CreateRequest{ID: stockSitePrefix + suffix, Slug: "stock-" + suffix, Name: "WordPress", PHPVersion: php,
 		URL: "http://stock-" + suffix + ".invalid", AdminUser: "admin", AdminEmail: "admin@example.com", Scratch: true}

@@ -56,14 +56,22 @@ type Store struct {
 	log   *slog.Logger
 	// builds serialises the making (freeze or import) of each template id.
 	builds sync.Map
+
+	// The stock builder's queue (see Run).
+	stockMu  sync.Mutex
+	building map[string]*stockBuild
+	queue    []*stockBuild
+	wake     chan struct{}
 }
 
-// New makes a store over the sites' manager's template directory.
+// New makes a store over the sites' manager's template directory; its
+// stock templates are made by Run, which the store's owner runs.
 func New(cfg Config) *Store {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Store{cfg: cfg, sites: cfg.Sites, log: cfg.Logger.With("component", "templates")}
+	return &Store{cfg: cfg, sites: cfg.Sites, log: cfg.Logger.With("component", "templates"),
+		building: map[string]*stockBuild{}, wake: make(chan struct{}, 1)}
 }
 
 // Template is the agent's record of a frozen site.

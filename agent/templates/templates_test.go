@@ -169,6 +169,17 @@ func TestFreezeAndClone(t *testing.T) {
 func TestStockClones(t *testing.T) {
 	e := sitestest.SetUp(t, sitestest.Stock)
 	ctx := context.Background()
+	// A caller that gives up waiting leaves the build to the builder,
+	// which finishes it for the next (one build: the first create below
+	// finds it made or under way).
+	if _, err := e.Sites.Image(ctx, "8.2"); err != nil { // imported, so only the build is waited for
+		t.Fatal(err)
+	}
+	gone, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	if _, err := e.Templates.Stock(gone, "8.2"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a caller that gave up: %v", err)
+	}
+	cancel()
 	var made []*sites.Site
 	for i, name := range []string{"First Fresh", "Second Fresh"} {
 		r := sitestest.Req(fmt.Sprintf("site_stockuse%d", i), fmt.Sprintf("fresh-%d", i), name)
@@ -188,6 +199,9 @@ func TestStockClones(t *testing.T) {
 	}
 	if ids := e.Templates.List(); len(ids) != 0 {
 		t.Fatalf("stock listed for the control plane: %v", ids)
+	}
+	if begun, made := strings.Count(e.Logs.String(), "stock template: making it"), strings.Count(e.Logs.String(), "stock template made"); begun != 1 || made != 1 {
+		t.Fatalf("%d stock builds begun and %d made, want 1 of each", begun, made)
 	}
 	if n := len(e.Sites.List()); n != 2 {
 		t.Fatalf("%d sites on the node; the stock's own site stayed?", n)

@@ -3,11 +3,14 @@
 package sitestest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +33,28 @@ type Env struct {
 	Box       *toolbox.Box
 	DB        *mariadb.Server
 	Cfg       sites.Config
+	// Logs holds what the template store logged.
+	Logs *Logs
+}
+
+// Logs is a log a test reads while the code under test writes it.
+type Logs struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends to the log.
+func (l *Logs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// String is everything logged so far.
+func (l *Logs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 // Stock makes fresh sites clones of the node's stock install, as an
@@ -108,7 +133,17 @@ func SetUp(t *testing.T, opts ...func(*Options)) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Env{Sites: mgr, Templates: templates.New(templates.Config{Sites: mgr, DB: db, Stock: o.Stock}), Box: toolbox.New(mgr), DB: db, Cfg: cfg}
+	logs := &Logs{}
+	store := templates.New(templates.Config{Sites: mgr, DB: db, Stock: o.Stock, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	// The stock builder ends before MariaDB does (cleanups run last first).
+	bctx, stop := context.WithCancel(context.Background())
+	built := make(chan struct{})
+	go func() {
+		defer close(built)
+		store.Run(bctx)
+	}()
+	t.Cleanup(func() { stop(); <-built })
+	return &Env{Sites: mgr, Templates: store, Box: toolbox.New(mgr), DB: db, Cfg: cfg, Logs: logs}
 }
 
 // Get answers a GET of a site's address with the host name given.
