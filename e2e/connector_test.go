@@ -212,6 +212,12 @@ func TestConnectorPlugin(t *testing.T) {
 	text := func(sel string) string {
 		t.Helper()
 		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		// The page's script may replace the element between finding it
+		// and reading it: read the new one.
+		for i := 0; i < 5 && err != nil && strings.Contains(err.Error(), "No node with given id"); i++ {
+			time.Sleep(200 * time.Millisecond)
+			v, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		}
 		if err != nil {
 			fail("read "+sel, err)
 		}
