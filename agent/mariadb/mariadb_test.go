@@ -36,16 +36,16 @@ func startServer(t *testing.T) (srv *mariadb.Server, start func(change ...func(*
 		}
 		return mariadb.Start(ctx, rt, cfg)
 	}
-	if srv, err = start(); err != nil {
-		t.Fatal(err)
-	}
-	runtimes.Store(srv, rt)
+	// Registered before the start: a start that fails (its port taken)
+	// has mounted its volumes and temporary disk already.
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(dir, "mariadb", "mariadb.log"))
 			t.Logf("the server's log:\n%s", b[max(0, len(b)-8<<10):])
 		}
-		srv.Close()
+		if srv != nil {
+			srv.Close()
+		}
 		// The server goes before what it mounted (its volumes, its
 		// temporary disk).
 		if err := rt.Remove(ctx, mariadb.ContainerID); err != nil {
@@ -55,6 +55,10 @@ func startServer(t *testing.T) (srv *mariadb.Server, start func(change ...func(*
 			t.Error(err)
 		}
 	})
+	if srv, err = start(); err != nil {
+		t.Fatal(err)
+	}
+	runtimes.Store(srv, rt)
 	return srv, start
 }
 

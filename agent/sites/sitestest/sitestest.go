@@ -81,6 +81,9 @@ func SetUp(t *testing.T, opts ...func(*Options)) *Env {
 	db, err := mariadb.Start(ctx, rt, mariadb.Config{Image: img, Dir: filepath.Join(dir, "mariadb"), LogWriter: agenttest.LogWriter(t),
 		SystemMaxMB: 512, TempMaxMB: 256})
 	if err != nil {
+		// A start that failed may have mounted its volumes and disk.
+		_ = rt.Remove(ctx, mariadb.ContainerID)
+		_ = mariadb.Unmount(filepath.Join(dir, "mariadb"))
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
