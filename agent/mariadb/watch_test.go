@@ -38,6 +38,10 @@ func TestOneSiteCannotHoldTheSharedUndo(t *testing.T) {
 			t.Fatal(err)
 		}
 		db := openAs(t, srv, name, "pw-"+name, name)
+		// No idle connections kept: the watch ends every connection of a
+		// site it stops, and a pooled one it ended would fail the next
+		// query as a dead connection.
+		db.SetMaxIdleConns(0)
 		for _, q := range []string{
 			"CREATE TABLE u (id int PRIMARY KEY, v varchar(7000))",
 			"INSERT INTO u VALUES (1, REPEAT('a', 7000))",
