@@ -117,7 +117,11 @@ func (st *Store) Run(ctx context.Context) {
 			return
 		case <-st.wake:
 		}
-		for b := st.next(); b != nil && ctx.Err() == nil; b = st.next() {
+		for ctx.Err() == nil {
+			b := st.next() // taken only when it will be built
+			if b == nil {
+				break
+			}
 			t, err := st.buildStock(ctx, b.php, b.id)
 			st.finished(b, t, err)
 		}

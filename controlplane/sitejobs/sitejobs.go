@@ -262,7 +262,8 @@ func (r *Runners) delete(ctx context.Context, j *state.Job, _ func(int)) error {
 	// agent restarting) it is asked again, until it answers or is
 	// declared lost, when the site is forgotten at once (the node, back,
 	// is told to remove what it holds of it).
-	for wait, waited := time.Second, time.Duration(0); s.NodeID != ""; wait = min(2*wait, 10*time.Second) {
+	began := time.Now()
+	for wait := time.Second; s.NodeID != ""; wait = min(2*wait, 10*time.Second) {
 		if n, err := r.Store.Node(s.NodeID); err == nil && (n == nil || n.Status == state.NodeDown) {
 			break // a node lost, or one the registry no longer has
 		}
@@ -277,14 +278,13 @@ func (r *Runners) delete(ctx context.Context, j *state.Job, _ func(int)) error {
 		}
 		var ce *connect.Error
 		unreachable := !errors.As(err, &ce) || ce.Code() == connect.CodeUnavailable || ce.Code() == connect.CodeDeadlineExceeded
-		if !unreachable || waited >= maxDeleteWait {
+		if !unreachable || time.Since(began) >= maxDeleteWait {
 			return failure("deleting the site", err)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(wait):
-			waited += wait
 		}
 	}
 	_, err = r.Raft.Apply(ctx, fsm.DeleteSite{ID: s.ID, At: r.now()})
