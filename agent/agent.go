@@ -31,6 +31,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/hostclaim"
 	"github.com/sandboxd/sandboxd/agent/images"
 	"github.com/sandboxd/sandboxd/agent/mariadb"
+	"github.com/sandboxd/sandboxd/agent/nodeswap"
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	"github.com/sandboxd/sandboxd/agent/sitedisk"
 	"github.com/sandboxd/sandboxd/agent/sitenet"
@@ -138,7 +139,53 @@ type Config struct {
 	// IngressAddr as bound, its host BackendHost when unspecified.
 	IngressAddr       string
 	IngressPublicAddr string
-	Logger            *slog.Logger
+	// SleepAfter, above zero, is every site's idle time before it dozes,
+	// whatever its plan says; zero leaves it to each site's plan
+	// (DefaultSleepAfter for a site whose plan set none); below zero no
+	// site sleeps.
+	SleepAfter time.Duration
+	// DeepSleepAfter is how long a site dozes before it sleeps deeper
+	// (its container's task stopped); zero takes DefaultDeepSleepAfter,
+	// below zero never.
+	DeepSleepAfter time.Duration
+	Logger         *slog.Logger
+}
+
+// Idle times of sites whose plan and node set none.
+const (
+	DefaultSleepAfter     = 30 * time.Minute
+	DefaultDeepSleepAfter = time.Hour
+)
+
+// idle is the sites' idle policy the config makes.
+func (c Config) idle() (sites.Idle, bool) {
+	deep := c.DeepSleepAfter
+	switch {
+	case deep == 0:
+		deep = DefaultDeepSleepAfter
+	case deep < 0:
+		deep = 0
+	}
+	switch {
+	case c.SleepAfter < 0:
+		return sites.Idle{}, true
+	case c.SleepAfter > 0:
+		return sites.Idle{Doze: c.SleepAfter, Sleep: deep}, true
+	}
+	return sites.Idle{Doze: DefaultSleepAfter, Sleep: deep}, false
+}
+
+// settleEvery is how often idle sites are looked at: a quarter of the
+// shortest idle time, within [100ms, 10s].
+func (c Config) settleEvery() time.Duration {
+	idle, _ := c.idle()
+	d := 10 * time.Second
+	for _, t := range []time.Duration{idle.Doze, idle.Sleep} {
+		if t > 0 {
+			d = min(d, t/4)
+		}
+	}
+	return max(d, 100*time.Millisecond)
 }
 
 // Runtime classes a node runs its sites under.
@@ -169,8 +216,9 @@ type Agent struct {
 	net       *sitenet.Network
 	sites     *sites.Manager
 	templates *templates.Store
-	// builderDone is closed when the template store's builder has ended.
-	builderDone chan struct{}
+	// builderDone is closed when the template store's builder has ended,
+	// settleDone when the loop that puts idle sites to sleep has.
+	builderDone, settleDone chan struct{}
 	box         *toolbox.Box
 	http        *http.Server
 	ssh         *sshgate.Gateway
@@ -198,6 +246,8 @@ type Agent struct {
 	// removing holds the orphaned sites being removed; removeMu removes
 	// one at a time.
 	removing sync.Map
+	// presence is what the control plane was told of sites' sleep.
+	presence presenceLog
 	removeMu sync.Mutex
 	// metricsHTTP serves Config.MetricsAddr.
 	metricsHTTP *http.Server
@@ -339,8 +389,13 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		defer close(guardDone)
 		a.guard.Run(guardCtx)
 	}()
+	idle, override := cfg.idle()
+	if idle.Doze > 0 {
+		a.ensureSwap()
+	}
 	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: meteredRuntime{a.rt, a.metrics}, Images: a.catalog, DB: a.db, Guard: a.guard,
-		Network: a.net, UIDs: uids, LogWriter: cfg.LogWriter, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger}); err != nil {
+		Network: a.net, UIDs: uids, LogWriter: cfg.LogWriter, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger,
+		Idle: idle, IdleOverride: override}); err != nil {
 		return nil, err
 	}
 	a.templates = templates.New(templates.Config{Sites: a.sites, DB: a.db, Stock: true, Logger: cfg.Logger})
@@ -479,6 +534,19 @@ func (a *Agent) Start() {
 			a.log.Warn("stock template", "php", DefaultPHPVersion, "err", err)
 		}
 	}()
+	a.settleDone = make(chan struct{})
+	go func() {
+		defer close(a.settleDone)
+		every := a.cfg.settleEvery()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(every):
+				a.sites.Settle(ctx)
+			}
+		}
+	}()
 	go func() {
 		defer close(a.done)
 		a.loop(ctx)
@@ -502,6 +570,7 @@ func (a *Agent) Close() error {
 		<-a.done
 		<-a.stockDone
 		<-a.builderDone
+		<-a.settleDone
 	}
 	a.closeParts()
 	return nil
@@ -833,4 +902,32 @@ func (a *Agent) ingressPublicAddr() string {
 		host = a.cfg.BackendHost
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// ensureSwap gives dozing sites compressed swap (a quarter of the host's
+// memory at most, in zram) and keeps the agent's own cgroup out of it.
+// Without swap, a dozing site gives back its page cache only.
+func (a *Agent) ensureSwap() {
+	on, err := nodeswap.Ensure(memTotal() / 4)
+	switch {
+	case err != nil:
+		a.log.Warn("no swap for dozing sites: they keep their memory until they sleep", "err", err)
+	case on:
+		a.log.Info("compressed swap (zram) switched on for dozing sites")
+	}
+	if err := nodeswap.Exempt(os.Getpid()); err != nil {
+		a.log.Warn("keeping the agent out of swap", "err", err)
+	}
+}
+
+// memTotal is the host's memory in bytes (1 GiB when unknown).
+func memTotal() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err == nil {
+		var kb int64
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err == nil {
+			return kb << 10
+		}
+	}
+	return 1 << 30
 }

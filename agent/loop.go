@@ -4,10 +4,12 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/sandboxd/sandboxd/agent/sites"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 )
 
@@ -54,6 +56,9 @@ func (a *Agent) loop(ctx context.Context) {
 		a.removeOrphans(ctx, resp.Msg.RemoveSiteIds)
 		if resp.Msg.Unknown {
 			registered = false
+			a.presence.forget()
+		} else {
+			a.presence.answered()
 		}
 	}
 }
@@ -102,16 +107,107 @@ func (a *Agent) heartbeat(ctx context.Context) *agentv1.HeartbeatRequest {
 	hb.Used = &agentv1.Resources{Sites: int32(len(list))}
 	for _, s := range list {
 		st := &agentv1.SiteStatus{SiteId: s.ID, Port: int32(s.Port), Address: s.IP, State: agentv1.SiteState_SITE_STATE_READY}
-		if s.Stopped {
+		switch {
+		case s.Stopped:
 			st.State = agentv1.SiteState_SITE_STATE_STOPPED
-		} else if running, err := a.sites.Running(ctx, s.ID); err == nil && !running {
-			st.State = agentv1.SiteState_SITE_STATE_FAILED
+		case s.Depth == sites.Asleep: // ready: its next request starts it
+		default:
+			if running, err := a.sites.Running(ctx, s.ID); err == nil && !running {
+				st.State = agentv1.SiteState_SITE_STATE_FAILED
+			}
 		}
 		hb.Sites = append(hb.Sites, st)
 	}
 	hb.Templates = a.templates.List()
+	hb.Presence, hb.Sleep = a.presence.changes(a.sites.Presences()), a.sleepCounts(list)
 	a.metrics.Sites(siteStates(hb.Sites))
 	return hb
+}
+
+// presenceLog is what the control plane has been told of each site's
+// sleep, so that a heartbeat carries only what changed.
+type presenceLog struct {
+	mu sync.Mutex
+	// told is each site's presence as last answered; pending what the
+	// heartbeat under way carries.
+	told, pending map[string]*agentv1.SitePresence
+}
+
+// changes lists the sites whose sleep or minute of last request is not
+// what the control plane was told.
+func (l *presenceLog) changes(now []sites.Presence) []*agentv1.SitePresence {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.told == nil {
+		l.told = map[string]*agentv1.SitePresence{}
+	}
+	l.pending = map[string]*agentv1.SitePresence{}
+	var out []*agentv1.SitePresence
+	for _, p := range now {
+		sp := &agentv1.SitePresence{SiteId: p.ID, Sleeping: p.Depth != sites.Awake}
+		if !p.LastRequest.IsZero() {
+			sp.LastRequestUnix = p.LastRequest.Truncate(time.Minute).Unix()
+		}
+		if old := l.told[p.ID]; old != nil && old.Sleeping == sp.Sleeping && old.LastRequestUnix == sp.LastRequestUnix {
+			continue
+		}
+		if l.told[p.ID] == nil && !sp.Sleeping && sp.LastRequestUnix == 0 {
+			// Nothing to tell: awake with no request seen, as a new site is.
+			l.told[p.ID] = sp
+			continue
+		}
+		l.pending[p.ID] = sp
+		out = append(out, sp)
+	}
+	return out
+}
+
+// answered records that the control plane took the last heartbeat.
+func (l *presenceLog) answered() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, p := range l.pending {
+		l.told[id] = p
+	}
+	l.pending = nil
+}
+
+// forget makes the next heartbeat tell everything again (a control
+// plane that lost the node).
+func (l *presenceLog) forget() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.told, l.pending = nil, nil
+}
+
+// sleepCounts counts the sites by depth, with what each group holds of
+// the host's memory (RAM and swap, from their cgroups).
+func (a *Agent) sleepCounts(list []sites.Site) *agentv1.SleepCounts {
+	c := &agentv1.SleepCounts{}
+	for _, s := range list {
+		if s.Stopped || s.Scratch {
+			continue
+		}
+		switch s.Depth {
+		case sites.Asleep:
+			c.Asleep++
+			continue
+		case sites.Dozing:
+			c.Dozing++
+		default:
+			c.Awake++
+		}
+		m, err := a.rt.Memory(sites.ContainerID(s.ID))
+		if err != nil {
+			continue
+		}
+		if s.Depth == sites.Dozing {
+			c.DozingMemoryBytes += m.Usage + m.Swap
+		} else {
+			c.AwakeMemoryBytes += m.Usage + m.Swap
+		}
+	}
+	return c
 }
 
 // removeOrphans deletes sites the control plane says are no longer this

@@ -80,7 +80,7 @@ func (v *service) CreateSite(ctx context.Context, req *connect.Request[agentv1.C
 	if l := m.Limits; l != nil {
 		r.Limits = sites.Limits{MemoryMB: l.MemoryMb, CPUMilli: l.CpuMilli, Pids: m.PidsLimit}
 	}
-	r.Limits.DiskMB = m.DiskMb
+	r.Limits.DiskMB, r.Limits.SleepAfterSeconds = m.DiskMb, m.SleepAfterSeconds
 	var s *sites.Site
 	var err error
 	s, err = v.templates.Create(ctx, r, m.TemplateId)

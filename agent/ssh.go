@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	"github.com/sandboxd/sandboxd/agent/sftpjail"
+	"github.com/sandboxd/sandboxd/agent/sites"
 	"github.com/sandboxd/sandboxd/agent/sshgate"
 	"github.com/sandboxd/sandboxd/agent/toolbox"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
@@ -29,6 +30,7 @@ type sshAccess struct {
 	registry agentv1connect.RegistryServiceClient
 	nodeID   string
 	box      *toolbox.Box
+	sites    *sites.Manager
 	rt       *runtime.Runtime
 	// self is the binary the SFTP jail runs (this one).
 	self string
@@ -61,6 +63,12 @@ var loginShell = []string{"/bin/sh", "-c", "[ -x /bin/bash ] && exec /bin/bash -
 
 // Exec runs a shell or a command in the site's container as its user.
 func (a *sshAccess) Exec(ctx context.Context, t *sshgate.Target, p sshgate.Process) (int, error) {
+	// A sleeping site is woken, and kept awake for the session.
+	release, err := a.sites.Hold(ctx, t.SiteID)
+	if err != nil {
+		return -1, err
+	}
+	defer release()
 	argv := p.Argv
 	if len(argv) == 0 {
 		argv = loginShell
@@ -92,6 +100,13 @@ func (a *sshAccess) Exec(ctx context.Context, t *sshgate.Target, p sshgate.Proce
 // SFTP serves the session from a jail of the site's WordPress root, as
 // the site's user.
 func (a *sshAccess) SFTP(ctx context.Context, t *sshgate.Target, rw io.ReadWriteCloser) error {
+	// The jail needs no container, but a session is traffic: the site
+	// wakes, as for any visitor, and stays awake while it lasts.
+	release, err := a.sites.Hold(ctx, t.SiteID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	cmd := sftpjail.Command(ctx, a.self, t.Root, int(t.UID), int(t.GID))
 	stderr := &cappedBuffer{max: 4 << 10}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = rw, rw, stderr
@@ -134,7 +149,7 @@ func (a *Agent) startSSH() error {
 	}
 	cfg := sshgate.DefaultConfig()
 	cfg.Addr, cfg.HostKeyPath, cfg.Logger = a.cfg.SSHAddr, filepath.Join(a.cfg.DataDir, "ssh", "host_ed25519_key"), a.cfg.Logger
-	cfg.Auth = &sshAccess{registry: a.registry, nodeID: a.cfg.NodeID, box: a.box, rt: a.rt, self: self}
+	cfg.Auth = &sshAccess{registry: a.registry, nodeID: a.cfg.NodeID, box: a.box, sites: a.sites, rt: a.rt, self: self}
 	cfg.Backend = cfg.Auth.(*sshAccess)
 	g, err := sshgate.New(cfg)
 	if err != nil {

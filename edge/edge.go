@@ -403,8 +403,21 @@ func (e *Edge) proxy(route *edgev1.Route) *httputil.ReverseProxy {
 			pr.Out.Host = pr.In.Host // WordPress must see the site's own host
 			pr.SetXForwarded()
 		},
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.Header.Get(siteingress.WakeFailedHeader) != "" {
+				return errWakeFailed
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.Canceled) {
+				return
+			}
+			if errors.Is(err, errWakeFailed) {
+				e.log.Warn("site did not wake", "site_id", route.SiteId, "node_id", route.NodeId)
+				w.Header().Set("Retry-After", "10")
+				page(w, http.StatusServiceUnavailable, "Sandbox is not starting", "This sandbox was asleep and could not be woken just now. "+
+					"This page tries again by itself.", true)
 				return
 			}
 			e.log.Warn("backend unreachable", "site_id", route.SiteId, "backend", route.Backend, "err", err)
@@ -440,6 +453,9 @@ func page(w http.ResponseWriter, status int, title, text string, refresh bool) {
 	w.WriteHeader(status)
 	_ = pageTmpl.Execute(w, map[string]any{"Title": title, "Text": text, "Refresh": every})
 }
+
+// errWakeFailed is a node's answer for a site it could not wake.
+var errWakeFailed = errors.New("the site could not be woken")
 
 // ingressSuffix ends the pseudo host names of backends reached through a
 // node's ingress: <site id>.<node id>.sandboxd-ingress.

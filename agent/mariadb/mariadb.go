@@ -256,7 +256,7 @@ func (s *Server) spec() runtime.Spec {
 		{Source: s.tempDir(), Target: "/tmp"}}
 	return runtime.Spec{ID: ContainerID, Image: s.cfg.Image, UID: uid, GID: uid, Mounts: mounts,
 		LogPath: filepath.Join(s.dir, "mariadb.log"), LogWriter: s.cfg.LogWriter, LogMaxBytes: MaxLogBytes,
-		MemoryBytes: s.cfg.MemoryMB << 20, Args: s.args()}
+		MemoryBytes: s.cfg.MemoryMB << 20, Args: s.args(), NoSwap: true}
 }
 
 // waitReady waits until the server answers db, for a minute at most.

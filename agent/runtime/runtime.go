@@ -174,6 +174,9 @@ type Spec struct {
 	// with a size cap (see agent/logwriter); else the shim appends to it.
 	LogWriter   string
 	LogMaxBytes int64
+	// NoSwap keeps the container's memory out of swap (swappiness 0):
+	// the node's own services, while dozing sites' memory goes there.
+	NoSwap bool
 }
 
 func (s Spec) opts() []oci.SpecOpts {
@@ -197,6 +200,9 @@ func (s Spec) opts() []oci.SpecOpts {
 		// Swap is the same as memory: a site cannot spill to swap.
 		opts = append(opts, oci.WithMemoryLimit(uint64(s.MemoryBytes)), withMemorySwap(s.MemoryBytes))
 	}
+	if s.NoSwap {
+		opts = append(opts, withSwappiness(0))
+	}
 	if s.CPUMilli > 0 {
 		period := uint64(100000)
 		opts = append(opts, oci.WithCPUCFS(s.CPUMilli*int64(period)/1000, period))
@@ -216,6 +222,22 @@ func (s Spec) opts() []oci.SpecOpts {
 		mounts = append(mounts, specs.Mount{Type: "bind", Source: m.Source, Destination: m.Target, Options: o})
 	}
 	return append(opts, oci.WithMounts(mounts))
+}
+
+func withSwappiness(v uint64) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if s.Linux == nil {
+			s.Linux = &specs.Linux{}
+		}
+		if s.Linux.Resources == nil {
+			s.Linux.Resources = &specs.LinuxResources{}
+		}
+		if s.Linux.Resources.Memory == nil {
+			s.Linux.Resources.Memory = &specs.LinuxMemory{}
+		}
+		s.Linux.Resources.Memory.Swappiness = &v
+		return nil
+	}
 }
 
 func withMemorySwap(limit int64) oci.SpecOpts {
@@ -358,6 +380,10 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 	exited, err := task.Wait(ctx)
 	if err != nil {
 		return fmt.Errorf("wait task %s: %w", id, err)
+	}
+	// A frozen (dozing) task would take the signal only once thawed.
+	if frozen, _ := r.Frozen(id); frozen {
+		_ = r.Thaw(ctx, id)
 	}
 	if err := task.Kill(ctx, syscall.SIGTERM); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("signal %s: %w", id, err)

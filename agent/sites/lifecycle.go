@@ -468,7 +468,11 @@ func (m *Manager) wordpressVersion(id string) (string, error) {
 // Delete removes a site's container, database, user and files. It reports
 // whether there was anything to remove; deleting twice is fine.
 func (m *Manager) Delete(ctx context.Context, id string) (bool, error) {
-	defer m.Lock(id)()
+	unlock, err := m.lockPinned(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	s := m.get(id)
 	if s == nil {
 		return false, nil
@@ -484,6 +488,7 @@ func (m *Manager) Delete(ctx context.Context, id string) (bool, error) {
 	}
 	m.mu.Lock()
 	delete(m.sites, id)
+	delete(m.presences, id)
 	m.mu.Unlock()
 	return true, nil
 }
@@ -521,7 +526,11 @@ func (m *Manager) teardown(ctx context.Context, s *Site) error {
 // template's, and its reset going back there), or installed afresh with
 // nil. A retry after a failure starts over.
 func (m *Manager) Remake(ctx context.Context, id string, src *Source) (*Site, error) {
-	defer m.Lock(id)()
+	unlock, err := m.lockPinned(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	defer m.replacing(id)()
 	s := m.get(id)
 	if s == nil {
@@ -562,7 +571,11 @@ func (m *Manager) Remake(ctx context.Context, id string, src *Source) (*Site, er
 // fn always, after a good one when restart says so (and then waits until
 // it answers).
 func (m *Manager) Quiesced(ctx context.Context, id string, restart bool, fn func(s *Site) error) error {
-	defer m.Lock(id)()
+	unlock, err := m.lockPinned(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	s := m.get(id)
 	if s == nil {
 		return ErrNotFound
@@ -585,7 +598,11 @@ func (m *Manager) Quiesced(ctx context.Context, id string, restart bool, fn func
 
 // Stop stops a site's container; its files and database stay.
 func (m *Manager) Stop(ctx context.Context, id string) (*Site, error) {
-	defer m.Lock(id)()
+	unlock, err := m.lockPinned(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	s := m.get(id)
 	if s == nil {
 		return nil, ErrNotFound
@@ -599,7 +616,11 @@ func (m *Manager) Stop(ctx context.Context, id string) (*Site, error) {
 
 // Start starts a stopped site and waits until it answers.
 func (m *Manager) Start(ctx context.Context, id string) (*Site, error) {
-	defer m.Lock(id)()
+	unlock, err := m.lockPinned(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	s := m.get(id)
 	if s == nil {
 		return nil, ErrNotFound
@@ -637,33 +658,67 @@ func (m *Manager) Reattach(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := m.restart(ctx, &s); err != nil {
+		if err := m.reattach(ctx, &s); err != nil {
 			errs = append(errs, fmt.Errorf("site %s: %w", s.ID, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// reattach restarts a site as it slept: one asleep gets everything but
+// its container's task (its first request starts it), one dozing stays
+// frozen if it still is.
+func (m *Manager) reattach(ctx context.Context, s *Site) error {
+	if s.Depth != Asleep {
+		if err := m.restart(ctx, s); err != nil {
+			return err
+		}
+		if s.Depth == Dozing {
+			if rt, ok := m.cfg.Runtime.(SleepRuntime); ok {
+				if frozen, err := rt.Frozen(containerID(s.ID)); err == nil && !frozen {
+					return m.setDepth(s.ID, Awake) // started afresh (a host restart)
+				}
+			}
+		}
+		return nil
+	}
+	if _, err := m.prepare(ctx, s); err != nil {
+		return err
+	}
+	if rt, ok := m.cfg.Runtime.(SleepRuntime); ok {
+		// An agent that stopped halfway through putting it to sleep.
+		return rt.Halt(ctx, containerID(s.ID))
+	}
+	return nil
+}
+
 // restart makes sure a site's disk, namespace and container are there
 // and runs it; what still runs is left alone.
 func (m *Manager) restart(ctx context.Context, s *Site) error {
-	if err := m.mountDisk(s); err != nil {
-		return err
-	}
-	if err := m.guardDB(ctx, s); err != nil {
-		return err
-	}
-	if err := m.mountTree(s); err != nil {
-		return err
-	}
-	netns, err := m.attach(ctx, s)
+	netns, err := m.prepare(ctx, s)
 	if err != nil {
 		return err
 	}
-	if err := m.save(s); err != nil {
-		return err
-	}
 	return m.cfg.Runtime.Run(ctx, m.spec(s, netns))
+}
+
+// prepare makes sure a site's disk, database guard, tree and namespace
+// are there: all it needs but its container. It returns the namespace.
+func (m *Manager) prepare(ctx context.Context, s *Site) (string, error) {
+	if err := m.mountDisk(s); err != nil {
+		return "", err
+	}
+	if err := m.guardDB(ctx, s); err != nil {
+		return "", err
+	}
+	if err := m.mountTree(s); err != nil {
+		return "", err
+	}
+	netns, err := m.attach(ctx, s)
+	if err != nil {
+		return "", err
+	}
+	return netns, m.save(s)
 }
 
 // Exec runs a command in a site's container as the site's user.
@@ -677,6 +732,11 @@ func (m *Manager) Exec(ctx context.Context, id string, argv []string, stdin []by
 	case len(argv) == 0:
 		return nil, fmt.Errorf("%w: empty command", ErrInvalid)
 	}
+	release, err := m.Hold(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	return m.cfg.Runtime.Exec(ctx, containerID(id), argv, nil, uint32(s.UID), uint32(s.UID), stdin)
 }
 
@@ -1026,7 +1086,11 @@ var ErrRolledBack = errors.New("the change was rolled back")
 // is put back as it was and keeps serving: the error is ErrRolledBack
 // then, or says that going back failed too.
 func (m *Manager) Recreate(ctx context.Context, id string, change func(s *Site) error) (*Site, error) {
-	defer m.Lock(id)()
+	unlock, err := m.lockPinned(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	s := m.get(id)
 	if s == nil {
 		return nil, ErrNotFound
@@ -1107,5 +1171,10 @@ func (m *Manager) ExecReader(ctx context.Context, id string, argv []string, r io
 	if !ok {
 		return nil, errors.New("the runtime cannot stream into a container")
 	}
+	release, err := m.Hold(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	return ex.ExecReader(ctx, containerID(id), argv, nil, uint32(s.UID), uint32(s.UID), r)
 }

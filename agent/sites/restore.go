@@ -101,7 +101,11 @@ func stagingDir(jobID string) string {
 // leaves the site as it was. A snapshot of the site under way is waited
 // for.
 func (m *Manager) RestoreArchive(ctx context.Context, id string, req RestoreRequest, r io.Reader) (*RestoreResult, error) {
-	defer m.Lock(id)()
+	unlock, err := m.LockAwake(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	defer m.replacing(id)()
 	s := m.get(id)
 	if s == nil {

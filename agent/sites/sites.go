@@ -117,6 +117,9 @@ type Limits struct {
 	Pids     int64 `json:"pids"`
 	// DiskMB is the size of the site's disk: files, uploads, logs, mail.
 	DiskMB int64 `json:"diskMb"`
+	// SleepAfterSeconds is the plan's idle time before the site dozes:
+	// 0 the node's default, below 0 never.
+	SleepAfterSeconds int64 `json:"sleepAfterSeconds,omitempty"`
 }
 
 // Debug is WordPress's debug constants for a site.
@@ -185,7 +188,10 @@ type Site struct {
 	// until the site is reset).
 	DiskReserveMB int64 `json:"diskReserveMb,omitempty"`
 	// Scratch: see CreateRequest.
-	Scratch   bool      `json:"scratch,omitempty"`
+	Scratch bool `json:"scratch,omitempty"`
+	// Depth is how deeply the site sleeps ("" awake), SleptAt since when.
+	Depth     Depth     `json:"depth,omitempty"`
+	SleptAt   time.Time `json:"sleptAt,omitzero"`
 	CreatedAt time.Time `json:"createdAt"`
 }
 
@@ -214,6 +220,13 @@ type Config struct {
 	// (agent/dbguard); with none, databases stay in MariaDB's own
 	// directory, bounded by nothing.
 	Guard Guard
+	// Idle is when idle sites doze and sleep (Settle): its Doze is for
+	// the sites whose plan sets none, unless IdleOverride makes it every
+	// site's (the operator's flag, tests).
+	Idle         Idle
+	IdleOverride bool
+	// Observe, if set, is told of every wake and sleep.
+	Observe Observer
 }
 
 // Guard holds sites' databases to their plans' disks (agent/dbguard).
@@ -237,6 +250,10 @@ type Manager struct {
 	// tokenMu serializes one-time token writes, so a burst of them
 	// keeps to maxLiveTokens.
 	tokenMu sync.Mutex
+	// presences is each site's sleep and wake bookkeeping (sleep.go).
+	presences map[string]*presence
+	now       func() time.Time
+	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // New loads the site records under cfg.Dir.
@@ -256,7 +273,8 @@ func New(cfg Config) (*Manager, error) {
 		}
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger.With("component", "sites"), sites: map[string]*Site{}, locks: map[string]*sync.Mutex{},
-		content: map[string]*sync.RWMutex{},
+		content: map[string]*sync.RWMutex{}, presences: map[string]*presence{}, now: time.Now,
+		dial: (&net.Dialer{Timeout: time.Second}).DialContext,
 		http:    &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	recs, _ := filepath.Glob(filepath.Join(cfg.Dir, "records", "*.json"))
 	for _, f := range recs {

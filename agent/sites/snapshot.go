@@ -117,7 +117,18 @@ func (m *Manager) Snapshot(ctx context.Context, id string, files, database io.Wr
 
 // startSnapshot checks, under the site's lock, that the site runs here
 // and takes its content guard, shared: the lock itself is let go at once.
-func (m *Manager) startSnapshot(ctx context.Context, id string) (*Site, func(), error) {
+func (m *Manager) startSnapshot(ctx context.Context, id string) (_ *Site, _ func(), err error) {
+	// A sleeping site is woken (its files are read inside its container)
+	// and goes back to sleep after: a snapshot is no traffic.
+	hold, err := m.HoldQuiet(ctx, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("snapshot of %s: %w", id, err)
+	}
+	defer func() {
+		if err != nil {
+			hold()
+		}
+	}()
 	defer m.Lock(id)()
 	s := m.get(id)
 	switch {
@@ -137,7 +148,7 @@ func (m *Manager) startSnapshot(ctx context.Context, id string) (*Site, func(), 
 	}
 	g := m.contentGuard(id)
 	g.RLock()
-	return s, g.RUnlock, nil
+	return s, func() { g.RUnlock(); hold() }, nil
 }
 
 // replacing takes a site's content guard alone, for what replaces the

@@ -71,7 +71,11 @@ func (b *Box) PlaceTree(ctx context.Context, siteID, destination, folderName str
 	case !folderRE.MatchString(folderName):
 		return fmt.Errorf("%w: folder name %q: 1 to 100 letters, digits, '.', '_' or '-', not starting with '.' or '-'", sites.ErrInvalid, folderName)
 	}
-	defer b.sites.Lock(siteID)()
+	unlock, err := b.sites.LockAwake(ctx, siteID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	s := b.sites.Get(siteID)
 	if s == nil {
 		return sites.ErrNotFound

@@ -36,7 +36,23 @@ const (
 // Sites finds a site's web server on this node.
 type Sites interface {
 	Backend(siteID string) (string, bool)
+	// Touch records inbound traffic for a site, waking it first if it
+	// sleeps; an error says it could not be woken.
+	Touch(ctx context.Context, siteID string) error
 }
+
+// wakeTimeout bounds how long a connection waits for its site to wake.
+const wakeTimeout = 30 * time.Second
+
+// WakeFailedHeader marks the answer the ingress gives for a site that
+// could not be woken, for the edge to show its own page.
+const WakeFailedHeader = "X-Sandboxd-Wake"
+
+// wakeFailed is that answer: a 503 the edge turns into its page.
+const wakeFailed = "HTTP/1.1 503 Service Unavailable\r\n" + WakeFailedHeader + ": failed\r\nRetry-After: 10\r\n" +
+	"Content-Type: text/plain; charset=utf-8\r\nContent-Length: 34\r\nConnection: close\r\n\r\n" +
+	"The sandbox could not be started.\n"
+
 
 // Server is a node's ingress.
 type Server struct {
@@ -203,6 +219,17 @@ func (s *Server) handle(c net.Conn) {
 		s.log.Debug("ingress: no such site here", "site_id", id)
 		return
 	}
+	// A sleeping site is woken before anything is sent to it; requests
+	// that arrive meanwhile wait for the same wake.
+	_ = c.SetDeadline(time.Now().Add(wakeTimeout))
+	wctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
+	err = s.sites.Touch(wctx, id)
+	cancel()
+	if err != nil {
+		s.log.Warn("ingress: site did not wake", "site_id", id, "err", err)
+		_, _ = io.WriteString(c, wakeFailed)
+		return
+	}
 	_ = c.SetDeadline(time.Time{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	site, err := s.dial(ctx, "tcp", backend)
@@ -219,20 +246,45 @@ func (s *Server) handle(c net.Conn) {
 			return
 		}
 	}
-	splice(c, site)
+	// Every later request on the connection is traffic too, and wakes the
+	// site again if it fell asleep while the connection idled.
+	in := &touching{r: c, touch: func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
+		defer cancel()
+		return s.sites.Touch(ctx, id)
+	}}
+	splice(c, site, in)
+}
+
+// touching reads from the edge and, before handing bytes on, says there
+// was traffic; a site that cannot be woken ends the connection.
+type touching struct {
+	r     io.Reader
+	touch func() error
+}
+
+func (t *touching) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		if terr := t.touch(); terr != nil {
+			return 0, terr
+		}
+	}
+	return n, err
 }
 
 // splice copies both ways until both directions ended, passing each
-// direction's end on as a half-close.
-func splice(a, b net.Conn) {
+// direction's end on as a half-close; what goes from a to b is read
+// from fromA.
+func splice(a, b net.Conn, fromA io.Reader) {
 	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
+	cp := func(dst net.Conn, src io.Reader) {
 		_, _ = io.Copy(dst, src)
 		closeWrite(dst)
 		done <- struct{}{}
 	}
 	go cp(a, b)
-	go cp(b, a)
+	go cp(b, fromA)
 	<-done
 	<-done
 }

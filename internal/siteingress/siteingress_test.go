@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +23,31 @@ import (
 
 type sites map[string]string
 
-func (s sites) Backend(id string) (string, bool) { a, ok := s[id]; return a, ok }
+func (s sites) Backend(id string) (string, bool)      { a, ok := s[id]; return a, ok }
+func (s sites) Touch(context.Context, string) error { return nil }
+
+// sleepy is a node whose sites wake when touched; site_broken cannot.
+type sleepy struct {
+	sites
+	mu      sync.Mutex
+	touches map[string]int
+}
+
+func (s *sleepy) Touch(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.touches[id]++
+	if id == "site_broken" {
+		return errors.New("its disk is gone")
+	}
+	return nil
+}
+
+func (s *sleepy) count(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.touches[id]
+}
 
 // member issues credentials for id under ca.
 func member(t *testing.T, ca *pki.CA, id pki.Identity) *rpcauth.Creds {
@@ -127,5 +154,81 @@ func TestIngress(t *testing.T) {
 	_ = raw.SetReadDeadline(time.Now().Add(20 * time.Second))
 	if _, err := io.ReadAll(raw); err != nil && strings.Contains(err.Error(), "timeout") {
 		t.Fatal("a plain TCP client was kept")
+	}
+}
+
+// TestIngressWakesSites: every request an edge sends, the first on a
+// connection and each later one on it, touches its site before the site
+// sees it (so a sleeping site is woken first); a site that cannot be
+// woken gets the edge a 503 it recognises, and is never dialled.
+func TestIngressWakesSites(t *testing.T) {
+	ca, _, err := pki.NewCA("test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var node *sleepy
+	var served atomic.Int32
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := int(served.Add(1))
+		if node.count("site_a") < n {
+			t.Errorf("request %d reached the site before it was touched (%d touches)", n, node.count("site_a"))
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer site.Close()
+	addr := strings.TrimPrefix(site.URL, "http://")
+	node = &sleepy{sites: sites{"site_a": addr, "site_broken": addr}, touches: map[string]int{}}
+	creds := member(t, ca, pki.Identity{Role: pki.RoleAgent, ID: "node-1"})
+	cfg := creds.ServerTLS(true)
+	in, err := siteingress.Listen("127.0.0.1:0", cfg, node, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go in.Serve()
+	defer in.Close()
+	edge := member(t, ca, pki.Identity{Role: pki.RoleEdge, ID: "edge-1"})
+	dial := func(id string) (net.Conn, *bufio.Reader) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := siteingress.Dial(ctx, in.Addr(), edge.ClientTLS("node-1", pki.RoleAgent), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	c, br := dial("site_a")
+	defer c.Close()
+	for i := 1; i <= 3; i++ {
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: a.example\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || node.count("site_a") < i {
+			t.Fatalf("request %d: %d, %d touches", i, resp.StatusCode, node.count("site_a"))
+		}
+	}
+
+	before := served.Load()
+	b, bbr := dial("site_broken")
+	defer b.Close()
+	io.WriteString(b, "GET / HTTP/1.1\r\nHost: b.example\r\n\r\n")
+	resp, err := http.ReadResponse(bbr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get(siteingress.WakeFailedHeader) != "failed" ||
+		resp.Header.Get("Retry-After") == "" || strings.Contains(string(body), "disk") {
+		t.Fatalf("a site that cannot wake: %d %v %q", resp.StatusCode, resp.Header, body)
+	}
+	if served.Load() != before {
+		t.Fatal("the site that could not wake was reached")
 	}
 }

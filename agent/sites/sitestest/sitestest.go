@@ -64,6 +64,13 @@ func Stock(o *Options) { o.Stock = true }
 // Options change what SetUp makes.
 type Options struct {
 	Stock bool
+	// Observe is told of the sites' wakes and sleeps.
+	Observe sites.Observer
+}
+
+// Observing has the sites' wakes and sleeps told to o.
+func Observing(o sites.Observer) func(*Options) {
+	return func(opts *Options) { opts.Observe = o }
 }
 
 // SetUp starts a node's sites (its MariaDB, network and uid claims),
@@ -127,11 +134,12 @@ func SetUp(t *testing.T, opts ...func(*Options)) *Env {
 			t.Error(err)
 		}
 	})
-	cfg := sites.Config{Dir: sitesDir, Runtime: rt, Images: cat, DB: db, Network: network, UIDs: uids, LogWriter: agenttest.LogWriter(t)}
 	var o Options
 	for _, f := range opts {
 		f(&o)
 	}
+	cfg := sites.Config{Dir: sitesDir, Runtime: rt, Images: cat, DB: db, Network: network, UIDs: uids, LogWriter: agenttest.LogWriter(t),
+		Observe: o.Observe}
 	mgr, err := sites.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -622,8 +622,14 @@ type HeartbeatRequest struct {
 	// revocations_version is the version of the revocations the agent
 	// holds; the answer carries the list only when it is not the current.
 	RevocationsVersion string `protobuf:"bytes,7,opt,name=revocations_version,json=revocationsVersion,proto3" json:"revocations_version,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// presence lists the sites whose sleep or last request changed since
+	// the last heartbeat the control plane answered (the minute of the
+	// last request, not every request).
+	Presence []*SitePresence `protobuf:"bytes,8,rep,name=presence,proto3" json:"presence,omitempty"`
+	// sleep counts the node's sites by how they sleep.
+	Sleep         *SleepCounts `protobuf:"bytes,9,opt,name=sleep,proto3" json:"sleep,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
@@ -705,6 +711,161 @@ func (x *HeartbeatRequest) GetRevocationsVersion() string {
 	return ""
 }
 
+func (x *HeartbeatRequest) GetPresence() []*SitePresence {
+	if x != nil {
+		return x.Presence
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetSleep() *SleepCounts {
+	if x != nil {
+		return x.Sleep
+	}
+	return nil
+}
+
+// SitePresence is whether a site sleeps and when it last had a request.
+type SitePresence struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	SiteId   string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	Sleeping bool                   `protobuf:"varint,2,opt,name=sleeping,proto3" json:"sleeping,omitempty"`
+	// last_request_unix is the start of the minute of the site's latest
+	// inbound request (seconds); 0 none since the agent started.
+	LastRequestUnix int64 `protobuf:"varint,3,opt,name=last_request_unix,json=lastRequestUnix,proto3" json:"last_request_unix,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SitePresence) Reset() {
+	*x = SitePresence{}
+	mi := &file_agent_v1_agent_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SitePresence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SitePresence) ProtoMessage() {}
+
+func (x *SitePresence) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SitePresence.ProtoReflect.Descriptor instead.
+func (*SitePresence) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SitePresence) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *SitePresence) GetSleeping() bool {
+	if x != nil {
+		return x.Sleeping
+	}
+	return false
+}
+
+func (x *SitePresence) GetLastRequestUnix() int64 {
+	if x != nil {
+		return x.LastRequestUnix
+	}
+	return 0
+}
+
+// SleepCounts are a node's sites by depth, with the memory each group
+// holds (RAM and swap, bytes).
+type SleepCounts struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Awake             int32                  `protobuf:"varint,1,opt,name=awake,proto3" json:"awake,omitempty"`
+	Dozing            int32                  `protobuf:"varint,2,opt,name=dozing,proto3" json:"dozing,omitempty"`
+	Asleep            int32                  `protobuf:"varint,3,opt,name=asleep,proto3" json:"asleep,omitempty"`
+	AwakeMemoryBytes  int64                  `protobuf:"varint,4,opt,name=awake_memory_bytes,json=awakeMemoryBytes,proto3" json:"awake_memory_bytes,omitempty"`
+	DozingMemoryBytes int64                  `protobuf:"varint,5,opt,name=dozing_memory_bytes,json=dozingMemoryBytes,proto3" json:"dozing_memory_bytes,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *SleepCounts) Reset() {
+	*x = SleepCounts{}
+	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SleepCounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SleepCounts) ProtoMessage() {}
+
+func (x *SleepCounts) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SleepCounts.ProtoReflect.Descriptor instead.
+func (*SleepCounts) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SleepCounts) GetAwake() int32 {
+	if x != nil {
+		return x.Awake
+	}
+	return 0
+}
+
+func (x *SleepCounts) GetDozing() int32 {
+	if x != nil {
+		return x.Dozing
+	}
+	return 0
+}
+
+func (x *SleepCounts) GetAsleep() int32 {
+	if x != nil {
+		return x.Asleep
+	}
+	return 0
+}
+
+func (x *SleepCounts) GetAwakeMemoryBytes() int64 {
+	if x != nil {
+		return x.AwakeMemoryBytes
+	}
+	return 0
+}
+
+func (x *SleepCounts) GetDozingMemoryBytes() int64 {
+	if x != nil {
+		return x.DozingMemoryBytes
+	}
+	return 0
+}
+
 type HeartbeatResponse struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	HeartbeatIntervalMs int64                  `protobuf:"varint,1,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
@@ -725,7 +886,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +898,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +911,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HeartbeatResponse) GetHeartbeatIntervalMs() int64 {
@@ -798,7 +959,7 @@ type SiteRef struct {
 
 func (x *SiteRef) Reset() {
 	*x = SiteRef{}
-	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +971,7 @@ func (x *SiteRef) String() string {
 func (*SiteRef) ProtoMessage() {}
 
 func (x *SiteRef) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +984,7 @@ func (x *SiteRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteRef.ProtoReflect.Descriptor instead.
 func (*SiteRef) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SiteRef) GetSiteId() string {
@@ -859,14 +1020,17 @@ type CreateSiteRequest struct {
 	// template_id makes the site a clone of a template this node holds:
 	// no install, the template's files below its own, its database copied
 	// and moved to url.
-	TemplateId    string `protobuf:"bytes,13,opt,name=template_id,json=templateId,proto3" json:"template_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TemplateId string `protobuf:"bytes,13,opt,name=template_id,json=templateId,proto3" json:"template_id,omitempty"`
+	// sleep_after_seconds is the plan's idle time before the site dozes:
+	// 0 the node's default, below 0 never.
+	SleepAfterSeconds int64 `protobuf:"varint,14,opt,name=sleep_after_seconds,json=sleepAfterSeconds,proto3" json:"sleep_after_seconds,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CreateSiteRequest) Reset() {
 	*x = CreateSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +1042,7 @@ func (x *CreateSiteRequest) String() string {
 func (*CreateSiteRequest) ProtoMessage() {}
 
 func (x *CreateSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1055,7 @@ func (x *CreateSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSiteRequest.ProtoReflect.Descriptor instead.
 func (*CreateSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateSiteRequest) GetSiteId() string {
@@ -985,6 +1149,13 @@ func (x *CreateSiteRequest) GetTemplateId() string {
 	return ""
 }
 
+func (x *CreateSiteRequest) GetSleepAfterSeconds() int64 {
+	if x != nil {
+		return x.SleepAfterSeconds
+	}
+	return 0
+}
+
 type CreateSiteResponse struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Status           *SiteStatus            `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
@@ -995,7 +1166,7 @@ type CreateSiteResponse struct {
 
 func (x *CreateSiteResponse) Reset() {
 	*x = CreateSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1178,7 @@ func (x *CreateSiteResponse) String() string {
 func (*CreateSiteResponse) ProtoMessage() {}
 
 func (x *CreateSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1191,7 @@ func (x *CreateSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSiteResponse.ProtoReflect.Descriptor instead.
 func (*CreateSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateSiteResponse) GetStatus() *SiteStatus {
@@ -1046,7 +1217,7 @@ type DeleteSiteResponse struct {
 
 func (x *DeleteSiteResponse) Reset() {
 	*x = DeleteSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1229,7 @@ func (x *DeleteSiteResponse) String() string {
 func (*DeleteSiteResponse) ProtoMessage() {}
 
 func (x *DeleteSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1242,7 @@ func (x *DeleteSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSiteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteSiteResponse) GetExisted() bool {
@@ -1091,7 +1262,7 @@ type ResetSiteRequest struct {
 
 func (x *ResetSiteRequest) Reset() {
 	*x = ResetSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1274,7 @@ func (x *ResetSiteRequest) String() string {
 func (*ResetSiteRequest) ProtoMessage() {}
 
 func (x *ResetSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1287,7 @@ func (x *ResetSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSiteRequest.ProtoReflect.Descriptor instead.
 func (*ResetSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResetSiteRequest) GetSiteId() string {
@@ -1143,7 +1314,7 @@ type ResetSiteResponse struct {
 
 func (x *ResetSiteResponse) Reset() {
 	*x = ResetSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1326,7 @@ func (x *ResetSiteResponse) String() string {
 func (*ResetSiteResponse) ProtoMessage() {}
 
 func (x *ResetSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1339,7 @@ func (x *ResetSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSiteResponse.ProtoReflect.Descriptor instead.
 func (*ResetSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResetSiteResponse) GetStatus() *SiteStatus {
@@ -1200,7 +1371,7 @@ type CreateLoginTokenRequest struct {
 
 func (x *CreateLoginTokenRequest) Reset() {
 	*x = CreateLoginTokenRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1383,7 @@ func (x *CreateLoginTokenRequest) String() string {
 func (*CreateLoginTokenRequest) ProtoMessage() {}
 
 func (x *CreateLoginTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1396,7 @@ func (x *CreateLoginTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLoginTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateLoginTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateLoginTokenRequest) GetSiteId() string {
@@ -1271,7 +1442,7 @@ type CreateLoginTokenResponse struct {
 
 func (x *CreateLoginTokenResponse) Reset() {
 	*x = CreateLoginTokenResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1454,7 @@ func (x *CreateLoginTokenResponse) String() string {
 func (*CreateLoginTokenResponse) ProtoMessage() {}
 
 func (x *CreateLoginTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1467,7 @@ func (x *CreateLoginTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLoginTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateLoginTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 type DebugSettings struct {
@@ -1311,7 +1482,7 @@ type DebugSettings struct {
 
 func (x *DebugSettings) Reset() {
 	*x = DebugSettings{}
-	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1494,7 @@ func (x *DebugSettings) String() string {
 func (*DebugSettings) ProtoMessage() {}
 
 func (x *DebugSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1507,7 @@ func (x *DebugSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugSettings.ProtoReflect.Descriptor instead.
 func (*DebugSettings) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DebugSettings) GetWpDebug() bool {
@@ -1381,7 +1552,7 @@ type SetDebugRequest struct {
 
 func (x *SetDebugRequest) Reset() {
 	*x = SetDebugRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1564,7 @@ func (x *SetDebugRequest) String() string {
 func (*SetDebugRequest) ProtoMessage() {}
 
 func (x *SetDebugRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1577,7 @@ func (x *SetDebugRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDebugRequest.ProtoReflect.Descriptor instead.
 func (*SetDebugRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetDebugRequest) GetSiteId() string {
@@ -1454,7 +1625,7 @@ type TailDebugLogRequest struct {
 
 func (x *TailDebugLogRequest) Reset() {
 	*x = TailDebugLogRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1637,7 @@ func (x *TailDebugLogRequest) String() string {
 func (*TailDebugLogRequest) ProtoMessage() {}
 
 func (x *TailDebugLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1650,7 @@ func (x *TailDebugLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailDebugLogRequest.ProtoReflect.Descriptor instead.
 func (*TailDebugLogRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TailDebugLogRequest) GetSiteId() string {
@@ -1509,7 +1680,7 @@ type TailDebugLogResponse struct {
 
 func (x *TailDebugLogResponse) Reset() {
 	*x = TailDebugLogResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1692,7 @@ func (x *TailDebugLogResponse) String() string {
 func (*TailDebugLogResponse) ProtoMessage() {}
 
 func (x *TailDebugLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1705,7 @@ func (x *TailDebugLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailDebugLogResponse.ProtoReflect.Descriptor instead.
 func (*TailDebugLogResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TailDebugLogResponse) GetExists() bool {
@@ -1573,7 +1744,7 @@ type TruncateDebugLogResponse struct {
 
 func (x *TruncateDebugLogResponse) Reset() {
 	*x = TruncateDebugLogResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1756,7 @@ func (x *TruncateDebugLogResponse) String() string {
 func (*TruncateDebugLogResponse) ProtoMessage() {}
 
 func (x *TruncateDebugLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1769,7 @@ func (x *TruncateDebugLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateDebugLogResponse.ProtoReflect.Descriptor instead.
 func (*TruncateDebugLogResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 type SetPHPConfigRequest struct {
@@ -1612,7 +1783,7 @@ type SetPHPConfigRequest struct {
 
 func (x *SetPHPConfigRequest) Reset() {
 	*x = SetPHPConfigRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1795,7 @@ func (x *SetPHPConfigRequest) String() string {
 func (*SetPHPConfigRequest) ProtoMessage() {}
 
 func (x *SetPHPConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1808,7 @@ func (x *SetPHPConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPHPConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetPHPConfigRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetPHPConfigRequest) GetSiteId() string {
@@ -1670,7 +1841,7 @@ type PHPConfig struct {
 
 func (x *PHPConfig) Reset() {
 	*x = PHPConfig{}
-	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1853,7 @@ func (x *PHPConfig) String() string {
 func (*PHPConfig) ProtoMessage() {}
 
 func (x *PHPConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +1866,7 @@ func (x *PHPConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PHPConfig.ProtoReflect.Descriptor instead.
 func (*PHPConfig) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PHPConfig) GetSettings() map[string]string {
@@ -1720,7 +1891,7 @@ type Email struct {
 
 func (x *Email) Reset() {
 	*x = Email{}
-	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1903,7 @@ func (x *Email) String() string {
 func (*Email) ProtoMessage() {}
 
 func (x *Email) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1916,7 @@ func (x *Email) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Email.ProtoReflect.Descriptor instead.
 func (*Email) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{23}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Email) GetId() string {
@@ -1806,7 +1977,7 @@ type ListEmailsResponse struct {
 
 func (x *ListEmailsResponse) Reset() {
 	*x = ListEmailsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_agent_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1989,7 @@ func (x *ListEmailsResponse) String() string {
 func (*ListEmailsResponse) ProtoMessage() {}
 
 func (x *ListEmailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_agent_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +2002,7 @@ func (x *ListEmailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEmailsResponse.ProtoReflect.Descriptor instead.
 func (*ListEmailsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListEmailsResponse) GetEmails() []*Email {
@@ -1849,7 +2020,7 @@ type ClearEmailsResponse struct {
 
 func (x *ClearEmailsResponse) Reset() {
 	*x = ClearEmailsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +2032,7 @@ func (x *ClearEmailsResponse) String() string {
 func (*ClearEmailsResponse) ProtoMessage() {}
 
 func (x *ClearEmailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +2045,7 @@ func (x *ClearEmailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearEmailsResponse.ProtoReflect.Descriptor instead.
 func (*ClearEmailsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 type SwitchPHPVersionRequest struct {
@@ -1888,7 +2059,7 @@ type SwitchPHPVersionRequest struct {
 
 func (x *SwitchPHPVersionRequest) Reset() {
 	*x = SwitchPHPVersionRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_agent_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2071,7 @@ func (x *SwitchPHPVersionRequest) String() string {
 func (*SwitchPHPVersionRequest) ProtoMessage() {}
 
 func (x *SwitchPHPVersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_agent_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2084,7 @@ func (x *SwitchPHPVersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchPHPVersionRequest.ProtoReflect.Descriptor instead.
 func (*SwitchPHPVersionRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SwitchPHPVersionRequest) GetSiteId() string {
@@ -1947,7 +2118,7 @@ type SwitchPHPVersionResponse struct {
 
 func (x *SwitchPHPVersionResponse) Reset() {
 	*x = SwitchPHPVersionResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_agent_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +2130,7 @@ func (x *SwitchPHPVersionResponse) String() string {
 func (*SwitchPHPVersionResponse) ProtoMessage() {}
 
 func (x *SwitchPHPVersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_agent_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1972,7 +2143,7 @@ func (x *SwitchPHPVersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchPHPVersionResponse.ProtoReflect.Descriptor instead.
 func (*SwitchPHPVersionResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SwitchPHPVersionResponse) GetStatus() *SiteStatus {
@@ -2005,7 +2176,7 @@ type FilesRequest struct {
 
 func (x *FilesRequest) Reset() {
 	*x = FilesRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_agent_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2188,7 @@ func (x *FilesRequest) String() string {
 func (*FilesRequest) ProtoMessage() {}
 
 func (x *FilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_agent_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2201,7 @@ func (x *FilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilesRequest.ProtoReflect.Descriptor instead.
 func (*FilesRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FilesRequest) GetSiteId() string {
@@ -2096,7 +2267,7 @@ type FileEntry struct {
 
 func (x *FileEntry) Reset() {
 	*x = FileEntry{}
-	mi := &file_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_agent_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2279,7 @@ func (x *FileEntry) String() string {
 func (*FileEntry) ProtoMessage() {}
 
 func (x *FileEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_agent_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2292,7 @@ func (x *FileEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
 func (*FileEntry) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FileEntry) GetName() string {
@@ -2178,7 +2349,7 @@ type FilesResponse struct {
 
 func (x *FilesResponse) Reset() {
 	*x = FilesResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_agent_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2361,7 @@ func (x *FilesResponse) String() string {
 func (*FilesResponse) ProtoMessage() {}
 
 func (x *FilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_agent_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2374,7 @@ func (x *FilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilesResponse.ProtoReflect.Descriptor instead.
 func (*FilesResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FilesResponse) GetErrorCode() string {
@@ -2282,7 +2453,7 @@ type DatabaseInfo struct {
 
 func (x *DatabaseInfo) Reset() {
 	*x = DatabaseInfo{}
-	mi := &file_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_agent_v1_agent_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2465,7 @@ func (x *DatabaseInfo) String() string {
 func (*DatabaseInfo) ProtoMessage() {}
 
 func (x *DatabaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_agent_v1_agent_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2478,7 @@ func (x *DatabaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DatabaseInfo.ProtoReflect.Descriptor instead.
 func (*DatabaseInfo) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{31}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DatabaseInfo) GetHost() string {
@@ -2360,7 +2531,7 @@ type Plugin struct {
 
 func (x *Plugin) Reset() {
 	*x = Plugin{}
-	mi := &file_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_agent_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2543,7 @@ func (x *Plugin) String() string {
 func (*Plugin) ProtoMessage() {}
 
 func (x *Plugin) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_agent_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +2556,7 @@ func (x *Plugin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plugin.ProtoReflect.Descriptor instead.
 func (*Plugin) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Plugin) GetSlug() string {
@@ -2432,7 +2603,7 @@ type ListPluginsResponse struct {
 
 func (x *ListPluginsResponse) Reset() {
 	*x = ListPluginsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_agent_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2615,7 @@ func (x *ListPluginsResponse) String() string {
 func (*ListPluginsResponse) ProtoMessage() {}
 
 func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_agent_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2628,7 @@ func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPluginsResponse.ProtoReflect.Descriptor instead.
 func (*ListPluginsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListPluginsResponse) GetPlugins() []*Plugin {
@@ -2481,7 +2652,7 @@ type InstallPluginRequest struct {
 
 func (x *InstallPluginRequest) Reset() {
 	*x = InstallPluginRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_agent_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2493,7 +2664,7 @@ func (x *InstallPluginRequest) String() string {
 func (*InstallPluginRequest) ProtoMessage() {}
 
 func (x *InstallPluginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_agent_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2506,7 +2677,7 @@ func (x *InstallPluginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallPluginRequest.ProtoReflect.Descriptor instead.
 func (*InstallPluginRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *InstallPluginRequest) GetSiteId() string {
@@ -2553,7 +2724,7 @@ type InstallPluginResponse struct {
 
 func (x *InstallPluginResponse) Reset() {
 	*x = InstallPluginResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_agent_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2565,7 +2736,7 @@ func (x *InstallPluginResponse) String() string {
 func (*InstallPluginResponse) ProtoMessage() {}
 
 func (x *InstallPluginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_agent_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2578,7 +2749,7 @@ func (x *InstallPluginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallPluginResponse.ProtoReflect.Descriptor instead.
 func (*InstallPluginResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *InstallPluginResponse) GetPlugin() *Plugin {
@@ -2599,7 +2770,7 @@ type FreezeTemplateRequest struct {
 
 func (x *FreezeTemplateRequest) Reset() {
 	*x = FreezeTemplateRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_agent_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2782,7 @@ func (x *FreezeTemplateRequest) String() string {
 func (*FreezeTemplateRequest) ProtoMessage() {}
 
 func (x *FreezeTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_agent_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2795,7 @@ func (x *FreezeTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeTemplateRequest.ProtoReflect.Descriptor instead.
 func (*FreezeTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FreezeTemplateRequest) GetSiteId() string {
@@ -2658,7 +2829,7 @@ type TemplateRef struct {
 
 func (x *TemplateRef) Reset() {
 	*x = TemplateRef{}
-	mi := &file_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_agent_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2670,7 +2841,7 @@ func (x *TemplateRef) String() string {
 func (*TemplateRef) ProtoMessage() {}
 
 func (x *TemplateRef) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_agent_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2683,7 +2854,7 @@ func (x *TemplateRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateRef.ProtoReflect.Descriptor instead.
 func (*TemplateRef) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TemplateRef) GetTemplateId() string {
@@ -2714,7 +2885,7 @@ type TemplateInfo struct {
 
 func (x *TemplateInfo) Reset() {
 	*x = TemplateInfo{}
-	mi := &file_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_agent_v1_agent_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2726,7 +2897,7 @@ func (x *TemplateInfo) String() string {
 func (*TemplateInfo) ProtoMessage() {}
 
 func (x *TemplateInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_agent_v1_agent_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2739,7 +2910,7 @@ func (x *TemplateInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateInfo.ProtoReflect.Descriptor instead.
 func (*TemplateInfo) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TemplateInfo) GetTemplateId() string {
@@ -2786,7 +2957,7 @@ type DeleteTemplateResponse struct {
 
 func (x *DeleteTemplateResponse) Reset() {
 	*x = DeleteTemplateResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_agent_v1_agent_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2798,7 +2969,7 @@ func (x *DeleteTemplateResponse) String() string {
 func (*DeleteTemplateResponse) ProtoMessage() {}
 
 func (x *DeleteTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_agent_v1_agent_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2811,7 +2982,7 @@ func (x *DeleteTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTemplateResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeleteTemplateResponse) GetExisted() bool {
@@ -2832,7 +3003,7 @@ type RestoreSiteRequest struct {
 
 func (x *RestoreSiteRequest) Reset() {
 	*x = RestoreSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_agent_v1_agent_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2844,7 +3015,7 @@ func (x *RestoreSiteRequest) String() string {
 func (*RestoreSiteRequest) ProtoMessage() {}
 
 func (x *RestoreSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_agent_v1_agent_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2857,7 +3028,7 @@ func (x *RestoreSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSiteRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RestoreSiteRequest) GetSiteId() string {
@@ -2890,7 +3061,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_agent_v1_agent_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2902,7 +3073,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_agent_v1_agent_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2915,7 +3086,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{41}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Chunk) GetData() []byte {
@@ -2936,7 +3107,7 @@ type ImportTemplateRequest struct {
 
 func (x *ImportTemplateRequest) Reset() {
 	*x = ImportTemplateRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_agent_v1_agent_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3119,7 @@ func (x *ImportTemplateRequest) String() string {
 func (*ImportTemplateRequest) ProtoMessage() {}
 
 func (x *ImportTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_agent_v1_agent_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3132,7 @@ func (x *ImportTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportTemplateRequest.ProtoReflect.Descriptor instead.
 func (*ImportTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{42}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ImportTemplateRequest) GetTemplateId() string {
@@ -2998,7 +3169,7 @@ type RenameSiteRequest struct {
 
 func (x *RenameSiteRequest) Reset() {
 	*x = RenameSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_agent_v1_agent_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3010,7 +3181,7 @@ func (x *RenameSiteRequest) String() string {
 func (*RenameSiteRequest) ProtoMessage() {}
 
 func (x *RenameSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_agent_v1_agent_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3023,7 +3194,7 @@ func (x *RenameSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameSiteRequest.ProtoReflect.Descriptor instead.
 func (*RenameSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{43}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RenameSiteRequest) GetSiteId() string {
@@ -3070,7 +3241,7 @@ type RenameSiteResponse struct {
 
 func (x *RenameSiteResponse) Reset() {
 	*x = RenameSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_agent_v1_agent_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3082,7 +3253,7 @@ func (x *RenameSiteResponse) String() string {
 func (*RenameSiteResponse) ProtoMessage() {}
 
 func (x *RenameSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_agent_v1_agent_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3095,7 +3266,7 @@ func (x *RenameSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameSiteResponse.ProtoReflect.Descriptor instead.
 func (*RenameSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{44}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RenameSiteResponse) GetStatus() *SiteStatus {
@@ -3124,7 +3295,7 @@ type RunBlueprintStepRequest struct {
 
 func (x *RunBlueprintStepRequest) Reset() {
 	*x = RunBlueprintStepRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_agent_v1_agent_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3136,7 +3307,7 @@ func (x *RunBlueprintStepRequest) String() string {
 func (*RunBlueprintStepRequest) ProtoMessage() {}
 
 func (x *RunBlueprintStepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_agent_v1_agent_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3149,7 +3320,7 @@ func (x *RunBlueprintStepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunBlueprintStepRequest.ProtoReflect.Descriptor instead.
 func (*RunBlueprintStepRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{45}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RunBlueprintStepRequest) GetSiteId() string {
@@ -3210,7 +3381,7 @@ type RunBlueprintStepResponse struct {
 
 func (x *RunBlueprintStepResponse) Reset() {
 	*x = RunBlueprintStepResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_agent_v1_agent_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3222,7 +3393,7 @@ func (x *RunBlueprintStepResponse) String() string {
 func (*RunBlueprintStepResponse) ProtoMessage() {}
 
 func (x *RunBlueprintStepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_agent_v1_agent_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3235,7 +3406,7 @@ func (x *RunBlueprintStepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunBlueprintStepResponse.ProtoReflect.Descriptor instead.
 func (*RunBlueprintStepResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{46}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RunBlueprintStepResponse) GetOk() bool {
@@ -3291,7 +3462,7 @@ type RestoreArchiveRequest struct {
 
 func (x *RestoreArchiveRequest) Reset() {
 	*x = RestoreArchiveRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_agent_v1_agent_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3303,7 +3474,7 @@ func (x *RestoreArchiveRequest) String() string {
 func (*RestoreArchiveRequest) ProtoMessage() {}
 
 func (x *RestoreArchiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_agent_v1_agent_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3316,7 +3487,7 @@ func (x *RestoreArchiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreArchiveRequest.ProtoReflect.Descriptor instead.
 func (*RestoreArchiveRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{47}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RestoreArchiveRequest) GetHeader() *RestoreHeader {
@@ -3345,7 +3516,7 @@ type RestoreHeader struct {
 
 func (x *RestoreHeader) Reset() {
 	*x = RestoreHeader{}
-	mi := &file_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_agent_v1_agent_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3357,7 +3528,7 @@ func (x *RestoreHeader) String() string {
 func (*RestoreHeader) ProtoMessage() {}
 
 func (x *RestoreHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_agent_v1_agent_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3370,7 +3541,7 @@ func (x *RestoreHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreHeader.ProtoReflect.Descriptor instead.
 func (*RestoreHeader) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{48}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RestoreHeader) GetSiteId() string {
@@ -3413,7 +3584,7 @@ type RestorePart struct {
 
 func (x *RestorePart) Reset() {
 	*x = RestorePart{}
-	mi := &file_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_agent_v1_agent_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3425,7 +3596,7 @@ func (x *RestorePart) String() string {
 func (*RestorePart) ProtoMessage() {}
 
 func (x *RestorePart) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_agent_v1_agent_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3438,7 +3609,7 @@ func (x *RestorePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestorePart.ProtoReflect.Descriptor instead.
 func (*RestorePart) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{49}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RestorePart) GetKind() string {
@@ -3483,7 +3654,7 @@ type RestoreArchiveResponse struct {
 
 func (x *RestoreArchiveResponse) Reset() {
 	*x = RestoreArchiveResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_agent_v1_agent_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3495,7 +3666,7 @@ func (x *RestoreArchiveResponse) String() string {
 func (*RestoreArchiveResponse) ProtoMessage() {}
 
 func (x *RestoreArchiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_agent_v1_agent_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3508,7 +3679,7 @@ func (x *RestoreArchiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreArchiveResponse.ProtoReflect.Descriptor instead.
 func (*RestoreArchiveResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{50}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RestoreArchiveResponse) GetFiles() int64 {
@@ -3592,7 +3763,7 @@ type SetSiteURLRequest struct {
 
 func (x *SetSiteURLRequest) Reset() {
 	*x = SetSiteURLRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_agent_v1_agent_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3604,7 +3775,7 @@ func (x *SetSiteURLRequest) String() string {
 func (*SetSiteURLRequest) ProtoMessage() {}
 
 func (x *SetSiteURLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_agent_v1_agent_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3617,7 +3788,7 @@ func (x *SetSiteURLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSiteURLRequest.ProtoReflect.Descriptor instead.
 func (*SetSiteURLRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{51}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SetSiteURLRequest) GetSiteId() string {
@@ -3650,7 +3821,7 @@ type SetSiteURLResponse struct {
 
 func (x *SetSiteURLResponse) Reset() {
 	*x = SetSiteURLResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_agent_v1_agent_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3662,7 +3833,7 @@ func (x *SetSiteURLResponse) String() string {
 func (*SetSiteURLResponse) ProtoMessage() {}
 
 func (x *SetSiteURLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_agent_v1_agent_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3675,7 +3846,7 @@ func (x *SetSiteURLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSiteURLResponse.ProtoReflect.Descriptor instead.
 func (*SetSiteURLResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{52}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SetSiteURLResponse) GetStatus() *SiteStatus {
@@ -3699,7 +3870,7 @@ type AuthorizeSSHRequest struct {
 
 func (x *AuthorizeSSHRequest) Reset() {
 	*x = AuthorizeSSHRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_agent_v1_agent_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3711,7 +3882,7 @@ func (x *AuthorizeSSHRequest) String() string {
 func (*AuthorizeSSHRequest) ProtoMessage() {}
 
 func (x *AuthorizeSSHRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_agent_v1_agent_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3724,7 +3895,7 @@ func (x *AuthorizeSSHRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeSSHRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizeSSHRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{53}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *AuthorizeSSHRequest) GetNodeId() string {
@@ -3769,7 +3940,7 @@ type AuthorizeSSHResponse struct {
 
 func (x *AuthorizeSSHResponse) Reset() {
 	*x = AuthorizeSSHResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_agent_v1_agent_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3781,7 +3952,7 @@ func (x *AuthorizeSSHResponse) String() string {
 func (*AuthorizeSSHResponse) ProtoMessage() {}
 
 func (x *AuthorizeSSHResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_agent_v1_agent_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3794,7 +3965,7 @@ func (x *AuthorizeSSHResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeSSHResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizeSSHResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{54}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AuthorizeSSHResponse) GetAllowed() bool {
@@ -3842,7 +4013,7 @@ type DeployRepositoryRequest struct {
 
 func (x *DeployRepositoryRequest) Reset() {
 	*x = DeployRepositoryRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_agent_v1_agent_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3854,7 +4025,7 @@ func (x *DeployRepositoryRequest) String() string {
 func (*DeployRepositoryRequest) ProtoMessage() {}
 
 func (x *DeployRepositoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_agent_v1_agent_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3867,7 +4038,7 @@ func (x *DeployRepositoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployRepositoryRequest.ProtoReflect.Descriptor instead.
 func (*DeployRepositoryRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{55}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DeployRepositoryRequest) GetSiteId() string {
@@ -3958,7 +4129,7 @@ type DeployRepositoryResponse struct {
 
 func (x *DeployRepositoryResponse) Reset() {
 	*x = DeployRepositoryResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_agent_v1_agent_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3970,7 +4141,7 @@ func (x *DeployRepositoryResponse) String() string {
 func (*DeployRepositoryResponse) ProtoMessage() {}
 
 func (x *DeployRepositoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_agent_v1_agent_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3983,7 +4154,7 @@ func (x *DeployRepositoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployRepositoryResponse.ProtoReflect.Descriptor instead.
 func (*DeployRepositoryResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{56}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DeployRepositoryResponse) GetSha() string {
@@ -4019,7 +4190,7 @@ type SnapshotSiteRequest struct {
 
 func (x *SnapshotSiteRequest) Reset() {
 	*x = SnapshotSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_agent_v1_agent_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4031,7 +4202,7 @@ func (x *SnapshotSiteRequest) String() string {
 func (*SnapshotSiteRequest) ProtoMessage() {}
 
 func (x *SnapshotSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_agent_v1_agent_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4044,7 +4215,7 @@ func (x *SnapshotSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSiteRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{57}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SnapshotSiteRequest) GetSiteId() string {
@@ -4084,7 +4255,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_agent_v1_agent_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4096,7 +4267,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_agent_v1_agent_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4109,7 +4280,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{58}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SnapshotChunk) GetPart() SnapshotPart {
@@ -4199,7 +4370,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
 	"\fmemory_bytes\x18\x05 \x01(\x03R\vmemoryBytes\x12\x18\n" +
-	"\aaddress\x18\x06 \x01(\tR\aaddress\"\x9a\x02\n" +
+	"\aaddress\x18\x06 \x01(\tR\aaddress\"\x8d\x03\n" +
 	"\x10HeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x120\n" +
 	"\x04used\x18\x02 \x01(\v2\x1c.sandboxd.agent.v1.ResourcesR\x04used\x12\x14\n" +
@@ -4207,7 +4378,19 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x05sites\x18\x04 \x03(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x05sites\x12!\n" +
 	"\fphp_versions\x18\x05 \x03(\tR\vphpVersions\x12\x1c\n" +
 	"\ttemplates\x18\x06 \x03(\tR\ttemplates\x12/\n" +
-	"\x13revocations_version\x18\a \x01(\tR\x12revocationsVersion\"\xe5\x01\n" +
+	"\x13revocations_version\x18\a \x01(\tR\x12revocationsVersion\x12;\n" +
+	"\bpresence\x18\b \x03(\v2\x1f.sandboxd.agent.v1.SitePresenceR\bpresence\x124\n" +
+	"\x05sleep\x18\t \x01(\v2\x1e.sandboxd.agent.v1.SleepCountsR\x05sleep\"o\n" +
+	"\fSitePresence\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x1a\n" +
+	"\bsleeping\x18\x02 \x01(\bR\bsleeping\x12*\n" +
+	"\x11last_request_unix\x18\x03 \x01(\x03R\x0flastRequestUnix\"\xb1\x01\n" +
+	"\vSleepCounts\x12\x14\n" +
+	"\x05awake\x18\x01 \x01(\x05R\x05awake\x12\x16\n" +
+	"\x06dozing\x18\x02 \x01(\x05R\x06dozing\x12\x16\n" +
+	"\x06asleep\x18\x03 \x01(\x05R\x06asleep\x12,\n" +
+	"\x12awake_memory_bytes\x18\x04 \x01(\x03R\x10awakeMemoryBytes\x12.\n" +
+	"\x13dozing_memory_bytes\x18\x05 \x01(\x03R\x11dozingMemoryBytes\"\xe5\x01\n" +
 	"\x11HeartbeatResponse\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x01 \x01(\x03R\x13heartbeatIntervalMs\x12\x18\n" +
 	"\aunknown\x18\x02 \x01(\bR\aunknown\x12\x18\n" +
@@ -4216,7 +4399,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\vrevocations\x18\x05 \x01(\v2\x1e.sandboxd.agent.v1.RevocationsR\vrevocations\"9\n" +
 	"\aSiteRef\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
-	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x9a\x03\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xca\x03\n" +
 	"\x11CreateSiteRequest\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x12\n" +
@@ -4236,7 +4419,8 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"pids_limit\x18\v \x01(\x03R\tpidsLimit\x12\x17\n" +
 	"\adisk_mb\x18\f \x01(\x03R\x06diskMb\x12\x1f\n" +
 	"\vtemplate_id\x18\r \x01(\tR\n" +
-	"templateId\"x\n" +
+	"templateId\x12.\n" +
+	"\x13sleep_after_seconds\x18\x0e \x01(\x03R\x11sleepAfterSeconds\"x\n" +
 	"\x12CreateSiteResponse\x125\n" +
 	"\x06status\x18\x01 \x01(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x06status\x12+\n" +
 	"\x11wordpress_version\x18\x02 \x01(\tR\x10wordpressVersion\".\n" +
@@ -4561,7 +4745,7 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(SiteState)(0),                   // 0: sandboxd.agent.v1.SiteState
 	(SnapshotPart)(0),                // 1: sandboxd.agent.v1.SnapshotPart
@@ -4572,153 +4756,157 @@ var file_agent_v1_agent_proto_goTypes = []any{
 	(*RevokedMember)(nil),            // 6: sandboxd.agent.v1.RevokedMember
 	(*SiteStatus)(nil),               // 7: sandboxd.agent.v1.SiteStatus
 	(*HeartbeatRequest)(nil),         // 8: sandboxd.agent.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),        // 9: sandboxd.agent.v1.HeartbeatResponse
-	(*SiteRef)(nil),                  // 10: sandboxd.agent.v1.SiteRef
-	(*CreateSiteRequest)(nil),        // 11: sandboxd.agent.v1.CreateSiteRequest
-	(*CreateSiteResponse)(nil),       // 12: sandboxd.agent.v1.CreateSiteResponse
-	(*DeleteSiteResponse)(nil),       // 13: sandboxd.agent.v1.DeleteSiteResponse
-	(*ResetSiteRequest)(nil),         // 14: sandboxd.agent.v1.ResetSiteRequest
-	(*ResetSiteResponse)(nil),        // 15: sandboxd.agent.v1.ResetSiteResponse
-	(*CreateLoginTokenRequest)(nil),  // 16: sandboxd.agent.v1.CreateLoginTokenRequest
-	(*CreateLoginTokenResponse)(nil), // 17: sandboxd.agent.v1.CreateLoginTokenResponse
-	(*DebugSettings)(nil),            // 18: sandboxd.agent.v1.DebugSettings
-	(*SetDebugRequest)(nil),          // 19: sandboxd.agent.v1.SetDebugRequest
-	(*TailDebugLogRequest)(nil),      // 20: sandboxd.agent.v1.TailDebugLogRequest
-	(*TailDebugLogResponse)(nil),     // 21: sandboxd.agent.v1.TailDebugLogResponse
-	(*TruncateDebugLogResponse)(nil), // 22: sandboxd.agent.v1.TruncateDebugLogResponse
-	(*SetPHPConfigRequest)(nil),      // 23: sandboxd.agent.v1.SetPHPConfigRequest
-	(*PHPConfig)(nil),                // 24: sandboxd.agent.v1.PHPConfig
-	(*Email)(nil),                    // 25: sandboxd.agent.v1.Email
-	(*ListEmailsResponse)(nil),       // 26: sandboxd.agent.v1.ListEmailsResponse
-	(*ClearEmailsResponse)(nil),      // 27: sandboxd.agent.v1.ClearEmailsResponse
-	(*SwitchPHPVersionRequest)(nil),  // 28: sandboxd.agent.v1.SwitchPHPVersionRequest
-	(*SwitchPHPVersionResponse)(nil), // 29: sandboxd.agent.v1.SwitchPHPVersionResponse
-	(*FilesRequest)(nil),             // 30: sandboxd.agent.v1.FilesRequest
-	(*FileEntry)(nil),                // 31: sandboxd.agent.v1.FileEntry
-	(*FilesResponse)(nil),            // 32: sandboxd.agent.v1.FilesResponse
-	(*DatabaseInfo)(nil),             // 33: sandboxd.agent.v1.DatabaseInfo
-	(*Plugin)(nil),                   // 34: sandboxd.agent.v1.Plugin
-	(*ListPluginsResponse)(nil),      // 35: sandboxd.agent.v1.ListPluginsResponse
-	(*InstallPluginRequest)(nil),     // 36: sandboxd.agent.v1.InstallPluginRequest
-	(*InstallPluginResponse)(nil),    // 37: sandboxd.agent.v1.InstallPluginResponse
-	(*FreezeTemplateRequest)(nil),    // 38: sandboxd.agent.v1.FreezeTemplateRequest
-	(*TemplateRef)(nil),              // 39: sandboxd.agent.v1.TemplateRef
-	(*TemplateInfo)(nil),             // 40: sandboxd.agent.v1.TemplateInfo
-	(*DeleteTemplateResponse)(nil),   // 41: sandboxd.agent.v1.DeleteTemplateResponse
-	(*RestoreSiteRequest)(nil),       // 42: sandboxd.agent.v1.RestoreSiteRequest
-	(*Chunk)(nil),                    // 43: sandboxd.agent.v1.Chunk
-	(*ImportTemplateRequest)(nil),    // 44: sandboxd.agent.v1.ImportTemplateRequest
-	(*RenameSiteRequest)(nil),        // 45: sandboxd.agent.v1.RenameSiteRequest
-	(*RenameSiteResponse)(nil),       // 46: sandboxd.agent.v1.RenameSiteResponse
-	(*RunBlueprintStepRequest)(nil),  // 47: sandboxd.agent.v1.RunBlueprintStepRequest
-	(*RunBlueprintStepResponse)(nil), // 48: sandboxd.agent.v1.RunBlueprintStepResponse
-	(*RestoreArchiveRequest)(nil),    // 49: sandboxd.agent.v1.RestoreArchiveRequest
-	(*RestoreHeader)(nil),            // 50: sandboxd.agent.v1.RestoreHeader
-	(*RestorePart)(nil),              // 51: sandboxd.agent.v1.RestorePart
-	(*RestoreArchiveResponse)(nil),   // 52: sandboxd.agent.v1.RestoreArchiveResponse
-	(*SetSiteURLRequest)(nil),        // 53: sandboxd.agent.v1.SetSiteURLRequest
-	(*SetSiteURLResponse)(nil),       // 54: sandboxd.agent.v1.SetSiteURLResponse
-	(*AuthorizeSSHRequest)(nil),      // 55: sandboxd.agent.v1.AuthorizeSSHRequest
-	(*AuthorizeSSHResponse)(nil),     // 56: sandboxd.agent.v1.AuthorizeSSHResponse
-	(*DeployRepositoryRequest)(nil),  // 57: sandboxd.agent.v1.DeployRepositoryRequest
-	(*DeployRepositoryResponse)(nil), // 58: sandboxd.agent.v1.DeployRepositoryResponse
-	(*SnapshotSiteRequest)(nil),      // 59: sandboxd.agent.v1.SnapshotSiteRequest
-	(*SnapshotChunk)(nil),            // 60: sandboxd.agent.v1.SnapshotChunk
-	nil,                              // 61: sandboxd.agent.v1.RegisterRequest.LabelsEntry
-	nil,                              // 62: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	nil,                              // 63: sandboxd.agent.v1.PHPConfig.SettingsEntry
+	(*SitePresence)(nil),             // 9: sandboxd.agent.v1.SitePresence
+	(*SleepCounts)(nil),              // 10: sandboxd.agent.v1.SleepCounts
+	(*HeartbeatResponse)(nil),        // 11: sandboxd.agent.v1.HeartbeatResponse
+	(*SiteRef)(nil),                  // 12: sandboxd.agent.v1.SiteRef
+	(*CreateSiteRequest)(nil),        // 13: sandboxd.agent.v1.CreateSiteRequest
+	(*CreateSiteResponse)(nil),       // 14: sandboxd.agent.v1.CreateSiteResponse
+	(*DeleteSiteResponse)(nil),       // 15: sandboxd.agent.v1.DeleteSiteResponse
+	(*ResetSiteRequest)(nil),         // 16: sandboxd.agent.v1.ResetSiteRequest
+	(*ResetSiteResponse)(nil),        // 17: sandboxd.agent.v1.ResetSiteResponse
+	(*CreateLoginTokenRequest)(nil),  // 18: sandboxd.agent.v1.CreateLoginTokenRequest
+	(*CreateLoginTokenResponse)(nil), // 19: sandboxd.agent.v1.CreateLoginTokenResponse
+	(*DebugSettings)(nil),            // 20: sandboxd.agent.v1.DebugSettings
+	(*SetDebugRequest)(nil),          // 21: sandboxd.agent.v1.SetDebugRequest
+	(*TailDebugLogRequest)(nil),      // 22: sandboxd.agent.v1.TailDebugLogRequest
+	(*TailDebugLogResponse)(nil),     // 23: sandboxd.agent.v1.TailDebugLogResponse
+	(*TruncateDebugLogResponse)(nil), // 24: sandboxd.agent.v1.TruncateDebugLogResponse
+	(*SetPHPConfigRequest)(nil),      // 25: sandboxd.agent.v1.SetPHPConfigRequest
+	(*PHPConfig)(nil),                // 26: sandboxd.agent.v1.PHPConfig
+	(*Email)(nil),                    // 27: sandboxd.agent.v1.Email
+	(*ListEmailsResponse)(nil),       // 28: sandboxd.agent.v1.ListEmailsResponse
+	(*ClearEmailsResponse)(nil),      // 29: sandboxd.agent.v1.ClearEmailsResponse
+	(*SwitchPHPVersionRequest)(nil),  // 30: sandboxd.agent.v1.SwitchPHPVersionRequest
+	(*SwitchPHPVersionResponse)(nil), // 31: sandboxd.agent.v1.SwitchPHPVersionResponse
+	(*FilesRequest)(nil),             // 32: sandboxd.agent.v1.FilesRequest
+	(*FileEntry)(nil),                // 33: sandboxd.agent.v1.FileEntry
+	(*FilesResponse)(nil),            // 34: sandboxd.agent.v1.FilesResponse
+	(*DatabaseInfo)(nil),             // 35: sandboxd.agent.v1.DatabaseInfo
+	(*Plugin)(nil),                   // 36: sandboxd.agent.v1.Plugin
+	(*ListPluginsResponse)(nil),      // 37: sandboxd.agent.v1.ListPluginsResponse
+	(*InstallPluginRequest)(nil),     // 38: sandboxd.agent.v1.InstallPluginRequest
+	(*InstallPluginResponse)(nil),    // 39: sandboxd.agent.v1.InstallPluginResponse
+	(*FreezeTemplateRequest)(nil),    // 40: sandboxd.agent.v1.FreezeTemplateRequest
+	(*TemplateRef)(nil),              // 41: sandboxd.agent.v1.TemplateRef
+	(*TemplateInfo)(nil),             // 42: sandboxd.agent.v1.TemplateInfo
+	(*DeleteTemplateResponse)(nil),   // 43: sandboxd.agent.v1.DeleteTemplateResponse
+	(*RestoreSiteRequest)(nil),       // 44: sandboxd.agent.v1.RestoreSiteRequest
+	(*Chunk)(nil),                    // 45: sandboxd.agent.v1.Chunk
+	(*ImportTemplateRequest)(nil),    // 46: sandboxd.agent.v1.ImportTemplateRequest
+	(*RenameSiteRequest)(nil),        // 47: sandboxd.agent.v1.RenameSiteRequest
+	(*RenameSiteResponse)(nil),       // 48: sandboxd.agent.v1.RenameSiteResponse
+	(*RunBlueprintStepRequest)(nil),  // 49: sandboxd.agent.v1.RunBlueprintStepRequest
+	(*RunBlueprintStepResponse)(nil), // 50: sandboxd.agent.v1.RunBlueprintStepResponse
+	(*RestoreArchiveRequest)(nil),    // 51: sandboxd.agent.v1.RestoreArchiveRequest
+	(*RestoreHeader)(nil),            // 52: sandboxd.agent.v1.RestoreHeader
+	(*RestorePart)(nil),              // 53: sandboxd.agent.v1.RestorePart
+	(*RestoreArchiveResponse)(nil),   // 54: sandboxd.agent.v1.RestoreArchiveResponse
+	(*SetSiteURLRequest)(nil),        // 55: sandboxd.agent.v1.SetSiteURLRequest
+	(*SetSiteURLResponse)(nil),       // 56: sandboxd.agent.v1.SetSiteURLResponse
+	(*AuthorizeSSHRequest)(nil),      // 57: sandboxd.agent.v1.AuthorizeSSHRequest
+	(*AuthorizeSSHResponse)(nil),     // 58: sandboxd.agent.v1.AuthorizeSSHResponse
+	(*DeployRepositoryRequest)(nil),  // 59: sandboxd.agent.v1.DeployRepositoryRequest
+	(*DeployRepositoryResponse)(nil), // 60: sandboxd.agent.v1.DeployRepositoryResponse
+	(*SnapshotSiteRequest)(nil),      // 61: sandboxd.agent.v1.SnapshotSiteRequest
+	(*SnapshotChunk)(nil),            // 62: sandboxd.agent.v1.SnapshotChunk
+	nil,                              // 63: sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	nil,                              // 64: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	nil,                              // 65: sandboxd.agent.v1.PHPConfig.SettingsEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
 	2,  // 0: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
-	61, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	63, // 1: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
 	5,  // 2: sandboxd.agent.v1.RegisterResponse.revocations:type_name -> sandboxd.agent.v1.Revocations
 	6,  // 3: sandboxd.agent.v1.Revocations.members:type_name -> sandboxd.agent.v1.RevokedMember
 	0,  // 4: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
 	2,  // 5: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
 	7,  // 6: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
-	5,  // 7: sandboxd.agent.v1.HeartbeatResponse.revocations:type_name -> sandboxd.agent.v1.Revocations
-	2,  // 8: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
-	7,  // 9: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	7,  // 10: sandboxd.agent.v1.ResetSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	62, // 11: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	63, // 12: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
-	25, // 13: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
-	7,  // 14: sandboxd.agent.v1.SwitchPHPVersionResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	31, // 15: sandboxd.agent.v1.FilesResponse.entries:type_name -> sandboxd.agent.v1.FileEntry
-	34, // 16: sandboxd.agent.v1.ListPluginsResponse.plugins:type_name -> sandboxd.agent.v1.Plugin
-	34, // 17: sandboxd.agent.v1.InstallPluginResponse.plugin:type_name -> sandboxd.agent.v1.Plugin
-	7,  // 18: sandboxd.agent.v1.RenameSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	50, // 19: sandboxd.agent.v1.RestoreArchiveRequest.header:type_name -> sandboxd.agent.v1.RestoreHeader
-	51, // 20: sandboxd.agent.v1.RestoreHeader.parts:type_name -> sandboxd.agent.v1.RestorePart
-	7,  // 21: sandboxd.agent.v1.SetSiteURLResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	1,  // 22: sandboxd.agent.v1.SnapshotChunk.part:type_name -> sandboxd.agent.v1.SnapshotPart
-	3,  // 23: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
-	8,  // 24: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
-	55, // 25: sandboxd.agent.v1.RegistryService.AuthorizeSSH:input_type -> sandboxd.agent.v1.AuthorizeSSHRequest
-	11, // 26: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
-	10, // 27: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
-	14, // 28: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.ResetSiteRequest
-	16, // 29: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	10, // 30: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
-	19, // 31: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
-	20, // 32: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
-	10, // 33: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
-	23, // 34: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
-	10, // 35: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
-	10, // 36: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
-	28, // 37: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
-	30, // 38: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
-	10, // 39: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
-	16, // 40: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	10, // 41: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
-	36, // 42: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
-	38, // 43: sandboxd.agent.v1.AgentService.FreezeTemplate:input_type -> sandboxd.agent.v1.FreezeTemplateRequest
-	39, // 44: sandboxd.agent.v1.AgentService.DeleteTemplate:input_type -> sandboxd.agent.v1.TemplateRef
-	42, // 45: sandboxd.agent.v1.AgentService.RestoreSite:input_type -> sandboxd.agent.v1.RestoreSiteRequest
-	39, // 46: sandboxd.agent.v1.AgentService.ExportTemplate:input_type -> sandboxd.agent.v1.TemplateRef
-	44, // 47: sandboxd.agent.v1.AgentService.ImportTemplate:input_type -> sandboxd.agent.v1.ImportTemplateRequest
-	45, // 48: sandboxd.agent.v1.AgentService.RenameSite:input_type -> sandboxd.agent.v1.RenameSiteRequest
-	47, // 49: sandboxd.agent.v1.AgentService.RunBlueprintStep:input_type -> sandboxd.agent.v1.RunBlueprintStepRequest
-	49, // 50: sandboxd.agent.v1.AgentService.RestoreArchive:input_type -> sandboxd.agent.v1.RestoreArchiveRequest
-	53, // 51: sandboxd.agent.v1.AgentService.SetSiteURL:input_type -> sandboxd.agent.v1.SetSiteURLRequest
-	57, // 52: sandboxd.agent.v1.AgentService.DeployRepository:input_type -> sandboxd.agent.v1.DeployRepositoryRequest
-	59, // 53: sandboxd.agent.v1.AgentService.SnapshotSite:input_type -> sandboxd.agent.v1.SnapshotSiteRequest
-	4,  // 54: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
-	9,  // 55: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
-	56, // 56: sandboxd.agent.v1.RegistryService.AuthorizeSSH:output_type -> sandboxd.agent.v1.AuthorizeSSHResponse
-	12, // 57: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	13, // 58: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
-	15, // 59: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	17, // 60: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	18, // 61: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	18, // 62: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	21, // 63: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
-	22, // 64: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
-	24, // 65: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
-	26, // 66: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
-	27, // 67: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
-	29, // 68: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
-	32, // 69: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
-	33, // 70: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
-	17, // 71: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	35, // 72: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
-	37, // 73: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
-	40, // 74: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	41, // 75: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
-	15, // 76: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	43, // 77: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
-	40, // 78: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	46, // 79: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
-	48, // 80: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
-	52, // 81: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
-	54, // 82: sandboxd.agent.v1.AgentService.SetSiteURL:output_type -> sandboxd.agent.v1.SetSiteURLResponse
-	58, // 83: sandboxd.agent.v1.AgentService.DeployRepository:output_type -> sandboxd.agent.v1.DeployRepositoryResponse
-	60, // 84: sandboxd.agent.v1.AgentService.SnapshotSite:output_type -> sandboxd.agent.v1.SnapshotChunk
-	54, // [54:85] is the sub-list for method output_type
-	23, // [23:54] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	9,  // 7: sandboxd.agent.v1.HeartbeatRequest.presence:type_name -> sandboxd.agent.v1.SitePresence
+	10, // 8: sandboxd.agent.v1.HeartbeatRequest.sleep:type_name -> sandboxd.agent.v1.SleepCounts
+	5,  // 9: sandboxd.agent.v1.HeartbeatResponse.revocations:type_name -> sandboxd.agent.v1.Revocations
+	2,  // 10: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
+	7,  // 11: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	7,  // 12: sandboxd.agent.v1.ResetSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	64, // 13: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	65, // 14: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
+	27, // 15: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
+	7,  // 16: sandboxd.agent.v1.SwitchPHPVersionResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	33, // 17: sandboxd.agent.v1.FilesResponse.entries:type_name -> sandboxd.agent.v1.FileEntry
+	36, // 18: sandboxd.agent.v1.ListPluginsResponse.plugins:type_name -> sandboxd.agent.v1.Plugin
+	36, // 19: sandboxd.agent.v1.InstallPluginResponse.plugin:type_name -> sandboxd.agent.v1.Plugin
+	7,  // 20: sandboxd.agent.v1.RenameSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	52, // 21: sandboxd.agent.v1.RestoreArchiveRequest.header:type_name -> sandboxd.agent.v1.RestoreHeader
+	53, // 22: sandboxd.agent.v1.RestoreHeader.parts:type_name -> sandboxd.agent.v1.RestorePart
+	7,  // 23: sandboxd.agent.v1.SetSiteURLResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	1,  // 24: sandboxd.agent.v1.SnapshotChunk.part:type_name -> sandboxd.agent.v1.SnapshotPart
+	3,  // 25: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
+	8,  // 26: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
+	57, // 27: sandboxd.agent.v1.RegistryService.AuthorizeSSH:input_type -> sandboxd.agent.v1.AuthorizeSSHRequest
+	13, // 28: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
+	12, // 29: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
+	16, // 30: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.ResetSiteRequest
+	18, // 31: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	12, // 32: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
+	21, // 33: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
+	22, // 34: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
+	12, // 35: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
+	25, // 36: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
+	12, // 37: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
+	12, // 38: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
+	30, // 39: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
+	32, // 40: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
+	12, // 41: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
+	18, // 42: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	12, // 43: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
+	38, // 44: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
+	40, // 45: sandboxd.agent.v1.AgentService.FreezeTemplate:input_type -> sandboxd.agent.v1.FreezeTemplateRequest
+	41, // 46: sandboxd.agent.v1.AgentService.DeleteTemplate:input_type -> sandboxd.agent.v1.TemplateRef
+	44, // 47: sandboxd.agent.v1.AgentService.RestoreSite:input_type -> sandboxd.agent.v1.RestoreSiteRequest
+	41, // 48: sandboxd.agent.v1.AgentService.ExportTemplate:input_type -> sandboxd.agent.v1.TemplateRef
+	46, // 49: sandboxd.agent.v1.AgentService.ImportTemplate:input_type -> sandboxd.agent.v1.ImportTemplateRequest
+	47, // 50: sandboxd.agent.v1.AgentService.RenameSite:input_type -> sandboxd.agent.v1.RenameSiteRequest
+	49, // 51: sandboxd.agent.v1.AgentService.RunBlueprintStep:input_type -> sandboxd.agent.v1.RunBlueprintStepRequest
+	51, // 52: sandboxd.agent.v1.AgentService.RestoreArchive:input_type -> sandboxd.agent.v1.RestoreArchiveRequest
+	55, // 53: sandboxd.agent.v1.AgentService.SetSiteURL:input_type -> sandboxd.agent.v1.SetSiteURLRequest
+	59, // 54: sandboxd.agent.v1.AgentService.DeployRepository:input_type -> sandboxd.agent.v1.DeployRepositoryRequest
+	61, // 55: sandboxd.agent.v1.AgentService.SnapshotSite:input_type -> sandboxd.agent.v1.SnapshotSiteRequest
+	4,  // 56: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
+	11, // 57: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
+	58, // 58: sandboxd.agent.v1.RegistryService.AuthorizeSSH:output_type -> sandboxd.agent.v1.AuthorizeSSHResponse
+	14, // 59: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	15, // 60: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
+	17, // 61: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	19, // 62: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	20, // 63: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	20, // 64: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	23, // 65: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
+	24, // 66: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
+	26, // 67: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
+	28, // 68: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
+	29, // 69: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
+	31, // 70: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
+	34, // 71: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
+	35, // 72: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
+	19, // 73: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	37, // 74: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
+	39, // 75: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
+	42, // 76: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	43, // 77: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
+	17, // 78: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	45, // 79: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
+	42, // 80: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	48, // 81: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
+	50, // 82: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
+	54, // 83: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
+	56, // 84: sandboxd.agent.v1.AgentService.SetSiteURL:output_type -> sandboxd.agent.v1.SetSiteURLResponse
+	60, // 85: sandboxd.agent.v1.AgentService.DeployRepository:output_type -> sandboxd.agent.v1.DeployRepositoryResponse
+	62, // 86: sandboxd.agent.v1.AgentService.SnapshotSite:output_type -> sandboxd.agent.v1.SnapshotChunk
+	56, // [56:87] is the sub-list for method output_type
+	25, // [25:56] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_agent_proto_init() }
@@ -4726,15 +4914,15 @@ func file_agent_v1_agent_proto_init() {
 	if File_agent_v1_agent_proto != nil {
 		return
 	}
-	file_agent_v1_agent_proto_msgTypes[17].OneofWrappers = []any{}
-	file_agent_v1_agent_proto_msgTypes[30].OneofWrappers = []any{}
+	file_agent_v1_agent_proto_msgTypes[19].OneofWrappers = []any{}
+	file_agent_v1_agent_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   62,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

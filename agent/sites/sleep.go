@@ -1,0 +1,575 @@
+package sites
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A site nobody visits gives its memory back and wakes on its next
+// request, whatever the door: an edge's connection through the node's
+// ingress, an SSH session, or an operation that runs in its container.
+// It goes through two depths:
+//
+//   - dozing: its processes frozen by the cgroup freezer and its memory
+//     pushed to compressed swap; a wake thaws it (milliseconds).
+//   - asleep: its container's task gone, everything else kept (disk,
+//     database, network namespace and address); a wake starts the task
+//     again and waits until Apache listens.
+//
+// Only inbound traffic keeps a site awake: what its own PHP does (cron,
+// a loop it started, requests to itself) is frozen or stopped with it.
+
+// Depth is how deeply a site sleeps: "" (awake), Dozing or Asleep.
+type Depth string
+
+// The depths a site sleeps at.
+const (
+	Awake  Depth = ""
+	Dozing Depth = "dozing"
+	Asleep Depth = "asleep"
+)
+
+// ErrWake says a site could not be woken; the error says why.
+var ErrWake = errors.New("the site could not be woken")
+
+// SleepRuntime is what sleeping and waking need of the runtime.
+type SleepRuntime interface {
+	Freeze(ctx context.Context, id string) error
+	Thaw(ctx context.Context, id string) error
+	Frozen(id string) (bool, error)
+	Reclaim(ctx context.Context, id string) error
+	Halt(ctx context.Context, id string) error
+}
+
+// presence is one site's sleep and wake bookkeeping (not its record's
+// Depth, which is what is persisted).
+type presence struct {
+	// awake is set while the site is awake and nothing is changing that:
+	// the path every request takes reads only it and stores last.
+	awake atomic.Bool
+	// last is the unix nanoseconds of the latest inbound traffic (or of
+	// when the agent first saw the site): what idle time counts from.
+	last atomic.Int64
+	// request is last's time of a request proper (0 none yet), for the
+	// control plane's lastRequestAt.
+	request atomic.Int64
+
+	mu sync.Mutex
+	// busy is set while a transition runs (doze, sleep, wake); done is
+	// closed when it ends; waking says it is a wake.
+	busy, waking bool
+	done         chan struct{}
+	// holds counts operations that need the site running: no transition
+	// to sleep starts while any is held.
+	holds int
+	// failed is the last wake's error, until a wake succeeds.
+	failed error
+}
+
+func (m *Manager) presence(id string) *presence {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.presences[id]
+	if !ok {
+		p = &presence{}
+		p.last.Store(m.now().UnixNano())
+		s := m.sites[id]
+		p.awake.Store(s != nil && s.Depth == Awake)
+		if s != nil { // a site that is not here gets no entry
+			m.presences[id] = p
+		}
+	}
+	return p
+}
+
+// dropPresence forgets a deleted site's bookkeeping.
+func (m *Manager) dropPresence(id string) {
+	m.mu.Lock()
+	delete(m.presences, id)
+	m.mu.Unlock()
+}
+
+// Touch records inbound traffic for a site and wakes it first if it
+// sleeps: requests that arrive during a wake wait for that one wake.
+// A site that is not here, or stopped, is left to its caller to refuse.
+func (m *Manager) Touch(ctx context.Context, id string) error {
+	p := m.presence(id)
+	p.traffic(m.now())
+	if p.awake.Load() {
+		return nil
+	}
+	release, err := m.awaken(ctx, id, p, false, false)
+	if err != nil {
+		return err
+	}
+	release()
+	return nil
+}
+
+// Hold wakes a site if it sleeps and keeps it awake until release is
+// called: what runs in its container (a command, a file operation, a
+// session) is never frozen or stopped under it. It counts as traffic.
+func (m *Manager) Hold(ctx context.Context, id string) (release func(), err error) {
+	p := m.presence(id)
+	p.traffic(m.now())
+	return m.awaken(ctx, id, p, true, true)
+}
+
+// HoldQuiet is Hold for the node's own work on a site (a scheduled
+// snapshot): it wakes and holds the site but is no traffic, so the site
+// goes back to sleep once it is done.
+func (m *Manager) HoldQuiet(ctx context.Context, id string) (release func(), err error) {
+	return m.awaken(ctx, id, m.presence(id), true, false)
+}
+
+// traffic records an inbound request at now.
+func (p *presence) traffic(now time.Time) {
+	p.last.Store(now.UnixNano())
+	p.request.Store(now.UnixNano())
+}
+
+// awaken waits for a transition under way, then wakes the site when it
+// is not awake; with hold, it counts one hold that release gives back
+// (and, with traffic, records the end of the hold as traffic).
+func (m *Manager) awaken(ctx context.Context, id string, p *presence, hold, traffic bool) (func(), error) {
+	p.mu.Lock()
+	for {
+		if p.busy {
+			done, waking := p.done, p.waking
+			p.mu.Unlock()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			p.mu.Lock()
+			if waking && p.failed != nil {
+				// The wake this caller waited for failed: it is told so, and
+				// the next request tries again.
+				err := p.failed
+				p.mu.Unlock()
+				return nil, err
+			}
+			continue
+		}
+		s := m.get(id)
+		if s == nil || s.Stopped || s.Depth == Awake {
+			// Nothing to wake: the caller's own errors say why.
+			break
+		}
+		// This caller wakes it for every waiter; the wake runs on even if
+		// the caller gives up.
+		p.busy, p.waking, p.done = true, true, make(chan struct{})
+		done := p.done
+		p.mu.Unlock()
+		go m.wake(id, p, s.Depth)
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		p.mu.Lock()
+		if p.failed != nil {
+			err := p.failed
+			p.mu.Unlock()
+			return nil, err
+		}
+	}
+	if !hold {
+		p.mu.Unlock()
+		return func() {}, nil
+	}
+	p.holds++
+	p.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if traffic { // idle time counts from the end of the operation
+				p.last.Store(m.now().UnixNano())
+			}
+			p.mu.Lock()
+			p.holds--
+			p.mu.Unlock()
+		})
+	}, nil
+}
+
+// wakeTimeout bounds one wake: a thaw, or a start until Apache listens.
+const wakeTimeout = 30 * time.Second
+
+// wake brings a site back from depth and ends the transition p.busy
+// marks.
+func (m *Manager) wake(id string, p *presence, depth Depth) {
+	start := m.now()
+	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
+	defer cancel()
+	err := m.wakeFrom(ctx, id, depth)
+	if err != nil {
+		err = fmt.Errorf("%w: %w", ErrWake, err)
+		m.log.Warn("site did not wake", "site_id", id, "depth", depth, "err", err)
+	} else {
+		m.log.Debug("site woke", "site_id", id, "depth", depth, "ms", m.now().Sub(start).Milliseconds())
+	}
+	if m.cfg.Observe != nil {
+		m.cfg.Observe.Woke(depth, m.now().Sub(start), err)
+	}
+	p.mu.Lock()
+	p.failed = err
+	if err == nil {
+		p.awake.Store(true)
+	}
+	p.busy, p.waking = false, false
+	close(p.done)
+	p.mu.Unlock()
+}
+
+// wakeFrom wakes a site under its lock: a change of its container under
+// way (lockPinned) ends first, and what it left is woken from, which may
+// be nothing (both steps are idempotent).
+func (m *Manager) wakeFrom(ctx context.Context, id string, depth Depth) error {
+	rt, ok := m.cfg.Runtime.(SleepRuntime)
+	if !ok {
+		return errors.New("the runtime cannot freeze containers")
+	}
+	defer m.Lock(id)()
+	s := m.get(id)
+	switch {
+	case s == nil:
+		return ErrNotFound
+	case s.Stopped:
+		return fmt.Errorf("%w: site %s is stopped", ErrInvalid, id)
+	case s.Depth == Awake:
+		return nil
+	}
+	switch depth {
+	case Dozing:
+		if err := rt.Thaw(ctx, containerID(id)); err != nil {
+			return err
+		}
+	case Asleep:
+		netns, err := m.attach(ctx, s)
+		if err != nil {
+			return err
+		}
+		if err := m.cfg.Runtime.Run(ctx, m.spec(s, netns)); err != nil {
+			return err
+		}
+		if err := m.waitListening(ctx, s); err != nil {
+			return err
+		}
+	}
+	return m.setDepth(id, Awake)
+}
+
+// setDepth records how deeply a site sleeps, so that an agent restart
+// finds it as it was.
+func (m *Manager) setDepth(id string, d Depth) error {
+	s := m.get(id)
+	if s == nil {
+		return ErrNotFound
+	}
+	if s.Depth == d {
+		return nil
+	}
+	s.Depth = d
+	if d != Awake {
+		s.SleptAt = m.now()
+	}
+	return m.save(s)
+}
+
+// waitListening waits until the site's web server takes connections: the
+// request that woke it is the first Apache answers, with nothing before.
+func (m *Manager) waitListening(ctx context.Context, s *Site) error {
+	for wait := time.Millisecond; ; wait = min(wait*2, 20*time.Millisecond) {
+		c, err := m.dial(ctx, "tcp", s.Addr())
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if running, rerr := m.cfg.Runtime.Running(ctx, containerID(s.ID)); rerr == nil && !running {
+			return fmt.Errorf("site %s exited while starting: %s", s.ID, m.logTail(s.ID))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("site %s did not listen: %w", s.ID, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Idle is how long a site may go without inbound traffic before it
+// dozes, and how much longer before it sleeps.
+type Idle struct {
+	// Doze is the idle time before a site dozes; 0 never.
+	Doze time.Duration
+	// Sleep is the time a site dozes before it sleeps; 0 never. With no
+	// Doze it is the idle time before an awake site sleeps.
+	Sleep time.Duration
+}
+
+// idleOf is a site's idle times: its plan's doze time (Config.Idle's
+// when it has none), or the node's when it overrides every plan.
+func (m *Manager) idleOf(s *Site) Idle {
+	if m.cfg.IdleOverride {
+		return m.cfg.Idle
+	}
+	doze := m.cfg.Idle.Doze
+	switch {
+	case s.Limits.SleepAfterSeconds < 0:
+		return Idle{}
+	case s.Limits.SleepAfterSeconds > 0:
+		doze = time.Duration(s.Limits.SleepAfterSeconds) * time.Second
+	}
+	return Idle{Doze: doze, Sleep: m.cfg.Idle.Sleep}
+}
+
+// Settle puts each site that has been idle long enough one depth
+// deeper; the agent calls it every few seconds. A site with an
+// operation under way, a transition of its own, or its lock taken is
+// left for the next round.
+func (m *Manager) Settle(ctx context.Context) {
+	now := m.now()
+	for _, s := range m.List() {
+		if ctx.Err() != nil {
+			return
+		}
+		if s.Stopped || s.UID == 0 || s.scratch() || s.Depth == Asleep {
+			continue
+		}
+		idle := m.idleOf(&s)
+		p := m.presence(s.ID)
+		last := p.last.Load()
+		quiet := now.Sub(time.Unix(0, last))
+		var to Depth
+		switch {
+		case s.Depth == Awake && idle.Doze > 0 && quiet >= idle.Doze:
+			to = Dozing
+		case s.Depth == Awake && idle.Doze == 0 && idle.Sleep > 0 && quiet >= idle.Sleep:
+			to = Asleep
+		case s.Depth == Dozing && idle.Sleep > 0 && now.Sub(s.SleptAt) >= idle.Sleep:
+			to = Asleep
+		default:
+			continue
+		}
+		if err := m.deepen(ctx, s.ID, p, to, last); err != nil && !errors.Is(err, errBusy) {
+			m.log.Warn("site did not go to sleep", "site_id", s.ID, "depth", to, "err", err)
+		}
+	}
+}
+
+// errBusy says a transition was not started: the site is in use.
+var errBusy = errors.New("the site is in use")
+
+// Doze and Sleep put one site to sleep at once, idle or not (tests,
+// benchmarks and the operator's hand); a site in use is refused.
+func (m *Manager) Doze(ctx context.Context, id string) error {
+	p := m.presence(id)
+	return m.deepen(ctx, id, p, Dozing, p.last.Load())
+}
+
+// Sleep: see Doze.
+func (m *Manager) Sleep(ctx context.Context, id string) error {
+	p := m.presence(id)
+	return m.deepen(ctx, id, p, Asleep, p.last.Load())
+}
+
+// deepen takes a site to depth to, unless something needs it: a hold, a
+// transition, its lock (a lifecycle change), or traffic since last, the
+// latest the caller judged it by (errBusy then).
+func (m *Manager) deepen(ctx context.Context, id string, p *presence, to Depth, last int64) error {
+	unlock, ok := m.tryLock(id)
+	if !ok {
+		return errBusy
+	}
+	defer unlock()
+	s := m.get(id)
+	if s == nil {
+		return ErrNotFound
+	}
+	if s.Stopped || s.Depth == to || s.Depth == Asleep {
+		return nil
+	}
+	rt, ok := m.cfg.Runtime.(SleepRuntime)
+	if !ok {
+		return errors.New("the runtime cannot freeze containers")
+	}
+	p.mu.Lock()
+	if p.busy || p.holds > 0 {
+		p.mu.Unlock()
+		return errBusy
+	}
+	p.busy, p.done = true, make(chan struct{})
+	p.awake.Store(false)
+	// A request that stored last before awake went false is seen here
+	// (atomics are sequentially consistent), and one after it takes the
+	// slow path and waits for this transition: none is left behind.
+	if p.last.Load() != last {
+		p.busy = false
+		close(p.done)
+		p.awake.Store(s.Depth == Awake)
+		p.mu.Unlock()
+		return errBusy
+	}
+	p.mu.Unlock()
+	start := m.now()
+	err := m.deepenTo(ctx, rt, s, to)
+	if m.cfg.Observe != nil {
+		m.cfg.Observe.Slept(to, m.now().Sub(start), err)
+	}
+	p.mu.Lock()
+	if err != nil {
+		// Whatever half happened, a wake puts it right: thaw, or start.
+		p.failed = nil
+	}
+	p.busy = false
+	close(p.done)
+	p.mu.Unlock()
+	return err
+}
+
+func (m *Manager) deepenTo(ctx context.Context, rt SleepRuntime, s *Site, to Depth) error {
+	cid := containerID(s.ID)
+	switch to {
+	case Dozing:
+		// Recorded first: an agent that dies between the two finds it
+		// dozing, and a wake thaws whatever was frozen.
+		if err := m.setDepth(s.ID, Dozing); err != nil {
+			return err
+		}
+		if err := rt.Freeze(ctx, cid); err != nil {
+			return err
+		}
+		return rt.Reclaim(ctx, cid)
+	case Asleep:
+		if err := m.setDepth(s.ID, Asleep); err != nil {
+			return err
+		}
+		return rt.Halt(ctx, cid)
+	}
+	return fmt.Errorf("no depth %q", to)
+}
+
+// tryLock takes a site's lock if nobody holds it.
+func (m *Manager) tryLock(id string) (func(), bool) {
+	m.mu.Lock()
+	l, ok := m.locks[id]
+	if !ok {
+		l = &sync.Mutex{}
+		m.locks[id] = l
+	}
+	m.mu.Unlock()
+	if !l.TryLock() {
+		return nil, false
+	}
+	return l.Unlock, true
+}
+
+// pin is for what changes a site's container under its lock: it waits
+// for a transition under way and holds off new ones, and thaws a dozing
+// site (a frozen task takes no signal), but leaves one asleep as it is:
+// the change starts the container itself if it wants it running.
+// settled, called when the change is done, records the depth the
+// container is in then.
+func (m *Manager) pin(ctx context.Context, id string) (settled func(), err error) {
+	p := m.presence(id)
+	p.mu.Lock()
+	for p.busy {
+		done := p.done
+		p.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		p.mu.Lock()
+	}
+	p.holds++
+	p.mu.Unlock()
+	if s := m.get(id); s != nil && s.Depth == Dozing {
+		if rt, ok := m.cfg.Runtime.(SleepRuntime); ok {
+			_ = rt.Thaw(ctx, containerID(id))
+		}
+		_ = m.setDepth(id, Awake)
+	}
+	return func() {
+		awake := true
+		if s := m.get(id); s != nil && s.Depth == Asleep {
+			running, err := m.cfg.Runtime.Running(context.WithoutCancel(ctx), containerID(id))
+			if awake = err == nil && running; awake {
+				_ = m.setDepth(id, Awake)
+			}
+		}
+		p.last.Store(m.now().UnixNano())
+		p.mu.Lock()
+		p.holds--
+		p.awake.Store(awake)
+		p.mu.Unlock()
+	}, nil
+}
+
+// Observer is told of every wake and every step deeper (metrics).
+type Observer interface {
+	Woke(from Depth, took time.Duration, err error)
+	Slept(to Depth, took time.Duration, err error)
+}
+
+// LockAwake is for an operation that works inside a site's container
+// under the site's lock: it wakes the site and holds it awake, then takes
+// the lock (in that order: a wake takes the lock itself). unlock gives
+// both back.
+func (m *Manager) LockAwake(ctx context.Context, id string) (unlock func(), err error) {
+	release, err := m.Hold(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	l := m.Lock(id)
+	return func() { l(); release() }, nil
+}
+
+// lockPinned is for a change of a site's container under its lock that
+// does not need it running first (pin), and records the depth the change
+// left it at before it unlocks.
+func (m *Manager) lockPinned(ctx context.Context, id string) (unlock func(), err error) {
+	settled, err := m.pin(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	l := m.Lock(id)
+	return func() { settled(); l() }, nil
+}
+
+// Presence is a site's sleep as the control plane is told it.
+type Presence struct {
+	ID    string
+	Depth Depth
+	// LastRequest is the site's latest inbound request since the agent
+	// started; zero when none.
+	LastRequest time.Time
+}
+
+// Presences lists every site's sleep, ordered by id.
+func (m *Manager) Presences() []Presence {
+	list := m.List()
+	out := make([]Presence, 0, len(list))
+	for _, s := range list {
+		if s.scratch() {
+			continue
+		}
+		pr := Presence{ID: s.ID, Depth: s.Depth}
+		m.mu.Lock()
+		p := m.presences[s.ID]
+		m.mu.Unlock()
+		if p != nil {
+			if t := p.request.Load(); t != 0 {
+				pr.LastRequest = time.Unix(0, t)
+			}
+		}
+		out = append(out, pr)
+	}
+	return out
+}
