@@ -219,14 +219,14 @@ type Agent struct {
 	// builderDone is closed when the template store's builder has ended,
 	// settleDone when the loop that puts idle sites to sleep has.
 	builderDone, settleDone chan struct{}
-	box         *toolbox.Box
-	http        *http.Server
-	ssh         *sshgate.Gateway
-	metrics     *agentmetrics.Metrics
-	ln          net.Listener
-	url         string
-	cancel      context.CancelFunc
-	done        chan struct{}
+	box                     *toolbox.Box
+	http                    *http.Server
+	ssh                     *sshgate.Gateway
+	metrics                 *agentmetrics.Metrics
+	ln                      net.Listener
+	url                     string
+	cancel                  context.CancelFunc
+	done                    chan struct{}
 	// registered is closed after the first successful registration.
 	registered     chan struct{}
 	registeredOnce sync.Once

@@ -32,7 +32,7 @@ import (
 // backends is the ingress's view of the node's sites.
 type backends map[string]string
 
-func (b backends) Backend(id string) (string, bool)      { a, ok := b[id]; return a, ok }
+func (b backends) Backend(id string) (string, bool)    { a, ok := b[id]; return a, ok }
 func (b backends) Touch(context.Context, string) error { return nil }
 
 // TestRevokedMembersRefusedBeforeExpiry: an operator revokes an edge and

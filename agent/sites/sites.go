@@ -275,7 +275,7 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{cfg: cfg, log: cfg.Logger.With("component", "sites"), sites: map[string]*Site{}, locks: map[string]*sync.Mutex{},
 		content: map[string]*sync.RWMutex{}, presences: map[string]*presence{}, now: time.Now,
 		dial: (&net.Dialer{Timeout: time.Second}).DialContext,
-		http:    &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+		http: &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	recs, _ := filepath.Glob(filepath.Join(cfg.Dir, "records", "*.json"))
 	for _, f := range recs {
 		b, err := os.ReadFile(f)

@@ -86,13 +86,6 @@ func (m *Manager) presence(id string) *presence {
 	return p
 }
 
-// dropPresence forgets a deleted site's bookkeeping.
-func (m *Manager) dropPresence(id string) {
-	m.mu.Lock()
-	delete(m.presences, id)
-	m.mu.Unlock()
-}
-
 // Touch records inbound traffic for a site and wakes it first if it
 // sleeps: requests that arrive during a wake wait for that one wake.
 // A site that is not here, or stopped, is left to its caller to refuse.

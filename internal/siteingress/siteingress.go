@@ -53,7 +53,6 @@ const wakeFailed = "HTTP/1.1 503 Service Unavailable\r\n" + WakeFailedHeader + "
 	"Content-Type: text/plain; charset=utf-8\r\nContent-Length: 34\r\nConnection: close\r\n\r\n" +
 	"The sandbox could not be started.\n"
 
-
 // Server is a node's ingress.
 type Server struct {
 	ln    net.Listener

@@ -23,7 +23,7 @@ import (
 
 type sites map[string]string
 
-func (s sites) Backend(id string) (string, bool)      { a, ok := s[id]; return a, ok }
+func (s sites) Backend(id string) (string, bool)    { a, ok := s[id]; return a, ok }
 func (s sites) Touch(context.Context, string) error { return nil }
 
 // sleepy is a node whose sites wake when touched; site_broken cannot.
