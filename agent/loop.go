@@ -142,6 +142,15 @@ func (l *presenceLog) changes(now []sites.Presence) []*agentv1.SitePresence {
 		l.told = map[string]*agentv1.SitePresence{}
 	}
 	l.pending = map[string]*agentv1.SitePresence{}
+	here := make(map[string]bool, len(now))
+	for _, p := range now {
+		here[p.ID] = true
+	}
+	for id := range l.told {
+		if !here[id] { // deleted
+			delete(l.told, id)
+		}
+	}
 	var out []*agentv1.SitePresence
 	for _, p := range now {
 		sp := &agentv1.SitePresence{SiteId: p.ID, Sleeping: p.Depth != sites.Awake}
@@ -151,16 +160,17 @@ func (l *presenceLog) changes(now []sites.Presence) []*agentv1.SitePresence {
 		if old := l.told[p.ID]; old != nil && old.Sleeping == sp.Sleeping && old.LastRequestUnix == sp.LastRequestUnix {
 			continue
 		}
-		if l.told[p.ID] == nil && !sp.Sleeping && sp.LastRequestUnix == 0 {
-			// Nothing to tell: awake with no request seen, as a new site is.
-			l.told[p.ID] = sp
-			continue
+		if len(out) == maxPresence {
+			break // the rest next time
 		}
 		l.pending[p.ID] = sp
 		out = append(out, sp)
 	}
 	return out
 }
+
+// maxPresence bounds the changes one heartbeat carries.
+const maxPresence = 2000
 
 // answered records that the control plane took the last heartbeat.
 func (l *presenceLog) answered() {

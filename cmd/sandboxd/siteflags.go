@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/mariadb"
@@ -19,6 +20,7 @@ type siteNetFlags struct {
 	gitCA                          string
 	dbSystemMB, dbTempMB           int64
 	dbMemoryMB, dbSessionMB        int64
+	sleepAfter, deepSleepAfter     time.Duration
 }
 
 func (f *siteNetFlags) register(fs *flag.FlagSet, egress, ssh string) {
@@ -28,6 +30,8 @@ func (f *siteNetFlags) register(fs *flag.FlagSet, egress, ssh string) {
 	fs.StringVar(&f.egress, "site-egress", egress, "what sites reach beyond the node: none, or public (the internet; never private, loopback, link-local, CGNAT or reserved ranges)")
 	fs.StringVar(&f.allow, "site-allow", "", "comma-separated ADDR[/BITS][:PORT] sites may reach whatever --site-egress says (e.g. a resolver 10.0.0.2:53)")
 	fs.StringVar(&f.sandbox, "runtime", agent.SandboxRunc, "what sites run under: runc, or gvisor (runsc with the ptrace platform: a kernel of its own per site, at a cost in speed; sites made before keep theirs until reset)")
+	fs.DurationVar(&f.sleepAfter, "sleep-after", 0, "idle time after which every site of this node dozes (frozen, its memory in compressed swap), whatever its plan's sleepAfterMinutes; 0: each plan's; -1s: no site sleeps")
+	fs.DurationVar(&f.deepSleepAfter, "deep-sleep-after", agent.DefaultDeepSleepAfter, "how long a site dozes before it sleeps deeper (its processes stopped; waking takes a few tenths of a second more); -1s: never")
 	fs.StringVar(&f.subnet, "site-subnet", "", "IPv4 subnet of the sites' bridge (default: a free /22 of 10.200.0.0/16, chosen once)")
 	fs.Int64Var(&f.dbSystemMB, "mariadb-system-max-mb", mariadb.DefaultSystemMaxMB,
 		"bound of the node's MariaDB system tablespace, which holds every site's undo log (a site's own tables are on its own disk); past half of it, the site transactions holding the undo are ended")
@@ -49,6 +53,7 @@ func (f *siteNetFlags) apply(cfg *agent.Config) error {
 		return fmt.Errorf("--mariadb-session-mem-mb must be at least 16 and at most an eighth of --mariadb-memory-mb (at least 512): a site's connections together may hold an eighth")
 	}
 	cfg.DBSystemMaxMB, cfg.DBTempMaxMB = f.dbSystemMB, f.dbTempMB
+	cfg.SleepAfter, cfg.DeepSleepAfter = f.sleepAfter, f.deepSleepAfter
 	cfg.DBMemoryMB, cfg.DBSessionMemMB = f.dbMemoryMB, f.dbSessionMB
 	switch e := sitenet.Egress(f.egress); e {
 	case sitenet.EgressNone, sitenet.EgressPublic:

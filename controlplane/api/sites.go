@@ -33,15 +33,19 @@ type SiteView struct {
 	// from was taken, after the node it ran on was lost: changes made
 	// after that time are gone. Null for a site that never lost data.
 	RestoredFromSnapshotAt *time.Time `json:"restoredFromSnapshotAt" doc:"Set when the site was restored from a snapshot after its node was lost: its data is as of this time."`
-	CreatedAt              time.Time  `json:"createdAt"`
-	UpdatedAt              time.Time  `json:"updatedAt"`
+	// Sleeping and LastRequestAt: see state.Site.
+	Sleeping      bool       `json:"sleeping" doc:"The site is asleep for want of requests (its status stays ready): its next request, SSH session or operation wakes it, usually within a tenth of a second."`
+	LastRequestAt *time.Time `json:"lastRequestAt" doc:"The minute of the site's latest request through an edge, SSH session or operation, as its node last reported; null when none was seen."`
+	CreatedAt     time.Time  `json:"createdAt"`
+	UpdatedAt     time.Time  `json:"updatedAt"`
 }
 
 func siteView(s *state.Site) SiteView {
 	return SiteView{ID: s.ID, OrgID: s.WorkspaceID, UserID: s.UserID, CreatedByUserID: s.CreatedByUserID, Name: s.Name,
 		Slug: s.Slug, Status: s.Status, URL: s.URL, PHPVersion: s.PHPVersion, WordPressVersion: optional(s.WordPressVersion),
 		TemplateID: optional(s.TemplateID), NodeID: optional(s.NodeID), ExpiresAt: s.ExpiresAt,
-		FailureReason: optional(s.FailureReason), RestoredFromSnapshotAt: s.RestoredFrom, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		FailureReason: optional(s.FailureReason), RestoredFromSnapshotAt: s.RestoredFrom, Sleeping: s.Sleeping, LastRequestAt: s.LastRequestAt,
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 }
 
 type siteResponse struct {

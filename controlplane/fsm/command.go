@@ -127,6 +127,7 @@ var registry = map[Type]func() Command{
 	88: func() Command { return new(OrderCert) },
 	89: func() Command { return new(TakeOverDomain) },
 	90: func() Command { return new(ExpireDomainClaims) },
+	91: func() Command { return new(SetSitePresence) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -346,6 +347,12 @@ type SetNodeStatus struct {
 	ID     string    `json:"id"`
 	Status string    `json:"status"`
 	At     time.Time `json:"at"`
+}
+
+// SetSitePresence records a node's report of its sites' sleep.
+type SetSitePresence struct {
+	NodeID   string               `json:"nodeId"`
+	Presence []state.SitePresence `json:"presence"`
 }
 
 // AppendMail keeps a message in the outbox.

@@ -106,6 +106,9 @@ type CreatePayload struct {
 	// DiskMB is the site's disk, from its owner's plan; 0 is the node's
 	// default.
 	DiskMB int `json:"diskMb,omitempty"`
+	// SleepAfterSeconds is the plan's idle time before the site sleeps:
+	// 0 the node's default, below 0 never.
+	SleepAfterSeconds int64 `json:"sleepAfterSeconds,omitempty"`
 	// TemplateID makes the site a clone of this template instead of a
 	// fresh install.
 	TemplateID string `json:"templateId,omitempty"`

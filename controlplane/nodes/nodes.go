@@ -161,6 +161,12 @@ func (r *Registry) Heartbeat(ctx context.Context, req *connect.Request[agentv1.H
 	r.load[id] = req.Msg
 	r.mu.Unlock()
 	resp.RemoveSiteIds = r.orphansOf(id, req.Msg.Sites)
+	if len(req.Msg.Presence) > 0 {
+		// Unanswered, the agent tells the same again next time.
+		if _, err := r.cfg.Raft.Apply(ctx, fsm.SetSitePresence{NodeID: id, Presence: presence(req.Msg.Presence)}); err != nil {
+			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("record sites' sleep: %w", err))
+		}
+	}
 	if node.Status != state.NodeReady {
 		if _, err := r.cfg.Raft.Apply(ctx, fsm.SetNodeStatus{ID: id, Status: state.NodeReady, At: r.now()}); err != nil {
 			return nil, connect.NewError(connect.CodeUnavailable, err)
@@ -446,5 +452,19 @@ func (r *Registry) AvailablePHP() []string {
 		out = append(out, v)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// presence is a heartbeat's sleep report as the state keeps it.
+func presence(ps []*agentv1.SitePresence) []state.SitePresence {
+	out := make([]state.SitePresence, 0, len(ps))
+	for _, p := range ps {
+		sp := state.SitePresence{SiteID: p.SiteId, Sleeping: p.Sleeping}
+		if p.LastRequestUnix > 0 {
+			t := time.Unix(p.LastRequestUnix, 0).UTC()
+			sp.LastRequestAt = &t
+		}
+		out = append(out, sp)
+	}
 	return out
 }

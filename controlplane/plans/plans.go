@@ -52,6 +52,9 @@ type Limits struct {
 	// expiresInMinutes lives before it is deleted; zero keeps it until it
 	// is deleted.
 	SiteLifetimeMinutes int `json:"siteLifetimeMinutes"`
+	// SleepAfterMinutes is how long a site goes without a request before
+	// its node puts it to sleep (it wakes on the next one); zero never.
+	SleepAfterMinutes int `json:"sleepAfterMinutes"`
 }
 
 func (l Limits) of(resource string) (int, error) {
@@ -87,8 +90,9 @@ type Config struct {
 func Default() Config {
 	return Config{
 		Free: Limits{Sites: 3, Templates: 3, Workspaces: 2, APITokens: 10, MembersPerWorkspace: 5, LibraryEntries: 20, Blueprints: 10, SSHKeys: 10, SiteDiskMB: 1024,
-			SiteLifetimeMinutes: 7 * 24 * 60},
-		Paid: Limits{Sites: 500, Templates: 200, Workspaces: 50, APITokens: 100, MembersPerWorkspace: 200, LibraryEntries: 500, Blueprints: 500, SSHKeys: 100, SiteDiskMB: 10240},
+			SiteLifetimeMinutes: 7 * 24 * 60, SleepAfterMinutes: 10},
+		Paid: Limits{Sites: 500, Templates: 200, Workspaces: 50, APITokens: 100, MembersPerWorkspace: 200, LibraryEntries: 500, Blueprints: 500, SSHKeys: 100, SiteDiskMB: 10240,
+			SleepAfterMinutes: 30},
 	}
 }
 
@@ -100,6 +104,9 @@ func (c Config) Validate() error {
 		}
 		if l.SiteLifetimeMinutes < 0 || l.SiteLifetimeMinutes > 525600 {
 			return fmt.Errorf("plans: %s siteLifetimeMinutes must be 0 (no limit) to 525600 (a year)", name)
+		}
+		if l.SleepAfterMinutes < 0 || l.SleepAfterMinutes > 43200 {
+			return fmt.Errorf("plans: %s sleepAfterMinutes must be 0 (never) to 43200 (a month)", name)
 		}
 		if l.SiteDiskMB != 0 && (l.SiteDiskMB < 64 || l.SiteDiskMB > 1<<20) {
 			return fmt.Errorf("plans: %s siteDiskMb must be 0 (the node's default) or 64 to 1048576", name)

@@ -484,6 +484,13 @@ func New(cfg Config) (_ *Server, err error) {
 		}
 		return cfg.Plans.For(acct.Plan).SiteDiskMB
 	}
+	runners.SleepAfterSeconds = func(site *state.Site) int64 {
+		acct, err := store.Account(site.UserID)
+		if err != nil || acct == nil {
+			return 0
+		}
+		return sites.SleepAfterSeconds(cfg.Plans.For(acct.Plan))
+	}
 	runners.Register(s.dispatcher)
 	node.OnLeader(func(ctx context.Context) {
 		runners.Fleet(ctx, sitejobs.FleetConfig{SnapshotEvery: cfg.SnapshotEvery, RescheduleAfter: cfg.RescheduleAfter, Tick: cfg.FleetTick,

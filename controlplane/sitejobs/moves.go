@@ -275,9 +275,13 @@ func (r *Runners) prepareCopy(ctx context.Context, target agentv1connect.AgentSe
 	if r.DiskMB != nil {
 		disk = int64(r.DiskMB(s))
 	}
+	var sleep int64
+	if r.SleepAfterSeconds != nil {
+		sleep = r.SleepAfterSeconds(s)
+	}
 	resp, err := target.CreateSite(ctx, connect.NewRequest(&agentv1.CreateSiteRequest{SiteId: s.ID, JobId: jobID, Slug: s.Slug,
 		Name: s.Name, PhpVersion: s.PHPVersion, WordpressVersion: s.WordPressVersion, Url: s.URL, AdminUser: "admin", AdminEmail: email,
-		DiskMb: disk}))
+		DiskMb: disk, SleepAfterSeconds: sleep}))
 	if err != nil {
 		return nil, failure("making the site on its new node", err)
 	}

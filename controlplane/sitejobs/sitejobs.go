@@ -60,7 +60,10 @@ type Runners struct {
 	// DiskMB is the disk a site's plan gives it (a moved site gets the
 	// same); nil leaves it to the node.
 	DiskMB func(*state.Site) int
-	Now    func() time.Time
+	// SleepAfterSeconds is the idle time a site's plan gives it, as
+	// CreateSiteRequest carries it; nil leaves it to the node.
+	SleepAfterSeconds func(*state.Site) int64
+	Now               func() time.Time
 
 	snapMu   sync.Mutex
 	snapJobs map[string]string // site → its scheduled snapshot's job
@@ -229,6 +232,7 @@ func (r *Runners) makeSite(ctx context.Context, j *state.Job, p jobspec.CreatePa
 	resp, err := agent.CreateSite(ctx, connect.NewRequest(&agentv1.CreateSiteRequest{
 		SiteId: s.ID, JobId: j.ID, Slug: s.Slug, Name: s.Name, PhpVersion: s.PHPVersion, WordpressVersion: p.WordPressVersion,
 		Url: s.URL, AdminUser: p.AdminUser, AdminEmail: p.AdminEmail, DiskMb: int64(p.DiskMB), TemplateId: p.TemplateID,
+		SleepAfterSeconds: p.SleepAfterSeconds,
 	}))
 	if err != nil {
 		if ctx.Err() != nil {

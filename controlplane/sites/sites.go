@@ -183,7 +183,7 @@ func (s *Service) Create(ctx context.Context, in sitespec.Create) (*state.Site, 
 		Name: name, Slug: slug, Status: state.SiteCreating, URL: s.cfg.SiteURL(slug), PHPVersion: php,
 		ExpiresAt: expires, CreatedAt: now, UpdatedAt: now}
 	payload := jobspec.CreatePayload{AdminUser: "admin", AdminEmail: in.By.Email, WordPressVersion: in.WordPressVersion,
-		DiskMB: s.cfg.Plans.For(plan).SiteDiskMB}
+		DiskMB: s.cfg.Plans.For(plan).SiteDiskMB, SleepAfterSeconds: SleepAfterSeconds(s.cfg.Plans.For(plan))}
 	if tpl != nil {
 		site.TemplateID, site.TemplateBuild, site.Entry = tpl.ID, tpl.Build, tpl.Entry
 		payload.TemplateID = tpl.BuildID() // what the node clones
@@ -477,4 +477,13 @@ func (s *Service) Deploy(ctx context.Context, ans *writes.Answer[sitespec.Made],
 		p.BlobSHA256 = sha
 	}
 	return s.job(ctx, ans, site, jobspec.DeployPlugin, p)
+}
+
+// SleepAfterSeconds is what a node is told of a plan's idle time: -1 for
+// never (the plan's 0), else seconds.
+func SleepAfterSeconds(l plans.Limits) int64 {
+	if l.SleepAfterMinutes == 0 {
+		return -1
+	}
+	return int64(l.SleepAfterMinutes) * 60
 }

@@ -254,8 +254,22 @@ type Site struct {
 	// (its node lost) was taken: how old its data is; nil when the site
 	// never lost data.
 	RestoredFrom *time.Time `json:"restoredFrom,omitempty"`
-	CreatedAt    time.Time  `json:"createdAt"`
-	UpdatedAt    time.Time  `json:"updatedAt"`
+	// Sleeping says the site's node has put it to sleep (dozing or
+	// asleep) for want of requests; its next request wakes it.
+	// LastRequestAt is the minute of its latest inbound request its node
+	// reported (nil: none since the node's agent started).
+	Sleeping      bool       `json:"sleeping,omitempty"`
+	LastRequestAt *time.Time `json:"lastRequestAt,omitempty"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	UpdatedAt     time.Time  `json:"updatedAt"`
+}
+
+// SitePresence is what a node reports of one of its sites' sleep.
+type SitePresence struct {
+	SiteID   string `json:"siteId"`
+	Sleeping bool   `json:"sleeping"`
+	// LastRequestAt is nil when the node has seen no request.
+	LastRequestAt *time.Time `json:"lastRequestAt,omitempty"`
 }
 
 // TemplateBuildID is the template build the site's files came from ("":

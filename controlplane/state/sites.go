@@ -259,6 +259,36 @@ func (t *Tx) SetNodeStatus(id, status string, at time.Time) error {
 	})
 }
 
+// SetSitePresence records what node nodeID reports of its sites'
+// sleep. A site that is not (or no longer) on that node is left alone:
+// only the node that runs a site speaks for it.
+func (t *Tx) SetSitePresence(nodeID string, ps []SitePresence) error {
+	return t.run(func(tx *memdb.Txn) error {
+		for _, p := range ps {
+			s, err := first[Site](tx, tableSites, "id", p.SiteID)
+			if err != nil {
+				return err
+			}
+			if s == nil || s.NodeID != nodeID || (s.Sleeping == p.Sleeping && sameTime(s.LastRequestAt, p.LastRequestAt)) {
+				continue
+			}
+			c := *s
+			c.Sleeping = p.Sleeping
+			if p.LastRequestAt != nil {
+				c.LastRequestAt = p.LastRequestAt
+			}
+			if err := insert(tx, tableSites, &c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func sameTime(a, b *time.Time) bool {
+	return b == nil || a != nil && a.Equal(*b)
+}
+
 // followNode makes a node's ready sites unavailable while it is down and
 // ready again when it is back, so the API, the edges' routes and the
 // guards of every site operation agree on what can be served.
