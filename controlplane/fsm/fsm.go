@@ -125,16 +125,16 @@ func (c CreateSiteWithJob) apply(tx *state.Tx) any {
 	}
 	return tx.Launched(*c.Launch)
 }
-func (c PutWebhook) apply(tx *state.Tx) any        { return tx.PutWebhook(c.Webhook, c.Rotate) }
-func (c DeleteWebhook) apply(tx *state.Tx) any     { return tx.DeleteWebhook(c.WorkspaceID) }
-func (c DemoReady) apply(tx *state.Tx) any         { return tx.DemoReady(c.DemoID, c.At, c.Delivery) }
-func (c EndDemo) apply(tx *state.Tx) any           { return tx.EndDemo(c.DemoID, c.Delivery) }
-func (c RecordAttempt) apply(tx *state.Tx) any     { return tx.RecordAttempt(c.Attempt) }
-func (c AddDelivery) apply(tx *state.Tx) any       { return tx.AddDelivery(c.Delivery) }
-func (c UpdateSite) apply(tx *state.Tx) any        { return result(tx.UpdateSite(c.Update)) }
-func (c DeleteSite) apply(tx *state.Tx) any        { return tx.DeleteSite(c.ID, c.At) }
-func (c UpsertNode) apply(tx *state.Tx) any        { return tx.UpsertNode(c.Node) }
-func (c SetNodeStatus) apply(tx *state.Tx) any     { return tx.SetNodeStatus(c.ID, c.Status, c.At) }
+func (c PutWebhook) apply(tx *state.Tx) any    { return tx.PutWebhook(c.Webhook, c.Rotate) }
+func (c DeleteWebhook) apply(tx *state.Tx) any { return tx.DeleteWebhook(c.WorkspaceID) }
+func (c DemoReady) apply(tx *state.Tx) any     { return tx.DemoReady(c.DemoID, c.At, c.Delivery) }
+func (c EndDemo) apply(tx *state.Tx) any       { return tx.EndDemo(c.DemoID, c.Delivery) }
+func (c RecordAttempt) apply(tx *state.Tx) any { return tx.RecordAttempt(c.Attempt) }
+func (c AddDelivery) apply(tx *state.Tx) any   { return tx.AddDelivery(c.Delivery) }
+func (c UpdateSite) apply(tx *state.Tx) any    { return result(tx.UpdateSite(c.Update)) }
+func (c DeleteSite) apply(tx *state.Tx) any    { return tx.DeleteSite(c.ID, c.At) }
+func (c UpsertNode) apply(tx *state.Tx) any    { return tx.UpsertNode(c.Node) }
+func (c SetNodeStatus) apply(tx *state.Tx) any { return tx.SetNodeStatus(c.ID, c.Status, c.At) }
 func (c SetSitePresence) apply(tx *state.Tx) any {
 	return tx.SetSitePresence(c.NodeID, c.Presence)
 }
