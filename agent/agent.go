@@ -395,7 +395,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: meteredRuntime{a.rt, a.metrics}, Images: a.catalog, DB: a.db, Guard: a.guard,
 		Network: a.net, UIDs: uids, LogWriter: cfg.LogWriter, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger,
-		Idle: idle, IdleOverride: override}); err != nil {
+		Idle: idle, IdleOverride: override, Observe: sleepMetrics{a.metrics}}); err != nil {
 		return nil, err
 	}
 	a.templates = templates.New(templates.Config{Sites: a.sites, DB: a.db, Stock: true, Logger: cfg.Logger})

@@ -121,6 +121,8 @@ func (a *Agent) heartbeat(ctx context.Context) *agentv1.HeartbeatRequest {
 	hb.Templates = a.templates.List()
 	hb.Presence, hb.Sleep = a.presence.changes(a.sites.Presences()), a.sleepCounts(list)
 	a.metrics.Sites(siteStates(hb.Sites))
+	c := hb.Sleep
+	a.metrics.Depths(int(c.Awake), int(c.Dozing), int(c.Asleep), c.AwakeMemoryBytes, c.DozingMemoryBytes)
 	return hb
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent/agentmetrics"
 	"github.com/sandboxd/sandboxd/agent/runtime"
+	"github.com/sandboxd/sandboxd/agent/sites"
 	agentv1 "github.com/sandboxd/sandboxd/protocol/agent/v1"
 )
 
@@ -40,3 +41,12 @@ func siteStates(sites []*agentv1.SiteStatus) map[string]int {
 	}
 	return out
 }
+
+// sleepMetrics tells the agent's metrics of its sites' wakes and sleeps.
+type sleepMetrics struct{ m *agentmetrics.Metrics }
+
+func (o sleepMetrics) Woke(from sites.Depth, door sites.Door, took time.Duration, err error) {
+	o.m.Woke(string(from), string(door), took, err)
+}
+
+func (o sleepMetrics) Slept(to sites.Depth, _ time.Duration, err error) { o.m.Slept(string(to), err) }

@@ -64,7 +64,7 @@ var loginShell = []string{"/bin/sh", "-c", "[ -x /bin/bash ] && exec /bin/bash -
 // Exec runs a shell or a command in the site's container as its user.
 func (a *sshAccess) Exec(ctx context.Context, t *sshgate.Target, p sshgate.Process) (int, error) {
 	// A sleeping site is woken, and kept awake for the session.
-	release, err := a.sites.Hold(ctx, t.SiteID)
+	release, err := a.sites.Hold(ctx, t.SiteID, sites.DoorSSH)
 	if err != nil {
 		return -1, err
 	}
@@ -102,7 +102,7 @@ func (a *sshAccess) Exec(ctx context.Context, t *sshgate.Target, p sshgate.Proce
 func (a *sshAccess) SFTP(ctx context.Context, t *sshgate.Target, rw io.ReadWriteCloser) error {
 	// The jail needs no container, but a session is traffic: the site
 	// wakes, as for any visitor, and stays awake while it lasts.
-	release, err := a.sites.Hold(ctx, t.SiteID)
+	release, err := a.sites.Hold(ctx, t.SiteID, sites.DoorSSH)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,10 @@ import (
 	"github.com/sandboxd/sandboxd/internal/hosttest"
 	"github.com/sandboxd/sandboxd/internal/sitepath"
 )
+
+// asleepCount is how `sandboxd admin nodes` shows a node with sleeping
+// sites.
+var asleepCount = regexp.MustCompile(`\b[1-9][0-9]* asleep\b`)
 
 // hostView reads a dev system's sites from the host: their cgroups and
 // containers, never through the system itself.
@@ -141,6 +146,10 @@ func TestIdleSitesSleepAndWake(t *testing.T) {
 			return s.Get("site.sleeping") == true && s.Str("site.status") == "ready" && s.Str("site.lastRequestAt") != ""
 		})
 		host.waitAsleep(t, id)
+		st.WaitFor(t, time.Minute, "the operator to see it asleep", func() bool {
+			out, err := run(t, nil, "admin", "nodes", "--data-dir", dir)
+			return err == nil && asleepCount.MatchString(out)
+		})
 		for _, pid := range pids {
 			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
 				t.Fatalf("process %d of the sleeping site is still on the host", pid)

@@ -44,10 +44,24 @@ type Metrics struct {
 	prepared           prometheus.Gauge
 	preparedRolledBack prometheus.Counter
 	dbRestarts         *prometheus.CounterVec
+	// wakes and wakeTime are sites woken from sleep; sleeps the steps
+	// deeper; byDepth and memory what the last heartbeat counted.
+	wakes    *prometheus.CounterVec
+	wakeTime *prometheus.HistogramVec
+	sleeps   *prometheus.CounterVec
+	byDepth  *prometheus.GaugeVec
+	memory   *prometheus.GaugeVec
 
 	mu    sync.Mutex
 	sites map[string]int
 }
+
+// Depths a site sleeps at, and the doors it is woken through (the
+// labels of the sleep metrics; agent/sites names them).
+var (
+	Depths = []string{"awake", "dozing", "asleep"}
+	Doors  = []string{"edge", "ssh", "api", "login", "node"}
+)
 
 var descSites = prometheus.NewDesc("sandboxd_agent_sites", "The node's sites by state (ready, stopped, failed) at the last heartbeat.",
 	[]string{"state"}, nil)
@@ -100,6 +114,41 @@ func New() *Metrics {
 			Namespace: "sandboxd", Subsystem: "agent", Name: "db_restarts_total",
 			Help: "Times the agent found the node's MariaDB stopped (a crash, the OOM killer) and started it again, by result.",
 		}, []string{"result"}),
+		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "site_wakes_total",
+			Help: "Sleeping sites woken, by door (edge, ssh, api, login, node), the depth they slept at (dozing, asleep) and result.",
+		}, []string{"door", "from", "result"}),
+		wakeTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "site_wake_seconds",
+			Help:    "Time from a sleeping site's first request to its web server taking it (a thaw, or a start until Apache listens), by depth.",
+			Buckets: []float64{.002, .005, .01, .025, .05, .1, .2, .4, .8, 1.6, 3.2, 6.4},
+		}, []string{"from"}),
+		sleeps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "site_sleeps_total",
+			Help: "Idle sites put one depth deeper (dozing: frozen, memory to compressed swap; asleep: processes stopped), by result.",
+		}, []string{"to", "result"}),
+		byDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "sites_by_depth",
+			Help: "The node's running sites by how they sleep (awake, dozing, asleep) at the last heartbeat.",
+		}, []string{"depth"}),
+		memory: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "sandboxd", Subsystem: "agent", Name: "site_memory_bytes",
+			Help: "Host memory (RAM and swap, from their cgroups) the node's awake and dozing sites hold, at the last heartbeat.",
+		}, []string{"depth"}),
+	}
+	for _, r := range []string{ResultOK, ResultError} {
+		for _, from := range Depths[1:] {
+			for _, door := range Doors {
+				m.wakes.WithLabelValues(door, from, r)
+			}
+			m.sleeps.WithLabelValues(from, r)
+		}
+	}
+	for _, d := range Depths {
+		m.byDepth.WithLabelValues(d)
+	}
+	for _, d := range Depths[:2] {
+		m.memory.WithLabelValues(d)
 	}
 	for _, r := range []string{ResultOK, ResultError} {
 		m.starts.WithLabelValues(r)
@@ -108,7 +157,8 @@ func New() *Metrics {
 		m.dbRestarts.WithLabelValues(r)
 	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.starts, m.startTime, m.heartbeats, m.registers, m.lastBeat, m.undo, m.undoEnded, m.memEnded, m.prepared, m.preparedRolledBack, m.dbRestarts, sitesCollector{m})
+		m.starts, m.startTime, m.heartbeats, m.registers, m.lastBeat, m.undo, m.undoEnded, m.memEnded, m.prepared, m.preparedRolledBack, m.dbRestarts, sitesCollector{m},
+		m.wakes, m.wakeTime, m.sleeps, m.byDepth, m.memory)
 	return m
 }
 
@@ -165,6 +215,27 @@ func (m *Metrics) Sites(byState map[string]int) {
 	for s := range m.sites {
 		m.sites[s] = byState[s]
 	}
+}
+
+// Woke records one wake of a site from depth from, through door.
+func (m *Metrics) Woke(from, door string, took time.Duration, err error) {
+	m.wakes.WithLabelValues(door, from, result(err)).Inc()
+	if err == nil {
+		m.wakeTime.WithLabelValues(from).Observe(took.Seconds())
+	}
+}
+
+// Slept records one step of a site to depth to.
+func (m *Metrics) Slept(to string, err error) { m.sleeps.WithLabelValues(to, result(err)).Inc() }
+
+// Depths records the sites by depth and the memory of the awake and
+// dozing ones.
+func (m *Metrics) Depths(awake, dozing, asleep int, awakeBytes, dozingBytes int64) {
+	m.byDepth.WithLabelValues("awake").Set(float64(awake))
+	m.byDepth.WithLabelValues("dozing").Set(float64(dozing))
+	m.byDepth.WithLabelValues("asleep").Set(float64(asleep))
+	m.memory.WithLabelValues("awake").Set(float64(awakeBytes))
+	m.memory.WithLabelValues("dozing").Set(float64(dozingBytes))
 }
 
 // Handler serves the metrics in the Prometheus format.

@@ -732,7 +732,7 @@ func (m *Manager) Exec(ctx context.Context, id string, argv []string, stdin []by
 	case len(argv) == 0:
 		return nil, fmt.Errorf("%w: empty command", ErrInvalid)
 	}
-	release, err := m.Hold(ctx, id)
+	release, err := m.Hold(ctx, id, DoorAPI)
 	if err != nil {
 		return nil, err
 	}
@@ -768,7 +768,12 @@ func (m *Manager) AddLoginToken(id, tokenHash string, expires time.Time, user, r
 		return fmt.Errorf("%w: redirect must be a path", ErrInvalid)
 	}
 	b, _ := json.Marshal(map[string]any{"expires": expires.Unix(), "user": user, "redirect": redirect, "minted": time.Now().UnixNano()})
-	return m.writeToken(s, tokenHash+".json", b)
+	if err := m.writeToken(s, tokenHash+".json", b); err != nil {
+		return err
+	}
+	// Its visitor is on the way: a sleeping site starts waking now.
+	m.Wake(id, DoorLogin)
+	return nil
 }
 
 // writeToken stores a one-time token file in the site's read-only login
@@ -1171,7 +1176,7 @@ func (m *Manager) ExecReader(ctx context.Context, id string, argv []string, r io
 	if !ok {
 		return nil, errors.New("the runtime cannot stream into a container")
 	}
-	release, err := m.Hold(ctx, id)
+	release, err := m.Hold(ctx, id, DoorAPI)
 	if err != nil {
 		return nil, err
 	}

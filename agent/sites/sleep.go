@@ -33,6 +33,18 @@ const (
 	Asleep Depth = "asleep"
 )
 
+// Door is what woke a site, for the operator's metrics.
+type Door string
+
+// The doors a site is woken through.
+const (
+	DoorEdge  Door = "edge"  // a request through an edge (the node's ingress)
+	DoorSSH   Door = "ssh"   // an SSH or SFTP session
+	DoorAPI   Door = "api"   // an operation in its container (files, plugins, PHP...)
+	DoorLogin Door = "login" // a one-time login link minted for it
+	DoorNode  Door = "node"  // the node's own work (a scheduled snapshot)
+)
+
 // ErrWake says a site could not be woken; the error says why.
 var ErrWake = errors.New("the site could not be woken")
 
@@ -95,7 +107,7 @@ func (m *Manager) Touch(ctx context.Context, id string) error {
 	if p.awake.Load() {
 		return nil
 	}
-	release, err := m.awaken(ctx, id, p, false, false)
+	release, err := m.awaken(ctx, id, p, DoorEdge, false, false)
 	if err != nil {
 		return err
 	}
@@ -106,17 +118,34 @@ func (m *Manager) Touch(ctx context.Context, id string) error {
 // Hold wakes a site if it sleeps and keeps it awake until release is
 // called: what runs in its container (a command, a file operation, a
 // session) is never frozen or stopped under it. It counts as traffic.
-func (m *Manager) Hold(ctx context.Context, id string) (release func(), err error) {
+func (m *Manager) Hold(ctx context.Context, id string, door Door) (release func(), err error) {
 	p := m.presence(id)
 	p.traffic(m.now())
-	return m.awaken(ctx, id, p, true, true)
+	return m.awaken(ctx, id, p, door, true, true)
+}
+
+// Wake starts waking a site in the background (a login link was just
+// minted for it: its visitor is on the way) and counts as traffic.
+func (m *Manager) Wake(id string, door Door) {
+	p := m.presence(id)
+	p.traffic(m.now())
+	if p.awake.Load() {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
+		defer cancel()
+		if release, err := m.awaken(ctx, id, p, door, false, false); err == nil {
+			release()
+		}
+	}()
 }
 
 // HoldQuiet is Hold for the node's own work on a site (a scheduled
 // snapshot): it wakes and holds the site but is no traffic, so the site
 // goes back to sleep once it is done.
 func (m *Manager) HoldQuiet(ctx context.Context, id string) (release func(), err error) {
-	return m.awaken(ctx, id, m.presence(id), true, false)
+	return m.awaken(ctx, id, m.presence(id), DoorNode, true, false)
 }
 
 // traffic records an inbound request at now.
@@ -128,7 +157,7 @@ func (p *presence) traffic(now time.Time) {
 // awaken waits for a transition under way, then wakes the site when it
 // is not awake; with hold, it counts one hold that release gives back
 // (and, with traffic, records the end of the hold as traffic).
-func (m *Manager) awaken(ctx context.Context, id string, p *presence, hold, traffic bool) (func(), error) {
+func (m *Manager) awaken(ctx context.Context, id string, p *presence, door Door, hold, traffic bool) (func(), error) {
 	p.mu.Lock()
 	for {
 		if p.busy {
@@ -159,7 +188,7 @@ func (m *Manager) awaken(ctx context.Context, id string, p *presence, hold, traf
 		p.busy, p.waking, p.done = true, true, make(chan struct{})
 		done := p.done
 		p.mu.Unlock()
-		go m.wake(id, p, s.Depth)
+		go m.wake(id, p, s.Depth, door)
 		select {
 		case <-done:
 		case <-ctx.Done():
@@ -196,19 +225,19 @@ const wakeTimeout = 30 * time.Second
 
 // wake brings a site back from depth and ends the transition p.busy
 // marks.
-func (m *Manager) wake(id string, p *presence, depth Depth) {
+func (m *Manager) wake(id string, p *presence, depth Depth, door Door) {
 	start := m.now()
 	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
 	defer cancel()
 	err := m.wakeFrom(ctx, id, depth)
 	if err != nil {
 		err = fmt.Errorf("%w: %w", ErrWake, err)
-		m.log.Warn("site did not wake", "site_id", id, "depth", depth, "err", err)
+		m.log.Warn("site did not wake", "site_id", id, "depth", depth, "door", door, "err", err)
 	} else {
-		m.log.Debug("site woke", "site_id", id, "depth", depth, "ms", m.now().Sub(start).Milliseconds())
+		m.log.Debug("site woke", "site_id", id, "depth", depth, "door", door, "ms", m.now().Sub(start).Milliseconds())
 	}
 	if m.cfg.Observe != nil {
-		m.cfg.Observe.Woke(depth, m.now().Sub(start), err)
+		m.cfg.Observe.Woke(depth, door, m.now().Sub(start), err)
 	}
 	p.mu.Lock()
 	p.failed = err
@@ -507,7 +536,7 @@ func (m *Manager) pin(ctx context.Context, id string) (settled func(), err error
 
 // Observer is told of every wake and every step deeper (metrics).
 type Observer interface {
-	Woke(from Depth, took time.Duration, err error)
+	Woke(from Depth, door Door, took time.Duration, err error)
 	Slept(to Depth, took time.Duration, err error)
 }
 
@@ -516,7 +545,7 @@ type Observer interface {
 // the lock (in that order: a wake takes the lock itself). unlock gives
 // both back.
 func (m *Manager) LockAwake(ctx context.Context, id string) (unlock func(), err error) {
-	release, err := m.Hold(ctx, id)
+	release, err := m.Hold(ctx, id, DoorAPI)
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ type wakes struct {
 	errs  []error
 }
 
-func (w *wakes) Woke(from sites.Depth, _ time.Duration, err error) {
+func (w *wakes) Woke(from sites.Depth, _ sites.Door, _ time.Duration, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.woke[from]++

@@ -265,12 +265,23 @@ func runAdmin(args []string, out io.Writer) error {
 			fmt.Fprintf(out, "%s\t%s\t%s\n", o["id"], o["name"], o["createdAt"])
 		}
 	case "nodes":
-		var res struct{ Nodes []map[string]any }
+		var res struct {
+			Nodes []struct {
+				ID, Status, Version, Address string
+				Sites                        int
+				Sleep                        struct {
+					Awake, Dozing, Asleep               int
+					AwakeMemoryBytes, DozingMemoryBytes int64
+				}
+			}
+		}
 		if err := c.do("GET", "/api/admin/nodes", nil, &res); err != nil {
 			return err
 		}
 		for _, n := range res.Nodes {
-			fmt.Fprintf(out, "%s\t%s\t%v sites\tversion %v\t%v\n", n["id"], n["status"], n["sites"], n["version"], n["address"])
+			z := n.Sleep
+			fmt.Fprintf(out, "%s\t%s\t%s\t%d awake (%s), %d dozing (%s), %d asleep\tversion %s\t%s\n", n.ID, n.Status, count(n.Sites, "site"),
+				z.Awake, mib(z.AwakeMemoryBytes), z.Dozing, mib(z.DozingMemoryBytes), z.Asleep, n.Version, n.Address)
 		}
 	case "drain":
 		node, err := arg("node id")
@@ -565,3 +576,6 @@ func count(n int, thing string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, thing)
 }
+
+// mib writes a byte count in MiB.
+func mib(b int64) string { return fmt.Sprintf("%d MiB", (b+1<<19)>>20) }

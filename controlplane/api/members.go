@@ -219,9 +219,22 @@ type NodeView struct {
 	Sites       int               `json:"sites"`
 	MaxSites    int               `json:"maxSites"`
 	// Draining nodes take no new sites; their sites are being moved.
-	Draining     bool      `json:"draining"`
+	Draining bool `json:"draining"`
+	// Sleep is the node's running sites by how they sleep, as it last
+	// reported.
+	Sleep        NodeSleepView `json:"sleep"`
 	RegisteredAt time.Time `json:"registeredAt"`
 	UpdatedAt    time.Time `json:"updatedAt"`
+}
+
+// NodeSleepView counts a node's running sites by depth, with the host
+// memory the awake and dozing ones hold.
+type NodeSleepView struct {
+	Awake             int   `json:"awake"`
+	Dozing            int   `json:"dozing"`
+	Asleep            int   `json:"asleep"`
+	AwakeMemoryBytes  int64 `json:"awakeMemoryBytes"`
+	DozingMemoryBytes int64 `json:"dozingMemoryBytes"`
 }
 
 // nodeView is a node as operators see it: labels and PHP versions are
@@ -237,7 +250,7 @@ func nodeView(n *state.Node, sites int) NodeView {
 		php = []string{}
 	}
 	return NodeView{ID: n.ID, Status: n.Status, Address: n.Address, IngressAddr: n.IngressAddr, Version: n.Version,
-		PHPVersions: php, Labels: labels, Sites: sites, MaxSites: n.MaxSites, Draining: n.Drain != nil,
+		PHPVersions: php, Labels: labels, Sites: sites, MaxSites: n.MaxSites, Draining: n.Drain != nil, Sleep: NodeSleepView(n.Sleep),
 		RegisteredAt: n.RegisteredAt, UpdatedAt: n.UpdatedAt}
 }
 

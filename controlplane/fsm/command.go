@@ -353,6 +353,8 @@ type SetNodeStatus struct {
 type SetSitePresence struct {
 	NodeID   string               `json:"nodeId"`
 	Presence []state.SitePresence `json:"presence"`
+	// Counts, when set, replaces the node's sleep counts.
+	Counts *state.SleepCounts `json:"counts,omitempty"`
 }
 
 // AppendMail keeps a message in the outbox.

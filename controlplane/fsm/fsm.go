@@ -136,7 +136,7 @@ func (c DeleteSite) apply(tx *state.Tx) any    { return tx.DeleteSite(c.ID, c.At
 func (c UpsertNode) apply(tx *state.Tx) any    { return tx.UpsertNode(c.Node) }
 func (c SetNodeStatus) apply(tx *state.Tx) any { return tx.SetNodeStatus(c.ID, c.Status, c.At) }
 func (c SetSitePresence) apply(tx *state.Tx) any {
-	return tx.SetSitePresence(c.NodeID, c.Presence)
+	return tx.SetSitePresence(c.NodeID, c.Presence, c.Counts)
 }
 func (c UpdateSiteWithJob) apply(tx *state.Tx) any { return tx.UpdateSiteWithJob(c.Update, c.Job) }
 func (c CreateTemplateWithJob) apply(tx *state.Tx) any {

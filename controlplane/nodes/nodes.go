@@ -161,9 +161,17 @@ func (r *Registry) Heartbeat(ctx context.Context, req *connect.Request[agentv1.H
 	r.load[id] = req.Msg
 	r.mu.Unlock()
 	resp.RemoveSiteIds = r.orphansOf(id, req.Msg.Sites)
-	if len(req.Msg.Presence) > 0 {
+	var counts *state.SleepCounts
+	if c := req.Msg.Sleep; c != nil {
+		sc := state.SleepCounts{Awake: int(c.Awake), Dozing: int(c.Dozing), Asleep: int(c.Asleep),
+			AwakeMemoryBytes: c.AwakeMemoryBytes, DozingMemoryBytes: c.DozingMemoryBytes}
+		if sc.Differs(node.Sleep) {
+			counts = &sc
+		}
+	}
+	if len(req.Msg.Presence) > 0 || counts != nil {
 		// Unanswered, the agent tells the same again next time.
-		if _, err := r.cfg.Raft.Apply(ctx, fsm.SetSitePresence{NodeID: id, Presence: presence(req.Msg.Presence)}); err != nil {
+		if _, err := r.cfg.Raft.Apply(ctx, fsm.SetSitePresence{NodeID: id, Presence: presence(req.Msg.Presence), Counts: counts}); err != nil {
 			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("record sites' sleep: %w", err))
 		}
 	}
@@ -403,7 +411,7 @@ func (c *candidateCache) refresh(store *state.Store) error {
 			c.counts[i] = kept[n.ID]
 			c.view[i] = scheduler.Node{ID: n.ID, Ready: n.Status == state.NodeReady && n.Drain == nil, Images: n.PHPVersions, Labels: n.Labels,
 				Capacity: scheduler.Resources{MemoryMB: n.MemoryMB, CPUMilli: n.CPUMilli, Sites: n.MaxSites}}
-			c.view[i].Used = used(c.counts[i].n)
+			c.view[i].Used = used(c.counts[i].n, n.Sleep)
 		}
 		c.nodes, c.nodesW = nodes, w
 	}
@@ -423,18 +431,31 @@ func (c *candidateCache) refresh(store *state.Store) error {
 	}
 	for j, i := range stale {
 		c.counts[i] = siteCount{n: counts[j], w: watches[j]}
-		c.view[i].Used = used(counts[j])
+		c.view[i].Used = used(counts[j], c.nodes[i].Sleep)
 	}
 	return nil
 }
 
-// used is what sites placed on a node claim.
-func used(sites int) scheduler.Resources {
-	return scheduler.Resources{MemoryMB: int64(sites) * SiteMemoryMB, Sites: sites}
+// used is what sites placed on a node claim: an awake site (or one its
+// node has not reported yet) SiteMemoryMB, a dozing one what the node's
+// dozing sites hold on average, an asleep one AsleepMemoryMB.
+func used(sites int, sleep state.SleepCounts) scheduler.Resources {
+	dozing, asleep := min(sleep.Dozing, sites), min(sleep.Asleep, sites-min(sleep.Dozing, sites))
+	perDozing := int64(DozingMemoryMB)
+	if sleep.Dozing > 0 && sleep.DozingMemoryBytes > 0 {
+		perDozing = max(1, (sleep.DozingMemoryBytes/int64(sleep.Dozing)+1<<20-1)>>20)
+	}
+	mem := int64(sites-dozing-asleep)*SiteMemoryMB + int64(dozing)*perDozing + int64(asleep)*AsleepMemoryMB
+	return scheduler.Resources{MemoryMB: mem, Sites: sites}
 }
 
-// SiteMemoryMB is what the scheduler reserves for one site.
-const SiteMemoryMB = 256
+// What the scheduler reserves for one site: awake, dozing (until its
+// node reports what its dozing sites hold) and asleep.
+const (
+	SiteMemoryMB   = 256
+	DozingMemoryMB = 16
+	AsleepMemoryMB = 1
+)
 
 // AvailablePHP lists the PHP versions some ready node can run.
 func (r *Registry) AvailablePHP() []string {

@@ -330,9 +330,32 @@ type Node struct {
 	IngressAddr string `json:"ingressAddr,omitempty"`
 	// Drain is set once an operator drains the node: it takes no new
 	// sites and its sites are moved away.
-	Drain        *Drain    `json:"drain,omitempty"`
-	RegisteredAt time.Time `json:"registeredAt"`
-	UpdatedAt    time.Time `json:"updatedAt"`
+	Drain *Drain `json:"drain,omitempty"`
+	// Sleep is the node's sites by how they sleep, as it last reported.
+	Sleep        SleepCounts `json:"sleep,omitzero"`
+	RegisteredAt time.Time   `json:"registeredAt"`
+	UpdatedAt    time.Time   `json:"updatedAt"`
+}
+
+// SleepCounts are a node's running sites by depth, with the host memory
+// (RAM and swap) the awake and the dozing ones hold.
+type SleepCounts struct {
+	Awake             int   `json:"awake"`
+	Dozing            int   `json:"dozing"`
+	Asleep            int   `json:"asleep"`
+	AwakeMemoryBytes  int64 `json:"awakeMemoryBytes"`
+	DozingMemoryBytes int64 `json:"dozingMemoryBytes"`
+}
+
+// Differs says whether o is news next to c: another count, or memory
+// off by more than a tenth (and 64 MiB), which moves placement.
+func (c SleepCounts) Differs(o SleepCounts) bool {
+	far := func(a, b int64) bool {
+		d := max(a-b, b-a)
+		return d > 64<<20 && d*10 > max(a, b)
+	}
+	return c.Awake != o.Awake || c.Dozing != o.Dozing || c.Asleep != o.Asleep ||
+		far(c.AwakeMemoryBytes, o.AwakeMemoryBytes) || far(c.DozingMemoryBytes, o.DozingMemoryBytes)
 }
 
 // LibraryEntry is a plugin or theme ZIP a workspace keeps to install on

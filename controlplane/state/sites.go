@@ -260,10 +260,23 @@ func (t *Tx) SetNodeStatus(id, status string, at time.Time) error {
 }
 
 // SetSitePresence records what node nodeID reports of its sites'
-// sleep. A site that is not (or no longer) on that node is left alone:
+// sleep, and its counts by depth when given. A site that is not (or no longer) on that node is left alone:
 // only the node that runs a site speaks for it.
-func (t *Tx) SetSitePresence(nodeID string, ps []SitePresence) error {
+func (t *Tx) SetSitePresence(nodeID string, ps []SitePresence, counts *SleepCounts) error {
 	return t.run(func(tx *memdb.Txn) error {
+		if counts != nil {
+			n, err := first[Node](tx, tableNodes, "id", nodeID)
+			if err != nil {
+				return err
+			}
+			if n != nil {
+				c := *n
+				c.Sleep = *counts
+				if err := insert(tx, tableNodes, &c); err != nil {
+					return err
+				}
+			}
+		}
 		for _, p := range ps {
 			s, err := first[Site](tx, tableSites, "id", p.SiteID)
 			if err != nil {
