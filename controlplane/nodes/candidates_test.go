@@ -164,3 +164,27 @@ func BenchmarkCandidates(b *testing.B) {
 		})
 	}
 }
+
+// TestUsedCountsSleepingSites: a sleeping site holds a place on its node
+// at its sleeping cost, not an awake site's reservation; sites the node
+// has not reported (just placed) count as awake.
+func TestUsedCountsSleepingSites(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		sites  int
+		sleep  state.SleepCounts
+		wantMB int64
+	}{
+		{"all awake", 10, state.SleepCounts{Awake: 10}, 10 * SiteMemoryMB},
+		{"none reported yet", 3, state.SleepCounts{}, 3 * SiteMemoryMB},
+		{"asleep", 100, state.SleepCounts{Awake: 10, Asleep: 90}, 10*SiteMemoryMB + 90*AsleepMemoryMB},
+		{"dozing at the default", 4, state.SleepCounts{Awake: 2, Dozing: 2}, 2*SiteMemoryMB + 2*DozingMemoryMB},
+		{"dozing at what they hold", 4, state.SleepCounts{Awake: 2, Dozing: 2, DozingMemoryBytes: 20 << 20}, 2*SiteMemoryMB + 2*10},
+		{"more reported than placed (a deletion in flight)", 2, state.SleepCounts{Asleep: 5}, 2 * AsleepMemoryMB},
+	} {
+		got := used(tc.sites, tc.sleep)
+		if got.MemoryMB != tc.wantMB || got.Sites != tc.sites {
+			t.Errorf("%s: %+v, want %d MiB", tc.name, got, tc.wantMB)
+		}
+	}
+}
