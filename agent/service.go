@@ -80,7 +80,7 @@ func (v *service) CreateSite(ctx context.Context, req *connect.Request[agentv1.C
 	if l := m.Limits; l != nil {
 		r.Limits = sites.Limits{MemoryMB: l.MemoryMb, CPUMilli: l.CpuMilli, Pids: m.PidsLimit}
 	}
-	r.Limits.DiskMB, r.Limits.SleepAfterSeconds = m.DiskMb, m.SleepAfterSeconds
+	r.Limits.DiskMB, r.Limits.SleepAfterSeconds, r.Pooled = m.DiskMb, m.SleepAfterSeconds, m.Pooled
 	var s *sites.Site
 	var err error
 	s, err = v.templates.Create(ctx, r, m.TemplateId)
@@ -364,11 +364,13 @@ func (v *service) ImportTemplate(ctx context.Context, stream *connect.ClientStre
 
 func (v *service) RenameSite(ctx context.Context, req *connect.Request[agentv1.RenameSiteRequest]) (*connect.Response[agentv1.RenameSiteResponse], error) {
 	m := req.Msg
-	s, err := v.sites.Rename(ctx, m.SiteId, m.Slug, m.Url, m.Name, m.AdminEmail)
+	s, err := v.sites.Rename(ctx, m.SiteId, m.Slug, m.Url, m.Name, m.AdminEmail, m.SleepAfterSeconds)
 	if err != nil {
 		v.log.Warn("rename site failed", "site_id", m.SiteId, "err", err)
 		return nil, rpcError(err)
 	}
+	// Claimed from a pool: its new owner's first request is on the way.
+	v.sites.Wake(s.ID, sites.DoorAPI)
 	return connect.NewResponse(&agentv1.RenameSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY)}), nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,6 +64,17 @@ func TestWarmPool(t *testing.T) {
 		}
 	}
 
+	// They doze while they wait (frozen, memory out of RAM: read on the
+	// host), and a claim serves at once from there.
+	host := newHostView(t, d)
+	var pooled []string
+	for _, r := range records {
+		id := strings.TrimSuffix(filepath.Base(r), ".json")
+		if !strings.HasPrefix(id, "site_stock") {
+			pooled = append(pooled, id)
+			host.waitDozing(t, id)
+		}
+	}
 	created := d.owner.Do("POST", "/api/app/sites", map[string]any{"name": "Claimed from the pool"}).Must(t, 202)
 	id, url := created.Str("site.id"), created.Str("site.url")
 	if created.Str("site.status") != "ready" || !strings.Contains(url, "claimed-from-the-pool-") {
@@ -70,6 +82,9 @@ func TestWarmPool(t *testing.T) {
 	}
 	if job := d.owner.Do("GET", "/api/app/jobs/"+created.Str("jobId"), nil).Must(t, 200); job.Str("job.status") != "succeeded" {
 		t.Fatalf("claim job: %s", job.Raw)
+	}
+	if !slices.Contains(pooled, id) {
+		t.Fatalf("claimed %s, not one of the dozing pooled sites %v", id, pooled)
 	}
 	code, body := served(t, url+"/")
 	if code != 200 || !strings.Contains(body, "Claimed from the pool") {

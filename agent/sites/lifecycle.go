@@ -99,7 +99,7 @@ func (m *Manager) record(ctx context.Context, r CreateRequest) (*Site, error) {
 		}
 		s = &Site{ID: r.ID, Slug: r.Slug, Name: r.Name, PHPVersion: r.PHPVersion, URL: r.URL, AdminUser: r.AdminUser,
 			AdminEmail: r.AdminEmail, Port: Port, Image: img, DBName: dbName(r.ID), DBUser: dbName(r.ID),
-			DBPassword: secret.New(""), Limits: limits, Scratch: r.Scratch, CreatedAt: time.Now().UTC()}
+			DBPassword: secret.New(""), Limits: limits, Scratch: r.Scratch, Pooled: r.Pooled, CreatedAt: time.Now().UTC()}
 		if err := m.save(s); err != nil {
 			return nil, err
 		}

@@ -15,7 +15,7 @@ import (
 // keeps running (WordPress reads its configuration and options on every
 // request), so the claimed site answers at its new URL at once. A retry
 // converges: the database is moved from whatever URL it still holds.
-func (m *Manager) Rename(ctx context.Context, id, slug, url, name, adminEmail string) (*Site, error) {
+func (m *Manager) Rename(ctx context.Context, id, slug, url, name, adminEmail string, sleepAfterSeconds int64) (*Site, error) {
 	r := CreateRequest{ID: id, Slug: slug, Name: name, PHPVersion: "-", URL: url, AdminUser: "admin", AdminEmail: orDefault(adminEmail, "admin@example.com")}
 	if err := validate(&r); err != nil {
 		return nil, err
@@ -36,6 +36,7 @@ func (m *Manager) Rename(ctx context.Context, id, slug, url, name, adminEmail st
 		return nil, err
 	}
 	s.Slug, s.URL, s.Name = slug, url, name
+	s.Pooled, s.Limits.SleepAfterSeconds = false, sleepAfterSeconds
 	if adminEmail != "" {
 		s.AdminEmail = adminEmail
 	}

@@ -148,6 +148,9 @@ type CreateRequest struct {
 	// Scratch marks a site made to build something else from (a stock
 	// template) and deleted after: one an agent restart finds is deleted.
 	Scratch bool
+	// Pooled marks a site that waits in a warm pool: it dozes at once,
+	// until a claim (Rename) gives it an owner.
+	Pooled bool
 }
 
 // Site is the agent's record of one site, kept outside the site's own
@@ -187,8 +190,9 @@ type Site struct {
 	// which the database is not (it stays in MariaDB's own directory
 	// until the site is reset).
 	DiskReserveMB int64 `json:"diskReserveMb,omitempty"`
-	// Scratch: see CreateRequest.
+	// Scratch and Pooled: see CreateRequest.
 	Scratch bool `json:"scratch,omitempty"`
+	Pooled  bool `json:"pooled,omitempty"`
 	// Depth is how deeply the site sleeps ("" awake), SleptAt since when.
 	Depth     Depth     `json:"depth,omitempty"`
 	SleptAt   time.Time `json:"sleptAt,omitzero"`

@@ -334,9 +334,17 @@ type Idle struct {
 	Sleep time.Duration
 }
 
+// PoolDoze is how long a pooled site stays awake after it is made (its
+// first answer warmed its opcache) before it dozes until claimed.
+const PoolDoze = 2 * time.Second
+
 // idleOf is a site's idle times: its plan's doze time (Config.Idle's
 // when it has none), or the node's when it overrides every plan.
 func (m *Manager) idleOf(s *Site) Idle {
+	if s.Pooled && !(m.cfg.IdleOverride && m.cfg.Idle == Idle{}) {
+		// Made ahead for a claim: it dozes until then, and a claim thaws it.
+		return Idle{Doze: PoolDoze}
+	}
 	if m.cfg.IdleOverride {
 		return m.cfg.Idle
 	}

@@ -109,6 +109,9 @@ type CreatePayload struct {
 	// SleepAfterSeconds is the plan's idle time before the site sleeps:
 	// 0 the node's default, below 0 never.
 	SleepAfterSeconds int64 `json:"sleepAfterSeconds,omitempty"`
+	// Pooled makes a site that waits in a warm pool (dozing, until
+	// claimed).
+	Pooled bool `json:"pooled,omitempty"`
 	// TemplateID makes the site a clone of this template instead of a
 	// fresh install.
 	TemplateID string `json:"templateId,omitempty"`

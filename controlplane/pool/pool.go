@@ -294,7 +294,7 @@ func (p *Pool) start(ctx context.Context, nodeID, key string, w want) error {
 		URL: p.cfg.SiteURL(slug), PHPVersion: w.php, NodeID: nodeID, TemplateID: w.template, TemplateBuild: w.build, Pool: key,
 		CreatedAt: now, UpdatedAt: now}
 	job, err := jobs.New(jobspec.CreateSite, state.PoolWorkspace, site.ID, jobspec.CreatePayload{AdminUser: "admin",
-		AdminEmail: "admin@example.com", DiskMB: w.diskMB, TemplateID: site.TemplateBuildID()}, now)
+		AdminEmail: "admin@example.com", DiskMB: w.diskMB, TemplateID: site.TemplateBuildID(), Pooled: true}, now)
 	if err != nil {
 		return err
 	}

@@ -232,7 +232,7 @@ func (r *Runners) makeSite(ctx context.Context, j *state.Job, p jobspec.CreatePa
 	resp, err := agent.CreateSite(ctx, connect.NewRequest(&agentv1.CreateSiteRequest{
 		SiteId: s.ID, JobId: j.ID, Slug: s.Slug, Name: s.Name, PhpVersion: s.PHPVersion, WordpressVersion: p.WordPressVersion,
 		Url: s.URL, AdminUser: p.AdminUser, AdminEmail: p.AdminEmail, DiskMb: int64(p.DiskMB), TemplateId: p.TemplateID,
-		SleepAfterSeconds: p.SleepAfterSeconds,
+		SleepAfterSeconds: p.SleepAfterSeconds, Pooled: p.Pooled,
 	}))
 	if err != nil {
 		if ctx.Err() != nil {

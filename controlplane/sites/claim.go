@@ -59,7 +59,7 @@ func (s *Service) claim(ctx context.Context, ans *writes.Answer[sitespec.Made], 
 	rctx, cancel := context.WithTimeout(ctx, renameTimeout)
 	defer cancel()
 	if _, err := agent.RenameSite(rctx, connect.NewRequest(&agentv1.RenameSiteRequest{SiteId: ps.ID, Slug: site.Slug, Url: site.URL,
-		Name: site.Name, AdminEmail: p.AdminEmail})); err != nil {
+		Name: site.Name, AdminEmail: p.AdminEmail, SleepAfterSeconds: p.SleepAfterSeconds})); err != nil {
 		var ce *connect.Error
 		if errors.As(err, &ce) && ce.Code() == connect.CodeNotFound || ctx.Err() == nil {
 			s.cfg.Pools.Discard(context.WithoutCancel(ctx), ps)

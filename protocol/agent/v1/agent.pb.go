@@ -1024,8 +1024,11 @@ type CreateSiteRequest struct {
 	// sleep_after_seconds is the plan's idle time before the site dozes:
 	// 0 the node's default, below 0 never.
 	SleepAfterSeconds int64 `protobuf:"varint,14,opt,name=sleep_after_seconds,json=sleepAfterSeconds,proto3" json:"sleep_after_seconds,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// pooled says the site waits in a warm pool: it dozes as soon as it is
+	// made, until a claim (RenameSite) gives it its owner's idle time.
+	Pooled        bool `protobuf:"varint,15,opt,name=pooled,proto3" json:"pooled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSiteRequest) Reset() {
@@ -1154,6 +1157,13 @@ func (x *CreateSiteRequest) GetSleepAfterSeconds() int64 {
 		return x.SleepAfterSeconds
 	}
 	return 0
+}
+
+func (x *CreateSiteRequest) GetPooled() bool {
+	if x != nil {
+		return x.Pooled
+	}
+	return false
 }
 
 type CreateSiteResponse struct {
@@ -3157,14 +3167,17 @@ func (x *ImportTemplateRequest) GetData() []byte {
 }
 
 type RenameSiteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SiteId        string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
-	Slug          string                 `protobuf:"bytes,2,opt,name=slug,proto3" json:"slug,omitempty"`
-	Url           string                 `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
-	Name          string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
-	AdminEmail    string                 `protobuf:"bytes,5,opt,name=admin_email,json=adminEmail,proto3" json:"admin_email,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	SiteId     string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	Slug       string                 `protobuf:"bytes,2,opt,name=slug,proto3" json:"slug,omitempty"`
+	Url        string                 `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	Name       string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	AdminEmail string                 `protobuf:"bytes,5,opt,name=admin_email,json=adminEmail,proto3" json:"admin_email,omitempty"`
+	// sleep_after_seconds is the new owner's plan's idle time (0 the
+	// node's default, below 0 never); a pooled site leaves its pool.
+	SleepAfterSeconds int64 `protobuf:"varint,6,opt,name=sleep_after_seconds,json=sleepAfterSeconds,proto3" json:"sleep_after_seconds,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RenameSiteRequest) Reset() {
@@ -3230,6 +3243,13 @@ func (x *RenameSiteRequest) GetAdminEmail() string {
 		return x.AdminEmail
 	}
 	return ""
+}
+
+func (x *RenameSiteRequest) GetSleepAfterSeconds() int64 {
+	if x != nil {
+		return x.SleepAfterSeconds
+	}
+	return 0
 }
 
 type RenameSiteResponse struct {
@@ -4399,7 +4419,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\vrevocations\x18\x05 \x01(\v2\x1e.sandboxd.agent.v1.RevocationsR\vrevocations\"9\n" +
 	"\aSiteRef\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
-	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xca\x03\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xe2\x03\n" +
 	"\x11CreateSiteRequest\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x12\n" +
@@ -4420,7 +4440,8 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\adisk_mb\x18\f \x01(\x03R\x06diskMb\x12\x1f\n" +
 	"\vtemplate_id\x18\r \x01(\tR\n" +
 	"templateId\x12.\n" +
-	"\x13sleep_after_seconds\x18\x0e \x01(\x03R\x11sleepAfterSeconds\"x\n" +
+	"\x13sleep_after_seconds\x18\x0e \x01(\x03R\x11sleepAfterSeconds\x12\x16\n" +
+	"\x06pooled\x18\x0f \x01(\bR\x06pooled\"x\n" +
 	"\x12CreateSiteResponse\x125\n" +
 	"\x06status\x18\x01 \x01(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x06status\x12+\n" +
 	"\x11wordpress_version\x18\x02 \x01(\tR\x10wordpressVersion\".\n" +
@@ -4580,14 +4601,15 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\vtemplate_id\x18\x01 \x01(\tR\n" +
 	"templateId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"\x87\x01\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\xb7\x01\n" +
 	"\x11RenameSiteRequest\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x12\n" +
 	"\x04slug\x18\x02 \x01(\tR\x04slug\x12\x10\n" +
 	"\x03url\x18\x03 \x01(\tR\x03url\x12\x12\n" +
 	"\x04name\x18\x04 \x01(\tR\x04name\x12\x1f\n" +
 	"\vadmin_email\x18\x05 \x01(\tR\n" +
-	"adminEmail\"K\n" +
+	"adminEmail\x12.\n" +
+	"\x13sleep_after_seconds\x18\x06 \x01(\x03R\x11sleepAfterSeconds\"K\n" +
 	"\x12RenameSiteResponse\x125\n" +
 	"\x06status\x18\x01 \x01(\v2\x1d.sandboxd.agent.v1.SiteStatusR\x06status\"\xb1\x01\n" +
 	"\x17RunBlueprintStepRequest\x12\x17\n" +
