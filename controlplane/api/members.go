@@ -223,8 +223,8 @@ type NodeView struct {
 	// Sleep is the node's running sites by how they sleep, as it last
 	// reported.
 	Sleep        NodeSleepView `json:"sleep"`
-	RegisteredAt time.Time `json:"registeredAt"`
-	UpdatedAt    time.Time `json:"updatedAt"`
+	RegisteredAt time.Time     `json:"registeredAt"`
+	UpdatedAt    time.Time     `json:"updatedAt"`
 }
 
 // NodeSleepView counts a node's running sites by depth, with the host
