@@ -242,10 +242,16 @@ func startFleet(t *testing.T, serverArgs ...string) *fleetSystem {
 		// Each agent starts a containerd of its own, in its namespace:
 		// its sites and MariaDB live on its machine. It offers PHP 8.2
 		// only, so that it imports no image the test does not use.
-		h.start([]string{"SANDBOXD_JOIN_TOKEN=" + fs.joinToken("agent", h.name)}, "agent", "--data-dir", h.dir, "--node-id", h.name,
+		args := []string{"agent", "--data-dir", h.dir, "--node-id", h.name,
 			"--control-plane", controlPlane, "--listen-addr", h.addr(8090), "--backend-host", h.ip, "--ingress-addr", h.addr(8444),
 			"--containerd-socket", filepath.Join(h.dir, "none.sock"), "--php-versions", "8.2", "--site-egress", "none", "--ssh-addr", "",
-			"--log-format", "json")
+			"--log-format", "json"}
+		if i == 1 {
+			// a1's sites sleep after a few idle seconds: every visit below
+			// may wake one, and the drain moves them asleep.
+			args = append(args, "--sleep-after", "4s", "--deep-sleep-after", "4s")
+		}
+		h.start([]string{"SANDBOXD_JOIN_TOKEN=" + fs.joinToken("agent", h.name)}, args...)
 	}
 	for i := 1; i <= 2; i++ {
 		h := f.host(fmt.Sprintf("e%d", i))
@@ -478,7 +484,7 @@ func TestFleetAcrossHosts(t *testing.T) {
 		return fs.owner.Do("GET", "/api/app/sites/"+id, nil).Must(t, 200).Str("site.nodeId")
 	}
 
-	t.Run("drain moves every site with its content and URL", func(t *testing.T) {
+	t.Run("drain moves every site, asleep, with its content and URL", func(t *testing.T) {
 		onA1 := 0
 		for _, s := range sites {
 			if nodeOf(s.id) == "a1" {
@@ -487,6 +493,14 @@ func TestFleetAcrossHosts(t *testing.T) {
 		}
 		if onA1 == 0 {
 			t.Fatal("no site is on a1 to drain: its sites were restored elsewhere while it was lost (longer than --reschedule-after)")
+		}
+		// They move asleep: a move wakes a site to copy it.
+		for _, s := range sites {
+			if nodeOf(s.id) == "a1" {
+				st.WaitFor(t, time.Minute, s.id+" asleep on a1", func() bool {
+					return fs.owner.Do("GET", "/api/app/sites/"+s.id, nil).Must(t, 200).Get("site.sleeping") == true
+				})
+			}
 		}
 		out, err := run(t, []string{"SANDBOXD_OPERATOR_TOKEN=" + fs.operator}, "admin", "drain", "a1", "--wait", "--server", fs.api)
 		if err != nil {
