@@ -11,7 +11,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/sandboxd/sandboxd/agent/daemon"
@@ -198,6 +202,17 @@ func Run(m *testing.M, before ...func() error) int {
 		rt.Close()
 	}
 	namespaces.mu.Unlock()
+	if shared.socket != "" {
+		// A shim whose task was killed but never deleted outlives every
+		// container record: it would outlive the daemon too.
+		if left := shimsOf(shared.socket); len(left) > 0 {
+			fmt.Fprintln(os.Stderr, "agenttest: shims left on the shared containerd:", left)
+			code = 1
+			for _, pid := range left {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
 	if shared.d != nil {
 		if err := shared.d.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "agenttest: stop containerd:", err)
@@ -247,4 +262,25 @@ func TreeBytes(t testing.TB, dir string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// shimsOf lists the pids of the containerd shims serving the daemon at
+// socket.
+func shimsOf(socket string) []int {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var out []int
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if !strings.Contains(args[0], "containerd-shim") || !slices.Contains(args, socket) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

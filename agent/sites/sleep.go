@@ -447,7 +447,11 @@ func (m *Manager) deepen(ctx context.Context, id string, p *presence, to Depth, 
 	}
 	p.mu.Unlock()
 	start := m.now()
-	err := m.deepenTo(ctx, rt, s, to)
+	// Once started, a transition finishes even if the agent is stopping:
+	// a task killed but not deleted would leave its shim behind.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wakeTimeout)
+	defer cancel()
+	err := m.deepenTo(tctx, rt, s, to)
 	if m.cfg.Observe != nil {
 		m.cfg.Observe.Slept(to, m.now().Sub(start), err)
 	}
