@@ -151,6 +151,10 @@ type Config struct {
 	Logger         *slog.Logger
 }
 
+// ShimGroups is how many shared shims a node's sites run under: with
+// thousands of sites, a few dozen per shim process, not one each.
+const ShimGroups = 64
+
 // Idle times of sites whose plan and node set none.
 const (
 	DefaultSleepAfter     = 30 * time.Minute
@@ -395,7 +399,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: meteredRuntime{a.rt, a.metrics}, Images: a.catalog, DB: a.db, Guard: a.guard,
 		Network: a.net, UIDs: uids, LogWriter: cfg.LogWriter, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger,
-		Idle: idle, IdleOverride: override, Observe: sleepMetrics{a.metrics}}); err != nil {
+		Idle: idle, IdleOverride: override, Observe: sleepMetrics{a.metrics}, ShimGroups: ShimGroups}); err != nil {
 		return nil, err
 	}
 	a.templates = templates.New(templates.Config{Sites: a.sites, DB: a.db, Stock: true, Logger: cfg.Logger})

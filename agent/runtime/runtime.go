@@ -177,7 +177,15 @@ type Spec struct {
 	// NoSwap keeps the container's memory out of swap (swappiness 0):
 	// the node's own services, while dozing sites' memory goes there.
 	NoSwap bool
+	// ShimGroup, when set, has the container share one shim process with
+	// the others of its group (the runc shim's grouping): one shim for
+	// many sites, not one each. The group's name is scoped by the
+	// runtime, as container ids are.
+	ShimGroup string
 }
+
+// shimGroupAnnotation is the annotation the runc v2 shim groups by.
+const shimGroupAnnotation = "io.containerd.runc.v2.group"
 
 func (s Spec) opts() []oci.SpecOpts {
 	opts := []oci.SpecOpts{
@@ -202,6 +210,9 @@ func (s Spec) opts() []oci.SpecOpts {
 	}
 	if s.NoSwap {
 		opts = append(opts, withSwappiness(0))
+	}
+	if s.ShimGroup != "" {
+		opts = append(opts, oci.WithAnnotations(map[string]string{shimGroupAnnotation: s.ShimGroup}))
 	}
 	if s.CPUMilli > 0 {
 		period := uint64(100000)
@@ -280,6 +291,9 @@ func orDefault(s, d string) string {
 func (r *Runtime) Run(ctx context.Context, s Spec) error {
 	ctx = r.ctx(ctx)
 	s.ID = r.cid(s.ID)
+	if s.ShimGroup != "" {
+		s.ShimGroup = r.cid(s.ShimGroup)
+	}
 	c, err := r.client.LoadContainer(ctx, s.ID)
 	if errdefs.IsNotFound(err) {
 		img, ierr := r.client.GetImage(ctx, s.Image)

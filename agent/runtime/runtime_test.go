@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +191,82 @@ func TestScopedRuntimesShareANamespace(t *testing.T) {
 	}
 	if exists, _ := a.Exists(ctx, "same"); exists {
 		t.Fatal("a's container is still there")
+	}
+}
+
+// shims counts the runc shims serving containers whose ids start with
+// prefix (a grouped shim is named after its first container), from the
+// host's process table.
+func shims(prefix string) int {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	n := 0
+	for _, p := range procs {
+		b, _ := os.ReadFile(p)
+		args := strings.Split(string(b), "\x00")
+		if i := slices.Index(args, "-id"); i > 0 && i+1 < len(args) && strings.Contains(args[0], "containerd-shim") &&
+			strings.HasPrefix(args[i+1], prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestShimGroup: containers of one group share one shim process (read
+// on the host), each still run, exec'd, frozen and removed on its own;
+// the shim goes with the last of them.
+func TestShimGroup(t *testing.T) {
+	socket, dir := agenttest.Containerd(t)
+	rt := agenttest.Runtime(t, socket)
+	ctx := context.Background()
+	ref, err := agenttest.Catalog(t).PHP(ctx, rt, "8.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := "group"
+	for _, id := range []string{"g1", "g2", "g3"} {
+		if err := rt.Run(ctx, runtime.Spec{ID: id, Image: ref, UID: 33, GID: 33, Args: []string{"sleep", "600"},
+			LogPath: filepath.Join(dir, id+".log"), LogWriter: agenttest.LogWriter(t), ShimGroup: group}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scoped := rt.CgroupDirs("g1")[0] // …/<namespace>/<scope>g1
+	scope := strings.TrimSuffix(filepath.Base(scoped), "g1")
+	if n := shims(scope); n != 1 {
+		t.Fatalf("%d shims for a group of three", n)
+	}
+	for _, id := range []string{"g1", "g2", "g3"} {
+		if res, err := rt.Exec(ctx, id, []string{"echo", id}, nil, 33, 33, nil); err != nil || string(res.Stdout) != id+"\n" {
+			t.Fatalf("exec in %s: %v %+v", id, err, res)
+		}
+	}
+	if err := rt.Freeze(ctx, "g2"); err != nil {
+		t.Fatal(err)
+	}
+	if frozen, _ := rt.Frozen("g1"); frozen {
+		t.Fatal("freezing g2 froze g1")
+	}
+	if err := rt.Halt(ctx, "g2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Remove(ctx, "g1"); err != nil {
+		t.Fatal(err)
+	}
+	if running, err := rt.Running(ctx, "g3"); err != nil || !running {
+		t.Fatalf("g3 after its group's others went: %v %v", running, err)
+	}
+	if n := shims(scope); n != 1 {
+		t.Fatalf("%d shims while g3 runs", n)
+	}
+	for _, id := range []string{"g2", "g3"} {
+		if err := rt.Remove(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for shims(scope) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := shims(scope); n != 0 {
+		t.Fatalf("the group's shim outlived its containers: %d", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/netip"
@@ -181,6 +182,21 @@ func (m *Manager) attach(ctx context.Context, s *Site) (string, error) {
 	return a.NetNS, nil
 }
 
+// shimGroup is the shared shim a site's container runs under: one of
+// Config.ShimGroups by a hash of its id, of its runtime class.
+func (m *Manager) shimGroup(id string) string {
+	if m.cfg.ShimGroups <= 0 {
+		return ""
+	}
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	class := "runc"
+	if m.cfg.Sandbox != "" {
+		class = "sandboxed"
+	}
+	return fmt.Sprintf("sites-%s-%d", class, h.Sum32()%uint32(m.cfg.ShimGroups))
+}
+
 func (m *Manager) spec(s *Site, netns string) runtime.Spec {
 	fs, data := m.FS(s.ID), m.Data(s.ID)
 	ro := func(src, dst string) runtime.Mount { return runtime.Mount{Source: src, Target: dst, ReadOnly: true} }
@@ -190,7 +206,7 @@ func (m *Manager) spec(s *Site, netns string) runtime.Spec {
 		pids += runtime.GVisorPids // the sandbox's own threads count too
 	}
 	return runtime.Spec{
-		ID: containerID(s.ID), Image: s.Image, UID: uint32(s.UID), GID: uint32(s.UID), NetNS: netns, Confined: true,
+		ID: containerID(s.ID), Image: s.Image, UID: uint32(s.UID), GID: uint32(s.UID), NetNS: netns, Confined: true, ShimGroup: m.shimGroup(s.ID),
 		Args: []string{"/bin/sh", "/srv/site/conf/start.sh"},
 		Env:  []string{"PHP_INI_SCAN_DIR=:/srv/site/conf/php", "HOME=/srv/site/tmp", "APACHE_LOG_DIR=/srv/site/logs", "TMPDIR=/srv/site/tmp"},
 		Cwd:  "/srv/site",

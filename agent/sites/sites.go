@@ -231,6 +231,10 @@ type Config struct {
 	IdleOverride bool
 	// Observe, if set, is told of every wake and sleep.
 	Observe Observer
+	// ShimGroups spreads the sites' containers over this many shared
+	// shims (by id), one shim process for many sites; 0 gives each its
+	// own.
+	ShimGroups int
 }
 
 // Guard holds sites' databases to their plans' disks (agent/dbguard).

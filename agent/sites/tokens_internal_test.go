@@ -18,7 +18,7 @@ import (
 func tokenSite(t *testing.T) (*Manager, string) {
 	t.Helper()
 	m := &Manager{cfg: Config{Dir: t.TempDir()}, sites: map[string]*Site{}, locks: map[string]*sync.Mutex{},
-		content: map[string]*sync.RWMutex{}}
+		content: map[string]*sync.RWMutex{}, presences: map[string]*presence{}, now: time.Now}
 	m.sites["site_a"] = &Site{ID: "site_a", UID: 2099040, AdminUser: "admin"}
 	dir := filepath.Join(m.FS("site_a"), "login")
 	if err := os.MkdirAll(dir, 0o750); err != nil {

@@ -138,8 +138,9 @@ func SetUp(t *testing.T, opts ...func(*Options)) *Env {
 	for _, f := range opts {
 		f(&o)
 	}
+	// Sites share shims as an agent's do (a few per shim here).
 	cfg := sites.Config{Dir: sitesDir, Runtime: rt, Images: cat, DB: db, Network: network, UIDs: uids, LogWriter: agenttest.LogWriter(t),
-		Observe: o.Observe}
+		Observe: o.Observe, ShimGroups: 2}
 	mgr, err := sites.New(cfg)
 	if err != nil {
 		t.Fatal(err)
