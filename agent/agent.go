@@ -106,8 +106,9 @@ type Config struct {
 	// ClaimsDir keeps site uids and subnets unique among the host's
 	// agents; default hostclaim.DefaultDir.
 	ClaimsDir string
-	// LogWriter is the capped container logger binary; default this
-	// executable (sandboxd becomes the logger when a shim starts it).
+	// LogWriter is the capped container logger binary of MariaDB's
+	// container; default this executable (sandboxd becomes the logger
+	// when a shim starts it). Sites have none.
 	LogWriter string
 	// Sandbox is the node's runtime class for sites: "runc" (the default)
 	// or "gvisor" (runsc, ptrace platform, through the runc shim).
@@ -398,7 +399,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		a.ensureSwap()
 	}
 	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: meteredRuntime{a.rt, a.metrics}, Images: a.catalog, DB: a.db, Guard: a.guard,
-		Network: a.net, UIDs: uids, LogWriter: cfg.LogWriter, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger,
+		Network: a.net, UIDs: uids, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger,
 		Idle: idle, IdleOverride: override, Observe: sleepMetrics{a.metrics}, ShimGroups: ShimGroups}); err != nil {
 		return nil, err
 	}

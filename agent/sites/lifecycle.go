@@ -226,13 +226,13 @@ func (m *Manager) spec(s *Site, netns string) runtime.Spec {
 			ro(filepath.Join(fs, "conf", "resolv.conf"), "/etc/resolv.conf"),
 		},
 		MemoryBytes: s.Limits.MemoryMB << 20, CPUMilli: s.Limits.CPUMilli, Pids: pids,
-		LogPath: filepath.Join(fs, "logs", "container.log"), LogWriter: m.cfg.LogWriter, LogMaxBytes: maxContainerLog,
+		// No logger process and no file of root's: what the site writes
+		// to its stdout and stderr goes nowhere, and its start script
+		// sends its own output (and Apache's before its error log opens)
+		// to logs/start.log, on the site's own disk.
 		Runtime: m.cfg.Sandbox,
 	}
 }
-
-// maxContainerLog caps each of a site's two container log files.
-const maxContainerLog = 1 << 20
 
 // siteDirs are the top directories of a site's disk, the site's own.
 var siteDirs = []struct {
@@ -442,12 +442,12 @@ func (m *Manager) waitReady(ctx context.Context, s *Site) error {
 	}
 }
 
-// logTail is the end of a site's logs for an error message: the
-// container log (root's) and the web server's and PHP's (the site's, read
-// without following anything it planted), 2 KiB of each at most.
+// logTail is the end of a site's logs for an error message: its start
+// script's, the web server's and PHP's (the site's, read without
+// following anything it planted), 2 KiB of each at most.
 func (m *Manager) logTail(id string) string {
 	var out []string
-	for _, f := range []struct{ dir, name string }{{filepath.Join(m.FS(id), "logs"), "container.log"},
+	for _, f := range []struct{ dir, name string }{{filepath.Join(m.Data(id), "logs"), "start.log"},
 		{filepath.Join(m.Data(id), "logs"), "apache-error.log"}, {filepath.Join(m.Data(id), "logs"), "php-error.log"}} {
 		b, _, err := sitefile.Tail(f.dir, f.name, 2048)
 		if err != nil || len(b) == 0 {

@@ -7,8 +7,7 @@
 // (agent/templates) and the toolbox (agent/toolbox) work on top of it.
 //
 // On the host a site is a root-owned directory (FS) holding what the
-// agent writes for it (conf/, secrets/, login/: mounted read-only), its
-// container log (logs/, never mounted) and its disk (disk.img, mounted at
+// agent writes for it (conf/, secrets/, login/: mounted read-only) and its disk (disk.img, mounted at
 // disk/), whose top directories belong to the site's uid and are mounted
 // writable. The disk's root is never mounted, so the site cannot replace
 // those directories with links; the agent never reads or writes inside
@@ -208,9 +207,6 @@ type Config struct {
 	DB      Database
 	Network Network
 	UIDs    UIDs
-	// LogWriter is the binary the shim runs to write a site's container
-	// log with a cap (agent/logwriter); empty appends without a cap.
-	LogWriter string
 	// Sandbox is a runc-compatible binary sites run under instead of runc
 	// (the runsc wrapper: gVisor); empty is runc.
 	Sandbox string

@@ -295,7 +295,7 @@ func TestSiteWakeFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(start, []byte("#!/bin/sh\necho broken on purpose >&2\nexit 3\n"), 0o644); err != nil {
+	if err := os.WriteFile(start, []byte("#!/bin/sh\nexec >>/srv/site/logs/start.log 2>&1\necho broken on purpose\nexit 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup

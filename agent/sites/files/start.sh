@@ -4,6 +4,13 @@
 # runs as www-data with no capabilities.
 set -eu
 cd /srv/site
+# What this script and Apache say before its error log opens goes to the
+# site's own logs/start.log (the container's stdout and stderr go nowhere):
+# a plain file, kept under a MiB.
+[ -f logs/start.log ] && [ ! -L logs/start.log ] || rm -rf -- logs/start.log
+[ "$(stat -c %s logs/start.log 2>/dev/null || echo 0)" -lt 1048576 ] || : > logs/start.log
+exec >>logs/start.log 2>&1
+echo "sandbox: starting $(date -u +%FT%TZ)"
 if [ ! -f state/core-copied ]; then
   # Debian's tree holds absolute symlinks (/etc/wordpress, /usr/share/javascript):
   # copy dereferenced so the site owns real files.

@@ -139,7 +139,7 @@ func SetUp(t *testing.T, opts ...func(*Options)) *Env {
 		f(&o)
 	}
 	// Sites share shims as an agent's do (a few per shim here).
-	cfg := sites.Config{Dir: sitesDir, Runtime: rt, Images: cat, DB: db, Network: network, UIDs: uids, LogWriter: agenttest.LogWriter(t),
+	cfg := sites.Config{Dir: sitesDir, Runtime: rt, Images: cat, DB: db, Network: network, UIDs: uids,
 		Observe: o.Observe, ShimGroups: 2}
 	mgr, err := sites.New(cfg)
 	if err != nil {
