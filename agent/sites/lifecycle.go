@@ -182,6 +182,15 @@ func (m *Manager) attach(ctx context.Context, s *Site) (string, error) {
 	return a.NetNS, nil
 }
 
+// profile is how the node sizes its sites' web servers (Lean unless
+// the operator chose another).
+func (m *Manager) profile() Profile {
+	if m.cfg.Profile.Name == "" {
+		return Lean
+	}
+	return m.cfg.Profile
+}
+
 // shimGroup is the shared shim a site's container runs under: one of
 // Config.ShimGroups by a hash of its id, of its runtime class.
 func (m *Manager) shimGroup(id string) string {
@@ -293,7 +302,12 @@ func (m *Manager) writeFiles(s *Site) error {
 		return err
 	}
 	module, moduleFile := phpModule(s.PHPVersion)
-	apache, err := render(apacheConf, map[string]any{"Port": Port, "Module": module, "ModuleFile": moduleFile, "Workers": 8})
+	prof := m.profile()
+	apache, err := render(apacheConf, map[string]any{"Port": Port, "Module": module, "ModuleFile": moduleFile, "Workers": 8, "MaxSpare": prof.MaxSpare})
+	if err != nil {
+		return err
+	}
+	phpIni, err := render(phpIniTmpl, prof)
 	if err != nil {
 		return err
 	}
@@ -319,7 +333,7 @@ func (m *Manager) writeFiles(s *Site) error {
 		{filepath.Join(fs, "conf", "sendmail"), sendmailScript, 0o755, 0, false},
 		{filepath.Join(fs, "conf", "apache.conf"), apache, 0o644, 0, false},
 		{filepath.Join(fs, "conf", "adminer", "index.php"), adminerScript, 0o644, 0, false},
-		{filepath.Join(fs, "conf", "php", "90-sandbox.ini"), []byte(phpIni), 0o644, 0, false},
+		{filepath.Join(fs, "conf", "php", "90-sandbox.ini"), phpIni, 0o644, 0, false},
 		{filepath.Join(fs, "conf", "hosts"), hosts, 0o644, 0, false},
 		{filepath.Join(fs, "conf", "resolv.conf"), []byte(resolv), 0o644, 0, false},
 		// Readable by the site alone: its own credentials.

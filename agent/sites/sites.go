@@ -227,6 +227,8 @@ type Config struct {
 	IdleOverride bool
 	// Observe, if set, is told of every wake and sleep.
 	Observe Observer
+	// Profile sizes the sites' web servers and opcache; zero is Lean.
+	Profile Profile
 	// ShimGroups spreads the sites' containers over this many shared
 	// shims (by id), one shim process for many sites; 0 gives each its
 	// own.

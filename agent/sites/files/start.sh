@@ -25,7 +25,7 @@ fi
 for f in logs/apache-error.log logs/php-error.log logs/access.log; do
   [ -f "$f" ] && [ ! -L "$f" ] || rm -rf -- "$f"
 done
-mkdir -p wordpress/wp-content/mu-plugins wordpress/wp-content/uploads
+mkdir -p wordpress/wp-content/mu-plugins wordpress/wp-content/uploads tmp/opcache
 cp conf/sandbox-mu-plugin.php wordpress/wp-content/mu-plugins/sandbox.php
 if [ ! -f state/installed ]; then
   php -d display_errors=stderr conf/install.php

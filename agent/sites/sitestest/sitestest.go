@@ -66,6 +66,13 @@ type Options struct {
 	Stock bool
 	// Observe is told of the sites' wakes and sleeps.
 	Observe sites.Observer
+	// Profile sizes the sites' web servers (zero: the default).
+	Profile sites.Profile
+}
+
+// WithProfile has the sites sized by p.
+func WithProfile(p sites.Profile) func(*Options) {
+	return func(opts *Options) { opts.Profile = p }
 }
 
 // Observing has the sites' wakes and sleeps told to o.
@@ -140,7 +147,7 @@ func SetUp(t *testing.T, opts ...func(*Options)) *Env {
 	}
 	// Sites share shims as an agent's do (a few per shim here).
 	cfg := sites.Config{Dir: sitesDir, Runtime: rt, Images: cat, DB: db, Network: network, UIDs: uids,
-		Observe: o.Observe, ShimGroups: 2}
+		Observe: o.Observe, ShimGroups: 2, Profile: o.Profile}
 	mgr, err := sites.New(cfg)
 	if err != nil {
 		t.Fatal(err)
