@@ -136,9 +136,15 @@ func (r *Runtime) Reclaim(_ context.Context, id string) error {
 			err = nil
 		}
 	} else {
-		err = writeCgroup(filepath.Join(dir, "memory.force_empty"), "0")
-		if errors.Is(err, syscall.EBUSY) { // what is left could not go
-			err = nil
+		// Two passes: the kernel gives up on pages it found busy once.
+		for range 2 {
+			err = writeCgroup(filepath.Join(dir, "memory.force_empty"), "0")
+			if errors.Is(err, syscall.EBUSY) { // what is left could not go
+				err = nil
+			}
+			if n, rerr := readInt(filepath.Join(dir, "memory.usage_in_bytes")); err != nil || rerr != nil || n < 8<<20 {
+				break
+			}
 		}
 	}
 	if err != nil {
