@@ -142,7 +142,7 @@ func (r *Runtime) Reclaim(_ context.Context, id string) error {
 			if errors.Is(err, syscall.EBUSY) { // what is left could not go
 				err = nil
 			}
-			if n, rerr := readInt(filepath.Join(dir, "memory.usage_in_bytes")); err != nil || rerr != nil || n < 8<<20 {
+			if n, rerr := readInt(filepath.Join(dir, "memory.usage_in_bytes")); err != nil || rerr != nil || n < 1<<20 {
 				break
 			}
 		}

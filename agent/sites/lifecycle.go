@@ -100,7 +100,7 @@ func (m *Manager) record(ctx context.Context, r CreateRequest) (*Site, error) {
 		}
 		s = &Site{ID: r.ID, Slug: r.Slug, Name: r.Name, PHPVersion: r.PHPVersion, URL: r.URL, AdminUser: r.AdminUser,
 			AdminEmail: r.AdminEmail, Port: Port, Image: img, DBName: dbName(r.ID), DBUser: dbName(r.ID),
-			DBPassword: secret.New(""), Limits: limits, Scratch: r.Scratch, Pooled: r.Pooled, CreatedAt: time.Now().UTC()}
+			DBPassword: secret.New(""), Limits: limits, Scratch: r.Scratch, Pooled: r.Pooled, Profile: r.Profile, CreatedAt: time.Now().UTC()}
 		if err := m.save(s); err != nil {
 			return nil, err
 		}
@@ -182,9 +182,13 @@ func (m *Manager) attach(ctx context.Context, s *Site) (string, error) {
 	return a.NetNS, nil
 }
 
-// profile is how the node sizes its sites' web servers (Lean unless
-// the operator chose another).
-func (m *Manager) profile() Profile {
+// profileOf is how a site's web server is sized: its own profile if it
+// was made with one (benchmarks compare two side by side), else the
+// node's (Lean unless configured).
+func (m *Manager) profileOf(s *Site) Profile {
+	if p, ok := Profiles[s.Profile]; ok {
+		return p
+	}
 	if m.cfg.Profile.Name == "" {
 		return Lean
 	}
@@ -302,7 +306,7 @@ func (m *Manager) writeFiles(s *Site) error {
 		return err
 	}
 	module, moduleFile := phpModule(s.PHPVersion)
-	prof := m.profile()
+	prof := m.profileOf(s)
 	apache, err := render(apacheConf, map[string]any{"Port": Port, "Module": module, "ModuleFile": moduleFile, "Workers": 8, "MaxSpare": prof.MaxSpare})
 	if err != nil {
 		return err

@@ -150,6 +150,9 @@ type CreateRequest struct {
 	// Pooled marks a site that waits in a warm pool: it dozes at once,
 	// until a claim (Rename) gives it an owner.
 	Pooled bool
+	// Profile names the profile its web server is sized by (Profiles);
+	// empty is the node's.
+	Profile string
 }
 
 // Site is the agent's record of one site, kept outside the site's own
@@ -192,6 +195,8 @@ type Site struct {
 	// Scratch and Pooled: see CreateRequest.
 	Scratch bool `json:"scratch,omitempty"`
 	Pooled  bool `json:"pooled,omitempty"`
+	// Profile: see CreateRequest.
+	Profile string `json:"profile,omitempty"`
 	// Depth is how deeply the site sleeps ("" awake), SleptAt since when.
 	Depth     Depth     `json:"depth,omitempty"`
 	SleptAt   time.Time `json:"sleptAt,omitzero"`
@@ -406,6 +411,8 @@ func validate(r *CreateRequest) error {
 		return fmt.Errorf("%w: admin user %q", ErrInvalid, r.AdminUser)
 	case strings.ContainsAny(r.AdminEmail, "'\"\\<> \n") || !strings.Contains(r.AdminEmail, "@"):
 		return fmt.Errorf("%w: admin email %q", ErrInvalid, r.AdminEmail)
+	case r.Profile != "" && Profiles[r.Profile].Name == "":
+		return fmt.Errorf("%w: profile %q", ErrInvalid, r.Profile)
 	}
 	return nil
 }

@@ -63,6 +63,9 @@ func main() {
 	flag.BoolVar(&onlyBlueprints, "only-blueprints", false, "measure Blueprint runs and bakes only")
 	flag.BoolVar(&onlyImports, "only-imports", false, "measure import restores only")
 	flag.BoolVar(&onlyAccess, "only-access", false, "measure SSH sessions, Git deploys and custom domains only")
+	flag.BoolVar(&onlySleep, "only-sleep", false, "measure idle sites' sleep only: wake latency, page time by profile, memory by depth")
+	flag.IntVar(&sleepRounds, "sleep-rounds", 20, "wakes measured from each depth")
+	flag.IntVar(&sleepSites, "sleep-sites", 40, "sites whose memory is read awake, dozing and asleep")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (control plane and agent) to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -94,6 +97,9 @@ var (
 	onlyBlueprints   bool
 	onlyImports      bool
 	onlyAccess       bool
+	onlySleep        bool
+	sleepRounds      int
+	sleepSites       int
 )
 
 func freePort() (string, error) {
@@ -279,6 +285,10 @@ func run(n int, dur time.Duration, conc int) error {
 	if onlyAccess {
 		fmt.Println("SSH, Git deploy, custom domains")
 		return accessPhases(ctx, sys, n)
+	}
+	if onlySleep {
+		fmt.Println("Idle sites' sleep")
+		return sleepPhases(ctx, sys, sleepRounds, sleepSites)
 	}
 	mgr := sys.agent.Sites()
 	edgeAddr := sys.edge.Addr()
