@@ -20,6 +20,7 @@ func (a *Agent) loop(ctx context.Context) {
 	client := a.registry
 	interval := 2 * time.Second
 	registered := false
+	beats := 0 // since registering: the first carries the whole list
 	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
 		if !registered {
@@ -31,7 +32,7 @@ func (a *Agent) loop(ctx context.Context) {
 				backoff = min(backoff*2, 5*time.Second)
 				continue
 			}
-			registered, backoff = true, 200*time.Millisecond
+			registered, backoff, beats = true, 200*time.Millisecond, 0
 			a.registeredOnce.Do(func() { close(a.registered) })
 			if ms := resp.Msg.HeartbeatIntervalMs; ms > 0 {
 				interval = time.Duration(ms) * time.Millisecond
@@ -41,7 +42,9 @@ func (a *Agent) loop(ctx context.Context) {
 			a.log.Info("registered with control plane", "servers", a.Servers())
 		}
 		sleep(ctx, interval)
-		resp, err := client.Heartbeat(ctx, connect.NewRequest(a.heartbeat(ctx)))
+		full := beats%fullEvery == 0
+		beats++
+		resp, err := client.Heartbeat(ctx, connect.NewRequest(a.heartbeat(ctx, full)))
 		if ctx.Err() == nil {
 			a.metrics.Heartbeat(time.Now(), err)
 		}
@@ -100,11 +103,24 @@ func (a *Agent) registration() *agentv1.RegisterRequest {
 	return r
 }
 
-func (a *Agent) heartbeat(ctx context.Context) *agentv1.HeartbeatRequest {
+// fullEvery is how often a heartbeat carries the node's whole list of
+// sites (and reads their states and memory): the ones between carry
+// counts and what changed, whatever the number of sites.
+const fullEvery = 10
+
+func (a *Agent) heartbeat(ctx context.Context, full bool) *agentv1.HeartbeatRequest {
 	hb := &agentv1.HeartbeatRequest{NodeId: a.cfg.NodeID, PhpVersions: a.catalog.PHPVersions(),
-		RevocationsVersion: a.revoked.Version()}
+		RevocationsVersion: a.revoked.Version(), Partial: !full}
 	list := a.sites.List()
 	hb.Used = &agentv1.Resources{Sites: int32(len(list))}
+	hb.Templates = a.templates.List()
+	hb.Presence, hb.Sleep = a.presence.changes(a.sites.Presences()), a.sleepCounts(list, full)
+	c := hb.Sleep
+	a.metrics.Depths(int(c.Awake), int(c.Dozing), int(c.Asleep))
+	if !full {
+		return hb
+	}
+	a.metrics.DepthMemory(c.AwakeMemoryBytes, c.DozingMemoryBytes)
 	for _, s := range list {
 		st := &agentv1.SiteStatus{SiteId: s.ID, Port: int32(s.Port), Address: s.IP, State: agentv1.SiteState_SITE_STATE_READY}
 		switch {
@@ -118,11 +134,7 @@ func (a *Agent) heartbeat(ctx context.Context) *agentv1.HeartbeatRequest {
 		}
 		hb.Sites = append(hb.Sites, st)
 	}
-	hb.Templates = a.templates.List()
-	hb.Presence, hb.Sleep = a.presence.changes(a.sites.Presences()), a.sleepCounts(list)
 	a.metrics.Sites(siteStates(hb.Sites))
-	c := hb.Sleep
-	a.metrics.Depths(int(c.Awake), int(c.Dozing), int(c.Asleep), c.AwakeMemoryBytes, c.DozingMemoryBytes)
 	return hb
 }
 
@@ -192,9 +204,9 @@ func (l *presenceLog) forget() {
 	l.told, l.pending = nil, nil
 }
 
-// sleepCounts counts the sites by depth, with what each group holds of
-// the host's memory (RAM and swap, from their cgroups).
-func (a *Agent) sleepCounts(list []sites.Site) *agentv1.SleepCounts {
+// sleepCounts counts the sites by depth and, with memory, what each
+// group holds of the host's memory (RAM and swap, from their cgroups).
+func (a *Agent) sleepCounts(list []sites.Site, memory bool) *agentv1.SleepCounts {
 	c := &agentv1.SleepCounts{}
 	for _, s := range list {
 		if s.Stopped || s.Scratch {
@@ -208,6 +220,9 @@ func (a *Agent) sleepCounts(list []sites.Site) *agentv1.SleepCounts {
 			c.Dozing++
 		default:
 			c.Awake++
+		}
+		if !memory {
+			continue
 		}
 		m, err := a.rt.Memory(sites.ContainerID(s.ID))
 		if err != nil {

@@ -228,12 +228,15 @@ func (m *Metrics) Woke(from, door string, took time.Duration, err error) {
 // Slept records one step of a site to depth to.
 func (m *Metrics) Slept(to string, err error) { m.sleeps.WithLabelValues(to, result(err)).Inc() }
 
-// Depths records the sites by depth and the memory of the awake and
-// dozing ones.
-func (m *Metrics) Depths(awake, dozing, asleep int, awakeBytes, dozingBytes int64) {
+// Depths records the sites by depth.
+func (m *Metrics) Depths(awake, dozing, asleep int) {
 	m.byDepth.WithLabelValues("awake").Set(float64(awake))
 	m.byDepth.WithLabelValues("dozing").Set(float64(dozing))
 	m.byDepth.WithLabelValues("asleep").Set(float64(asleep))
+}
+
+// DepthMemory records the memory the awake and the dozing sites hold.
+func (m *Metrics) DepthMemory(awakeBytes, dozingBytes int64) {
 	m.memory.WithLabelValues("awake").Set(float64(awakeBytes))
 	m.memory.WithLabelValues("dozing").Set(float64(dozingBytes))
 }

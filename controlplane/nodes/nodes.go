@@ -160,11 +160,16 @@ func (r *Registry) Heartbeat(ctx context.Context, req *connect.Request[agentv1.H
 	r.lastSeen[id] = r.now()
 	r.load[id] = req.Msg
 	r.mu.Unlock()
-	resp.RemoveSiteIds = r.orphansOf(id, req.Msg.Sites)
+	if !req.Msg.Partial {
+		resp.RemoveSiteIds = r.orphansOf(id, req.Msg.Sites)
+	}
 	var counts *state.SleepCounts
 	if c := req.Msg.Sleep; c != nil {
 		sc := state.SleepCounts{Awake: int(c.Awake), Dozing: int(c.Dozing), Asleep: int(c.Asleep),
 			AwakeMemoryBytes: c.AwakeMemoryBytes, DozingMemoryBytes: c.DozingMemoryBytes}
+		if req.Msg.Partial { // the memory figures come with the whole list
+			sc.AwakeMemoryBytes, sc.DozingMemoryBytes = node.Sleep.AwakeMemoryBytes, node.Sleep.DozingMemoryBytes
+		}
 		if sc.Differs(node.Sleep) {
 			counts = &sc
 		}

@@ -627,7 +627,11 @@ type HeartbeatRequest struct {
 	// last request, not every request).
 	Presence []*SitePresence `protobuf:"bytes,8,rep,name=presence,proto3" json:"presence,omitempty"`
 	// sleep counts the node's sites by how they sleep.
-	Sleep         *SleepCounts `protobuf:"bytes,9,opt,name=sleep,proto3" json:"sleep,omitempty"`
+	Sleep *SleepCounts `protobuf:"bytes,9,opt,name=sleep,proto3" json:"sleep,omitempty"`
+	// partial says sites is left out (and sleep's memory figures are 0):
+	// a node sends its whole list every so often, not at every beat, so
+	// that a heartbeat does not grow with its sites.
+	Partial       bool `protobuf:"varint,10,opt,name=partial,proto3" json:"partial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -723,6 +727,13 @@ func (x *HeartbeatRequest) GetSleep() *SleepCounts {
 		return x.Sleep
 	}
 	return nil
+}
+
+func (x *HeartbeatRequest) GetPartial() bool {
+	if x != nil {
+		return x.Partial
+	}
+	return false
 }
 
 // SitePresence is whether a site sleeps and when it last had a request.
@@ -4390,7 +4401,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
 	"\fmemory_bytes\x18\x05 \x01(\x03R\vmemoryBytes\x12\x18\n" +
-	"\aaddress\x18\x06 \x01(\tR\aaddress\"\x8d\x03\n" +
+	"\aaddress\x18\x06 \x01(\tR\aaddress\"\xa7\x03\n" +
 	"\x10HeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x120\n" +
 	"\x04used\x18\x02 \x01(\v2\x1c.sandboxd.agent.v1.ResourcesR\x04used\x12\x14\n" +
@@ -4400,7 +4411,9 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\ttemplates\x18\x06 \x03(\tR\ttemplates\x12/\n" +
 	"\x13revocations_version\x18\a \x01(\tR\x12revocationsVersion\x12;\n" +
 	"\bpresence\x18\b \x03(\v2\x1f.sandboxd.agent.v1.SitePresenceR\bpresence\x124\n" +
-	"\x05sleep\x18\t \x01(\v2\x1e.sandboxd.agent.v1.SleepCountsR\x05sleep\"o\n" +
+	"\x05sleep\x18\t \x01(\v2\x1e.sandboxd.agent.v1.SleepCountsR\x05sleep\x12\x18\n" +
+	"\apartial\x18\n" +
+	" \x01(\bR\apartial\"o\n" +
 	"\fSitePresence\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x1a\n" +
 	"\bsleeping\x18\x02 \x01(\bR\bsleeping\x12*\n" +
