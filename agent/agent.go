@@ -440,7 +440,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if err := a.serveMetrics(cfg.MetricsAddr); err != nil {
 		return nil, err
 	}
-	if err := a.serveIngress(a.sites); err != nil {
+	if err := a.serveIngress(ingressSites{a.sites}); err != nil {
 		return nil, err
 	}
 	if err := a.startSSH(); err != nil {
@@ -935,4 +935,14 @@ func memTotal() int64 {
 		}
 	}
 	return 1 << 30
+}
+
+// ingressSites is the node's sites as its ingress reaches them: a
+// connection from an edge is a visitor's door.
+type ingressSites struct{ m *sites.Manager }
+
+func (s ingressSites) Backend(id string) (string, bool) { return s.m.Backend(id) }
+
+func (s ingressSites) Hold(ctx context.Context, id string) (func(), error) {
+	return s.m.Hold(ctx, id, sites.DoorEdge)
 }

@@ -32,8 +32,10 @@ import (
 // backends is the ingress's view of the node's sites.
 type backends map[string]string
 
-func (b backends) Backend(id string) (string, bool)    { a, ok := b[id]; return a, ok }
-func (b backends) Touch(context.Context, string) error { return nil }
+func (b backends) Backend(id string) (string, bool) { a, ok := b[id]; return a, ok }
+func (b backends) Hold(context.Context, string) (func(), error) {
+	return func() {}, nil
+}
 
 // TestRevokedMembersRefusedBeforeExpiry: an operator revokes an edge and
 // a server of a running cluster. The node's agent, heartbeating to the

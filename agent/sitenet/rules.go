@@ -85,31 +85,31 @@ table inet {{.Table}} {
 	}
 	chain input {
 		type filter hook input priority filter - 10; policy accept;
-		iifname "{{.Bridge}}" ct state established,related accept
+		iifname {{.Bridge}} ct state established,related accept
 {{- range .Allow}}
-		iifname "{{$.Bridge}}" {{.}} accept
+		iifname {{$.Bridge}} {{.}} accept
 {{- end}}
-		iifname "{{.Bridge}}" counter drop comment "site to node"
+		iifname {{.Bridge}} counter drop comment "site to node"
 	}
 	chain forward {
 		type filter hook forward priority filter - 10; policy accept;
-		oifname "{{.Bridge}}" ct state established,related accept
-		oifname "{{.Bridge}}" counter drop comment "into a site from elsewhere"
-		iifname "{{.Bridge}}" ct state established,related accept
+		oifname {{.Bridge}} ct state established,related accept
+		oifname {{.Bridge}} counter drop comment "into a site from elsewhere"
+		iifname {{.Bridge}} ct state established,related accept
 {{- range .Allow}}
-		iifname "{{$.Bridge}}" {{.}} accept
+		iifname {{$.Bridge}} {{.}} accept
 {{- end}}
 {{- if .Public}}
-		iifname "{{.Bridge}}" meta nfproto ipv6 counter drop
-		iifname "{{.Bridge}}" ip daddr @blocked counter drop comment "site to a private or reserved range"
-		iifname "{{.Bridge}}" accept
+		iifname {{.Bridge}} meta nfproto ipv6 counter drop
+		iifname {{.Bridge}} ip daddr @blocked counter drop comment "site to a private or reserved range"
+		iifname {{.Bridge}} accept
 {{- else}}
-		iifname "{{.Bridge}}" counter drop comment "egress off"
+		iifname {{.Bridge}} counter drop comment "egress off"
 {{- end}}
 	}
 	chain postrouting {
 		type nat hook postrouting priority srcnat; policy accept;
-		ip saddr {{.Subnet}} oifname != "{{.Bridge}}" masquerade
+		ip saddr {{.Subnet}} oifname != {{.Bridge}} masquerade
 	}
 }
 table bridge {{.Table}} {}
@@ -124,14 +124,22 @@ table bridge {{.Table}} {
 
 // ruleset renders the nft script that replaces this network's tables
 // atomically (nft -f applies a script as one transaction).
-func ruleset(table, bridge string, subnet netip.Prefix, public bool, allow []Allow) (string, error) {
+func ruleset(table string, bridges []string, subnets []netip.Prefix, public bool, allow []Allow) (string, error) {
 	var matches []string
 	for _, a := range allow {
 		matches = append(matches, a.match())
 	}
+	quoted := make([]string, len(bridges))
+	for i, br := range bridges {
+		quoted[i] = `"` + br + `"`
+	}
+	nets := make([]string, len(subnets))
+	for i, p := range subnets {
+		nets[i] = p.String()
+	}
 	var b bytes.Buffer
-	err := rulesTmpl.Execute(&b, map[string]any{"Table": table, "Bridge": bridge, "Subnet": subnet.String(),
-		"Public": public, "Allow": matches, "Blocked": strings.Join(blockedV4, ", ")})
+	err := rulesTmpl.Execute(&b, map[string]any{"Table": table, "Bridge": "{ " + strings.Join(quoted, ", ") + " }",
+		"Subnet": "{ " + strings.Join(nets, ", ") + " }", "Public": public, "Allow": matches, "Blocked": strings.Join(blockedV4, ", ")})
 	return b.String(), err
 }
 

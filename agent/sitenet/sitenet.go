@@ -1,7 +1,9 @@
 // Package sitenet gives every site a network namespace of its own on a
 // bridge of its agent (CNI bridge + host-local IPAM, Debian's
 // containernetworking-plugins, driven through libcni), and holds the
-// node's egress policy for that bridge in nftables: a site reaches
+// node's egress policy for those bridges in nftables: a bridge takes at
+// most 1,024 ports, so a node of thousands of sites has a bridge (and a
+// /22) per thousand. The policy: a site reaches
 // nothing on its node, no other site, no private, loopback, link-local,
 // CGNAT or reserved range, and the public internet only when the
 // operator turns it on. The edge and the agent reach a site at its own
@@ -65,17 +67,45 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Network is an agent's site bridge and policy.
+// Network is an agent's site bridges and policy.
 type Network struct {
-	cfg    Config
-	log    *slog.Logger
-	bridge string
-	table  string
-	subnet netip.Prefix
-	cni    *libcni.CNIConfig
-	list   *libcni.NetworkConfigList
-	lo     *libcni.PluginConfig
+	cfg   Config
+	log   *slog.Logger
+	table string
+	cni   *libcni.CNIConfig
+	lo    *libcni.PluginConfig
+	// mu guards shards, which only grow.
 	mu     sync.Mutex
+	shards []*shard
+	// perBridge, when set, holds a bridge to fewer sites than its subnet
+	// (tests grow a second bridge with two sites).
+	perBridge int
+}
+
+// shard is one bridge of the network and its subnet.
+type shard struct {
+	bridge string
+	subnet netip.Prefix
+	list   *libcni.NetworkConfigList
+	// leases is where host-local keeps its addresses.
+	leases string
+}
+
+// capacity is how many sites a shard's subnet holds: all but its
+// network, gateway and broadcast addresses (1,021 for a /22, within a
+// bridge's 1,024 ports).
+func (sh *shard) capacity() int { return 1<<(32-sh.subnet.Bits()) - 3 }
+
+// used counts the addresses host-local has handed out on the shard.
+func (sh *shard) used() int {
+	ents, _ := os.ReadDir(sh.leases)
+	n := 0
+	for _, e := range ents {
+		if _, err := netip.ParseAddr(e.Name()); err == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Attachment is a site's place on the network.
@@ -117,24 +147,54 @@ func New(ctx context.Context, cfg Config) (*Network, error) {
 			return nil, fmt.Errorf("sitenet: %w", err)
 		}
 	}
-	n := &Network{cfg: cfg, log: cfg.Logger.With("component", "sitenet"), bridge: "sbx" + cfg.Name, table: "sandboxd_" + cfg.Name}
+	n := &Network{cfg: cfg, log: cfg.Logger.With("component", "sitenet"), table: "sandboxd_" + cfg.Name}
 	var err error
-	if n.subnet, err = n.chooseSubnet(); err != nil {
-		return nil, err
+	if n.lo, err = libcni.NetworkPluginConfFromBytes([]byte(`{"cniVersion":"1.0.0","name":"sandboxd-lo","type":"loopback"}`)); err != nil {
+		return nil, fmt.Errorf("sitenet: loopback conf: %w", err)
 	}
-	if err := n.loadConf(); err != nil {
-		return nil, err
-	}
-	n.cni = libcni.NewCNIConfigWithCacheDir(cfg.PluginDirs, filepath.Join(cfg.Dir, "cache"), nil)
-	script, err := ruleset(n.table, n.bridge, n.subnet, cfg.Egress == EgressPublic, cfg.Allow)
+	subnets, err := n.chooseSubnets()
 	if err != nil {
 		return nil, err
 	}
-	if err := nft(script); err != nil {
-		return nil, fmt.Errorf("sitenet: install policy: %w", err)
+	for i, p := range subnets {
+		sh, err := n.newShard(i, p)
+		if err != nil {
+			return nil, err
+		}
+		n.shards = append(n.shards, sh)
 	}
-	n.log.Info("site network ready", "bridge", n.bridge, "subnet", n.subnet, "egress", cfg.Egress, "allow", len(cfg.Allow))
+	n.cni = libcni.NewCNIConfigWithCacheDir(cfg.PluginDirs, filepath.Join(cfg.Dir, "cache"), nil)
+	if err := n.install(); err != nil {
+		return nil, err
+	}
+	n.log.Info("site network ready", "bridge", n.shards[0].bridge, "subnets", subnets, "egress", cfg.Egress, "allow", len(cfg.Allow))
 	return n, nil
+}
+
+// install replaces the network's policy with one for every shard.
+func (n *Network) install() error {
+	var bridges []string
+	var subnets []netip.Prefix
+	for _, sh := range n.shards {
+		bridges, subnets = append(bridges, sh.bridge), append(subnets, sh.subnet)
+	}
+	script, err := ruleset(n.table, bridges, subnets, n.cfg.Egress == EgressPublic, n.cfg.Allow)
+	if err != nil {
+		return err
+	}
+	if err := nft(script); err != nil {
+		return fmt.Errorf("sitenet: install policy: %w", err)
+	}
+	return nil
+}
+
+// bridgeName is the bridge of shard i: the first keeps the name agents
+// always gave their one bridge.
+func bridgeName(name string, i int) string {
+	if i == 0 {
+		return "sbx" + name
+	}
+	return fmt.Sprintf("sbx%s-%d", name, i)
 }
 
 func found(dirs []string, plugin string) bool {
@@ -146,13 +206,35 @@ func found(dirs []string, plugin string) bool {
 	return false
 }
 
-// Subnet is the sites' subnet.
-func (n *Network) Subnet() netip.Prefix { return n.subnet }
+// Subnet is the subnet of the network's first bridge.
+func (n *Network) Subnet() netip.Prefix { return n.Subnets()[0] }
 
-// Bridge is the host-side bridge's name.
-func (n *Network) Bridge() string { return n.bridge }
+// Subnets are the subnets of every bridge, the first first.
+func (n *Network) Subnets() []netip.Prefix {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]netip.Prefix, len(n.shards))
+	for i, sh := range n.shards {
+		out[i] = sh.subnet
+	}
+	return out
+}
 
-func (n *Network) loadConf() error {
+// Bridge is the first host-side bridge's name.
+func (n *Network) Bridge() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.shards[0].bridge
+}
+
+// newShard makes the CNI configuration of bridge i on subnet.
+func (n *Network) newShard(i int, subnet netip.Prefix) (*shard, error) {
+	sh := &shard{bridge: bridgeName(n.cfg.Name, i), subnet: subnet}
+	name := "sandboxd-" + n.cfg.Name
+	if i > 0 {
+		name += fmt.Sprintf("-%d", i)
+	}
+	sh.leases = filepath.Join(n.cfg.Dir, "ipam", name)
 	routes := []map[string]string{}
 	if n.cfg.Egress == EgressPublic {
 		routes = append(routes, map[string]string{"dst": "0.0.0.0/0"})
@@ -161,18 +243,18 @@ func (n *Network) loadConf() error {
 		// fails at once instead of timing out), only routes to what is
 		// allow-listed.
 		for _, a := range n.cfg.Allow {
-			if !n.subnet.Overlaps(a.Prefix) {
+			if !subnet.Overlaps(a.Prefix) {
 				routes = append(routes, map[string]string{"dst": a.Prefix.String()})
 			}
 		}
 	}
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
-		"name":       "sandboxd-" + n.cfg.Name,
+		"name":       name,
 		"plugins": []any{map[string]any{
-			"type": "bridge", "bridge": n.bridge, "isGateway": true, "ipMasq": false, "hairpinMode": false,
+			"type": "bridge", "bridge": sh.bridge, "isGateway": true, "ipMasq": false, "hairpinMode": false,
 			"ipam": map[string]any{"type": "host-local", "dataDir": filepath.Join(n.cfg.Dir, "ipam"),
-				"ranges": [][]map[string]string{{{"subnet": n.subnet.String()}}}, "routes": routes},
+				"ranges": [][]map[string]string{{{"subnet": subnet.String()}}}, "routes": routes},
 		}, map[string]any{
 			// No IPv6 in a site: link-local addresses would pass between
 			// sites on the bridge where the IPv4 policy cannot see them.
@@ -183,15 +265,12 @@ func (n *Network) loadConf() error {
 	}
 	b, err := json.Marshal(conf)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if n.list, err = libcni.NetworkConfFromBytes(b); err != nil {
-		return fmt.Errorf("sitenet: conf: %w", err)
+	if sh.list, err = libcni.NetworkConfFromBytes(b); err != nil {
+		return nil, fmt.Errorf("sitenet: conf: %w", err)
 	}
-	if n.lo, err = libcni.NetworkPluginConfFromBytes([]byte(`{"cniVersion":"1.0.0","name":"sandboxd-lo","type":"loopback"}`)); err != nil {
-		return fmt.Errorf("sitenet: loopback conf: %w", err)
-	}
-	return nil
+	return sh, nil
 }
 
 func (n *Network) nsPath(id string) string { return filepath.Join(n.cfg.Dir, "netns", id) }
@@ -215,14 +294,18 @@ func (n *Network) Attach(ctx context.Context, id string, want netip.Addr) (Attac
 	defer n.mu.Unlock()
 	path := n.nsPath(id)
 	if isNetNS(path) {
-		if res, err := n.cni.GetNetworkListCachedResult(n.list, n.rt(id, path, netip.Addr{})); err == nil && res != nil {
-			if ip, err := firstIP(res); err == nil {
-				return Attachment{NetNS: path, IP: ip}, nil
-			}
+		if _, ip, ok := n.cached(id, path); ok {
+			return Attachment{NetNS: path, IP: ip}, nil
 		}
 	}
 	// Whatever is left of an earlier attachment goes first.
-	_ = n.cni.DelNetworkList(ctx, n.list, n.rt(id, path, netip.Addr{}))
+	for _, sh := range n.shards {
+		_ = n.cni.DelNetworkList(ctx, sh.list, n.rt(id, path, netip.Addr{}))
+	}
+	sh, err := n.shardFor(want)
+	if err != nil {
+		return Attachment{}, err
+	}
 	if err := removeNetNS(path); err != nil {
 		return Attachment{}, err
 	}
@@ -233,11 +316,14 @@ func (n *Network) Attach(ctx context.Context, id string, want netip.Addr) (Attac
 		_ = removeNetNS(path)
 		return Attachment{}, fmt.Errorf("sitenet: loopback: %w", err)
 	}
-	res, err := n.cni.AddNetworkList(ctx, n.list, n.rt(id, path, want))
+	if want.IsValid() && !sh.subnet.Contains(want) {
+		want = netip.Addr{}
+	}
+	res, err := n.cni.AddNetworkList(ctx, sh.list, n.rt(id, path, want))
 	if err != nil && want.IsValid() {
 		// The old address is taken or outside the subnet: take any.
 		n.log.Warn("site address not available again; taking a new one", "site_id", id, "want", want, "err", err)
-		res, err = n.cni.AddNetworkList(ctx, n.list, n.rt(id, path, netip.Addr{}))
+		res, err = n.cni.AddNetworkList(ctx, sh.list, n.rt(id, path, netip.Addr{}))
 	}
 	if err != nil {
 		_ = removeNetNS(path)
@@ -250,7 +336,7 @@ func (n *Network) Attach(ctx context.Context, id string, want netip.Addr) (Attac
 	// The address may have been a site's before, on another veth: the
 	// host's neighbour entry for it would send the first half-minute of
 	// packets to a MAC that is gone (a reset site answered ~30 s late).
-	if out, err := exec.CommandContext(ctx, "ip", "neigh", "flush", "to", ip.String(), "dev", n.bridge).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "ip", "neigh", "flush", "to", ip.String(), "dev", sh.bridge).CombinedOutput(); err != nil {
 		n.log.Warn("flush the neighbour entry of a site address", "ip", ip, "err", err, "out", strings.TrimSpace(string(out)))
 	}
 	return Attachment{NetNS: path, IP: ip}, nil
@@ -275,11 +361,70 @@ func (n *Network) Detach(ctx context.Context, id string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	path := n.nsPath(id)
-	err := n.cni.DelNetworkList(ctx, n.list, n.rt(id, path, netip.Addr{}))
-	if err != nil && isNetNS(path) {
+	shards := n.shards
+	if sh, _, ok := n.cached(id, path); ok {
+		shards = []*shard{sh}
+	}
+	var errs []error
+	for _, sh := range shards {
+		if err := n.cni.DelNetworkList(ctx, sh.list, n.rt(id, path, netip.Addr{})); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil && isNetNS(path) {
 		return fmt.Errorf("sitenet: detach %s: %w", id, err)
 	}
 	return removeNetNS(path)
+}
+
+// cached finds the shard a site is attached to, and its address, from
+// the CNI cache. The caller holds n.mu.
+func (n *Network) cached(id, path string) (*shard, netip.Addr, bool) {
+	for _, sh := range n.shards {
+		if res, err := n.cni.GetNetworkListCachedResult(sh.list, n.rt(id, path, netip.Addr{})); err == nil && res != nil {
+			if ip, err := firstIP(res); err == nil {
+				return sh, ip, true
+			}
+		}
+	}
+	return nil, netip.Addr{}, false
+}
+
+// shardFor picks the bridge a site is attached to: the one whose subnet
+// holds want (the address it had), else the first with room, else a new
+// one. The caller holds n.mu.
+func (n *Network) shardFor(want netip.Addr) (*shard, error) {
+	if want.IsValid() {
+		for _, sh := range n.shards {
+			if sh.subnet.Contains(want) {
+				return sh, nil
+			}
+		}
+	}
+	for _, sh := range n.shards {
+		limit := sh.capacity()
+		if n.perBridge > 0 {
+			limit = min(limit, n.perBridge)
+		}
+		if sh.used() < limit {
+			return sh, nil
+		}
+	}
+	p, err := n.claimSubnet(len(n.shards))
+	if err != nil {
+		return nil, err
+	}
+	sh, err := n.newShard(len(n.shards), p)
+	if err != nil {
+		return nil, err
+	}
+	n.shards = append(n.shards, sh)
+	if err := n.install(); err != nil {
+		n.shards = n.shards[:len(n.shards)-1]
+		return nil, err
+	}
+	n.log.Info("site network grew a bridge", "bridge", sh.bridge, "subnet", sh.subnet)
+	return sh, nil
 }
 
 // Attached lists the ids of sites with a pinned namespace.
@@ -294,15 +439,19 @@ func (n *Network) Attached() []string {
 	return out
 }
 
-// Remove deletes the nftables tables and the bridge of the network name,
-// whatever is attached; missing ones are fine.
+// Remove deletes the nftables tables and the bridges of the network
+// name, whatever is attached; missing ones are fine.
 func Remove(name string) error {
 	var errs []error
 	if err := nft(removal("sandboxd_" + name)); err != nil {
 		errs = append(errs, err)
 	}
-	br := "sbx" + name
-	if _, err := os.Stat("/sys/class/net/" + br); err == nil {
+	links, _ := os.ReadDir("/sys/class/net")
+	for _, l := range links {
+		br := l.Name()
+		if br != bridgeName(name, 0) && !strings.HasPrefix(br, bridgeName(name, 0)+"-") {
+			continue
+		}
 		if out, err := exec.Command("ip", "link", "delete", br).CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("delete bridge %s: %v: %s", br, err, out))
 		}

@@ -25,10 +25,13 @@ func TestRulesetText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	none, _ := ruleset("sandboxd_ab12", "sbxab12", sub, false, []Allow{allow})
-	public, _ := ruleset("sandboxd_ab12", "sbxab12", sub, true, nil)
-	for _, want := range []string{`iifname "sbxab12" counter drop comment "site to node"`, `egress off`,
-		`iifname "sbxab12" ip daddr 10.9.0.5/32 tcp dport 3306 accept`, `ip saddr 10.200.4.0/22 ip daddr 10.200.4.0/22 counter drop`} {
+	sub2 := netip.MustParsePrefix("10.200.8.0/22")
+	none, _ := ruleset("sandboxd_ab12", []string{"sbxab12", "sbxab12-1"}, []netip.Prefix{sub, sub2}, false, []Allow{allow})
+	public, _ := ruleset("sandboxd_ab12", []string{"sbxab12"}, []netip.Prefix{sub}, true, nil)
+	for _, want := range []string{`iifname { "sbxab12", "sbxab12-1" } counter drop comment "site to node"`, `egress off`,
+		`iifname { "sbxab12", "sbxab12-1" } ip daddr 10.9.0.5/32 tcp dport 3306 accept`,
+		`oifname { "sbxab12", "sbxab12-1" } counter drop comment "into a site from elsewhere"`,
+		`ip saddr { 10.200.4.0/22, 10.200.8.0/22 } ip daddr { 10.200.4.0/22, 10.200.8.0/22 } counter drop`} {
 		if !strings.Contains(none, want) {
 			t.Errorf("egress none lacks %q", want)
 		}
@@ -168,8 +171,11 @@ func newNetwork(t *testing.T, egress Egress, allow ...string) *Network {
 		if err := Remove(cfg.Name); err != nil {
 			t.Error(err)
 		}
-		if _, err := os.Stat("/sys/class/net/" + n.Bridge()); err == nil {
-			t.Error("bridge left behind")
+		links, _ := os.ReadDir("/sys/class/net")
+		for _, l := range links {
+			if l.Name() == bridgeName(cfg.Name, 0) || strings.HasPrefix(l.Name(), bridgeName(cfg.Name, 0)+"-") {
+				t.Errorf("bridge %s left behind", l.Name())
+			}
 		}
 	})
 	return n
@@ -306,5 +312,74 @@ func TestCreatingANamespaceLeavesEveryThreadHome(t *testing.T) {
 		if err == nil && ns != home {
 			t.Errorf("thread %s is in %s, not the process's %s", task.Name(), ns, home)
 		}
+	}
+}
+
+// TestSitesOverBridges: a bridge takes at most 1,024 ports, so a node
+// of thousands of sites grows a bridge (and a subnet) per thousand; here
+// one site per bridge. Sites on two bridges are as apart as on one (read
+// from inside each), the node reaches both, a restarted network finds
+// both bridges and each site's address, and removal takes both bridges.
+func TestSitesOverBridges(t *testing.T) {
+	hosttest.Root(t)
+	n := newNetwork(t, EgressNone)
+	n.perBridge = 1
+	ctx := context.Background()
+	a, err := n.Attach(ctx, "site_a", netip.Addr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := n.Attach(ctx, "site_b", netip.Addr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subnets := n.Subnets()
+	if len(subnets) != 2 || !subnets[0].Contains(a.IP) || !subnets[1].Contains(b.IP) || subnets[0].Overlaps(subnets[1]) {
+		t.Fatalf("two sites, one per bridge: %s %s in %v", a.IP, b.IP, subnets)
+	}
+	second := bridgeName(n.cfg.Name, 1)
+	if _, err := os.Stat("/sys/class/net/" + second); err != nil {
+		t.Fatalf("the second bridge: %v", err)
+	}
+	la := listenIn(t, a.NetNS, netip.AddrPortFrom(a.IP, 8080))
+	defer la.Close()
+	lb := listenIn(t, b.NetNS, netip.AddrPortFrom(b.IP, 8080))
+	defer lb.Close()
+	for _, ap := range []netip.AddrPort{netip.AddrPortFrom(a.IP, 8080), netip.AddrPortFrom(b.IP, 8080)} {
+		if err := dial(ap); err != nil {
+			t.Fatalf("node to %s: %v", ap, err)
+		}
+	}
+	if err := dialFrom(t, a.NetNS, netip.AddrPortFrom(b.IP, 8080)); err == nil {
+		t.Error("a site reached a site on another bridge")
+	}
+	if err := dialFrom(t, b.NetNS, netip.AddrPortFrom(a.IP, 8080)); err == nil {
+		t.Error("a site on the second bridge reached one on the first")
+	}
+	if err := dialFrom(t, b.NetNS, netip.AddrPortFrom(subnets[1].Addr().Next(), 22)); err == nil {
+		t.Error("a site on the second bridge reached its node")
+	}
+
+	// The agent restarts: the same bridges, and each site keeps its place.
+	again, err := New(ctx, n.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := again.Subnets(); len(got) != 2 || got[0] != subnets[0] || got[1] != subnets[1] {
+		t.Fatalf("after a restart: %v, had %v", got, subnets)
+	}
+	for _, s := range []struct {
+		id string
+		at Attachment
+	}{{"site_a", a}, {"site_b", b}} {
+		if got, err := again.Attach(ctx, s.id, s.at.IP); err != nil || got != s.at {
+			t.Fatalf("%s after a restart: %+v %v, had %+v", s.id, got, err, s.at)
+		}
+	}
+	if err := again.Detach(ctx, "site_b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(b.NetNS); !os.IsNotExist(err) {
+		t.Fatal("namespace left after detach")
 	}
 }

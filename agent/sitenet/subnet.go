@@ -27,52 +27,90 @@ func block(i int) netip.Prefix {
 
 func blocks() int { return 1 << (blockBits - pool.Bits()) }
 
-// chooseSubnet returns the configured subnet, the one chosen before, or a
-// free block of the pool: not on a route of the host (other than this
-// network's own bridge) and not held by another agent.
-func (n *Network) chooseSubnet() (netip.Prefix, error) {
+// chooseSubnets returns the configured subnet, the ones chosen before
+// (one per bridge, in order), or a free block of the pool for the first
+// bridge: not on a route of the host (other than this network's own
+// bridges) and not held by another agent.
+func (n *Network) chooseSubnets() ([]netip.Prefix, error) {
 	if n.cfg.Subnet.IsValid() {
-		return n.cfg.Subnet.Masked(), nil
+		return []netip.Prefix{n.cfg.Subnet.Masked()}, nil
 	}
 	if n.cfg.Claims == nil {
-		return netip.Prefix{}, errors.New("sitenet: no subnet and no claim registry to choose one")
+		return nil, errors.New("sitenet: no subnet and no claim registry to choose one")
 	}
-	file := filepath.Join(n.cfg.Dir, "subnet")
+	file := n.subnetFile()
 	if b, err := os.ReadFile(file); err == nil {
-		p, err := netip.ParsePrefix(strings.TrimSpace(string(b)))
-		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("sitenet: %s: %w", file, err)
-		}
-		if i := indexOf(p); i >= 0 {
-			if err := n.cfg.Claims.ClaimNumber(i, file); err != nil {
-				return netip.Prefix{}, fmt.Errorf("sitenet: subnet %s of this agent: %w", p, err)
+		var out []netip.Prefix
+		for _, line := range strings.Fields(string(b)) {
+			p, err := netip.ParsePrefix(line)
+			if err != nil {
+				return nil, fmt.Errorf("sitenet: %s: %w", file, err)
 			}
+			if i := indexOf(p); i >= 0 {
+				if err := n.cfg.Claims.ClaimNumber(i, file); err != nil {
+					return nil, fmt.Errorf("sitenet: subnet %s of this agent: %w", p, err)
+				}
+			}
+			out = append(out, p)
 		}
-		return p, nil
+		if len(out) > 0 {
+			return out, nil
+		}
 	}
-	routes, err := hostRoutes(n.bridge)
+	p, err := n.claimSubnet(0)
+	if err != nil {
+		return nil, err
+	}
+	return []netip.Prefix{p}, nil
+}
+
+func (n *Network) subnetFile() string { return filepath.Join(n.cfg.Dir, "subnet") }
+
+// claimSubnet claims a free block of the pool for the network's bridge
+// i and records it after the ones before. An operator's subnet is the
+// only one: when it is full, it is full.
+func (n *Network) claimSubnet(i int) (netip.Prefix, error) {
+	if n.cfg.Subnet.IsValid() {
+		return netip.Prefix{}, fmt.Errorf("sitenet: the site subnet %s is full; give the node a larger one, or none (bridges are then added by the thousand)", n.cfg.Subnet)
+	}
+	routes, err := hostRoutes(n.cfg.Name)
 	if err != nil {
 		return netip.Prefix{}, err
 	}
+	file := n.subnetFile()
 	taken := map[int]bool{}
-	for _, i := range n.cfg.Claims.Others(file) {
-		taken[i] = true
+	for _, k := range n.cfg.Claims.Others(file) {
+		taken[k] = true
 	}
-	for i := 0; i < blocks(); i++ {
-		p := block(i)
-		if taken[i] || overlapsAny(p, routes) {
+	mine := map[netip.Prefix]bool{}
+	if b, err := os.ReadFile(file); err == nil {
+		for _, line := range strings.Fields(string(b)) {
+			if p, err := netip.ParsePrefix(line); err == nil {
+				mine[p] = true
+			}
+		}
+	}
+	for k := 0; k < blocks(); k++ {
+		p := block(k)
+		if taken[k] || mine[p] || overlapsAny(p, routes) {
 			continue
 		}
-		if err := os.WriteFile(file, []byte(p.String()+"\n"), 0o600); err != nil {
+		if err := n.cfg.Claims.ClaimNumber(k, file); err != nil {
+			continue // another agent won the race for it
+		}
+		f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err == nil {
+			_, err = fmt.Fprintln(f, p)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
 			return netip.Prefix{}, fmt.Errorf("sitenet: %w", err)
-		}
-		if err := n.cfg.Claims.ClaimNumber(i, file); err != nil {
-			os.Remove(file) // another agent won the race for it
-			continue
 		}
 		return p, nil
 	}
-	return netip.Prefix{}, fmt.Errorf("sitenet: no free /%d left in %s; set a subnet", blockBits, pool)
+	return netip.Prefix{}, fmt.Errorf("sitenet: no free /%d left in %s for bridge %d; set a subnet", blockBits, pool, i)
 }
 
 func indexOf(p netip.Prefix) int {
@@ -94,8 +132,8 @@ func overlapsAny(p netip.Prefix, routes []netip.Prefix) bool {
 }
 
 // hostRoutes reads the host's IPv4 routes from /proc/net/route, leaving
-// out those on skip (this network's own bridge).
-func hostRoutes(skip string) ([]netip.Prefix, error) {
+// out those on the bridges of the network name (its own).
+func hostRoutes(name string) ([]netip.Prefix, error) {
 	f, err := os.Open("/proc/net/route")
 	if err != nil {
 		return nil, fmt.Errorf("sitenet: %w", err)
@@ -106,7 +144,7 @@ func hostRoutes(skip string) ([]netip.Prefix, error) {
 	sc.Scan() // header
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
-		if len(fs) < 8 || fs[0] == skip {
+		if len(fs) < 8 || fs[0] == bridgeName(name, 0) || strings.HasPrefix(fs[0], bridgeName(name, 0)+"-") {
 			continue
 		}
 		dst, err1 := leHex(fs[1])

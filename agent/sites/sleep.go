@@ -386,7 +386,7 @@ func (m *Manager) Settle(ctx context.Context) {
 		default:
 			continue
 		}
-		if err := m.deepen(ctx, s.ID, p, to, last); err != nil && !errors.Is(err, errBusy) {
+		if err := m.deepen(ctx, s.ID, p, s.Depth, to, last); err != nil && !errors.Is(err, errBusy) {
 			m.log.Warn("site did not go to sleep", "site_id", s.ID, "depth", to, "err", err)
 		}
 	}
@@ -398,20 +398,28 @@ var errBusy = errors.New("the site is in use")
 // Doze and Sleep put one site to sleep at once, idle or not (tests,
 // benchmarks and the operator's hand); a site in use is refused.
 func (m *Manager) Doze(ctx context.Context, id string) error {
-	p := m.presence(id)
-	return m.deepen(ctx, id, p, Dozing, p.last.Load())
+	return m.deepenNow(ctx, id, Dozing)
 }
 
 // Sleep: see Doze.
 func (m *Manager) Sleep(ctx context.Context, id string) error {
-	p := m.presence(id)
-	return m.deepen(ctx, id, p, Asleep, p.last.Load())
+	return m.deepenNow(ctx, id, Asleep)
 }
 
-// deepen takes a site to depth to, unless something needs it: a hold, a
-// transition, its lock (a lifecycle change), or traffic since last, the
-// latest the caller judged it by (errBusy then).
-func (m *Manager) deepen(ctx context.Context, id string, p *presence, to Depth, last int64) error {
+func (m *Manager) deepenNow(ctx context.Context, id string, to Depth) error {
+	s := m.get(id)
+	if s == nil {
+		return ErrNotFound
+	}
+	p := m.presence(id)
+	return m.deepen(ctx, id, p, s.Depth, to, p.last.Load())
+}
+
+// deepen takes a site from depth from to depth to, unless something
+// needs it: a hold, a transition, its lock (a lifecycle change), a wake
+// since the caller looked (it is no longer at from), or traffic since
+// last, the latest the caller judged it by (errBusy then).
+func (m *Manager) deepen(ctx context.Context, id string, p *presence, from, to Depth, last int64) error {
 	unlock, ok := m.tryLock(id)
 	if !ok {
 		return errBusy
@@ -423,6 +431,9 @@ func (m *Manager) deepen(ctx context.Context, id string, p *presence, to Depth, 
 	}
 	if s.Stopped || s.Depth == to || s.Depth == Asleep {
 		return nil
+	}
+	if s.Depth != from {
+		return errBusy // woken meanwhile: its idle time starts again
 	}
 	rt, ok := m.cfg.Runtime.(SleepRuntime)
 	if !ok {

@@ -66,6 +66,7 @@ func main() {
 	flag.BoolVar(&onlySleep, "only-sleep", false, "measure idle sites' sleep only: wake latency, page time by profile, memory by depth")
 	flag.IntVar(&sleepRounds, "sleep-rounds", 20, "wakes measured from each depth")
 	flag.IntVar(&sleepSites, "sleep-sites", 40, "sites whose memory is read awake, dozing and asleep")
+	flag.IntVar(&densitySites, "density-sites", 0, "sites held on the node at once, a tenth of them awake and the rest asleep (0: none)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (control plane and agent) to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -100,6 +101,7 @@ var (
 	onlySleep        bool
 	sleepRounds      int
 	sleepSites       int
+	densitySites     int
 )
 
 func freePort() (string, error) {
@@ -263,7 +265,9 @@ func pct(d []time.Duration, p float64) time.Duration {
 func ms(d time.Duration) string { return fmt.Sprintf("%6.0f ms", float64(d.Microseconds())/1000) }
 
 func run(n int, dur time.Duration, conc int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	// A node of thousands of sites takes about a second a site to make
+	// and to delete.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute+time.Duration(densitySites)*2*time.Second)
 	defer cancel()
 	sys, err := start(ctx)
 	if err != nil {
@@ -288,7 +292,7 @@ func run(n int, dur time.Duration, conc int) error {
 	}
 	if onlySleep {
 		fmt.Println("Idle sites' sleep")
-		return sleepPhases(ctx, sys, sleepRounds, sleepSites)
+		return sleepPhases(ctx, sys, sleepRounds, sleepSites, densitySites, densitySites/10)
 	}
 	mgr := sys.agent.Sites()
 	edgeAddr := sys.edge.Addr()

@@ -29,15 +29,23 @@ import (
 //     classic one (what sites had before);
 //   - host memory per awake, dozing and asleep site, all in
 //     (MemTotal − MemAvailable, page cache dropped), with where it goes
-//     by proportional set size.
-func sleepPhases(ctx context.Context, sys *system, rounds, memSites int) error {
+//     by proportional set size;
+//   - a node of many sites, a tenth awake and the rest asleep, and what
+//     it has left.
+func sleepPhases(ctx context.Context, sys *system, rounds, memSites, densitySites, densityAwake int) error {
 	if err := wakeLatency(ctx, sys, rounds); err != nil {
 		return err
 	}
 	if err := pageTimeByProfile(ctx, sys, rounds); err != nil {
 		return err
 	}
-	return memoryByDepth(ctx, sys, memSites)
+	if err := memoryByDepth(ctx, sys, memSites); err != nil {
+		return err
+	}
+	if densitySites == 0 {
+		return nil
+	}
+	return density(ctx, sys, densitySites, densityAwake)
 }
 
 // ttfb sends a GET of / for host through addr and times its first byte.
@@ -365,4 +373,71 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// density holds n stock sites on the node, awake of them awake (each
+// served a page in the last minute) and the rest asleep, and reads what
+// the host has left: the node of 2,000 sites, 200 awake.
+func density(ctx context.Context, sys *system, n, awake int) error {
+	mgr := sys.agent.Sites()
+	base, err := hostUsed()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	var ids []string
+	defer func() {
+		// Deleted two at a time, as they were made: the purge at the end
+		// would do it too, one by one.
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 2)
+		for _, id := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				_, _ = mgr.Delete(context.WithoutCancel(ctx), id)
+			}()
+		}
+		wg.Wait()
+	}()
+	type made struct{ addr, host string }
+	var last []made
+	for i := range n {
+		id, slug := fmt.Sprintf("site_dens%05d", i), fmt.Sprintf("dens%d", i)
+		st, err := sys.agent.Templates().Create(ctx, sites.CreateRequest{ID: id, Slug: slug, PHPVersion: "8.2", URL: "http://" + slug + ".localhost",
+			AdminUser: "admin", AdminEmail: "a@example.com"}, "")
+		if err != nil {
+			return fmt.Errorf("site %d of %d (%s after the first): %w", i+1, n, time.Since(start).Round(time.Second), err)
+		}
+		ids = append(ids, id)
+		if err := waitOK(st.Addr(), slug+".localhost", time.Minute); err != nil {
+			return err
+		}
+		if i < n-awake {
+			if err := mgr.Sleep(ctx, id); err != nil {
+				return err
+			}
+		} else {
+			last = append(last, made{st.Addr(), slug + ".localhost"})
+		}
+		if (i+1)%250 == 0 {
+			fmt.Printf("    %d sites made in %s\n", i+1, time.Since(start).Round(time.Second))
+		}
+	}
+	for _, s := range last { // each awake site served a page in the last minute
+		if err := waitOK(s.addr, s.host, time.Minute); err != nil {
+			return err
+		}
+	}
+	used, err := hostUsed()
+	if err != nil {
+		return err
+	}
+	info := must(meminfo())
+	free := float64(info["MemAvailable"]) / float64(info["MemTotal"])
+	fmt.Printf("  %d sites on one node, %d awake and %d asleep (made in %s): host memory in use %.1f GiB more than before them, %.0f%% of its memory available (goal: a quarter)\n",
+		n, awake, n-awake, time.Since(start).Round(time.Second), float64(used-base)/(1<<30), 100*free)
+	return nil
 }

@@ -36,9 +36,11 @@ const (
 // Sites finds a site's web server on this node.
 type Sites interface {
 	Backend(siteID string) (string, bool)
-	// Touch records inbound traffic for a site, waking it first if it
-	// sleeps; an error says it could not be woken.
-	Touch(ctx context.Context, siteID string) error
+	// Hold wakes a site if it sleeps and keeps it awake until release:
+	// a connection is never frozen under a request (the site's web server
+	// closes an idle one within seconds). An error says it could not be
+	// woken.
+	Hold(ctx context.Context, siteID string) (release func(), err error)
 }
 
 // wakeTimeout bounds how long a connection waits for its site to wake.
@@ -222,13 +224,14 @@ func (s *Server) handle(c net.Conn) {
 	// that arrive meanwhile wait for the same wake.
 	_ = c.SetDeadline(time.Now().Add(wakeTimeout))
 	wctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
-	err = s.sites.Touch(wctx, id)
+	release, err := s.sites.Hold(wctx, id)
 	cancel()
 	if err != nil {
 		s.log.Warn("ingress: site did not wake", "site_id", id, "err", err)
 		_, _ = io.WriteString(c, wakeFailed)
 		return
 	}
+	defer release()
 	_ = c.SetDeadline(time.Time{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	site, err := s.dial(ctx, "tcp", backend)
@@ -245,45 +248,20 @@ func (s *Server) handle(c net.Conn) {
 			return
 		}
 	}
-	// Every later request on the connection is traffic too, and wakes the
-	// site again if it fell asleep while the connection idled.
-	in := &touching{r: c, touch: func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
-		defer cancel()
-		return s.sites.Touch(ctx, id)
-	}}
-	splice(c, site, in)
-}
-
-// touching reads from the edge and, before handing bytes on, says there
-// was traffic; a site that cannot be woken ends the connection.
-type touching struct {
-	r     io.Reader
-	touch func() error
-}
-
-func (t *touching) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if n > 0 {
-		if terr := t.touch(); terr != nil {
-			return 0, terr
-		}
-	}
-	return n, err
+	splice(c, site)
 }
 
 // splice copies both ways until both directions ended, passing each
-// direction's end on as a half-close; what goes from a to b is read
-// from fromA.
-func splice(a, b net.Conn, fromA io.Reader) {
+// direction's end on as a half-close.
+func splice(a, b net.Conn) {
 	done := make(chan struct{}, 2)
-	cp := func(dst net.Conn, src io.Reader) {
+	cp := func(dst, src net.Conn) {
 		_, _ = io.Copy(dst, src)
 		closeWrite(dst)
 		done <- struct{}{}
 	}
 	go cp(a, b)
-	go cp(b, fromA)
+	go cp(b, a)
 	<-done
 	<-done
 }

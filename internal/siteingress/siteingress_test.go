@@ -23,30 +23,38 @@ import (
 
 type sites map[string]string
 
-func (s sites) Backend(id string) (string, bool)    { a, ok := s[id]; return a, ok }
-func (s sites) Touch(context.Context, string) error { return nil }
+func (s sites) Backend(id string) (string, bool) { a, ok := s[id]; return a, ok }
+func (s sites) Hold(context.Context, string) (func(), error) {
+	return func() {}, nil
+}
 
-// sleepy is a node whose sites wake when touched; site_broken cannot.
+// sleepy is a node whose sites wake when held; site_broken cannot.
 type sleepy struct {
 	sites
-	mu      sync.Mutex
-	touches map[string]int
+	mu     sync.Mutex
+	holds  map[string]int // taken
+	active map[string]int // not yet released
 }
 
-func (s *sleepy) Touch(_ context.Context, id string) error {
+func (s *sleepy) Hold(_ context.Context, id string) (func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.touches[id]++
+	s.holds[id]++
 	if id == "site_broken" {
-		return errors.New("its disk is gone")
+		return nil, errors.New("its disk is gone")
 	}
-	return nil
+	s.active[id]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.active[id]--
+	}, nil
 }
 
-func (s *sleepy) count(id string) int {
+func (s *sleepy) count(id string) (holds, active int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.touches[id]
+	return s.holds[id], s.active[id]
 }
 
 // member issues credentials for id under ca.
@@ -157,9 +165,9 @@ func TestIngress(t *testing.T) {
 	}
 }
 
-// TestIngressWakesSites: every request an edge sends, the first on a
-// connection and each later one on it, touches its site before the site
-// sees it (so a sleeping site is woken first); a site that cannot be
+// TestIngressWakesSites: a connection an edge opens holds its site
+// awake (woken first if it slept) before the site sees a byte, for as
+// long as it lasts, every request on it included; a site that cannot be
 // woken gets the edge a 503 it recognises, and is never dialled.
 func TestIngressWakesSites(t *testing.T) {
 	ca, _, err := pki.NewCA("test", time.Now())
@@ -169,18 +177,17 @@ func TestIngressWakesSites(t *testing.T) {
 	var node *sleepy
 	var served atomic.Int32
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := int(served.Add(1))
-		if node.count("site_a") < n {
-			t.Errorf("request %d reached the site before it was touched (%d touches)", n, node.count("site_a"))
+		served.Add(1)
+		if _, active := node.count("site_a"); active != 1 {
+			t.Errorf("a request reached the site with %d holds on it", active)
 		}
 		io.WriteString(w, "ok")
 	}))
 	defer site.Close()
 	addr := strings.TrimPrefix(site.URL, "http://")
-	node = &sleepy{sites: sites{"site_a": addr, "site_broken": addr}, touches: map[string]int{}}
+	node = &sleepy{sites: sites{"site_a": addr, "site_broken": addr}, holds: map[string]int{}, active: map[string]int{}}
 	creds := member(t, ca, pki.Identity{Role: pki.RoleAgent, ID: "node-1"})
-	cfg := creds.ServerTLS(true)
-	in, err := siteingress.Listen("127.0.0.1:0", cfg, node, nil)
+	in, err := siteingress.Listen("127.0.0.1:0", creds.ServerTLS(true), node, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +205,6 @@ func TestIngressWakesSites(t *testing.T) {
 		return c, bufio.NewReader(c)
 	}
 	c, br := dial("site_a")
-	defer c.Close()
 	for i := 1; i <= 3; i++ {
 		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: a.example\r\n\r\n"); err != nil {
 			t.Fatal(err)
@@ -209,9 +215,17 @@ func TestIngressWakesSites(t *testing.T) {
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 200 || node.count("site_a") < i {
-			t.Fatalf("request %d: %d, %d touches", i, resp.StatusCode, node.count("site_a"))
+		if holds, active := node.count("site_a"); resp.StatusCode != 200 || holds != 1 || active != 1 {
+			t.Fatalf("request %d: %d, %d holds taken, %d active", i, resp.StatusCode, holds, active)
 		}
+	}
+	c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, active := node.count("site_a"); active != 0 && time.Now().Before(deadline); _, active = node.count("site_a") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, active := node.count("site_a"); active != 0 {
+		t.Fatal("a closed connection still holds its site")
 	}
 
 	before := served.Load()
