@@ -103,7 +103,10 @@ opcache.enable = 1
 opcache.memory_consumption = {{.OpcacheMB}}
 opcache.interned_strings_buffer = {{.InternedMB}}
 {{if .FileCache}}opcache.file_cache = /srv/site/tmp/opcache
-{{end}}; A file a deploy or the file manager just replaced is served at once:
+{{end}}; wp-config.php holds the site's database password and salts: never
+; compiled into a cache, least of all the file cache on the site's disk.
+opcache.blacklist_filename = /srv/site/conf/opcache-blacklist.txt
+; A file a deploy or the file manager just replaced is served at once:
 ; timestamps are checked on every request (a stat per file).
 opcache.validate_timestamps = 1
 opcache.revalidate_freq = 0

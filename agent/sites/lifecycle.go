@@ -338,6 +338,7 @@ func (m *Manager) writeFiles(s *Site) error {
 		{filepath.Join(fs, "conf", "apache.conf"), apache, 0o644, 0, false},
 		{filepath.Join(fs, "conf", "adminer", "index.php"), adminerScript, 0o644, 0, false},
 		{filepath.Join(fs, "conf", "php", "90-sandbox.ini"), phpIni, 0o644, 0, false},
+		{filepath.Join(fs, "conf", "opcache-blacklist.txt"), []byte("/srv/site/wp-config.php\n"), 0o644, 0, false},
 		{filepath.Join(fs, "conf", "hosts"), hosts, 0o644, 0, false},
 		{filepath.Join(fs, "conf", "resolv.conf"), []byte(resolv), 0o644, 0, false},
 		// Readable by the site alone: its own credentials.

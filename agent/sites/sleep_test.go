@@ -203,6 +203,21 @@ func TestSitesSleepAndWake(t *testing.T) {
 		if home(a, "sleepy.localhost:8081") != before {
 			t.Fatal("the page changed across sleep")
 		}
+		// Its compiled scripts came from the file cache on its own disk,
+		// which holds every script but the one with its secrets.
+		var cached, secret int
+		_ = filepath.WalkDir(filepath.Join(e.Sites.Data(a.ID), "tmp", "opcache"), func(p string, d os.DirEntry, err error) error {
+			if err == nil && strings.HasSuffix(p, ".php.bin") {
+				cached++
+				if strings.HasSuffix(p, "wp-config.php.bin") {
+					secret++
+				}
+			}
+			return nil
+		})
+		if cached < 50 || secret != 0 {
+			t.Fatalf("the opcache file cache: %d scripts, wp-config.php among them %d times", cached, secret)
+		}
 	})
 
 	t.Run("its own loop keeps it not awake, nor wakes a neighbour", func(t *testing.T) {
