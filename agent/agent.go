@@ -152,9 +152,10 @@ type Config struct {
 	Logger         *slog.Logger
 }
 
-// ShimGroups is how many shared shims a node's sites run under: with
-// thousands of sites, a few dozen per shim process, not one each.
-const ShimGroups = 64
+// SitesPerShim is how many sites share one shim process: a shim takes
+// a few MiB, and thousands of sites need a few dozen of them, not one
+// each; a shim that fails takes no more than these with it.
+const SitesPerShim = 32
 
 // Idle times of sites whose plan and node set none.
 const (
@@ -400,7 +401,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: meteredRuntime{a.rt, a.metrics}, Images: a.catalog, DB: a.db, Guard: a.guard,
 		Network: a.net, UIDs: uids, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger,
-		Idle: idle, IdleOverride: override, Observe: sleepMetrics{a.metrics}, ShimGroups: ShimGroups}); err != nil {
+		Idle: idle, IdleOverride: override, Observe: sleepMetrics{a.metrics}, SitesPerShim: SitesPerShim}); err != nil {
 		return nil, err
 	}
 	a.templates = templates.New(templates.Config{Sites: a.sites, DB: a.db, Stock: true, Logger: cfg.Logger})

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"net/http"
 	"net/netip"
@@ -195,19 +194,18 @@ func (m *Manager) profileOf(s *Site) Profile {
 	return m.cfg.Profile
 }
 
-// shimGroup is the shared shim a site's container runs under: one of
-// Config.ShimGroups by a hash of its id, of its runtime class.
-func (m *Manager) shimGroup(id string) string {
-	if m.cfg.ShimGroups <= 0 {
+// shimGroup is the shared shim a site's container runs under: sites
+// of neighbouring uids (handed out lowest first) share one, a group of
+// Config.SitesPerShim, of one runtime class.
+func (m *Manager) shimGroup(s *Site) string {
+	if m.cfg.SitesPerShim <= 0 {
 		return ""
 	}
-	h := fnv.New32a()
-	h.Write([]byte(id))
 	class := "runc"
 	if m.cfg.Sandbox != "" {
 		class = "sandboxed"
 	}
-	return fmt.Sprintf("sites-%s-%d", class, h.Sum32()%uint32(m.cfg.ShimGroups))
+	return fmt.Sprintf("sites-%s-%d", class, s.UID/m.cfg.SitesPerShim)
 }
 
 func (m *Manager) spec(s *Site, netns string) runtime.Spec {
@@ -219,7 +217,7 @@ func (m *Manager) spec(s *Site, netns string) runtime.Spec {
 		pids += runtime.GVisorPids // the sandbox's own threads count too
 	}
 	return runtime.Spec{
-		ID: containerID(s.ID), Image: s.Image, UID: uint32(s.UID), GID: uint32(s.UID), NetNS: netns, Confined: true, ShimGroup: m.shimGroup(s.ID),
+		ID: containerID(s.ID), Image: s.Image, UID: uint32(s.UID), GID: uint32(s.UID), NetNS: netns, Confined: true, ShimGroup: m.shimGroup(s),
 		Args: []string{"/bin/sh", "/srv/site/conf/start.sh"},
 		Env:  []string{"PHP_INI_SCAN_DIR=:/srv/site/conf/php", "HOME=/srv/site/tmp", "APACHE_LOG_DIR=/srv/site/logs", "TMPDIR=/srv/site/tmp"},
 		Cwd:  "/srv/site",

@@ -234,10 +234,9 @@ type Config struct {
 	Observe Observer
 	// Profile sizes the sites' web servers and opcache; zero is Lean.
 	Profile Profile
-	// ShimGroups spreads the sites' containers over this many shared
-	// shims (by id), one shim process for many sites; 0 gives each its
-	// own.
-	ShimGroups int
+	// SitesPerShim is how many sites share one shim process (sites of
+	// neighbouring uids); 0 gives each its own.
+	SitesPerShim int
 }
 
 // Guard holds sites' databases to their plans' disks (agent/dbguard).

@@ -386,14 +386,15 @@ func (m *Manager) Settle(ctx context.Context) {
 		default:
 			continue
 		}
-		if err := m.deepen(ctx, s.ID, p, s.Depth, to, last); err != nil && !errors.Is(err, errBusy) {
+		if err := m.deepen(ctx, s.ID, p, s.Depth, to, last); err != nil && !errors.Is(err, ErrBusy) {
 			m.log.Warn("site did not go to sleep", "site_id", s.ID, "depth", to, "err", err)
 		}
 	}
 }
 
-// errBusy says a transition was not started: the site is in use.
-var errBusy = errors.New("the site is in use")
+// ErrBusy says a site was not put to sleep: it is in use (a request
+// or an operation under way, or traffic since its idle time was read).
+var ErrBusy = errors.New("the site is in use")
 
 // Doze and Sleep put one site to sleep at once, idle or not (tests,
 // benchmarks and the operator's hand); a site in use is refused.
@@ -418,11 +419,11 @@ func (m *Manager) deepenNow(ctx context.Context, id string, to Depth) error {
 // deepen takes a site from depth from to depth to, unless something
 // needs it: a hold, a transition, its lock (a lifecycle change), a wake
 // since the caller looked (it is no longer at from), or traffic since
-// last, the latest the caller judged it by (errBusy then).
+// last, the latest the caller judged it by (ErrBusy then).
 func (m *Manager) deepen(ctx context.Context, id string, p *presence, from, to Depth, last int64) error {
 	unlock, ok := m.tryLock(id)
 	if !ok {
-		return errBusy
+		return ErrBusy
 	}
 	defer unlock()
 	s := m.get(id)
@@ -433,7 +434,7 @@ func (m *Manager) deepen(ctx context.Context, id string, p *presence, from, to D
 		return nil
 	}
 	if s.Depth != from {
-		return errBusy // woken meanwhile: its idle time starts again
+		return ErrBusy // woken meanwhile: its idle time starts again
 	}
 	rt, ok := m.cfg.Runtime.(SleepRuntime)
 	if !ok {
@@ -442,7 +443,7 @@ func (m *Manager) deepen(ctx context.Context, id string, p *presence, from, to D
 	p.mu.Lock()
 	if p.busy || p.holds > 0 {
 		p.mu.Unlock()
-		return errBusy
+		return ErrBusy
 	}
 	p.busy, p.done = true, make(chan struct{})
 	p.awake.Store(false)
@@ -454,7 +455,7 @@ func (m *Manager) deepen(ctx context.Context, id string, p *presence, from, to D
 		close(p.done)
 		p.awake.Store(s.Depth == Awake)
 		p.mu.Unlock()
-		return errBusy
+		return ErrBusy
 	}
 	p.mu.Unlock()
 	start := m.now()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -93,13 +94,8 @@ func wakeLatency(ctx context.Context, sys *system, rounds int) error {
 				return err
 			}
 			awake = append(awake, d)
-			if to == sites.Dozing {
-				err = mgr.Doze(ctx, s.id)
-			} else {
-				err = mgr.Sleep(ctx, s.id)
-			}
-			if err != nil {
-				return fmt.Errorf("put %s to sleep: %w", s.id, err)
+			if err := deepen(ctx, mgr, s.id, to); err != nil {
+				return err
 			}
 			if d, err = ttfb(edge, s.host); err != nil {
 				return err
@@ -127,6 +123,26 @@ func wakeLatency(ctx context.Context, sys *system, rounds int) error {
 		}
 	}
 	return nil
+}
+
+// deepen puts a site to depth once it is not in use: the connection
+// that served its last page holds it until its web server closes it
+// (two idle seconds).
+func deepen(ctx context.Context, mgr *sites.Manager, id string, to sites.Depth) error {
+	f := mgr.Doze
+	if to == sites.Asleep {
+		f = mgr.Sleep
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		err := f(ctx, id)
+		if !errors.Is(err, sites.ErrBusy) || time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("put %s to sleep: %w", id, err)
+			}
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // pageTimeByProfile times the same page on sites of the classic profile
@@ -317,7 +333,9 @@ func memoryByDepth(ctx context.Context, sys *system, n int) error {
 		return <-errs
 	}
 	var at []reading
-	for _, step := range []func(context.Context, string) error{nil, mgr.Doze, mgr.Sleep,
+	doze := func(ctx context.Context, id string) error { return deepen(ctx, mgr, id, sites.Dozing) }
+	sleep := func(ctx context.Context, id string) error { return deepen(ctx, mgr, id, sites.Asleep) }
+	for _, step := range []func(context.Context, string) error{nil, doze, sleep,
 		func(ctx context.Context, id string) error { _, err := mgr.Delete(ctx, id); return err }} {
 		if step != nil {
 			if err := each(step); err != nil {
@@ -416,7 +434,7 @@ func density(ctx context.Context, sys *system, n, awake int) error {
 			return err
 		}
 		if i < n-awake {
-			if err := mgr.Sleep(ctx, id); err != nil {
+			if err := deepen(ctx, mgr, id, sites.Asleep); err != nil {
 				return err
 			}
 		} else {

@@ -147,7 +147,7 @@ func SetUp(t *testing.T, opts ...func(*Options)) *Env {
 	}
 	// Sites share shims as an agent's do (a few per shim here).
 	cfg := sites.Config{Dir: sitesDir, Runtime: rt, Images: cat, DB: db, Network: network, UIDs: uids,
-		Observe: o.Observe, ShimGroups: 2, Profile: o.Profile}
+		Observe: o.Observe, SitesPerShim: 2, Profile: o.Profile}
 	mgr, err := sites.New(cfg)
 	if err != nil {
 		t.Fatal(err)
