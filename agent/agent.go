@@ -152,6 +152,10 @@ type Config struct {
 	Logger         *slog.Logger
 }
 
+// WakeReserve is the share of the host's memory a wake leaves
+// available: below it, the idlest sites are put to sleep first.
+const WakeReserve = 0.1
+
 // SitesPerShim is how many sites share one shim process: a shim takes
 // a few MiB, and thousands of sites need a few dozen of them, not one
 // each; a shim that fails takes no more than these with it.
@@ -401,7 +405,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: meteredRuntime{a.rt, a.metrics}, Images: a.catalog, DB: a.db, Guard: a.guard,
 		Network: a.net, UIDs: uids, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger,
-		Idle: idle, IdleOverride: override, Observe: sleepMetrics{a.metrics}, SitesPerShim: SitesPerShim}); err != nil {
+		Idle: idle, IdleOverride: override, Observe: sleepMetrics{a.metrics}, SitesPerShim: SitesPerShim, WakeReserve: WakeReserve}); err != nil {
 		return nil, err
 	}
 	a.templates = templates.New(templates.Config{Sites: a.sites, DB: a.db, Stock: true, Logger: cfg.Logger})

@@ -236,7 +236,9 @@ func (r *Runtime) Halt(ctx context.Context, id string) error {
 		return err
 	}
 	// Killed while frozen, the processes die as they are thawed, without
-	// running (and without reading back what is in swap).
+	// running (and without reading back what is in swap); thawed whatever
+	// happens, so that nothing stays frozen.
+	defer func() { _ = r.Thaw(ctx, id) }()
 	if err := task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("kill %s: %w", id, err)
 	}

@@ -234,6 +234,10 @@ type Config struct {
 	Observe Observer
 	// Profile sizes the sites' web servers and opcache; zero is Lean.
 	Profile Profile
+	// WakeReserve is the share of the host's memory (0.1: a tenth) a
+	// wake leaves available, putting the idlest sites to sleep if it must
+	// (and refusing when that is not enough); 0 checks nothing.
+	WakeReserve float64
 	// SitesPerShim is how many sites share one shim process (sites of
 	// neighbouring uids); 0 gives each its own.
 	SitesPerShim int

@@ -4,9 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sandboxd/sandboxd/agent/runtime"
 )
 
 // A site nobody visits gives its memory back and wakes on its next
@@ -78,9 +84,20 @@ type presence struct {
 	// holds counts operations that need the site running: no transition
 	// to sleep starts while any is held.
 	holds int
-	// failed is the last wake's error, until a wake succeeds.
-	failed error
+	// failed is the last wake's error, until a wake succeeds; until
+	// retry, a wake is not tried again (each failure doubles the wait, up
+	// to maxWakeBackoff): a site that cannot start does not start a
+	// container for every request.
+	failed  error
+	retry   time.Time
+	backoff time.Duration
 }
+
+// Waits between failed wakes of a site.
+const (
+	minWakeBackoff = time.Second
+	maxWakeBackoff = time.Minute
+)
 
 func (m *Manager) presence(id string) *presence {
 	m.mu.Lock()
@@ -183,6 +200,11 @@ func (m *Manager) awaken(ctx context.Context, id string, p *presence, door Door,
 			// Nothing to wake: the caller's own errors say why.
 			break
 		}
+		if p.failed != nil && m.now().Before(p.retry) {
+			err := p.failed
+			p.mu.Unlock()
+			return nil, err
+		}
 		// This caller wakes it for every waiter; the wake runs on even if
 		// the caller gives up.
 		p.busy, p.waking, p.done = true, true, make(chan struct{})
@@ -243,6 +265,10 @@ func (m *Manager) wake(id string, p *presence, depth Depth, door Door) {
 	p.failed = err
 	if err == nil {
 		p.awake.Store(true)
+		p.backoff = 0
+	} else {
+		p.backoff = min(max(2*p.backoff, minWakeBackoff), maxWakeBackoff)
+		p.retry = m.now().Add(p.backoff)
 	}
 	p.busy, p.waking = false, false
 	close(p.done)
@@ -257,6 +283,9 @@ func (m *Manager) wakeFrom(ctx context.Context, id string, depth Depth) error {
 	if !ok {
 		return errors.New("the runtime cannot freeze containers")
 	}
+	if err := m.makeRoom(ctx, id); err != nil {
+		return err
+	}
 	defer m.Lock(id)()
 	s := m.get(id)
 	switch {
@@ -267,20 +296,37 @@ func (m *Manager) wakeFrom(ctx context.Context, id string, depth Depth) error {
 	case s.Depth == Awake:
 		return nil
 	}
-	switch depth {
-	case Dozing:
-		if err := rt.Thaw(ctx, containerID(id)); err != nil {
-			return err
-		}
-	case Asleep:
+	cid := containerID(id)
+	// Whatever the depth, nothing stays frozen: a task killed half-way,
+	// or frozen by hand, would take connections and never answer.
+	if err := rt.Thaw(ctx, cid); err != nil && !errors.Is(err, runtime.ErrNoCgroup) {
+		return err
+	}
+	if running, err := m.cfg.Runtime.Running(ctx, cid); err != nil {
+		return err
+	} else if !running || depth == Asleep {
+		// Asleep, or dozing with its task gone (it crashed): started.
+		ip := s.IP
 		netns, err := m.attach(ctx, s)
 		if err != nil {
 			return err
+		}
+		if s.IP != ip {
+			// Its address was taken meanwhile: the new one is recorded
+			// (the ingress dials it) and written where the site reads it.
+			if err := m.save(s); err != nil {
+				return err
+			}
+			if err := m.rewriteConfig(s); err != nil {
+				return err
+			}
 		}
 		if err := m.cfg.Runtime.Run(ctx, m.spec(s, netns)); err != nil {
 			return err
 		}
 		if err := m.waitListening(ctx, s); err != nil {
+			// Nothing of a start that failed keeps running.
+			_ = rt.Halt(context.WithoutCancel(ctx), cid)
 			return err
 		}
 	}
@@ -536,12 +582,6 @@ func (m *Manager) pin(ctx context.Context, id string) (settled func(), err error
 	}
 	p.holds++
 	p.mu.Unlock()
-	if s := m.get(id); s != nil && s.Depth == Dozing {
-		if rt, ok := m.cfg.Runtime.(SleepRuntime); ok {
-			_ = rt.Thaw(ctx, containerID(id))
-		}
-		_ = m.setDepth(id, Awake)
-	}
 	return func() {
 		awake := true
 		if s := m.get(id); s != nil && s.Depth == Asleep {
@@ -586,6 +626,14 @@ func (m *Manager) lockPinned(ctx context.Context, id string) (unlock func(), err
 		return nil, err
 	}
 	l := m.Lock(id)
+	// Thawed under the lock: a frozen task takes no signal, and the
+	// record is not saved over by another change's copy.
+	if s := m.get(id); s != nil && s.Depth == Dozing {
+		if rt, ok := m.cfg.Runtime.(SleepRuntime); ok {
+			_ = rt.Thaw(ctx, containerID(id))
+		}
+		_ = m.setDepth(id, Awake)
+	}
 	return func() { settled(); l() }, nil
 }
 
@@ -618,4 +666,83 @@ func (m *Manager) Presences() []Presence {
 		out = append(out, pr)
 	}
 	return out
+}
+
+// memAvailable reads the host's available memory (bytes); a variable
+// for tests.
+var memAvailable = func() (avail, total int64, err error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		n, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "MemAvailable:":
+			avail = n << 10
+		case "MemTotal:":
+			total = n << 10
+		}
+	}
+	return avail, total, nil
+}
+
+// ErrNoRoom says a site was not woken: the node has no memory for it,
+// even after putting its idlest sites to sleep.
+var ErrNoRoom = errors.New("the node has no memory left to wake the site; try again shortly")
+
+// makeRoom keeps a wake from running the host out of memory: below
+// Config.WakeReserve of the host's memory available, the idlest awake
+// sites (none in use) are put to sleep first, a few at a time, and the
+// wake is refused if that is not enough. Waking every site of a node at
+// once (a crawler on every URL) costs the longest idle ones, not MariaDB
+// or the agent to the OOM killer.
+func (m *Manager) makeRoom(ctx context.Context, waking string) error {
+	reserve := m.cfg.WakeReserve
+	if reserve <= 0 {
+		return nil
+	}
+	for range 8 {
+		avail, total, err := memAvailable()
+		if err != nil || total == 0 || float64(avail) >= reserve*float64(total) {
+			return nil
+		}
+		type idle struct {
+			id   string
+			last int64
+		}
+		var cands []idle
+		for _, s := range m.List() {
+			if s.ID == waking || s.Stopped || s.Depth == Asleep || s.scratch() {
+				continue
+			}
+			cands = append(cands, idle{s.ID, m.presence(s.ID).last.Load()})
+		}
+		if len(cands) == 0 {
+			break
+		}
+		sort.Slice(cands, func(i, j int) bool { return cands[i].last < cands[j].last })
+		slept := 0
+		for _, c := range cands[:min(len(cands), 4)] {
+			s := m.get(c.id)
+			if s == nil {
+				continue
+			}
+			if m.deepen(ctx, c.id, m.presence(c.id), s.Depth, Asleep, c.last) == nil {
+				slept++
+				m.log.Info("site put to sleep to make room for another's wake", "site_id", c.id, "for", waking)
+			}
+		}
+		if slept == 0 {
+			break
+		}
+	}
+	if avail, total, err := memAvailable(); err == nil && total > 0 && float64(avail) < reserve*float64(total) {
+		return fmt.Errorf("%w (%d MiB of %d MiB available)", ErrNoRoom, avail>>20, total>>20)
+	}
+	return nil
 }

@@ -293,10 +293,12 @@ func TestSitesSleepAndWake(t *testing.T) {
 }
 
 // TestSiteWakeFails: a site whose start fails answers every waiting
-// request with the error (one wake tried for them), and the next request
-// tries again.
+// request with the error (one wake tried for them) and leaves nothing
+// running; requests right after are told at once, and once its wait is
+// over the next request tries again.
 func TestSiteWakeFails(t *testing.T) {
-	e := sitestest.SetUp(t)
+	w := &wakes{woke: map[sites.Depth]int{}, slept: map[sites.Depth]int{}}
+	e := sitestest.SetUp(t, sitestest.Observing(w))
 	ctx := context.Background()
 	a, err := e.Sites.Make(ctx, sitestest.Req("site_broke1111", "broke", "Broke"), nil)
 	if err != nil {
@@ -325,10 +327,24 @@ func TestSiteWakeFails(t *testing.T) {
 			t.Fatalf("a failed wake: %v", err)
 		}
 	}
+	// Right after, a request is told at once, and starts nothing: a
+	// site that cannot start does not start a container per request.
+	tries := w.count(sites.Asleep)
+	if err := e.Sites.Touch(ctx, a.ID); !errors.Is(err, sites.ErrWake) || w.count(sites.Asleep) != tries {
+		t.Fatalf("a request right after a failed wake: %v, %d more wakes", err, w.count(sites.Asleep)-tries)
+	}
+	if running, _ := e.Sites.Running(ctx, a.ID); running {
+		t.Fatal("the failed start left its task running")
+	}
 	if err := os.WriteFile(start, good, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Sites.Touch(ctx, a.ID); err != nil {
+	// Once its wait is over, the next request tries again.
+	deadline := time.Now().Add(30 * time.Second)
+	for err = e.Sites.Touch(ctx, a.ID); err != nil && time.Now().Before(deadline); err = e.Sites.Touch(ctx, a.ID) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
 		t.Fatalf("the next request did not try again: %v", err)
 	}
 	if resp, _ := sitestest.Get(t, a.Addr(), "broke.localhost:8081", "/"); resp.StatusCode != 200 {

@@ -174,9 +174,10 @@ func (r *Registry) Heartbeat(ctx context.Context, req *connect.Request[agentv1.H
 			counts = &sc
 		}
 	}
-	if len(req.Msg.Presence) > 0 || counts != nil {
+	ps := r.presence(id, req.Msg.Presence)
+	if len(ps) > 0 || counts != nil {
 		// Unanswered, the agent tells the same again next time.
-		if _, err := r.cfg.Raft.Apply(ctx, fsm.SetSitePresence{NodeID: id, Presence: presence(req.Msg.Presence), Counts: counts}); err != nil {
+		if _, err := r.cfg.Raft.Apply(ctx, fsm.SetSitePresence{NodeID: id, Presence: ps, Counts: counts}); err != nil {
 			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("record sites' sleep: %w", err))
 		}
 	}
@@ -481,16 +482,33 @@ func (r *Registry) AvailablePHP() []string {
 	return out
 }
 
-// presence is a heartbeat's sleep report as the state keeps it.
-func presence(ps []*agentv1.SitePresence) []state.SitePresence {
-	out := make([]state.SitePresence, 0, len(ps))
-	for _, p := range ps {
+// presence is a heartbeat's sleep report as the state keeps it: only
+// the node's own sites whose report changes something (the log keeps no
+// more than that), at most maxPresence of them, no time past now.
+func (r *Registry) presence(nodeID string, ps []*agentv1.SitePresence) []state.SitePresence {
+	now := r.now()
+	var out []state.SitePresence
+	for _, p := range ps[:min(len(ps), maxPresence)] {
+		s, err := r.cfg.Store.Site(p.SiteId)
+		if err != nil || s == nil || s.NodeID != nodeID {
+			continue
+		}
 		sp := state.SitePresence{SiteID: p.SiteId, Sleeping: p.Sleeping}
 		if p.LastRequestUnix > 0 {
 			t := time.Unix(p.LastRequestUnix, 0).UTC()
+			if t.After(now) {
+				t = now.Truncate(time.Minute)
+			}
 			sp.LastRequestAt = &t
+		}
+		if s.Sleeping == sp.Sleeping && (sp.LastRequestAt == nil || s.LastRequestAt != nil && s.LastRequestAt.Equal(*sp.LastRequestAt)) {
+			continue
 		}
 		out = append(out, sp)
 	}
 	return out
 }
+
+// maxPresence bounds the sites one heartbeat's sleep report changes (an
+// agent sends at most 2,000).
+const maxPresence = 10000
