@@ -114,7 +114,7 @@ func TestIdleSitesSleepAndWake(t *testing.T) {
 	}
 	id, url := create("Nap Shop")
 	other, otherURL := create("Wide Awake")
-	page := func(url, want string) string {
+	page := func(t *testing.T, url, want string) string {
 		t.Helper()
 		code, body := served(t, url+"/")
 		if code != 200 || !strings.Contains(body, want) {
@@ -122,7 +122,7 @@ func TestIdleSitesSleepAndWake(t *testing.T) {
 		}
 		return body
 	}
-	before := page(url, "Nap Shop")
+	before := page(t, url, "Nap Shop")
 	awake, err := host.rt.Memory(sites.ContainerID(id))
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestIdleSitesSleepAndWake(t *testing.T) {
 				t.Fatalf("process %d of the sleeping site is still on the host", pid)
 			}
 		}
-		if page(url, "Nap Shop") != before {
+		if page(t, url, "Nap Shop") != before {
 			t.Fatal("the page changed across its sleep")
 		}
 	})
@@ -251,7 +251,7 @@ func TestIdleSitesSleepAndWake(t *testing.T) {
 
 	startPath := filepath.Join(dir, "agent", "sites", "fs", other, "conf", "start.sh")
 	t.Run("a site that cannot wake", func(t *testing.T) {
-		page(otherURL, "Wide Awake")
+		page(t, otherURL, "Wide Awake")
 		host.waitAsleep(t, other)
 		good, err := os.ReadFile(startPath)
 		if err != nil {
@@ -269,11 +269,16 @@ func TestIdleSitesSleepAndWake(t *testing.T) {
 		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "could not be woken") {
 			t.Fatalf("a site that cannot wake: %d %v %.300s", resp.StatusCode, resp.Header, body)
 		}
-		page(url, "Nap Shop")
+		page(t, url, "Nap Shop")
 		if err := os.WriteFile(startPath, good, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		page(otherURL, "Wide Awake")
+		// Tried again once its wait is over (a second, doubling with
+		// each failure).
+		st.WaitFor(t, time.Minute, "the repaired site to wake", func() bool {
+			code, body := fetch(t, otherURL+"/")
+			return code == 200 && strings.Contains(body, "Wide Awake")
+		})
 	})
 
 	t.Run("asleep across a restart", func(t *testing.T) {
@@ -283,7 +288,7 @@ func TestIdleSitesSleepAndWake(t *testing.T) {
 		if host.running(id) {
 			t.Fatal("the restart started the sleeping site")
 		}
-		if page(url, "Nap Shop") != before {
+		if page(t, url, "Nap Shop") != before {
 			t.Fatal("the page changed across the restart")
 		}
 	})
