@@ -126,7 +126,10 @@ func (a *Agent) heartbeat(ctx context.Context, full bool) *agentv1.HeartbeatRequ
 		switch {
 		case s.Stopped:
 			st.State = agentv1.SiteState_SITE_STATE_STOPPED
-		case s.Depth == sites.Asleep: // ready: its next request starts it
+		case s.Depth != sites.Awake:
+			// Ready: asleep, its next request starts it; dozing, its task
+			// is frozen (containerd says paused), and a wake thaws it, or
+			// starts it if it is gone.
 		default:
 			if running, err := a.sites.Running(ctx, s.ID); err == nil && !running {
 				st.State = agentv1.SiteState_SITE_STATE_FAILED
