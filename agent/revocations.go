@@ -55,13 +55,15 @@ func (a *Agent) applyRevocations(msg *agentv1.Revocations) {
 	if err := a.revoked.Replace(msg.Version, entries); err != nil {
 		a.log.Warn("keeping the revocations on disk", "err", err)
 	}
-	// The agent's own connections to servers (its heartbeats keep one
-	// open for ever) handshake again, and a revoked server is left.
-	a.creds.Recheck()
+	// What a revoked edge has open is cut first, right after its new
+	// handshakes are refused; then the agent's own connections to servers
+	// (its heartbeats keep one open for ever) handshake again, and a
+	// revoked server is left.
 	cut := 0
 	if a.ingress != nil {
 		cut = a.ingress.Cut(a.revoked.Peer)
 	}
+	a.creds.Recheck()
 	a.log.Info("revocations updated", "version", msg.Version, "entries", a.revoked.Len(), "ingress_connections_cut", cut)
 }
 
