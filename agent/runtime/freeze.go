@@ -221,18 +221,8 @@ func readKeyed(path string) (map[string]int64, error) {
 // on its disk and in MariaDB, and nothing of a killed Apache is lost.
 func (r *Runtime) Halt(ctx context.Context, id string) error {
 	ctx = r.ctx(ctx)
-	c, err := r.client.LoadContainer(ctx, r.cid(id))
-	if errdefs.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	task, err := c.Task(ctx, nil)
-	if errdefs.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
+	task, err := r.task(ctx, id)
+	if task == nil || err != nil {
 		return err
 	}
 	// Killed while frozen, the processes die as they are thawed, without

@@ -352,18 +352,8 @@ func (r *Runtime) Run(ctx context.Context, s Spec) error {
 // is not running.
 func (r *Runtime) Running(ctx context.Context, id string) (bool, error) {
 	ctx = r.ctx(ctx)
-	c, err := r.client.LoadContainer(ctx, r.cid(id))
-	if errdefs.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	task, err := c.Task(ctx, nil)
-	if errdefs.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
+	task, err := r.task(ctx, id)
+	if task == nil || err != nil {
 		return false, err
 	}
 	st, err := task.Status(ctx)
@@ -373,22 +363,30 @@ func (r *Runtime) Running(ctx context.Context, id string) (bool, error) {
 	return st.Status == containerd.Running, nil
 }
 
+// task is the task of the container the caller calls id; nil, with no
+// error, when there is no such container or it has no task. ctx is
+// already the namespace's.
+func (r *Runtime) task(ctx context.Context, id string) (containerd.Task, error) {
+	c, err := r.client.LoadContainer(ctx, r.cid(id))
+	if errdefs.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	task, err := c.Task(ctx, nil)
+	if errdefs.IsNotFound(err) {
+		return nil, nil
+	}
+	return task, err
+}
+
 // Stop ends the container's task (SIGTERM, then SIGKILL after grace) and
 // deletes it; the container and its snapshot stay for a later Run.
 func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
 	ctx = r.ctx(ctx)
-	c, err := r.client.LoadContainer(ctx, r.cid(id))
-	if errdefs.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	task, err := c.Task(ctx, nil)
-	if errdefs.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
+	task, err := r.task(ctx, id)
+	if task == nil || err != nil {
 		return err
 	}
 	exited, err := task.Wait(ctx)
