@@ -82,12 +82,12 @@ func TestOperatorRemovesDeadServer(t *testing.T) {
 	leader.Kill()
 	survivors := followers(servers, leader)
 	st.Leader(t, survivors)
-	st.NewClient(t, survivors[0].URL(), alice.Token).Do("POST", "/api/account/tokens", map[string]string{"name": "after"}).Must(t, 201)
+	st.NewClient(t, survivors[0].URL(), alice.Token).DoSettled("POST", "/api/account/tokens", map[string]string{"name": "after"}).Must(t, 201)
 
 	// The operator sees which one is dead, from a follower as well.
 	op := st.NewClient(t, survivors[0].URL(), survivors[0].OperatorToken())
 	var view struct{ Cluster api.ClusterStatus }
-	if err := json.Unmarshal(op.Do("GET", "/api/admin/cluster", nil).Must(t, 200).Raw, &view); err != nil {
+	if err := json.Unmarshal(op.DoSettled("GET", "/api/admin/cluster", nil).Must(t, 200).Raw, &view); err != nil {
 		t.Fatal(err)
 	}
 	if len(view.Cluster.Servers) != 3 || view.Cluster.LeaderID == "" || view.Cluster.LeaderID == leader.Node().ID() {
@@ -109,7 +109,7 @@ func TestOperatorRemovesDeadServer(t *testing.T) {
 	}
 
 	// The operator takes the dead server out of the configuration.
-	op.Do("DELETE", "/api/admin/cluster/servers/"+leader.Node().ID(), nil).Must(t, 200)
+	op.DoSettled("DELETE", "/api/admin/cluster/servers/"+leader.Node().ID(), nil).Must(t, 200)
 	if r := op.Do("DELETE", "/api/admin/cluster/servers/server-unknown", nil).Must(t, 404); r.Code() != "not_found" {
 		t.Fatal(r.Raw)
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"mime/multipart"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/memberspec"
 	"github.com/sandboxd/sandboxd/controlplane/plans"
 	"github.com/sandboxd/sandboxd/controlplane/server"
+	"github.com/sandboxd/sandboxd/internal/apierr"
 	"github.com/sandboxd/sandboxd/internal/enroll"
 	"github.com/sandboxd/sandboxd/internal/pki"
 	"github.com/sandboxd/sandboxd/internal/rpcauth"
@@ -270,6 +272,22 @@ func (c *Client) Do(method, path string, body any, header ...string) *Response {
 		c.t.Fatalf("%s %s: %v", method, path, err)
 	}
 	return r
+}
+
+// DoSettled is Do for a test that has just changed the cluster's
+// leadership: a 503 service_unavailable (nothing was written, "retry")
+// is retried, as a client would, for up to 15 s. Any other answer,
+// outcome_unknown included, is returned as it is.
+func (c *Client) DoSettled(method, path string, body any, header ...string) *Response {
+	c.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r := c.Do(method, path, body, header...)
+		if r.Status != http.StatusServiceUnavailable || r.Code() != apierr.CodeServiceUnavailable || time.Now().After(deadline) {
+			return r
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // DoErr is Do that returns transport errors; safe in goroutines.

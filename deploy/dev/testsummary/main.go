@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -24,6 +25,13 @@ type event struct {
 	Elapsed float64
 	Output  string
 }
+
+// assertion matches the lines a test's t.Error, t.Fatal and t.Log
+// print ("    x_test.go:12: want 1, got 2"), and a panic's first line.
+var assertion = regexp.MustCompile(`^\s+[\w.-]+_test\.go:\d+: |^panic: `)
+
+// maxReasons bounds the closing list of failure lines: per test, and in all.
+const maxReasons, maxAllReasons = 6, 60
 
 type timing struct {
 	name    string
@@ -50,6 +58,10 @@ func main() {
 func run(in io.Reader, out io.Writer, top int) int {
 	var tests, packages []timing
 	var failed []string
+	// reasons are the assertion lines of the failed tests, repeated at the
+	// end: a long failing test's output (a daemon's log) would otherwise
+	// push them out of a reader's view of the output's last lines.
+	var reasons []string
 	started := map[string]bool{}
 	verdict := map[string]bool{}
 	held := map[string][]string{} // a running test's output, by package and test
@@ -91,6 +103,7 @@ func run(in io.Reader, out io.Writer, top int) int {
 			key := e.Package + " " + e.Test
 			if e.Action == "fail" {
 				fmt.Fprint(out, strings.Join(held[key], ""))
+				reasons = append(reasons, why(short(e.Package)+" "+e.Test, held[key])...)
 			}
 			delete(held, key)
 			if !strings.Contains(e.Test, "/") {
@@ -106,10 +119,22 @@ func run(in io.Reader, out io.Writer, top int) int {
 	// output before dying: show what was held, for the reader.
 	for key, lines := range held {
 		fmt.Fprintf(out, "(unfinished) %s:\n%s", key, strings.Join(lines, ""))
+		pkg, test, _ := strings.Cut(key, " ")
+		reasons = append(reasons, short(pkg)+" "+test+": unfinished (killed or timed out)")
 	}
 	for p := range started {
 		if !verdict[p] {
 			failed = append(failed, short(p)+" (no verdict: killed or timed out)")
+		}
+	}
+	if len(reasons) > 0 {
+		fmt.Fprintf(out, "\nwhy tests failed (their assertion lines, repeated):\n")
+		for i, r := range reasons {
+			if i == maxAllReasons {
+				fmt.Fprintf(out, "  … %d more\n", len(reasons)-i)
+				break
+			}
+			fmt.Fprintf(out, "  %s\n", r)
 		}
 	}
 	fmt.Fprintf(out, "\nslowest tests:\n")
@@ -122,6 +147,27 @@ func run(in io.Reader, out io.Writer, top int) int {
 		return 1
 	}
 	return 0
+}
+
+// why picks a failed test's assertion lines, at most maxReasons of them,
+// each prefixed with the test's name and cut to 300 bytes.
+func why(name string, lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		if !assertion.MatchString(l) {
+			continue
+		}
+		if len(out) == maxReasons {
+			out = append(out, name+": …")
+			break
+		}
+		l = strings.TrimSpace(l)
+		if len(l) > 300 {
+			l = l[:300] + "…"
+		}
+		out = append(out, name+": "+l)
+	}
+	return out
 }
 
 func list(out io.Writer, ts []timing, n int) {

@@ -37,9 +37,10 @@ func TestSummary(t *testing.T) {
 		not  []string
 	}{
 		{"all pass", passing, 0, []string{"ok  \t" + pkg + "a\t42.6s", "slowest tests:", "42s  a TestSlow", "500ms  a TestQuick", "slowest packages:"},
-			[]string{"noise of a passing test", "PASS\n", "TestSlow/sub", "FAILED"}},
-		{"a test fails", passing + failing, 1, []string{"want 1, got 2", "--- FAIL: TestBroken", "FAILED: b"}, nil},
-		{"a binary is killed", passing + killed, 1, []string{"(unfinished) " + pkg + "c TestHangs:\nlast words", "FAILED: c (no verdict"}, nil},
+			[]string{"noise of a passing test", "PASS\n", "TestSlow/sub", "FAILED", "why tests failed"}},
+		{"a test fails", passing + failing, 1, []string{"want 1, got 2", "--- FAIL: TestBroken", "FAILED: b",
+			"why tests failed (their assertion lines, repeated):\n  b TestBroken: b_test.go:9: want 1, got 2\n"}, nil},
+		{"a binary is killed", passing + killed, 1, []string{"(unfinished) " + pkg + "c TestHangs:\nlast words", "FAILED: c (no verdict", "c TestHangs: unfinished"}, nil},
 		{"a build error", "# " + pkg + "d\nd.go:1: syntax error\n" + `{"Action":"fail","Package":"` + pkg + `d","Elapsed":0}` + "\n", 1,
 			[]string{"d.go:1: syntax error", "FAILED: d"}, nil},
 	} {
