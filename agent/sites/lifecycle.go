@@ -969,6 +969,7 @@ func (m *Manager) provisionFrom(ctx context.Context, s *Site, src *Source) error
 	if err != nil {
 		return err
 	}
+	t0 := time.Now()
 	if err := m.writeFiles(s); err != nil {
 		return fmt.Errorf("site files: %w", err)
 	}
@@ -982,6 +983,7 @@ func (m *Manager) provisionFrom(ctx context.Context, s *Site, src *Source) error
 	if err := m.mountTree(s); err != nil {
 		return err
 	}
+	t1 := time.Now()
 	exists, _, err := cl.Exists(ctx, s.DBName, s.DBUser)
 	if err != nil {
 		return err
@@ -1014,6 +1016,7 @@ func (m *Manager) provisionFrom(ctx context.Context, s *Site, src *Source) error
 			return m.dbError(s.ID, err)
 		}
 	}
+	t2 := time.Now()
 	netns, err := m.attach(ctx, s)
 	if err != nil {
 		return err
@@ -1022,10 +1025,18 @@ func (m *Manager) provisionFrom(ctx context.Context, s *Site, src *Source) error
 	if err := m.save(s); err != nil {
 		return err
 	}
+	t3 := time.Now()
 	if err := m.cfg.Runtime.Run(ctx, m.spec(s, netns)); err != nil {
 		return err
 	}
-	return m.waitReady(ctx, s)
+	t4 := time.Now()
+	if err := m.waitReady(ctx, s); err != nil {
+		return err
+	}
+	m.log.Info("site cloned", "site_id", s.ID, "template_id", s.Template, "files_ms", t1.Sub(t0).Milliseconds(),
+		"database_ms", t2.Sub(t1).Milliseconds(), "network_ms", t3.Sub(t2).Milliseconds(),
+		"container_ms", t4.Sub(t3).Milliseconds(), "first_answer_ms", time.Since(t4).Milliseconds())
+	return nil
 }
 
 // unmountTree takes a clone's overlay down (before its disk).

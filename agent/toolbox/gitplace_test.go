@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sandboxd/sandboxd/agent/gitdeploy"
 	"github.com/sandboxd/sandboxd/agent/sites"
@@ -24,7 +25,9 @@ import (
 // placements leave the site as it was.
 func TestPlaceTree(t *testing.T) {
 	e := sitestest.SetUp(t)
-	ctx := context.Background()
+	// It once hung in CI for 38 minutes in a refused placement: should it
+	// hang again, the test says where.
+	ctx := sitestest.Watch(t, 8*time.Minute)
 	s, err := e.Templates.Create(ctx, sitestest.Req("site_gitp0001", "gitplace", "Git Place"), "")
 	if err != nil {
 		t.Fatal(err)

@@ -67,6 +67,7 @@ func main() {
 	flag.IntVar(&sleepRounds, "sleep-rounds", 20, "wakes measured from each depth")
 	flag.IntVar(&sleepSites, "sleep-sites", 40, "sites whose memory is read awake, dozing and asleep")
 	flag.IntVar(&densitySites, "density-sites", 0, "sites held on the node at once, a tenth of them awake and the rest asleep (0: none)")
+	flag.StringVar(&agentLog, "agent-log", "", "write the agent's log (JSON lines: each site's phase times among them) to this file")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (control plane and agent) to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -102,6 +103,7 @@ var (
 	sleepRounds      int
 	sleepSites       int
 	densitySites     int
+	agentLog         string
 )
 
 func freePort() (string, error) {
@@ -155,7 +157,15 @@ func start(ctx context.Context) (*system, error) {
 		return nil, err
 	}
 	cfg.ResourceMirror = m
-	acfg := agent.Config{DataDir: filepath.Join(dir, "agent"), Logger: log, Sandbox: sandbox}
+	alog := log
+	if agentLog != "" {
+		f, err := os.Create(agentLog)
+		if err != nil {
+			return nil, err
+		}
+		alog = slog.New(slog.NewJSONHandler(f, nil))
+	}
+	acfg := agent.Config{DataDir: filepath.Join(dir, "agent"), Logger: alog, Sandbox: sandbox}
 	ecfg := edge.Config{Addr: edgeAddr, Logger: log}
 	if access != nil {
 		ecfg.TLSAddr = tlsAddr
