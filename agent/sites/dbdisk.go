@@ -201,9 +201,18 @@ func (m *Manager) roomForCopy(ctx context.Context, cl Cloner, s *Site, from stri
 	if !ok {
 		return nil
 	}
-	n, err := sizer.DatabaseBytes(ctx, from)
-	if err != nil {
-		return err
+	// A template's database never changes once frozen: its size is read
+	// once (the read scans every tablespace of the node, thousands on a
+	// full one).
+	var n int64
+	if v, ok := m.sourceBytes.Load(from); ok {
+		n = v.(int64)
+	} else {
+		var err error
+		if n, err = sizer.DatabaseBytes(ctx, from); err != nil {
+			return err
+		}
+		m.sourceBytes.Store(from, n)
 	}
 	u, err := m.usage(s)
 	if err != nil {

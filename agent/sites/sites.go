@@ -266,8 +266,10 @@ type Manager struct {
 	tokenMu sync.Mutex
 	// presences is each site's sleep and wake bookkeeping (sleep.go).
 	presences map[string]*presence
-	now       func() time.Time
-	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	// sourceBytes is each template database's size, by name, once read.
+	sourceBytes sync.Map
+	now         func() time.Time
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // New loads the site records under cfg.Dir.
