@@ -59,6 +59,7 @@ func main() {
 	flag.IntVar(&claims, "claims", 20, "warm-pool claims measured")
 	flag.IntVar(&memSites, "mem-sites", 50, "clones of one template whose idle memory is measured")
 	flag.BoolVar(&withTemplates, "templates", true, "measure templates and warm pools too")
+	flag.BoolVar(&onlyTemplates, "only-templates", false, "measure templates and pools only (claims and bursts from dozing pools)")
 	flag.BoolVar(&onlyLaunch, "only-launch", false, "measure launch links and webhooks only")
 	flag.BoolVar(&onlyBlueprints, "only-blueprints", false, "measure Blueprint runs and bakes only")
 	flag.BoolVar(&onlyImports, "only-imports", false, "measure import restores only")
@@ -96,6 +97,7 @@ var (
 	claims, memSites int
 	withTemplates    bool
 	onlyLaunch       bool
+	onlyTemplates    bool
 	onlyBlueprints   bool
 	onlyImports      bool
 	onlyAccess       bool
@@ -299,6 +301,10 @@ func run(n int, dur time.Duration, conc int) error {
 	if onlyAccess {
 		fmt.Println("SSH, Git deploy, custom domains")
 		return accessPhases(ctx, sys, n)
+	}
+	if onlyTemplates {
+		fmt.Println("Templates and pools")
+		return templatePhases(ctx, sys, n, claims, memSites)
 	}
 	if onlySleep {
 		fmt.Println("Idle sites' sleep")
