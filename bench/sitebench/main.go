@@ -165,7 +165,7 @@ func start(ctx context.Context) (*system, error) {
 		if err != nil {
 			return nil, err
 		}
-		alog = slog.New(slog.NewJSONHandler(f, nil))
+		alog = slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	acfg := agent.Config{DataDir: filepath.Join(dir, "agent"), Logger: alog, Sandbox: sandbox}
 	ecfg := edge.Config{Addr: edgeAddr, Logger: log}
