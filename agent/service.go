@@ -364,13 +364,15 @@ func (v *service) ImportTemplate(ctx context.Context, stream *connect.ClientStre
 
 func (v *service) RenameSite(ctx context.Context, req *connect.Request[agentv1.RenameSiteRequest]) (*connect.Response[agentv1.RenameSiteResponse], error) {
 	m := req.Msg
+	// Claimed from a pool: its new owner's first request is on the way.
+	// The wake starts first, so its memory comes back from swap while
+	// the site's URLs are moved.
+	v.sites.Wake(m.SiteId, sites.DoorAPI)
 	s, err := v.sites.Rename(ctx, m.SiteId, m.Slug, m.Url, m.Name, m.AdminEmail, m.SleepAfterSeconds)
 	if err != nil {
 		v.log.Warn("rename site failed", "site_id", m.SiteId, "err", err)
 		return nil, rpcError(err)
 	}
-	// Claimed from a pool: its new owner's first request is on the way.
-	v.sites.Wake(s.ID, sites.DoorAPI)
 	return connect.NewResponse(&agentv1.RenameSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY)}), nil
 }
 

@@ -302,6 +302,11 @@ func (m *Manager) wakeFrom(ctx context.Context, id string, depth Depth) error {
 	if err := rt.Thaw(ctx, cid); err != nil && !errors.Is(err, runtime.ErrNoCgroup) {
 		return err
 	}
+	if pf, ok := rt.(prefetcher); ok && depth == Dozing {
+		// Its memory comes back from swap on another core while the
+		// request that woke it is served (bounded, best effort).
+		go func() { _ = pf.Prefetch(context.Background(), cid) }()
+	}
 	if running, err := m.cfg.Runtime.Running(ctx, cid); err != nil {
 		return err
 	} else if !running || depth == Asleep {
@@ -331,6 +336,12 @@ func (m *Manager) wakeFrom(ctx context.Context, id string, depth Depth) error {
 		}
 	}
 	return m.setDepth(id, Awake)
+}
+
+// prefetcher is a runtime that can read a thawed container's swapped
+// memory back ahead of use.
+type prefetcher interface {
+	Prefetch(ctx context.Context, id string) error
 }
 
 // setDepth records how deeply a site sleeps, so that an agent restart

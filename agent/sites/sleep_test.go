@@ -148,6 +148,35 @@ func TestSitesSleepAndWake(t *testing.T) {
 		}
 	})
 
+	t.Run("a prefetch reads a thawed site's memory back from swap", func(t *testing.T) {
+		cid := sites.ContainerID(a.ID)
+		dozing, err := rt.Memory(cid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.Thaw(ctx, cid); err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.Prefetch(ctx, cid); err != nil {
+			t.Fatal(err)
+		}
+		back, berr := rt.Memory(cid)
+		// Left as the manager had it: frozen, its memory in swap.
+		if err := rt.Freeze(ctx, cid); err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.Reclaim(ctx, cid); err != nil {
+			t.Fatal(err)
+		}
+		if berr != nil {
+			t.Fatal(berr)
+		}
+		t.Logf("dozing %d KiB in RAM, %d KiB in swap; prefetched %d KiB in RAM", dozing.Usage>>10, dozing.Swap>>10, back.Usage>>10)
+		if back.Usage < dozing.Usage+dozing.Swap/2 {
+			t.Fatalf("the prefetch read back less than half of what was in swap: dozing %+v, after %+v", dozing, back)
+		}
+	})
+
 	t.Run("twenty requests during a wake, one wake", func(t *testing.T) {
 		n := w.count(sites.Dozing)
 		var wg sync.WaitGroup

@@ -1,0 +1,131 @@
+package runtime
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Bounds of a prefetch: the container's processes are the tenant's, and
+// so is the size of their memory maps.
+const (
+	maxPrefetchProcs = 64
+	maxMapsBytes     = 512 << 10
+	maxIovecs        = 1024 // IOV_MAX
+)
+
+// Prefetch asks the kernel to read back, ahead of use, what a thawed
+// container has in swap: each of its processes' writable mappings gets
+// MADV_WILLNEED through process_madvise, which brings swapped pages back
+// (from zram, on the caller's thread) while the site already serves on
+// another core; without it each page comes back when first touched, one
+// fault at a time, in the request's own time. Best effort: it reports
+// only a container with no cgroup, and reads at most maxPrefetchProcs
+// processes and maxMapsBytes of each one's maps.
+func (r *Runtime) Prefetch(ctx context.Context, id string) error {
+	dir, _ := r.controllerDir(id, "memory")
+	pids, err := readPids(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		if os.IsNotExist(err) {
+			return ErrNoCgroup
+		}
+		return err
+	}
+	for _, pid := range pids {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		prefetchProcess(pid)
+	}
+	return nil
+}
+
+// readPids reads a cgroup.procs file, at most maxPrefetchProcs of it.
+func readPids(path string) ([]int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var pids []int
+	sc := bufio.NewScanner(io.LimitReader(f, 16<<10))
+	for sc.Scan() && len(pids) < maxPrefetchProcs {
+		if pid, err := strconv.Atoi(strings.TrimSpace(sc.Text())); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, sc.Err()
+}
+
+// iovec is struct iovec for addresses in another process.
+type iovec struct{ base, len uintptr }
+
+// prefetchProcess advises one process; the pidfd is opened first, so the
+// advice goes to that process even if its pid is reused meanwhile (what
+// its maps said then is only a hint).
+func prefetchProcess(pid int) {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(pidfd)
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		return
+	}
+	maps, _ := io.ReadAll(io.LimitReader(f, maxMapsBytes))
+	f.Close()
+	if len(maps) == maxMapsBytes { // cut by the bound: its last line may be partial
+		maps = maps[:bytes.LastIndexByte(maps, '\n')+1]
+	}
+	iovs := writableRanges(maps)
+	for len(iovs) > 0 {
+		n := min(len(iovs), maxIovecs)
+		// Errors are the advice's own (a range gone since): nothing to do.
+		_, _, _ = unix.Syscall6(unix.SYS_PROCESS_MADVISE, uintptr(pidfd), uintptr(unsafe.Pointer(&iovs[0])), uintptr(n),
+			unix.MADV_WILLNEED, 0, 0)
+		iovs = iovs[n:]
+	}
+}
+
+// writableRanges picks the writable mappings of a /proc/PID/maps text
+// (heaps, stacks, anonymous and shared anonymous memory such as
+// opcache's, a library's written pages): what a process can have in
+// swap. The kernel's own ([vvar], [vdso]) are left out; a last line cut
+// by the read bound is dropped.
+func writableRanges(maps []byte) []iovec {
+	var out []iovec
+	for len(maps) > 0 {
+		line, rest, ok := bytes.Cut(maps, []byte{'\n'})
+		if !ok && len(rest) == 0 && len(maps) >= maxMapsBytes {
+			break
+		}
+		maps = rest
+		fields := strings.Fields(string(line))
+		if len(fields) < 5 || len(fields[1]) < 2 || fields[1][1] != 'w' {
+			continue
+		}
+		if len(fields) >= 6 && strings.HasPrefix(fields[5], "[v") {
+			continue
+		}
+		lo, hi, ok := strings.Cut(fields[0], "-")
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil || end <= start {
+			continue
+		}
+		out = append(out, iovec{uintptr(start), uintptr(end - start)})
+	}
+	return out
+}
