@@ -365,9 +365,12 @@ func (v *service) ImportTemplate(ctx context.Context, stream *connect.ClientStre
 func (v *service) RenameSite(ctx context.Context, req *connect.Request[agentv1.RenameSiteRequest]) (*connect.Response[agentv1.RenameSiteResponse], error) {
 	m := req.Msg
 	// Claimed from a pool: its new owner's first request is on the way.
-	// The wake starts first, so its memory comes back from swap while
-	// the site's URLs are moved.
-	v.sites.Wake(m.SiteId, sites.DoorAPI)
+	// It is woken first (a thaw), so its memory comes back from swap
+	// while its URLs are moved, and held awake meanwhile. A wake that
+	// fails does not stop the claim: the first request tries again.
+	if release, err := v.sites.Hold(ctx, m.SiteId, sites.DoorAPI); err == nil {
+		defer release()
+	}
 	s, err := v.sites.Rename(ctx, m.SiteId, m.Slug, m.Url, m.Name, m.AdminEmail, m.SleepAfterSeconds)
 	if err != nil {
 		v.log.Warn("rename site failed", "site_id", m.SiteId, "err", err)

@@ -96,11 +96,14 @@ func prefetchProcess(pid int) {
 	}
 }
 
-// writableRanges picks the writable mappings of a /proc/PID/maps text
-// (heaps, stacks, anonymous and shared anonymous memory such as
-// opcache's, a library's written pages): what a process can have in
-// swap. The kernel's own ([vvar], [vdso]) are left out; a last line cut
-// by the read bound is dropped.
+// writableRanges picks the writable anonymous mappings of a
+// /proc/PID/maps text: heaps, stacks, other private anonymous memory
+// (inode 0) and shared memory (opcache's, "/dev/zero (deleted)"; SysV
+// and memfd segments), which is what a process has in swap. A mapping
+// of a file is left out: advice on it would read the file (the tenant's,
+// as large as it likes) into the page cache on the agent's account. The
+// names checked lie at the container's root and in its /dev, which a
+// site cannot write; the kernel's own ([vvar], [vdso]) are left out.
 func writableRanges(maps []byte) []iovec {
 	var out []iovec
 	for len(maps) > 0 {
@@ -113,7 +116,7 @@ func writableRanges(maps []byte) []iovec {
 		if len(fields) < 5 || len(fields[1]) < 2 || fields[1][1] != 'w' {
 			continue
 		}
-		if len(fields) >= 6 && strings.HasPrefix(fields[5], "[v") {
+		if !anonymous(fields) {
 			continue
 		}
 		lo, hi, ok := strings.Cut(fields[0], "-")
@@ -128,4 +131,21 @@ func writableRanges(maps []byte) []iovec {
 		out = append(out, iovec{uintptr(start), uintptr(end - start)})
 	}
 	return out
+}
+
+// anonymous reports whether a maps line's fields are anonymous memory.
+func anonymous(fields []string) bool {
+	if len(fields) < 6 {
+		return fields[4] == "0" // no name: private anonymous
+	}
+	name := fields[5]
+	switch {
+	case name == "[heap]" || name == "[stack]" || strings.HasPrefix(name, "[anon"): // [anon:x], [anon_shmem:x]: named by the process
+		return true
+	case strings.HasPrefix(name, "["):
+		return false // [vvar], [vdso], [vsyscall] and the like
+	case name == "/dev/zero" || strings.HasPrefix(name, "/SYSV") || strings.HasPrefix(name, "/memfd:"):
+		return true
+	}
+	return false
 }

@@ -15,14 +15,20 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
 garbage line
 zz-yy rw-p 0 0 0
 7f0030000000-7f0020000000 rw-p 00000000 00:00 0
+7f0040000000-7f0041000000 rw-s 00000000 fd:02 4242 /srv/site/tmp/huge.bin
+7f0050000000-7f0050100000 rw-s 00000000 00:01 77 /SYSV00000000 (deleted)
+7f0060000000-7f0060100000 rw-s 00000000 00:01 78 /memfd:cache (deleted)
+7f0070000000-7f0070100000 rw-p 00000000 00:01 79 [anon:php]
 `
 	got := writableRanges([]byte(maps))
 	want := []iovec{
-		{0x55d0a0100000, 0x2000},
 		{0x55d0a1000000, 0x200000},
 		{0x7f0000000000, 0x8000000},
 		{0x7ffd00000000, 0x21000},
 		{0x7f0020000000, 0x1000},
+		{0x7f0050000000, 0x100000},
+		{0x7f0060000000, 0x100000},
+		{0x7f0070000000, 0x100000},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %x, want %x", got, want)
