@@ -254,7 +254,7 @@ func TestConnectorPlugin(t *testing.T) {
 	run("copy the site", chromedp.Click(css("#sbx-start")))
 	// The page works through its steps; follow it as a person would.
 	var state string
-	st.WaitFor(t, 4*time.Minute, "the copy to be ready", func() bool {
+	for deadline := time.Now().Add(4 * time.Minute); ; time.Sleep(250 * time.Millisecond) {
 		a, err := chromedp.Run(ctx, chromedp.AttributeValue(css("#sbx-progress"), "data-state"))
 		if err != nil {
 			fail("read the progress", err)
@@ -263,8 +263,16 @@ func TestConnectorPlugin(t *testing.T) {
 		if state == "failed" {
 			fail("the copy failed: "+text("#sbx-error"), nil)
 		}
-		return state == "ready"
-	})
+		if state == "ready" {
+			break
+		}
+		if time.Now().After(deadline) {
+			// It once timed out under load with nothing said: what the
+			// page, the live site and the API saw then.
+			imports := d.owner.Do("GET", "/api/app/imports", nil)
+			fail(fmt.Sprintf("the copy is not ready after 4 minutes (progress %q; the API's imports: %.1500s)", state, imports.Raw), nil)
+		}
+	}
 	result := text("#sbx-result-url")
 
 	// The import, as the API sees it.
