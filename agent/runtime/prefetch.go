@@ -39,11 +39,12 @@ func (r *Runtime) Prefetch(ctx context.Context, id string) error {
 		}
 		return err
 	}
+	cgroup := "/" + filepath.Join(r.ns, r.cid(id))
 	for _, pid := range pids {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		prefetchProcess(pid)
+		prefetchProcess(pid, cgroup)
 	}
 	return nil
 }
@@ -65,24 +66,48 @@ func readPids(path string) ([]int, error) {
 	return pids, sc.Err()
 }
 
+// inCgroup reports whether the process at /proc/PID dir is in cgroup
+// (in any hierarchy: the memory controller's, or the unified one).
+func inCgroup(dir, cgroup string) bool {
+	b, err := os.ReadFile(dir + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasSuffix(line, ":"+cgroup) {
+			return true
+		}
+	}
+	return false
+}
+
 // iovec is struct iovec for addresses in another process.
 type iovec struct{ base, len uintptr }
 
-// prefetchProcess advises one process; the pidfd is opened first, so the
-// advice goes to that process even if its pid is reused meanwhile (what
-// its maps said then is only a hint).
-func prefetchProcess(pid int) {
+// prefetchProcess advises one process of the container's cgroup (its
+// path as /proc/PID/cgroup shows it). The pid was read a while ago and
+// may have been reused since: the pidfd pins whatever process has it
+// now, which must still be in the cgroup, and must still be alive once
+// its maps are read (so they were its own).
+func prefetchProcess(pid int, cgroup string) {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return
 	}
 	defer unix.Close(pidfd)
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
+	dir := "/proc/" + strconv.Itoa(pid)
+	if !inCgroup(dir, cgroup) {
+		return
+	}
+	f, err := os.Open(dir + "/maps")
 	if err != nil {
 		return
 	}
 	maps, _ := io.ReadAll(io.LimitReader(f, maxMapsBytes))
 	f.Close()
+	if unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
+		return // it exited meanwhile: the maps may be another's
+	}
 	if len(maps) == maxMapsBytes { // cut by the bound: its last line may be partial
 		maps = maps[:bytes.LastIndexByte(maps, '\n')+1]
 	}

@@ -1,6 +1,10 @@
 package runtime
 
-import "testing"
+import (
+	"os"
+	"strings"
+	"testing"
+)
 
 func TestWritableRanges(t *testing.T) {
 	maps := `55d0a0000000-55d0a0021000 r--p 00000000 fd:01 1234 /usr/sbin/apache2
@@ -37,5 +41,25 @@ zz-yy rw-p 0 0 0
 		if got[i] != want[i] {
 			t.Errorf("range %d: got %x, want %x", i, got[i], want[i])
 		}
+	}
+}
+
+func TestInCgroup(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	own := line[strings.LastIndex(line, ":")+1:]
+	if !inCgroup("/proc/self", own) {
+		t.Errorf("not in its own cgroup %q", own)
+	}
+	for _, other := range []string{"/sandboxd-no-such-cgroup", own + "x", ""} {
+		if inCgroup("/proc/self", other) && other != own {
+			t.Errorf("in %q", other)
+		}
+	}
+	if inCgroup("/proc/0", own) {
+		t.Error("a process that is not there is in a cgroup")
 	}
 }
