@@ -173,9 +173,11 @@ func TestBlueprintRuns(t *testing.T) {
 		!strings.Contains(run.Str("run.log"), "error: the fake refuses") {
 		t.Fatalf("failed run: %s", run.Raw)
 	}
-	if job := alice.Do("GET", "/api/app/jobs/"+run.Str("run.jobId"), nil).Must(t, 200); job.Str("job.status") != "failed" {
-		t.Fatalf("job: %s", job.Raw)
-	}
+	// The run's record is written as its failing step ends; its job's
+	// own ending is the next write.
+	st.WaitFor(t, 10*time.Second, "the failed run's job to fail", func() bool {
+		return alice.Do("GET", "/api/app/jobs/"+run.Str("run.jobId"), nil).Must(t, 200).Str("job.status") == "failed"
+	})
 
 	// A resource the mirror does not have fails its step before the node.
 	before := len(agent.recorded())
