@@ -198,15 +198,18 @@ func TestConnectorPlugin(t *testing.T) {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		defer cancel()
-		err := chromedp.Do(sctx, actions...)
-		// The plugin's page redraws itself as its status changes: one
+		// The plugin's page redraws itself as its status changes: an
 		// action on an element the redraw replaced did nothing, and is
-		// done again on the page as it now is.
-		for try := 0; try < 20 && len(actions) == 1 && err != nil && staleNode(err); try++ {
-			err = chromedp.Do(sctx, actions...)
-		}
-		if err != nil {
-			fail(what, err)
+		// done again on the page as it now is. Each action of a step is
+		// retried on its own, so none before it is done twice.
+		for _, a := range actions {
+			err := chromedp.Do(sctx, a)
+			for try := 0; try < 20 && err != nil && staleNode(err); try++ {
+				err = chromedp.Do(sctx, a)
+			}
+			if err != nil {
+				fail(what, err)
+			}
 		}
 	}
 	text := func(sel string) string {
