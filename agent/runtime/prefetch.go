@@ -23,8 +23,9 @@ const (
 )
 
 // Prefetch asks the kernel to read back, ahead of use, what a thawed
-// container has in swap: each of its processes' writable mappings gets
-// MADV_WILLNEED through process_madvise, which brings swapped pages back
+// container has in swap: each of its processes' writable anonymous and
+// shared memory (never a file's mapping) gets MADV_WILLNEED through
+// process_madvise, which brings swapped pages back
 // (from zram, on the caller's thread) while the site already serves on
 // another core; without it each page comes back when first touched, one
 // fault at a time, in the request's own time. Best effort: it reports
