@@ -27,6 +27,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/agentmetrics"
 	"github.com/sandboxd/sandboxd/agent/daemon"
 	"github.com/sandboxd/sandboxd/agent/dbguard"
+	"github.com/sandboxd/sandboxd/agent/diskstore"
 	"github.com/sandboxd/sandboxd/agent/gitdeploy"
 	"github.com/sandboxd/sandboxd/agent/hostclaim"
 	"github.com/sandboxd/sandboxd/agent/images"
@@ -405,7 +406,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	if a.sites, err = sites.New(sites.Config{Dir: filepath.Join(dir, "sites"), Runtime: meteredRuntime{a.rt, a.metrics}, Images: a.catalog, DB: a.db, Guard: a.guard,
 		Network: a.net, UIDs: uids, Sandbox: sandbox, Resolvers: resolvers, Logger: cfg.Logger,
-		Idle: idle, IdleOverride: override, Observe: sleepMetrics{a.metrics}, SitesPerShim: SitesPerShim, WakeReserve: WakeReserve}); err != nil {
+		Idle: idle, IdleOverride: override, Observe: sleepMetrics{a.metrics}, SitesPerShim: SitesPerShim, WakeReserve: WakeReserve,
+		DiskStore: true}); err != nil {
 		return nil, err
 	}
 	a.templates = templates.New(templates.Config{Sites: a.sites, DB: a.db, Stock: true, Logger: cfg.Logger})
@@ -671,6 +673,8 @@ func StopEverything(ctx context.Context, dataDir string) error {
 	for _, d := range disks {
 		errs = append(errs, sitedisk.Unmount(d))
 	}
+	// The store the disks lie in, last.
+	errs = append(errs, diskstore.Unmount(filepath.Join(dir, "sites", "fs")))
 	errs = append(errs, sitenet.Shutdown(filepath.Join(dir, "network"), NetworkName(dir)))
 	errs = append(errs, daemon.StopIn(containerdDir(dir)))
 	return errors.Join(errs...)

@@ -59,7 +59,7 @@ func EnsureReserved(img string, sizeMB int64, r Reserve, dir string) error {
 	} else if err != nil {
 		return fmt.Errorf("sitedisk: %w", err)
 	}
-	return mount(img, dir)
+	return mount(img, dir, "ext4")
 }
 
 // create makes a sparse image and an ext4 filesystem on it, written to a
@@ -102,7 +102,12 @@ func create(img string, sizeMB int64, r Reserve) error {
 	return nil
 }
 
-func mount(img, dir string) error {
+// MountImage attaches img (a filesystem of fstype) to a loop device and
+// mounts it at dir (nodev, nosuid, discard): for the node's own images
+// that are not a site's disk.
+func MountImage(img, dir, fstype string) error { return mount(img, dir, fstype) }
+
+func mount(img, dir, fstype string) error {
 	back, err := os.OpenFile(img, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("sitedisk: %w", err)
@@ -143,7 +148,7 @@ func mount(img, dir string) error {
 		}
 		// With autoclear, closing our descriptor after the mount leaves the
 		// device to the mount; after a failed mount it detaches it.
-		err = unix.Mount(dev.Name(), dir, "ext4", unix.MS_NODEV|unix.MS_NOSUID, "discard")
+		err = unix.Mount(dev.Name(), dir, fstype, unix.MS_NODEV|unix.MS_NOSUID, "discard")
 		dev.Close()
 		if err != nil {
 			return fmt.Errorf("sitedisk: mount %s at %s: %w", img, dir, err)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/sandboxd/sandboxd/agent/dbguard"
+	"github.com/sandboxd/sandboxd/agent/diskstore"
 	"github.com/sandboxd/sandboxd/agent/mariadb"
 	"github.com/sandboxd/sandboxd/agent/sitedisk"
 )
@@ -121,6 +122,12 @@ func (m *Manager) AttachDisks() error {
 			continue // never laid out, or torn down: its next provision makes it
 		}
 		if err := m.mountDisk(&s); err != nil {
+			errs = append(errs, fmt.Errorf("site %s: %w", s.ID, err))
+			continue
+		}
+		// An agent that stopped in a checkpoint's few milliseconds left
+		// the disk frozen.
+		if err := diskstore.Thaw(m.Data(s.ID)); err != nil {
 			errs = append(errs, fmt.Errorf("site %s: %w", s.ID, err))
 		}
 	}

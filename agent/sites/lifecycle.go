@@ -513,6 +513,9 @@ func (m *Manager) Delete(ctx context.Context, id string) (bool, error) {
 	if err := m.teardown(ctx, s); err != nil {
 		return true, err
 	}
+	if err := m.removeCheckpoints(id); err != nil {
+		return true, err
+	}
 	if err := m.cfg.UIDs.Release(m.recordPath(id)); err != nil {
 		return true, err
 	}

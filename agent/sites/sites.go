@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/dbguard"
+	"github.com/sandboxd/sandboxd/agent/diskstore"
 	"github.com/sandboxd/sandboxd/agent/images"
 	"github.com/sandboxd/sandboxd/agent/runtime"
 	"github.com/sandboxd/sandboxd/agent/sitenet"
@@ -241,6 +242,11 @@ type Config struct {
 	// SitesPerShim is how many sites share one shim process (sites of
 	// neighbouring uids); 0 gives each its own.
 	SitesPerShim int
+	// DiskStore keeps the sites' disks where they clone by reference
+	// (agent/diskstore), mounting an image of its own at fs/ when the
+	// data directory's filesystem cannot; without it checkpoints and
+	// forks copy the disks where they are.
+	DiskStore bool
 }
 
 // Guard holds sites' databases to their plans' disks (agent/dbguard).
@@ -286,6 +292,16 @@ func New(cfg Config) (*Manager, error) {
 	for _, d := range []string{cfg.Dir, filepath.Join(cfg.Dir, "records"), filepath.Join(cfg.Dir, "fs")} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return nil, err
+		}
+	}
+	if cfg.DiskStore {
+		st, err := diskstore.Prepare(filepath.Join(cfg.Dir, "fs"), filepath.Join(cfg.Dir, "fs.xfs"))
+		if err != nil {
+			return nil, err
+		}
+		if !st.Cloning {
+			cfg.Logger.Warn("the sites' disks are where they cannot be cloned by reference: checkpoints and forks copy them",
+				"dir", st.Dir)
 		}
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger.With("component", "sites"), sites: map[string]*Site{}, locks: map[string]*sync.Mutex{},

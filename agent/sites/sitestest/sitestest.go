@@ -17,6 +17,8 @@ import (
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/agenttest"
 	"github.com/sandboxd/sandboxd/agent/hostclaim"
+	"github.com/sandboxd/sandboxd/agent/dbguard"
+	"github.com/sandboxd/sandboxd/agent/diskstore"
 	"github.com/sandboxd/sandboxd/agent/mariadb"
 	"github.com/sandboxd/sandboxd/agent/sitedisk"
 	"github.com/sandboxd/sandboxd/agent/sitenet"
@@ -61,9 +63,14 @@ func (l *Logs) String() string {
 // agent does.
 func Stock(o *Options) { o.Stock = true }
 
+// Guarded puts each site's database on its disk, held to its plan by
+// a guard, as an agent does.
+func Guarded(o *Options) { o.Guard = true }
+
 // Options change what SetUp makes.
 type Options struct {
 	Stock bool
+	Guard bool
 	// Observe is told of the sites' wakes and sleeps.
 	Observe sites.Observer
 	// Profile sizes the sites' web servers (zero: the default).
@@ -134,6 +141,9 @@ func SetUp(t *testing.T, opts ...func(*Options)) *Env {
 				t.Error(err)
 			}
 		}
+		if err := diskstore.Unmount(filepath.Join(sitesDir, "fs")); err != nil {
+			t.Error(err)
+		}
 		if err := sitenet.Shutdown(netDir, name); err != nil {
 			t.Error(err)
 		}
@@ -146,8 +156,19 @@ func SetUp(t *testing.T, opts ...func(*Options)) *Env {
 		f(&o)
 	}
 	// Sites share shims as an agent's do (a few per shim here).
-	cfg := sites.Config{Dir: sitesDir, Runtime: rt, Images: cat, DB: db, Network: network, UIDs: uids,
+	cfg := sites.Config{Dir: sitesDir, Runtime: rt, Images: cat, DB: db, Network: network, UIDs: uids, DiskStore: true,
 		Observe: o.Observe, SitesPerShim: 2, Profile: o.Profile}
+	if o.Guard {
+		g, err := dbguard.New(dbguard.Config{Limiter: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gctx, stopGuard := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); g.Run(gctx) }()
+		t.Cleanup(func() { stopGuard(); <-done })
+		cfg.Guard = g
+	}
 	mgr, err := sites.New(cfg)
 	if err != nil {
 		t.Fatal(err)
