@@ -39,7 +39,7 @@ var _ agentv1connect.AgentServiceHandler = (*service)(nil)
 // rpcError maps site errors to Connect codes.
 func rpcError(err error) error {
 	switch {
-	case errors.Is(err, sites.ErrNotFound):
+	case errors.Is(err, sites.ErrNotFound), errors.Is(err, sites.ErrCheckpointNotFound):
 		return connect.NewError(connect.CodeNotFound, err)
 	case errors.Is(err, sites.ErrInvalid):
 		return connect.NewError(connect.CodeInvalidArgument, err)
@@ -69,6 +69,17 @@ func status(s *sites.Site, state agentv1.SiteState) *agentv1.SiteStatus {
 func (v *service) CreateSite(ctx context.Context, req *connect.Request[agentv1.CreateSiteRequest]) (*connect.Response[agentv1.CreateSiteResponse], error) {
 	m := req.Msg
 	start := time.Now()
+	s, err := v.templates.Create(ctx, createRequest(m), m.TemplateId)
+	if err != nil {
+		v.log.Warn("create site failed", "site_id", m.SiteId, "job_id", m.JobId, "err", err)
+		return nil, rpcError(err)
+	}
+	v.log.Info("site created", "site_id", s.ID, "port", s.Port, "duration_ms", time.Since(start).Milliseconds())
+	return connect.NewResponse(&agentv1.CreateSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY), WordpressVersion: s.WordPressVersion}), nil
+}
+
+// createRequest is the site a CreateSiteRequest asks for.
+func createRequest(m *agentv1.CreateSiteRequest) sites.CreateRequest {
 	r := sites.CreateRequest{ID: m.SiteId, Slug: m.Slug, Name: m.Name, PHPVersion: m.PhpVersion, WordPressVersion: m.WordpressVersion,
 		URL: m.Url, AdminUser: m.AdminUser, AdminEmail: m.AdminEmail}
 	if r.AdminUser == "" {
@@ -81,15 +92,7 @@ func (v *service) CreateSite(ctx context.Context, req *connect.Request[agentv1.C
 		r.Limits = sites.Limits{MemoryMB: l.MemoryMb, CPUMilli: l.CpuMilli, Pids: m.PidsLimit}
 	}
 	r.Limits.DiskMB, r.Limits.SleepAfterSeconds, r.Pooled = m.DiskMb, m.SleepAfterSeconds, m.Pooled
-	var s *sites.Site
-	var err error
-	s, err = v.templates.Create(ctx, r, m.TemplateId)
-	if err != nil {
-		v.log.Warn("create site failed", "site_id", m.SiteId, "job_id", m.JobId, "err", err)
-		return nil, rpcError(err)
-	}
-	v.log.Info("site created", "site_id", s.ID, "port", s.Port, "duration_ms", time.Since(start).Milliseconds())
-	return connect.NewResponse(&agentv1.CreateSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY), WordpressVersion: s.WordPressVersion}), nil
+	return r
 }
 
 func (v *service) DeleteSite(ctx context.Context, req *connect.Request[agentv1.SiteRef]) (*connect.Response[agentv1.DeleteSiteResponse], error) {

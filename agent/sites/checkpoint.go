@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/diskstore"
@@ -348,4 +349,22 @@ func (m *Manager) start(ctx context.Context, s *Site) error {
 		return err
 	}
 	return m.waitReady(ctx, s)
+}
+
+// TemplateUser names a site, or a site's checkpoint, whose tree lies
+// over template id (so the template's tree must stay); "" when none.
+func (m *Manager) TemplateUser(id string) string {
+	for _, s := range m.List() {
+		if s.Template == id {
+			return "site " + s.ID
+		}
+		recs, _ := filepath.Glob(filepath.Join(m.checkpointsDir(s.ID), "cp_*.json"))
+		for _, r := range recs {
+			cp, err := m.readCheckpoint(s.ID, strings.TrimSuffix(filepath.Base(r), ".json"))
+			if err == nil && cp.Template == id {
+				return "checkpoint " + cp.ID + " of site " + s.ID
+			}
+		}
+	}
+	return ""
 }

@@ -317,8 +317,8 @@ func writeRecord(dir string, t *Template) error {
 
 // Delete removes a template this node holds: its tree and its database.
 // Clones mounted over it keep their view (the kernel holds the tree
-// until they unmount), so a template a site of this node is made from is
-// refused. It reports whether there was one.
+// until they unmount), so a template a site of this node (or one of its
+// checkpoints) is made from is refused. It reports whether there was one.
 func (st *Store) Delete(ctx context.Context, id string) (bool, error) {
 	t, err := st.Get(id)
 	if errors.Is(err, sites.ErrNotFound) {
@@ -327,10 +327,8 @@ func (st *Store) Delete(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	for _, s := range st.sites.List() {
-		if s.Template == id {
-			return true, fmt.Errorf("%w: template %s is under site %s", sites.ErrInvalid, id, s.ID)
-		}
+	if user := st.sites.TemplateUser(id); user != "" {
+		return true, fmt.Errorf("%w: template %s is under %s", sites.ErrInvalid, id, user)
 	}
 	if err := st.cfg.DB.DropSiteDatabase(ctx, t.DBName, t.DBName); err != nil {
 		return true, err

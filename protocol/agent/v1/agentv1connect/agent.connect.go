@@ -122,6 +122,20 @@ const (
 	// AgentServiceSnapshotSiteProcedure is the fully-qualified name of the AgentService's SnapshotSite
 	// RPC.
 	AgentServiceSnapshotSiteProcedure = "/sandboxd.agent.v1.AgentService/SnapshotSite"
+	// AgentServiceMakeCheckpointProcedure is the fully-qualified name of the AgentService's
+	// MakeCheckpoint RPC.
+	AgentServiceMakeCheckpointProcedure = "/sandboxd.agent.v1.AgentService/MakeCheckpoint"
+	// AgentServiceListCheckpointsProcedure is the fully-qualified name of the AgentService's
+	// ListCheckpoints RPC.
+	AgentServiceListCheckpointsProcedure = "/sandboxd.agent.v1.AgentService/ListCheckpoints"
+	// AgentServiceDeleteCheckpointProcedure is the fully-qualified name of the AgentService's
+	// DeleteCheckpoint RPC.
+	AgentServiceDeleteCheckpointProcedure = "/sandboxd.agent.v1.AgentService/DeleteCheckpoint"
+	// AgentServiceRestoreCheckpointProcedure is the fully-qualified name of the AgentService's
+	// RestoreCheckpoint RPC.
+	AgentServiceRestoreCheckpointProcedure = "/sandboxd.agent.v1.AgentService/RestoreCheckpoint"
+	// AgentServiceForkSiteProcedure is the fully-qualified name of the AgentService's ForkSite RPC.
+	AgentServiceForkSiteProcedure = "/sandboxd.agent.v1.AgentService/ForkSite"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -363,6 +377,25 @@ type AgentServiceClient interface {
 	// The last message carries the sizes and is marked done; a stream that
 	// ends without it is incomplete.
 	SnapshotSite(context.Context, *connect.Request[v1.SnapshotSiteRequest]) (*connect.ServerStreamForClient[v1.SnapshotChunk], error)
+	// MakeCheckpoint keeps a site's files and database as they are, on the
+	// node, under checkpoint_id: its disk cloned by reference while it
+	// serves (its tables quiesced and its filesystem frozen for
+	// milliseconds). Repeating it returns the checkpoint made.
+	MakeCheckpoint(context.Context, *connect.Request[v1.CheckpointRef]) (*connect.Response[v1.CheckpointInfo], error)
+	// ListCheckpoints lists a site's checkpoints, newest first, each with
+	// what it holds that nothing else does.
+	ListCheckpoints(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ListCheckpointsResponse], error)
+	// DeleteCheckpoint removes one of a site's checkpoints; one not there
+	// is fine.
+	DeleteCheckpoint(context.Context, *connect.Request[v1.CheckpointRef]) (*connect.Response[v1.DeleteCheckpointResponse], error)
+	// RestoreCheckpoint puts a site back as it was at a checkpoint (its
+	// id, URL, address and uid kept; its URL moved back if it changed) and
+	// waits until it answers. The checkpoint stays.
+	RestoreCheckpoint(context.Context, *connect.Request[v1.CheckpointRef]) (*connect.Response[v1.ResetSiteResponse], error)
+	// ForkSite makes a new site a copy of a site of this node (its files
+	// and database, every URL moved to the new site's), which serves on
+	// throughout, and waits until the copy answers.
+	ForkSite(context.Context, *connect.Request[v1.ForkSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -544,6 +577,36 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("SnapshotSite")),
 			connect.WithClientOptions(opts...),
 		),
+		makeCheckpoint: connect.NewClient[v1.CheckpointRef, v1.CheckpointInfo](
+			httpClient,
+			baseURL+AgentServiceMakeCheckpointProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("MakeCheckpoint")),
+			connect.WithClientOptions(opts...),
+		),
+		listCheckpoints: connect.NewClient[v1.SiteRef, v1.ListCheckpointsResponse](
+			httpClient,
+			baseURL+AgentServiceListCheckpointsProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("ListCheckpoints")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteCheckpoint: connect.NewClient[v1.CheckpointRef, v1.DeleteCheckpointResponse](
+			httpClient,
+			baseURL+AgentServiceDeleteCheckpointProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("DeleteCheckpoint")),
+			connect.WithClientOptions(opts...),
+		),
+		restoreCheckpoint: connect.NewClient[v1.CheckpointRef, v1.ResetSiteResponse](
+			httpClient,
+			baseURL+AgentServiceRestoreCheckpointProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("RestoreCheckpoint")),
+			connect.WithClientOptions(opts...),
+		),
+		forkSite: connect.NewClient[v1.ForkSiteRequest, v1.CreateSiteResponse](
+			httpClient,
+			baseURL+AgentServiceForkSiteProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("ForkSite")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -577,6 +640,11 @@ type agentServiceClient struct {
 	setSiteURL         *connect.Client[v1.SetSiteURLRequest, v1.SetSiteURLResponse]
 	deployRepository   *connect.Client[v1.DeployRepositoryRequest, v1.DeployRepositoryResponse]
 	snapshotSite       *connect.Client[v1.SnapshotSiteRequest, v1.SnapshotChunk]
+	makeCheckpoint     *connect.Client[v1.CheckpointRef, v1.CheckpointInfo]
+	listCheckpoints    *connect.Client[v1.SiteRef, v1.ListCheckpointsResponse]
+	deleteCheckpoint   *connect.Client[v1.CheckpointRef, v1.DeleteCheckpointResponse]
+	restoreCheckpoint  *connect.Client[v1.CheckpointRef, v1.ResetSiteResponse]
+	forkSite           *connect.Client[v1.ForkSiteRequest, v1.CreateSiteResponse]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -719,6 +787,31 @@ func (c *agentServiceClient) SnapshotSite(ctx context.Context, req *connect.Requ
 	return c.snapshotSite.CallServerStream(ctx, req)
 }
 
+// MakeCheckpoint calls sandboxd.agent.v1.AgentService.MakeCheckpoint.
+func (c *agentServiceClient) MakeCheckpoint(ctx context.Context, req *connect.Request[v1.CheckpointRef]) (*connect.Response[v1.CheckpointInfo], error) {
+	return c.makeCheckpoint.CallUnary(ctx, req)
+}
+
+// ListCheckpoints calls sandboxd.agent.v1.AgentService.ListCheckpoints.
+func (c *agentServiceClient) ListCheckpoints(ctx context.Context, req *connect.Request[v1.SiteRef]) (*connect.Response[v1.ListCheckpointsResponse], error) {
+	return c.listCheckpoints.CallUnary(ctx, req)
+}
+
+// DeleteCheckpoint calls sandboxd.agent.v1.AgentService.DeleteCheckpoint.
+func (c *agentServiceClient) DeleteCheckpoint(ctx context.Context, req *connect.Request[v1.CheckpointRef]) (*connect.Response[v1.DeleteCheckpointResponse], error) {
+	return c.deleteCheckpoint.CallUnary(ctx, req)
+}
+
+// RestoreCheckpoint calls sandboxd.agent.v1.AgentService.RestoreCheckpoint.
+func (c *agentServiceClient) RestoreCheckpoint(ctx context.Context, req *connect.Request[v1.CheckpointRef]) (*connect.Response[v1.ResetSiteResponse], error) {
+	return c.restoreCheckpoint.CallUnary(ctx, req)
+}
+
+// ForkSite calls sandboxd.agent.v1.AgentService.ForkSite.
+func (c *agentServiceClient) ForkSite(ctx context.Context, req *connect.Request[v1.ForkSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error) {
+	return c.forkSite.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -818,6 +911,25 @@ type AgentServiceHandler interface {
 	// The last message carries the sizes and is marked done; a stream that
 	// ends without it is incomplete.
 	SnapshotSite(context.Context, *connect.Request[v1.SnapshotSiteRequest], *connect.ServerStream[v1.SnapshotChunk]) error
+	// MakeCheckpoint keeps a site's files and database as they are, on the
+	// node, under checkpoint_id: its disk cloned by reference while it
+	// serves (its tables quiesced and its filesystem frozen for
+	// milliseconds). Repeating it returns the checkpoint made.
+	MakeCheckpoint(context.Context, *connect.Request[v1.CheckpointRef]) (*connect.Response[v1.CheckpointInfo], error)
+	// ListCheckpoints lists a site's checkpoints, newest first, each with
+	// what it holds that nothing else does.
+	ListCheckpoints(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ListCheckpointsResponse], error)
+	// DeleteCheckpoint removes one of a site's checkpoints; one not there
+	// is fine.
+	DeleteCheckpoint(context.Context, *connect.Request[v1.CheckpointRef]) (*connect.Response[v1.DeleteCheckpointResponse], error)
+	// RestoreCheckpoint puts a site back as it was at a checkpoint (its
+	// id, URL, address and uid kept; its URL moved back if it changed) and
+	// waits until it answers. The checkpoint stays.
+	RestoreCheckpoint(context.Context, *connect.Request[v1.CheckpointRef]) (*connect.Response[v1.ResetSiteResponse], error)
+	// ForkSite makes a new site a copy of a site of this node (its files
+	// and database, every URL moved to the new site's), which serves on
+	// throughout, and waits until the copy answers.
+	ForkSite(context.Context, *connect.Request[v1.ForkSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -995,6 +1107,36 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("SnapshotSite")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceMakeCheckpointHandler := connect.NewUnaryHandler(
+		AgentServiceMakeCheckpointProcedure,
+		svc.MakeCheckpoint,
+		connect.WithSchema(agentServiceMethods.ByName("MakeCheckpoint")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceListCheckpointsHandler := connect.NewUnaryHandler(
+		AgentServiceListCheckpointsProcedure,
+		svc.ListCheckpoints,
+		connect.WithSchema(agentServiceMethods.ByName("ListCheckpoints")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceDeleteCheckpointHandler := connect.NewUnaryHandler(
+		AgentServiceDeleteCheckpointProcedure,
+		svc.DeleteCheckpoint,
+		connect.WithSchema(agentServiceMethods.ByName("DeleteCheckpoint")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceRestoreCheckpointHandler := connect.NewUnaryHandler(
+		AgentServiceRestoreCheckpointProcedure,
+		svc.RestoreCheckpoint,
+		connect.WithSchema(agentServiceMethods.ByName("RestoreCheckpoint")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceForkSiteHandler := connect.NewUnaryHandler(
+		AgentServiceForkSiteProcedure,
+		svc.ForkSite,
+		connect.WithSchema(agentServiceMethods.ByName("ForkSite")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -1053,6 +1195,16 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceDeployRepositoryHandler.ServeHTTP(w, r)
 		case AgentServiceSnapshotSiteProcedure:
 			agentServiceSnapshotSiteHandler.ServeHTTP(w, r)
+		case AgentServiceMakeCheckpointProcedure:
+			agentServiceMakeCheckpointHandler.ServeHTTP(w, r)
+		case AgentServiceListCheckpointsProcedure:
+			agentServiceListCheckpointsHandler.ServeHTTP(w, r)
+		case AgentServiceDeleteCheckpointProcedure:
+			agentServiceDeleteCheckpointHandler.ServeHTTP(w, r)
+		case AgentServiceRestoreCheckpointProcedure:
+			agentServiceRestoreCheckpointHandler.ServeHTTP(w, r)
+		case AgentServiceForkSiteProcedure:
+			agentServiceForkSiteHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1172,4 +1324,24 @@ func (UnimplementedAgentServiceHandler) DeployRepository(context.Context, *conne
 
 func (UnimplementedAgentServiceHandler) SnapshotSite(context.Context, *connect.Request[v1.SnapshotSiteRequest], *connect.ServerStream[v1.SnapshotChunk]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.SnapshotSite is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) MakeCheckpoint(context.Context, *connect.Request[v1.CheckpointRef]) (*connect.Response[v1.CheckpointInfo], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.MakeCheckpoint is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) ListCheckpoints(context.Context, *connect.Request[v1.SiteRef]) (*connect.Response[v1.ListCheckpointsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.ListCheckpoints is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) DeleteCheckpoint(context.Context, *connect.Request[v1.CheckpointRef]) (*connect.Response[v1.DeleteCheckpointResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.DeleteCheckpoint is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) RestoreCheckpoint(context.Context, *connect.Request[v1.CheckpointRef]) (*connect.Response[v1.ResetSiteResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.RestoreCheckpoint is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) ForkSite(context.Context, *connect.Request[v1.ForkSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.ForkSite is not implemented"))
 }
