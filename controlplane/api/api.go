@@ -95,6 +95,9 @@ type Config struct {
 	Sites SiteChanges
 	// Tools reaches a ready site's toolbox on its node.
 	Tools SiteTools
+	// Checkpoints keeps sites' checkpoints and makes forks (nil: no
+	// checkpoint or fork routes).
+	Checkpoints Checkpoints
 	// Templates makes, changes and deletes templates.
 	Templates Templates
 	// Blueprints checks and keeps Blueprints.
@@ -513,6 +516,9 @@ func (a *API) Register(r *rest.Router) {
 	roleRoutes{a.base, a.cfg.Workspaces}.register(r)
 	jobRoutes{a.base}.register(r)
 	siteRoutes{a.base, a.cfg.Sites, a.cfg.Tools}.register(r)
+	if a.cfg.Checkpoints != nil {
+		checkpointRoutes{a.base, a.cfg.Checkpoints}.register(r)
+	}
 	templateRoutes{a.base, a.cfg.Sites, a.cfg.Templates}.register(r)
 	webhookRoutes{a.base, a.cfg.Webhooks}.register(r)
 	blueprintRoutes{a.base, a.cfg.Blueprints}.register(r)

@@ -54,6 +54,8 @@ var sampleBodies = map[string]string{
 	"PUT /api/app/plugin-library/{id}/license-key":         `{"licenseKey":"matrix-key-000"}`,
 	"POST /api/app/sites/{id}/plugins":                     `{"libraryPlugin":"{library}"}`,
 	"POST /api/app/sites/{id}/restore":                     `{"templateId":"{template}"}`,
+	"POST /api/app/sites/{id}/checkpoints":                 `{"name":"matrix"}`,
+	"POST /api/app/sites/{id}/fork":                        `{"name":"matrix"}`,
 	"POST /api/app/templates":                              `{"siteId":"{site}","name":"matrix"}`,
 	"PATCH /api/app/templates/{id}":                        `{"name":"matrix2"}`,
 	"PUT /api/account/webhooks/demo-launches":              `{"url":"https://hooks.example.com/sandboxd"}`,
@@ -129,7 +131,24 @@ func setUp(t *testing.T, s *server.Server, owner *st.Account, invitee string) fi
 			"destination": "plugin"}).Must(t, 201).Str("repository.id"),
 		"import": c.Do("POST", "/api/app/imports", map[string]any{"sourceUrl": "https://live.example.com", "sizeBytes": 10}).
 			Must(t, 201).Str("import.id"),
+		"checkpoint": newCheckpoint(t, s, site),
 	}}
+}
+
+// newCheckpoint records a checkpoint of a site directly through Raft (the
+// site has no node to make one on).
+func newCheckpoint(t *testing.T, s *server.Server, siteID string) string {
+	t.Helper()
+	site, err := s.Node().Store().Site(siteID)
+	if err != nil || site == nil {
+		t.Fatalf("site %s: %v", siteID, err)
+	}
+	cp := state.Checkpoint{ID: ids.New(ids.Checkpoint), SiteID: siteID, WorkspaceID: site.WorkspaceID, NodeID: site.NodeID,
+		Name: "fixture", CreatedAt: time.Now().UTC()}
+	if _, err := s.Node().Apply(context.Background(), fsm.AddCheckpoint{Checkpoint: cp}); err != nil {
+		t.Fatal(err)
+	}
+	return cp.ID
 }
 
 // newSSHKey adds a fresh Ed25519 key to the caller's account.

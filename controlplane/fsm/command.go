@@ -128,6 +128,9 @@ var registry = map[Type]func() Command{
 	89: func() Command { return new(TakeOverDomain) },
 	90: func() Command { return new(ExpireDomainClaims) },
 	91: func() Command { return new(SetSitePresence) },
+	92: func() Command { return new(AddCheckpoint) },
+	93: func() Command { return new(DeleteCheckpoint) },
+	94: func() Command { return new(SetCheckpointSizes) },
 }
 
 // typeOf maps each registered struct to its number, for Encode.
@@ -652,6 +655,26 @@ type DeleteSSHKey struct {
 type TouchSSHKey struct {
 	ID string    `json:"id"`
 	At time.Time `json:"at"`
+}
+
+// AddCheckpoint records a site's checkpoint, made on its node, within
+// the plan's count per site.
+type AddCheckpoint struct {
+	Checkpoint state.Checkpoint `json:"checkpoint"`
+	Quota      state.Quota      `json:"quota"`
+}
+
+// DeleteCheckpoint forgets a site's checkpoint (its node removed it).
+type DeleteCheckpoint struct {
+	SiteID string `json:"siteId"`
+	ID     string `json:"id"`
+}
+
+// SetCheckpointSizes records what a site's checkpoints held of their
+// own when its node measured them.
+type SetCheckpointSizes struct {
+	SiteID string           `json:"siteId"`
+	Sizes  map[string]int64 `json:"sizes"`
 }
 
 // CreateRepository connects a repository to a site.

@@ -277,6 +277,11 @@ func (c UnlockCert) apply(tx *state.Tx) any       { return tx.UnlockCert(c.Name,
 func (c AddSSHKey) apply(tx *state.Tx) any        { return tx.AddSSHKey(c.Key, c.Quota) }
 func (c DeleteSSHKey) apply(tx *state.Tx) any     { return tx.DeleteSSHKey(c.UserID, c.ID) }
 func (c TouchSSHKey) apply(tx *state.Tx) any      { return tx.TouchSSHKey(c.ID, c.At) }
+func (c AddCheckpoint) apply(tx *state.Tx) any    { return tx.AddCheckpoint(c.Checkpoint, c.Quota) }
+func (c DeleteCheckpoint) apply(tx *state.Tx) any { return tx.DeleteCheckpoint(c.SiteID, c.ID) }
+func (c SetCheckpointSizes) apply(tx *state.Tx) any {
+	return tx.SetCheckpointSizes(c.SiteID, c.Sizes)
+}
 func (c CreateRepository) apply(tx *state.Tx) any { return tx.CreateRepository(c.Repository) }
 func (c PutRepository) apply(tx *state.Tx) any    { return tx.PutRepository(c.Repository, c.IfUpdatedAt) }
 func (c DeleteRepository) apply(tx *state.Tx) any { return tx.DeleteRepository(c.ID) }

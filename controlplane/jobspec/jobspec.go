@@ -42,13 +42,34 @@ const (
 	// from the running site (a drain), or from its latest snapshot (its
 	// node lost).
 	MoveSite = "move_site"
+	// RestoreCheckpoint puts a site back as it was at one of its
+	// checkpoints, keeping its id and URL.
+	RestoreCheckpoint = "restore_checkpoint"
+	// ForkSite makes a new site (the job's) a copy of a running site of
+	// the same node.
+	ForkSite = "fork_site"
 )
 
 // Types is every job type, in the order the document lists them. The
 // API's enum of job types is taken from here; a server test checks that
 // the types with a runner are exactly these.
 var Types = []string{CreateSite, DeleteSite, ResetSite, RestoreSite, SwitchPHPVersion, UpdatePHPConfig, DeployPlugin,
-	SnapshotTemplate, GitDeploy, ImportRestore, ApplyBlueprint, BakeBlueprint, SetSiteDomain, SnapshotSite, MoveSite}
+	SnapshotTemplate, GitDeploy, ImportRestore, ApplyBlueprint, BakeBlueprint, SetSiteDomain, SnapshotSite, MoveSite,
+	RestoreCheckpoint, ForkSite}
+
+// CheckpointPayload is what a restore_checkpoint job carries.
+type CheckpointPayload struct {
+	CheckpointID string `json:"checkpointId"`
+}
+
+// ForkPayload is what a fork_site job carries besides the new site's
+// row: the site it copies, and the new site's plan.
+type ForkPayload struct {
+	SourceSiteID      string `json:"sourceSiteId"`
+	AdminEmail        string `json:"adminEmail"`
+	DiskMB            int    `json:"diskMb,omitempty"`
+	SleepAfterSeconds int64  `json:"sleepAfterSeconds,omitempty"`
+}
 
 // SnapshotPayload is what a snapshot_site job carries.
 type SnapshotPayload struct {

@@ -19,6 +19,8 @@ const (
 	LibraryEntries      = "libraryEntries"
 	Blueprints          = "blueprints"
 	SSHKeys             = "sshKeys"
+	// CheckpointsPerSite counts one site's checkpoints.
+	CheckpointsPerSite = "checkpoints"
 	// SiteDiskMB is no count but a size: each site's disk.
 	SiteDiskMB = "siteDiskMb"
 )
@@ -45,6 +47,8 @@ type Limits struct {
 	Blueprints int `json:"blueprints"`
 	// SSHKeys is how many SSH public keys the account may hold.
 	SSHKeys int `json:"sshKeys"`
+	// CheckpointsPerSite is how many checkpoints one site may keep.
+	CheckpointsPerSite int `json:"checkpointsPerSite"`
 	// SiteDiskMB is each site's disk in MiB: WordPress, uploads, logs and
 	// mail. Writes past it fail. Zero leaves the node's default (1024).
 	SiteDiskMB int `json:"siteDiskMb"`
@@ -75,6 +79,8 @@ func (l Limits) of(resource string) (int, error) {
 		return l.Blueprints, nil
 	case SSHKeys:
 		return l.SSHKeys, nil
+	case CheckpointsPerSite:
+		return l.CheckpointsPerSite, nil
 	}
 	return 0, fmt.Errorf("plans: unknown resource %q", resource)
 }
@@ -89,9 +95,9 @@ type Config struct {
 // templates; the rest are this service's choices, documented in docs/operator.md.
 func Default() Config {
 	return Config{
-		Free: Limits{Sites: 3, Templates: 3, Workspaces: 2, APITokens: 10, MembersPerWorkspace: 5, LibraryEntries: 20, Blueprints: 10, SSHKeys: 10, SiteDiskMB: 1024,
+		Free: Limits{Sites: 3, Templates: 3, Workspaces: 2, APITokens: 10, MembersPerWorkspace: 5, LibraryEntries: 20, Blueprints: 10, SSHKeys: 10, CheckpointsPerSite: 3, SiteDiskMB: 1024,
 			SiteLifetimeMinutes: 7 * 24 * 60, SleepAfterMinutes: 10},
-		Paid: Limits{Sites: 500, Templates: 200, Workspaces: 50, APITokens: 100, MembersPerWorkspace: 200, LibraryEntries: 500, Blueprints: 500, SSHKeys: 100, SiteDiskMB: 10240,
+		Paid: Limits{Sites: 500, Templates: 200, Workspaces: 50, APITokens: 100, MembersPerWorkspace: 200, LibraryEntries: 500, Blueprints: 500, SSHKeys: 100, CheckpointsPerSite: 50, SiteDiskMB: 10240,
 			SleepAfterMinutes: 30},
 	}
 }
@@ -99,7 +105,7 @@ func Default() Config {
 // Validate reports a config that cannot be used.
 func (c Config) Validate() error {
 	for name, l := range map[string]Limits{"free": c.Free, "paid": c.Paid} {
-		if l.Sites < 0 || l.Templates < 0 || l.Workspaces < 0 || l.APITokens < 0 || l.MembersPerWorkspace < 0 || l.LibraryEntries < 0 || l.Blueprints < 0 || l.SSHKeys < 0 {
+		if l.Sites < 0 || l.Templates < 0 || l.Workspaces < 0 || l.APITokens < 0 || l.MembersPerWorkspace < 0 || l.LibraryEntries < 0 || l.Blueprints < 0 || l.SSHKeys < 0 || l.CheckpointsPerSite < 0 {
 			return fmt.Errorf("plans: %s limits must not be negative", name)
 		}
 		if l.SiteLifetimeMinutes < 0 || l.SiteLifetimeMinutes > 525600 {

@@ -82,6 +82,7 @@ func (r *Runners) Register(d *jobs.Dispatcher) {
 		jobspec.SnapshotTemplate: r.snapshot, jobspec.RestoreSite: r.restore, jobspec.ApplyBlueprint: r.apply,
 		jobspec.BakeBlueprint: r.bake, jobspec.ImportRestore: r.importRestore, jobspec.SetSiteDomain: r.setDomain,
 		jobspec.SnapshotSite: r.snapshotSite, jobspec.MoveSite: r.moveSite, jobspec.GitDeploy: r.gitDeploy,
+		jobspec.RestoreCheckpoint: r.restoreCheckpoint, jobspec.ForkSite: r.fork,
 	} {
 		d.Register(typ, r.withPlanDetails(run))
 	}

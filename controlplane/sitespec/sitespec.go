@@ -56,6 +56,16 @@ type Create struct {
 	Answer *writes.Answer[Made]
 }
 
+// Fork is what a copy of a running site is made from.
+type Fork struct {
+	Source *state.Site
+	// By is the account asking.
+	By               *state.Account
+	Name             string
+	ExpiresInMinutes *int
+	Answer           *writes.Answer[Made]
+}
+
 // Made is what a site's create or change applied: the site as it now is
 // and its job, with the run, baked template or import it started. REST
 // answers are rendered from it.

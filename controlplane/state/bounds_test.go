@@ -180,6 +180,11 @@ var tableBounds = map[string]tableBound{
 		enforced: "quota inside the apply",
 		by:       []any{(*Tx).AddSSHKey},
 	},
+	tableCheckpoints: {
+		bound:    "plan quota per site (defaults: free 3, paid 50)",
+		enforced: "quota inside the apply; removed with the site, or when it moves to another node",
+		by:       []any{(*Tx).AddCheckpoint},
+	},
 	tableRepos: {
 		bound:    fmt.Sprintf("%d per site", MaxRepositoriesPerSite),
 		enforced: "cap inside the apply; removed with the site",

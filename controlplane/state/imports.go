@@ -226,6 +226,9 @@ func siteGone(tx *memdb.Txn, siteID string, at time.Time) error {
 	if err := reposGone(tx, siteID); err != nil {
 		return err
 	}
+	if err := checkpointsGone(tx, siteID, ""); err != nil {
+		return err
+	}
 	linked, err := all[Import](tx, tableImports, "site", siteID)
 	if err != nil {
 		return err

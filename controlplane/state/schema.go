@@ -37,6 +37,7 @@ const (
 	tableCertOrders   = "cert_orders"
 	tableSSHKeys      = "ssh_keys"
 	tableRepos        = "repositories"
+	tableCheckpoints  = "checkpoints"
 	// The cluster's own credentials.
 	tableClusterCA      = "cluster_ca"
 	tableClusterMembers = "cluster_members"
@@ -175,6 +176,10 @@ func schema() *memdb.DBSchema {
 			"id":   idIndex(),
 			"site": fieldIndex("site", "SiteID", false),
 		}},
+		tableCheckpoints: {Name: tableCheckpoints, Indexes: map[string]*memdb.IndexSchema{
+			"id":   idIndex(),
+			"site": fieldIndex("site", "SiteID", false),
+		}},
 		tableClusterCA:      {Name: tableClusterCA, Indexes: map[string]*memdb.IndexSchema{"id": idIndex()}},
 		tableClusterMembers: {Name: tableClusterMembers, Indexes: map[string]*memdb.IndexSchema{"id": idIndex()}},
 		tableJoinTokens:     {Name: tableJoinTokens, Indexes: map[string]*memdb.IndexSchema{"id": idIndex()}},
@@ -234,6 +239,6 @@ var tables = []string{
 	tableAccounts, tableWorkspaces, tableRoles, tableMembers, tableTokens,
 	tableInvitations, tableJobs, tableServers, tableOutbox, tableNodes, tableSites, tableLibrary, tableIdempotency,
 	tableTemplates, tableLeads, tableDemos, tableWebhooks, tableDeliveries, tableBlueprints, tableRuns,
-	tableImports, tableOAuthClients, tableOAuthCodes, tableDomains, tableCertData, tableCertLocks, tableCertOrders, tableSSHKeys, tableRepos,
+	tableImports, tableOAuthClients, tableOAuthCodes, tableDomains, tableCertData, tableCertLocks, tableCertOrders, tableSSHKeys, tableRepos, tableCheckpoints,
 	tableClusterCA, tableClusterMembers, tableJoinTokens, tableOperatorTokens, tableSnapshots, tableTombstones,
 }

@@ -159,7 +159,11 @@ func (t *Tx) UpdateSite(u SiteUpdate) (*Site, error) {
 		if u.Status != "" {
 			c.Status = u.Status
 		}
-		if u.NodeID != "" {
+		if u.NodeID != "" && u.NodeID != c.NodeID {
+			// Its checkpoints stay on the node it leaves.
+			if err := checkpointsGone(tx, c.ID, u.NodeID); err != nil {
+				return err
+			}
 			c.NodeID = u.NodeID
 		}
 		if u.Address != "" {

@@ -221,6 +221,8 @@ func newRow(table string) (any, error) {
 		return new(SSHKey), nil
 	case tableRepos:
 		return new(Repository), nil
+	case tableCheckpoints:
+		return new(Checkpoint), nil
 	case tableClusterCA:
 		return new(ClusterCA), nil
 	case tableClusterMembers:

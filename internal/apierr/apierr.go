@@ -42,6 +42,7 @@ const (
 	CodeBlueprintNotFound  = "blueprint_not_found"
 	CodeImportNotFound     = "import_not_found"
 	CodeSSHKeyNotFound     = "ssh_key_not_found"
+	CodeCheckpointNotFound = "checkpoint_not_found"
 	// CodeOffsetMismatch: an upload chunk at another offset than the
 	// bytes received; details.expectedOffset says where to go on.
 	CodeOffsetMismatch        = "offset_mismatch"

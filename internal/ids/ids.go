@@ -29,6 +29,7 @@ const (
 	Demo       = "demo"
 	Invitation = "inv"
 	Mail       = "mail"
+	Checkpoint = "cp"
 )
 
 var enc = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
