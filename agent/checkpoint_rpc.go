@@ -64,3 +64,32 @@ func (v *service) ForkSite(ctx context.Context, req *connect.Request[agentv1.For
 	v.log.Info("site forked", "site_id", s.ID, "source_id", req.Msg.SourceSiteId, "duration_ms", time.Since(start).Milliseconds())
 	return connect.NewResponse(&agentv1.CreateSiteResponse{Status: status(s, agentv1.SiteState_SITE_STATE_READY), WordpressVersion: s.WordPressVersion}), nil
 }
+
+func (v *service) RunPHP(ctx context.Context, req *connect.Request[agentv1.RunPHPRequest]) (*connect.Response[agentv1.RunPHPResponse], error) {
+	res, err := v.sites.RunPHP(ctx, req.Msg.SiteId, req.Msg.Code, time.Duration(req.Msg.TimeoutSeconds)*time.Second)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&agentv1.RunPHPResponse{ExitCode: int32(res.ExitCode), Stdout: res.Stdout, Stderr: res.Stderr,
+		Truncated: res.Truncated, TimedOut: res.TimedOut}), nil
+}
+
+func (v *service) RunSQL(ctx context.Context, req *connect.Request[agentv1.RunSQLRequest]) (*connect.Response[agentv1.RunSQLResponse], error) {
+	res, err := v.sites.RunSQL(ctx, req.Msg.SiteId, req.Msg.Query, time.Duration(req.Msg.TimeoutSeconds)*time.Second)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	out := &agentv1.RunSQLResponse{Columns: res.Columns, AffectedRows: res.AffectedRows, Truncated: res.Truncated}
+	for _, r := range res.Rows {
+		row := &agentv1.SQLRow{Values: make([]*agentv1.SQLValue, len(r))}
+		for i, v := range r {
+			if v == nil {
+				row.Values[i] = &agentv1.SQLValue{Null: true}
+			} else {
+				row.Values[i] = &agentv1.SQLValue{Value: *v}
+			}
+		}
+		out.Rows = append(out.Rows, row)
+	}
+	return connect.NewResponse(out), nil
+}

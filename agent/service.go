@@ -41,6 +41,10 @@ func rpcError(err error) error {
 	switch {
 	case errors.Is(err, sites.ErrNotFound), errors.Is(err, sites.ErrCheckpointNotFound):
 		return connect.NewError(connect.CodeNotFound, err)
+	case errors.Is(err, sites.ErrSQL):
+		ce := connect.NewError(connect.CodeInvalidArgument, err)
+		ce.Meta().Set(agentv1.RefusalKey, agentv1.RefusalSQL)
+		return ce
 	case errors.Is(err, sites.ErrInvalid):
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	case errors.Is(err, sites.ErrPayloadTooLarge):

@@ -483,6 +483,17 @@ func (r *Runtime) Exec(ctx context.Context, id string, argv []string, env []stri
 // ExecReader is Exec with stdin streamed from a reader (an archive
 // unpacked inside the container): the process reads it to EOF.
 func (r *Runtime) ExecReader(ctx context.Context, id string, argv []string, env []string, uid, gid uint32, stdin io.Reader) (*ExecResult, error) {
+	return r.exec(ctx, id, argv, env, uid, gid, stdin, MaxExecOutput, MaxExecStderr)
+}
+
+// ExecBounded is Exec keeping at most maxOut bytes of stdout and maxErr
+// of stderr (the rest is drained and dropped): for output a tenant's
+// code chooses.
+func (r *Runtime) ExecBounded(ctx context.Context, id string, argv []string, env []string, uid, gid uint32, stdin []byte, maxOut, maxErr int) (*ExecResult, error) {
+	return r.exec(ctx, id, argv, env, uid, gid, bytes.NewReader(stdin), min(maxOut, MaxExecOutput), min(maxErr, MaxExecStderr))
+}
+
+func (r *Runtime) exec(ctx context.Context, id string, argv []string, env []string, uid, gid uint32, stdin io.Reader, maxOut, maxErr int) (*ExecResult, error) {
 	ctx = r.ctx(ctx)
 	c, err := r.client.LoadContainer(ctx, r.cid(id))
 	if err != nil {
@@ -501,7 +512,7 @@ func (r *Runtime) ExecReader(ctx context.Context, id string, argv []string, env 
 	p.Env = append(append([]string{}, spec.Process.Env...), env...)
 	p.User = specs.User{UID: uid, GID: gid}
 	p.Terminal = false
-	stdout, stderr := &capped{max: MaxExecOutput}, &capped{max: MaxExecStderr}
+	stdout, stderr := &capped{max: maxOut}, &capped{max: maxErr}
 	in := &eofReader{r: stdin, eof: make(chan struct{})}
 	execID := fmt.Sprintf("exec-%d", time.Now().UnixNano())
 	proc, err := task.Exec(ctx, execID, &p, cio.NewCreator(cio.WithStreams(in, stdout, stderr)))

@@ -131,6 +131,367 @@ func (SnapshotPart) EnumDescriptor() ([]byte, []int) {
 	return file_agent_v1_agent_proto_rawDescGZIP(), []int{1}
 }
 
+type RunPHPRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	SiteId string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	Code   string                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	// timeout_seconds bounds the run (0: the node's default).
+	TimeoutSeconds int32 `protobuf:"varint,3,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RunPHPRequest) Reset() {
+	*x = RunPHPRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunPHPRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunPHPRequest) ProtoMessage() {}
+
+func (x *RunPHPRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunPHPRequest.ProtoReflect.Descriptor instead.
+func (*RunPHPRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RunPHPRequest) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *RunPHPRequest) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *RunPHPRequest) GetTimeoutSeconds() int32 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+type RunPHPResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ExitCode      int32                  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	Stdout        []byte                 `protobuf:"bytes,2,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	Stderr        []byte                 `protobuf:"bytes,3,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	Truncated     bool                   `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	TimedOut      bool                   `protobuf:"varint,5,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunPHPResponse) Reset() {
+	*x = RunPHPResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunPHPResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunPHPResponse) ProtoMessage() {}
+
+func (x *RunPHPResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunPHPResponse.ProtoReflect.Descriptor instead.
+func (*RunPHPResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RunPHPResponse) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *RunPHPResponse) GetStdout() []byte {
+	if x != nil {
+		return x.Stdout
+	}
+	return nil
+}
+
+func (x *RunPHPResponse) GetStderr() []byte {
+	if x != nil {
+		return x.Stderr
+	}
+	return nil
+}
+
+func (x *RunPHPResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *RunPHPResponse) GetTimedOut() bool {
+	if x != nil {
+		return x.TimedOut
+	}
+	return false
+}
+
+type RunSQLRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SiteId         string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	Query          string                 `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	TimeoutSeconds int32                  `protobuf:"varint,3,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RunSQLRequest) Reset() {
+	*x = RunSQLRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunSQLRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunSQLRequest) ProtoMessage() {}
+
+func (x *RunSQLRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunSQLRequest.ProtoReflect.Descriptor instead.
+func (*RunSQLRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RunSQLRequest) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *RunSQLRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *RunSQLRequest) GetTimeoutSeconds() int32 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+type SQLValue struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Value         string                 `protobuf:"bytes,1,opt,name=value,proto3" json:"value,omitempty"`
+	Null          bool                   `protobuf:"varint,2,opt,name=null,proto3" json:"null,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SQLValue) Reset() {
+	*x = SQLValue{}
+	mi := &file_agent_v1_agent_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SQLValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SQLValue) ProtoMessage() {}
+
+func (x *SQLValue) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SQLValue.ProtoReflect.Descriptor instead.
+func (*SQLValue) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SQLValue) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *SQLValue) GetNull() bool {
+	if x != nil {
+		return x.Null
+	}
+	return false
+}
+
+type SQLRow struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Values        []*SQLValue            `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SQLRow) Reset() {
+	*x = SQLRow{}
+	mi := &file_agent_v1_agent_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SQLRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SQLRow) ProtoMessage() {}
+
+func (x *SQLRow) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SQLRow.ProtoReflect.Descriptor instead.
+func (*SQLRow) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SQLRow) GetValues() []*SQLValue {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+type RunSQLResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Columns       []string               `protobuf:"bytes,1,rep,name=columns,proto3" json:"columns,omitempty"`
+	Rows          []*SQLRow              `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
+	AffectedRows  int64                  `protobuf:"varint,3,opt,name=affected_rows,json=affectedRows,proto3" json:"affected_rows,omitempty"`
+	Truncated     bool                   `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunSQLResponse) Reset() {
+	*x = RunSQLResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunSQLResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunSQLResponse) ProtoMessage() {}
+
+func (x *RunSQLResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunSQLResponse.ProtoReflect.Descriptor instead.
+func (*RunSQLResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RunSQLResponse) GetColumns() []string {
+	if x != nil {
+		return x.Columns
+	}
+	return nil
+}
+
+func (x *RunSQLResponse) GetRows() []*SQLRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *RunSQLResponse) GetAffectedRows() int64 {
+	if x != nil {
+		return x.AffectedRows
+	}
+	return 0
+}
+
+func (x *RunSQLResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
 type CheckpointRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SiteId        string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
@@ -142,7 +503,7 @@ type CheckpointRef struct {
 
 func (x *CheckpointRef) Reset() {
 	*x = CheckpointRef{}
-	mi := &file_agent_v1_agent_proto_msgTypes[0]
+	mi := &file_agent_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -154,7 +515,7 @@ func (x *CheckpointRef) String() string {
 func (*CheckpointRef) ProtoMessage() {}
 
 func (x *CheckpointRef) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[0]
+	mi := &file_agent_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -167,7 +528,7 @@ func (x *CheckpointRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRef.ProtoReflect.Descriptor instead.
 func (*CheckpointRef) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{0}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CheckpointRef) GetSiteId() string {
@@ -205,7 +566,7 @@ type CheckpointInfo struct {
 
 func (x *CheckpointInfo) Reset() {
 	*x = CheckpointInfo{}
-	mi := &file_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_agent_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -217,7 +578,7 @@ func (x *CheckpointInfo) String() string {
 func (*CheckpointInfo) ProtoMessage() {}
 
 func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_agent_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -230,7 +591,7 @@ func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointInfo.ProtoReflect.Descriptor instead.
 func (*CheckpointInfo) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CheckpointInfo) GetCheckpointId() string {
@@ -270,7 +631,7 @@ type ListCheckpointsResponse struct {
 
 func (x *ListCheckpointsResponse) Reset() {
 	*x = ListCheckpointsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_agent_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +643,7 @@ func (x *ListCheckpointsResponse) String() string {
 func (*ListCheckpointsResponse) ProtoMessage() {}
 
 func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_agent_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +656,7 @@ func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListCheckpointsResponse) GetCheckpoints() []*CheckpointInfo {
@@ -313,7 +674,7 @@ type DeleteCheckpointResponse struct {
 
 func (x *DeleteCheckpointResponse) Reset() {
 	*x = DeleteCheckpointResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -325,7 +686,7 @@ func (x *DeleteCheckpointResponse) String() string {
 func (*DeleteCheckpointResponse) ProtoMessage() {}
 
 func (x *DeleteCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -338,7 +699,7 @@ func (x *DeleteCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 type ForkSiteRequest struct {
@@ -352,7 +713,7 @@ type ForkSiteRequest struct {
 
 func (x *ForkSiteRequest) Reset() {
 	*x = ForkSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +725,7 @@ func (x *ForkSiteRequest) String() string {
 func (*ForkSiteRequest) ProtoMessage() {}
 
 func (x *ForkSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +738,7 @@ func (x *ForkSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSiteRequest.ProtoReflect.Descriptor instead.
 func (*ForkSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ForkSiteRequest) GetSite() *CreateSiteRequest {
@@ -405,7 +766,7 @@ type Resources struct {
 
 func (x *Resources) Reset() {
 	*x = Resources{}
-	mi := &file_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +778,7 @@ func (x *Resources) String() string {
 func (*Resources) ProtoMessage() {}
 
 func (x *Resources) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +791,7 @@ func (x *Resources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resources.ProtoReflect.Descriptor instead.
 func (*Resources) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Resources) GetMemoryMb() int64 {
@@ -480,7 +841,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +853,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +866,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RegisterRequest) GetNodeId() string {
@@ -596,7 +957,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +969,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +982,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegisterResponse) GetHeartbeatIntervalMs() int64 {
@@ -669,7 +1030,7 @@ type Revocations struct {
 
 func (x *Revocations) Reset() {
 	*x = Revocations{}
-	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +1042,7 @@ func (x *Revocations) String() string {
 func (*Revocations) ProtoMessage() {}
 
 func (x *Revocations) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +1055,7 @@ func (x *Revocations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revocations.ProtoReflect.Descriptor instead.
 func (*Revocations) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Revocations) GetVersion() string {
@@ -730,7 +1091,7 @@ type RevokedMember struct {
 
 func (x *RevokedMember) Reset() {
 	*x = RevokedMember{}
-	mi := &file_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +1103,7 @@ func (x *RevokedMember) String() string {
 func (*RevokedMember) ProtoMessage() {}
 
 func (x *RevokedMember) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +1116,7 @@ func (x *RevokedMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedMember.ProtoReflect.Descriptor instead.
 func (*RevokedMember) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RevokedMember) GetId() string {
@@ -803,7 +1164,7 @@ type SiteStatus struct {
 
 func (x *SiteStatus) Reset() {
 	*x = SiteStatus{}
-	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +1176,7 @@ func (x *SiteStatus) String() string {
 func (*SiteStatus) ProtoMessage() {}
 
 func (x *SiteStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +1189,7 @@ func (x *SiteStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteStatus.ProtoReflect.Descriptor instead.
 func (*SiteStatus) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SiteStatus) GetSiteId() string {
@@ -901,7 +1262,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1274,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1287,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HeartbeatRequest) GetNodeId() string {
@@ -1013,7 +1374,7 @@ type SitePresence struct {
 
 func (x *SitePresence) Reset() {
 	*x = SitePresence{}
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1386,7 @@ func (x *SitePresence) String() string {
 func (*SitePresence) ProtoMessage() {}
 
 func (x *SitePresence) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1399,7 @@ func (x *SitePresence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SitePresence.ProtoReflect.Descriptor instead.
 func (*SitePresence) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SitePresence) GetSiteId() string {
@@ -1077,7 +1438,7 @@ type SleepCounts struct {
 
 func (x *SleepCounts) Reset() {
 	*x = SleepCounts{}
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1450,7 @@ func (x *SleepCounts) String() string {
 func (*SleepCounts) ProtoMessage() {}
 
 func (x *SleepCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1463,7 @@ func (x *SleepCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SleepCounts.ProtoReflect.Descriptor instead.
 func (*SleepCounts) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SleepCounts) GetAwake() int32 {
@@ -1160,7 +1521,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1533,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1546,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HeartbeatResponse) GetHeartbeatIntervalMs() int64 {
@@ -1233,7 +1594,7 @@ type SiteRef struct {
 
 func (x *SiteRef) Reset() {
 	*x = SiteRef{}
-	mi := &file_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1245,7 +1606,7 @@ func (x *SiteRef) String() string {
 func (*SiteRef) ProtoMessage() {}
 
 func (x *SiteRef) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1258,7 +1619,7 @@ func (x *SiteRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteRef.ProtoReflect.Descriptor instead.
 func (*SiteRef) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SiteRef) GetSiteId() string {
@@ -1307,7 +1668,7 @@ type CreateSiteRequest struct {
 
 func (x *CreateSiteRequest) Reset() {
 	*x = CreateSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1680,7 @@ func (x *CreateSiteRequest) String() string {
 func (*CreateSiteRequest) ProtoMessage() {}
 
 func (x *CreateSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1693,7 @@ func (x *CreateSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSiteRequest.ProtoReflect.Descriptor instead.
 func (*CreateSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateSiteRequest) GetSiteId() string {
@@ -1450,7 +1811,7 @@ type CreateSiteResponse struct {
 
 func (x *CreateSiteResponse) Reset() {
 	*x = CreateSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1823,7 @@ func (x *CreateSiteResponse) String() string {
 func (*CreateSiteResponse) ProtoMessage() {}
 
 func (x *CreateSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1836,7 @@ func (x *CreateSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSiteResponse.ProtoReflect.Descriptor instead.
 func (*CreateSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateSiteResponse) GetStatus() *SiteStatus {
@@ -1501,7 +1862,7 @@ type DeleteSiteResponse struct {
 
 func (x *DeleteSiteResponse) Reset() {
 	*x = DeleteSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1874,7 @@ func (x *DeleteSiteResponse) String() string {
 func (*DeleteSiteResponse) ProtoMessage() {}
 
 func (x *DeleteSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1887,7 @@ func (x *DeleteSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSiteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteSiteResponse) GetExisted() bool {
@@ -1546,7 +1907,7 @@ type ResetSiteRequest struct {
 
 func (x *ResetSiteRequest) Reset() {
 	*x = ResetSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1919,7 @@ func (x *ResetSiteRequest) String() string {
 func (*ResetSiteRequest) ProtoMessage() {}
 
 func (x *ResetSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1932,7 @@ func (x *ResetSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSiteRequest.ProtoReflect.Descriptor instead.
 func (*ResetSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResetSiteRequest) GetSiteId() string {
@@ -1598,7 +1959,7 @@ type ResetSiteResponse struct {
 
 func (x *ResetSiteResponse) Reset() {
 	*x = ResetSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_agent_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1971,7 @@ func (x *ResetSiteResponse) String() string {
 func (*ResetSiteResponse) ProtoMessage() {}
 
 func (x *ResetSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_agent_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1984,7 @@ func (x *ResetSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSiteResponse.ProtoReflect.Descriptor instead.
 func (*ResetSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ResetSiteResponse) GetStatus() *SiteStatus {
@@ -1655,7 +2016,7 @@ type CreateLoginTokenRequest struct {
 
 func (x *CreateLoginTokenRequest) Reset() {
 	*x = CreateLoginTokenRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1667,7 +2028,7 @@ func (x *CreateLoginTokenRequest) String() string {
 func (*CreateLoginTokenRequest) ProtoMessage() {}
 
 func (x *CreateLoginTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1680,7 +2041,7 @@ func (x *CreateLoginTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLoginTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateLoginTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateLoginTokenRequest) GetSiteId() string {
@@ -1726,7 +2087,7 @@ type CreateLoginTokenResponse struct {
 
 func (x *CreateLoginTokenResponse) Reset() {
 	*x = CreateLoginTokenResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_agent_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +2099,7 @@ func (x *CreateLoginTokenResponse) String() string {
 func (*CreateLoginTokenResponse) ProtoMessage() {}
 
 func (x *CreateLoginTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_agent_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +2112,7 @@ func (x *CreateLoginTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLoginTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateLoginTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 type DebugSettings struct {
@@ -1766,7 +2127,7 @@ type DebugSettings struct {
 
 func (x *DebugSettings) Reset() {
 	*x = DebugSettings{}
-	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_agent_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +2139,7 @@ func (x *DebugSettings) String() string {
 func (*DebugSettings) ProtoMessage() {}
 
 func (x *DebugSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_agent_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +2152,7 @@ func (x *DebugSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugSettings.ProtoReflect.Descriptor instead.
 func (*DebugSettings) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{23}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DebugSettings) GetWpDebug() bool {
@@ -1836,7 +2197,7 @@ type SetDebugRequest struct {
 
 func (x *SetDebugRequest) Reset() {
 	*x = SetDebugRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_agent_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +2209,7 @@ func (x *SetDebugRequest) String() string {
 func (*SetDebugRequest) ProtoMessage() {}
 
 func (x *SetDebugRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_agent_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2222,7 @@ func (x *SetDebugRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDebugRequest.ProtoReflect.Descriptor instead.
 func (*SetDebugRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetDebugRequest) GetSiteId() string {
@@ -1909,7 +2270,7 @@ type TailDebugLogRequest struct {
 
 func (x *TailDebugLogRequest) Reset() {
 	*x = TailDebugLogRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_agent_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2282,7 @@ func (x *TailDebugLogRequest) String() string {
 func (*TailDebugLogRequest) ProtoMessage() {}
 
 func (x *TailDebugLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_agent_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2295,7 @@ func (x *TailDebugLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailDebugLogRequest.ProtoReflect.Descriptor instead.
 func (*TailDebugLogRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TailDebugLogRequest) GetSiteId() string {
@@ -1964,7 +2325,7 @@ type TailDebugLogResponse struct {
 
 func (x *TailDebugLogResponse) Reset() {
 	*x = TailDebugLogResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_agent_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2337,7 @@ func (x *TailDebugLogResponse) String() string {
 func (*TailDebugLogResponse) ProtoMessage() {}
 
 func (x *TailDebugLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_agent_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2350,7 @@ func (x *TailDebugLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailDebugLogResponse.ProtoReflect.Descriptor instead.
 func (*TailDebugLogResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TailDebugLogResponse) GetExists() bool {
@@ -2028,7 +2389,7 @@ type TruncateDebugLogResponse struct {
 
 func (x *TruncateDebugLogResponse) Reset() {
 	*x = TruncateDebugLogResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_agent_v1_agent_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2401,7 @@ func (x *TruncateDebugLogResponse) String() string {
 func (*TruncateDebugLogResponse) ProtoMessage() {}
 
 func (x *TruncateDebugLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_agent_v1_agent_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2414,7 @@ func (x *TruncateDebugLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateDebugLogResponse.ProtoReflect.Descriptor instead.
 func (*TruncateDebugLogResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
 type SetPHPConfigRequest struct {
@@ -2067,7 +2428,7 @@ type SetPHPConfigRequest struct {
 
 func (x *SetPHPConfigRequest) Reset() {
 	*x = SetPHPConfigRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_agent_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2440,7 @@ func (x *SetPHPConfigRequest) String() string {
 func (*SetPHPConfigRequest) ProtoMessage() {}
 
 func (x *SetPHPConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_agent_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2453,7 @@ func (x *SetPHPConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPHPConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetPHPConfigRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetPHPConfigRequest) GetSiteId() string {
@@ -2125,7 +2486,7 @@ type PHPConfig struct {
 
 func (x *PHPConfig) Reset() {
 	*x = PHPConfig{}
-	mi := &file_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_agent_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2498,7 @@ func (x *PHPConfig) String() string {
 func (*PHPConfig) ProtoMessage() {}
 
 func (x *PHPConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_agent_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2511,7 @@ func (x *PHPConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PHPConfig.ProtoReflect.Descriptor instead.
 func (*PHPConfig) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PHPConfig) GetSettings() map[string]string {
@@ -2175,7 +2536,7 @@ type Email struct {
 
 func (x *Email) Reset() {
 	*x = Email{}
-	mi := &file_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_agent_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2548,7 @@ func (x *Email) String() string {
 func (*Email) ProtoMessage() {}
 
 func (x *Email) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_agent_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2561,7 @@ func (x *Email) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Email.ProtoReflect.Descriptor instead.
 func (*Email) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Email) GetId() string {
@@ -2261,7 +2622,7 @@ type ListEmailsResponse struct {
 
 func (x *ListEmailsResponse) Reset() {
 	*x = ListEmailsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_agent_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2634,7 @@ func (x *ListEmailsResponse) String() string {
 func (*ListEmailsResponse) ProtoMessage() {}
 
 func (x *ListEmailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_agent_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2647,7 @@ func (x *ListEmailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEmailsResponse.ProtoReflect.Descriptor instead.
 func (*ListEmailsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{31}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListEmailsResponse) GetEmails() []*Email {
@@ -2304,7 +2665,7 @@ type ClearEmailsResponse struct {
 
 func (x *ClearEmailsResponse) Reset() {
 	*x = ClearEmailsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_agent_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +2677,7 @@ func (x *ClearEmailsResponse) String() string {
 func (*ClearEmailsResponse) ProtoMessage() {}
 
 func (x *ClearEmailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_agent_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,7 +2690,7 @@ func (x *ClearEmailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearEmailsResponse.ProtoReflect.Descriptor instead.
 func (*ClearEmailsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 type SwitchPHPVersionRequest struct {
@@ -2343,7 +2704,7 @@ type SwitchPHPVersionRequest struct {
 
 func (x *SwitchPHPVersionRequest) Reset() {
 	*x = SwitchPHPVersionRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_agent_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2716,7 @@ func (x *SwitchPHPVersionRequest) String() string {
 func (*SwitchPHPVersionRequest) ProtoMessage() {}
 
 func (x *SwitchPHPVersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_agent_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2729,7 @@ func (x *SwitchPHPVersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchPHPVersionRequest.ProtoReflect.Descriptor instead.
 func (*SwitchPHPVersionRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SwitchPHPVersionRequest) GetSiteId() string {
@@ -2402,7 +2763,7 @@ type SwitchPHPVersionResponse struct {
 
 func (x *SwitchPHPVersionResponse) Reset() {
 	*x = SwitchPHPVersionResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_agent_v1_agent_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2775,7 @@ func (x *SwitchPHPVersionResponse) String() string {
 func (*SwitchPHPVersionResponse) ProtoMessage() {}
 
 func (x *SwitchPHPVersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_agent_v1_agent_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2788,7 @@ func (x *SwitchPHPVersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchPHPVersionResponse.ProtoReflect.Descriptor instead.
 func (*SwitchPHPVersionResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SwitchPHPVersionResponse) GetStatus() *SiteStatus {
@@ -2460,7 +2821,7 @@ type FilesRequest struct {
 
 func (x *FilesRequest) Reset() {
 	*x = FilesRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_agent_v1_agent_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2472,7 +2833,7 @@ func (x *FilesRequest) String() string {
 func (*FilesRequest) ProtoMessage() {}
 
 func (x *FilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_agent_v1_agent_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2485,7 +2846,7 @@ func (x *FilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilesRequest.ProtoReflect.Descriptor instead.
 func (*FilesRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FilesRequest) GetSiteId() string {
@@ -2551,7 +2912,7 @@ type FileEntry struct {
 
 func (x *FileEntry) Reset() {
 	*x = FileEntry{}
-	mi := &file_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_agent_v1_agent_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +2924,7 @@ func (x *FileEntry) String() string {
 func (*FileEntry) ProtoMessage() {}
 
 func (x *FileEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_agent_v1_agent_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,7 +2937,7 @@ func (x *FileEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
 func (*FileEntry) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FileEntry) GetName() string {
@@ -2633,7 +2994,7 @@ type FilesResponse struct {
 
 func (x *FilesResponse) Reset() {
 	*x = FilesResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_agent_v1_agent_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +3006,7 @@ func (x *FilesResponse) String() string {
 func (*FilesResponse) ProtoMessage() {}
 
 func (x *FilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_agent_v1_agent_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +3019,7 @@ func (x *FilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilesResponse.ProtoReflect.Descriptor instead.
 func (*FilesResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FilesResponse) GetErrorCode() string {
@@ -2737,7 +3098,7 @@ type DatabaseInfo struct {
 
 func (x *DatabaseInfo) Reset() {
 	*x = DatabaseInfo{}
-	mi := &file_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_agent_v1_agent_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +3110,7 @@ func (x *DatabaseInfo) String() string {
 func (*DatabaseInfo) ProtoMessage() {}
 
 func (x *DatabaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_agent_v1_agent_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +3123,7 @@ func (x *DatabaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DatabaseInfo.ProtoReflect.Descriptor instead.
 func (*DatabaseInfo) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DatabaseInfo) GetHost() string {
@@ -2815,7 +3176,7 @@ type Plugin struct {
 
 func (x *Plugin) Reset() {
 	*x = Plugin{}
-	mi := &file_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_agent_v1_agent_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +3188,7 @@ func (x *Plugin) String() string {
 func (*Plugin) ProtoMessage() {}
 
 func (x *Plugin) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_agent_v1_agent_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +3201,7 @@ func (x *Plugin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plugin.ProtoReflect.Descriptor instead.
 func (*Plugin) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Plugin) GetSlug() string {
@@ -2887,7 +3248,7 @@ type ListPluginsResponse struct {
 
 func (x *ListPluginsResponse) Reset() {
 	*x = ListPluginsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_agent_v1_agent_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +3260,7 @@ func (x *ListPluginsResponse) String() string {
 func (*ListPluginsResponse) ProtoMessage() {}
 
 func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_agent_v1_agent_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +3273,7 @@ func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPluginsResponse.ProtoReflect.Descriptor instead.
 func (*ListPluginsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListPluginsResponse) GetPlugins() []*Plugin {
@@ -2936,7 +3297,7 @@ type InstallPluginRequest struct {
 
 func (x *InstallPluginRequest) Reset() {
 	*x = InstallPluginRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_agent_v1_agent_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3309,7 @@ func (x *InstallPluginRequest) String() string {
 func (*InstallPluginRequest) ProtoMessage() {}
 
 func (x *InstallPluginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_agent_v1_agent_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3322,7 @@ func (x *InstallPluginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallPluginRequest.ProtoReflect.Descriptor instead.
 func (*InstallPluginRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{41}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *InstallPluginRequest) GetSiteId() string {
@@ -3008,7 +3369,7 @@ type InstallPluginResponse struct {
 
 func (x *InstallPluginResponse) Reset() {
 	*x = InstallPluginResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_agent_v1_agent_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3381,7 @@ func (x *InstallPluginResponse) String() string {
 func (*InstallPluginResponse) ProtoMessage() {}
 
 func (x *InstallPluginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_agent_v1_agent_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3394,7 @@ func (x *InstallPluginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallPluginResponse.ProtoReflect.Descriptor instead.
 func (*InstallPluginResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{42}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *InstallPluginResponse) GetPlugin() *Plugin {
@@ -3054,7 +3415,7 @@ type FreezeTemplateRequest struct {
 
 func (x *FreezeTemplateRequest) Reset() {
 	*x = FreezeTemplateRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_agent_v1_agent_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3066,7 +3427,7 @@ func (x *FreezeTemplateRequest) String() string {
 func (*FreezeTemplateRequest) ProtoMessage() {}
 
 func (x *FreezeTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_agent_v1_agent_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3079,7 +3440,7 @@ func (x *FreezeTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeTemplateRequest.ProtoReflect.Descriptor instead.
 func (*FreezeTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{43}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *FreezeTemplateRequest) GetSiteId() string {
@@ -3113,7 +3474,7 @@ type TemplateRef struct {
 
 func (x *TemplateRef) Reset() {
 	*x = TemplateRef{}
-	mi := &file_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_agent_v1_agent_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3486,7 @@ func (x *TemplateRef) String() string {
 func (*TemplateRef) ProtoMessage() {}
 
 func (x *TemplateRef) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_agent_v1_agent_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3499,7 @@ func (x *TemplateRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateRef.ProtoReflect.Descriptor instead.
 func (*TemplateRef) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{44}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *TemplateRef) GetTemplateId() string {
@@ -3169,7 +3530,7 @@ type TemplateInfo struct {
 
 func (x *TemplateInfo) Reset() {
 	*x = TemplateInfo{}
-	mi := &file_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_agent_v1_agent_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3181,7 +3542,7 @@ func (x *TemplateInfo) String() string {
 func (*TemplateInfo) ProtoMessage() {}
 
 func (x *TemplateInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_agent_v1_agent_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3194,7 +3555,7 @@ func (x *TemplateInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateInfo.ProtoReflect.Descriptor instead.
 func (*TemplateInfo) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{45}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *TemplateInfo) GetTemplateId() string {
@@ -3241,7 +3602,7 @@ type DeleteTemplateResponse struct {
 
 func (x *DeleteTemplateResponse) Reset() {
 	*x = DeleteTemplateResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_agent_v1_agent_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3253,7 +3614,7 @@ func (x *DeleteTemplateResponse) String() string {
 func (*DeleteTemplateResponse) ProtoMessage() {}
 
 func (x *DeleteTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_agent_v1_agent_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3266,7 +3627,7 @@ func (x *DeleteTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTemplateResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{46}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteTemplateResponse) GetExisted() bool {
@@ -3287,7 +3648,7 @@ type RestoreSiteRequest struct {
 
 func (x *RestoreSiteRequest) Reset() {
 	*x = RestoreSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_agent_v1_agent_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3299,7 +3660,7 @@ func (x *RestoreSiteRequest) String() string {
 func (*RestoreSiteRequest) ProtoMessage() {}
 
 func (x *RestoreSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_agent_v1_agent_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3312,7 +3673,7 @@ func (x *RestoreSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSiteRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{47}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RestoreSiteRequest) GetSiteId() string {
@@ -3345,7 +3706,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_agent_v1_agent_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3357,7 +3718,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_agent_v1_agent_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3370,7 +3731,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{48}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Chunk) GetData() []byte {
@@ -3391,7 +3752,7 @@ type ImportTemplateRequest struct {
 
 func (x *ImportTemplateRequest) Reset() {
 	*x = ImportTemplateRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_agent_v1_agent_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3403,7 +3764,7 @@ func (x *ImportTemplateRequest) String() string {
 func (*ImportTemplateRequest) ProtoMessage() {}
 
 func (x *ImportTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_agent_v1_agent_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3416,7 +3777,7 @@ func (x *ImportTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportTemplateRequest.ProtoReflect.Descriptor instead.
 func (*ImportTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{49}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ImportTemplateRequest) GetTemplateId() string {
@@ -3456,7 +3817,7 @@ type RenameSiteRequest struct {
 
 func (x *RenameSiteRequest) Reset() {
 	*x = RenameSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_agent_v1_agent_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3468,7 +3829,7 @@ func (x *RenameSiteRequest) String() string {
 func (*RenameSiteRequest) ProtoMessage() {}
 
 func (x *RenameSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_agent_v1_agent_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3481,7 +3842,7 @@ func (x *RenameSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameSiteRequest.ProtoReflect.Descriptor instead.
 func (*RenameSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{50}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RenameSiteRequest) GetSiteId() string {
@@ -3535,7 +3896,7 @@ type RenameSiteResponse struct {
 
 func (x *RenameSiteResponse) Reset() {
 	*x = RenameSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_agent_v1_agent_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +3908,7 @@ func (x *RenameSiteResponse) String() string {
 func (*RenameSiteResponse) ProtoMessage() {}
 
 func (x *RenameSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_agent_v1_agent_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +3921,7 @@ func (x *RenameSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameSiteResponse.ProtoReflect.Descriptor instead.
 func (*RenameSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{51}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RenameSiteResponse) GetStatus() *SiteStatus {
@@ -3589,7 +3950,7 @@ type RunBlueprintStepRequest struct {
 
 func (x *RunBlueprintStepRequest) Reset() {
 	*x = RunBlueprintStepRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_agent_v1_agent_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3601,7 +3962,7 @@ func (x *RunBlueprintStepRequest) String() string {
 func (*RunBlueprintStepRequest) ProtoMessage() {}
 
 func (x *RunBlueprintStepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_agent_v1_agent_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3614,7 +3975,7 @@ func (x *RunBlueprintStepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunBlueprintStepRequest.ProtoReflect.Descriptor instead.
 func (*RunBlueprintStepRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{52}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RunBlueprintStepRequest) GetSiteId() string {
@@ -3675,7 +4036,7 @@ type RunBlueprintStepResponse struct {
 
 func (x *RunBlueprintStepResponse) Reset() {
 	*x = RunBlueprintStepResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_agent_v1_agent_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3687,7 +4048,7 @@ func (x *RunBlueprintStepResponse) String() string {
 func (*RunBlueprintStepResponse) ProtoMessage() {}
 
 func (x *RunBlueprintStepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_agent_v1_agent_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3700,7 +4061,7 @@ func (x *RunBlueprintStepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunBlueprintStepResponse.ProtoReflect.Descriptor instead.
 func (*RunBlueprintStepResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{53}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RunBlueprintStepResponse) GetOk() bool {
@@ -3756,7 +4117,7 @@ type RestoreArchiveRequest struct {
 
 func (x *RestoreArchiveRequest) Reset() {
 	*x = RestoreArchiveRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_agent_v1_agent_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3768,7 +4129,7 @@ func (x *RestoreArchiveRequest) String() string {
 func (*RestoreArchiveRequest) ProtoMessage() {}
 
 func (x *RestoreArchiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_agent_v1_agent_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3781,7 +4142,7 @@ func (x *RestoreArchiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreArchiveRequest.ProtoReflect.Descriptor instead.
 func (*RestoreArchiveRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{54}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RestoreArchiveRequest) GetHeader() *RestoreHeader {
@@ -3810,7 +4171,7 @@ type RestoreHeader struct {
 
 func (x *RestoreHeader) Reset() {
 	*x = RestoreHeader{}
-	mi := &file_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_agent_v1_agent_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3822,7 +4183,7 @@ func (x *RestoreHeader) String() string {
 func (*RestoreHeader) ProtoMessage() {}
 
 func (x *RestoreHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_agent_v1_agent_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3835,7 +4196,7 @@ func (x *RestoreHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreHeader.ProtoReflect.Descriptor instead.
 func (*RestoreHeader) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{55}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RestoreHeader) GetSiteId() string {
@@ -3878,7 +4239,7 @@ type RestorePart struct {
 
 func (x *RestorePart) Reset() {
 	*x = RestorePart{}
-	mi := &file_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_agent_v1_agent_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3890,7 +4251,7 @@ func (x *RestorePart) String() string {
 func (*RestorePart) ProtoMessage() {}
 
 func (x *RestorePart) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_agent_v1_agent_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3903,7 +4264,7 @@ func (x *RestorePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestorePart.ProtoReflect.Descriptor instead.
 func (*RestorePart) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{56}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RestorePart) GetKind() string {
@@ -3948,7 +4309,7 @@ type RestoreArchiveResponse struct {
 
 func (x *RestoreArchiveResponse) Reset() {
 	*x = RestoreArchiveResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_agent_v1_agent_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3960,7 +4321,7 @@ func (x *RestoreArchiveResponse) String() string {
 func (*RestoreArchiveResponse) ProtoMessage() {}
 
 func (x *RestoreArchiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_agent_v1_agent_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3973,7 +4334,7 @@ func (x *RestoreArchiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreArchiveResponse.ProtoReflect.Descriptor instead.
 func (*RestoreArchiveResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{57}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RestoreArchiveResponse) GetFiles() int64 {
@@ -4057,7 +4418,7 @@ type SetSiteURLRequest struct {
 
 func (x *SetSiteURLRequest) Reset() {
 	*x = SetSiteURLRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_agent_v1_agent_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4069,7 +4430,7 @@ func (x *SetSiteURLRequest) String() string {
 func (*SetSiteURLRequest) ProtoMessage() {}
 
 func (x *SetSiteURLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_agent_v1_agent_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4082,7 +4443,7 @@ func (x *SetSiteURLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSiteURLRequest.ProtoReflect.Descriptor instead.
 func (*SetSiteURLRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{58}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SetSiteURLRequest) GetSiteId() string {
@@ -4115,7 +4476,7 @@ type SetSiteURLResponse struct {
 
 func (x *SetSiteURLResponse) Reset() {
 	*x = SetSiteURLResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_agent_v1_agent_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4127,7 +4488,7 @@ func (x *SetSiteURLResponse) String() string {
 func (*SetSiteURLResponse) ProtoMessage() {}
 
 func (x *SetSiteURLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_agent_v1_agent_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4140,7 +4501,7 @@ func (x *SetSiteURLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSiteURLResponse.ProtoReflect.Descriptor instead.
 func (*SetSiteURLResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{59}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SetSiteURLResponse) GetStatus() *SiteStatus {
@@ -4164,7 +4525,7 @@ type AuthorizeSSHRequest struct {
 
 func (x *AuthorizeSSHRequest) Reset() {
 	*x = AuthorizeSSHRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_agent_v1_agent_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4176,7 +4537,7 @@ func (x *AuthorizeSSHRequest) String() string {
 func (*AuthorizeSSHRequest) ProtoMessage() {}
 
 func (x *AuthorizeSSHRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_agent_v1_agent_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4189,7 +4550,7 @@ func (x *AuthorizeSSHRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeSSHRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizeSSHRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{60}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *AuthorizeSSHRequest) GetNodeId() string {
@@ -4234,7 +4595,7 @@ type AuthorizeSSHResponse struct {
 
 func (x *AuthorizeSSHResponse) Reset() {
 	*x = AuthorizeSSHResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_agent_v1_agent_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4246,7 +4607,7 @@ func (x *AuthorizeSSHResponse) String() string {
 func (*AuthorizeSSHResponse) ProtoMessage() {}
 
 func (x *AuthorizeSSHResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_agent_v1_agent_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4259,7 +4620,7 @@ func (x *AuthorizeSSHResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeSSHResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizeSSHResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{61}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AuthorizeSSHResponse) GetAllowed() bool {
@@ -4307,7 +4668,7 @@ type DeployRepositoryRequest struct {
 
 func (x *DeployRepositoryRequest) Reset() {
 	*x = DeployRepositoryRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_agent_v1_agent_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4319,7 +4680,7 @@ func (x *DeployRepositoryRequest) String() string {
 func (*DeployRepositoryRequest) ProtoMessage() {}
 
 func (x *DeployRepositoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_agent_v1_agent_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4332,7 +4693,7 @@ func (x *DeployRepositoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployRepositoryRequest.ProtoReflect.Descriptor instead.
 func (*DeployRepositoryRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{62}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DeployRepositoryRequest) GetSiteId() string {
@@ -4423,7 +4784,7 @@ type DeployRepositoryResponse struct {
 
 func (x *DeployRepositoryResponse) Reset() {
 	*x = DeployRepositoryResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[63]
+	mi := &file_agent_v1_agent_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4435,7 +4796,7 @@ func (x *DeployRepositoryResponse) String() string {
 func (*DeployRepositoryResponse) ProtoMessage() {}
 
 func (x *DeployRepositoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[63]
+	mi := &file_agent_v1_agent_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4448,7 +4809,7 @@ func (x *DeployRepositoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployRepositoryResponse.ProtoReflect.Descriptor instead.
 func (*DeployRepositoryResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{63}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DeployRepositoryResponse) GetSha() string {
@@ -4484,7 +4845,7 @@ type SnapshotSiteRequest struct {
 
 func (x *SnapshotSiteRequest) Reset() {
 	*x = SnapshotSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[64]
+	mi := &file_agent_v1_agent_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4496,7 +4857,7 @@ func (x *SnapshotSiteRequest) String() string {
 func (*SnapshotSiteRequest) ProtoMessage() {}
 
 func (x *SnapshotSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[64]
+	mi := &file_agent_v1_agent_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4509,7 +4870,7 @@ func (x *SnapshotSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSiteRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{64}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SnapshotSiteRequest) GetSiteId() string {
@@ -4549,7 +4910,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_agent_v1_agent_proto_msgTypes[65]
+	mi := &file_agent_v1_agent_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4561,7 +4922,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[65]
+	mi := &file_agent_v1_agent_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4574,7 +4935,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{65}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SnapshotChunk) GetPart() SnapshotPart {
@@ -4623,7 +4984,31 @@ var File_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x14agent/v1/agent.proto\x12\x11sandboxd.agent.v1\"d\n" +
+	"\x14agent/v1/agent.proto\x12\x11sandboxd.agent.v1\"e\n" +
+	"\rRunPHPRequest\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\x12'\n" +
+	"\x0ftimeout_seconds\x18\x03 \x01(\x05R\x0etimeoutSeconds\"\x98\x01\n" +
+	"\x0eRunPHPResponse\x12\x1b\n" +
+	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
+	"\x06stdout\x18\x02 \x01(\fR\x06stdout\x12\x16\n" +
+	"\x06stderr\x18\x03 \x01(\fR\x06stderr\x12\x1c\n" +
+	"\ttruncated\x18\x04 \x01(\bR\ttruncated\x12\x1b\n" +
+	"\ttimed_out\x18\x05 \x01(\bR\btimedOut\"g\n" +
+	"\rRunSQLRequest\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x14\n" +
+	"\x05query\x18\x02 \x01(\tR\x05query\x12'\n" +
+	"\x0ftimeout_seconds\x18\x03 \x01(\x05R\x0etimeoutSeconds\"4\n" +
+	"\bSQLValue\x12\x14\n" +
+	"\x05value\x18\x01 \x01(\tR\x05value\x12\x12\n" +
+	"\x04null\x18\x02 \x01(\bR\x04null\"=\n" +
+	"\x06SQLRow\x123\n" +
+	"\x06values\x18\x01 \x03(\v2\x1b.sandboxd.agent.v1.SQLValueR\x06values\"\x9c\x01\n" +
+	"\x0eRunSQLResponse\x12\x18\n" +
+	"\acolumns\x18\x01 \x03(\tR\acolumns\x12-\n" +
+	"\x04rows\x18\x02 \x03(\v2\x19.sandboxd.agent.v1.SQLRowR\x04rows\x12#\n" +
+	"\raffected_rows\x18\x03 \x01(\x03R\faffectedRows\x12\x1c\n" +
+	"\ttruncated\x18\x04 \x01(\bR\ttruncated\"d\n" +
 	"\rCheckpointRef\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12#\n" +
 	"\rcheckpoint_id\x18\x02 \x01(\tR\fcheckpointId\x12\x15\n" +
@@ -5010,7 +5395,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fRegistryService\x12S\n" +
 	"\bRegister\x12\".sandboxd.agent.v1.RegisterRequest\x1a#.sandboxd.agent.v1.RegisterResponse\x12V\n" +
 	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse\x12_\n" +
-	"\fAuthorizeSSH\x12&.sandboxd.agent.v1.AuthorizeSSHRequest\x1a'.sandboxd.agent.v1.AuthorizeSSHResponse2\xdf\x17\n" +
+	"\fAuthorizeSSH\x12&.sandboxd.agent.v1.AuthorizeSSHRequest\x1a'.sandboxd.agent.v1.AuthorizeSSHResponse2\xfd\x18\n" +
 	"\fAgentService\x12Y\n" +
 	"\n" +
 	"CreateSite\x12$.sandboxd.agent.v1.CreateSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12O\n" +
@@ -5049,7 +5434,9 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fListCheckpoints\x12\x1a.sandboxd.agent.v1.SiteRef\x1a*.sandboxd.agent.v1.ListCheckpointsResponse\x12a\n" +
 	"\x10DeleteCheckpoint\x12 .sandboxd.agent.v1.CheckpointRef\x1a+.sandboxd.agent.v1.DeleteCheckpointResponse\x12[\n" +
 	"\x11RestoreCheckpoint\x12 .sandboxd.agent.v1.CheckpointRef\x1a$.sandboxd.agent.v1.ResetSiteResponse\x12U\n" +
-	"\bForkSite\x12\".sandboxd.agent.v1.ForkSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponseB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
+	"\bForkSite\x12\".sandboxd.agent.v1.ForkSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12M\n" +
+	"\x06RunPHP\x12 .sandboxd.agent.v1.RunPHPRequest\x1a!.sandboxd.agent.v1.RunPHPResponse\x12M\n" +
+	"\x06RunSQL\x12 .sandboxd.agent.v1.RunSQLRequest\x1a!.sandboxd.agent.v1.RunSQLResponseB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -5064,185 +5451,197 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(SiteState)(0),                   // 0: sandboxd.agent.v1.SiteState
 	(SnapshotPart)(0),                // 1: sandboxd.agent.v1.SnapshotPart
-	(*CheckpointRef)(nil),            // 2: sandboxd.agent.v1.CheckpointRef
-	(*CheckpointInfo)(nil),           // 3: sandboxd.agent.v1.CheckpointInfo
-	(*ListCheckpointsResponse)(nil),  // 4: sandboxd.agent.v1.ListCheckpointsResponse
-	(*DeleteCheckpointResponse)(nil), // 5: sandboxd.agent.v1.DeleteCheckpointResponse
-	(*ForkSiteRequest)(nil),          // 6: sandboxd.agent.v1.ForkSiteRequest
-	(*Resources)(nil),                // 7: sandboxd.agent.v1.Resources
-	(*RegisterRequest)(nil),          // 8: sandboxd.agent.v1.RegisterRequest
-	(*RegisterResponse)(nil),         // 9: sandboxd.agent.v1.RegisterResponse
-	(*Revocations)(nil),              // 10: sandboxd.agent.v1.Revocations
-	(*RevokedMember)(nil),            // 11: sandboxd.agent.v1.RevokedMember
-	(*SiteStatus)(nil),               // 12: sandboxd.agent.v1.SiteStatus
-	(*HeartbeatRequest)(nil),         // 13: sandboxd.agent.v1.HeartbeatRequest
-	(*SitePresence)(nil),             // 14: sandboxd.agent.v1.SitePresence
-	(*SleepCounts)(nil),              // 15: sandboxd.agent.v1.SleepCounts
-	(*HeartbeatResponse)(nil),        // 16: sandboxd.agent.v1.HeartbeatResponse
-	(*SiteRef)(nil),                  // 17: sandboxd.agent.v1.SiteRef
-	(*CreateSiteRequest)(nil),        // 18: sandboxd.agent.v1.CreateSiteRequest
-	(*CreateSiteResponse)(nil),       // 19: sandboxd.agent.v1.CreateSiteResponse
-	(*DeleteSiteResponse)(nil),       // 20: sandboxd.agent.v1.DeleteSiteResponse
-	(*ResetSiteRequest)(nil),         // 21: sandboxd.agent.v1.ResetSiteRequest
-	(*ResetSiteResponse)(nil),        // 22: sandboxd.agent.v1.ResetSiteResponse
-	(*CreateLoginTokenRequest)(nil),  // 23: sandboxd.agent.v1.CreateLoginTokenRequest
-	(*CreateLoginTokenResponse)(nil), // 24: sandboxd.agent.v1.CreateLoginTokenResponse
-	(*DebugSettings)(nil),            // 25: sandboxd.agent.v1.DebugSettings
-	(*SetDebugRequest)(nil),          // 26: sandboxd.agent.v1.SetDebugRequest
-	(*TailDebugLogRequest)(nil),      // 27: sandboxd.agent.v1.TailDebugLogRequest
-	(*TailDebugLogResponse)(nil),     // 28: sandboxd.agent.v1.TailDebugLogResponse
-	(*TruncateDebugLogResponse)(nil), // 29: sandboxd.agent.v1.TruncateDebugLogResponse
-	(*SetPHPConfigRequest)(nil),      // 30: sandboxd.agent.v1.SetPHPConfigRequest
-	(*PHPConfig)(nil),                // 31: sandboxd.agent.v1.PHPConfig
-	(*Email)(nil),                    // 32: sandboxd.agent.v1.Email
-	(*ListEmailsResponse)(nil),       // 33: sandboxd.agent.v1.ListEmailsResponse
-	(*ClearEmailsResponse)(nil),      // 34: sandboxd.agent.v1.ClearEmailsResponse
-	(*SwitchPHPVersionRequest)(nil),  // 35: sandboxd.agent.v1.SwitchPHPVersionRequest
-	(*SwitchPHPVersionResponse)(nil), // 36: sandboxd.agent.v1.SwitchPHPVersionResponse
-	(*FilesRequest)(nil),             // 37: sandboxd.agent.v1.FilesRequest
-	(*FileEntry)(nil),                // 38: sandboxd.agent.v1.FileEntry
-	(*FilesResponse)(nil),            // 39: sandboxd.agent.v1.FilesResponse
-	(*DatabaseInfo)(nil),             // 40: sandboxd.agent.v1.DatabaseInfo
-	(*Plugin)(nil),                   // 41: sandboxd.agent.v1.Plugin
-	(*ListPluginsResponse)(nil),      // 42: sandboxd.agent.v1.ListPluginsResponse
-	(*InstallPluginRequest)(nil),     // 43: sandboxd.agent.v1.InstallPluginRequest
-	(*InstallPluginResponse)(nil),    // 44: sandboxd.agent.v1.InstallPluginResponse
-	(*FreezeTemplateRequest)(nil),    // 45: sandboxd.agent.v1.FreezeTemplateRequest
-	(*TemplateRef)(nil),              // 46: sandboxd.agent.v1.TemplateRef
-	(*TemplateInfo)(nil),             // 47: sandboxd.agent.v1.TemplateInfo
-	(*DeleteTemplateResponse)(nil),   // 48: sandboxd.agent.v1.DeleteTemplateResponse
-	(*RestoreSiteRequest)(nil),       // 49: sandboxd.agent.v1.RestoreSiteRequest
-	(*Chunk)(nil),                    // 50: sandboxd.agent.v1.Chunk
-	(*ImportTemplateRequest)(nil),    // 51: sandboxd.agent.v1.ImportTemplateRequest
-	(*RenameSiteRequest)(nil),        // 52: sandboxd.agent.v1.RenameSiteRequest
-	(*RenameSiteResponse)(nil),       // 53: sandboxd.agent.v1.RenameSiteResponse
-	(*RunBlueprintStepRequest)(nil),  // 54: sandboxd.agent.v1.RunBlueprintStepRequest
-	(*RunBlueprintStepResponse)(nil), // 55: sandboxd.agent.v1.RunBlueprintStepResponse
-	(*RestoreArchiveRequest)(nil),    // 56: sandboxd.agent.v1.RestoreArchiveRequest
-	(*RestoreHeader)(nil),            // 57: sandboxd.agent.v1.RestoreHeader
-	(*RestorePart)(nil),              // 58: sandboxd.agent.v1.RestorePart
-	(*RestoreArchiveResponse)(nil),   // 59: sandboxd.agent.v1.RestoreArchiveResponse
-	(*SetSiteURLRequest)(nil),        // 60: sandboxd.agent.v1.SetSiteURLRequest
-	(*SetSiteURLResponse)(nil),       // 61: sandboxd.agent.v1.SetSiteURLResponse
-	(*AuthorizeSSHRequest)(nil),      // 62: sandboxd.agent.v1.AuthorizeSSHRequest
-	(*AuthorizeSSHResponse)(nil),     // 63: sandboxd.agent.v1.AuthorizeSSHResponse
-	(*DeployRepositoryRequest)(nil),  // 64: sandboxd.agent.v1.DeployRepositoryRequest
-	(*DeployRepositoryResponse)(nil), // 65: sandboxd.agent.v1.DeployRepositoryResponse
-	(*SnapshotSiteRequest)(nil),      // 66: sandboxd.agent.v1.SnapshotSiteRequest
-	(*SnapshotChunk)(nil),            // 67: sandboxd.agent.v1.SnapshotChunk
-	nil,                              // 68: sandboxd.agent.v1.RegisterRequest.LabelsEntry
-	nil,                              // 69: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	nil,                              // 70: sandboxd.agent.v1.PHPConfig.SettingsEntry
+	(*RunPHPRequest)(nil),            // 2: sandboxd.agent.v1.RunPHPRequest
+	(*RunPHPResponse)(nil),           // 3: sandboxd.agent.v1.RunPHPResponse
+	(*RunSQLRequest)(nil),            // 4: sandboxd.agent.v1.RunSQLRequest
+	(*SQLValue)(nil),                 // 5: sandboxd.agent.v1.SQLValue
+	(*SQLRow)(nil),                   // 6: sandboxd.agent.v1.SQLRow
+	(*RunSQLResponse)(nil),           // 7: sandboxd.agent.v1.RunSQLResponse
+	(*CheckpointRef)(nil),            // 8: sandboxd.agent.v1.CheckpointRef
+	(*CheckpointInfo)(nil),           // 9: sandboxd.agent.v1.CheckpointInfo
+	(*ListCheckpointsResponse)(nil),  // 10: sandboxd.agent.v1.ListCheckpointsResponse
+	(*DeleteCheckpointResponse)(nil), // 11: sandboxd.agent.v1.DeleteCheckpointResponse
+	(*ForkSiteRequest)(nil),          // 12: sandboxd.agent.v1.ForkSiteRequest
+	(*Resources)(nil),                // 13: sandboxd.agent.v1.Resources
+	(*RegisterRequest)(nil),          // 14: sandboxd.agent.v1.RegisterRequest
+	(*RegisterResponse)(nil),         // 15: sandboxd.agent.v1.RegisterResponse
+	(*Revocations)(nil),              // 16: sandboxd.agent.v1.Revocations
+	(*RevokedMember)(nil),            // 17: sandboxd.agent.v1.RevokedMember
+	(*SiteStatus)(nil),               // 18: sandboxd.agent.v1.SiteStatus
+	(*HeartbeatRequest)(nil),         // 19: sandboxd.agent.v1.HeartbeatRequest
+	(*SitePresence)(nil),             // 20: sandboxd.agent.v1.SitePresence
+	(*SleepCounts)(nil),              // 21: sandboxd.agent.v1.SleepCounts
+	(*HeartbeatResponse)(nil),        // 22: sandboxd.agent.v1.HeartbeatResponse
+	(*SiteRef)(nil),                  // 23: sandboxd.agent.v1.SiteRef
+	(*CreateSiteRequest)(nil),        // 24: sandboxd.agent.v1.CreateSiteRequest
+	(*CreateSiteResponse)(nil),       // 25: sandboxd.agent.v1.CreateSiteResponse
+	(*DeleteSiteResponse)(nil),       // 26: sandboxd.agent.v1.DeleteSiteResponse
+	(*ResetSiteRequest)(nil),         // 27: sandboxd.agent.v1.ResetSiteRequest
+	(*ResetSiteResponse)(nil),        // 28: sandboxd.agent.v1.ResetSiteResponse
+	(*CreateLoginTokenRequest)(nil),  // 29: sandboxd.agent.v1.CreateLoginTokenRequest
+	(*CreateLoginTokenResponse)(nil), // 30: sandboxd.agent.v1.CreateLoginTokenResponse
+	(*DebugSettings)(nil),            // 31: sandboxd.agent.v1.DebugSettings
+	(*SetDebugRequest)(nil),          // 32: sandboxd.agent.v1.SetDebugRequest
+	(*TailDebugLogRequest)(nil),      // 33: sandboxd.agent.v1.TailDebugLogRequest
+	(*TailDebugLogResponse)(nil),     // 34: sandboxd.agent.v1.TailDebugLogResponse
+	(*TruncateDebugLogResponse)(nil), // 35: sandboxd.agent.v1.TruncateDebugLogResponse
+	(*SetPHPConfigRequest)(nil),      // 36: sandboxd.agent.v1.SetPHPConfigRequest
+	(*PHPConfig)(nil),                // 37: sandboxd.agent.v1.PHPConfig
+	(*Email)(nil),                    // 38: sandboxd.agent.v1.Email
+	(*ListEmailsResponse)(nil),       // 39: sandboxd.agent.v1.ListEmailsResponse
+	(*ClearEmailsResponse)(nil),      // 40: sandboxd.agent.v1.ClearEmailsResponse
+	(*SwitchPHPVersionRequest)(nil),  // 41: sandboxd.agent.v1.SwitchPHPVersionRequest
+	(*SwitchPHPVersionResponse)(nil), // 42: sandboxd.agent.v1.SwitchPHPVersionResponse
+	(*FilesRequest)(nil),             // 43: sandboxd.agent.v1.FilesRequest
+	(*FileEntry)(nil),                // 44: sandboxd.agent.v1.FileEntry
+	(*FilesResponse)(nil),            // 45: sandboxd.agent.v1.FilesResponse
+	(*DatabaseInfo)(nil),             // 46: sandboxd.agent.v1.DatabaseInfo
+	(*Plugin)(nil),                   // 47: sandboxd.agent.v1.Plugin
+	(*ListPluginsResponse)(nil),      // 48: sandboxd.agent.v1.ListPluginsResponse
+	(*InstallPluginRequest)(nil),     // 49: sandboxd.agent.v1.InstallPluginRequest
+	(*InstallPluginResponse)(nil),    // 50: sandboxd.agent.v1.InstallPluginResponse
+	(*FreezeTemplateRequest)(nil),    // 51: sandboxd.agent.v1.FreezeTemplateRequest
+	(*TemplateRef)(nil),              // 52: sandboxd.agent.v1.TemplateRef
+	(*TemplateInfo)(nil),             // 53: sandboxd.agent.v1.TemplateInfo
+	(*DeleteTemplateResponse)(nil),   // 54: sandboxd.agent.v1.DeleteTemplateResponse
+	(*RestoreSiteRequest)(nil),       // 55: sandboxd.agent.v1.RestoreSiteRequest
+	(*Chunk)(nil),                    // 56: sandboxd.agent.v1.Chunk
+	(*ImportTemplateRequest)(nil),    // 57: sandboxd.agent.v1.ImportTemplateRequest
+	(*RenameSiteRequest)(nil),        // 58: sandboxd.agent.v1.RenameSiteRequest
+	(*RenameSiteResponse)(nil),       // 59: sandboxd.agent.v1.RenameSiteResponse
+	(*RunBlueprintStepRequest)(nil),  // 60: sandboxd.agent.v1.RunBlueprintStepRequest
+	(*RunBlueprintStepResponse)(nil), // 61: sandboxd.agent.v1.RunBlueprintStepResponse
+	(*RestoreArchiveRequest)(nil),    // 62: sandboxd.agent.v1.RestoreArchiveRequest
+	(*RestoreHeader)(nil),            // 63: sandboxd.agent.v1.RestoreHeader
+	(*RestorePart)(nil),              // 64: sandboxd.agent.v1.RestorePart
+	(*RestoreArchiveResponse)(nil),   // 65: sandboxd.agent.v1.RestoreArchiveResponse
+	(*SetSiteURLRequest)(nil),        // 66: sandboxd.agent.v1.SetSiteURLRequest
+	(*SetSiteURLResponse)(nil),       // 67: sandboxd.agent.v1.SetSiteURLResponse
+	(*AuthorizeSSHRequest)(nil),      // 68: sandboxd.agent.v1.AuthorizeSSHRequest
+	(*AuthorizeSSHResponse)(nil),     // 69: sandboxd.agent.v1.AuthorizeSSHResponse
+	(*DeployRepositoryRequest)(nil),  // 70: sandboxd.agent.v1.DeployRepositoryRequest
+	(*DeployRepositoryResponse)(nil), // 71: sandboxd.agent.v1.DeployRepositoryResponse
+	(*SnapshotSiteRequest)(nil),      // 72: sandboxd.agent.v1.SnapshotSiteRequest
+	(*SnapshotChunk)(nil),            // 73: sandboxd.agent.v1.SnapshotChunk
+	nil,                              // 74: sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	nil,                              // 75: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	nil,                              // 76: sandboxd.agent.v1.PHPConfig.SettingsEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
-	3,  // 0: sandboxd.agent.v1.ListCheckpointsResponse.checkpoints:type_name -> sandboxd.agent.v1.CheckpointInfo
-	18, // 1: sandboxd.agent.v1.ForkSiteRequest.site:type_name -> sandboxd.agent.v1.CreateSiteRequest
-	7,  // 2: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
-	68, // 3: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
-	10, // 4: sandboxd.agent.v1.RegisterResponse.revocations:type_name -> sandboxd.agent.v1.Revocations
-	11, // 5: sandboxd.agent.v1.Revocations.members:type_name -> sandboxd.agent.v1.RevokedMember
-	0,  // 6: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
-	7,  // 7: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
-	12, // 8: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
-	14, // 9: sandboxd.agent.v1.HeartbeatRequest.presence:type_name -> sandboxd.agent.v1.SitePresence
-	15, // 10: sandboxd.agent.v1.HeartbeatRequest.sleep:type_name -> sandboxd.agent.v1.SleepCounts
-	10, // 11: sandboxd.agent.v1.HeartbeatResponse.revocations:type_name -> sandboxd.agent.v1.Revocations
-	7,  // 12: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
-	12, // 13: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	12, // 14: sandboxd.agent.v1.ResetSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	69, // 15: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	70, // 16: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
-	32, // 17: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
-	12, // 18: sandboxd.agent.v1.SwitchPHPVersionResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	38, // 19: sandboxd.agent.v1.FilesResponse.entries:type_name -> sandboxd.agent.v1.FileEntry
-	41, // 20: sandboxd.agent.v1.ListPluginsResponse.plugins:type_name -> sandboxd.agent.v1.Plugin
-	41, // 21: sandboxd.agent.v1.InstallPluginResponse.plugin:type_name -> sandboxd.agent.v1.Plugin
-	12, // 22: sandboxd.agent.v1.RenameSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	57, // 23: sandboxd.agent.v1.RestoreArchiveRequest.header:type_name -> sandboxd.agent.v1.RestoreHeader
-	58, // 24: sandboxd.agent.v1.RestoreHeader.parts:type_name -> sandboxd.agent.v1.RestorePart
-	12, // 25: sandboxd.agent.v1.SetSiteURLResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	1,  // 26: sandboxd.agent.v1.SnapshotChunk.part:type_name -> sandboxd.agent.v1.SnapshotPart
-	8,  // 27: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
-	13, // 28: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
-	62, // 29: sandboxd.agent.v1.RegistryService.AuthorizeSSH:input_type -> sandboxd.agent.v1.AuthorizeSSHRequest
-	18, // 30: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
-	17, // 31: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
-	21, // 32: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.ResetSiteRequest
-	23, // 33: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	17, // 34: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
-	26, // 35: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
-	27, // 36: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
-	17, // 37: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
-	30, // 38: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
-	17, // 39: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
-	17, // 40: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
-	35, // 41: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
-	37, // 42: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
-	17, // 43: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
-	23, // 44: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	17, // 45: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
-	43, // 46: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
-	45, // 47: sandboxd.agent.v1.AgentService.FreezeTemplate:input_type -> sandboxd.agent.v1.FreezeTemplateRequest
-	46, // 48: sandboxd.agent.v1.AgentService.DeleteTemplate:input_type -> sandboxd.agent.v1.TemplateRef
-	49, // 49: sandboxd.agent.v1.AgentService.RestoreSite:input_type -> sandboxd.agent.v1.RestoreSiteRequest
-	46, // 50: sandboxd.agent.v1.AgentService.ExportTemplate:input_type -> sandboxd.agent.v1.TemplateRef
-	51, // 51: sandboxd.agent.v1.AgentService.ImportTemplate:input_type -> sandboxd.agent.v1.ImportTemplateRequest
-	52, // 52: sandboxd.agent.v1.AgentService.RenameSite:input_type -> sandboxd.agent.v1.RenameSiteRequest
-	54, // 53: sandboxd.agent.v1.AgentService.RunBlueprintStep:input_type -> sandboxd.agent.v1.RunBlueprintStepRequest
-	56, // 54: sandboxd.agent.v1.AgentService.RestoreArchive:input_type -> sandboxd.agent.v1.RestoreArchiveRequest
-	60, // 55: sandboxd.agent.v1.AgentService.SetSiteURL:input_type -> sandboxd.agent.v1.SetSiteURLRequest
-	64, // 56: sandboxd.agent.v1.AgentService.DeployRepository:input_type -> sandboxd.agent.v1.DeployRepositoryRequest
-	66, // 57: sandboxd.agent.v1.AgentService.SnapshotSite:input_type -> sandboxd.agent.v1.SnapshotSiteRequest
-	2,  // 58: sandboxd.agent.v1.AgentService.MakeCheckpoint:input_type -> sandboxd.agent.v1.CheckpointRef
-	17, // 59: sandboxd.agent.v1.AgentService.ListCheckpoints:input_type -> sandboxd.agent.v1.SiteRef
-	2,  // 60: sandboxd.agent.v1.AgentService.DeleteCheckpoint:input_type -> sandboxd.agent.v1.CheckpointRef
-	2,  // 61: sandboxd.agent.v1.AgentService.RestoreCheckpoint:input_type -> sandboxd.agent.v1.CheckpointRef
-	6,  // 62: sandboxd.agent.v1.AgentService.ForkSite:input_type -> sandboxd.agent.v1.ForkSiteRequest
-	9,  // 63: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
-	16, // 64: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
-	63, // 65: sandboxd.agent.v1.RegistryService.AuthorizeSSH:output_type -> sandboxd.agent.v1.AuthorizeSSHResponse
-	19, // 66: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	20, // 67: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
-	22, // 68: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	24, // 69: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	25, // 70: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	25, // 71: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	28, // 72: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
-	29, // 73: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
-	31, // 74: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
-	33, // 75: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
-	34, // 76: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
-	36, // 77: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
-	39, // 78: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
-	40, // 79: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
-	24, // 80: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	42, // 81: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
-	44, // 82: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
-	47, // 83: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	48, // 84: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
-	22, // 85: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	50, // 86: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
-	47, // 87: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	53, // 88: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
-	55, // 89: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
-	59, // 90: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
-	61, // 91: sandboxd.agent.v1.AgentService.SetSiteURL:output_type -> sandboxd.agent.v1.SetSiteURLResponse
-	65, // 92: sandboxd.agent.v1.AgentService.DeployRepository:output_type -> sandboxd.agent.v1.DeployRepositoryResponse
-	67, // 93: sandboxd.agent.v1.AgentService.SnapshotSite:output_type -> sandboxd.agent.v1.SnapshotChunk
-	3,  // 94: sandboxd.agent.v1.AgentService.MakeCheckpoint:output_type -> sandboxd.agent.v1.CheckpointInfo
-	4,  // 95: sandboxd.agent.v1.AgentService.ListCheckpoints:output_type -> sandboxd.agent.v1.ListCheckpointsResponse
-	5,  // 96: sandboxd.agent.v1.AgentService.DeleteCheckpoint:output_type -> sandboxd.agent.v1.DeleteCheckpointResponse
-	22, // 97: sandboxd.agent.v1.AgentService.RestoreCheckpoint:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	19, // 98: sandboxd.agent.v1.AgentService.ForkSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	63, // [63:99] is the sub-list for method output_type
-	27, // [27:63] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	5,  // 0: sandboxd.agent.v1.SQLRow.values:type_name -> sandboxd.agent.v1.SQLValue
+	6,  // 1: sandboxd.agent.v1.RunSQLResponse.rows:type_name -> sandboxd.agent.v1.SQLRow
+	9,  // 2: sandboxd.agent.v1.ListCheckpointsResponse.checkpoints:type_name -> sandboxd.agent.v1.CheckpointInfo
+	24, // 3: sandboxd.agent.v1.ForkSiteRequest.site:type_name -> sandboxd.agent.v1.CreateSiteRequest
+	13, // 4: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
+	74, // 5: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	16, // 6: sandboxd.agent.v1.RegisterResponse.revocations:type_name -> sandboxd.agent.v1.Revocations
+	17, // 7: sandboxd.agent.v1.Revocations.members:type_name -> sandboxd.agent.v1.RevokedMember
+	0,  // 8: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
+	13, // 9: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
+	18, // 10: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
+	20, // 11: sandboxd.agent.v1.HeartbeatRequest.presence:type_name -> sandboxd.agent.v1.SitePresence
+	21, // 12: sandboxd.agent.v1.HeartbeatRequest.sleep:type_name -> sandboxd.agent.v1.SleepCounts
+	16, // 13: sandboxd.agent.v1.HeartbeatResponse.revocations:type_name -> sandboxd.agent.v1.Revocations
+	13, // 14: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
+	18, // 15: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	18, // 16: sandboxd.agent.v1.ResetSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	75, // 17: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	76, // 18: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
+	38, // 19: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
+	18, // 20: sandboxd.agent.v1.SwitchPHPVersionResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	44, // 21: sandboxd.agent.v1.FilesResponse.entries:type_name -> sandboxd.agent.v1.FileEntry
+	47, // 22: sandboxd.agent.v1.ListPluginsResponse.plugins:type_name -> sandboxd.agent.v1.Plugin
+	47, // 23: sandboxd.agent.v1.InstallPluginResponse.plugin:type_name -> sandboxd.agent.v1.Plugin
+	18, // 24: sandboxd.agent.v1.RenameSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	63, // 25: sandboxd.agent.v1.RestoreArchiveRequest.header:type_name -> sandboxd.agent.v1.RestoreHeader
+	64, // 26: sandboxd.agent.v1.RestoreHeader.parts:type_name -> sandboxd.agent.v1.RestorePart
+	18, // 27: sandboxd.agent.v1.SetSiteURLResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	1,  // 28: sandboxd.agent.v1.SnapshotChunk.part:type_name -> sandboxd.agent.v1.SnapshotPart
+	14, // 29: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
+	19, // 30: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
+	68, // 31: sandboxd.agent.v1.RegistryService.AuthorizeSSH:input_type -> sandboxd.agent.v1.AuthorizeSSHRequest
+	24, // 32: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
+	23, // 33: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
+	27, // 34: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.ResetSiteRequest
+	29, // 35: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	23, // 36: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
+	32, // 37: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
+	33, // 38: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
+	23, // 39: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
+	36, // 40: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
+	23, // 41: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
+	23, // 42: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
+	41, // 43: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
+	43, // 44: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
+	23, // 45: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
+	29, // 46: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	23, // 47: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
+	49, // 48: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
+	51, // 49: sandboxd.agent.v1.AgentService.FreezeTemplate:input_type -> sandboxd.agent.v1.FreezeTemplateRequest
+	52, // 50: sandboxd.agent.v1.AgentService.DeleteTemplate:input_type -> sandboxd.agent.v1.TemplateRef
+	55, // 51: sandboxd.agent.v1.AgentService.RestoreSite:input_type -> sandboxd.agent.v1.RestoreSiteRequest
+	52, // 52: sandboxd.agent.v1.AgentService.ExportTemplate:input_type -> sandboxd.agent.v1.TemplateRef
+	57, // 53: sandboxd.agent.v1.AgentService.ImportTemplate:input_type -> sandboxd.agent.v1.ImportTemplateRequest
+	58, // 54: sandboxd.agent.v1.AgentService.RenameSite:input_type -> sandboxd.agent.v1.RenameSiteRequest
+	60, // 55: sandboxd.agent.v1.AgentService.RunBlueprintStep:input_type -> sandboxd.agent.v1.RunBlueprintStepRequest
+	62, // 56: sandboxd.agent.v1.AgentService.RestoreArchive:input_type -> sandboxd.agent.v1.RestoreArchiveRequest
+	66, // 57: sandboxd.agent.v1.AgentService.SetSiteURL:input_type -> sandboxd.agent.v1.SetSiteURLRequest
+	70, // 58: sandboxd.agent.v1.AgentService.DeployRepository:input_type -> sandboxd.agent.v1.DeployRepositoryRequest
+	72, // 59: sandboxd.agent.v1.AgentService.SnapshotSite:input_type -> sandboxd.agent.v1.SnapshotSiteRequest
+	8,  // 60: sandboxd.agent.v1.AgentService.MakeCheckpoint:input_type -> sandboxd.agent.v1.CheckpointRef
+	23, // 61: sandboxd.agent.v1.AgentService.ListCheckpoints:input_type -> sandboxd.agent.v1.SiteRef
+	8,  // 62: sandboxd.agent.v1.AgentService.DeleteCheckpoint:input_type -> sandboxd.agent.v1.CheckpointRef
+	8,  // 63: sandboxd.agent.v1.AgentService.RestoreCheckpoint:input_type -> sandboxd.agent.v1.CheckpointRef
+	12, // 64: sandboxd.agent.v1.AgentService.ForkSite:input_type -> sandboxd.agent.v1.ForkSiteRequest
+	2,  // 65: sandboxd.agent.v1.AgentService.RunPHP:input_type -> sandboxd.agent.v1.RunPHPRequest
+	4,  // 66: sandboxd.agent.v1.AgentService.RunSQL:input_type -> sandboxd.agent.v1.RunSQLRequest
+	15, // 67: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
+	22, // 68: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
+	69, // 69: sandboxd.agent.v1.RegistryService.AuthorizeSSH:output_type -> sandboxd.agent.v1.AuthorizeSSHResponse
+	25, // 70: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	26, // 71: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
+	28, // 72: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	30, // 73: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	31, // 74: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	31, // 75: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	34, // 76: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
+	35, // 77: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
+	37, // 78: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
+	39, // 79: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
+	40, // 80: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
+	42, // 81: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
+	45, // 82: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
+	46, // 83: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
+	30, // 84: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	48, // 85: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
+	50, // 86: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
+	53, // 87: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	54, // 88: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
+	28, // 89: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	56, // 90: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
+	53, // 91: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	59, // 92: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
+	61, // 93: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
+	65, // 94: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
+	67, // 95: sandboxd.agent.v1.AgentService.SetSiteURL:output_type -> sandboxd.agent.v1.SetSiteURLResponse
+	71, // 96: sandboxd.agent.v1.AgentService.DeployRepository:output_type -> sandboxd.agent.v1.DeployRepositoryResponse
+	73, // 97: sandboxd.agent.v1.AgentService.SnapshotSite:output_type -> sandboxd.agent.v1.SnapshotChunk
+	9,  // 98: sandboxd.agent.v1.AgentService.MakeCheckpoint:output_type -> sandboxd.agent.v1.CheckpointInfo
+	10, // 99: sandboxd.agent.v1.AgentService.ListCheckpoints:output_type -> sandboxd.agent.v1.ListCheckpointsResponse
+	11, // 100: sandboxd.agent.v1.AgentService.DeleteCheckpoint:output_type -> sandboxd.agent.v1.DeleteCheckpointResponse
+	28, // 101: sandboxd.agent.v1.AgentService.RestoreCheckpoint:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	25, // 102: sandboxd.agent.v1.AgentService.ForkSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	3,  // 103: sandboxd.agent.v1.AgentService.RunPHP:output_type -> sandboxd.agent.v1.RunPHPResponse
+	7,  // 104: sandboxd.agent.v1.AgentService.RunSQL:output_type -> sandboxd.agent.v1.RunSQLResponse
+	67, // [67:105] is the sub-list for method output_type
+	29, // [29:67] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_agent_proto_init() }
@@ -5250,15 +5649,15 @@ func file_agent_v1_agent_proto_init() {
 	if File_agent_v1_agent_proto != nil {
 		return
 	}
-	file_agent_v1_agent_proto_msgTypes[24].OneofWrappers = []any{}
-	file_agent_v1_agent_proto_msgTypes[37].OneofWrappers = []any{}
+	file_agent_v1_agent_proto_msgTypes[30].OneofWrappers = []any{}
+	file_agent_v1_agent_proto_msgTypes[43].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   69,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

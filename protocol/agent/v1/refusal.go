@@ -13,4 +13,7 @@ const (
 	// RefusalTooLarge: the request is over a fixed cap of the node's (an
 	// import's dump that decompresses past its bound), whatever the plan.
 	RefusalTooLarge = "too_large"
+	// RefusalSQL: under CodeInvalidArgument, the database refused a
+	// statement a tenant sent (RunSQL); the message is its reason.
+	RefusalSQL = "sql_error"
 )

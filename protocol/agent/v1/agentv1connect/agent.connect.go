@@ -136,6 +136,10 @@ const (
 	AgentServiceRestoreCheckpointProcedure = "/sandboxd.agent.v1.AgentService/RestoreCheckpoint"
 	// AgentServiceForkSiteProcedure is the fully-qualified name of the AgentService's ForkSite RPC.
 	AgentServiceForkSiteProcedure = "/sandboxd.agent.v1.AgentService/ForkSite"
+	// AgentServiceRunPHPProcedure is the fully-qualified name of the AgentService's RunPHP RPC.
+	AgentServiceRunPHPProcedure = "/sandboxd.agent.v1.AgentService/RunPHP"
+	// AgentServiceRunSQLProcedure is the fully-qualified name of the AgentService's RunSQL RPC.
+	AgentServiceRunSQLProcedure = "/sandboxd.agent.v1.AgentService/RunSQL"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -396,6 +400,12 @@ type AgentServiceClient interface {
 	// and database, every URL moved to the new site's), which serves on
 	// throughout, and waits until the copy answers.
 	ForkSite(context.Context, *connect.Request[v1.ForkSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
+	// RunPHP runs a PHP script with the PHP CLI as the site's user inside
+	// its container, from its WordPress root, bounded in time and output.
+	RunPHP(context.Context, *connect.Request[v1.RunPHPRequest]) (*connect.Response[v1.RunPHPResponse], error)
+	// RunSQL runs one statement over the site's own database account in
+	// its database, bounded in time, rows and bytes.
+	RunSQL(context.Context, *connect.Request[v1.RunSQLRequest]) (*connect.Response[v1.RunSQLResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -607,6 +617,18 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("ForkSite")),
 			connect.WithClientOptions(opts...),
 		),
+		runPHP: connect.NewClient[v1.RunPHPRequest, v1.RunPHPResponse](
+			httpClient,
+			baseURL+AgentServiceRunPHPProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("RunPHP")),
+			connect.WithClientOptions(opts...),
+		),
+		runSQL: connect.NewClient[v1.RunSQLRequest, v1.RunSQLResponse](
+			httpClient,
+			baseURL+AgentServiceRunSQLProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("RunSQL")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -645,6 +667,8 @@ type agentServiceClient struct {
 	deleteCheckpoint   *connect.Client[v1.CheckpointRef, v1.DeleteCheckpointResponse]
 	restoreCheckpoint  *connect.Client[v1.CheckpointRef, v1.ResetSiteResponse]
 	forkSite           *connect.Client[v1.ForkSiteRequest, v1.CreateSiteResponse]
+	runPHP             *connect.Client[v1.RunPHPRequest, v1.RunPHPResponse]
+	runSQL             *connect.Client[v1.RunSQLRequest, v1.RunSQLResponse]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -812,6 +836,16 @@ func (c *agentServiceClient) ForkSite(ctx context.Context, req *connect.Request[
 	return c.forkSite.CallUnary(ctx, req)
 }
 
+// RunPHP calls sandboxd.agent.v1.AgentService.RunPHP.
+func (c *agentServiceClient) RunPHP(ctx context.Context, req *connect.Request[v1.RunPHPRequest]) (*connect.Response[v1.RunPHPResponse], error) {
+	return c.runPHP.CallUnary(ctx, req)
+}
+
+// RunSQL calls sandboxd.agent.v1.AgentService.RunSQL.
+func (c *agentServiceClient) RunSQL(ctx context.Context, req *connect.Request[v1.RunSQLRequest]) (*connect.Response[v1.RunSQLResponse], error) {
+	return c.runSQL.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -930,6 +964,12 @@ type AgentServiceHandler interface {
 	// and database, every URL moved to the new site's), which serves on
 	// throughout, and waits until the copy answers.
 	ForkSite(context.Context, *connect.Request[v1.ForkSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
+	// RunPHP runs a PHP script with the PHP CLI as the site's user inside
+	// its container, from its WordPress root, bounded in time and output.
+	RunPHP(context.Context, *connect.Request[v1.RunPHPRequest]) (*connect.Response[v1.RunPHPResponse], error)
+	// RunSQL runs one statement over the site's own database account in
+	// its database, bounded in time, rows and bytes.
+	RunSQL(context.Context, *connect.Request[v1.RunSQLRequest]) (*connect.Response[v1.RunSQLResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -1137,6 +1177,18 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("ForkSite")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceRunPHPHandler := connect.NewUnaryHandler(
+		AgentServiceRunPHPProcedure,
+		svc.RunPHP,
+		connect.WithSchema(agentServiceMethods.ByName("RunPHP")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceRunSQLHandler := connect.NewUnaryHandler(
+		AgentServiceRunSQLProcedure,
+		svc.RunSQL,
+		connect.WithSchema(agentServiceMethods.ByName("RunSQL")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -1205,6 +1257,10 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceRestoreCheckpointHandler.ServeHTTP(w, r)
 		case AgentServiceForkSiteProcedure:
 			agentServiceForkSiteHandler.ServeHTTP(w, r)
+		case AgentServiceRunPHPProcedure:
+			agentServiceRunPHPHandler.ServeHTTP(w, r)
+		case AgentServiceRunSQLProcedure:
+			agentServiceRunSQLHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1344,4 +1400,12 @@ func (UnimplementedAgentServiceHandler) RestoreCheckpoint(context.Context, *conn
 
 func (UnimplementedAgentServiceHandler) ForkSite(context.Context, *connect.Request[v1.ForkSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.ForkSite is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) RunPHP(context.Context, *connect.Request[v1.RunPHPRequest]) (*connect.Response[v1.RunPHPResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.RunPHP is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) RunSQL(context.Context, *connect.Request[v1.RunSQLRequest]) (*connect.Response[v1.RunSQLResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.RunSQL is not implemented"))
 }
