@@ -98,6 +98,8 @@ type Config struct {
 	// Checkpoints keeps sites' checkpoints and makes forks (nil: no
 	// checkpoint or fork routes).
 	Checkpoints Checkpoints
+	// Code runs PHP and SQL in sites (nil: no such routes).
+	Code CodeRunner
 	// Templates makes, changes and deletes templates.
 	Templates Templates
 	// Blueprints checks and keeps Blueprints.
@@ -518,6 +520,9 @@ func (a *API) Register(r *rest.Router) {
 	siteRoutes{a.base, a.cfg.Sites, a.cfg.Tools}.register(r)
 	if a.cfg.Checkpoints != nil {
 		checkpointRoutes{a.base, a.cfg.Checkpoints}.register(r)
+	}
+	if a.cfg.Code != nil {
+		codeRoutes{a.base, a.cfg.Code}.register(r)
 	}
 	templateRoutes{a.base, a.cfg.Sites, a.cfg.Templates}.register(r)
 	webhookRoutes{a.base, a.cfg.Webhooks}.register(r)

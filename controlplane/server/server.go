@@ -629,7 +629,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Store: store, Plans: cfg.Plans, Members: s.members,
 		Accounts: accountService, Workspaces: workspaceService,
 		Fleet: fleet.New(fleet.Config{Store: store, Raft: node, Leave: node.RemoveServer, Now: cfg.Now}), Cluster: clusterView{s}, Logger: cfg.Logger, Now: cfg.Now,
-		Sites: siteService, Tools: siteService, Checkpoints: siteService, Templates: tpls, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer, Webhooks: hooks,
+		Sites: siteService, Tools: siteService, Checkpoints: siteService, Code: siteService, Templates: tpls, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer, Webhooks: hooks,
 		Blueprints:   bps,
 		Runs:         bps,
 		Imports:      importService,

@@ -222,3 +222,22 @@ func NotReady(s *state.Site) error {
 	}
 	return apierr.Invalid("", "the site is %s; this needs a ready site", s.Status).With("status", s.Status)
 }
+
+// PHPRun is what a PHP script run in a site did.
+type PHPRun struct {
+	ExitCode int    `json:"exitCode" doc:"The PHP CLI's exit code; -1 when it was killed at its time bound."`
+	Stdout   string `json:"stdout" doc:"Its first MiB (invalid UTF-8 replaced by U+FFFD)."`
+	Stderr   string `json:"stderr" doc:"Its first 64 KiB: errors and warnings (display_errors goes here)."`
+	// Truncated says stdout or stderr was longer than what is shown.
+	Truncated bool `json:"truncated"`
+	TimedOut  bool `json:"timedOut" doc:"It ran past its time bound (timeoutSeconds, default 30, at most 120) and was killed."`
+}
+
+// SQLRun is what one SQL statement run in a site's database did.
+type SQLRun struct {
+	Columns []string `json:"columns" doc:"The result's column names; empty for a statement that returns no rows."`
+	// Rows hold each value as a string, or null.
+	Rows         [][]*string `json:"rows" doc:"At most 1,000 rows and 1 MiB of values; each value a string or null."`
+	AffectedRows int64       `json:"affectedRows" doc:"Rows an INSERT, UPDATE or DELETE changed."`
+	Truncated    bool        `json:"truncated" doc:"The result had more rows than shown: the statement was cut off there."`
+}
