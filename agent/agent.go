@@ -34,6 +34,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/mariadb"
 	"github.com/sandboxd/sandboxd/agent/nodeswap"
 	"github.com/sandboxd/sandboxd/agent/runtime"
+	"github.com/sandboxd/sandboxd/agent/screenshot"
 	"github.com/sandboxd/sandboxd/agent/sitedisk"
 	"github.com/sandboxd/sandboxd/agent/sitenet"
 	"github.com/sandboxd/sandboxd/agent/sites"
@@ -226,6 +227,8 @@ type Agent struct {
 	stopGuard func()
 	net       *sitenet.Network
 	sites     *sites.Manager
+	// shots takes the sites' screenshots as a uid of the host's registry.
+	shots     *screenshot.Shooter
 	templates *templates.Store
 	// builderDone is closed when the template store's builder has ended,
 	// settleDone when the loop that puts idle sites to sleep has.
@@ -412,6 +415,14 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	a.templates = templates.New(templates.Config{Sites: a.sites, DB: a.db, Stock: true, Logger: cfg.Logger})
 	a.box = toolbox.New(a.sites)
+	// The browser runs as a uid no site (nor another agent's browser) has.
+	shotUID, err := uids.Claim(filepath.Join(dir, "screenshot-uid"))
+	if err != nil {
+		return nil, fmt.Errorf("screenshot uid: %w", err)
+	}
+	if a.shots, err = screenshot.New(screenshot.Config{Dir: filepath.Join(dir, "screenshots"), UID: shotUID, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
 	// The sites' disks, with their database volumes, are there before
 	// MariaDB starts: its crash recovery opens the tables it has redo for.
 	if err := a.sites.AttachDisks(); err != nil {
@@ -440,7 +451,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	mux := http.NewServeMux()
 	fetcher := &gitdeploy.Fetcher{Dir: filepath.Join(dir, "git"), CAFile: cfg.GitCAFile}
-	path, handler := agentv1connect.NewAgentServiceHandler(&service{sites: a.sites, templates: a.templates, box: a.box, git: fetcher, log: a.log},
+	path, handler := agentv1connect.NewAgentServiceHandler(&service{sites: a.sites, templates: a.templates, box: a.box, git: fetcher, shots: a.shots, log: a.log},
 		rpclimit.AgentServer()...)
 	mux.Handle(path, handler)
 	a.serveService(mux)
@@ -589,6 +600,9 @@ func (a *Agent) Close() error {
 }
 
 func (a *Agent) closeParts() {
+	if a.shots != nil {
+		a.shots.Stop()
+	}
 	if a.ssh != nil {
 		_ = a.ssh.Close()
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/gitdeploy"
+	"github.com/sandboxd/sandboxd/agent/screenshot"
 	"github.com/sandboxd/sandboxd/agent/templates"
 	"github.com/sandboxd/sandboxd/agent/toolbox"
 
@@ -31,7 +32,9 @@ type service struct {
 	box       *toolbox.Box
 	// git fetches connected repositories into the node's cache.
 	git *gitdeploy.Fetcher
-	log *slog.Logger
+	// shots takes the sites' screenshots (nil: none).
+	shots *screenshot.Shooter
+	log   *slog.Logger
 }
 
 var _ agentv1connect.AgentServiceHandler = (*service)(nil)

@@ -16,9 +16,9 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/agenttest"
-	"github.com/sandboxd/sandboxd/agent/hostclaim"
 	"github.com/sandboxd/sandboxd/agent/dbguard"
 	"github.com/sandboxd/sandboxd/agent/diskstore"
+	"github.com/sandboxd/sandboxd/agent/hostclaim"
 	"github.com/sandboxd/sandboxd/agent/mariadb"
 	"github.com/sandboxd/sandboxd/agent/sitedisk"
 	"github.com/sandboxd/sandboxd/agent/sitenet"

@@ -131,6 +131,220 @@ func (SnapshotPart) EnumDescriptor() ([]byte, []int) {
 	return file_agent_v1_agent_proto_rawDescGZIP(), []int{1}
 }
 
+type TakeScreenshotRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	SiteId string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	// path is a path on the site (/…).
+	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Width         int32  `protobuf:"varint,3,opt,name=width,proto3" json:"width,omitempty"`
+	Height        int32  `protobuf:"varint,4,opt,name=height,proto3" json:"height,omitempty"`
+	FullPage      bool   `protobuf:"varint,5,opt,name=full_page,json=fullPage,proto3" json:"full_page,omitempty"`
+	SignedIn      bool   `protobuf:"varint,6,opt,name=signed_in,json=signedIn,proto3" json:"signed_in,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TakeScreenshotRequest) Reset() {
+	*x = TakeScreenshotRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TakeScreenshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TakeScreenshotRequest) ProtoMessage() {}
+
+func (x *TakeScreenshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TakeScreenshotRequest.ProtoReflect.Descriptor instead.
+func (*TakeScreenshotRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TakeScreenshotRequest) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *TakeScreenshotRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *TakeScreenshotRequest) GetWidth() int32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+func (x *TakeScreenshotRequest) GetHeight() int32 {
+	if x != nil {
+		return x.Height
+	}
+	return 0
+}
+
+func (x *TakeScreenshotRequest) GetFullPage() bool {
+	if x != nil {
+		return x.FullPage
+	}
+	return false
+}
+
+func (x *TakeScreenshotRequest) GetSignedIn() bool {
+	if x != nil {
+		return x.SignedIn
+	}
+	return false
+}
+
+type ScreenshotRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ShotId        string                 `protobuf:"bytes,1,opt,name=shot_id,json=shotId,proto3" json:"shot_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScreenshotRef) Reset() {
+	*x = ScreenshotRef{}
+	mi := &file_agent_v1_agent_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScreenshotRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScreenshotRef) ProtoMessage() {}
+
+func (x *ScreenshotRef) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScreenshotRef.ProtoReflect.Descriptor instead.
+func (*ScreenshotRef) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ScreenshotRef) GetShotId() string {
+	if x != nil {
+		return x.ShotId
+	}
+	return ""
+}
+
+type Screenshot struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	ShotId string                 `protobuf:"bytes,1,opt,name=shot_id,json=shotId,proto3" json:"shot_id,omitempty"`
+	Png    []byte                 `protobuf:"bytes,2,opt,name=png,proto3" json:"png,omitempty"`
+	Width  int32                  `protobuf:"varint,3,opt,name=width,proto3" json:"width,omitempty"`
+	Height int32                  `protobuf:"varint,4,opt,name=height,proto3" json:"height,omitempty"`
+	// loaded says the page's load event came before the shot's bound.
+	Loaded        bool  `protobuf:"varint,5,opt,name=loaded,proto3" json:"loaded,omitempty"`
+	ExpiresUnixMs int64 `protobuf:"varint,6,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Screenshot) Reset() {
+	*x = Screenshot{}
+	mi := &file_agent_v1_agent_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Screenshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Screenshot) ProtoMessage() {}
+
+func (x *Screenshot) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Screenshot.ProtoReflect.Descriptor instead.
+func (*Screenshot) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Screenshot) GetShotId() string {
+	if x != nil {
+		return x.ShotId
+	}
+	return ""
+}
+
+func (x *Screenshot) GetPng() []byte {
+	if x != nil {
+		return x.Png
+	}
+	return nil
+}
+
+func (x *Screenshot) GetWidth() int32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+func (x *Screenshot) GetHeight() int32 {
+	if x != nil {
+		return x.Height
+	}
+	return 0
+}
+
+func (x *Screenshot) GetLoaded() bool {
+	if x != nil {
+		return x.Loaded
+	}
+	return false
+}
+
+func (x *Screenshot) GetExpiresUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresUnixMs
+	}
+	return 0
+}
+
 type RunPHPRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	SiteId string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
@@ -143,7 +357,7 @@ type RunPHPRequest struct {
 
 func (x *RunPHPRequest) Reset() {
 	*x = RunPHPRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[0]
+	mi := &file_agent_v1_agent_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -155,7 +369,7 @@ func (x *RunPHPRequest) String() string {
 func (*RunPHPRequest) ProtoMessage() {}
 
 func (x *RunPHPRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[0]
+	mi := &file_agent_v1_agent_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -168,7 +382,7 @@ func (x *RunPHPRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunPHPRequest.ProtoReflect.Descriptor instead.
 func (*RunPHPRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{0}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RunPHPRequest) GetSiteId() string {
@@ -205,7 +419,7 @@ type RunPHPResponse struct {
 
 func (x *RunPHPResponse) Reset() {
 	*x = RunPHPResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_agent_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -217,7 +431,7 @@ func (x *RunPHPResponse) String() string {
 func (*RunPHPResponse) ProtoMessage() {}
 
 func (x *RunPHPResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_agent_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -230,7 +444,7 @@ func (x *RunPHPResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunPHPResponse.ProtoReflect.Descriptor instead.
 func (*RunPHPResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RunPHPResponse) GetExitCode() int32 {
@@ -279,7 +493,7 @@ type RunSQLRequest struct {
 
 func (x *RunSQLRequest) Reset() {
 	*x = RunSQLRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_agent_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -291,7 +505,7 @@ func (x *RunSQLRequest) String() string {
 func (*RunSQLRequest) ProtoMessage() {}
 
 func (x *RunSQLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_agent_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -304,7 +518,7 @@ func (x *RunSQLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunSQLRequest.ProtoReflect.Descriptor instead.
 func (*RunSQLRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RunSQLRequest) GetSiteId() string {
@@ -338,7 +552,7 @@ type SQLValue struct {
 
 func (x *SQLValue) Reset() {
 	*x = SQLValue{}
-	mi := &file_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_agent_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -350,7 +564,7 @@ func (x *SQLValue) String() string {
 func (*SQLValue) ProtoMessage() {}
 
 func (x *SQLValue) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_agent_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -363,7 +577,7 @@ func (x *SQLValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SQLValue.ProtoReflect.Descriptor instead.
 func (*SQLValue) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SQLValue) GetValue() string {
@@ -389,7 +603,7 @@ type SQLRow struct {
 
 func (x *SQLRow) Reset() {
 	*x = SQLRow{}
-	mi := &file_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_agent_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +615,7 @@ func (x *SQLRow) String() string {
 func (*SQLRow) ProtoMessage() {}
 
 func (x *SQLRow) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_agent_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +628,7 @@ func (x *SQLRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SQLRow.ProtoReflect.Descriptor instead.
 func (*SQLRow) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SQLRow) GetValues() []*SQLValue {
@@ -436,7 +650,7 @@ type RunSQLResponse struct {
 
 func (x *RunSQLResponse) Reset() {
 	*x = RunSQLResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_agent_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +662,7 @@ func (x *RunSQLResponse) String() string {
 func (*RunSQLResponse) ProtoMessage() {}
 
 func (x *RunSQLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_agent_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +675,7 @@ func (x *RunSQLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunSQLResponse.ProtoReflect.Descriptor instead.
 func (*RunSQLResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RunSQLResponse) GetColumns() []string {
@@ -503,7 +717,7 @@ type CheckpointRef struct {
 
 func (x *CheckpointRef) Reset() {
 	*x = CheckpointRef{}
-	mi := &file_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +729,7 @@ func (x *CheckpointRef) String() string {
 func (*CheckpointRef) ProtoMessage() {}
 
 func (x *CheckpointRef) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +742,7 @@ func (x *CheckpointRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRef.ProtoReflect.Descriptor instead.
 func (*CheckpointRef) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CheckpointRef) GetSiteId() string {
@@ -566,7 +780,7 @@ type CheckpointInfo struct {
 
 func (x *CheckpointInfo) Reset() {
 	*x = CheckpointInfo{}
-	mi := &file_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +792,7 @@ func (x *CheckpointInfo) String() string {
 func (*CheckpointInfo) ProtoMessage() {}
 
 func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +805,7 @@ func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointInfo.ProtoReflect.Descriptor instead.
 func (*CheckpointInfo) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CheckpointInfo) GetCheckpointId() string {
@@ -631,7 +845,7 @@ type ListCheckpointsResponse struct {
 
 func (x *ListCheckpointsResponse) Reset() {
 	*x = ListCheckpointsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -643,7 +857,7 @@ func (x *ListCheckpointsResponse) String() string {
 func (*ListCheckpointsResponse) ProtoMessage() {}
 
 func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -656,7 +870,7 @@ func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListCheckpointsResponse) GetCheckpoints() []*CheckpointInfo {
@@ -674,7 +888,7 @@ type DeleteCheckpointResponse struct {
 
 func (x *DeleteCheckpointResponse) Reset() {
 	*x = DeleteCheckpointResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +900,7 @@ func (x *DeleteCheckpointResponse) String() string {
 func (*DeleteCheckpointResponse) ProtoMessage() {}
 
 func (x *DeleteCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +913,7 @@ func (x *DeleteCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 type ForkSiteRequest struct {
@@ -713,7 +927,7 @@ type ForkSiteRequest struct {
 
 func (x *ForkSiteRequest) Reset() {
 	*x = ForkSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +939,7 @@ func (x *ForkSiteRequest) String() string {
 func (*ForkSiteRequest) ProtoMessage() {}
 
 func (x *ForkSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +952,7 @@ func (x *ForkSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSiteRequest.ProtoReflect.Descriptor instead.
 func (*ForkSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ForkSiteRequest) GetSite() *CreateSiteRequest {
@@ -766,7 +980,7 @@ type Resources struct {
 
 func (x *Resources) Reset() {
 	*x = Resources{}
-	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +992,7 @@ func (x *Resources) String() string {
 func (*Resources) ProtoMessage() {}
 
 func (x *Resources) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +1005,7 @@ func (x *Resources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resources.ProtoReflect.Descriptor instead.
 func (*Resources) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Resources) GetMemoryMb() int64 {
@@ -841,7 +1055,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +1067,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +1080,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RegisterRequest) GetNodeId() string {
@@ -957,7 +1171,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1183,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1196,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RegisterResponse) GetHeartbeatIntervalMs() int64 {
@@ -1030,7 +1244,7 @@ type Revocations struct {
 
 func (x *Revocations) Reset() {
 	*x = Revocations{}
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1256,7 @@ func (x *Revocations) String() string {
 func (*Revocations) ProtoMessage() {}
 
 func (x *Revocations) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1269,7 @@ func (x *Revocations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revocations.ProtoReflect.Descriptor instead.
 func (*Revocations) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Revocations) GetVersion() string {
@@ -1091,7 +1305,7 @@ type RevokedMember struct {
 
 func (x *RevokedMember) Reset() {
 	*x = RevokedMember{}
-	mi := &file_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1317,7 @@ func (x *RevokedMember) String() string {
 func (*RevokedMember) ProtoMessage() {}
 
 func (x *RevokedMember) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1330,7 @@ func (x *RevokedMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedMember.ProtoReflect.Descriptor instead.
 func (*RevokedMember) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RevokedMember) GetId() string {
@@ -1164,7 +1378,7 @@ type SiteStatus struct {
 
 func (x *SiteStatus) Reset() {
 	*x = SiteStatus{}
-	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1390,7 @@ func (x *SiteStatus) String() string {
 func (*SiteStatus) ProtoMessage() {}
 
 func (x *SiteStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1403,7 @@ func (x *SiteStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteStatus.ProtoReflect.Descriptor instead.
 func (*SiteStatus) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SiteStatus) GetSiteId() string {
@@ -1262,7 +1476,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1488,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1501,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HeartbeatRequest) GetNodeId() string {
@@ -1374,7 +1588,7 @@ type SitePresence struct {
 
 func (x *SitePresence) Reset() {
 	*x = SitePresence{}
-	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1600,7 @@ func (x *SitePresence) String() string {
 func (*SitePresence) ProtoMessage() {}
 
 func (x *SitePresence) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1613,7 @@ func (x *SitePresence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SitePresence.ProtoReflect.Descriptor instead.
 func (*SitePresence) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SitePresence) GetSiteId() string {
@@ -1438,7 +1652,7 @@ type SleepCounts struct {
 
 func (x *SleepCounts) Reset() {
 	*x = SleepCounts{}
-	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1664,7 @@ func (x *SleepCounts) String() string {
 func (*SleepCounts) ProtoMessage() {}
 
 func (x *SleepCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1677,7 @@ func (x *SleepCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SleepCounts.ProtoReflect.Descriptor instead.
 func (*SleepCounts) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SleepCounts) GetAwake() int32 {
@@ -1521,7 +1735,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1747,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1760,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HeartbeatResponse) GetHeartbeatIntervalMs() int64 {
@@ -1594,7 +1808,7 @@ type SiteRef struct {
 
 func (x *SiteRef) Reset() {
 	*x = SiteRef{}
-	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1606,7 +1820,7 @@ func (x *SiteRef) String() string {
 func (*SiteRef) ProtoMessage() {}
 
 func (x *SiteRef) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1619,7 +1833,7 @@ func (x *SiteRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteRef.ProtoReflect.Descriptor instead.
 func (*SiteRef) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SiteRef) GetSiteId() string {
@@ -1668,7 +1882,7 @@ type CreateSiteRequest struct {
 
 func (x *CreateSiteRequest) Reset() {
 	*x = CreateSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1894,7 @@ func (x *CreateSiteRequest) String() string {
 func (*CreateSiteRequest) ProtoMessage() {}
 
 func (x *CreateSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1907,7 @@ func (x *CreateSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSiteRequest.ProtoReflect.Descriptor instead.
 func (*CreateSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateSiteRequest) GetSiteId() string {
@@ -1811,7 +2025,7 @@ type CreateSiteResponse struct {
 
 func (x *CreateSiteResponse) Reset() {
 	*x = CreateSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_agent_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +2037,7 @@ func (x *CreateSiteResponse) String() string {
 func (*CreateSiteResponse) ProtoMessage() {}
 
 func (x *CreateSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_agent_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +2050,7 @@ func (x *CreateSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSiteResponse.ProtoReflect.Descriptor instead.
 func (*CreateSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{23}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateSiteResponse) GetStatus() *SiteStatus {
@@ -1862,7 +2076,7 @@ type DeleteSiteResponse struct {
 
 func (x *DeleteSiteResponse) Reset() {
 	*x = DeleteSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +2088,7 @@ func (x *DeleteSiteResponse) String() string {
 func (*DeleteSiteResponse) ProtoMessage() {}
 
 func (x *DeleteSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +2101,7 @@ func (x *DeleteSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSiteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteSiteResponse) GetExisted() bool {
@@ -1907,7 +2121,7 @@ type ResetSiteRequest struct {
 
 func (x *ResetSiteRequest) Reset() {
 	*x = ResetSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_agent_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2133,7 @@ func (x *ResetSiteRequest) String() string {
 func (*ResetSiteRequest) ProtoMessage() {}
 
 func (x *ResetSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_agent_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2146,7 @@ func (x *ResetSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSiteRequest.ProtoReflect.Descriptor instead.
 func (*ResetSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResetSiteRequest) GetSiteId() string {
@@ -1959,7 +2173,7 @@ type ResetSiteResponse struct {
 
 func (x *ResetSiteResponse) Reset() {
 	*x = ResetSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_agent_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2185,7 @@ func (x *ResetSiteResponse) String() string {
 func (*ResetSiteResponse) ProtoMessage() {}
 
 func (x *ResetSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_agent_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2198,7 @@ func (x *ResetSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSiteResponse.ProtoReflect.Descriptor instead.
 func (*ResetSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResetSiteResponse) GetStatus() *SiteStatus {
@@ -2016,7 +2230,7 @@ type CreateLoginTokenRequest struct {
 
 func (x *CreateLoginTokenRequest) Reset() {
 	*x = CreateLoginTokenRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_agent_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2028,7 +2242,7 @@ func (x *CreateLoginTokenRequest) String() string {
 func (*CreateLoginTokenRequest) ProtoMessage() {}
 
 func (x *CreateLoginTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_agent_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2041,7 +2255,7 @@ func (x *CreateLoginTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLoginTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateLoginTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateLoginTokenRequest) GetSiteId() string {
@@ -2087,7 +2301,7 @@ type CreateLoginTokenResponse struct {
 
 func (x *CreateLoginTokenResponse) Reset() {
 	*x = CreateLoginTokenResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_agent_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2313,7 @@ func (x *CreateLoginTokenResponse) String() string {
 func (*CreateLoginTokenResponse) ProtoMessage() {}
 
 func (x *CreateLoginTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_agent_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2326,7 @@ func (x *CreateLoginTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLoginTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateLoginTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 type DebugSettings struct {
@@ -2127,7 +2341,7 @@ type DebugSettings struct {
 
 func (x *DebugSettings) Reset() {
 	*x = DebugSettings{}
-	mi := &file_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_agent_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2139,7 +2353,7 @@ func (x *DebugSettings) String() string {
 func (*DebugSettings) ProtoMessage() {}
 
 func (x *DebugSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_agent_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2152,7 +2366,7 @@ func (x *DebugSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugSettings.ProtoReflect.Descriptor instead.
 func (*DebugSettings) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DebugSettings) GetWpDebug() bool {
@@ -2197,7 +2411,7 @@ type SetDebugRequest struct {
 
 func (x *SetDebugRequest) Reset() {
 	*x = SetDebugRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_agent_v1_agent_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2209,7 +2423,7 @@ func (x *SetDebugRequest) String() string {
 func (*SetDebugRequest) ProtoMessage() {}
 
 func (x *SetDebugRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_agent_v1_agent_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2222,7 +2436,7 @@ func (x *SetDebugRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDebugRequest.ProtoReflect.Descriptor instead.
 func (*SetDebugRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetDebugRequest) GetSiteId() string {
@@ -2270,7 +2484,7 @@ type TailDebugLogRequest struct {
 
 func (x *TailDebugLogRequest) Reset() {
 	*x = TailDebugLogRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_agent_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2496,7 @@ func (x *TailDebugLogRequest) String() string {
 func (*TailDebugLogRequest) ProtoMessage() {}
 
 func (x *TailDebugLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_agent_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2509,7 @@ func (x *TailDebugLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailDebugLogRequest.ProtoReflect.Descriptor instead.
 func (*TailDebugLogRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{31}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TailDebugLogRequest) GetSiteId() string {
@@ -2325,7 +2539,7 @@ type TailDebugLogResponse struct {
 
 func (x *TailDebugLogResponse) Reset() {
 	*x = TailDebugLogResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_agent_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2551,7 @@ func (x *TailDebugLogResponse) String() string {
 func (*TailDebugLogResponse) ProtoMessage() {}
 
 func (x *TailDebugLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_agent_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +2564,7 @@ func (x *TailDebugLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailDebugLogResponse.ProtoReflect.Descriptor instead.
 func (*TailDebugLogResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TailDebugLogResponse) GetExists() bool {
@@ -2389,7 +2603,7 @@ type TruncateDebugLogResponse struct {
 
 func (x *TruncateDebugLogResponse) Reset() {
 	*x = TruncateDebugLogResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_agent_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2615,7 @@ func (x *TruncateDebugLogResponse) String() string {
 func (*TruncateDebugLogResponse) ProtoMessage() {}
 
 func (x *TruncateDebugLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_agent_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2628,7 @@ func (x *TruncateDebugLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateDebugLogResponse.ProtoReflect.Descriptor instead.
 func (*TruncateDebugLogResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 type SetPHPConfigRequest struct {
@@ -2428,7 +2642,7 @@ type SetPHPConfigRequest struct {
 
 func (x *SetPHPConfigRequest) Reset() {
 	*x = SetPHPConfigRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_agent_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2440,7 +2654,7 @@ func (x *SetPHPConfigRequest) String() string {
 func (*SetPHPConfigRequest) ProtoMessage() {}
 
 func (x *SetPHPConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_agent_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2453,7 +2667,7 @@ func (x *SetPHPConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPHPConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetPHPConfigRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetPHPConfigRequest) GetSiteId() string {
@@ -2486,7 +2700,7 @@ type PHPConfig struct {
 
 func (x *PHPConfig) Reset() {
 	*x = PHPConfig{}
-	mi := &file_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_agent_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +2712,7 @@ func (x *PHPConfig) String() string {
 func (*PHPConfig) ProtoMessage() {}
 
 func (x *PHPConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_agent_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +2725,7 @@ func (x *PHPConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PHPConfig.ProtoReflect.Descriptor instead.
 func (*PHPConfig) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PHPConfig) GetSettings() map[string]string {
@@ -2536,7 +2750,7 @@ type Email struct {
 
 func (x *Email) Reset() {
 	*x = Email{}
-	mi := &file_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_agent_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2548,7 +2762,7 @@ func (x *Email) String() string {
 func (*Email) ProtoMessage() {}
 
 func (x *Email) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_agent_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2561,7 +2775,7 @@ func (x *Email) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Email.ProtoReflect.Descriptor instead.
 func (*Email) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Email) GetId() string {
@@ -2622,7 +2836,7 @@ type ListEmailsResponse struct {
 
 func (x *ListEmailsResponse) Reset() {
 	*x = ListEmailsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_agent_v1_agent_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +2848,7 @@ func (x *ListEmailsResponse) String() string {
 func (*ListEmailsResponse) ProtoMessage() {}
 
 func (x *ListEmailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_agent_v1_agent_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +2861,7 @@ func (x *ListEmailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEmailsResponse.ProtoReflect.Descriptor instead.
 func (*ListEmailsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListEmailsResponse) GetEmails() []*Email {
@@ -2665,7 +2879,7 @@ type ClearEmailsResponse struct {
 
 func (x *ClearEmailsResponse) Reset() {
 	*x = ClearEmailsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_agent_v1_agent_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +2891,7 @@ func (x *ClearEmailsResponse) String() string {
 func (*ClearEmailsResponse) ProtoMessage() {}
 
 func (x *ClearEmailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_agent_v1_agent_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +2904,7 @@ func (x *ClearEmailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearEmailsResponse.ProtoReflect.Descriptor instead.
 func (*ClearEmailsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{41}
 }
 
 type SwitchPHPVersionRequest struct {
@@ -2704,7 +2918,7 @@ type SwitchPHPVersionRequest struct {
 
 func (x *SwitchPHPVersionRequest) Reset() {
 	*x = SwitchPHPVersionRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_agent_v1_agent_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2716,7 +2930,7 @@ func (x *SwitchPHPVersionRequest) String() string {
 func (*SwitchPHPVersionRequest) ProtoMessage() {}
 
 func (x *SwitchPHPVersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_agent_v1_agent_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2729,7 +2943,7 @@ func (x *SwitchPHPVersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchPHPVersionRequest.ProtoReflect.Descriptor instead.
 func (*SwitchPHPVersionRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SwitchPHPVersionRequest) GetSiteId() string {
@@ -2763,7 +2977,7 @@ type SwitchPHPVersionResponse struct {
 
 func (x *SwitchPHPVersionResponse) Reset() {
 	*x = SwitchPHPVersionResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_agent_v1_agent_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2775,7 +2989,7 @@ func (x *SwitchPHPVersionResponse) String() string {
 func (*SwitchPHPVersionResponse) ProtoMessage() {}
 
 func (x *SwitchPHPVersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_agent_v1_agent_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2788,7 +3002,7 @@ func (x *SwitchPHPVersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchPHPVersionResponse.ProtoReflect.Descriptor instead.
 func (*SwitchPHPVersionResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SwitchPHPVersionResponse) GetStatus() *SiteStatus {
@@ -2821,7 +3035,7 @@ type FilesRequest struct {
 
 func (x *FilesRequest) Reset() {
 	*x = FilesRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_agent_v1_agent_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2833,7 +3047,7 @@ func (x *FilesRequest) String() string {
 func (*FilesRequest) ProtoMessage() {}
 
 func (x *FilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_agent_v1_agent_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2846,7 +3060,7 @@ func (x *FilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilesRequest.ProtoReflect.Descriptor instead.
 func (*FilesRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{41}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *FilesRequest) GetSiteId() string {
@@ -2912,7 +3126,7 @@ type FileEntry struct {
 
 func (x *FileEntry) Reset() {
 	*x = FileEntry{}
-	mi := &file_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_agent_v1_agent_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2924,7 +3138,7 @@ func (x *FileEntry) String() string {
 func (*FileEntry) ProtoMessage() {}
 
 func (x *FileEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_agent_v1_agent_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2937,7 +3151,7 @@ func (x *FileEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
 func (*FileEntry) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{42}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FileEntry) GetName() string {
@@ -2994,7 +3208,7 @@ type FilesResponse struct {
 
 func (x *FilesResponse) Reset() {
 	*x = FilesResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_agent_v1_agent_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3006,7 +3220,7 @@ func (x *FilesResponse) String() string {
 func (*FilesResponse) ProtoMessage() {}
 
 func (x *FilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_agent_v1_agent_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3233,7 @@ func (x *FilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilesResponse.ProtoReflect.Descriptor instead.
 func (*FilesResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{43}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *FilesResponse) GetErrorCode() string {
@@ -3098,7 +3312,7 @@ type DatabaseInfo struct {
 
 func (x *DatabaseInfo) Reset() {
 	*x = DatabaseInfo{}
-	mi := &file_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_agent_v1_agent_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3324,7 @@ func (x *DatabaseInfo) String() string {
 func (*DatabaseInfo) ProtoMessage() {}
 
 func (x *DatabaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_agent_v1_agent_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3337,7 @@ func (x *DatabaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DatabaseInfo.ProtoReflect.Descriptor instead.
 func (*DatabaseInfo) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{44}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DatabaseInfo) GetHost() string {
@@ -3176,7 +3390,7 @@ type Plugin struct {
 
 func (x *Plugin) Reset() {
 	*x = Plugin{}
-	mi := &file_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_agent_v1_agent_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3188,7 +3402,7 @@ func (x *Plugin) String() string {
 func (*Plugin) ProtoMessage() {}
 
 func (x *Plugin) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_agent_v1_agent_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3201,7 +3415,7 @@ func (x *Plugin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plugin.ProtoReflect.Descriptor instead.
 func (*Plugin) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{45}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Plugin) GetSlug() string {
@@ -3248,7 +3462,7 @@ type ListPluginsResponse struct {
 
 func (x *ListPluginsResponse) Reset() {
 	*x = ListPluginsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_agent_v1_agent_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3260,7 +3474,7 @@ func (x *ListPluginsResponse) String() string {
 func (*ListPluginsResponse) ProtoMessage() {}
 
 func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_agent_v1_agent_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3273,7 +3487,7 @@ func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPluginsResponse.ProtoReflect.Descriptor instead.
 func (*ListPluginsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{46}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListPluginsResponse) GetPlugins() []*Plugin {
@@ -3297,7 +3511,7 @@ type InstallPluginRequest struct {
 
 func (x *InstallPluginRequest) Reset() {
 	*x = InstallPluginRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_agent_v1_agent_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3309,7 +3523,7 @@ func (x *InstallPluginRequest) String() string {
 func (*InstallPluginRequest) ProtoMessage() {}
 
 func (x *InstallPluginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_agent_v1_agent_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3322,7 +3536,7 @@ func (x *InstallPluginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallPluginRequest.ProtoReflect.Descriptor instead.
 func (*InstallPluginRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{47}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *InstallPluginRequest) GetSiteId() string {
@@ -3369,7 +3583,7 @@ type InstallPluginResponse struct {
 
 func (x *InstallPluginResponse) Reset() {
 	*x = InstallPluginResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_agent_v1_agent_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3381,7 +3595,7 @@ func (x *InstallPluginResponse) String() string {
 func (*InstallPluginResponse) ProtoMessage() {}
 
 func (x *InstallPluginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_agent_v1_agent_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3394,7 +3608,7 @@ func (x *InstallPluginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallPluginResponse.ProtoReflect.Descriptor instead.
 func (*InstallPluginResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{48}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *InstallPluginResponse) GetPlugin() *Plugin {
@@ -3415,7 +3629,7 @@ type FreezeTemplateRequest struct {
 
 func (x *FreezeTemplateRequest) Reset() {
 	*x = FreezeTemplateRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_agent_v1_agent_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3427,7 +3641,7 @@ func (x *FreezeTemplateRequest) String() string {
 func (*FreezeTemplateRequest) ProtoMessage() {}
 
 func (x *FreezeTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_agent_v1_agent_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3440,7 +3654,7 @@ func (x *FreezeTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeTemplateRequest.ProtoReflect.Descriptor instead.
 func (*FreezeTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{49}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *FreezeTemplateRequest) GetSiteId() string {
@@ -3474,7 +3688,7 @@ type TemplateRef struct {
 
 func (x *TemplateRef) Reset() {
 	*x = TemplateRef{}
-	mi := &file_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_agent_v1_agent_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3486,7 +3700,7 @@ func (x *TemplateRef) String() string {
 func (*TemplateRef) ProtoMessage() {}
 
 func (x *TemplateRef) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_agent_v1_agent_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3499,7 +3713,7 @@ func (x *TemplateRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateRef.ProtoReflect.Descriptor instead.
 func (*TemplateRef) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{50}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TemplateRef) GetTemplateId() string {
@@ -3530,7 +3744,7 @@ type TemplateInfo struct {
 
 func (x *TemplateInfo) Reset() {
 	*x = TemplateInfo{}
-	mi := &file_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_agent_v1_agent_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3542,7 +3756,7 @@ func (x *TemplateInfo) String() string {
 func (*TemplateInfo) ProtoMessage() {}
 
 func (x *TemplateInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_agent_v1_agent_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3555,7 +3769,7 @@ func (x *TemplateInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateInfo.ProtoReflect.Descriptor instead.
 func (*TemplateInfo) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{51}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *TemplateInfo) GetTemplateId() string {
@@ -3602,7 +3816,7 @@ type DeleteTemplateResponse struct {
 
 func (x *DeleteTemplateResponse) Reset() {
 	*x = DeleteTemplateResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_agent_v1_agent_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3614,7 +3828,7 @@ func (x *DeleteTemplateResponse) String() string {
 func (*DeleteTemplateResponse) ProtoMessage() {}
 
 func (x *DeleteTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_agent_v1_agent_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3627,7 +3841,7 @@ func (x *DeleteTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTemplateResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{52}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DeleteTemplateResponse) GetExisted() bool {
@@ -3648,7 +3862,7 @@ type RestoreSiteRequest struct {
 
 func (x *RestoreSiteRequest) Reset() {
 	*x = RestoreSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_agent_v1_agent_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3660,7 +3874,7 @@ func (x *RestoreSiteRequest) String() string {
 func (*RestoreSiteRequest) ProtoMessage() {}
 
 func (x *RestoreSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_agent_v1_agent_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3673,7 +3887,7 @@ func (x *RestoreSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSiteRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{53}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RestoreSiteRequest) GetSiteId() string {
@@ -3706,7 +3920,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_agent_v1_agent_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3718,7 +3932,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_agent_v1_agent_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3731,7 +3945,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{54}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Chunk) GetData() []byte {
@@ -3752,7 +3966,7 @@ type ImportTemplateRequest struct {
 
 func (x *ImportTemplateRequest) Reset() {
 	*x = ImportTemplateRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_agent_v1_agent_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3764,7 +3978,7 @@ func (x *ImportTemplateRequest) String() string {
 func (*ImportTemplateRequest) ProtoMessage() {}
 
 func (x *ImportTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_agent_v1_agent_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3777,7 +3991,7 @@ func (x *ImportTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportTemplateRequest.ProtoReflect.Descriptor instead.
 func (*ImportTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{55}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ImportTemplateRequest) GetTemplateId() string {
@@ -3817,7 +4031,7 @@ type RenameSiteRequest struct {
 
 func (x *RenameSiteRequest) Reset() {
 	*x = RenameSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_agent_v1_agent_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3829,7 +4043,7 @@ func (x *RenameSiteRequest) String() string {
 func (*RenameSiteRequest) ProtoMessage() {}
 
 func (x *RenameSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_agent_v1_agent_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3842,7 +4056,7 @@ func (x *RenameSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameSiteRequest.ProtoReflect.Descriptor instead.
 func (*RenameSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{56}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RenameSiteRequest) GetSiteId() string {
@@ -3896,7 +4110,7 @@ type RenameSiteResponse struct {
 
 func (x *RenameSiteResponse) Reset() {
 	*x = RenameSiteResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_agent_v1_agent_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3908,7 +4122,7 @@ func (x *RenameSiteResponse) String() string {
 func (*RenameSiteResponse) ProtoMessage() {}
 
 func (x *RenameSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_agent_v1_agent_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3921,7 +4135,7 @@ func (x *RenameSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameSiteResponse.ProtoReflect.Descriptor instead.
 func (*RenameSiteResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{57}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RenameSiteResponse) GetStatus() *SiteStatus {
@@ -3950,7 +4164,7 @@ type RunBlueprintStepRequest struct {
 
 func (x *RunBlueprintStepRequest) Reset() {
 	*x = RunBlueprintStepRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_agent_v1_agent_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3962,7 +4176,7 @@ func (x *RunBlueprintStepRequest) String() string {
 func (*RunBlueprintStepRequest) ProtoMessage() {}
 
 func (x *RunBlueprintStepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_agent_v1_agent_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3975,7 +4189,7 @@ func (x *RunBlueprintStepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunBlueprintStepRequest.ProtoReflect.Descriptor instead.
 func (*RunBlueprintStepRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{58}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RunBlueprintStepRequest) GetSiteId() string {
@@ -4036,7 +4250,7 @@ type RunBlueprintStepResponse struct {
 
 func (x *RunBlueprintStepResponse) Reset() {
 	*x = RunBlueprintStepResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_agent_v1_agent_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4048,7 +4262,7 @@ func (x *RunBlueprintStepResponse) String() string {
 func (*RunBlueprintStepResponse) ProtoMessage() {}
 
 func (x *RunBlueprintStepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_agent_v1_agent_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4061,7 +4275,7 @@ func (x *RunBlueprintStepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunBlueprintStepResponse.ProtoReflect.Descriptor instead.
 func (*RunBlueprintStepResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{59}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RunBlueprintStepResponse) GetOk() bool {
@@ -4117,7 +4331,7 @@ type RestoreArchiveRequest struct {
 
 func (x *RestoreArchiveRequest) Reset() {
 	*x = RestoreArchiveRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_agent_v1_agent_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4129,7 +4343,7 @@ func (x *RestoreArchiveRequest) String() string {
 func (*RestoreArchiveRequest) ProtoMessage() {}
 
 func (x *RestoreArchiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_agent_v1_agent_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4142,7 +4356,7 @@ func (x *RestoreArchiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreArchiveRequest.ProtoReflect.Descriptor instead.
 func (*RestoreArchiveRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{60}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RestoreArchiveRequest) GetHeader() *RestoreHeader {
@@ -4171,7 +4385,7 @@ type RestoreHeader struct {
 
 func (x *RestoreHeader) Reset() {
 	*x = RestoreHeader{}
-	mi := &file_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_agent_v1_agent_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4183,7 +4397,7 @@ func (x *RestoreHeader) String() string {
 func (*RestoreHeader) ProtoMessage() {}
 
 func (x *RestoreHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_agent_v1_agent_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4196,7 +4410,7 @@ func (x *RestoreHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreHeader.ProtoReflect.Descriptor instead.
 func (*RestoreHeader) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{61}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RestoreHeader) GetSiteId() string {
@@ -4239,7 +4453,7 @@ type RestorePart struct {
 
 func (x *RestorePart) Reset() {
 	*x = RestorePart{}
-	mi := &file_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_agent_v1_agent_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4251,7 +4465,7 @@ func (x *RestorePart) String() string {
 func (*RestorePart) ProtoMessage() {}
 
 func (x *RestorePart) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_agent_v1_agent_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4264,7 +4478,7 @@ func (x *RestorePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestorePart.ProtoReflect.Descriptor instead.
 func (*RestorePart) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{62}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RestorePart) GetKind() string {
@@ -4309,7 +4523,7 @@ type RestoreArchiveResponse struct {
 
 func (x *RestoreArchiveResponse) Reset() {
 	*x = RestoreArchiveResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[63]
+	mi := &file_agent_v1_agent_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4321,7 +4535,7 @@ func (x *RestoreArchiveResponse) String() string {
 func (*RestoreArchiveResponse) ProtoMessage() {}
 
 func (x *RestoreArchiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[63]
+	mi := &file_agent_v1_agent_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4334,7 +4548,7 @@ func (x *RestoreArchiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreArchiveResponse.ProtoReflect.Descriptor instead.
 func (*RestoreArchiveResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{63}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RestoreArchiveResponse) GetFiles() int64 {
@@ -4418,7 +4632,7 @@ type SetSiteURLRequest struct {
 
 func (x *SetSiteURLRequest) Reset() {
 	*x = SetSiteURLRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[64]
+	mi := &file_agent_v1_agent_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4430,7 +4644,7 @@ func (x *SetSiteURLRequest) String() string {
 func (*SetSiteURLRequest) ProtoMessage() {}
 
 func (x *SetSiteURLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[64]
+	mi := &file_agent_v1_agent_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4443,7 +4657,7 @@ func (x *SetSiteURLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSiteURLRequest.ProtoReflect.Descriptor instead.
 func (*SetSiteURLRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{64}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SetSiteURLRequest) GetSiteId() string {
@@ -4476,7 +4690,7 @@ type SetSiteURLResponse struct {
 
 func (x *SetSiteURLResponse) Reset() {
 	*x = SetSiteURLResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[65]
+	mi := &file_agent_v1_agent_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4488,7 +4702,7 @@ func (x *SetSiteURLResponse) String() string {
 func (*SetSiteURLResponse) ProtoMessage() {}
 
 func (x *SetSiteURLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[65]
+	mi := &file_agent_v1_agent_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4501,7 +4715,7 @@ func (x *SetSiteURLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSiteURLResponse.ProtoReflect.Descriptor instead.
 func (*SetSiteURLResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{65}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SetSiteURLResponse) GetStatus() *SiteStatus {
@@ -4525,7 +4739,7 @@ type AuthorizeSSHRequest struct {
 
 func (x *AuthorizeSSHRequest) Reset() {
 	*x = AuthorizeSSHRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[66]
+	mi := &file_agent_v1_agent_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4537,7 +4751,7 @@ func (x *AuthorizeSSHRequest) String() string {
 func (*AuthorizeSSHRequest) ProtoMessage() {}
 
 func (x *AuthorizeSSHRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[66]
+	mi := &file_agent_v1_agent_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4550,7 +4764,7 @@ func (x *AuthorizeSSHRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeSSHRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizeSSHRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{66}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *AuthorizeSSHRequest) GetNodeId() string {
@@ -4595,7 +4809,7 @@ type AuthorizeSSHResponse struct {
 
 func (x *AuthorizeSSHResponse) Reset() {
 	*x = AuthorizeSSHResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[67]
+	mi := &file_agent_v1_agent_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4607,7 +4821,7 @@ func (x *AuthorizeSSHResponse) String() string {
 func (*AuthorizeSSHResponse) ProtoMessage() {}
 
 func (x *AuthorizeSSHResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[67]
+	mi := &file_agent_v1_agent_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4620,7 +4834,7 @@ func (x *AuthorizeSSHResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeSSHResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizeSSHResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{67}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *AuthorizeSSHResponse) GetAllowed() bool {
@@ -4668,7 +4882,7 @@ type DeployRepositoryRequest struct {
 
 func (x *DeployRepositoryRequest) Reset() {
 	*x = DeployRepositoryRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[68]
+	mi := &file_agent_v1_agent_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4680,7 +4894,7 @@ func (x *DeployRepositoryRequest) String() string {
 func (*DeployRepositoryRequest) ProtoMessage() {}
 
 func (x *DeployRepositoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[68]
+	mi := &file_agent_v1_agent_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4693,7 +4907,7 @@ func (x *DeployRepositoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployRepositoryRequest.ProtoReflect.Descriptor instead.
 func (*DeployRepositoryRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{68}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *DeployRepositoryRequest) GetSiteId() string {
@@ -4784,7 +4998,7 @@ type DeployRepositoryResponse struct {
 
 func (x *DeployRepositoryResponse) Reset() {
 	*x = DeployRepositoryResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[69]
+	mi := &file_agent_v1_agent_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4796,7 +5010,7 @@ func (x *DeployRepositoryResponse) String() string {
 func (*DeployRepositoryResponse) ProtoMessage() {}
 
 func (x *DeployRepositoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[69]
+	mi := &file_agent_v1_agent_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4809,7 +5023,7 @@ func (x *DeployRepositoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployRepositoryResponse.ProtoReflect.Descriptor instead.
 func (*DeployRepositoryResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{69}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DeployRepositoryResponse) GetSha() string {
@@ -4845,7 +5059,7 @@ type SnapshotSiteRequest struct {
 
 func (x *SnapshotSiteRequest) Reset() {
 	*x = SnapshotSiteRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[70]
+	mi := &file_agent_v1_agent_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4857,7 +5071,7 @@ func (x *SnapshotSiteRequest) String() string {
 func (*SnapshotSiteRequest) ProtoMessage() {}
 
 func (x *SnapshotSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[70]
+	mi := &file_agent_v1_agent_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4870,7 +5084,7 @@ func (x *SnapshotSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSiteRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSiteRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{70}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SnapshotSiteRequest) GetSiteId() string {
@@ -4910,7 +5124,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_agent_v1_agent_proto_msgTypes[71]
+	mi := &file_agent_v1_agent_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4922,7 +5136,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[71]
+	mi := &file_agent_v1_agent_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4935,7 +5149,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{71}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SnapshotChunk) GetPart() SnapshotPart {
@@ -4984,7 +5198,24 @@ var File_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x14agent/v1/agent.proto\x12\x11sandboxd.agent.v1\"e\n" +
+	"\x14agent/v1/agent.proto\x12\x11sandboxd.agent.v1\"\xac\x01\n" +
+	"\x15TakeScreenshotRequest\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x14\n" +
+	"\x05width\x18\x03 \x01(\x05R\x05width\x12\x16\n" +
+	"\x06height\x18\x04 \x01(\x05R\x06height\x12\x1b\n" +
+	"\tfull_page\x18\x05 \x01(\bR\bfullPage\x12\x1b\n" +
+	"\tsigned_in\x18\x06 \x01(\bR\bsignedIn\"(\n" +
+	"\rScreenshotRef\x12\x17\n" +
+	"\ashot_id\x18\x01 \x01(\tR\x06shotId\"\xa5\x01\n" +
+	"\n" +
+	"Screenshot\x12\x17\n" +
+	"\ashot_id\x18\x01 \x01(\tR\x06shotId\x12\x10\n" +
+	"\x03png\x18\x02 \x01(\fR\x03png\x12\x14\n" +
+	"\x05width\x18\x03 \x01(\x05R\x05width\x12\x16\n" +
+	"\x06height\x18\x04 \x01(\x05R\x06height\x12\x16\n" +
+	"\x06loaded\x18\x05 \x01(\bR\x06loaded\x12&\n" +
+	"\x0fexpires_unix_ms\x18\x06 \x01(\x03R\rexpiresUnixMs\"e\n" +
 	"\rRunPHPRequest\x12\x17\n" +
 	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12'\n" +
@@ -5395,7 +5626,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fRegistryService\x12S\n" +
 	"\bRegister\x12\".sandboxd.agent.v1.RegisterRequest\x1a#.sandboxd.agent.v1.RegisterResponse\x12V\n" +
 	"\tHeartbeat\x12#.sandboxd.agent.v1.HeartbeatRequest\x1a$.sandboxd.agent.v1.HeartbeatResponse\x12_\n" +
-	"\fAuthorizeSSH\x12&.sandboxd.agent.v1.AuthorizeSSHRequest\x1a'.sandboxd.agent.v1.AuthorizeSSHResponse2\xfd\x18\n" +
+	"\fAuthorizeSSH\x12&.sandboxd.agent.v1.AuthorizeSSHRequest\x1a'.sandboxd.agent.v1.AuthorizeSSHResponse2\xaa\x1a\n" +
 	"\fAgentService\x12Y\n" +
 	"\n" +
 	"CreateSite\x12$.sandboxd.agent.v1.CreateSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12O\n" +
@@ -5436,7 +5667,9 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x11RestoreCheckpoint\x12 .sandboxd.agent.v1.CheckpointRef\x1a$.sandboxd.agent.v1.ResetSiteResponse\x12U\n" +
 	"\bForkSite\x12\".sandboxd.agent.v1.ForkSiteRequest\x1a%.sandboxd.agent.v1.CreateSiteResponse\x12M\n" +
 	"\x06RunPHP\x12 .sandboxd.agent.v1.RunPHPRequest\x1a!.sandboxd.agent.v1.RunPHPResponse\x12M\n" +
-	"\x06RunSQL\x12 .sandboxd.agent.v1.RunSQLRequest\x1a!.sandboxd.agent.v1.RunSQLResponseB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
+	"\x06RunSQL\x12 .sandboxd.agent.v1.RunSQLRequest\x1a!.sandboxd.agent.v1.RunSQLResponse\x12Y\n" +
+	"\x0eTakeScreenshot\x12(.sandboxd.agent.v1.TakeScreenshotRequest\x1a\x1d.sandboxd.agent.v1.Screenshot\x12P\n" +
+	"\rGetScreenshot\x12 .sandboxd.agent.v1.ScreenshotRef\x1a\x1d.sandboxd.agent.v1.ScreenshotB8Z6github.com/sandboxd/sandboxd/protocol/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -5451,194 +5684,201 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(SiteState)(0),                   // 0: sandboxd.agent.v1.SiteState
 	(SnapshotPart)(0),                // 1: sandboxd.agent.v1.SnapshotPart
-	(*RunPHPRequest)(nil),            // 2: sandboxd.agent.v1.RunPHPRequest
-	(*RunPHPResponse)(nil),           // 3: sandboxd.agent.v1.RunPHPResponse
-	(*RunSQLRequest)(nil),            // 4: sandboxd.agent.v1.RunSQLRequest
-	(*SQLValue)(nil),                 // 5: sandboxd.agent.v1.SQLValue
-	(*SQLRow)(nil),                   // 6: sandboxd.agent.v1.SQLRow
-	(*RunSQLResponse)(nil),           // 7: sandboxd.agent.v1.RunSQLResponse
-	(*CheckpointRef)(nil),            // 8: sandboxd.agent.v1.CheckpointRef
-	(*CheckpointInfo)(nil),           // 9: sandboxd.agent.v1.CheckpointInfo
-	(*ListCheckpointsResponse)(nil),  // 10: sandboxd.agent.v1.ListCheckpointsResponse
-	(*DeleteCheckpointResponse)(nil), // 11: sandboxd.agent.v1.DeleteCheckpointResponse
-	(*ForkSiteRequest)(nil),          // 12: sandboxd.agent.v1.ForkSiteRequest
-	(*Resources)(nil),                // 13: sandboxd.agent.v1.Resources
-	(*RegisterRequest)(nil),          // 14: sandboxd.agent.v1.RegisterRequest
-	(*RegisterResponse)(nil),         // 15: sandboxd.agent.v1.RegisterResponse
-	(*Revocations)(nil),              // 16: sandboxd.agent.v1.Revocations
-	(*RevokedMember)(nil),            // 17: sandboxd.agent.v1.RevokedMember
-	(*SiteStatus)(nil),               // 18: sandboxd.agent.v1.SiteStatus
-	(*HeartbeatRequest)(nil),         // 19: sandboxd.agent.v1.HeartbeatRequest
-	(*SitePresence)(nil),             // 20: sandboxd.agent.v1.SitePresence
-	(*SleepCounts)(nil),              // 21: sandboxd.agent.v1.SleepCounts
-	(*HeartbeatResponse)(nil),        // 22: sandboxd.agent.v1.HeartbeatResponse
-	(*SiteRef)(nil),                  // 23: sandboxd.agent.v1.SiteRef
-	(*CreateSiteRequest)(nil),        // 24: sandboxd.agent.v1.CreateSiteRequest
-	(*CreateSiteResponse)(nil),       // 25: sandboxd.agent.v1.CreateSiteResponse
-	(*DeleteSiteResponse)(nil),       // 26: sandboxd.agent.v1.DeleteSiteResponse
-	(*ResetSiteRequest)(nil),         // 27: sandboxd.agent.v1.ResetSiteRequest
-	(*ResetSiteResponse)(nil),        // 28: sandboxd.agent.v1.ResetSiteResponse
-	(*CreateLoginTokenRequest)(nil),  // 29: sandboxd.agent.v1.CreateLoginTokenRequest
-	(*CreateLoginTokenResponse)(nil), // 30: sandboxd.agent.v1.CreateLoginTokenResponse
-	(*DebugSettings)(nil),            // 31: sandboxd.agent.v1.DebugSettings
-	(*SetDebugRequest)(nil),          // 32: sandboxd.agent.v1.SetDebugRequest
-	(*TailDebugLogRequest)(nil),      // 33: sandboxd.agent.v1.TailDebugLogRequest
-	(*TailDebugLogResponse)(nil),     // 34: sandboxd.agent.v1.TailDebugLogResponse
-	(*TruncateDebugLogResponse)(nil), // 35: sandboxd.agent.v1.TruncateDebugLogResponse
-	(*SetPHPConfigRequest)(nil),      // 36: sandboxd.agent.v1.SetPHPConfigRequest
-	(*PHPConfig)(nil),                // 37: sandboxd.agent.v1.PHPConfig
-	(*Email)(nil),                    // 38: sandboxd.agent.v1.Email
-	(*ListEmailsResponse)(nil),       // 39: sandboxd.agent.v1.ListEmailsResponse
-	(*ClearEmailsResponse)(nil),      // 40: sandboxd.agent.v1.ClearEmailsResponse
-	(*SwitchPHPVersionRequest)(nil),  // 41: sandboxd.agent.v1.SwitchPHPVersionRequest
-	(*SwitchPHPVersionResponse)(nil), // 42: sandboxd.agent.v1.SwitchPHPVersionResponse
-	(*FilesRequest)(nil),             // 43: sandboxd.agent.v1.FilesRequest
-	(*FileEntry)(nil),                // 44: sandboxd.agent.v1.FileEntry
-	(*FilesResponse)(nil),            // 45: sandboxd.agent.v1.FilesResponse
-	(*DatabaseInfo)(nil),             // 46: sandboxd.agent.v1.DatabaseInfo
-	(*Plugin)(nil),                   // 47: sandboxd.agent.v1.Plugin
-	(*ListPluginsResponse)(nil),      // 48: sandboxd.agent.v1.ListPluginsResponse
-	(*InstallPluginRequest)(nil),     // 49: sandboxd.agent.v1.InstallPluginRequest
-	(*InstallPluginResponse)(nil),    // 50: sandboxd.agent.v1.InstallPluginResponse
-	(*FreezeTemplateRequest)(nil),    // 51: sandboxd.agent.v1.FreezeTemplateRequest
-	(*TemplateRef)(nil),              // 52: sandboxd.agent.v1.TemplateRef
-	(*TemplateInfo)(nil),             // 53: sandboxd.agent.v1.TemplateInfo
-	(*DeleteTemplateResponse)(nil),   // 54: sandboxd.agent.v1.DeleteTemplateResponse
-	(*RestoreSiteRequest)(nil),       // 55: sandboxd.agent.v1.RestoreSiteRequest
-	(*Chunk)(nil),                    // 56: sandboxd.agent.v1.Chunk
-	(*ImportTemplateRequest)(nil),    // 57: sandboxd.agent.v1.ImportTemplateRequest
-	(*RenameSiteRequest)(nil),        // 58: sandboxd.agent.v1.RenameSiteRequest
-	(*RenameSiteResponse)(nil),       // 59: sandboxd.agent.v1.RenameSiteResponse
-	(*RunBlueprintStepRequest)(nil),  // 60: sandboxd.agent.v1.RunBlueprintStepRequest
-	(*RunBlueprintStepResponse)(nil), // 61: sandboxd.agent.v1.RunBlueprintStepResponse
-	(*RestoreArchiveRequest)(nil),    // 62: sandboxd.agent.v1.RestoreArchiveRequest
-	(*RestoreHeader)(nil),            // 63: sandboxd.agent.v1.RestoreHeader
-	(*RestorePart)(nil),              // 64: sandboxd.agent.v1.RestorePart
-	(*RestoreArchiveResponse)(nil),   // 65: sandboxd.agent.v1.RestoreArchiveResponse
-	(*SetSiteURLRequest)(nil),        // 66: sandboxd.agent.v1.SetSiteURLRequest
-	(*SetSiteURLResponse)(nil),       // 67: sandboxd.agent.v1.SetSiteURLResponse
-	(*AuthorizeSSHRequest)(nil),      // 68: sandboxd.agent.v1.AuthorizeSSHRequest
-	(*AuthorizeSSHResponse)(nil),     // 69: sandboxd.agent.v1.AuthorizeSSHResponse
-	(*DeployRepositoryRequest)(nil),  // 70: sandboxd.agent.v1.DeployRepositoryRequest
-	(*DeployRepositoryResponse)(nil), // 71: sandboxd.agent.v1.DeployRepositoryResponse
-	(*SnapshotSiteRequest)(nil),      // 72: sandboxd.agent.v1.SnapshotSiteRequest
-	(*SnapshotChunk)(nil),            // 73: sandboxd.agent.v1.SnapshotChunk
-	nil,                              // 74: sandboxd.agent.v1.RegisterRequest.LabelsEntry
-	nil,                              // 75: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	nil,                              // 76: sandboxd.agent.v1.PHPConfig.SettingsEntry
+	(*TakeScreenshotRequest)(nil),    // 2: sandboxd.agent.v1.TakeScreenshotRequest
+	(*ScreenshotRef)(nil),            // 3: sandboxd.agent.v1.ScreenshotRef
+	(*Screenshot)(nil),               // 4: sandboxd.agent.v1.Screenshot
+	(*RunPHPRequest)(nil),            // 5: sandboxd.agent.v1.RunPHPRequest
+	(*RunPHPResponse)(nil),           // 6: sandboxd.agent.v1.RunPHPResponse
+	(*RunSQLRequest)(nil),            // 7: sandboxd.agent.v1.RunSQLRequest
+	(*SQLValue)(nil),                 // 8: sandboxd.agent.v1.SQLValue
+	(*SQLRow)(nil),                   // 9: sandboxd.agent.v1.SQLRow
+	(*RunSQLResponse)(nil),           // 10: sandboxd.agent.v1.RunSQLResponse
+	(*CheckpointRef)(nil),            // 11: sandboxd.agent.v1.CheckpointRef
+	(*CheckpointInfo)(nil),           // 12: sandboxd.agent.v1.CheckpointInfo
+	(*ListCheckpointsResponse)(nil),  // 13: sandboxd.agent.v1.ListCheckpointsResponse
+	(*DeleteCheckpointResponse)(nil), // 14: sandboxd.agent.v1.DeleteCheckpointResponse
+	(*ForkSiteRequest)(nil),          // 15: sandboxd.agent.v1.ForkSiteRequest
+	(*Resources)(nil),                // 16: sandboxd.agent.v1.Resources
+	(*RegisterRequest)(nil),          // 17: sandboxd.agent.v1.RegisterRequest
+	(*RegisterResponse)(nil),         // 18: sandboxd.agent.v1.RegisterResponse
+	(*Revocations)(nil),              // 19: sandboxd.agent.v1.Revocations
+	(*RevokedMember)(nil),            // 20: sandboxd.agent.v1.RevokedMember
+	(*SiteStatus)(nil),               // 21: sandboxd.agent.v1.SiteStatus
+	(*HeartbeatRequest)(nil),         // 22: sandboxd.agent.v1.HeartbeatRequest
+	(*SitePresence)(nil),             // 23: sandboxd.agent.v1.SitePresence
+	(*SleepCounts)(nil),              // 24: sandboxd.agent.v1.SleepCounts
+	(*HeartbeatResponse)(nil),        // 25: sandboxd.agent.v1.HeartbeatResponse
+	(*SiteRef)(nil),                  // 26: sandboxd.agent.v1.SiteRef
+	(*CreateSiteRequest)(nil),        // 27: sandboxd.agent.v1.CreateSiteRequest
+	(*CreateSiteResponse)(nil),       // 28: sandboxd.agent.v1.CreateSiteResponse
+	(*DeleteSiteResponse)(nil),       // 29: sandboxd.agent.v1.DeleteSiteResponse
+	(*ResetSiteRequest)(nil),         // 30: sandboxd.agent.v1.ResetSiteRequest
+	(*ResetSiteResponse)(nil),        // 31: sandboxd.agent.v1.ResetSiteResponse
+	(*CreateLoginTokenRequest)(nil),  // 32: sandboxd.agent.v1.CreateLoginTokenRequest
+	(*CreateLoginTokenResponse)(nil), // 33: sandboxd.agent.v1.CreateLoginTokenResponse
+	(*DebugSettings)(nil),            // 34: sandboxd.agent.v1.DebugSettings
+	(*SetDebugRequest)(nil),          // 35: sandboxd.agent.v1.SetDebugRequest
+	(*TailDebugLogRequest)(nil),      // 36: sandboxd.agent.v1.TailDebugLogRequest
+	(*TailDebugLogResponse)(nil),     // 37: sandboxd.agent.v1.TailDebugLogResponse
+	(*TruncateDebugLogResponse)(nil), // 38: sandboxd.agent.v1.TruncateDebugLogResponse
+	(*SetPHPConfigRequest)(nil),      // 39: sandboxd.agent.v1.SetPHPConfigRequest
+	(*PHPConfig)(nil),                // 40: sandboxd.agent.v1.PHPConfig
+	(*Email)(nil),                    // 41: sandboxd.agent.v1.Email
+	(*ListEmailsResponse)(nil),       // 42: sandboxd.agent.v1.ListEmailsResponse
+	(*ClearEmailsResponse)(nil),      // 43: sandboxd.agent.v1.ClearEmailsResponse
+	(*SwitchPHPVersionRequest)(nil),  // 44: sandboxd.agent.v1.SwitchPHPVersionRequest
+	(*SwitchPHPVersionResponse)(nil), // 45: sandboxd.agent.v1.SwitchPHPVersionResponse
+	(*FilesRequest)(nil),             // 46: sandboxd.agent.v1.FilesRequest
+	(*FileEntry)(nil),                // 47: sandboxd.agent.v1.FileEntry
+	(*FilesResponse)(nil),            // 48: sandboxd.agent.v1.FilesResponse
+	(*DatabaseInfo)(nil),             // 49: sandboxd.agent.v1.DatabaseInfo
+	(*Plugin)(nil),                   // 50: sandboxd.agent.v1.Plugin
+	(*ListPluginsResponse)(nil),      // 51: sandboxd.agent.v1.ListPluginsResponse
+	(*InstallPluginRequest)(nil),     // 52: sandboxd.agent.v1.InstallPluginRequest
+	(*InstallPluginResponse)(nil),    // 53: sandboxd.agent.v1.InstallPluginResponse
+	(*FreezeTemplateRequest)(nil),    // 54: sandboxd.agent.v1.FreezeTemplateRequest
+	(*TemplateRef)(nil),              // 55: sandboxd.agent.v1.TemplateRef
+	(*TemplateInfo)(nil),             // 56: sandboxd.agent.v1.TemplateInfo
+	(*DeleteTemplateResponse)(nil),   // 57: sandboxd.agent.v1.DeleteTemplateResponse
+	(*RestoreSiteRequest)(nil),       // 58: sandboxd.agent.v1.RestoreSiteRequest
+	(*Chunk)(nil),                    // 59: sandboxd.agent.v1.Chunk
+	(*ImportTemplateRequest)(nil),    // 60: sandboxd.agent.v1.ImportTemplateRequest
+	(*RenameSiteRequest)(nil),        // 61: sandboxd.agent.v1.RenameSiteRequest
+	(*RenameSiteResponse)(nil),       // 62: sandboxd.agent.v1.RenameSiteResponse
+	(*RunBlueprintStepRequest)(nil),  // 63: sandboxd.agent.v1.RunBlueprintStepRequest
+	(*RunBlueprintStepResponse)(nil), // 64: sandboxd.agent.v1.RunBlueprintStepResponse
+	(*RestoreArchiveRequest)(nil),    // 65: sandboxd.agent.v1.RestoreArchiveRequest
+	(*RestoreHeader)(nil),            // 66: sandboxd.agent.v1.RestoreHeader
+	(*RestorePart)(nil),              // 67: sandboxd.agent.v1.RestorePart
+	(*RestoreArchiveResponse)(nil),   // 68: sandboxd.agent.v1.RestoreArchiveResponse
+	(*SetSiteURLRequest)(nil),        // 69: sandboxd.agent.v1.SetSiteURLRequest
+	(*SetSiteURLResponse)(nil),       // 70: sandboxd.agent.v1.SetSiteURLResponse
+	(*AuthorizeSSHRequest)(nil),      // 71: sandboxd.agent.v1.AuthorizeSSHRequest
+	(*AuthorizeSSHResponse)(nil),     // 72: sandboxd.agent.v1.AuthorizeSSHResponse
+	(*DeployRepositoryRequest)(nil),  // 73: sandboxd.agent.v1.DeployRepositoryRequest
+	(*DeployRepositoryResponse)(nil), // 74: sandboxd.agent.v1.DeployRepositoryResponse
+	(*SnapshotSiteRequest)(nil),      // 75: sandboxd.agent.v1.SnapshotSiteRequest
+	(*SnapshotChunk)(nil),            // 76: sandboxd.agent.v1.SnapshotChunk
+	nil,                              // 77: sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	nil,                              // 78: sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	nil,                              // 79: sandboxd.agent.v1.PHPConfig.SettingsEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
-	5,  // 0: sandboxd.agent.v1.SQLRow.values:type_name -> sandboxd.agent.v1.SQLValue
-	6,  // 1: sandboxd.agent.v1.RunSQLResponse.rows:type_name -> sandboxd.agent.v1.SQLRow
-	9,  // 2: sandboxd.agent.v1.ListCheckpointsResponse.checkpoints:type_name -> sandboxd.agent.v1.CheckpointInfo
-	24, // 3: sandboxd.agent.v1.ForkSiteRequest.site:type_name -> sandboxd.agent.v1.CreateSiteRequest
-	13, // 4: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
-	74, // 5: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
-	16, // 6: sandboxd.agent.v1.RegisterResponse.revocations:type_name -> sandboxd.agent.v1.Revocations
-	17, // 7: sandboxd.agent.v1.Revocations.members:type_name -> sandboxd.agent.v1.RevokedMember
+	8,  // 0: sandboxd.agent.v1.SQLRow.values:type_name -> sandboxd.agent.v1.SQLValue
+	9,  // 1: sandboxd.agent.v1.RunSQLResponse.rows:type_name -> sandboxd.agent.v1.SQLRow
+	12, // 2: sandboxd.agent.v1.ListCheckpointsResponse.checkpoints:type_name -> sandboxd.agent.v1.CheckpointInfo
+	27, // 3: sandboxd.agent.v1.ForkSiteRequest.site:type_name -> sandboxd.agent.v1.CreateSiteRequest
+	16, // 4: sandboxd.agent.v1.RegisterRequest.capacity:type_name -> sandboxd.agent.v1.Resources
+	77, // 5: sandboxd.agent.v1.RegisterRequest.labels:type_name -> sandboxd.agent.v1.RegisterRequest.LabelsEntry
+	19, // 6: sandboxd.agent.v1.RegisterResponse.revocations:type_name -> sandboxd.agent.v1.Revocations
+	20, // 7: sandboxd.agent.v1.Revocations.members:type_name -> sandboxd.agent.v1.RevokedMember
 	0,  // 8: sandboxd.agent.v1.SiteStatus.state:type_name -> sandboxd.agent.v1.SiteState
-	13, // 9: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
-	18, // 10: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
-	20, // 11: sandboxd.agent.v1.HeartbeatRequest.presence:type_name -> sandboxd.agent.v1.SitePresence
-	21, // 12: sandboxd.agent.v1.HeartbeatRequest.sleep:type_name -> sandboxd.agent.v1.SleepCounts
-	16, // 13: sandboxd.agent.v1.HeartbeatResponse.revocations:type_name -> sandboxd.agent.v1.Revocations
-	13, // 14: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
-	18, // 15: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	18, // 16: sandboxd.agent.v1.ResetSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	75, // 17: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
-	76, // 18: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
-	38, // 19: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
-	18, // 20: sandboxd.agent.v1.SwitchPHPVersionResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	44, // 21: sandboxd.agent.v1.FilesResponse.entries:type_name -> sandboxd.agent.v1.FileEntry
-	47, // 22: sandboxd.agent.v1.ListPluginsResponse.plugins:type_name -> sandboxd.agent.v1.Plugin
-	47, // 23: sandboxd.agent.v1.InstallPluginResponse.plugin:type_name -> sandboxd.agent.v1.Plugin
-	18, // 24: sandboxd.agent.v1.RenameSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
-	63, // 25: sandboxd.agent.v1.RestoreArchiveRequest.header:type_name -> sandboxd.agent.v1.RestoreHeader
-	64, // 26: sandboxd.agent.v1.RestoreHeader.parts:type_name -> sandboxd.agent.v1.RestorePart
-	18, // 27: sandboxd.agent.v1.SetSiteURLResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	16, // 9: sandboxd.agent.v1.HeartbeatRequest.used:type_name -> sandboxd.agent.v1.Resources
+	21, // 10: sandboxd.agent.v1.HeartbeatRequest.sites:type_name -> sandboxd.agent.v1.SiteStatus
+	23, // 11: sandboxd.agent.v1.HeartbeatRequest.presence:type_name -> sandboxd.agent.v1.SitePresence
+	24, // 12: sandboxd.agent.v1.HeartbeatRequest.sleep:type_name -> sandboxd.agent.v1.SleepCounts
+	19, // 13: sandboxd.agent.v1.HeartbeatResponse.revocations:type_name -> sandboxd.agent.v1.Revocations
+	16, // 14: sandboxd.agent.v1.CreateSiteRequest.limits:type_name -> sandboxd.agent.v1.Resources
+	21, // 15: sandboxd.agent.v1.CreateSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	21, // 16: sandboxd.agent.v1.ResetSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	78, // 17: sandboxd.agent.v1.SetPHPConfigRequest.settings:type_name -> sandboxd.agent.v1.SetPHPConfigRequest.SettingsEntry
+	79, // 18: sandboxd.agent.v1.PHPConfig.settings:type_name -> sandboxd.agent.v1.PHPConfig.SettingsEntry
+	41, // 19: sandboxd.agent.v1.ListEmailsResponse.emails:type_name -> sandboxd.agent.v1.Email
+	21, // 20: sandboxd.agent.v1.SwitchPHPVersionResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	47, // 21: sandboxd.agent.v1.FilesResponse.entries:type_name -> sandboxd.agent.v1.FileEntry
+	50, // 22: sandboxd.agent.v1.ListPluginsResponse.plugins:type_name -> sandboxd.agent.v1.Plugin
+	50, // 23: sandboxd.agent.v1.InstallPluginResponse.plugin:type_name -> sandboxd.agent.v1.Plugin
+	21, // 24: sandboxd.agent.v1.RenameSiteResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
+	66, // 25: sandboxd.agent.v1.RestoreArchiveRequest.header:type_name -> sandboxd.agent.v1.RestoreHeader
+	67, // 26: sandboxd.agent.v1.RestoreHeader.parts:type_name -> sandboxd.agent.v1.RestorePart
+	21, // 27: sandboxd.agent.v1.SetSiteURLResponse.status:type_name -> sandboxd.agent.v1.SiteStatus
 	1,  // 28: sandboxd.agent.v1.SnapshotChunk.part:type_name -> sandboxd.agent.v1.SnapshotPart
-	14, // 29: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
-	19, // 30: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
-	68, // 31: sandboxd.agent.v1.RegistryService.AuthorizeSSH:input_type -> sandboxd.agent.v1.AuthorizeSSHRequest
-	24, // 32: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
-	23, // 33: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
-	27, // 34: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.ResetSiteRequest
-	29, // 35: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	23, // 36: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
-	32, // 37: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
-	33, // 38: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
-	23, // 39: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
-	36, // 40: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
-	23, // 41: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
-	23, // 42: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
-	41, // 43: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
-	43, // 44: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
-	23, // 45: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
-	29, // 46: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
-	23, // 47: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
-	49, // 48: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
-	51, // 49: sandboxd.agent.v1.AgentService.FreezeTemplate:input_type -> sandboxd.agent.v1.FreezeTemplateRequest
-	52, // 50: sandboxd.agent.v1.AgentService.DeleteTemplate:input_type -> sandboxd.agent.v1.TemplateRef
-	55, // 51: sandboxd.agent.v1.AgentService.RestoreSite:input_type -> sandboxd.agent.v1.RestoreSiteRequest
-	52, // 52: sandboxd.agent.v1.AgentService.ExportTemplate:input_type -> sandboxd.agent.v1.TemplateRef
-	57, // 53: sandboxd.agent.v1.AgentService.ImportTemplate:input_type -> sandboxd.agent.v1.ImportTemplateRequest
-	58, // 54: sandboxd.agent.v1.AgentService.RenameSite:input_type -> sandboxd.agent.v1.RenameSiteRequest
-	60, // 55: sandboxd.agent.v1.AgentService.RunBlueprintStep:input_type -> sandboxd.agent.v1.RunBlueprintStepRequest
-	62, // 56: sandboxd.agent.v1.AgentService.RestoreArchive:input_type -> sandboxd.agent.v1.RestoreArchiveRequest
-	66, // 57: sandboxd.agent.v1.AgentService.SetSiteURL:input_type -> sandboxd.agent.v1.SetSiteURLRequest
-	70, // 58: sandboxd.agent.v1.AgentService.DeployRepository:input_type -> sandboxd.agent.v1.DeployRepositoryRequest
-	72, // 59: sandboxd.agent.v1.AgentService.SnapshotSite:input_type -> sandboxd.agent.v1.SnapshotSiteRequest
-	8,  // 60: sandboxd.agent.v1.AgentService.MakeCheckpoint:input_type -> sandboxd.agent.v1.CheckpointRef
-	23, // 61: sandboxd.agent.v1.AgentService.ListCheckpoints:input_type -> sandboxd.agent.v1.SiteRef
-	8,  // 62: sandboxd.agent.v1.AgentService.DeleteCheckpoint:input_type -> sandboxd.agent.v1.CheckpointRef
-	8,  // 63: sandboxd.agent.v1.AgentService.RestoreCheckpoint:input_type -> sandboxd.agent.v1.CheckpointRef
-	12, // 64: sandboxd.agent.v1.AgentService.ForkSite:input_type -> sandboxd.agent.v1.ForkSiteRequest
-	2,  // 65: sandboxd.agent.v1.AgentService.RunPHP:input_type -> sandboxd.agent.v1.RunPHPRequest
-	4,  // 66: sandboxd.agent.v1.AgentService.RunSQL:input_type -> sandboxd.agent.v1.RunSQLRequest
-	15, // 67: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
-	22, // 68: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
-	69, // 69: sandboxd.agent.v1.RegistryService.AuthorizeSSH:output_type -> sandboxd.agent.v1.AuthorizeSSHResponse
-	25, // 70: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	26, // 71: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
-	28, // 72: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	30, // 73: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	31, // 74: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	31, // 75: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
-	34, // 76: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
-	35, // 77: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
-	37, // 78: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
-	39, // 79: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
-	40, // 80: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
-	42, // 81: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
-	45, // 82: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
-	46, // 83: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
-	30, // 84: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
-	48, // 85: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
-	50, // 86: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
-	53, // 87: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	54, // 88: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
-	28, // 89: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	56, // 90: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
-	53, // 91: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
-	59, // 92: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
-	61, // 93: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
-	65, // 94: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
-	67, // 95: sandboxd.agent.v1.AgentService.SetSiteURL:output_type -> sandboxd.agent.v1.SetSiteURLResponse
-	71, // 96: sandboxd.agent.v1.AgentService.DeployRepository:output_type -> sandboxd.agent.v1.DeployRepositoryResponse
-	73, // 97: sandboxd.agent.v1.AgentService.SnapshotSite:output_type -> sandboxd.agent.v1.SnapshotChunk
-	9,  // 98: sandboxd.agent.v1.AgentService.MakeCheckpoint:output_type -> sandboxd.agent.v1.CheckpointInfo
-	10, // 99: sandboxd.agent.v1.AgentService.ListCheckpoints:output_type -> sandboxd.agent.v1.ListCheckpointsResponse
-	11, // 100: sandboxd.agent.v1.AgentService.DeleteCheckpoint:output_type -> sandboxd.agent.v1.DeleteCheckpointResponse
-	28, // 101: sandboxd.agent.v1.AgentService.RestoreCheckpoint:output_type -> sandboxd.agent.v1.ResetSiteResponse
-	25, // 102: sandboxd.agent.v1.AgentService.ForkSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
-	3,  // 103: sandboxd.agent.v1.AgentService.RunPHP:output_type -> sandboxd.agent.v1.RunPHPResponse
-	7,  // 104: sandboxd.agent.v1.AgentService.RunSQL:output_type -> sandboxd.agent.v1.RunSQLResponse
-	67, // [67:105] is the sub-list for method output_type
-	29, // [29:67] is the sub-list for method input_type
+	17, // 29: sandboxd.agent.v1.RegistryService.Register:input_type -> sandboxd.agent.v1.RegisterRequest
+	22, // 30: sandboxd.agent.v1.RegistryService.Heartbeat:input_type -> sandboxd.agent.v1.HeartbeatRequest
+	71, // 31: sandboxd.agent.v1.RegistryService.AuthorizeSSH:input_type -> sandboxd.agent.v1.AuthorizeSSHRequest
+	27, // 32: sandboxd.agent.v1.AgentService.CreateSite:input_type -> sandboxd.agent.v1.CreateSiteRequest
+	26, // 33: sandboxd.agent.v1.AgentService.DeleteSite:input_type -> sandboxd.agent.v1.SiteRef
+	30, // 34: sandboxd.agent.v1.AgentService.ResetSite:input_type -> sandboxd.agent.v1.ResetSiteRequest
+	32, // 35: sandboxd.agent.v1.AgentService.CreateLoginToken:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	26, // 36: sandboxd.agent.v1.AgentService.GetDebug:input_type -> sandboxd.agent.v1.SiteRef
+	35, // 37: sandboxd.agent.v1.AgentService.SetDebug:input_type -> sandboxd.agent.v1.SetDebugRequest
+	36, // 38: sandboxd.agent.v1.AgentService.TailDebugLog:input_type -> sandboxd.agent.v1.TailDebugLogRequest
+	26, // 39: sandboxd.agent.v1.AgentService.TruncateDebugLog:input_type -> sandboxd.agent.v1.SiteRef
+	39, // 40: sandboxd.agent.v1.AgentService.SetPHPConfig:input_type -> sandboxd.agent.v1.SetPHPConfigRequest
+	26, // 41: sandboxd.agent.v1.AgentService.ListEmails:input_type -> sandboxd.agent.v1.SiteRef
+	26, // 42: sandboxd.agent.v1.AgentService.ClearEmails:input_type -> sandboxd.agent.v1.SiteRef
+	44, // 43: sandboxd.agent.v1.AgentService.SwitchPHPVersion:input_type -> sandboxd.agent.v1.SwitchPHPVersionRequest
+	46, // 44: sandboxd.agent.v1.AgentService.Files:input_type -> sandboxd.agent.v1.FilesRequest
+	26, // 45: sandboxd.agent.v1.AgentService.GetDatabase:input_type -> sandboxd.agent.v1.SiteRef
+	32, // 46: sandboxd.agent.v1.AgentService.CreateAdminerLogin:input_type -> sandboxd.agent.v1.CreateLoginTokenRequest
+	26, // 47: sandboxd.agent.v1.AgentService.ListPlugins:input_type -> sandboxd.agent.v1.SiteRef
+	52, // 48: sandboxd.agent.v1.AgentService.InstallPlugin:input_type -> sandboxd.agent.v1.InstallPluginRequest
+	54, // 49: sandboxd.agent.v1.AgentService.FreezeTemplate:input_type -> sandboxd.agent.v1.FreezeTemplateRequest
+	55, // 50: sandboxd.agent.v1.AgentService.DeleteTemplate:input_type -> sandboxd.agent.v1.TemplateRef
+	58, // 51: sandboxd.agent.v1.AgentService.RestoreSite:input_type -> sandboxd.agent.v1.RestoreSiteRequest
+	55, // 52: sandboxd.agent.v1.AgentService.ExportTemplate:input_type -> sandboxd.agent.v1.TemplateRef
+	60, // 53: sandboxd.agent.v1.AgentService.ImportTemplate:input_type -> sandboxd.agent.v1.ImportTemplateRequest
+	61, // 54: sandboxd.agent.v1.AgentService.RenameSite:input_type -> sandboxd.agent.v1.RenameSiteRequest
+	63, // 55: sandboxd.agent.v1.AgentService.RunBlueprintStep:input_type -> sandboxd.agent.v1.RunBlueprintStepRequest
+	65, // 56: sandboxd.agent.v1.AgentService.RestoreArchive:input_type -> sandboxd.agent.v1.RestoreArchiveRequest
+	69, // 57: sandboxd.agent.v1.AgentService.SetSiteURL:input_type -> sandboxd.agent.v1.SetSiteURLRequest
+	73, // 58: sandboxd.agent.v1.AgentService.DeployRepository:input_type -> sandboxd.agent.v1.DeployRepositoryRequest
+	75, // 59: sandboxd.agent.v1.AgentService.SnapshotSite:input_type -> sandboxd.agent.v1.SnapshotSiteRequest
+	11, // 60: sandboxd.agent.v1.AgentService.MakeCheckpoint:input_type -> sandboxd.agent.v1.CheckpointRef
+	26, // 61: sandboxd.agent.v1.AgentService.ListCheckpoints:input_type -> sandboxd.agent.v1.SiteRef
+	11, // 62: sandboxd.agent.v1.AgentService.DeleteCheckpoint:input_type -> sandboxd.agent.v1.CheckpointRef
+	11, // 63: sandboxd.agent.v1.AgentService.RestoreCheckpoint:input_type -> sandboxd.agent.v1.CheckpointRef
+	15, // 64: sandboxd.agent.v1.AgentService.ForkSite:input_type -> sandboxd.agent.v1.ForkSiteRequest
+	5,  // 65: sandboxd.agent.v1.AgentService.RunPHP:input_type -> sandboxd.agent.v1.RunPHPRequest
+	7,  // 66: sandboxd.agent.v1.AgentService.RunSQL:input_type -> sandboxd.agent.v1.RunSQLRequest
+	2,  // 67: sandboxd.agent.v1.AgentService.TakeScreenshot:input_type -> sandboxd.agent.v1.TakeScreenshotRequest
+	3,  // 68: sandboxd.agent.v1.AgentService.GetScreenshot:input_type -> sandboxd.agent.v1.ScreenshotRef
+	18, // 69: sandboxd.agent.v1.RegistryService.Register:output_type -> sandboxd.agent.v1.RegisterResponse
+	25, // 70: sandboxd.agent.v1.RegistryService.Heartbeat:output_type -> sandboxd.agent.v1.HeartbeatResponse
+	72, // 71: sandboxd.agent.v1.RegistryService.AuthorizeSSH:output_type -> sandboxd.agent.v1.AuthorizeSSHResponse
+	28, // 72: sandboxd.agent.v1.AgentService.CreateSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	29, // 73: sandboxd.agent.v1.AgentService.DeleteSite:output_type -> sandboxd.agent.v1.DeleteSiteResponse
+	31, // 74: sandboxd.agent.v1.AgentService.ResetSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	33, // 75: sandboxd.agent.v1.AgentService.CreateLoginToken:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	34, // 76: sandboxd.agent.v1.AgentService.GetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	34, // 77: sandboxd.agent.v1.AgentService.SetDebug:output_type -> sandboxd.agent.v1.DebugSettings
+	37, // 78: sandboxd.agent.v1.AgentService.TailDebugLog:output_type -> sandboxd.agent.v1.TailDebugLogResponse
+	38, // 79: sandboxd.agent.v1.AgentService.TruncateDebugLog:output_type -> sandboxd.agent.v1.TruncateDebugLogResponse
+	40, // 80: sandboxd.agent.v1.AgentService.SetPHPConfig:output_type -> sandboxd.agent.v1.PHPConfig
+	42, // 81: sandboxd.agent.v1.AgentService.ListEmails:output_type -> sandboxd.agent.v1.ListEmailsResponse
+	43, // 82: sandboxd.agent.v1.AgentService.ClearEmails:output_type -> sandboxd.agent.v1.ClearEmailsResponse
+	45, // 83: sandboxd.agent.v1.AgentService.SwitchPHPVersion:output_type -> sandboxd.agent.v1.SwitchPHPVersionResponse
+	48, // 84: sandboxd.agent.v1.AgentService.Files:output_type -> sandboxd.agent.v1.FilesResponse
+	49, // 85: sandboxd.agent.v1.AgentService.GetDatabase:output_type -> sandboxd.agent.v1.DatabaseInfo
+	33, // 86: sandboxd.agent.v1.AgentService.CreateAdminerLogin:output_type -> sandboxd.agent.v1.CreateLoginTokenResponse
+	51, // 87: sandboxd.agent.v1.AgentService.ListPlugins:output_type -> sandboxd.agent.v1.ListPluginsResponse
+	53, // 88: sandboxd.agent.v1.AgentService.InstallPlugin:output_type -> sandboxd.agent.v1.InstallPluginResponse
+	56, // 89: sandboxd.agent.v1.AgentService.FreezeTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	57, // 90: sandboxd.agent.v1.AgentService.DeleteTemplate:output_type -> sandboxd.agent.v1.DeleteTemplateResponse
+	31, // 91: sandboxd.agent.v1.AgentService.RestoreSite:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	59, // 92: sandboxd.agent.v1.AgentService.ExportTemplate:output_type -> sandboxd.agent.v1.Chunk
+	56, // 93: sandboxd.agent.v1.AgentService.ImportTemplate:output_type -> sandboxd.agent.v1.TemplateInfo
+	62, // 94: sandboxd.agent.v1.AgentService.RenameSite:output_type -> sandboxd.agent.v1.RenameSiteResponse
+	64, // 95: sandboxd.agent.v1.AgentService.RunBlueprintStep:output_type -> sandboxd.agent.v1.RunBlueprintStepResponse
+	68, // 96: sandboxd.agent.v1.AgentService.RestoreArchive:output_type -> sandboxd.agent.v1.RestoreArchiveResponse
+	70, // 97: sandboxd.agent.v1.AgentService.SetSiteURL:output_type -> sandboxd.agent.v1.SetSiteURLResponse
+	74, // 98: sandboxd.agent.v1.AgentService.DeployRepository:output_type -> sandboxd.agent.v1.DeployRepositoryResponse
+	76, // 99: sandboxd.agent.v1.AgentService.SnapshotSite:output_type -> sandboxd.agent.v1.SnapshotChunk
+	12, // 100: sandboxd.agent.v1.AgentService.MakeCheckpoint:output_type -> sandboxd.agent.v1.CheckpointInfo
+	13, // 101: sandboxd.agent.v1.AgentService.ListCheckpoints:output_type -> sandboxd.agent.v1.ListCheckpointsResponse
+	14, // 102: sandboxd.agent.v1.AgentService.DeleteCheckpoint:output_type -> sandboxd.agent.v1.DeleteCheckpointResponse
+	31, // 103: sandboxd.agent.v1.AgentService.RestoreCheckpoint:output_type -> sandboxd.agent.v1.ResetSiteResponse
+	28, // 104: sandboxd.agent.v1.AgentService.ForkSite:output_type -> sandboxd.agent.v1.CreateSiteResponse
+	6,  // 105: sandboxd.agent.v1.AgentService.RunPHP:output_type -> sandboxd.agent.v1.RunPHPResponse
+	10, // 106: sandboxd.agent.v1.AgentService.RunSQL:output_type -> sandboxd.agent.v1.RunSQLResponse
+	4,  // 107: sandboxd.agent.v1.AgentService.TakeScreenshot:output_type -> sandboxd.agent.v1.Screenshot
+	4,  // 108: sandboxd.agent.v1.AgentService.GetScreenshot:output_type -> sandboxd.agent.v1.Screenshot
+	69, // [69:109] is the sub-list for method output_type
+	29, // [29:69] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
 	29, // [29:29] is the sub-list for extension extendee
 	0,  // [0:29] is the sub-list for field type_name
@@ -5649,15 +5889,15 @@ func file_agent_v1_agent_proto_init() {
 	if File_agent_v1_agent_proto != nil {
 		return
 	}
-	file_agent_v1_agent_proto_msgTypes[30].OneofWrappers = []any{}
-	file_agent_v1_agent_proto_msgTypes[43].OneofWrappers = []any{}
+	file_agent_v1_agent_proto_msgTypes[33].OneofWrappers = []any{}
+	file_agent_v1_agent_proto_msgTypes[46].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   75,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

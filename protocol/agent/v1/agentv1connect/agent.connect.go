@@ -140,6 +140,12 @@ const (
 	AgentServiceRunPHPProcedure = "/sandboxd.agent.v1.AgentService/RunPHP"
 	// AgentServiceRunSQLProcedure is the fully-qualified name of the AgentService's RunSQL RPC.
 	AgentServiceRunSQLProcedure = "/sandboxd.agent.v1.AgentService/RunSQL"
+	// AgentServiceTakeScreenshotProcedure is the fully-qualified name of the AgentService's
+	// TakeScreenshot RPC.
+	AgentServiceTakeScreenshotProcedure = "/sandboxd.agent.v1.AgentService/TakeScreenshot"
+	// AgentServiceGetScreenshotProcedure is the fully-qualified name of the AgentService's
+	// GetScreenshot RPC.
+	AgentServiceGetScreenshotProcedure = "/sandboxd.agent.v1.AgentService/GetScreenshot"
 )
 
 // RegistryServiceClient is a client for the sandboxd.agent.v1.RegistryService service.
@@ -406,6 +412,13 @@ type AgentServiceClient interface {
 	// RunSQL runs one statement over the site's own database account in
 	// its database, bounded in time, rows and bytes.
 	RunSQL(context.Context, *connect.Request[v1.RunSQLRequest]) (*connect.Response[v1.RunSQLResponse], error)
+	// TakeScreenshot takes a picture of a page of a site with the node's
+	// headless browser, which reaches that site alone (signed in as its
+	// administrator through a one-time login when asked), and keeps it on
+	// the node for a short while.
+	TakeScreenshot(context.Context, *connect.Request[v1.TakeScreenshotRequest]) (*connect.Response[v1.Screenshot], error)
+	// GetScreenshot reads a kept picture.
+	GetScreenshot(context.Context, *connect.Request[v1.ScreenshotRef]) (*connect.Response[v1.Screenshot], error)
 }
 
 // NewAgentServiceClient constructs a client for the sandboxd.agent.v1.AgentService service. By
@@ -629,6 +642,18 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("RunSQL")),
 			connect.WithClientOptions(opts...),
 		),
+		takeScreenshot: connect.NewClient[v1.TakeScreenshotRequest, v1.Screenshot](
+			httpClient,
+			baseURL+AgentServiceTakeScreenshotProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("TakeScreenshot")),
+			connect.WithClientOptions(opts...),
+		),
+		getScreenshot: connect.NewClient[v1.ScreenshotRef, v1.Screenshot](
+			httpClient,
+			baseURL+AgentServiceGetScreenshotProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("GetScreenshot")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -669,6 +694,8 @@ type agentServiceClient struct {
 	forkSite           *connect.Client[v1.ForkSiteRequest, v1.CreateSiteResponse]
 	runPHP             *connect.Client[v1.RunPHPRequest, v1.RunPHPResponse]
 	runSQL             *connect.Client[v1.RunSQLRequest, v1.RunSQLResponse]
+	takeScreenshot     *connect.Client[v1.TakeScreenshotRequest, v1.Screenshot]
+	getScreenshot      *connect.Client[v1.ScreenshotRef, v1.Screenshot]
 }
 
 // CreateSite calls sandboxd.agent.v1.AgentService.CreateSite.
@@ -846,6 +873,16 @@ func (c *agentServiceClient) RunSQL(ctx context.Context, req *connect.Request[v1
 	return c.runSQL.CallUnary(ctx, req)
 }
 
+// TakeScreenshot calls sandboxd.agent.v1.AgentService.TakeScreenshot.
+func (c *agentServiceClient) TakeScreenshot(ctx context.Context, req *connect.Request[v1.TakeScreenshotRequest]) (*connect.Response[v1.Screenshot], error) {
+	return c.takeScreenshot.CallUnary(ctx, req)
+}
+
+// GetScreenshot calls sandboxd.agent.v1.AgentService.GetScreenshot.
+func (c *agentServiceClient) GetScreenshot(ctx context.Context, req *connect.Request[v1.ScreenshotRef]) (*connect.Response[v1.Screenshot], error) {
+	return c.getScreenshot.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the sandboxd.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	CreateSite(context.Context, *connect.Request[v1.CreateSiteRequest]) (*connect.Response[v1.CreateSiteResponse], error)
@@ -970,6 +1007,13 @@ type AgentServiceHandler interface {
 	// RunSQL runs one statement over the site's own database account in
 	// its database, bounded in time, rows and bytes.
 	RunSQL(context.Context, *connect.Request[v1.RunSQLRequest]) (*connect.Response[v1.RunSQLResponse], error)
+	// TakeScreenshot takes a picture of a page of a site with the node's
+	// headless browser, which reaches that site alone (signed in as its
+	// administrator through a one-time login when asked), and keeps it on
+	// the node for a short while.
+	TakeScreenshot(context.Context, *connect.Request[v1.TakeScreenshotRequest]) (*connect.Response[v1.Screenshot], error)
+	// GetScreenshot reads a kept picture.
+	GetScreenshot(context.Context, *connect.Request[v1.ScreenshotRef]) (*connect.Response[v1.Screenshot], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -1189,6 +1233,18 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("RunSQL")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceTakeScreenshotHandler := connect.NewUnaryHandler(
+		AgentServiceTakeScreenshotProcedure,
+		svc.TakeScreenshot,
+		connect.WithSchema(agentServiceMethods.ByName("TakeScreenshot")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceGetScreenshotHandler := connect.NewUnaryHandler(
+		AgentServiceGetScreenshotProcedure,
+		svc.GetScreenshot,
+		connect.WithSchema(agentServiceMethods.ByName("GetScreenshot")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sandboxd.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceCreateSiteProcedure:
@@ -1261,6 +1317,10 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceRunPHPHandler.ServeHTTP(w, r)
 		case AgentServiceRunSQLProcedure:
 			agentServiceRunSQLHandler.ServeHTTP(w, r)
+		case AgentServiceTakeScreenshotProcedure:
+			agentServiceTakeScreenshotHandler.ServeHTTP(w, r)
+		case AgentServiceGetScreenshotProcedure:
+			agentServiceGetScreenshotHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1408,4 +1468,12 @@ func (UnimplementedAgentServiceHandler) RunPHP(context.Context, *connect.Request
 
 func (UnimplementedAgentServiceHandler) RunSQL(context.Context, *connect.Request[v1.RunSQLRequest]) (*connect.Response[v1.RunSQLResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.RunSQL is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) TakeScreenshot(context.Context, *connect.Request[v1.TakeScreenshotRequest]) (*connect.Response[v1.Screenshot], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.TakeScreenshot is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) GetScreenshot(context.Context, *connect.Request[v1.ScreenshotRef]) (*connect.Response[v1.Screenshot], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sandboxd.agent.v1.AgentService.GetScreenshot is not implemented"))
 }
