@@ -100,6 +100,8 @@ type Config struct {
 	Checkpoints Checkpoints
 	// Code runs PHP and SQL in sites (nil: no such routes).
 	Code CodeRunner
+	// Screenshots takes pictures of sites' pages (nil: no such route).
+	Screenshots Screenshots
 	// Templates makes, changes and deletes templates.
 	Templates Templates
 	// Blueprints checks and keeps Blueprints.
@@ -523,6 +525,9 @@ func (a *API) Register(r *rest.Router) {
 	}
 	if a.cfg.Code != nil {
 		codeRoutes{a.base, a.cfg.Code}.register(r)
+	}
+	if a.cfg.Screenshots != nil {
+		screenshotRoutes{a.base, a.cfg.Screenshots}.register(r)
 	}
 	templateRoutes{a.base, a.cfg.Sites, a.cfg.Templates}.register(r)
 	webhookRoutes{a.base, a.cfg.Webhooks}.register(r)

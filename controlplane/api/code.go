@@ -75,3 +75,41 @@ func (a codeRoutes) register(r *rest.Router) {
 			return rest.JSON(w, http.StatusOK, out)
 		}})
 }
+
+// Screenshots takes pictures of sites' pages.
+type Screenshots interface {
+	Screenshot(ctx context.Context, s *state.Site, in sitespec.ScreenshotRequest) (*sitespec.Screenshot, error)
+}
+
+type screenshotResponse struct {
+	Screenshot *sitespec.Screenshot `json:"screenshot"`
+}
+
+// screenshotRoutes take pictures of sites' pages.
+type screenshotRoutes struct {
+	*base
+	shots Screenshots
+}
+
+func (a screenshotRoutes) register(r *rest.Router) {
+	a.bearer(r, guard{scope: scopeWorkspace}, rest.Route{Method: "POST", Path: "/api/app/sites/{id}/screenshot", Tag: "sites", Params: siteParam,
+		Summary: "A PNG of a page of the site, taken by its node's headless browser (which reaches that site alone) and kept for 15 " +
+			"minutes at the URL answered; a page still loading after 10 s is taken as it is then (loaded false).",
+		Request: sitespec.ScreenshotRequest{}, Response: screenshotResponse{},
+		Errors: []string{apierr.CodeSiteNotFound, apierr.CodeInvalidRequest, apierr.CodeServiceUnavailable},
+		Handler: func(w http.ResponseWriter, req *http.Request) error {
+			s, err := a.siteIn(req)
+			if err != nil {
+				return err
+			}
+			var body sitespec.ScreenshotRequest
+			if err := rest.DecodeJSON(req, &body); err != nil {
+				return err
+			}
+			shot, err := a.shots.Screenshot(req.Context(), s, body)
+			if err != nil {
+				return err
+			}
+			return rest.JSON(w, http.StatusOK, screenshotResponse{Screenshot: shot})
+		}})
+}

@@ -58,6 +58,7 @@ var sampleBodies = map[string]string{
 	"POST /api/app/sites/{id}/fork":                        `{"name":"matrix"}`,
 	"POST /api/app/sites/{id}/php":                         `{"code":"<?php echo 1;"}`,
 	"POST /api/app/sites/{id}/sql":                         `{"query":"SELECT 1"}`,
+	"POST /api/app/sites/{id}/screenshot":                  `{"path":"/"}`,
 	"POST /api/app/templates":                              `{"siteId":"{site}","name":"matrix"}`,
 	"PATCH /api/app/templates/{id}":                        `{"name":"matrix2"}`,
 	"PUT /api/account/webhooks/demo-launches":              `{"url":"https://hooks.example.com/sandboxd"}`,

@@ -63,6 +63,7 @@ import (
 	"github.com/sandboxd/sandboxd/controlplane/rest"
 	"github.com/sandboxd/sandboxd/controlplane/routes"
 	"github.com/sandboxd/sandboxd/controlplane/sealing"
+	"github.com/sandboxd/sandboxd/controlplane/shots"
 	"github.com/sandboxd/sandboxd/controlplane/sitejobs"
 	"github.com/sandboxd/sandboxd/controlplane/state"
 	"github.com/sandboxd/sandboxd/controlplane/templates"
@@ -528,9 +529,14 @@ func New(cfg Config) (_ *Server, err error) {
 	lib := library.New(library.Config{Store: store, Raft: node, Plans: cfg.Plans, Blobs: blobStore, Sealer: sealer, Fetch: fetch,
 		GitHubAPI: cfg.GitHubAPI, GitHubHTTP: &http.Client{Timeout: 30 * time.Second}, Replicate: s.blobSync.Push,
 		Now: cfg.Now, Logger: cfg.Logger})
+	shotKey, err := keys.Derive("sandboxd screenshot url v1")
+	if err != nil {
+		return nil, err
+	}
+	shotSigner := shots.Signer{Key: shotKey, Base: s.url, Now: cfg.Now}
 	siteService := sites.New(sites.Config{Store: store, Raft: node, Plans: cfg.Plans, Nodes: s.registry, Strategy: cfg.Strategy,
 		SiteURL: s.siteURL, Zips: lib, CheckURL: func(raw string) error { _, err := fetch.CheckURL(raw); return err }, Pools: s.pool,
-		Now: cfg.Now})
+		ShotURL: shotSigner.URL, Now: cfg.Now})
 	tpls := templates.New(templates.Config{Store: store, Raft: node, Plans: cfg.Plans, Now: cfg.Now})
 	// The operator's mirror may be on their private network: its own
 	// client reaches its addresses, which tenant URLs still cannot.
@@ -629,7 +635,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Store: store, Plans: cfg.Plans, Members: s.members,
 		Accounts: accountService, Workspaces: workspaceService,
 		Fleet: fleet.New(fleet.Config{Store: store, Raft: node, Leave: node.RemoveServer, Now: cfg.Now}), Cluster: clusterView{s}, Logger: cfg.Logger, Now: cfg.Now,
-		Sites: siteService, Tools: siteService, Checkpoints: siteService, Code: siteService, Templates: tpls, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer, Webhooks: hooks,
+		Sites: siteService, Tools: siteService, Checkpoints: siteService, Code: siteService, Screenshots: siteService, Templates: tpls, Library: lib, PeerBlobs: lib, ReplaySealer: replaySealer, Webhooks: hooks,
 		Blueprints:   bps,
 		Runs:         bps,
 		Imports:      importService,
@@ -647,6 +653,7 @@ func New(cfg Config) (_ *Server, err error) {
 		s.router.HandleRaw(pattern, h)
 	}
 	s.router.HandleRaw("POST /hooks/git/{id}/{secret}", gitHook(repoService, s.log))
+	s.router.HandleRaw(shots.Path, shotSigner.Handler(s.registry))
 	// The connector plugin, ready to install on a live site.
 	s.router.HandleRaw("GET /connect/sandboxd-connector.zip", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		zip, err := pluginzip.PluginZip()

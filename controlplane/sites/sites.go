@@ -61,6 +61,9 @@ type Config struct {
 	CheckURL func(raw string) error
 	// Pools hands out warm pooled sites; nil makes every site anew.
 	Pools Pools
+	// ShotURL is the short-lived URL of a screenshot kept on a node (nil:
+	// no screenshots).
+	ShotURL func(nodeID, shotID string, expires time.Time) string
 	Now   func() time.Time
 }
 

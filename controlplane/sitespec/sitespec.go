@@ -241,3 +241,23 @@ type SQLRun struct {
 	AffectedRows int64       `json:"affectedRows" doc:"Rows an INSERT, UPDATE or DELETE changed."`
 	Truncated    bool        `json:"truncated" doc:"The result had more rows than shown: the statement was cut off there."`
 }
+
+// ScreenshotRequest is what to take a picture of.
+type ScreenshotRequest struct {
+	Path     string `json:"path,omitempty" doc:"A path on the site, default /."`
+	Width    int    `json:"width,omitempty" doc:"320..2560, default 1280."`
+	Height   int    `json:"height,omitempty" doc:"240..2560, default 800: the viewport (a full page is taller)."`
+	FullPage bool   `json:"fullPage,omitempty" doc:"The whole page, up to 8000 pixels tall."`
+	SignedIn bool   `json:"signedIn,omitempty" doc:"Taken signed in as the site's administrator (a one-time login of its own)."`
+}
+
+// Screenshot is a picture of a site's page, kept a short while.
+type Screenshot struct {
+	URL       string    `json:"url" doc:"The PNG, for anyone holding this URL, until expiresAt."`
+	Width     int       `json:"width"`
+	Height    int       `json:"height"`
+	Loaded    bool      `json:"loaded" doc:"false when the page had not finished loading at the shot's bound (10 s): it is shown as it was then."`
+	ExpiresAt time.Time `json:"expiresAt"`
+	// PNG is the picture itself, for an MCP answer (not in REST's).
+	PNG []byte `json:"-"`
+}
