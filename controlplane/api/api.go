@@ -102,6 +102,9 @@ type Config struct {
 	Code CodeRunner
 	// Screenshots takes pictures of sites' pages (nil: no such route).
 	Screenshots Screenshots
+	// MCPResource is the MCP endpoint's URL (its OAuth tokens' audience)
+	// and MCPResourceMetadata its protected resource metadata's.
+	MCPResource, MCPResourceMetadata string
 	// Templates makes, changes and deletes templates.
 	Templates Templates
 	// Blueprints checks and keeps Blueprints.
@@ -290,7 +293,10 @@ func (a *base) bearerRoute(g guard, rt rest.Route) rest.Route {
 			a.limits.authFailed(req, err)
 			return err
 		}
-		if c.Token.Scoped() {
+		// An MCP token's tool calls are the API's routes, made by the MCP
+		// server: there it is its account's member, in its one workspace.
+		mcpCall := viaMCP(req) && c.Token.Scoped() && hasScope(c.Token.Scope, state.ScopeMCP)
+		if c.Token.Scoped() && !mcpCall {
 			// A connector's token works only where its scopes do; on any
 			// other route it is no credential at all.
 			if g.oauthScope == "" {
@@ -542,7 +548,7 @@ func (a *API) Register(r *rest.Router) {
 	databaseRoutes{a.base, a.cfg.Tools}.register(r)
 	libraryRoutes{a.base, a.cfg.Library, a.cfg.PeerBlobs}.registerLibrary(r)
 	pluginRoutes{a.base, a.cfg.Sites, a.cfg.Tools}.register(r)
-	mcpRoutes{a.base, a.cfg.Library}.register(r)
+	mcpRoutes{base: a.base, library: a.cfg.Library, routes: r, resource: a.cfg.MCPResource, metadata: a.cfg.MCPResourceMetadata}.register(r)
 	libraryRoutes{a.base, a.cfg.Library, a.cfg.PeerBlobs}.registerBlobs(r)
 	phpConfigRoutes{a.base, a.cfg.Sites}.register(r)
 	emailRoutes{a.base, a.cfg.Tools}.register(r)

@@ -127,7 +127,7 @@ func (a connectRoutes) exchangeCode(w http.ResponseWriter, req *http.Request) er
 			}
 		}
 		tr = oauthspec.TokenRequest{GrantType: f.Get("grant_type"), Code: f.Get("code"), ClientID: f.Get("client_id"),
-			RedirectURI: f.Get("redirect_uri"), CodeVerifier: f.Get("code_verifier")}
+			RedirectURI: f.Get("redirect_uri"), CodeVerifier: f.Get("code_verifier"), Resource: f.Get("resource")}
 	default:
 		return apierr.Invalid("", "Content-Type must be application/json or application/x-www-form-urlencoded")
 	}

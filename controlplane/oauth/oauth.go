@@ -38,14 +38,20 @@ import (
 const (
 	ScopeImportRead  = "import:read"
 	ScopeImportWrite = "import:write"
+	ScopeMCP         = state.ScopeMCP
 	ScopeAccount     = state.ScopeAccount
 )
 
 // AllScopes are every scope, in order.
-var AllScopes = []string{ScopeImportRead, ScopeImportWrite, ScopeAccount}
+var AllScopes = []string{ScopeImportRead, ScopeImportWrite, ScopeMCP, ScopeAccount}
 
-// ConnectorScopes are what a client registered without a scope gets.
+// ConnectorScopes are what an authorization request that names no scope
+// (and no resource) gets: the connector plugin's.
 var ConnectorScopes = []string{ScopeImportRead, ScopeImportWrite}
+
+// DefaultClientScopes are what a client registered without a scope may
+// ask for: the connector's and an MCP client's (which asks for mcp).
+var DefaultClientScopes = []string{ScopeImportRead, ScopeImportWrite, ScopeMCP}
 
 // AccountTokenLife is how long a command-line login's token works.
 const AccountTokenLife = 90 * 24 * time.Hour
@@ -128,8 +134,12 @@ type Config struct {
 	Secure bool
 	// Limits bound the registered clients.
 	Limits Limits
-	Now    func() time.Time
-	Log    *slog.Logger
+	// MCPResource is the MCP endpoint's URL: the protected resource (RFC
+	// 8707, RFC 9728) an mcp token is issued for; empty: the public URL's
+	// /mcp.
+	MCPResource string
+	Now         func() time.Time
+	Log         *slog.Logger
 }
 
 // Service registers clients, issues codes and exchanges them.
@@ -148,6 +158,9 @@ func New(cfg Config) *Service {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
+	if cfg.MCPResource == "" {
+		cfg.MCPResource = strings.TrimSuffix(cfg.PublicURL, "/") + "/mcp"
+	}
 	return &Service{cfg: cfg, jar: hostcookie.Jar{Secure: cfg.Secure, Key: cfg.Key}, signins: newSignins(maxSignins, cfg.Now)}
 }
 
@@ -244,7 +257,11 @@ func (s *Service) Register(ctx context.Context, m oauthspec.ClientMetadata) (*oa
 	if m.TokenEndpointAuthMethod != "" && m.TokenEndpointAuthMethod != "none" {
 		return nil, oauthErr(oauthspec.CodeInvalidClientMetadata, "token_endpoint_auth_method must be none: clients are public and get no secret")
 	}
-	if len(m.GrantTypes) > 0 && !slices.Equal(m.GrantTypes, []string{"authorization_code"}) {
+	// A client that would also refresh (an MCP client's default) is
+	// registered for codes alone: there are no refresh tokens, and the
+	// answer says so (RFC 7591 3.2.1).
+	if len(m.GrantTypes) > 0 && (!slices.Contains(m.GrantTypes, "authorization_code") ||
+		slices.ContainsFunc(m.GrantTypes, func(g string) bool { return g != "authorization_code" && g != "refresh_token" })) {
 		return nil, oauthErr(oauthspec.CodeInvalidClientMetadata, "grant_types must be [authorization_code] (there are no refresh tokens)")
 	}
 	if len(m.ResponseTypes) > 0 && !slices.Equal(m.ResponseTypes, []string{"code"}) {
@@ -255,7 +272,10 @@ func (s *Service) Register(ctx context.Context, m oauthspec.ClientMetadata) (*oa
 	}
 	scope, ok := normalScope(m.Scope, AllScopes)
 	if strings.TrimSpace(m.Scope) == "" {
-		scope = strings.Join(ConnectorScopes, " ")
+		scope = strings.Join(DefaultClientScopes, " ")
+		if m.SoftwareID == ClonerSoftwareID {
+			scope = strings.Join(ConnectorScopes, " ") // the connector plugin imports, nothing more
+		}
 	}
 	if !ok {
 		return nil, oauthErr(oauthspec.CodeInvalidClientMetadata, "scope must be within %s", strings.Join(AllScopes, " "))
@@ -385,10 +405,16 @@ func (s *Service) Exchange(ctx context.Context, r oauthspec.TokenRequest) (*oaut
 	if code.Scope == ScopeAccount {
 		life, name = AccountTokenLife, client.Name
 	}
+	// The token's audience is the resource the authorization named; a
+	// token request may repeat it, not change it (RFC 8707 2.2).
+	if r.Resource != "" && r.Resource != code.Resource {
+		return nil, fmt.Errorf("%w: %w", oauthspec.ErrBadGrant, oauthErr(oauthspec.CodeInvalidTarget,
+			"resource differs from the one the authorization was granted for"))
+	}
 	exp := now.Add(life)
 	tok := state.Token{ID: ids.New(ids.Token), UserID: acct.ID, Name: name, Hash: secret.Hash(plain),
 		Prefix: secret.Display(plain), CreatedAt: now, ExpiresAt: &exp, Kind: state.TokenOAuth, Scope: code.Scope,
-		ClientID: client.ID, ClientName: client.Name, WorkspaceID: code.WorkspaceID}
+		ClientID: client.ID, ClientName: client.Name, WorkspaceID: code.WorkspaceID, Resource: code.Resource}
 	res, err := s.cfg.Raft.Apply(ctx, fsm.RedeemOAuthCode{CodeHash: hash, Token: tok, At: now})
 	if errors.Is(err, state.ErrNotFound) {
 		return nil, badGrant("the code has expired")

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +37,13 @@ func (s *Service) Routes() map[string]http.Handler {
 		"GET /connect/authorize":  http.HandlerFunc(s.authorize),
 		"POST /connect/authorize": http.HandlerFunc(s.decide),
 		"GET /connect/signin":     http.HandlerFunc(s.signin),
+		// Discovery: an MCP client given only the endpoint's URL finds
+		// the authorization server (RFC 9728), then how to register and
+		// sign in (RFC 8414).
+		"GET " + ProtectedResourcePath:          http.HandlerFunc(s.resourceMetadata),
+		"GET " + ProtectedResourcePath + "/mcp": http.HandlerFunc(s.resourceMetadata),
+		"GET " + AuthServerPath:                 http.HandlerFunc(s.serverMetadata),
+		"GET " + AuthServerPath + "/{rest...}":  http.HandlerFunc(s.serverMetadata),
 	}
 }
 
@@ -47,6 +55,7 @@ type request struct {
 	state     string
 	scope     string
 	challenge string
+	resource  string
 }
 
 // pageError is shown when the request cannot go back to the client (its
@@ -97,11 +106,30 @@ func (s *Service) parseRequest(raw string) (*request, string, *pageError) {
 	if len(challenge) != 43 || strings.Trim(challenge, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
 		return nil, back("invalid_request", "code_challenge must be the base64url SHA-256 of the verifier (43 characters)"), nil
 	}
-	scope, ok := normalScope(one("scope"), strings.Fields(client.Scope))
+	// The resource (RFC 8707) the token is for: the MCP endpoint is the
+	// one this server knows; asking for it without a scope asks for mcp.
+	resource, raws := one("resource"), one("scope")
+	switch {
+	case resource == "" || resource == s.cfg.MCPResource:
+	case resource == strings.TrimSuffix(s.cfg.MCPResource, "/mcp"):
+		resource = s.cfg.MCPResource // the server's own URL names its one resource
+	default:
+		return nil, back("invalid_target", "resource must be "+s.cfg.MCPResource), nil
+	}
+	if strings.TrimSpace(raws) == "" {
+		raws = strings.Join(ConnectorScopes, " ")
+		if resource != "" {
+			raws = ScopeMCP
+		}
+	}
+	scope, ok := normalScope(raws, strings.Fields(client.Scope))
 	if !ok {
 		return nil, back("invalid_scope", "the scope must be within "+client.Scope), nil
 	}
-	return &request{raw: raw, client: client, redirect: redirect, state: st, scope: scope, challenge: challenge}, "", nil
+	if slices.Contains(strings.Fields(scope), ScopeMCP) {
+		resource = s.cfg.MCPResource // an mcp token is always bound to the MCP endpoint
+	}
+	return &request{raw: raw, client: client, redirect: redirect, state: st, scope: scope, challenge: challenge, resource: resource}, "", nil
 }
 
 // withParams adds query parameters to a redirect URI (keeping its own).
@@ -214,6 +242,9 @@ func scopeText(scope string) []string {
 			out = append(out, "See the imports it made and their sandboxes")
 		case ScopeImportWrite:
 			out = append(out, "Upload sites as imports, which make new sandboxes in the workspace you choose")
+		case ScopeMCP:
+			out = append(out, "Work in the workspace you choose through an AI agent's tools (MCP): make, change, checkpoint, "+
+				"photograph and delete its sites, run PHP and SQL in them, as far as your role there allows")
 		case ScopeAccount:
 			out = append(out, "Act as you everywhere: make and delete sites, tokens and workspaces, as a personal API token does (for a command-line tool on this computer)")
 		}
@@ -296,7 +327,7 @@ func (s *Service) decide(w http.ResponseWriter, r *http.Request) {
 		}
 		code := secret.New("")
 		c := state.OAuthCode{ID: secret.Hash(code), ClientID: req.client.ID, UserID: acct.ID, RedirectURI: req.redirect,
-			Challenge: req.challenge, Scope: req.scope, WorkspaceID: wsID, ExpiresAt: s.now().Add(CodeLife)}
+			Challenge: req.challenge, Scope: req.scope, WorkspaceID: wsID, Resource: req.resource, ExpiresAt: s.now().Add(CodeLife)}
 		if _, err := s.cfg.Raft.Apply(r.Context(), fsm.CreateOAuthCode{Code: c, At: s.now()}); err != nil {
 			s.cfg.Log.Warn("store authorization code", "err", err)
 			s.render(w, http.StatusServiceUnavailable, page{Title: "Cannot authorize", Error: "The service is busy; go back and try again."})

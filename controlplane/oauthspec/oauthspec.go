@@ -18,6 +18,9 @@ const (
 	CodeInvalidGrant          = "invalid_grant"
 	CodeUnsupportedGrantType  = "unsupported_grant_type"
 	CodeInvalidScope          = "invalid_scope"
+	// CodeInvalidTarget: a resource (RFC 8707) this server does not serve,
+	// or not the one the authorization was for.
+	CodeInvalidTarget = "invalid_target"
 )
 
 // ClientMetadata is a registration request (RFC 7591 2).
@@ -55,6 +58,8 @@ type TokenRequest struct {
 	ClientID     string `json:"client_id"`
 	RedirectURI  string `json:"redirect_uri"`
 	CodeVerifier string `json:"code_verifier"`
+	// Resource (RFC 8707) repeats the authorization's; another is refused.
+	Resource string `json:"resource,omitempty"`
 }
 
 // TokenResponse is what an exchange gives (RFC 6749 5.1); there is no

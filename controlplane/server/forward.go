@@ -40,7 +40,7 @@ func local(path string) bool {
 		path == api.KeyringPath || path == api.RaftStatusPath {
 		return true
 	}
-	return !(strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/internal/") || path == "/mcp" ||
+	return !(strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/internal/") || path == "/mcp" || strings.HasPrefix(path, "/shots/") ||
 		strings.HasPrefix(path, "/launch/") || strings.HasPrefix(path, "/connect/") || strings.HasPrefix(path, "/hooks/") ||
 		strings.HasPrefix(path, "/"+agentv1connect.RegistryServiceName+"/") ||
 		strings.HasPrefix(path, "/"+edgev1connect.CertStorageServiceName+"/"))

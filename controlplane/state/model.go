@@ -78,6 +78,10 @@ type Token struct {
 	// the consent page. Scoped tokens from before the binding have none:
 	// they are bound to their account's personal workspace (Bound).
 	WorkspaceID string `json:"workspaceId,omitempty"`
+	// Resource is the audience an OAuth token was issued for (RFC 8707):
+	// the one protected resource that accepts it (the MCP endpoint's URL
+	// for scope mcp); empty for none in particular.
+	Resource string `json:"resource,omitempty"`
 }
 
 // Scoped reports whether the token is limited to its scopes: an OAuth

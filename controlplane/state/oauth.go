@@ -19,6 +19,11 @@ const (
 // gives works as a personal API token does.
 const ScopeAccount = "account"
 
+// ScopeMCP is the OAuth scope of an AI agent's MCP client: its token
+// works at the MCP endpoint alone, in the workspace chosen on the consent
+// page, with the account's capabilities there.
+const ScopeMCP = "mcp"
+
 // OAuthClient is a public client (RFC 7591) registered for the connector
 // flow: it has no secret, only exact redirect URIs.
 type OAuthClient struct {
@@ -51,7 +56,10 @@ type OAuthCode struct {
 	// WorkspaceID is the workspace the account holder chose on the
 	// consent page: the only one the code's token reaches (empty for
 	// the account scope, whose token is personal).
-	WorkspaceID   string    `json:"workspaceId,omitempty"`
+	WorkspaceID string `json:"workspaceId,omitempty"`
+	// Resource is the protected resource the code's token is for (RFC
+	// 8707), as the authorization request named it.
+	Resource      string    `json:"resource,omitempty"`
 	ExpiresAt     time.Time `json:"expiresAt"`
 	Used          bool      `json:"used,omitempty"`
 	IssuedTokenID string    `json:"issuedTokenId,omitempty"`

@@ -63,7 +63,7 @@ var statusOf = map[string]int{
 	CodeInvalidRequest: http.StatusBadRequest, CodePHPVersionUnavailable: http.StatusBadRequest,
 	// The OAuth endpoints' own codes (RFC 6749 5.2, RFC 7591 3.2.2).
 	"invalid_grant": http.StatusBadRequest, "invalid_client": http.StatusBadRequest, "unsupported_grant_type": http.StatusBadRequest,
-	"invalid_scope": http.StatusBadRequest, "invalid_redirect_uri": http.StatusBadRequest, "invalid_client_metadata": http.StatusBadRequest,
+	"invalid_scope": http.StatusBadRequest, "invalid_target": http.StatusBadRequest, "invalid_redirect_uri": http.StatusBadRequest, "invalid_client_metadata": http.StatusBadRequest,
 	CodeAuthRequired:     http.StatusUnauthorized,
 	CodePlanLimitReached: http.StatusPaymentRequired, CodeTemplateSharingRequiresPaidPlan: http.StatusPaymentRequired,
 	CodeInsufficientScope: http.StatusForbidden, CodeCapabilityRequired: http.StatusForbidden, CodeOwnerRequired: http.StatusForbidden,
