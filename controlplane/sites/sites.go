@@ -64,7 +64,7 @@ type Config struct {
 	// ShotURL is the short-lived URL of a screenshot kept on a node (nil:
 	// no screenshots).
 	ShotURL func(nodeID, shotID string, expires time.Time) string
-	Now   func() time.Time
+	Now     func() time.Time
 }
 
 // Pools hands out ready pooled sites: Take reserves one of a pool (nil
