@@ -226,7 +226,7 @@ func (s *mcpSession) waitJob(ctx context.Context, req *mcp.CallToolRequest, id, 
 	ctx, cancel := context.WithTimeout(ctx, jobWait)
 	defer cancel()
 	last := -1
-	for wait := 100 * time.Millisecond; ; wait = min(wait*2, time.Second) {
+	for wait := 50 * time.Millisecond; ; wait = min(wait*2, 250*time.Millisecond) {
 		var r jobResponse
 		if err := s.call(ctx, "GET", "/api/app/jobs/"+url.PathEscape(id), nil, nil, "", &r); err != nil {
 			return nil, err
@@ -265,7 +265,7 @@ func (s *mcpSession) waitRun(ctx context.Context, req *mcp.CallToolRequest, run 
 	if bp == "" {
 		bp = "unsaved"
 	}
-	for wait := 200 * time.Millisecond; ; wait = min(wait*2, time.Second) {
+	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 500*time.Millisecond) {
 		var r runResponse
 		if err := s.call(ctx, "GET", "/api/app/blueprints/"+url.PathEscape(bp)+"/runs/"+url.PathEscape(run.ID), nil, nil, "", &r); err != nil {
 			return nil, err
