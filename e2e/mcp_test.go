@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -10,6 +12,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -244,4 +250,109 @@ func TestMCPGoClientLoop(t *testing.T) {
 func rgbString(img image.Image, x, y int) string {
 	r, g, b := rgb(img, x, y)
 	return fmt.Sprintf("(%d,%d,%d)", r, g, b)
+}
+
+// mcpSDKDir is the MCP TypeScript SDK as deploy/dev/install-deps.sh
+// installs it.
+func mcpSDKDir(t *testing.T) string {
+	t.Helper()
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(cache, "sandboxd", "mcp-sdk-1.32.2")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
+		t.Fatalf("the MCP TypeScript SDK is not installed (deploy/dev/install-deps.sh installs it): %v", err)
+	}
+	return dir
+}
+
+// TestMCPTypeScriptClientLoop: the MCP TypeScript SDK's client (under
+// the machine's Node), given only the endpoint's URL, signs in by OAuth
+// (consent clicked in Chromium) and runs the agent's loop on a real
+// site: make, checkpoint, install and activate a plugin, screenshot (it
+// shows the plugin's band), restore (plugin and band gone), delete.
+func TestMCPTypeScriptClientLoop(t *testing.T) {
+	t.Parallel()
+	hosttest.Root(t)
+	d := sharedDev(t)
+	dir := t.TempDir()
+	script, err := os.ReadFile("testdata/mcp-client.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "client.mjs"), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(mcpSDKDir(t), "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(dir, "client.mjs"), d.owner.Base+"/mcp", magentaPlugin)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cancel()
+	lines := map[string]json.RawMessage{}
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 32<<20)
+	for sc.Scan() {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("the client said %q", sc.Text())
+		}
+		for k, v := range m {
+			lines[k] = v
+		}
+		if raw, ok := m["authorize"]; ok {
+			var u string
+			_ = json.Unmarshal(raw, &u)
+			if !strings.HasPrefix(u, d.owner.Base+"/connect/authorize?") || !strings.Contains(u, "resource=") {
+				t.Fatalf("the client was sent to %s", u)
+			}
+			consent(t, u, d.owner.Token)
+		}
+		if _, ok := m["error"]; ok {
+			t.Fatalf("the TypeScript client failed: %s\n%s", m["error"], stderr.String())
+		}
+		if _, ok := m["done"]; ok {
+			break
+		}
+	}
+	if _, ok := lines["done"]; !ok {
+		t.Fatalf("the client ended early (%v): %s", sc.Err(), stderr.String())
+	}
+	var tools []string
+	_ = json.Unmarshal(lines["tools"], &tools)
+	if !slices.Contains(tools, "checkpoint_restore") || !slices.Contains(tools, "screenshot") {
+		t.Fatalf("tools: %v", tools)
+	}
+	var shot, after string
+	_ = json.Unmarshal(lines["screenshot"], &shot)
+	_ = json.Unmarshal(lines["screenshotAfter"], &after)
+	b, err := base64.StdEncoding.DecodeString(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pic := decodePNG(t, b); !magentaAt(pic, 500, 70) {
+		t.Fatalf("the TypeScript client's screenshot does not show the plugin's band: %s", rgbString(pic, 500, 70))
+	}
+	if b, err = base64.StdEncoding.DecodeString(after); err != nil || magentaAt(decodePNG(t, b), 500, 70) {
+		t.Fatalf("the band is still there after the restore (%v)", err)
+	}
+	var left []string
+	_ = json.Unmarshal(lines["afterRestore"], &left)
+	if slices.Contains(left, "mcp-band") {
+		t.Fatalf("plugins after the restore: %v", left)
+	}
+	t.Logf("TypeScript loop: %s", lines["loopMs"])
 }

@@ -79,6 +79,14 @@ func TestMCPTools(t *testing.T) {
 		if tl.Description == "" || tl.InputSchema == nil || tl.OutputSchema == nil {
 			t.Errorf("tool %s lacks a description or a schema", tl.Name)
 		}
+		// Clients (the TypeScript SDK's) take object schemas only.
+		for what, sc := range map[string]any{"input": tl.InputSchema, "output": tl.OutputSchema} {
+			b, _ := json.Marshal(sc)
+			var m map[string]any
+			if json.Unmarshal(b, &m) != nil || m["type"] != "object" {
+				t.Errorf("tool %s: its %s schema is not an object: %s", tl.Name, what, b)
+			}
+		}
 	}
 	for _, want := range []string{"sites_list", "site_get", "site_create", "site_delete", "site_reset", "site_fork", "checkpoint_create",
 		"checkpoint_list", "checkpoint_restore", "checkpoint_delete", "screenshot", "files_list", "file_read", "file_write", "php_run",

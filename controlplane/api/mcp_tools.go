@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandboxd/sandboxd/controlplane/access"
+	"github.com/sandboxd/sandboxd/controlplane/blueprintspec"
 	"github.com/sandboxd/sandboxd/controlplane/libraryspec"
 	"github.com/sandboxd/sandboxd/controlplane/sitespec"
 	"github.com/sandboxd/sandboxd/internal/apierr"
@@ -523,9 +524,10 @@ func (a mcpRoutes) mcpServer(s *mcpSession) *mcp.Server {
 			return out.PHPConfig, err
 		})
 	tool(srv, "blueprint_validate", "Check a WordPress Playground Blueprint before running it: what runs here as it is, what is adapted, what is refused.", readOnly,
-		func(ctx context.Context, _ *mcp.CallToolRequest, in BlueprintIn) (json.RawMessage, error) {
-			raw, err := s.raw(ctx, "POST", "/api/app/blueprints/validate", nil, ValidateBlueprintRequest{Source: in.Blueprint}, "", nil)
-			return json.RawMessage(raw), err
+		func(ctx context.Context, _ *mcp.CallToolRequest, in BlueprintIn) (blueprintspec.Validation, error) {
+			var out blueprintspec.Validation
+			err := s.call(ctx, "POST", "/api/app/blueprints/validate", nil, ValidateBlueprintRequest{Source: in.Blueprint}, "", &out)
+			return out, err
 		})
 	tool(srv, "blueprint_apply", "Run a Blueprint (JSON, or a saved one's id) on a ready site, step by step; waits for its end.", nil,
 		func(ctx context.Context, req *mcp.CallToolRequest, in BlueprintApplyIn) (RunOut, error) {

@@ -30,6 +30,9 @@ have mmdebstrap || need_apt+=(mmdebstrap)
 have nft || need_apt+=(nftables)
 have ip || need_apt+=(iproute2)
 have mkfs.ext4 || need_apt+=(e2fsprogs)
+# The sites' disks lie in an XFS image (reflinks) where checkpoints and
+# forks clone them.
+have mkfs.xfs || need_apt+=(xfsprogs)
 # Nodes may run sites under gVisor (--runtime gvisor); a test does.
 have runsc || need_apt+=(runsc)
 # The hostile-tenant test finds a process's sockets; pgrep finds sandboxes.
@@ -91,6 +94,16 @@ if [ "$("$prism_dir/node_modules/.bin/prism" --version 2>/dev/null)" != "$PRISM_
   mkdir -p "$prism_dir"
   SCARF_ANALYTICS=false npm install --prefix "$prism_dir" --no-audit --no-fund --loglevel=error \
     "@stoplight/prism-cli@$PRISM_VERSION" >/dev/null
+fi
+
+# The MCP TypeScript SDK, pinned: a client that is not ours runs the
+# agent loop against the MCP endpoint (e2e), under the machine's Node.
+MCP_SDK_VERSION=1.32.2
+mcp_dir="${XDG_CACHE_HOME:-$HOME/.cache}/sandboxd/mcp-sdk-$MCP_SDK_VERSION"
+if [ ! -f "$mcp_dir/node_modules/@modelcontextprotocol/sdk/package.json" ]; then
+  echo "install-deps: installing @modelcontextprotocol/sdk $MCP_SDK_VERSION into $mcp_dir" >&2
+  mkdir -p "$mcp_dir"
+  npm install --prefix "$mcp_dir" --no-audit --no-fund --loglevel=error "@modelcontextprotocol/sdk@$MCP_SDK_VERSION" >/dev/null
 fi
 
 # VersityGW, pinned: an S3-compatible server over a directory, for the
