@@ -109,7 +109,7 @@ func makeImage(img, under string) error {
 		var out []byte
 		out, err = exec.Command("mkfs.xfs", "-q", "-f", "-K", "-m", "reflink=1", "-l", "size=64m", tmp).CombinedOutput()
 		if err != nil {
-			err = fmt.Errorf("mkfs.xfs: %v: %s", err, strings.TrimSpace(string(out)))
+			err = fmt.Errorf("mkfs.xfs: %w: %s", err, strings.TrimSpace(string(out)))
 		}
 	}
 	if err == nil {

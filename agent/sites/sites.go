@@ -27,6 +27,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -296,10 +297,12 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.DiskStore {
 		st, err := diskstore.Prepare(filepath.Join(cfg.Dir, "fs"), filepath.Join(cfg.Dir, "fs.xfs"))
-		if err != nil {
+		switch {
+		case errors.Is(err, exec.ErrNotFound):
+			cfg.Logger.Warn("mkfs.xfs is not installed (Debian: xfsprogs): checkpoints and forks copy the sites' disks", "err", err)
+		case err != nil:
 			return nil, err
-		}
-		if !st.Cloning {
+		case !st.Cloning:
 			cfg.Logger.Warn("the sites' disks are where they cannot be cloned by reference: checkpoints and forks copy them",
 				"dir", st.Dir)
 		}
