@@ -60,6 +60,7 @@ bench: deps images
 	$(GO) run ./bench/sitebench -only-imports -sites 5
 	$(GO) run ./bench/sitebench -only-access -sites 5
 	$(GO) run ./bench/sitebench -only-sleep -density-sites 2000
+	$(GO) run ./bench/sitebench -only-agents
 	@echo "scheduler: one placement over 1,000 simulated nodes"
 	@$(GO) test -run '^$$' -bench . ./scheduler | awk -f bench/ratios.awk
 	@echo "candidates: one placement's view of 1,000 nodes holding 20,000 sites"

@@ -64,6 +64,8 @@ func main() {
 	flag.BoolVar(&onlyBlueprints, "only-blueprints", false, "measure Blueprint runs and bakes only")
 	flag.BoolVar(&onlyImports, "only-imports", false, "measure import restores only")
 	flag.BoolVar(&onlyAccess, "only-access", false, "measure SSH sessions, Git deploys and custom domains only")
+	flag.BoolVar(&onlyAgents, "only-agents", false, "measure the AI-agent toolkit only: checkpoints, restores and forks against copies by hand, the MCP loop against REST")
+	flag.IntVar(&agentRounds, "agent-rounds", 10, "rounds of each AI-agent toolkit measurement")
 	flag.BoolVar(&onlySleep, "only-sleep", false, "measure idle sites' sleep only: wake latency, page time by profile, memory by depth")
 	flag.IntVar(&sleepRounds, "sleep-rounds", 20, "wakes measured from each depth")
 	flag.IntVar(&sleepSites, "sleep-sites", 40, "sites whose memory is read awake, dozing and asleep")
@@ -102,6 +104,8 @@ var (
 	onlyImports      bool
 	onlyAccess       bool
 	onlySleep        bool
+	onlyAgents       bool
+	agentRounds      int
 	sleepRounds      int
 	sleepSites       int
 	densitySites     int
@@ -305,6 +309,10 @@ func run(n int, dur time.Duration, conc int) error {
 	if onlyTemplates {
 		fmt.Println("Templates and pools")
 		return templatePhases(ctx, sys, n, claims, memSites)
+	}
+	if onlyAgents {
+		fmt.Println("AI-agent toolkit")
+		return agentPhases(ctx, sys, agentRounds)
 	}
 	if onlySleep {
 		fmt.Println("Idle sites' sleep")

@@ -27,11 +27,11 @@ const (
 type ClientMetadata struct {
 	RedirectURIs            []string `json:"redirect_uris" doc:"Exact redirect URIs: https, or http on a localhost-like host; no fragment."`
 	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method,omitempty" enum:"none" doc:"none (public client) or omitted."`
-	GrantTypes              []string `json:"grant_types,omitempty" doc:"authorization_code only."`
+	GrantTypes              []string `json:"grant_types,omitempty" doc:"authorization_code (refresh_token may be listed too; it is dropped: there are no refresh tokens)."`
 	ResponseTypes           []string `json:"response_types,omitempty" doc:"code only."`
 	ClientName              string   `json:"client_name,omitempty"`
 	ClientURI               string   `json:"client_uri,omitempty"`
-	Scope                   string   `json:"scope,omitempty" doc:"Space-separated, within import:read import:write (the default); or account alone (a command-line login: every redirect URI on a loopback IP)."`
+	Scope                   string   `json:"scope,omitempty" doc:"Space-separated, within import:read import:write mcp (the default; the connector plugin's: import:read import:write); or account alone (a command-line login: every redirect URI on a loopback IP)."`
 	SoftwareID              string   `json:"software_id,omitempty"`
 	SoftwareVersion         string   `json:"software_version,omitempty"`
 }
