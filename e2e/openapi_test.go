@@ -764,6 +764,23 @@ func TestEveryRouteThroughPrism(t *testing.T) {
 	pv = w.do(u, "PUT", "/api/app/sites/"+siteA+"/php-version", map[string]string{"phpVersion": "8.1"}, 202)
 	jobDone(pv.Str("jobId"), "failed")
 	w.do(u, "PUT", "/api/app/sites/"+siteA+"/php-version", map[string]string{"phpVersion": "abc"}, 400)
+	// An agent's toolkit: PHP, SQL, a screenshot, a checkpoint restored,
+	// a fork.
+	w.do(u, "POST", "/api/app/sites/"+siteA+"/php", map[string]any{"code": "<?php echo 6 * 7;"}, 200)
+	w.do(u, "POST", "/api/app/sites/"+siteA+"/php", map[string]any{"code": ""}, 400)
+	w.do(u, "POST", "/api/app/sites/"+siteA+"/sql", map[string]any{"query": "SELECT option_name, NULL FROM wp_options LIMIT 2"}, 200)
+	w.do(u, "POST", "/api/app/sites/"+siteA+"/sql", map[string]any{"query": "SELECT * FROM mysql.user"}, 400)
+	w.do(u, "POST", "/api/app/sites/"+siteA+"/screenshot", map[string]any{"width": 640, "height": 480}, 200)
+	w.do(u, "POST", "/api/app/sites/"+siteA+"/screenshot", map[string]any{"path": "//elsewhere"}, 400)
+	cp := w.do(u, "POST", "/api/app/sites/"+siteA+"/checkpoints", map[string]any{"name": "prism"}, 201).Str("checkpoint.id")
+	w.do(u, "GET", "/api/app/sites/"+siteA+"/checkpoints", nil, 200)
+	jobDone(w.do(u, "POST", "/api/app/sites/"+siteA+"/checkpoints/"+cp+"/restore", nil, 202).Str("jobId"), "succeeded")
+	w.do(u, "POST", "/api/app/sites/"+siteA+"/checkpoints/cp_nope0000/restore", nil, 404)
+	w.do(u, "DELETE", "/api/app/sites/"+siteA+"/checkpoints/"+cp, nil, 200)
+	w.do(u, "DELETE", "/api/app/sites/"+siteA+"/checkpoints/"+cp, nil, 404)
+	fork := w.do(u, "POST", "/api/app/sites/"+siteA+"/fork", map[string]any{"name": "Prism fork"}, 202)
+	jobDone(fork.Str("jobId"), "succeeded")
+	jobDone(w.do(u, "DELETE", "/api/app/sites/"+fork.Str("site.id"), nil, 202).Str("jobId"), "succeeded")
 	// A plugin from the Library.
 	dep := w.do(u, "POST", "/api/app/sites/"+siteA+"/plugins", map[string]any{"libraryPlugin": "prism-check", "activate": true}, 202)
 	jobDone(dep.Str("jobId"), "succeeded")

@@ -233,6 +233,12 @@ func TestSecretsCanary(t *testing.T) {
 		if strings.Contains(rel, "io.containerd.content.v1.content/blobs/") {
 			return nil
 		}
+		// The XFS image the sites' files and disks lie in (where the data
+		// dir cannot clone by reference) is mounted at agent/sites/fs:
+		// its files are scanned one by one through the mount.
+		if rel == "agent/sites/fs.xfs" {
+			return nil
+		}
 		// A file last written before the run began cannot hold a secret
 		// made in it (files unpacked from images keep their archive times).
 		if info, err := e.Info(); err == nil && info.ModTime().Before(began) {

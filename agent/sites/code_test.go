@@ -15,28 +15,16 @@ import (
 	"github.com/sandboxd/sandboxd/agent/sites/sitestest"
 )
 
-// TestRunPHPAndSQL: an agent's PHP runs as the site's user in its
+// testRunPHPAndSQL: an agent's PHP runs as the site's user in its
 // WordPress, its exit code, output and errors come back, output past the
 // bound is cut and says so, and a script that never ends is killed at
 // its bound. Its SQL runs in the site's database over the site's own
 // account: rows and changed counts come back, too many rows are cut, a
-// statement past its bound is stopped, and another site's database or
-// the server's own tables are refused. On the host side, a script
-// cannot write the host's files nor reach a listener on the host.
-func TestRunPHPAndSQL(t *testing.T) {
-	ctx := sitestest.Watch(t, 6*time.Minute)
-	e := sitestest.SetUp(t, sitestest.Stock, sitestest.Guarded)
-	a, err := e.Templates.Create(ctx, sitestest.Req("site_code0001", "codea", "Code A"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = e.Sites.Delete(context.Background(), a.ID) })
-	b, err := e.Templates.Create(ctx, sitestest.Req("site_code0002", "codeb", "Code B"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = e.Sites.Delete(context.Background(), b.ID) })
-
+// statement past its bound is stopped, and another site's database (b's)
+// or the server's own tables are refused. On the host side, a script
+// cannot write the host's files nor reach a listener on the host. (It
+// runs in TestCheckpointsAndForks, on its sites: one node set up for both.)
+func testRunPHPAndSQL(t *testing.T, ctx context.Context, e *sitestest.Env, a, b *sites.Site) {
 	php := func(code string, timeout time.Duration) *sites.PHPResult {
 		t.Helper()
 		res, err := e.Sites.RunPHP(ctx, a.ID, code, timeout)
@@ -46,7 +34,7 @@ func TestRunPHPAndSQL(t *testing.T) {
 		return res
 	}
 	if res := php(`<?php require 'wp-load.php'; echo get_bloginfo('name'), ' ', posix_getuid();`, 0); res.ExitCode != 0 ||
-		string(res.Stdout) != "Code A "+strconv.Itoa(a.UID) || res.Truncated {
+		string(res.Stdout) != a.Name+" "+strconv.Itoa(a.UID) || res.Truncated {
 		t.Fatalf("wp-load: %+v %s", res, res.Stderr)
 	}
 	if res := php(`<?php fwrite(STDERR, "to stderr"); exit(3);`, 0); res.ExitCode != 3 || !strings.Contains(string(res.Stderr), "to stderr") {
@@ -112,7 +100,7 @@ func TestRunPHPAndSQL(t *testing.T) {
 		return res
 	}
 	if res := sqlOK(a.ID, "SELECT option_value, NULL AS n FROM wp_options WHERE option_name = 'blogname'"); len(res.Rows) != 1 ||
-		*res.Rows[0][0] != "Code A" || res.Rows[0][1] != nil || res.Columns[0] != "option_value" {
+		*res.Rows[0][0] != a.Name || res.Rows[0][1] != nil || res.Columns[0] != "option_value" {
 		t.Fatalf("select: %+v", res)
 	}
 	if res := sqlOK(a.ID, "UPDATE wp_options SET option_value = 'Renamed' WHERE option_name IN ('blogname', 'blogdescription')"); res.AffectedRows != 2 {
