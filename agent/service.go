@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/gitdeploy"
+	"github.com/sandboxd/sandboxd/agent/mariadb"
 	"github.com/sandboxd/sandboxd/agent/screenshot"
 	"github.com/sandboxd/sandboxd/agent/templates"
 	"github.com/sandboxd/sandboxd/agent/toolbox"
@@ -50,6 +51,14 @@ func rpcError(err error) error {
 		return ce
 	case errors.Is(err, sites.ErrInvalid):
 		return connect.NewError(connect.CodeInvalidArgument, err)
+	case errors.Is(err, sites.ErrCheckpointsFull):
+		return refusal(err, agentv1.RefusalCheckpointsFull)
+	case errors.Is(err, sites.ErrUnavailable):
+		ce := connect.NewError(connect.CodeUnavailable, err)
+		ce.Meta().Set(agentv1.RefusalKey, agentv1.RefusalNodeUnable)
+		return ce
+	case errors.Is(err, mariadb.ErrBusy):
+		return connect.NewError(connect.CodeAborted, err)
 	case errors.Is(err, sites.ErrPayloadTooLarge):
 		return refusal(err, agentv1.RefusalTooLarge)
 	case errors.Is(err, sites.ErrDiskFull), errors.Is(err, sites.ErrTooLarge):

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -231,7 +232,8 @@ const (
 
 // Freeze writes out and freezes the filesystem mounted at dir, so that a
 // clone of its image is as it would be unmounted; writers wait until
-// thaw. thaw must be called, and may be called more than once.
+// thaw. thaw must be called, and may be called more than once, from any
+// goroutine.
 func Freeze(dir string) (thaw func() error, err error) {
 	f, err := os.Open(dir)
 	if err != nil {
@@ -247,18 +249,26 @@ func Freeze(dir string) (thaw func() error, err error) {
 		f.Close()
 		return nil, fmt.Errorf("diskstore: freeze %s: %w", dir, err)
 	}
-	done := false
+	var once sync.Once
+	var terr error
 	return func() error {
-		if done {
-			return nil
-		}
-		done = true
-		defer f.Close()
-		if _, err := unix.IoctlRetInt(int(f.Fd()), fiThaw); err != nil {
-			return fmt.Errorf("diskstore: thaw %s: %w", dir, err)
-		}
-		return nil
+		once.Do(func() {
+			defer f.Close()
+			if _, err := unix.IoctlRetInt(int(f.Fd()), fiThaw); err != nil {
+				terr = fmt.Errorf("diskstore: thaw %s: %w", dir, err)
+			}
+		})
+		return terr
 	}, nil
+}
+
+// Free is how many bytes the filesystem holding path has free for root.
+func Free(path string) (free, size int64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, 0, fmt.Errorf("diskstore: %w", err)
+	}
+	return int64(st.Bfree) * st.Bsize, int64(st.Blocks) * st.Bsize, nil
 }
 
 // Thaw thaws the filesystem mounted at dir if it is frozen (an agent

@@ -60,6 +60,10 @@ type Server struct {
 	port     int
 	password string
 	db       *sql.DB
+	// copies holds the connections of checkpoints and forks (Export,
+	// Import): a pool of their own, so that tenants' checkpoints waiting
+	// on locks never take the connections the node's guards use.
+	copies *sql.DB
 }
 
 // Addr is the server's TCP address on the node's loopback (the agent's
@@ -245,7 +249,16 @@ func (s *Server) Run(ctx context.Context, rt Runner) error {
 		db.Close()
 		return err
 	}
-	s.db = db
+	copies, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		db.Close()
+		return err
+	}
+	copies.SetMaxOpenConns(maxCopies)
+	if s.copies != nil {
+		s.copies.Close()
+	}
+	s.db, s.copies = db, copies
 	return s.fixGrants(ctx)
 }
 
@@ -392,6 +405,9 @@ func initialise(ctx context.Context, rt Runner, image, dir string, mounts []runt
 func (s *Server) Close() error {
 	if s.db == nil {
 		return nil
+	}
+	if s.copies != nil {
+		s.copies.Close()
 	}
 	return s.db.Close()
 }
@@ -594,3 +610,7 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// maxCopies is how many checkpoints, restores and forks hold a database
+// connection at once on a node; more wait for one.
+const maxCopies = 3

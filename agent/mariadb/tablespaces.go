@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // A checkpoint or a fork of a site copies its database's files, not its
@@ -36,8 +38,13 @@ type Table struct {
 var fileNameRE = regexp.MustCompile(`^[A-Za-z0-9_@$]{1,200}$`)
 
 // exportLockWait bounds how long an export waits for the statements
-// under way on its tables.
-const exportLockWait = 30 * time.Second
+// under way on its tables: a site that keeps a write open longer gets
+// its checkpoint refused (ErrBusy), not the node's connections held.
+const exportLockWait = 5 * time.Second
+
+// ErrBusy is an export that found its tables held by a statement or a
+// transaction of the site's past exportLockWait.
+var ErrBusy = errors.New("the site's tables are held by a transaction under way; try again")
 
 // Export quiesces every table of db for a copy of its files: their
 // changes are written out and InnoDB writes each one's .cfg (what an
@@ -48,7 +55,7 @@ func (s *Server) Export(ctx context.Context, db string) (_ []Table, unlock func(
 	if !ident.MatchString(db) {
 		return nil, nil, fmt.Errorf("mariadb: invalid database name %q", db)
 	}
-	conn, err := s.db.Conn(ctx)
+	conn, err := s.copies.Conn(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -73,6 +80,9 @@ func (s *Server) Export(ctx context.Context, db string) (_ []Table, unlock func(
 		return nil, nil, err
 	}
 	if _, err := conn.ExecContext(ctx, "FLUSH TABLES "+strings.Join(names, ", ")+" FOR EXPORT"); err != nil {
+		if isLockWait(err) {
+			return nil, nil, fmt.Errorf("export %s: %w", db, ErrBusy)
+		}
 		return nil, nil, fmt.Errorf("export %s: %w", db, Classify(err))
 	}
 	return tables, func() error {
@@ -85,6 +95,17 @@ func (s *Server) Export(ctx context.Context, db string) (_ []Table, unlock func(
 // names; a table an export cannot carry (not InnoDB, partitioned) is an
 // error that names it.
 func describeTables(ctx context.Context, conn *sql.Conn, db string) ([]Table, error) {
+	// Sequences and system-versioned tables are not carried: a database
+	// that has one is refused rather than restored without it.
+	var other string
+	err := conn.QueryRowContext(ctx, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE IN "+
+		"('SEQUENCE', 'SYSTEM VERSIONED') LIMIT 1", db).Scan(&other)
+	if err == nil {
+		return nil, fmt.Errorf("%q is a sequence or a system-versioned table: it cannot be checkpointed", other)
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return nil, err
+	}
 	rows, err := conn.QueryContext(ctx, "SELECT TABLE_NAME, COALESCE(ENGINE, ''), COALESCE(CREATE_OPTIONS, '') "+
 		"FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME", db)
 	if err != nil {
@@ -201,7 +222,7 @@ func (s *Server) Import(ctx context.Context, volume, db string, tables []Table) 
 			}
 		}
 	}
-	conn, err := s.db.Conn(ctx)
+	conn, err := s.copies.Conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -246,4 +267,11 @@ func importTable(ctx context.Context, conn *sql.Conn, root *os.Root, db, aside s
 		return err
 	}
 	return nil
+}
+
+// isLockWait reports a statement that gave up waiting for a lock (1205)
+// or a metadata lock (lock_wait_timeout, also 1205).
+func isLockWait(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1205
 }

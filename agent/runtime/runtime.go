@@ -542,9 +542,19 @@ func (r *Runtime) exec(ctx context.Context, id string, argv []string, env []stri
 		if err != nil {
 			return nil, err
 		}
-		// Let the IO copy finish before reading the buffers.
-		if io := proc.IO(); io != nil {
-			io.Wait()
+		// Let the IO copy finish before reading the buffers; a child the
+		// command left in the background may hold its output open for
+		// ever, so the copy gets a bound, then is cut.
+		if pio := proc.IO(); pio != nil {
+			copied := make(chan struct{})
+			go func() { pio.Wait(); close(copied) }()
+			select {
+			case <-copied:
+			case <-time.After(execDrain):
+				pio.Cancel()
+				pio.Close()
+				<-copied
+			}
 		}
 		return &ExecResult{ExitCode: int(code), Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(),
 			Truncated: stdout.dropped || stderr.dropped}, nil
@@ -553,6 +563,9 @@ func (r *Runtime) exec(ctx context.Context, id string, argv []string, env []stri
 		return nil, fmt.Errorf("exec in %s: %w", id, ctx.Err())
 	}
 }
+
+// execDrain bounds the wait for an exec's output once it has exited.
+const execDrain = 2 * time.Second
 
 // eofReader tells, by closing eof, that its reader has been drained.
 type eofReader struct {

@@ -213,6 +213,10 @@ func (s *Shooter) acquire() (context.Context, func(), error) {
 		s.idle.Stop()
 	}
 	if s.browser == nil || s.browser.Err() != nil {
+		if s.stop != nil {
+			s.stop() // a browser that died: what it left goes first
+			s.browser, s.stop, s.pgid = nil, nil, 0
+		}
 		if err := s.start(); err != nil {
 			return nil, nil, err
 		}

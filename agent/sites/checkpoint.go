@@ -83,6 +83,58 @@ func (m *Manager) checkCheckpointable(s *Site) error {
 	if _, ok := m.cfg.DB.(Tablespaces); !ok {
 		return errors.New("sites: the database server cannot export tables")
 	}
+	if !m.cloning {
+		return fmt.Errorf("%w: this node keeps sites' disks where they cannot be cloned by reference (an XFS or btrfs data "+
+			"directory, or mkfs.xfs for a store of its own): it makes no checkpoints or forks", ErrUnavailable)
+	}
+	return nil
+}
+
+// ErrUnavailable is what this node cannot do now or at all (no room on
+// its disk, no way to clone disks).
+var ErrUnavailable = errors.New("unavailable on this node")
+
+// ErrCheckpointsFull refuses a checkpoint of a site whose checkpoints
+// hold as much of their own as the site's disk is large.
+var ErrCheckpointsFull = errors.New("the site's checkpoints hold as much as its disk")
+
+// minFree is the room a node keeps on the filesystem under its sites'
+// disks: a checkpoint, fork or restore that would leave less is refused
+// (the disks are sparse: what they may still grow to is not reserved).
+func minFree(size int64) int64 { return max(4<<30, size/20) }
+
+// roomOnNode refuses work that adds to the sites' store when the
+// filesystem under it, or the store itself, is nearly full.
+func (m *Manager) roomOnNode() error {
+	for _, p := range []string{m.cfg.Dir, filepath.Join(m.cfg.Dir, "fs")} {
+		free, size, err := diskstore.Free(p)
+		if err != nil {
+			return err
+		}
+		if free < minFree(size) {
+			return fmt.Errorf("%w: the node's disk has %d MiB free, under its reserve of %d MiB", ErrUnavailable, free>>20, minFree(size)>>20)
+		}
+	}
+	return nil
+}
+
+// checkpointBudget refuses a new checkpoint of s when its checkpoints
+// already hold, of their own, as much as its disk's size: one site
+// cannot pin more than twice its plan's disk on its node.
+func (m *Manager) checkpointBudget(s *Site) error {
+	recs, _ := filepath.Glob(filepath.Join(m.checkpointsDir(s.ID), "cp_*.img"))
+	var held int64
+	for _, r := range recs {
+		n, err := diskstore.Exclusive(r)
+		if err != nil {
+			return err
+		}
+		held += n
+	}
+	if held >= s.Limits.DiskMB<<20 {
+		return fmt.Errorf("%w: its checkpoints hold %d MiB of their own (the site's disk is %d MiB): delete one", ErrCheckpointsFull,
+			held>>20, s.Limits.DiskMB)
+	}
 	return nil
 }
 
@@ -103,7 +155,13 @@ func (m *Manager) cloneLive(ctx context.Context, s *Site, dst string) (_ []maria
 		if ferr != nil {
 			return nil, false, ferr
 		}
-		defer func() { err = errors.Join(err, thaw()) }()
+		// The clone takes milliseconds; whatever happens to it, the site's
+		// filesystem does not stay frozen past freezeBound.
+		watchdog := time.AfterFunc(freezeBound, func() {
+			m.log.Warn("a checkpoint's freeze ran past its bound: thawed", "site_id", s.ID)
+			_ = thaw()
+		})
+		defer func() { watchdog.Stop(); err = errors.Join(err, thaw()) }()
 	}
 	reflink, err = diskstore.Clone(dst, m.diskImage(s.ID))
 	if err != nil {
@@ -111,6 +169,10 @@ func (m *Manager) cloneLive(ctx context.Context, s *Site, dst string) (_ []maria
 	}
 	return tables, reflink, nil
 }
+
+// freezeBound is the longest a site's filesystem stays frozen for a
+// clone (which takes milliseconds).
+const freezeBound = 10 * time.Second
 
 // MakeCheckpoint checkpoints a site under id (cp_…); one already made
 // under that id is returned as it is.
@@ -129,6 +191,12 @@ func (m *Manager) MakeCheckpoint(ctx context.Context, siteID, id string) (*Check
 	}
 	if cp, err := m.readCheckpoint(siteID, id); err == nil {
 		return cp, nil
+	}
+	if err := m.roomOnNode(); err != nil {
+		return nil, err
+	}
+	if err := m.checkpointBudget(s); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(m.checkpointsDir(siteID), 0o700); err != nil {
 		return nil, err
@@ -252,6 +320,9 @@ func (m *Manager) RestoreCheckpoint(ctx context.Context, siteID, id string) (*Si
 	}
 	cp, err := m.readCheckpoint(siteID, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := m.roomOnNode(); err != nil {
 		return nil, err
 	}
 	t0 := time.Now()

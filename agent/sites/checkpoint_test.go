@@ -3,6 +3,7 @@ package sites_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/agent/diskstore"
 	"github.com/sandboxd/sandboxd/agent/sites"
 	"github.com/sandboxd/sandboxd/agent/sites/sitestest"
 )
@@ -144,6 +146,48 @@ func TestCheckpointsAndForks(t *testing.T) {
 	}
 
 	t.Run("php and sql", func(t *testing.T) { testRunPHPAndSQL(t, ctx, e, a, b) })
+
+	// A disk left frozen (an agent that stopped in a checkpoint) is
+	// thawed when the disks are attached again, before anything writes.
+	thaw, err := diskstore.Freeze(e.Sites.Data(b.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	attached := make(chan error, 1)
+	go func() { attached <- e.Sites.AttachDisks() }()
+	select {
+	case err := <-attached:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		_ = thaw()
+		t.Fatal("attaching the disks hung on a frozen one")
+	}
+	_ = thaw()
+	sh(b.ID, "echo thawed > /srv/site/wordpress/wp-content/thawed.txt")
+
+	// A site's checkpoints hold at most its disk's size of their own: one
+	// that changed everything since its checkpoints cannot keep more.
+	small := sitestest.Req("site_cpsmall1", "cpsmall", "Small")
+	small.Limits.DiskMB = 64
+	sm, err := e.Templates.Create(ctx, small, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = e.Sites.Delete(context.Background(), sm.ID) })
+	fill := "dd if=/dev/urandom of=/srv/site/wordpress/wp-content/uploads/fill bs=1M count=24 2>/dev/null && sync"
+	var refused error
+	for i := range 6 {
+		sh(sm.ID, fill)
+		if _, refused = e.Sites.MakeCheckpoint(ctx, sm.ID, fmt.Sprintf("cp_budget%04d", i)); refused != nil {
+			break
+		}
+		sh(sm.ID, "rm -f /srv/site/wordpress/wp-content/uploads/fill && sync && sleep 1")
+	}
+	if !errors.Is(refused, sites.ErrCheckpointsFull) {
+		t.Fatalf("a site that rewrote its disk past its checkpoints' budget: %v", refused)
+	}
 
 	// Bad input and unknown ids.
 	for _, c := range []struct {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/runtime"
@@ -122,6 +123,14 @@ func (m *Manager) RunSQL(ctx context.Context, id, query string, timeout time.Dur
 	if s == nil {
 		return nil, ErrNotFound
 	}
+	// A bounded few at once per node: each may hold a row of any size
+	// the server sends before it is looked at.
+	select {
+	case m.sqlSlots <- struct{}{}:
+		defer func() { <-m.sqlSlots }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	timeout = codeTimeout(timeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout+2*time.Second)
 	defer cancel()
@@ -158,7 +167,7 @@ func (m *Manager) RunSQL(ctx context.Context, id, query string, timeout time.Dur
 	}
 	size := 0
 	for rows.Next() {
-		if len(out.Rows) == MaxSQLRows || size > MaxSQLBytes {
+		if len(out.Rows) == MaxSQLRows || size >= MaxSQLBytes {
 			out.Truncated = true
 			cancel() // the rest is not read: the connection goes, and the statement with it
 			break
@@ -173,13 +182,27 @@ func (m *Manager) RunSQL(ctx context.Context, id, query string, timeout time.Dur
 		}
 		row := make([]*string, len(cols))
 		for i, v := range vals {
-			if v.Valid {
-				str := v.String
-				row[i] = &str
-				size += len(str)
+			if !v.Valid {
+				continue
 			}
+			str := v.String
+			if size+len(str) > MaxSQLBytes {
+				// Only what fits is kept: the row is cut, and the rest
+				// of the result with it.
+				str = str[:max(MaxSQLBytes-size, 0)]
+				out.Truncated = true
+			}
+			// Binary values come back as text: what is not UTF-8 is
+			// replaced (HEX() gives such a value exactly).
+			str = strings.ToValidUTF8(str, "\uFFFD")
+			row[i] = &str
+			size += len(str)
 		}
 		out.Rows = append(out.Rows, row)
+		if out.Truncated {
+			cancel()
+			break
+		}
 	}
 	if err := rows.Err(); err != nil && !out.Truncated {
 		return nil, sqlError(m, id, err)

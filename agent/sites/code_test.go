@@ -46,6 +46,11 @@ func testRunPHPAndSQL(t *testing.T, ctx context.Context, e *sitestest.Env, a, b 
 	if res := php(`<?php for ($i = 0; $i < 3000; $i++) echo str_repeat("x", 1024);`, 0); !res.Truncated || len(res.Stdout) != sites.MaxPHPStdout {
 		t.Fatalf("3 MB of output: truncated %v, %d bytes kept", res.Truncated, len(res.Stdout))
 	}
+	// A child left in the background holding the output open does not
+	// keep the run from answering.
+	if res := php(`<?php exec('sleep 300 >&2 &'); echo "bg";`, 0); res.ExitCode != 0 || string(res.Stdout) != "bg" {
+		t.Fatalf("a background child: %+v", res)
+	}
 	t0 := time.Now()
 	if res := php(`<?php while (true) { usleep(1000); }`, 2*time.Second); !res.TimedOut && res.ExitCode == 0 {
 		t.Fatalf("a script that never ends: %+v", res)
@@ -109,6 +114,12 @@ func testRunPHPAndSQL(t *testing.T, ctx context.Context, e *sitestest.Env, a, b 
 	if res := sqlOK(a.ID, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5000) SELECT i FROM n"); !res.Truncated ||
 		len(res.Rows) != sites.MaxSQLRows {
 		t.Fatalf("5000 rows: truncated %v, %d kept", res.Truncated, len(res.Rows))
+	}
+	if res := sqlOK(a.ID, "SELECT REPEAT('x', 3 * 1024 * 1024) AS big, 1"); !res.Truncated || len(*res.Rows[0][0]) != sites.MaxSQLBytes {
+		t.Fatalf("a 3 MiB value: truncated %v, %d bytes kept", res.Truncated, len(*res.Rows[0][0]))
+	}
+	if res := sqlOK(a.ID, "SELECT UNHEX('FF41'), HEX(UNHEX('FF41'))"); *res.Rows[0][0] != "\uFFFDA" || *res.Rows[0][1] != "FF41" {
+		t.Fatalf("a binary value: %q %q", *res.Rows[0][0], *res.Rows[0][1])
 	}
 	t0 = time.Now()
 	if _, err := e.Sites.RunSQL(ctx, a.ID, "SELECT SLEEP(100)", 2*time.Second); err == nil && time.Since(t0) > 30*time.Second {

@@ -121,13 +121,14 @@ func (m *Manager) AttachDisks() error {
 		if _, err := os.Stat(filepath.Join(m.FS(s.ID), "disk.img")); errors.Is(err, os.ErrNotExist) {
 			continue // never laid out, or torn down: its next provision makes it
 		}
-		if err := m.mountDisk(&s); err != nil {
-			errs = append(errs, fmt.Errorf("site %s: %w", s.ID, err))
-			continue
-		}
 		// An agent that stopped in a checkpoint's few milliseconds left
-		// the disk frozen.
-		if err := diskstore.Thaw(m.Data(s.ID)); err != nil {
+		// the disk mounted and frozen: thawed before anything writes there.
+		if mounted, _ := sitedisk.Mounted(m.Data(s.ID)); mounted {
+			if err := diskstore.Thaw(m.Data(s.ID)); err != nil {
+				errs = append(errs, fmt.Errorf("site %s: %w", s.ID, err))
+			}
+		}
+		if err := m.mountDisk(&s); err != nil {
 			errs = append(errs, fmt.Errorf("site %s: %w", s.ID, err))
 		}
 	}

@@ -32,6 +32,9 @@ func (m *Manager) Fork(ctx context.Context, srcID string, r CreateRequest) (*Sit
 	if r.ID == srcID {
 		return nil, fmt.Errorf("%w: a site cannot be forked into itself", ErrInvalid)
 	}
+	if err := m.roomOnNode(); err != nil {
+		return nil, err
+	}
 	defer m.Lock(r.ID)()
 	s, err := m.record(ctx, r)
 	if err != nil {

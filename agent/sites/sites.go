@@ -245,8 +245,8 @@ type Config struct {
 	SitesPerShim int
 	// DiskStore keeps the sites' disks where they clone by reference
 	// (agent/diskstore), mounting an image of its own at fs/ when the
-	// data directory's filesystem cannot; without it checkpoints and
-	// forks copy the disks where they are.
+	// data directory's filesystem cannot; without it (or where it cannot
+	// be made) the node has no checkpoints and no forks.
 	DiskStore bool
 }
 
@@ -275,6 +275,11 @@ type Manager struct {
 	presences map[string]*presence
 	// sourceBytes is each template database's size, by name, once read.
 	sourceBytes sync.Map
+	// cloning says the sites' disks clone by reference (checkpoints and
+	// forks need it: a copy would freeze a site for a whole disk's copy).
+	cloning bool
+	// sqlSlots bounds the RunSQL calls under way on the node.
+	sqlSlots chan struct{}
 	now         func() time.Time
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 }
@@ -295,19 +300,21 @@ func New(cfg Config) (*Manager, error) {
 			return nil, err
 		}
 	}
+	cloning := false
 	if cfg.DiskStore {
 		st, err := diskstore.Prepare(filepath.Join(cfg.Dir, "fs"), filepath.Join(cfg.Dir, "fs.xfs"))
 		switch {
 		case errors.Is(err, exec.ErrNotFound):
-			cfg.Logger.Warn("mkfs.xfs is not installed (Debian: xfsprogs): checkpoints and forks copy the sites' disks", "err", err)
+			cfg.Logger.Warn("mkfs.xfs is not installed (Debian: xfsprogs): no checkpoints or forks on this node", "err", err)
 		case err != nil:
 			return nil, err
 		case !st.Cloning:
-			cfg.Logger.Warn("the sites' disks are where they cannot be cloned by reference: checkpoints and forks copy them",
+			cfg.Logger.Warn("the sites' disks are where they cannot be cloned by reference: no checkpoints or forks on this node",
 				"dir", st.Dir)
 		}
+		cloning = err == nil && st.Cloning
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger.With("component", "sites"), sites: map[string]*Site{}, locks: map[string]*sync.Mutex{},
+	m := &Manager{cfg: cfg, cloning: cloning, sqlSlots: make(chan struct{}, 4), log: cfg.Logger.With("component", "sites"), sites: map[string]*Site{}, locks: map[string]*sync.Mutex{},
 		content: map[string]*sync.RWMutex{}, presences: map[string]*presence{}, now: time.Now,
 		dial: (&net.Dialer{Timeout: time.Second}).DialContext,
 		http: &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}

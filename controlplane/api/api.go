@@ -293,6 +293,11 @@ func (a *base) bearerRoute(g guard, rt rest.Route) rest.Route {
 			a.limits.authFailed(req, err)
 			return err
 		}
+		// A token issued for one resource (RFC 8707: the MCP endpoint) is
+		// a credential there alone, whatever else its scopes name.
+		if c.Token.Resource != "" && rt.Path != MCPPath && !viaMCP(req) {
+			return apierr.AuthRequired()
+		}
 		// An MCP token's tool calls are the API's routes, made by the MCP
 		// server: there it is its account's member, in its one workspace.
 		mcpCall := viaMCP(req) && c.Token.Scoped() && hasScope(c.Token.Scope, state.ScopeMCP)

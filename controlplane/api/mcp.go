@@ -184,6 +184,11 @@ func (s *mcpSession) raw(ctx context.Context, method, path string, query url.Val
 	}
 	rec := &recorder{header: http.Header{}}
 	s.a.routes.ServeHTTP(rec, req)
+	if rec.status >= 300 && rec.status < 400 {
+		// A path the router would redirect (an id such as ".."): no
+		// resource of the API's.
+		return nil, &toolError{Status: http.StatusNotFound, Code: apierr.CodeNotFound, Message: "no such resource"}
+	}
 	if rec.status >= 400 {
 		var env struct {
 			Error struct {

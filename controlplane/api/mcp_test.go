@@ -7,10 +7,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandboxd/sandboxd/controlplane/fsm"
 	st "github.com/sandboxd/sandboxd/controlplane/servertest"
+	"github.com/sandboxd/sandboxd/controlplane/state"
+	"github.com/sandboxd/sandboxd/internal/ids"
+	"github.com/sandboxd/sandboxd/internal/secret"
 )
 
 // bearer adds a token and a workspace to every request.
@@ -141,9 +146,39 @@ func TestMCPTools(t *testing.T) {
 		t.Fatal("php_run without code was taken")
 	}
 
+	// A token issued for the MCP endpoint (RFC 8707) is a credential
+	// there alone, whatever else its scopes name; one issued for another
+	// resource is none at the endpoint.
+	oauthToken := func(scope, resource string) string {
+		plain := secret.New(secret.TokenPrefix)
+		tok := state.Token{ID: ids.New(ids.Token), UserID: alice.ID, Name: "mcp test", Hash: secret.Hash(plain), Prefix: secret.Display(plain),
+			CreatedAt: time.Now().UTC(), Kind: state.TokenOAuth, Scope: scope, ClientID: "cli_test", ClientName: "test",
+			WorkspaceID: alice.Personal, Resource: resource}
+		if _, err := s.Node().Apply(ctx, fsm.CreateToken{Token: tok}); err != nil {
+			t.Fatal(err)
+		}
+		return plain
+	}
+	bound := oauthToken("import:read import:write mcp", s.URL()+"/mcp")
+	if r := st.NewClient(t, s.URL(), bound).Do("GET", "/api/app/imports", nil); r.Status != 401 {
+		t.Fatalf("an MCP-bound token on REST: %d %s", r.Status, r.Raw)
+	}
+	if r := call(mcpClient(t, s.URL(), bound, ""), "sites_list", nil); toolErr(t, r) != nil {
+		t.Fatalf("the MCP-bound token at /mcp: %v", toolErr(t, r))
+	}
+	other := oauthToken("mcp", "https://elsewhere.example/mcp")
+	res := st.NewClient(t, s.URL(), other).Do("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "Accept", "application/json, text/event-stream")
+	if res.Status != 401 || !strings.Contains(res.Header.Get("WWW-Authenticate"), "invalid_token") {
+		t.Fatalf("a token for another resource at /mcp: %d %q", res.Status, res.Header.Get("WWW-Authenticate"))
+	}
+	// An id the router would redirect is no resource.
+	if e := toolErr(t, call(cs, "checkpoint_delete", map[string]any{"siteId": "..", "checkpointId": ".."})); e == nil || e["code"] != "not_found" {
+		t.Fatalf("checkpoint_delete of ..: %v", e)
+	}
+
 	// Without a credential: where to sign in.
 	anon := st.NewClient(t, s.URL(), "")
-	res := anon.Do("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "Accept", "application/json, text/event-stream")
+	res = anon.Do("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "Accept", "application/json, text/event-stream")
 	if res.Status != 401 || !strings.Contains(res.Header.Get("WWW-Authenticate"), `resource_metadata="`+s.URL()+`/.well-known/oauth-protected-resource/mcp"`) {
 		t.Fatalf("anonymous /mcp: %d %q", res.Status, res.Header.Get("WWW-Authenticate"))
 	}

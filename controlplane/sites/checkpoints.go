@@ -3,6 +3,7 @@ package sites
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"time"
 
@@ -73,10 +74,15 @@ func (s *Service) MakeCheckpoint(ctx context.Context, ans *writes.Answer[state.C
 		name = "Checkpoint of " + now.Format(time.DateTime) + " UTC"
 	}
 	id := ids.New(ids.Checkpoint)
-	info, err := call(ctx, s, site, agentv1connect.AgentServiceClient.MakeCheckpoint, &agentv1.CheckpointRef{SiteId: site.ID, CheckpointId: id})
+	a, err := s.agent(site)
 	if err != nil {
 		return nil, err
 	}
+	resp, err := a.MakeCheckpoint(ctx, connect.NewRequest(&agentv1.CheckpointRef{SiteId: site.ID, CheckpointId: id}))
+	if err != nil {
+		return nil, checkpointError(q, err)
+	}
+	info := resp.Msg
 	cp := state.Checkpoint{ID: id, SiteID: site.ID, WorkspaceID: site.WorkspaceID, NodeID: site.NodeID, Name: name,
 		SizeBytes: info.SizeBytes, CreatedAt: now}
 	if _, err := commit.Apply(ctx, s.cfg.Raft, ans, fsm.AddCheckpoint{Checkpoint: cp, Quota: q}, cp); err != nil {
@@ -110,6 +116,13 @@ func (s *Service) Checkpoints(ctx context.Context, site *state.Site) ([]*state.C
 	if err != nil || len(list) == 0 || site.Status != state.SiteReady || site.Move != nil {
 		return list, err
 	}
+	// The node measures them at most every sizeEvery a site: a list is a
+	// read, and must stay cheap however often it is asked.
+	now := s.cfg.Now()
+	if last, ok := s.sized.Load(site.ID); ok && now.Sub(last.(time.Time)) < sizeEvery {
+		return list, nil
+	}
+	s.sized.Store(site.ID, now)
 	a, err := s.cfg.Nodes.Agent(site.NodeID)
 	if err != nil {
 		return list, nil
@@ -139,6 +152,10 @@ func (s *Service) Checkpoints(ctx context.Context, site *state.Site) ([]*state.C
 	}
 	return out, nil
 }
+
+// sizeEvery is how often a list of a site's checkpoints asks its node
+// what they hold.
+const sizeEvery = 30 * time.Second
 
 // checkpointOf is one of a site's checkpoints, or checkpoint_not_found.
 func (s *Service) checkpointOf(site *state.Site, id string) (*state.Checkpoint, error) {
@@ -283,4 +300,22 @@ func (s *Service) fitsOn(nodeID, php string) error {
 		return nil
 	}
 	return apierr.Unavailable("the site's node is not taking sites right now; a fork is made on its source's node")
+}
+
+// checkpointError is a refused checkpoint as the contract says it.
+func checkpointError(q state.Quota, err error) error {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return agentError(err)
+	}
+	switch {
+	case ce.Code() == connect.CodeResourceExhausted && ce.Meta().Get(agentv1.RefusalKey) == agentv1.RefusalCheckpointsFull:
+		return apierr.New(http.StatusPaymentRequired, apierr.CodePlanLimitReached, "%s", ce.Message()).
+			With("plan", q.Plan).With("limit", q.Limit).With("resource", plans.CheckpointsPerSite)
+	case ce.Code() == connect.CodeAborted:
+		return apierr.Conflict("%s", ce.Message())
+	case ce.Code() == connect.CodeUnavailable && ce.Meta().Get(agentv1.RefusalKey) == agentv1.RefusalNodeUnable:
+		return apierr.Unavailable("%s", ce.Message())
+	}
+	return agentError(err)
 }

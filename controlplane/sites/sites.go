@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandboxd/sandboxd/controlplane/commit"
@@ -80,6 +81,8 @@ type Pools interface {
 // Service changes sites and reaches their agents.
 type Service struct {
 	cfg Config
+	// sized holds when each site's checkpoints were last measured.
+	sized sync.Map
 }
 
 // New returns the sites service.

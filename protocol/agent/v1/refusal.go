@@ -16,4 +16,11 @@ const (
 	// RefusalSQL: under CodeInvalidArgument, the database refused a
 	// statement a tenant sent (RunSQL); the message is its reason.
 	RefusalSQL = "sql_error"
+	// RefusalCheckpointsFull: a site's checkpoints already hold, of
+	// their own, as much as its disk is large.
+	RefusalCheckpointsFull = "checkpoints_full"
+	// RefusalNodeUnable: under CodeUnavailable, what the node cannot do
+	// now (its disk nearly full) or at all (no way to clone disks); the
+	// message says which.
+	RefusalNodeUnable = "node_unable"
 )
