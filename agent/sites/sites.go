@@ -280,8 +280,8 @@ type Manager struct {
 	cloning bool
 	// sqlSlots bounds the RunSQL calls under way on the node.
 	sqlSlots chan struct{}
-	now         func() time.Time
-	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	now      func() time.Time
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // New loads the site records under cfg.Dir.
