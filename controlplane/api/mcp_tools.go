@@ -302,15 +302,15 @@ func (a mcpRoutes) mcpServer(s *mcpSession) *mcp.Server {
 
 	tool(srv, "sites_list", "List the workspace's WordPress sites with their status, URL, PHP and WordPress versions.", readOnly,
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (SitesOut, error) {
-			var out sitesResponse
+			var out SitesOut
 			err := s.call(ctx, "GET", "/api/app/sites", nil, nil, "", &out)
-			return SitesOut{Sites: out.Sites}, err
+			return out, err
 		})
 	tool(srv, "site_get", "One site: its status (creating, ready, failed, deleting), URL, versions, whether it sleeps.", readOnly,
 		func(ctx context.Context, _ *mcp.CallToolRequest, in SiteRef) (SiteOut, error) {
-			var out siteResponse
+			var out SiteOut
 			err := s.call(ctx, "GET", sitePath(in.SiteID), nil, nil, "", &out)
-			return SiteOut{Site: out.Site}, err
+			return out, err
 		})
 	tool(srv, "site_create", "Make a WordPress site and wait until it is ready (a few seconds; progress is reported): fresh, from a "+
 		"template, or from a Blueprint (saved, or given as JSON). Answers the site (its url) and a one-time wp-admin login link.", nil,
@@ -356,19 +356,19 @@ func (a mcpRoutes) mcpServer(s *mcpSession) *mcp.Server {
 	tool(srv, "checkpoint_create", "Keep a site's files and database as they are now (milliseconds, whatever its size; it serves "+
 		"on). Make one before a risky change; checkpoint_restore undoes everything since.", nil,
 		func(ctx context.Context, _ *mcp.CallToolRequest, in CheckpointCreateIn) (CheckpointOut, error) {
-			var out checkpointResponse
+			var out CheckpointOut
 			body := map[string]any{}
 			if in.Name != "" {
 				body["name"] = in.Name
 			}
 			err := s.call(ctx, "POST", sitePath(in.SiteID, "/checkpoints"), nil, body, in.IdempotencyKey, &out)
-			return CheckpointOut{Checkpoint: out.Checkpoint}, err
+			return out, err
 		})
 	tool(srv, "checkpoint_list", "A site's checkpoints, newest first.", readOnly,
 		func(ctx context.Context, _ *mcp.CallToolRequest, in SiteRef) (CheckpointsOut, error) {
-			var out checkpointsResponse
+			var out CheckpointsOut
 			err := s.call(ctx, "GET", sitePath(in.SiteID, "/checkpoints"), nil, nil, "", &out)
-			return CheckpointsOut{Checkpoints: out.Checkpoints}, err
+			return out, err
 		})
 	tool(srv, "checkpoint_restore", "Put a site back exactly as it was at a checkpoint (files, database), at the same URL; "+
 		"waits until it serves again. The checkpoint stays, to restore again.", destructive,
@@ -464,15 +464,15 @@ func (a mcpRoutes) mcpServer(s *mcpSession) *mcp.Server {
 		})
 	tool(srv, "mail_list", "The mail a site sent (captured, never delivered), newest first.", readOnly,
 		func(ctx context.Context, _ *mcp.CallToolRequest, in SiteRef) (MailOut, error) {
-			var out emailsResponse
+			var out MailOut
 			err := s.call(ctx, "GET", sitePath(in.SiteID, "/email"), nil, nil, "", &out)
-			return MailOut{Emails: out.Emails}, err
+			return out, err
 		})
 	tool(srv, "plugins_list", "A site's installed plugins and themes, with their version and whether each is active.", readOnly,
 		func(ctx context.Context, _ *mcp.CallToolRequest, in SiteRef) (PluginsOut, error) {
-			var out installedPluginsResponse
+			var out PluginsOut
 			err := s.call(ctx, "GET", sitePath(in.SiteID, "/plugins"), nil, nil, "", &out)
-			return PluginsOut{Plugins: out.Plugins}, err
+			return out, err
 		})
 	tool(srv, "plugin_activate", "Activate or deactivate an installed plugin (as WordPress's Plugins screen does).", nil,
 		func(ctx context.Context, _ *mcp.CallToolRequest, in PluginActivateIn) (PluginsOut, error) {
@@ -495,9 +495,9 @@ func (a mcpRoutes) mcpServer(s *mcpSession) *mcp.Server {
 			if _, err := s.waitJob(ctx, req, made.JobID, "deploying the plugin"); err != nil {
 				return PluginsOut{}, err
 			}
-			var out installedPluginsResponse
+			var out PluginsOut
 			err := s.call(ctx, "GET", sitePath(in.SiteID, "/plugins"), nil, nil, "", &out)
-			return PluginsOut{Plugins: out.Plugins}, err
+			return out, err
 		})
 	tool(srv, "php_version_set", "Switch a site to another PHP version; waits until WordPress answers on it (a failed switch leaves the site as it was).", nil,
 		func(ctx context.Context, req *mcp.CallToolRequest, in PHPVersionIn) (SiteOut, error) {
@@ -554,15 +554,15 @@ func (a mcpRoutes) mcpServer(s *mcpSession) *mcp.Server {
 		})
 	tool(srv, "templates_list", "The workspace's templates (frozen sites to make new ones from with site_create templateId).", readOnly,
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (TemplatesOut, error) {
-			var out templatesResponse
+			var out TemplatesOut
 			err := s.call(ctx, "GET", "/api/app/templates", nil, nil, "", &out)
-			return TemplatesOut{Templates: out.Templates}, err
+			return out, err
 		})
 	tool(srv, "job_get", "A job's status and progress (for a long tool that answered job_pending).", readOnly,
 		func(ctx context.Context, _ *mcp.CallToolRequest, in JobIn) (JobOut, error) {
-			var out jobResponse
+			var out JobOut
 			err := s.call(ctx, "GET", "/api/app/jobs/"+url.PathEscape(in.JobID), nil, nil, "", &out)
-			return JobOut{Job: out.Job}, err
+			return out, err
 		})
 	tool(srv, LicenseToolName, "Returns the license key stored with a plugin or theme of the workspace's Library, for activating it on a sandbox. "+
 		"Every read is recorded (licenseKeyLastReadAt).", nil,
@@ -688,9 +688,9 @@ func (a mcpRoutes) activatePlugin(ctx context.Context, s *mcpSession, in PluginA
 	default:
 		return PluginsOut{}, &toolError{Status: 400, Code: apierr.CodeInvalidRequest, Message: "the plugin could not be switched: " + run.Stderr}
 	}
-	var out installedPluginsResponse
+	var out PluginsOut
 	err := s.call(ctx, "GET", sitePath(in.SiteID, "/plugins"), nil, nil, "", &out)
-	return PluginsOut{Plugins: out.Plugins}, err
+	return out, err
 }
 
 // readLicense opens an entry's key for an agent and stamps the read; the
