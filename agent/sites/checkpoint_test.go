@@ -183,7 +183,7 @@ func TestCheckpointsAndForks(t *testing.T) {
 		if _, refused = e.Sites.MakeCheckpoint(ctx, sm.ID, fmt.Sprintf("cp_budget%04d", i)); refused != nil {
 			break
 		}
-		sh(sm.ID, "rm -f /srv/site/wordpress/wp-content/uploads/fill && sync && sleep 1")
+		sh(sm.ID, "rm -f /srv/site/wordpress/wp-content/uploads/fill && sync")
 	}
 	if !errors.Is(refused, sites.ErrCheckpointsFull) {
 		t.Fatalf("a site that rewrote its disk past its checkpoints' budget: %v", refused)

@@ -52,7 +52,7 @@ func testRunPHPAndSQL(t *testing.T, ctx context.Context, e *sitestest.Env, a, b 
 		t.Fatalf("a background child: %+v", res)
 	}
 	t0 := time.Now()
-	if res := php(`<?php while (true) { usleep(1000); }`, 2*time.Second); !res.TimedOut && res.ExitCode == 0 {
+	if res := php(`<?php while (true) { usleep(1000); }`, time.Second); !res.TimedOut && res.ExitCode == 0 {
 		t.Fatalf("a script that never ends: %+v", res)
 	}
 	t.Logf("a script that never ends ended after %s", time.Since(t0))
@@ -122,7 +122,7 @@ func testRunPHPAndSQL(t *testing.T, ctx context.Context, e *sitestest.Env, a, b 
 		t.Fatalf("a binary value: %q %q", *res.Rows[0][0], *res.Rows[0][1])
 	}
 	t0 = time.Now()
-	if _, err := e.Sites.RunSQL(ctx, a.ID, "SELECT SLEEP(100)", 2*time.Second); err == nil && time.Since(t0) > 30*time.Second {
+	if _, err := e.Sites.RunSQL(ctx, a.ID, "SELECT SLEEP(100)", time.Second); err == nil && time.Since(t0) > 30*time.Second {
 		t.Fatalf("a statement past its bound ran %s", time.Since(t0))
 	}
 	for _, q := range []string{
