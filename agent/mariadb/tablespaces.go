@@ -10,6 +10,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -222,23 +223,45 @@ func (s *Server) Import(ctx context.Context, volume, db string, tables []Table) 
 			}
 		}
 	}
-	conn, err := s.copies.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	for _, q := range []string{"USE " + quoteIdent(db), "SET SESSION foreign_key_checks = 0", "SET SESSION sql_mode = ''"} {
-		if _, err := conn.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("import into %s: %w", db, err)
-		}
+	// The tables go in side by side, on up to maxCopies connections: an
+	// IMPORT reads its whole file, and the next table need not wait.
+	work := make(chan Table)
+	errs := make(chan error, len(tables)+maxCopies)
+	var wg sync.WaitGroup
+	for range min(len(tables), maxCopies) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := s.copies.Conn(ctx)
+			if err == nil {
+				defer conn.Close()
+				for _, q := range []string{"USE " + quoteIdent(db), "SET SESSION foreign_key_checks = 0", "SET SESSION sql_mode = ''"} {
+					if _, err = conn.ExecContext(ctx, q); err != nil {
+						break
+					}
+				}
+			}
+			if err != nil {
+				errs <- fmt.Errorf("import into %s: %w", db, err)
+			}
+			for t := range work {
+				if err != nil {
+					continue // drained, not done: the error is reported
+				}
+				if ierr := importTable(ctx, conn, root, db, aside, t); ierr != nil {
+					_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+quoteIdent(t.Name))
+					errs <- fmt.Errorf("import table %q: %w", t.Name, Classify(ierr))
+				}
+			}
+		}()
 	}
 	for _, t := range tables {
-		if err := importTable(ctx, conn, root, db, aside, t); err != nil {
-			_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+quoteIdent(t.Name))
-			return fmt.Errorf("import table %q: %w", t.Name, Classify(err))
-		}
+		work <- t
 	}
-	return nil
+	close(work)
+	wg.Wait()
+	close(errs)
+	return <-errs // nil when none was sent
 }
 
 func importTable(ctx context.Context, conn *sql.Conn, root *os.Root, db, aside string, t Table) error {

@@ -225,13 +225,23 @@ func progress(ctx context.Context, req *mcp.CallToolRequest, done float64, msg s
 // jobWait bounds how long a tool waits for its job.
 const jobWait = 10 * time.Minute
 
+// pollEvery is how long a tool waits between two looks at its job.
+func pollEvery(since time.Time) time.Duration {
+	if time.Since(since) < 15*time.Second {
+		return 25 * time.Millisecond
+	}
+	return 500 * time.Millisecond
+}
+
 // waitJob follows a job to its end, reporting its progress; a failed job
 // is the tool's error, with the job's code.
 func (s *mcpSession) waitJob(ctx context.Context, req *mcp.CallToolRequest, id, what string) (*JobView, error) {
 	ctx, cancel := context.WithTimeout(ctx, jobWait)
 	defer cancel()
 	last := -1
-	for wait := 50 * time.Millisecond; ; wait = min(wait*2, 250*time.Millisecond) {
+	// A job's state is a read of this server's replica: polled often for
+	// its first seconds (most jobs end within them), then less.
+	for start, wait := time.Now(), 25*time.Millisecond; ; wait = pollEvery(start) {
 		var r jobResponse
 		if err := s.call(ctx, "GET", "/api/app/jobs/"+url.PathEscape(id), nil, nil, "", &r); err != nil {
 			return nil, err
@@ -270,7 +280,7 @@ func (s *mcpSession) waitRun(ctx context.Context, req *mcp.CallToolRequest, run 
 	if bp == "" {
 		bp = "unsaved"
 	}
-	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 500*time.Millisecond) {
+	for start, wait := time.Now(), 50*time.Millisecond; ; wait = pollEvery(start) {
 		var r runResponse
 		if err := s.call(ctx, "GET", "/api/app/blueprints/"+url.PathEscape(bp)+"/runs/"+url.PathEscape(run.ID), nil, nil, "", &r); err != nil {
 			return nil, err
