@@ -149,7 +149,12 @@ func TestDatabaseBoundedByPlanDisk(t *testing.T) {
 	if run.Str("run.status") != "failed" {
 		t.Fatalf("runSql on a full site: %s", run.Raw)
 	}
-	job := d.owner.Do("GET", "/api/app/jobs/"+run.Str("run.jobId"), nil).Must(t, 200)
+	// The run's ending is written before its job's: wait for the job.
+	var job *st.Response
+	st.WaitFor(t, 30*time.Second, "the run's job to end", func() bool {
+		job = d.owner.Do("GET", "/api/app/jobs/"+run.Str("run.jobId"), nil).Must(t, 200)
+		return job.Str("job.status") == "failed" || job.Str("job.status") == "succeeded"
+	})
 	details, _ := job.Get("job.error.details").(map[string]any)
 	if job.Str("job.error.code") != "plan_limit_reached" || details["resource"] != "siteDiskMb" || details["limit"] != float64(planMB) ||
 		details["plan"] != "paid" || !strings.Contains(job.Str("job.error.message"), "full") {
