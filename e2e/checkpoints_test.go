@@ -45,13 +45,14 @@ $files = array();
 foreach ($it as $f) { if ($f->isFile()) { $files[] = substr($f->getPathname(), strlen(WP_CONTENT_DIR)) . ' ' . sha1_file($f->getPathname()); } }
 sort($files);
 echo implode("\n", $files), "\n";
-// WordPress writes some options on its own, request by request (cron,
-// transients): every other row counts.
-$wpdb->query('SET SESSION group_concat_max_len = 1073741824');
+// WordPress writes some options by itself, request by request or from its
+// cron (transients, the cron list, update checks' locks and stamps,
+// rewrite rules): every other row counts, one line each.
 foreach ($wpdb->get_col('SHOW TABLES') as $t) {
-  echo $t, ' ', $t === 'wp_options'
-    ? $wpdb->get_var("SELECT MD5(GROUP_CONCAT(option_name, '=', option_value ORDER BY option_name SEPARATOR '\\n')) FROM wp_options WHERE option_name NOT LIKE '%transient%' AND option_name <> 'cron'")
-    : $wpdb->get_var("CHECKSUM TABLE $t", 1), "\n";
+  if ($t !== 'wp_options') { echo $t, ' ', $wpdb->get_var("CHECKSUM TABLE $t", 1), "\n"; continue; }
+  foreach ($wpdb->get_results("SELECT option_name, MD5(option_value) AS v FROM wp_options WHERE option_name NOT LIKE '%transient%' AND option_name NOT LIKE '%lock%' AND option_name NOT LIKE '%last_checked%' AND option_name NOT IN ('cron', 'rewrite_rules', 'recovery_keys', 'can_compress_scripts', 'recently_activated') ORDER BY option_name") as $r) {
+    echo 'option ', $r->option_name, ' ', $r->v, "\n";
+  }
 }
 echo json_encode(get_option('e2e_cp')), "\n", home_url(), "\n";
 `
